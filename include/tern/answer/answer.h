@@ -1,0 +1,73 @@
+/*
+ * answer.h — the query pipeline: parse → policy → lookup → write, in one function.
+ *
+ * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode)
+ * and RFC 8482 (minimal ANY):
+ *   - exact match: AA, the RRset; NODATA (also at empty non-terminals): NOERROR, SOA in authority
+ *     with TTL min(SOA TTL, MINIMUM); NXDOMAIN: the same SOA;
+ *   - CNAME chains followed through every served zone, at most ANSWER_CNAME_MAX hops, loops
+ *     stopped; qtype CNAME returns the CNAME alone; a target outside our zones ends the chain;
+ *   - wildcards synthesise the answer with the query's own name and case;
+ *   - delegations: referral without AA, NS in authority, glue in additional; DS at a delegation
+ *     point is answered by the parent side;
+ *   - additional section: A/AAAA of NS, MX and SRV targets in our data (never TC for it);
+ *   - no zone: REFUSED; opcode other than QUERY: NOTIMP; class other than IN: REFUSED, except
+ *     CHAOS TXT id.server. / hostname.bind. (identity) and version.bind. (version) when configured;
+ *     AXFR/IXFR over UDP: FORMERR, over TCP: NOTIMP until zone transfer exists;
+ *     ANY: one RRset of the name (RFC 8482 §4.1).
+ *   - the question echoed exactly as sent, RD copied, RA never set.
+ *
+ * Threading: every worker owns one answer_ctx_t and reads a zone_table_t snapshot; nothing here
+ * allocates, locks or does I/O.
+ */
+#ifndef TERN_ANSWER_ANSWER_H
+#define TERN_ANSWER_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/wire/parse.h"
+#include "tern/wire/write.h"
+#include "tern/zone/zone_table.h"
+
+/* RFC 1034 leaves the chain length to the server; 8 hops is what Knot and BIND allow in
+ * practice and more than any sane zone needs. */
+#define ANSWER_CNAME_MAX 8
+
+/* RFC 6891 §6.2.5 / DNS flag day 2020: 1232 bytes avoids IP fragmentation on every path. */
+#define ANSWER_EDNS_DEFAULT 1232
+
+typedef struct answer_config {
+    uint16_t edns_max_udp;  /* payload size we advertise and the cap on the client's (>= 512) */
+    const char *identity;   /* CHAOS id.server / hostname.bind answer; NULL = REFUSED */
+    const char *version;    /* CHAOS version.bind answer; NULL = REFUSED */
+} answer_config_t;
+
+typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
+
+/* What happened, for statistics (filled by answer_query). */
+typedef struct answer_info {
+    unsigned rcode;         /* full (extended) rcode sent, or -1u when dropped */
+    bool truncated;
+} answer_info_t;
+
+/* Per-worker scratch; big enough to keep off the stack of the I/O loop. */
+typedef struct answer_ctx {
+    wire_query_t query;
+    wire_writer_t writer;
+    dname_view_t chase;     /* CNAME target being followed */
+    answer_info_t info;
+} answer_ctx_t;
+
+/**
+ * Answer the query in pkt[0..len) from table t into out (capacity out_cap, at least 65535 for TCP
+ * and at least cfg->edns_max_udp for UDP). Returns the response length, or 0 when nothing must be
+ * sent (malformed beyond reply, QR set). t may be NULL (no zones: everything REFUSED).
+ */
+size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ctx_t *ctx,
+                    const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
+                    answer_transport_t transport);
+
+#endif

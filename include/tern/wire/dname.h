@@ -1,0 +1,73 @@
+/*
+ * dname.h — domain names in wire format (RFC 1035 §3.1).
+ *
+ * A "wire name" here is always uncompressed: length-prefixed labels ending with the root label,
+ * at most DNAME_MAXLEN bytes, labels at most 63 bytes. Names are compared case-insensitively
+ * (ASCII only, RFC 4343) by comparing lowercased copies.
+ *
+ * dname_view_t splits a name once into labels and precomputes the hash of every suffix, so the
+ * zone table can find the zone (longest suffix) and the closest encloser with hash probes only,
+ * never scanning. The suffix hash is defined right to left — hash(label.rest) depends only on
+ * the lowercased label and hash(rest) — so a node's hash is the same whether computed from its
+ * own name or as a suffix of a longer query name.
+ *
+ * No allocation; all functions are pure and thread-safe.
+ */
+#ifndef TERN_WIRE_DNAME_H
+#define TERN_WIRE_DNAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+
+#define DNAME_MAXLEN    255
+#define DNAME_MAXLABEL  63
+#define DNAME_MAXLABELS 128 /* 127 one-byte labels + the root */
+
+typedef struct dname_view {
+    uint8_t len;                      /* wire length of the whole name, root included */
+    uint8_t nlabels;                  /* labels excluding the root; 0 for the root name */
+    uint8_t off[DNAME_MAXLABELS];     /* off[i]: start of label i in lc; off[nlabels] = len-1 */
+    uint32_t hash[DNAME_MAXLABELS];   /* hash[i]: hash of the suffix starting at label i */
+    uint8_t lc[DNAME_MAXLEN];         /* lowercased wire name */
+} dname_view_t;
+
+/**
+ * Validate an uncompressed wire name at buf[0..maxlen). Returns its length (1..255) or
+ * TERN_EMALF if a label is longer than 63, a compression pointer or reserved label type appears,
+ * the name exceeds 255 bytes or runs past maxlen.
+ */
+int dname_check(const uint8_t *buf, size_t maxlen) TERN_WUR;
+
+/** Fill v from a name already validated by dname_check(). */
+void dname_view_init(dname_view_t *v, const uint8_t *name);
+
+/** Hash of a whole lowercased wire name; equals v->hash[0] of a view of the same name. */
+uint32_t dname_hash(const uint8_t *lcname);
+
+/** Copy name (validated) to dst lowercased; returns its length. dst has room for 255 bytes. */
+size_t dname_lower(uint8_t *dst, const uint8_t *name);
+
+/** Length of a validated wire name. */
+size_t dname_len(const uint8_t *name);
+
+/** Number of labels of a validated wire name, root excluded. */
+unsigned dname_labels(const uint8_t *name);
+
+/** Case-insensitive equality of two validated wire names. */
+bool dname_equal(const uint8_t *a, const uint8_t *b);
+
+/** True if name is sub or equal to parent (case-insensitive; both validated). */
+bool dname_is_subdomain(const uint8_t *name, const uint8_t *parent);
+
+/**
+ * Presentation form of a validated wire name into dst (always NUL-terminated, "." for root,
+ * with a trailing dot; non-printable bytes and specials escaped as \DDD / \c). Returns the
+ * string length, or TERN_ENOSPC if dst (size dstlen) was too small (then truncated).
+ * For logs and tools, never on the query path.
+ */
+int dname_to_str(const uint8_t *name, char *dst, size_t dstlen);
+
+#endif

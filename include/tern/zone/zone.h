@@ -1,0 +1,112 @@
+/*
+ * zone.h — one immutable zone: nodes by name, RRsets pre-rendered to wire form.
+ *
+ * Lifecycle: a zone_builder (zone_builder.h) collects records, validates them and produces a
+ * zone_t in the zone's own arena (build); nothing changes it afterwards (freeze); it is put in a
+ * zone_table and published (publish); zone_free() releases the arena in one call once no reader
+ * can hold it (retire).
+ * Threading: after build, any number of threads read it without locks.
+ *
+ * Everything the answer path needs is computed at build time: lowercased names and their suffix
+ * hashes, empty non-terminals as nodes, the wildcard child of each node, the zone cut above each
+ * node, RRsets sorted by type in RDATA-sequence form (see wire/write.h), the targets of NS/MX/SRV
+ * for additional-section processing, and the negative-answer SOA with TTL min(TTL, MINIMUM).
+ * Lookups are hash probes — never scans — so a random-subdomain query costs about as much as a
+ * hit.
+ */
+#ifndef TERN_ZONE_ZONE_H
+#define TERN_ZONE_ZONE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/arena.h"
+#include "tern/common/compiler.h"
+#include "tern/wire/dname.h"
+
+typedef struct zone_node zone_node_t;
+
+typedef struct zone_rrset {
+    const struct zone_rrset *next; /* next RRset of the same node, types ascending */
+    uint16_t type;
+    uint16_t count;                /* RRs */
+    uint32_t ttl;                  /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
+    uint32_t rdata_len;            /* bytes of rdata */
+    const uint8_t *rdata;          /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
+    /* NS, MX, SRV: for RR i, the node of its target name in this zone (NULL if not in the zone).
+     * Used for additional-section A/AAAA and glue. NULL for other types. */
+    const zone_node_t *const *targets;
+} zone_rrset_t;
+
+enum zone_node_flags {
+    ZONE_NODE_APEX = 1u << 0,  /* the zone apex */
+    ZONE_NODE_DELEG = 1u << 1, /* NS below the apex: a zone cut (delegation point) */
+    ZONE_NODE_ENT = 1u << 2,   /* empty non-terminal: no RRsets, exists because of a descendant */
+    ZONE_NODE_WILD = 1u << 3,  /* the name's first label is "*" */
+};
+
+struct zone_node {
+    const uint8_t *name;          /* lowercased wire name */
+    uint32_t hash;                /* dname_hash(name) */
+    uint8_t name_len;
+    uint8_t labels;               /* root excluded */
+    uint16_t flags;               /* zone_node_flags */
+    const zone_node_t *wildcard;  /* the node "*.<name>" if it exists, else NULL */
+    const zone_node_t *cut;       /* nearest delegation point at or above this node, strictly
+                                     below the apex; NULL if none (the node is authoritative) */
+    const zone_rrset_t *rrsets;   /* sorted by type; NULL for an ENT */
+};
+
+typedef struct zone {
+    const uint8_t *apex;          /* lowercased wire name of the origin */
+    uint32_t hash;                /* dname_hash(apex) */
+    uint8_t apex_len;
+    uint8_t apex_labels;
+    uint8_t max_labels;           /* labels of the deepest node: lookups start there */
+    uint32_t serial;
+    const zone_node_t *apex_node;
+    const zone_rrset_t *soa;      /* the apex SOA */
+    const zone_rrset_t *neg_soa;  /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
+    const zone_rrset_t *apex_ns;  /* the apex NS */
+    uint32_t node_mask;           /* node_slots has node_mask + 1 entries (a power of two) */
+    const zone_node_t **node_slots; /* open addressing, linear probing, NULL = empty */
+    size_t node_count;
+    size_t rr_count;
+    const char *source;           /* where it came from (file path), for logs */
+    arena_t *arena;               /* owns the zone and everything it points to */
+} zone_t;
+
+/** Node with exactly this lowercased name (len bytes, hash = its dname hash), or NULL. */
+const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len,
+                                  uint32_t hash);
+
+/** The node's RRset of this type, or NULL. */
+const zone_rrset_t *zone_node_rrset(const zone_node_t *n, uint16_t type);
+
+typedef enum {
+    ZONE_LOOKUP_EXACT,    /* node is the name's own node (may be an ENT, may be below a cut) */
+    ZONE_LOOKUP_WILDCARD, /* node is the wildcard that covers the name (RFC 4592) */
+    ZONE_LOOKUP_NXDOMAIN, /* no node and no wildcard; encloser is the closest encloser */
+} zone_lookup_kind_t;
+
+typedef struct zone_lookup {
+    zone_lookup_kind_t kind;
+    const zone_node_t *node;     /* EXACT/WILDCARD: the matching node; NXDOMAIN: NULL */
+    const zone_node_t *encloser; /* closest encloser (the node itself for EXACT) */
+    const zone_node_t *cut;      /* delegation point at or above the name, or NULL. When set, the
+                                    name is not authoritative data of this zone (a referral), except
+                                    a DS query exactly at the cut (RFC 4035 §3.1.4.1). */
+} zone_lookup_t;
+
+/**
+ * Resolve name v inside zone z, whose apex is the suffix of v starting at label apex_label
+ * (as zone_table_find() returns). Probes at most max_labels - apex_labels + 1 suffixes, each one
+ * hash lookup; a wildcard is considered only below the closest encloser and never below a cut.
+ */
+void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r);
+
+/** Release the zone and all its data (its arena). NULL is a no-op. */
+void zone_free(zone_t *z);
+
+#endif

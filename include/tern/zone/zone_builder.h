@@ -1,0 +1,50 @@
+/*
+ * zone_builder.h — collect the records of one zone, validate them, and produce an immutable zone_t.
+ *
+ * Lifecycle: new → add (any number) → finish (validates and builds; the builder is consumed) or
+ * free. Used only by loaders (zone files now, Redis/JSON later), never on the query path.
+ * Not thread-safe; one builder per thread.
+ *
+ * finish() computes everything listed in zone.h. Validation, each error naming file:line of the
+ * offending record where one exists:
+ *   - an SOA at the apex (exactly one RR) and NS at the apex are required;
+ *   - CNAME beside any other data at one name, or more than one CNAME at a name, is an error;
+ *   - records of class other than IN are an error;
+ * Out-of-zone records are refused by add() with TERN_EOUTZONE so the loader can warn and go on.
+ * Duplicate RRs (same owner, type, RDATA) are merged silently; TTLs within an RRset that differ
+ * use the lowest, with a warning (RFC 2181 §5.2).
+ */
+#ifndef TERN_ZONE_ZONE_BUILDER_H
+#define TERN_ZONE_ZONE_BUILDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/zone/zone.h"
+
+typedef struct zone_builder zone_builder_t;
+
+/** Builder for the zone at origin (validated wire name; any case). source names it in messages. */
+zone_builder_t *zone_builder_new(const uint8_t *origin, const char *source) TERN_WUR;
+
+/**
+ * Add one RR. owner is a validated wire name (any case); rdata is uncompressed wire RDATA of
+ * rdlen bytes. file/line locate it for error messages (file may be NULL).
+ * Returns 0, TERN_EOUTZONE (not added), TERN_EINVAL (bad class or type such as OPT), TERN_ENOMEM.
+ */
+int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
+                     uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
+                     unsigned line) TERN_WUR;
+
+/**
+ * Validate and build. On success *out is the new zone and 0 is returned. On failure a negative
+ * TERN_E* code is returned and err (size errlen) holds "file:line: message" (or "zone X: message"
+ * when no line applies). The builder is freed in both cases.
+ */
+int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen) TERN_WUR;
+
+/** Abandon a builder. NULL is a no-op. */
+void zone_builder_free(zone_builder_t *b);
+
+#endif

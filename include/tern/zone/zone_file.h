@@ -1,0 +1,24 @@
+/*
+ * zone_file.h — load an RFC 1035 master file with ldns into a zone.
+ *
+ * Supports every RR type ldns parses, unknown types in RFC 3597 form (TYPE12345 \# 3 abcdef),
+ * $ORIGIN, $TTL and $INCLUDE (a relative path is relative to the including file's directory;
+ * nesting is limited to 8 levels). Out-of-zone records are skipped with a warning naming
+ * file:line. Loader-thread only.
+ */
+#ifndef TERN_ZONE_ZONE_FILE_H
+#define TERN_ZONE_ZONE_FILE_H
+
+#include <stddef.h>
+
+#include "tern/common/compiler.h"
+#include "tern/zone/zone.h"
+
+/**
+ * Load the zone origin (presentation form, e.g. "example.test" or "example.test.") from path.
+ * Returns 0 and the zone in *out, or a negative TERN_E* code with "file:line: message" in err.
+ */
+int zone_file_load(const char *origin, const char *path, zone_t **out, char *err, size_t errlen)
+    TERN_WUR;
+
+#endif

@@ -1,0 +1,193 @@
+#include "tern/wire/dname.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tern/common/err.h"
+
+/* ASCII-only lowercase (RFC 4343): a table beats branches on the lookup path. */
+static const uint8_t lower_tab[256] = {
+#define L(c) [c] = (uint8_t)((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
+#define L4(c) L(c), L(c + 1), L(c + 2), L(c + 3)
+#define L16(c) L4(c), L4(c + 4), L4(c + 8), L4(c + 12)
+#define L64(c) L16(c), L16(c + 16), L16(c + 32), L16(c + 48)
+    L64(0), L64(64), L64(128), L64(192)
+#undef L64
+#undef L16
+#undef L4
+#undef L
+};
+
+/* The hash of the root name; every other suffix hash chains from it. */
+#define DNAME_HASH_ROOT 0x811c9dc5u
+
+/* murmur3's finaliser: a bijection, so chaining stays collision-free per step, and it spreads
+ * the FNV state so that the low bits make good table indexes. */
+static inline uint32_t fmix32(uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* Hash of label (length byte + bytes, already lowercase) on top of the suffix hash below it. */
+static inline uint32_t label_hash(uint32_t parent, const uint8_t *label)
+{
+    uint32_t h = parent;
+    unsigned n = (unsigned)label[0] + 1;
+    for (unsigned i = 0; i < n; i++)
+        h = (h ^ label[i]) * 0x01000193u;
+    return fmix32(h);
+}
+
+int dname_check(const uint8_t *buf, size_t maxlen)
+{
+    size_t pos = 0;
+    for (;;) {
+        if (pos >= maxlen)
+            return TERN_EMALF;
+        uint8_t l = buf[pos];
+        if (l == 0)
+            break;
+        if (l > DNAME_MAXLABEL) /* 0xC0 pointers and 0x40/0x80 reserved types */
+            return TERN_EMALF;
+        pos += (size_t)l + 1;
+        if (pos >= DNAME_MAXLEN)
+            return TERN_EMALF;
+    }
+    return (int)pos + 1;
+}
+
+void dname_view_init(dname_view_t *v, const uint8_t *name)
+{
+    unsigned n = 0;
+    size_t pos = 0;
+    while (name[pos] != 0) {
+        uint8_t l = name[pos];
+        v->off[n++] = (uint8_t)pos;
+        v->lc[pos] = l;
+        for (unsigned i = 1; i <= l; i++)
+            v->lc[pos + i] = lower_tab[name[pos + i]];
+        pos += (size_t)l + 1;
+    }
+    v->lc[pos] = 0;
+    v->off[n] = (uint8_t)pos;
+    v->len = (uint8_t)(pos + 1);
+    v->nlabels = (uint8_t)n;
+    uint32_t h = DNAME_HASH_ROOT;
+    v->hash[n] = h;
+    for (unsigned i = n; i-- > 0;) {
+        h = label_hash(h, v->lc + v->off[i]);
+        v->hash[i] = h;
+    }
+}
+
+uint32_t dname_hash(const uint8_t *lcname)
+{
+    const uint8_t *labels[DNAME_MAXLABELS];
+    unsigned n = 0;
+    for (const uint8_t *p = lcname; *p; p += *p + 1)
+        labels[n++] = p;
+    uint32_t h = DNAME_HASH_ROOT;
+    while (n-- > 0)
+        h = label_hash(h, labels[n]);
+    return h;
+}
+
+size_t dname_lower(uint8_t *dst, const uint8_t *name)
+{
+    size_t pos = 0;
+    for (;;) {
+        uint8_t l = name[pos];
+        dst[pos] = l;
+        if (l == 0)
+            return pos + 1;
+        for (unsigned i = 1; i <= l; i++)
+            dst[pos + i] = lower_tab[name[pos + i]];
+        pos += (size_t)l + 1;
+    }
+}
+
+size_t dname_len(const uint8_t *name)
+{
+    size_t pos = 0;
+    while (name[pos])
+        pos += (size_t)name[pos] + 1;
+    return pos + 1;
+}
+
+unsigned dname_labels(const uint8_t *name)
+{
+    unsigned n = 0;
+    for (const uint8_t *p = name; *p; p += *p + 1)
+        n++;
+    return n;
+}
+
+bool dname_equal(const uint8_t *a, const uint8_t *b)
+{
+    size_t pos = 0;
+    for (;;) {
+        if (a[pos] != b[pos])
+            return false;
+        uint8_t l = a[pos];
+        if (l == 0)
+            return true;
+        for (unsigned i = 1; i <= l; i++)
+            if (lower_tab[a[pos + i]] != lower_tab[b[pos + i]])
+                return false;
+        pos += (size_t)l + 1;
+    }
+}
+
+bool dname_is_subdomain(const uint8_t *name, const uint8_t *parent)
+{
+    unsigned nl = dname_labels(name), pl = dname_labels(parent);
+    if (nl < pl)
+        return false;
+    const uint8_t *p = name;
+    for (unsigned i = 0; i < nl - pl; i++)
+        p += *p + 1;
+    return dname_equal(p, parent);
+}
+
+int dname_to_str(const uint8_t *name, char *dst, size_t dstlen)
+{
+    size_t o = 0;
+    int rc = 0;
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (o + 1 < dstlen)                                                                        \
+            dst[o++] = (c);                                                                        \
+        else                                                                                       \
+            rc = TERN_ENOSPC;                                                                      \
+    } while (0)
+    if (dstlen == 0)
+        return TERN_ENOSPC;
+    if (name[0] == 0)
+        PUT('.');
+    for (const uint8_t *p = name; *p; p += *p + 1) {
+        for (unsigned i = 1; i <= *p; i++) {
+            uint8_t c = p[i];
+            if (c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' ||
+                c == '@' || c == '$') {
+                PUT('\\');
+                PUT((char)c);
+            } else if (c <= 0x20 || c >= 0x7f) {
+                char esc[5];
+                snprintf(esc, sizeof(esc), "\\%03u", c);
+                for (int k = 0; k < 4; k++)
+                    PUT(esc[k]);
+            } else {
+                PUT((char)c);
+            }
+        }
+        PUT('.');
+    }
+#undef PUT
+    dst[o] = 0;
+    return rc ? rc : (int)o;
+}
