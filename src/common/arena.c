@@ -9,7 +9,7 @@
  * in one table) costs a page or two, a million-record zone a few hundred mallocs. */
 #define ARENA_CHUNK_MIN (4u << 10)
 #define ARENA_CHUNK     (1u << 20)
-#define ARENA_ALIGN 16u
+#define ARENA_ALIGN     16u
 
 struct chunk {
     struct chunk *next;

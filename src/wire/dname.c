@@ -7,8 +7,8 @@
 
 /* ASCII-only lowercase (RFC 4343): a table beats branches on the lookup path. */
 static const uint8_t lower_tab[256] = {
-#define L(c) [c] = (uint8_t)((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
-#define L4(c) L(c), L(c + 1), L(c + 2), L(c + 3)
+#define L(c)   [c] = (uint8_t)((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
+#define L4(c)  L(c), L(c + 1), L(c + 2), L(c + 3)
 #define L16(c) L4(c), L4(c + 4), L4(c + 8), L4(c + 12)
 #define L64(c) L16(c), L16(c + 16), L16(c + 32), L16(c + 48)
     L64(0), L64(64), L64(128), L64(192)
@@ -172,8 +172,8 @@ int dname_to_str(const uint8_t *name, char *dst, size_t dstlen)
     for (const uint8_t *p = name; *p; p += *p + 1) {
         for (unsigned i = 1; i <= *p; i++) {
             uint8_t c = p[i];
-            if (c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' ||
-                c == '@' || c == '$') {
+            if (c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' ||
+                c == '$') {
                 PUT('\\');
                 PUT((char)c);
             } else if (c <= 0x20 || c >= 0x7f) {

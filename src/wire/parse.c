@@ -1,0 +1,224 @@
+/*
+ * parse.c — one forward pass over a query: header, question, then every counted record with
+ * bounds checks, picking up the OPT record (EDNS0, RFC 6891) and its Client Subnet option
+ * (RFC 7871) on the way. Nothing is copied except the question name into its dname_view.
+ */
+#include "tern/wire/parse.h"
+
+#include <string.h>
+
+#include "tern/common/err.h"
+
+/* RFC 1035 §4.1.4 pointers are 14 bits; the top two bits of a label byte mark one. */
+#define PTR_MASK 0xC0u
+
+/* A legitimate encoder emits at most one pointer per name, at the end. Chains of pointers to
+ * pointers are legal but pointless; one hop per possible label is far beyond anything real and
+ * keeps a hostile packet from making us walk more than that. */
+#define NAME_MAX_HOPS DNAME_MAXLABELS
+
+/* Fixed part of a resource record after its owner: type, class, TTL, RDLENGTH. */
+#define RR_FIXED_LEN 10
+
+/* RFC 7871 §6: the address families the option defines for IP. */
+#define ECS_FAMILY_IP4 1
+#define ECS_FAMILY_IP6 2
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * Skip a possibly compressed name starting at pkt[*pos]. On success *pos is just past the name
+ * as it sits in the record (after the first pointer, if any) and the number of labels (root
+ * excluded) is returned; -1 when malformed.
+ * Every pointer must go strictly below the lowest offset visited so far, so the walk always
+ * terminates; it also may not point into the header, where no name can be.
+ */
+static int skip_name(const uint8_t *pkt, size_t len, size_t *pos)
+{
+    size_t p = *pos;
+    size_t lowest = p;
+    size_t wire_len = 0; /* expanded length, root excluded */
+    unsigned hops = 0;
+    int labels = 0;
+    bool jumped = false;
+
+    for (;;) {
+        if (p >= len)
+            return -1;
+        uint8_t l = pkt[p];
+        if (l == 0) {
+            if (!jumped)
+                *pos = p + 1;
+            return labels;
+        }
+        if ((l & PTR_MASK) == PTR_MASK) {
+            if (p + 1 >= len)
+                return -1;
+            size_t target = (size_t)(l & 0x3Fu) << 8 | pkt[p + 1];
+            if (target >= lowest || target < WIRE_HDR_LEN || ++hops > NAME_MAX_HOPS)
+                return -1;
+            if (!jumped) {
+                *pos = p + 2;
+                jumped = true;
+            }
+            lowest = target;
+            p = target;
+            continue;
+        }
+        if (l > DNAME_MAXLABEL) /* 0x40 and 0x80: extended label types, unassigned */
+            return -1;
+        wire_len += (size_t)l + 1;
+        if (wire_len + 1 > DNAME_MAXLEN)
+            return -1;
+        labels++;
+        p += (size_t)l + 1;
+    }
+}
+
+/* RFC 7871 §6 checks on one ECS option (data of dlen bytes); fills q->ecs. */
+static bool parse_ecs(wire_query_t *q, const uint8_t *d, size_t dlen)
+{
+    if (dlen < 4)
+        return false;
+    uint16_t family = rd16(d);
+    uint8_t source = d[2];
+    uint8_t scope = d[3];
+    unsigned max = family == ECS_FAMILY_IP4 ? 32 : family == ECS_FAMILY_IP6 ? 128 : 0;
+    if (max == 0 || source > max || scope != 0)
+        return false;
+    size_t alen = ((size_t)source + 7) / 8;
+    if (dlen - 4 != alen)
+        return false;
+    /* Bits past the source prefix must be zero (§6, "MUST be set to 0"), else the client
+     * may be leaking more of its address than it announced. */
+    if (source % 8 != 0 && (d[4 + alen - 1] & (0xFFu >> (source % 8))) != 0)
+        return false;
+    q->ecs.family = family;
+    q->ecs.source_prefix = source;
+    q->ecs.scope_prefix = scope;
+    memset(q->ecs.addr, 0, sizeof(q->ecs.addr));
+    memcpy(q->ecs.addr, d + 4, alen);
+    q->has_ecs = true;
+    return true;
+}
+
+/* The OPT record's RDATA (rdlen bytes at rd): option code, length, data, repeated. */
+static bool parse_opt_options(wire_query_t *q, const uint8_t *rd, size_t rdlen)
+{
+    size_t p = 0;
+    while (p < rdlen) {
+        if (rdlen - p < 4)
+            return false;
+        uint16_t code = rd16(rd + p);
+        size_t olen = rd16(rd + p + 2);
+        p += 4;
+        if (olen > rdlen - p)
+            return false;
+        if (code == WIRE_EDNS_ECS) {
+            if (q->has_ecs) /* two subnets: which one would we answer for? */
+                return false;
+            if (!parse_ecs(q, rd + p, olen))
+                return false;
+        }
+        p += olen;
+    }
+    return true;
+}
+
+/* Everything after the question: ancount + nscount + arcount records (an/ns only outside
+ * opcode QUERY, checked by the caller). Returns WIRE_OK, WIRE_BADVERS or WIRE_FORMERR. */
+static wire_parse_result_t parse_records(wire_query_t *q, const uint8_t *pkt, size_t len,
+                                         size_t pos, unsigned an_ns, unsigned ar)
+{
+    bool badvers = false;
+    unsigned total = an_ns + ar;
+
+    for (unsigned i = 0; i < total; i++) {
+        int labels = skip_name(pkt, len, &pos);
+        if (labels < 0 || len - pos < RR_FIXED_LEN)
+            return WIRE_FORMERR;
+        uint16_t type = rd16(pkt + pos);
+        uint16_t rclass = rd16(pkt + pos + 2);
+        uint32_t ttl = rd32(pkt + pos + 4);
+        size_t rdlen = rd16(pkt + pos + 8);
+        pos += RR_FIXED_LEN;
+        if (rdlen > len - pos)
+            return WIRE_FORMERR;
+        const uint8_t *rd = pkt + pos;
+        pos += rdlen;
+
+        if (type != WIRE_T_OPT)
+            continue; /* TSIG and anything else: walked, not interpreted */
+        /* RFC 6891 §6.1.1: one OPT, in the additional section, owned by the root. */
+        if (i < an_ns || q->has_edns || labels != 0)
+            return WIRE_FORMERR;
+        q->has_edns = true;
+        q->edns_udp_size = rclass;
+        q->edns_version = (uint8_t)(ttl >> 16);
+        q->edns_do = (ttl & 0x8000u) != 0;
+        if (q->edns_version != 0) {
+            /* Options of a version we don't speak have no format we could check; §6.1.3
+             * asks only for BADVERS. The rest of the message is still walked. */
+            badvers = true;
+            continue;
+        }
+        if (!parse_opt_options(q, rd, rdlen))
+            return WIRE_FORMERR;
+    }
+    if (pos != len) /* trailing garbage: Knot refuses it too */
+        return WIRE_FORMERR;
+    return badvers ? WIRE_BADVERS : WIRE_OK;
+}
+
+wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t len)
+{
+    /* Reset only the fields a reader looks at (even for a drop, so nothing stale survives);
+     * the view is filled only with a question. */
+    q->qtype = 0;
+    q->qclass = 0;
+    q->has_question = false;
+    q->qname = NULL;
+    q->question_len = 0;
+    q->has_edns = false;
+    q->edns_do = false;
+    q->edns_version = 0;
+    q->edns_udp_size = 0;
+    q->has_ecs = false;
+
+    if (len < WIRE_HDR_LEN)
+        return WIRE_DROP;
+    uint16_t flags = rd16(pkt + 2);
+    if (flags & WIRE_FLAG_QR) /* a response: answering it could start a loop */
+        return WIRE_DROP;
+    q->id = rd16(pkt);
+    q->flags = flags;
+
+    unsigned qd = rd16(pkt + 4), an = rd16(pkt + 6), ns = rd16(pkt + 8), ar = rd16(pkt + 10);
+    if (qd != 1)
+        return WIRE_FORMERR;
+
+    const uint8_t *qname = pkt + WIRE_HDR_LEN;
+    int nlen = dname_check(qname, len - WIRE_HDR_LEN);
+    if (nlen < 0 || len - WIRE_HDR_LEN - (size_t)nlen < 4)
+        return WIRE_FORMERR;
+    q->qname = qname;
+    q->qtype = rd16(qname + nlen);
+    q->qclass = rd16(qname + nlen + 2);
+    q->question_len = (size_t)nlen + 4;
+    dname_view_init(&q->name, qname);
+    q->has_question = true;
+
+    /* A query carries nothing in answer and authority; NOTIFY and UPDATE do, and are walked
+     * like the additional section so that their OPT is still found and checked. */
+    if (WIRE_OPCODE(flags) == WIRE_OP_QUERY && (an != 0 || ns != 0))
+        return WIRE_FORMERR;
+    return parse_records(q, pkt, len, WIRE_HDR_LEN + q->question_len, an + ns, ar);
+}

@@ -21,15 +21,15 @@ enum {
     TERN_ERANGE = -ERANGE,
     /* tern's own codes live below every errno value */
     TERN_EBASE = -1000,
-    TERN_EMALF = -1001,     /* malformed wire data */
-    TERN_ESYNTAX = -1002,   /* zone or config syntax error */
-    TERN_ENOSOA = -1003,    /* zone without SOA at its apex */
-    TERN_ENONS = -1004,     /* zone without NS at its apex */
-    TERN_ECNAME = -1005,    /* CNAME beside other data */
-    TERN_EOUTZONE = -1006,  /* record outside the zone */
-    TERN_ETRUNC = -1007,    /* data did not fit its buffer */
-    TERN_EDUPZONE = -1008,  /* the same zone given twice */
-    TERN_ELIMIT = -1009,    /* a configured limit was exceeded */
+    TERN_EMALF = -1001,    /* malformed wire data */
+    TERN_ESYNTAX = -1002,  /* zone or config syntax error */
+    TERN_ENOSOA = -1003,   /* zone without SOA at its apex */
+    TERN_ENONS = -1004,    /* zone without NS at its apex */
+    TERN_ECNAME = -1005,   /* CNAME beside other data */
+    TERN_EOUTZONE = -1006, /* record outside the zone */
+    TERN_ETRUNC = -1007,   /* data did not fit its buffer */
+    TERN_EDUPZONE = -1008, /* the same zone given twice */
+    TERN_ELIMIT = -1009,   /* a configured limit was exceeded */
 };
 
 /** Text for a TERN_E* code or negated errno; never NULL. */

@@ -33,13 +33,13 @@
 #define WIRE_HDR_LEN 12
 
 /* Header flag bits in host order of the 16-bit flags word */
-#define WIRE_FLAG_QR 0x8000u
-#define WIRE_FLAG_AA 0x0400u
-#define WIRE_FLAG_TC 0x0200u
-#define WIRE_FLAG_RD 0x0100u
-#define WIRE_FLAG_RA 0x0080u
-#define WIRE_FLAG_AD 0x0020u
-#define WIRE_FLAG_CD 0x0010u
+#define WIRE_FLAG_QR       0x8000u
+#define WIRE_FLAG_AA       0x0400u
+#define WIRE_FLAG_TC       0x0200u
+#define WIRE_FLAG_RD       0x0100u
+#define WIRE_FLAG_RA       0x0080u
+#define WIRE_FLAG_AD       0x0020u
+#define WIRE_FLAG_CD       0x0010u
 #define WIRE_OPCODE(flags) (((flags) >> 11) & 0xFu)
 #define WIRE_RCODE(flags)  ((flags)&0xFu)
 
@@ -56,7 +56,12 @@ enum wire_rcode {
     WIRE_RC_BADVERS = 16, /* extended: upper 8 bits go in the OPT TTL */
 };
 
-enum wire_class { WIRE_CLASS_IN = 1, WIRE_CLASS_CH = 3, WIRE_CLASS_NONE = 254, WIRE_CLASS_ANY = 255 };
+enum wire_class {
+    WIRE_CLASS_IN = 1,
+    WIRE_CLASS_CH = 3,
+    WIRE_CLASS_NONE = 254,
+    WIRE_CLASS_ANY = 255
+};
 
 enum wire_type {
     WIRE_T_A = 1,
@@ -94,7 +99,7 @@ typedef enum {
 } wire_parse_result_t;
 
 typedef struct wire_ecs {
-    uint16_t family;      /* 1 = IPv4, 2 = IPv6 */
+    uint16_t family; /* 1 = IPv4, 2 = IPv6 */
     uint8_t source_prefix;
     uint8_t scope_prefix; /* as sent (0 in a valid query) */
     uint8_t addr[16];     /* the address, zero-padded beyond the sent bytes */
@@ -102,17 +107,17 @@ typedef struct wire_ecs {
 
 typedef struct wire_query {
     uint16_t id;
-    uint16_t flags;         /* header flags word as received */
+    uint16_t flags; /* header flags word as received */
     uint16_t qtype;
     uint16_t qclass;
-    bool has_question;      /* question parsed (may still be FORMERR for later sections) */
-    const uint8_t *qname;   /* points into the packet: the name as sent (case preserved) */
-    size_t question_len;    /* bytes of the question section (name + type + class) */
-    dname_view_t name;      /* lowercased labels and suffix hashes of qname */
+    bool has_question;    /* question parsed (may still be FORMERR for later sections) */
+    const uint8_t *qname; /* points into the packet: the name as sent (case preserved) */
+    size_t question_len;  /* bytes of the question section (name + type + class) */
+    dname_view_t name;    /* lowercased labels and suffix hashes of qname */
 
     /* EDNS(0), RFC 6891 */
     bool has_edns;
-    bool edns_do;           /* DO bit */
+    bool edns_do; /* DO bit */
     uint8_t edns_version;
     uint16_t edns_udp_size; /* as sent by the client (not clamped) */
     bool has_ecs;

@@ -40,19 +40,19 @@
 typedef enum { WIRE_SEC_AN = 0, WIRE_SEC_NS = 1, WIRE_SEC_AR = 2 } wire_section_t;
 
 typedef struct wire_comp_entry {
-    uint16_t off;    /* where the suffix starts in the message */
-    uint8_t labels;  /* labels of that suffix, root excluded */
-    uint32_t hash;   /* dname suffix hash (dname.h) of that suffix */
+    uint16_t off;   /* where the suffix starts in the message */
+    uint8_t labels; /* labels of that suffix, root excluded */
+    uint32_t hash;  /* dname suffix hash (dname.h) of that suffix */
 } wire_comp_entry_t;
 
 typedef struct wire_writer {
     uint8_t *buf;
-    size_t limit;          /* the message never grows beyond this */
-    size_t reserved;       /* bytes kept free at the end (OPT) */
+    size_t limit;    /* the message never grows beyond this */
+    size_t reserved; /* bytes kept free at the end (OPT) */
     size_t len;
-    uint16_t count[3];     /* RRs per section */
-    int section;           /* last section written to; sections only move forward */
-    uint16_t last_name_off;/* offset of the name in the RDATA of the last RR written, or 0 */
+    uint16_t count[3];      /* RRs per section */
+    int section;            /* last section written to; sections only move forward */
+    uint16_t last_name_off; /* offset of the name in the RDATA of the last RR written, or 0 */
     unsigned ncomp;
     wire_comp_entry_t comp[WIRE_COMP_MAX];
 } wire_writer_t;

@@ -1,0 +1,96 @@
+/* Unit tests for the bump arena: alignment, zeroing, big objects, footprint growth. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tern/common/arena.h"
+#include "tern/common/err.h"
+
+static void test_alignment_and_distinct(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    uint8_t *prev = NULL;
+    for (size_t i = 1; i < 2000; i++) {
+        uint8_t *p = arena_alloc(a, i % 37 + 1);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 16, 0);
+        memset(p, 0xAB, i % 37 + 1); /* ASan catches overlap with the chunk header */
+        assert_true(p != prev);
+        prev = p;
+    }
+    arena_destroy(a);
+}
+
+static void test_calloc_zeroes_and_overflow(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    uint32_t *v = arena_calloc(a, 1000, sizeof(*v));
+    assert_non_null(v);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(v[i], 0);
+    assert_null(arena_calloc(a, SIZE_MAX / 2, 4));
+    arena_destroy(a);
+}
+
+static void test_big_objects_keep_current_chunk(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    uint8_t *small1 = arena_alloc(a, 64);
+    assert_non_null(small1);
+    size_t before = arena_footprint(a);
+    uint8_t *big = arena_alloc(a, 3u << 20);
+    assert_non_null(big);
+    memset(big, 1, 3u << 20);
+    assert_true(arena_footprint(a) >= before + (3u << 20));
+    /* the next small allocation continues in the first chunk, right after small1 */
+    uint8_t *small2 = arena_alloc(a, 64);
+    assert_ptr_equal(small2, small1 + 64);
+    arena_destroy(a);
+}
+
+static void test_small_arena_stays_small(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    void *p = arena_alloc(a, 100);
+    assert_non_null(p);
+    /* 10,000 tiny zones each with their own arena must not cost a megabyte each */
+    assert_true(arena_footprint(a) <= 8192);
+    const char s[] = "memdup";
+    char *d = arena_memdup(a, s, sizeof(s));
+    assert_string_equal(d, s);
+    arena_destroy(a);
+    arena_destroy(NULL);
+}
+
+static void test_strerror(void **state)
+{
+    (void)state;
+    assert_string_equal(tern_strerror(0), "success");
+    assert_string_equal(tern_strerror(TERN_ENOSOA), "no SOA record at the zone apex");
+    assert_string_equal(tern_strerror(TERN_ENOMEM), strerror(ENOMEM));
+    assert_string_equal(tern_strerror(-99999), "unknown error");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alignment_and_distinct),
+        cmocka_unit_test(test_calloc_zeroes_and_overflow),
+        cmocka_unit_test(test_big_objects_keep_current_chunk),
+        cmocka_unit_test(test_small_arena_stays_small),
+        cmocka_unit_test(test_strerror),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

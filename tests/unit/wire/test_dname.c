@@ -1,0 +1,260 @@
+/* test_dname.c — wire names: validation, views and suffix hashes, case folding, printing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tern/common/err.h"
+#include "tern/wire/dname.h"
+
+#include "wire_test_util.h"
+
+static void test_check_valid(void **state)
+{
+    (void)state;
+    uint8_t n[300];
+    size_t l = to_wire("www.example.com", n);
+    assert_int_equal(dname_check(n, l), (int)l);
+    assert_int_equal(dname_check(n, sizeof(n)), (int)l); /* stops at the root */
+    uint8_t root[1] = {0};
+    assert_int_equal(dname_check(root, 1), 1);
+}
+
+static void test_check_truncated(void **state)
+{
+    (void)state;
+    uint8_t n[300];
+    size_t l = to_wire("www.example.com", n);
+    for (size_t cut = 0; cut < l; cut++)
+        assert_int_equal(dname_check(n, cut), TERN_EMALF);
+}
+
+static void test_check_label_too_long(void **state)
+{
+    (void)state;
+    uint8_t n[80] = {0};
+    n[0] = 63;
+    memset(n + 1, 'a', 63);
+    n[64] = 0;
+    assert_int_equal(dname_check(n, sizeof(n)), 65);
+    n[0] = 64;
+    memset(n + 1, 'a', 64);
+    n[65] = 0;
+    assert_int_equal(dname_check(n, sizeof(n)), TERN_EMALF);
+}
+
+static void test_check_pointer_and_reserved(void **state)
+{
+    (void)state;
+    uint8_t ptr[] = {3, 'w', 'w', 'w', 0xC0, 12};
+    assert_int_equal(dname_check(ptr, sizeof(ptr)), TERN_EMALF);
+    uint8_t ext[] = {0x41, 0};
+    assert_int_equal(dname_check(ext, sizeof(ext)), TERN_EMALF);
+    uint8_t ext2[] = {0x80, 0};
+    assert_int_equal(dname_check(ext2, sizeof(ext2)), TERN_EMALF);
+}
+
+/* 255 bytes is the limit, 256 is over. Built from 63-byte labels plus one to adjust. */
+static size_t long_name(uint8_t *n, size_t total)
+{
+    size_t o = 0;
+    while (total - o - 1 > 0) {
+        size_t room = total - o - 1; /* bytes left before the root */
+        size_t l = room > 64 ? 63 : room - 1;
+        if (room > 64 && room - 64 < 2)
+            l = 61; /* don't leave a remainder too small for a label */
+        n[o] = (uint8_t)l;
+        memset(n + o + 1, 'a' + (int)(o % 26), l);
+        o += l + 1;
+    }
+    n[o++] = 0;
+    return o;
+}
+
+static void test_check_name_length(void **state)
+{
+    (void)state;
+    uint8_t n[300];
+    size_t l = long_name(n, 255);
+    assert_int_equal(l, 255);
+    assert_int_equal(dname_check(n, sizeof(n)), 255);
+    l = long_name(n, 256);
+    assert_int_equal(l, 256);
+    assert_int_equal(dname_check(n, sizeof(n)), TERN_EMALF);
+    /* 127 one-byte labels + root = 255: the most labels a name can have */
+    for (int i = 0; i < 127; i++) {
+        n[2 * i] = 1;
+        n[2 * i + 1] = 'x';
+    }
+    n[254] = 0;
+    assert_int_equal(dname_check(n, sizeof(n)), 255);
+    dname_view_t v;
+    dname_view_init(&v, n);
+    assert_int_equal(v.nlabels, 127);
+    assert_int_equal(v.len, 255);
+    assert_int_equal(v.off[127], 254);
+}
+
+static void test_view_offsets(void **state)
+{
+    (void)state;
+    uint8_t n[300];
+    to_wire("WWW.Example.COM", n);
+    dname_view_t v;
+    dname_view_init(&v, n);
+    assert_int_equal(v.nlabels, 3);
+    assert_int_equal(v.len, 17);
+    assert_int_equal(v.off[0], 0);
+    assert_int_equal(v.off[1], 4);
+    assert_int_equal(v.off[2], 12);
+    assert_int_equal(v.off[3], 16);
+    uint8_t lc[300];
+    to_wire("www.example.com", lc);
+    assert_memory_equal(v.lc, lc, 17);
+
+    dname_view_t r;
+    uint8_t root[1] = {0};
+    dname_view_init(&r, root);
+    assert_int_equal(r.nlabels, 0);
+    assert_int_equal(r.len, 1);
+    assert_int_equal(r.hash[0], dname_hash(root));
+}
+
+/* hash[i] of a long name must equal the hash of that suffix on its own: the zone table finds
+ * zones and enclosers by probing exactly these values. */
+static void test_view_suffix_hashes(void **state)
+{
+    (void)state;
+    const char *names[] = {"a.b.c.d.example.com", "www.example.com", "example.com", "com"};
+    uint8_t n[300], s[300];
+    dname_view_t v, sv;
+    for (size_t k = 0; k < TERN_ARRAY_SIZE(names); k++) {
+        to_wire(names[k], n);
+        dname_view_init(&v, n);
+        for (unsigned i = 0; i <= v.nlabels; i++) {
+            memcpy(s, v.lc + v.off[i], v.len - v.off[i]);
+            assert_int_equal(v.hash[i], dname_hash(s));
+            dname_view_init(&sv, s);
+            assert_int_equal(v.hash[i], sv.hash[0]);
+        }
+    }
+    /* different names, different hashes (not guaranteed in general, but these must differ or
+     * the hash is useless) */
+    to_wire("example.com", n);
+    to_wire("example.net", s);
+    assert_int_not_equal(dname_hash(n), dname_hash(s));
+    to_wire("ab.com", n);
+    to_wire("a.bcom", s);
+    assert_int_not_equal(dname_hash(n), dname_hash(s));
+}
+
+static void test_hash_case_insensitive(void **state)
+{
+    (void)state;
+    uint8_t a[300], b[300];
+    to_wire("WwW.ExAmPlE.CoM", a);
+    to_wire("www.example.com", b);
+    dname_view_t va, vb;
+    dname_view_init(&va, a);
+    dname_view_init(&vb, b);
+    for (unsigned i = 0; i <= 3; i++)
+        assert_int_equal(va.hash[i], vb.hash[i]);
+    /* only ASCII folds (RFC 4343): 0xC4 and 0xE4 stay different */
+    uint8_t c[] = {1, 0xC4, 0}, d[] = {1, 0xE4, 0};
+    assert_int_not_equal(dname_hash(c), dname_hash(d));
+    assert_false(dname_equal(c, d));
+}
+
+static void test_lower(void **state)
+{
+    (void)state;
+    uint8_t n[300], lc[300], want[300];
+    size_t l = to_wire("Mixed-CASE.Example.ORG", n);
+    to_wire("mixed-case.example.org", want);
+    memset(lc, 0xAA, sizeof(lc));
+    assert_int_equal(dname_lower(lc, n), l);
+    assert_memory_equal(lc, want, l);
+    assert_int_equal(lc[l], 0xAA); /* nothing past the name */
+    assert_int_equal(dname_len(n), l);
+    assert_int_equal(dname_labels(n), 3);
+}
+
+static void test_equal(void **state)
+{
+    (void)state;
+    uint8_t a[300], b[300];
+    to_wire("Example.COM", a);
+    to_wire("example.com", b);
+    assert_true(dname_equal(a, b));
+    to_wire("example.co", b);
+    assert_false(dname_equal(a, b));
+    to_wire("example.com.x", b);
+    assert_false(dname_equal(a, b));
+    to_wire("exampl.ecom", b);
+    assert_false(dname_equal(a, b));
+}
+
+static void test_subdomain(void **state)
+{
+    (void)state;
+    uint8_t n[300], p[300];
+    to_wire("www.Example.com", n);
+    to_wire("example.COM", p);
+    assert_true(dname_is_subdomain(n, p));
+    assert_true(dname_is_subdomain(p, p));
+    assert_false(dname_is_subdomain(p, n));
+    to_wire("ample.com", p);
+    assert_false(dname_is_subdomain(n, p)); /* label boundaries, not string suffixes */
+    uint8_t root[1] = {0};
+    assert_true(dname_is_subdomain(n, root));
+    assert_false(dname_is_subdomain(root, p));
+}
+
+static void test_to_str(void **state)
+{
+    (void)state;
+    char s[300];
+    uint8_t root[1] = {0};
+    assert_int_equal(dname_to_str(root, s, sizeof(s)), 1);
+    assert_string_equal(s, ".");
+
+    uint8_t n[300];
+    to_wire("www.Example.com", n);
+    assert_int_equal(dname_to_str(n, s, sizeof(s)), 16);
+    assert_string_equal(s, "www.Example.com.");
+
+    /* a dot inside a label, a space, a backslash and a non-ASCII byte */
+    uint8_t e[] = {4, 'a', '.', 'b', ' ', 2, '\\', 0xFF, 0};
+    int l = dname_to_str(e, s, sizeof(s));
+    assert_string_equal(s, "a\\.b\\032.\\\\\\255.");
+    assert_int_equal(l, (int)strlen(s));
+
+    /* too small: ENOSPC, still terminated and within the buffer */
+    char small[6];
+    memset(small, 'Z', sizeof(small));
+    assert_int_equal(dname_to_str(n, small, sizeof(small)), TERN_ENOSPC);
+    assert_string_equal(small, "www.E");
+    assert_int_equal(dname_to_str(n, small, 0), TERN_ENOSPC);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_valid),
+        cmocka_unit_test(test_check_truncated),
+        cmocka_unit_test(test_check_label_too_long),
+        cmocka_unit_test(test_check_pointer_and_reserved),
+        cmocka_unit_test(test_check_name_length),
+        cmocka_unit_test(test_view_offsets),
+        cmocka_unit_test(test_view_suffix_hashes),
+        cmocka_unit_test(test_hash_case_insensitive),
+        cmocka_unit_test(test_lower),
+        cmocka_unit_test(test_equal),
+        cmocka_unit_test(test_subdomain),
+        cmocka_unit_test(test_to_str),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
