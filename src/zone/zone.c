@@ -1,0 +1,67 @@
+/*
+ * zone.c — read-only queries over a built zone (see zone.h; the building is in zone_builder.c).
+ *
+ * Everything here runs on the query path: no allocation, hash probes only.
+ */
+#include "tern/zone/zone.h"
+
+#include <string.h>
+
+const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
+{
+    /* The table is at most half full, so a miss ends at an empty slot after a short run. */
+    for (uint32_t i = hash & z->node_mask;; i = (i + 1) & z->node_mask) {
+        const zone_node_t *n = z->node_slots[i];
+        if (!n)
+            return NULL;
+        if (n->hash == hash && n->name_len == len && memcmp(n->name, lcname, len) == 0)
+            return n;
+    }
+}
+
+const zone_rrset_t *zone_node_rrset(const zone_node_t *n, uint16_t type)
+{
+    /* Sorted by type: stop as soon as we are past it. Nodes hold a handful of RRsets. */
+    for (const zone_rrset_t *s = n->rrsets; s && s->type <= type; s = s->next)
+        if (s->type == type)
+            return s;
+    return NULL;
+}
+
+void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r)
+{
+    /* The suffix starting at label i has nlabels - i labels; no node has more than max_labels,
+     * so longer suffixes cannot match and are not probed. The first hit going toward the apex
+     * is the closest encloser. */
+    unsigned i = v->nlabels > z->max_labels ? (unsigned)(v->nlabels - z->max_labels) : 0;
+    const zone_node_t *n = NULL;
+    for (; i <= apex_label; i++) {
+        n = zone_find_node(z, v->lc + v->off[i], (size_t)(v->len - v->off[i]), v->hash[i]);
+        if (n)
+            break;
+    }
+    if (!n) {
+        /* only if apex_label does not point at this zone's apex: treat as the apex */
+        n = z->apex_node;
+        i = apex_label;
+    }
+    r->encloser = n;
+    r->cut = n->cut;
+    if (i == 0) {
+        r->kind = ZONE_LOOKUP_EXACT;
+        r->node = n;
+    } else if (!n->cut && n->wildcard) {
+        /* RFC 4592 §3.3.1: the source of synthesis is "*.<closest encloser>"; none below a cut */
+        r->kind = ZONE_LOOKUP_WILDCARD;
+        r->node = n->wildcard;
+    } else {
+        r->kind = ZONE_LOOKUP_NXDOMAIN;
+        r->node = NULL;
+    }
+}
+
+void zone_free(zone_t *z)
+{
+    if (z)
+        arena_destroy(z->arena);
+}

@@ -1,0 +1,935 @@
+/*
+ * zone_builder.c — collect, validate and compile one zone.
+ *
+ * add() only appends: the owner is lowercased and interned (one id per distinct name), the RDATA
+ * copied into one growing buffer. finish() does the work in passes over flat arrays, so a
+ * million-record zone costs a counting sort, a few linear passes and one allocation per array:
+ *   1. group records by owner (stable counting sort on the name id), then by type;
+ *   2. per (owner, type) run: drop duplicate RDATA, take the lowest TTL, validate
+ *      (SOA, CNAME, limits);
+ *   3. insert every missing ancestor between a name and the apex as an empty non-terminal;
+ *   4. size and allocate the zone in its own arena, fill nodes, the node hash table, the
+ *      RRsets (type order, file order inside), wildcard and cut pointers, NS/MX/SRV targets.
+ */
+#include "tern/zone/zone_builder.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+
+#define T_A     1
+#define T_NS    2
+#define T_CNAME 5
+#define T_SOA   6
+#define T_PTR   12
+#define T_MX    15
+#define T_AAAA  28
+#define T_SRV   33
+#define T_DNAME 39
+#define T_OPT   41
+#define T_RRSIG 46
+#define T_NSEC  47
+
+#define NO_ID UINT32_MAX
+
+/* RRsets with more RRs do not fit zone_rrset_t.count (nor any DNS message). */
+#define RRSET_MAX_RRS UINT16_MAX
+
+/* Runs of identical type at one owner up to this size are de-duplicated by comparing every pair;
+ * larger ones (round-robin pools of hundreds of addresses) are sorted first so the cost stays
+ * O(n log n). 16 keeps the quadratic case under ~120 short memcmp calls. */
+#define DEDUP_PAIRWISE_MAX 16
+
+/* First allocations of the growing arrays: small, because 10,000 tiny zones may be built one
+ * after another, and doubling reaches a million entries in 17 steps. */
+#define GROW_MIN 16
+
+struct bname {
+    uint32_t off;    /* lowercased wire name at names + off */
+    uint32_t hash;   /* dname_hash */
+    uint32_t parent; /* id of the parent name (set in finish for every name below the apex) */
+    uint32_t first;  /* finish: first run of this name, or NO_ID */
+    uint8_t len;
+    uint8_t labels;
+};
+
+/* The hash sits beside the id so a probe that misses does not touch the name array: with a
+ * million names every such touch is a cache miss. */
+struct nslot {
+    uint32_t id;
+    uint32_t hash;
+};
+
+struct brr {
+    size_t rdoff;  /* RDATA at rdata + rdoff */
+    uint32_t name; /* owner id */
+    uint32_t ttl;
+    uint32_t line;
+    uint32_t file; /* index into files */
+    uint16_t type;
+    uint16_t rdlen;
+    uint8_t dup; /* finish: duplicate of an earlier RR of the same RRset */
+};
+
+/* finish: one (owner, type) group of kept records, ord[start .. start+n) with dups marked */
+struct brun {
+    uint32_t start;
+    uint32_t n;     /* records in ord, duplicates included */
+    uint32_t kept;  /* after de-duplication */
+    uint32_t ttl;   /* lowest of the kept records */
+    uint32_t bytes; /* RDATA sequence length */
+    uint16_t type;
+};
+
+struct zone_builder {
+    uint8_t apex[DNAME_MAXLEN];
+    uint8_t apex_len;
+    uint8_t apex_labels;
+    char *source;
+
+    uint8_t *names; /* interned lowercased owner names, back to back */
+    size_t names_len, names_cap;
+    struct bname *nm;
+    uint32_t nm_count, nm_cap;
+    struct nslot *nm_slots; /* open addressing over name ids, id NO_ID = empty */
+    uint32_t nm_mask;
+    uint32_t last_name; /* cache: consecutive records usually share their owner */
+
+    struct brr *rr;
+    size_t rr_count, rr_cap;
+    uint8_t *rdata;
+    size_t rdata_len, rdata_cap;
+
+    char **files;
+    uint32_t file_count, file_cap;
+    uint32_t last_file;
+
+    char err[512];
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : GROW_MIN;
+    while (ncap < need)
+        ncap *= 2;
+    void *n = realloc(*p, ncap * elem);
+    if (!n)
+        return TERN_ENOMEM;
+    *p = n;
+    *cap = ncap;
+    return 0;
+}
+
+static void set_err(zone_builder_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
+static void set_err(zone_builder_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof(b->err), fmt, ap);
+    va_end(ap);
+}
+
+/* "file:line" of a record, or "zone X" when it came from nowhere in particular. */
+static void where(const zone_builder_t *b, const struct brr *r, char *dst, size_t len)
+{
+    if (r && r->file != NO_ID)
+        snprintf(dst, len, "%s:%" PRIu32, b->files[r->file], r->line);
+    else
+        snprintf(dst, len, "zone %s", b->source);
+}
+
+static void name_str(const zone_builder_t *b, uint32_t id, char *dst, size_t len)
+{
+    if (dname_to_str(b->names + b->nm[id].off, dst, len) < 0 && len > 4)
+        strcpy(dst + len - 4, "...");
+}
+
+zone_builder_t *zone_builder_new(const uint8_t *origin, const char *source)
+{
+    zone_builder_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->apex_len = (uint8_t)dname_lower(b->apex, origin);
+    b->apex_labels = (uint8_t)dname_labels(b->apex);
+    if (!source) {
+        char buf[DNAME_MAXLEN * 4 + 1];
+        (void)dname_to_str(b->apex, buf, sizeof(buf));
+        b->source = strdup(buf);
+    } else {
+        b->source = strdup(source);
+    }
+    if (!b->source)
+        goto fail;
+    b->last_name = NO_ID;
+    b->last_file = NO_ID;
+    return b;
+fail:
+    zone_builder_free(b);
+    return NULL;
+}
+
+void zone_builder_free(zone_builder_t *b)
+{
+    if (!b)
+        return;
+    for (uint32_t i = 0; i < b->file_count; i++)
+        free(b->files[i]);
+    free(b->files);
+    free(b->names);
+    free(b->nm);
+    free(b->nm_slots);
+    free(b->rr);
+    free(b->rdata);
+    free(b->source);
+    free(b);
+}
+
+const char *zone_builder_error(const zone_builder_t *b)
+{
+    return b->err;
+}
+
+/* Name id of lcname, or NO_ID. */
+static uint32_t name_find(const zone_builder_t *b, const uint8_t *lc, size_t len, uint32_t hash)
+{
+    if (!b->nm_slots)
+        return NO_ID;
+    for (uint32_t i = hash & b->nm_mask;; i = (i + 1) & b->nm_mask) {
+        const struct nslot *sl = &b->nm_slots[i];
+        if (sl->id == NO_ID)
+            return NO_ID;
+        if (sl->hash != hash)
+            continue;
+        const struct bname *n = &b->nm[sl->id];
+        if (n->len == len && memcmp(b->names + n->off, lc, len) == 0)
+            return sl->id;
+    }
+}
+
+static void slot_put(struct nslot *slots, uint32_t mask, uint32_t hash, uint32_t id)
+{
+    uint32_t i = hash & mask;
+    while (slots[i].id != NO_ID)
+        i = (i + 1) & mask;
+    slots[i].id = id;
+    slots[i].hash = hash;
+}
+
+/* Keep the interning table at most half full (short linear probe chains). */
+static int name_reserve(zone_builder_t *b, uint32_t count)
+{
+    if (b->nm_slots && (uint64_t)count * 2 <= (uint64_t)b->nm_mask + 1)
+        return 0;
+    uint64_t size = GROW_MIN;
+    while (size < (uint64_t)count * 2)
+        size *= 2;
+    if (size > UINT32_MAX)
+        return TERN_ENOMEM;
+    struct nslot *slots = malloc(size * sizeof(*slots));
+    if (!slots)
+        return TERN_ENOMEM;
+    memset(slots, 0xff, size * sizeof(*slots));
+    uint32_t mask = (uint32_t)(size - 1);
+    for (uint32_t id = 0; id < b->nm_count; id++)
+        slot_put(slots, mask, b->nm[id].hash, id);
+    free(b->nm_slots);
+    b->nm_slots = slots;
+    b->nm_mask = mask;
+    return 0;
+}
+
+/* Intern a name whose bytes are already at names + off (a suffix of an interned name), or copy
+ * lc in when off is NO_ID. Returns 0 and the id in *id. */
+static int name_add(zone_builder_t *b, const uint8_t *lc, size_t len, uint32_t hash, size_t off,
+                    uint32_t *id)
+{
+    int rc = name_reserve(b, b->nm_count + 1);
+    if (rc < 0)
+        return rc;
+    size_t cap = b->nm_cap;
+    rc = grow((void **)&b->nm, &cap, (size_t)b->nm_count + 1, sizeof(*b->nm));
+    if (rc < 0)
+        return rc;
+    b->nm_cap = (uint32_t)cap;
+    if (off == NO_ID) {
+        if (b->names_len + len > UINT32_MAX)
+            return TERN_ENOMEM;
+        rc = grow((void **)&b->names, &b->names_cap, b->names_len + len, 1);
+        if (rc < 0)
+            return rc;
+        off = b->names_len;
+        memcpy(b->names + off, lc, len);
+        b->names_len += len;
+    }
+    struct bname *n = &b->nm[b->nm_count];
+    n->off = (uint32_t)off;
+    n->hash = hash;
+    n->parent = NO_ID;
+    n->first = NO_ID;
+    n->len = (uint8_t)len;
+    n->labels = (uint8_t)dname_labels(lc);
+    slot_put(b->nm_slots, b->nm_mask, hash, b->nm_count);
+    *id = b->nm_count++;
+    return 0;
+}
+
+static int file_id(zone_builder_t *b, const char *file, uint32_t *id)
+{
+    if (!file) {
+        *id = NO_ID;
+        return 0;
+    }
+    if (b->last_file != NO_ID && strcmp(b->files[b->last_file], file) == 0) {
+        *id = b->last_file;
+        return 0;
+    }
+    for (uint32_t i = 0; i < b->file_count; i++) {
+        if (strcmp(b->files[i], file) == 0) {
+            *id = b->last_file = i;
+            return 0;
+        }
+    }
+    size_t cap = b->file_cap;
+    int rc = grow((void **)&b->files, &cap, (size_t)b->file_count + 1, sizeof(*b->files));
+    if (rc < 0)
+        return rc;
+    b->file_cap = (uint32_t)cap;
+    char *copy = strdup(file);
+    if (!copy)
+        return TERN_ENOMEM;
+    b->files[b->file_count] = copy;
+    *id = b->last_file = b->file_count++;
+    return 0;
+}
+
+/* A name that must fill rdata[off..rdlen) exactly (end == true) or start there. Returns the
+ * offset after the name, or -1. */
+static int rdata_name(const uint8_t *rdata, size_t rdlen, size_t off)
+{
+    if (off >= rdlen)
+        return -1;
+    int n = dname_check(rdata + off, rdlen - off);
+    return n < 0 ? -1 : (int)off + n;
+}
+
+/* Shape checks for the types whose RDATA the zone itself interprets (names for targets and
+ * compression, the SOA fields) and the two address types, so a bad record from any loader fails
+ * here rather than producing a broken answer. Other types are opaque (RFC 3597). */
+static bool rdata_ok(uint16_t type, const uint8_t *rdata, size_t rdlen)
+{
+    int end;
+    switch (type) {
+    case T_A:
+        return rdlen == 4;
+    case T_AAAA:
+        return rdlen == 16;
+    case T_NS:
+    case T_CNAME:
+    case T_PTR:
+    case T_DNAME:
+        return rdata_name(rdata, rdlen, 0) == (int)rdlen;
+    case T_MX:
+        return rdata_name(rdata, rdlen, 2) == (int)rdlen;
+    case T_SRV:
+        return rdata_name(rdata, rdlen, 6) == (int)rdlen;
+    case T_SOA:
+        end = rdata_name(rdata, rdlen, 0);
+        if (end < 0)
+            return false;
+        end = rdata_name(rdata, rdlen, (size_t)end);
+        return end >= 0 && (size_t)end + 20 == rdlen;
+    default:
+        return true;
+    }
+}
+
+int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
+                     uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
+                     unsigned line)
+{
+    char loc[512];
+    if (file)
+        snprintf(loc, sizeof(loc), "%s:%u", file, line);
+    else
+        snprintf(loc, sizeof(loc), "zone %s", b->source);
+
+    if (rclass != 1) {
+        set_err(b, "%s: class %u is not supported (only IN)", loc, rclass);
+        return TERN_EINVAL;
+    }
+    /* Type 0 is reserved; OPT and 128-255 (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA, ANY...) are
+     * meta or query types (RFC 6895 §3.1) and never zone data. */
+    if (type == 0 || type == T_OPT || (type >= 128 && type <= 255)) {
+        set_err(b, "%s: type %u is a meta or query type, not zone data", loc, type);
+        return TERN_EINVAL;
+    }
+    if (!rdata_ok(type, rdata, rdlen)) {
+        set_err(b, "%s: malformed RDATA for type %u", loc, type);
+        return TERN_EINVAL;
+    }
+
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, owner);
+    unsigned labels = dname_labels(lc);
+    /* In zone: the owner's last apex_labels labels are the apex. */
+    const uint8_t *tail = lc;
+    if (labels < b->apex_labels)
+        goto outzone;
+    for (unsigned i = 0; i < labels - b->apex_labels; i++)
+        tail += *tail + 1;
+    if ((size_t)(lc + len - tail) != b->apex_len || memcmp(tail, b->apex, b->apex_len) != 0)
+        goto outzone;
+
+    uint32_t id = b->last_name;
+    if (id == NO_ID || b->nm[id].len != len || memcmp(b->names + b->nm[id].off, lc, len) != 0) {
+        uint32_t hash = dname_hash(lc);
+        id = name_find(b, lc, len, hash);
+        if (id == NO_ID) {
+            int rc = name_add(b, lc, len, hash, NO_ID, &id);
+            if (rc < 0)
+                goto nomem;
+        }
+        b->last_name = id;
+    }
+
+    uint32_t fid;
+    if (file_id(b, file, &fid) < 0)
+        goto nomem;
+    if (grow((void **)&b->rr, &b->rr_cap, b->rr_count + 1, sizeof(*b->rr)) < 0 ||
+        grow((void **)&b->rdata, &b->rdata_cap, b->rdata_len + rdlen, 1) < 0)
+        goto nomem;
+    struct brr *r = &b->rr[b->rr_count++];
+    r->rdoff = b->rdata_len;
+    r->name = id;
+    r->ttl = ttl;
+    r->line = line;
+    r->file = fid;
+    r->type = type;
+    r->rdlen = rdlen;
+    r->dup = 0;
+    if (rdlen)
+        memcpy(b->rdata + b->rdata_len, rdata, rdlen);
+    b->rdata_len += rdlen;
+    return 0;
+
+outzone : {
+    char n[DNAME_MAXLEN * 4 + 1], z[DNAME_MAXLEN * 4 + 1];
+    (void)dname_to_str(owner, n, sizeof(n));
+    (void)dname_to_str(b->apex, z, sizeof(z));
+    set_err(b, "%s: %s is outside zone %s", loc, n, z);
+    return TERN_EOUTZONE;
+}
+nomem:
+    set_err(b, "%s: out of memory", loc);
+    return TERN_ENOMEM;
+}
+
+/* ---- finish ---------------------------------------------------------------------------- */
+
+struct fctx {
+    zone_builder_t *b;
+    uint32_t *ord; /* record indexes grouped by owner, then type, then file order */
+    struct brun *runs;
+    size_t run_count;
+    uint32_t *run_next; /* per run: next run of the same owner, or NO_ID */
+};
+
+/* qsort_r (glibc, _GNU_SOURCE) comparators: the context is the builder. */
+static int cmp_type_seq(const void *pa, const void *pb, void *ctx)
+{
+    const zone_builder_t *zb = ctx;
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    const struct brr *ra = &zb->rr[a], *rb = &zb->rr[b];
+    if (ra->type != rb->type)
+        return ra->type < rb->type ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_rdata_seq(const void *pa, const void *pb, void *ctx)
+{
+    const zone_builder_t *zb = ctx;
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    const struct brr *ra = &zb->rr[a], *rb = &zb->rr[b];
+    if (ra->rdlen != rb->rdlen)
+        return ra->rdlen < rb->rdlen ? -1 : 1;
+    int c = memcmp(zb->rdata + ra->rdoff, zb->rdata + rb->rdoff, ra->rdlen);
+    if (c)
+        return c;
+    return a < b ? -1 : a > b;
+}
+
+static bool same_rdata(const zone_builder_t *b, const struct brr *x, const struct brr *y)
+{
+    return x->rdlen == y->rdlen && memcmp(b->rdata + x->rdoff, b->rdata + y->rdoff, x->rdlen) == 0;
+}
+
+/* Mark duplicates in ord[0..n) (one owner, one type, file order); the first of equals stays. */
+static int dedup(zone_builder_t *b, const uint32_t *ord, uint32_t n)
+{
+    if (n <= DEDUP_PAIRWISE_MAX) {
+        for (uint32_t i = 1; i < n; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (!b->rr[ord[j]].dup && same_rdata(b, &b->rr[ord[i]], &b->rr[ord[j]])) {
+                    b->rr[ord[i]].dup = 1;
+                    break;
+                }
+        return 0;
+    }
+    uint32_t *tmp = malloc((size_t)n * sizeof(*tmp));
+    if (!tmp)
+        return TERN_ENOMEM;
+    memcpy(tmp, ord, (size_t)n * sizeof(*tmp));
+    qsort_r(tmp, n, sizeof(*tmp), cmp_rdata_seq, b);
+    for (uint32_t i = 1; i < n; i++)
+        if (same_rdata(b, &b->rr[tmp[i]], &b->rr[tmp[i - 1]]))
+            b->rr[tmp[i]].dup = 1; /* equal ones are in file order: the earliest stays */
+    free(tmp);
+    return 0;
+}
+
+/* Kept record number k (0-based) of run r. */
+static const struct brr *run_kept(const zone_builder_t *b, const struct fctx *f,
+                                  const struct brun *r, uint32_t k)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct brr *x = &b->rr[f->ord[r->start + i]];
+        if (!x->dup && k-- == 0)
+            return x;
+    }
+    return NULL;
+}
+
+/* Steps 1 and 2: group, de-duplicate, pick TTLs, validate. */
+static int group_runs(struct fctx *f, char *err, size_t errlen)
+{
+    zone_builder_t *b = f->b;
+    int rc = TERN_ENOMEM;
+    uint32_t *count = NULL;
+    char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1];
+
+    /* stable counting sort by owner id */
+    f->ord = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->ord));
+    count = calloc((size_t)b->nm_count + 1, sizeof(*count));
+    f->runs = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->runs));
+    f->run_next = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->run_next));
+    if (!f->ord || !count || !f->runs || !f->run_next)
+        goto fail;
+    for (size_t i = 0; i < b->rr_count; i++)
+        count[b->rr[i].name + 1]++;
+    for (uint32_t i = 1; i <= b->nm_count; i++)
+        count[i] += count[i - 1];
+    for (size_t i = 0; i < b->rr_count; i++)
+        f->ord[count[b->rr[i].name]++] = (uint32_t)i;
+    /* count[id] is now the end of id's group; the start is the previous end */
+
+    size_t pos = 0;
+    for (uint32_t id = 0; id < b->nm_count; id++) {
+        size_t end = count[id];
+        if (end - pos > 1)
+            qsort_r(f->ord + pos, end - pos, sizeof(*f->ord), cmp_type_seq, b);
+        uint32_t prev_run = NO_ID;
+        const struct brr *cname = NULL, *other = NULL;
+        while (pos < end) {
+            uint16_t type = b->rr[f->ord[pos]].type;
+            size_t s = pos;
+            while (pos < end && b->rr[f->ord[pos]].type == type)
+                pos++;
+            struct brun *r = &f->runs[f->run_count];
+            r->start = (uint32_t)s;
+            r->n = (uint32_t)(pos - s);
+            r->type = type;
+            rc = dedup(b, f->ord + s, r->n);
+            if (rc < 0)
+                goto fail;
+            r->kept = 0;
+            r->bytes = 0;
+            r->ttl = UINT32_MAX;
+            const struct brr *first = NULL;
+            bool ttl_differs = false;
+            for (uint32_t i = 0; i < r->n; i++) {
+                const struct brr *x = &b->rr[f->ord[s + i]];
+                if (x->dup)
+                    continue;
+                if (!first)
+                    first = x;
+                else if (x->ttl != first->ttl)
+                    ttl_differs = true;
+                r->kept++;
+                r->bytes += 2u + x->rdlen;
+                if (x->ttl < r->ttl)
+                    r->ttl = x->ttl;
+            }
+            if (r->kept > RRSET_MAX_RRS || r->bytes > UINT32_MAX / 2) {
+                where(b, first, w1, sizeof(w1));
+                name_str(b, id, nbuf, sizeof(nbuf));
+                snprintf(err, errlen, "%s: RRset %s type %u has more than %u records", w1, nbuf,
+                         type, RRSET_MAX_RRS);
+                rc = TERN_ELIMIT;
+                goto fail;
+            }
+            if (ttl_differs) {
+                where(b, first, w1, sizeof(w1));
+                name_str(b, id, nbuf, sizeof(nbuf));
+                log_warn("%s: RRset %s type %u has records with different TTLs; using the "
+                         "lowest, %" PRIu32 " (RFC 2181 section 5.2)",
+                         w1, nbuf, type, r->ttl);
+            }
+            if (type == T_SOA) {
+                if (id != 0) {
+                    where(b, first, w1, sizeof(w1));
+                    name_str(b, id, nbuf, sizeof(nbuf));
+                    snprintf(err, errlen, "%s: SOA record %s is not at the zone apex", w1, nbuf);
+                    rc = TERN_EINVAL;
+                    goto fail;
+                }
+                if (r->kept > 1) {
+                    where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
+                    name_str(b, id, nbuf, sizeof(nbuf));
+                    snprintf(err, errlen, "%s: more than one SOA record at the apex %s", w1, nbuf);
+                    rc = TERN_EINVAL;
+                    goto fail;
+                }
+            }
+            if (type == T_CNAME) {
+                cname = first;
+                if (r->kept > 1) {
+                    where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
+                    where(b, first, w2, sizeof(w2));
+                    name_str(b, id, nbuf, sizeof(nbuf));
+                    snprintf(err, errlen, "%s: second CNAME record at %s (first at %s)", w1, nbuf,
+                             w2);
+                    rc = TERN_ECNAME;
+                    goto fail;
+                }
+            } else if (type != T_RRSIG && type != T_NSEC) {
+                /* RFC 4035 §2.5: RRSIG and NSEC are the only types allowed beside a CNAME */
+                if (!other || first < other)
+                    other = first;
+            }
+            r->type = type;
+            f->run_next[f->run_count] = NO_ID;
+            if (prev_run == NO_ID)
+                b->nm[id].first = (uint32_t)f->run_count;
+            else
+                f->run_next[prev_run] = (uint32_t)f->run_count;
+            prev_run = (uint32_t)f->run_count;
+            f->run_count++;
+        }
+        if (cname && other) {
+            /* blame whichever of the two came later in the file: the earlier one was legal
+             * when it was written */
+            const struct brr *late = cname > other ? cname : other;
+            const struct brr *early = cname > other ? other : cname;
+            where(b, late, w1, sizeof(w1));
+            where(b, early, w2, sizeof(w2));
+            name_str(b, id, nbuf, sizeof(nbuf));
+            snprintf(err, errlen, "%s: CNAME and other data at %s (type %u, see also %s)", w1, nbuf,
+                     late == cname ? early->type : late->type, w2);
+            rc = TERN_ECNAME;
+            goto fail;
+        }
+    }
+    free(count);
+    return 0;
+fail:
+    free(count);
+    if (rc == TERN_ENOMEM)
+        snprintf(err, errlen, "zone %s: out of memory", b->source);
+    return rc;
+}
+
+/* Step 3: every name's ancestors down to the apex become names too (empty non-terminals). */
+static int add_ents(zone_builder_t *b)
+{
+    for (uint32_t id = 0; id < b->nm_count; id++) {
+        struct bname *n = &b->nm[id];
+        if (n->labels <= b->apex_labels)
+            continue;
+        const uint8_t *lc = b->names + n->off;
+        size_t poff = n->off + 1u + lc[0];
+        size_t plen = n->len - 1u - lc[0];
+        const uint8_t *p = b->names + poff;
+        uint32_t ph = dname_hash(p);
+        uint32_t pid = name_find(b, p, plen, ph);
+        if (pid == NO_ID) {
+            int rc = name_add(b, p, plen, ph, poff, &pid);
+            if (rc < 0)
+                return rc;
+        }
+        b->nm[id].parent = pid; /* n may have moved with the realloc in name_add */
+    }
+    return 0;
+}
+
+static uint32_t rd_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Offset of the target name in NS/MX/SRV RDATA. */
+static size_t target_off(uint16_t type)
+{
+    return type == T_MX ? 2 : type == T_SRV ? 6 : 0;
+}
+
+static bool has_targets(uint16_t type)
+{
+    return type == T_NS || type == T_MX || type == T_SRV;
+}
+
+int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen)
+{
+    struct fctx f = {.b = b};
+    arena_t *arena = NULL;
+    uint32_t *bylabel = NULL;
+    const uint8_t **tnames = NULL; /* target names, resolved once every node is in the table */
+    int rc = TERN_ENOMEM;
+    char zname[DNAME_MAXLEN * 4 + 1];
+    (void)dname_to_str(b->apex, zname, sizeof(zname));
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+
+    /* The apex gets id 0 whatever the order of the records, so checks can use "id == 0". */
+    uint32_t apex_hash = dname_hash(b->apex);
+    uint32_t apex_id = name_find(b, b->apex, b->apex_len, apex_hash);
+    if (apex_id == NO_ID) {
+        snprintf(err, errlen, "zone %s: no SOA record at the apex", zname);
+        rc = TERN_ENOSOA;
+        goto fail;
+    }
+    if (apex_id != 0) {
+        /* swap ids 0 and apex_id everywhere: names, records and the interning table */
+        struct bname t = b->nm[0];
+        b->nm[0] = b->nm[apex_id];
+        b->nm[apex_id] = t;
+        for (size_t i = 0; i < b->rr_count; i++) {
+            if (b->rr[i].name == 0)
+                b->rr[i].name = apex_id;
+            else if (b->rr[i].name == apex_id)
+                b->rr[i].name = 0;
+        }
+        for (uint32_t i = 0; i <= b->nm_mask; i++) {
+            if (b->nm_slots[i].id == 0)
+                b->nm_slots[i].id = apex_id;
+            else if (b->nm_slots[i].id == apex_id)
+                b->nm_slots[i].id = 0;
+        }
+    }
+
+    rc = group_runs(&f, err, errlen);
+    if (rc < 0)
+        goto fail;
+
+    /* apex: exactly one SOA (checked in group_runs) and NS */
+    const struct brun *soa_run = NULL, *ns_run = NULL;
+    for (uint32_t r = b->nm[0].first; r != NO_ID; r = f.run_next[r]) {
+        if (f.runs[r].type == T_SOA)
+            soa_run = &f.runs[r];
+        if (f.runs[r].type == T_NS)
+            ns_run = &f.runs[r];
+    }
+    if (!soa_run) {
+        snprintf(err, errlen, "zone %s: no SOA record at the apex", zname);
+        rc = TERN_ENOSOA;
+        goto fail;
+    }
+    if (!ns_run) {
+        snprintf(err, errlen, "zone %s: no NS record at the apex", zname);
+        rc = TERN_ENONS;
+        goto fail;
+    }
+
+    rc = add_ents(b);
+    if (rc < 0) {
+        snprintf(err, errlen, "zone %s: out of memory", zname);
+        goto fail;
+    }
+
+    /* ---- sizes, then one allocation per array in the zone's arena ---- */
+    size_t nnodes = b->nm_count;
+    size_t ntargets = 0, nrr = 0, rdbytes = 0;
+    for (size_t i = 0; i < f.run_count; i++) {
+        nrr += f.runs[i].kept;
+        rdbytes += f.runs[i].bytes;
+        if (has_targets(f.runs[i].type))
+            ntargets += f.runs[i].kept;
+    }
+    size_t slots = 2;
+    while (slots < nnodes * 2) /* load factor <= 0.5 */
+        slots *= 2;
+    if (slots - 1 > UINT32_MAX) {
+        snprintf(err, errlen, "zone %s: too many names", zname);
+        rc = TERN_ELIMIT;
+        goto fail;
+    }
+
+    rc = TERN_ENOMEM;
+    arena = arena_create();
+    if (!arena)
+        goto nomem;
+    zone_t *z = arena_calloc(arena, 1, sizeof(*z));
+    zone_node_t *nodes = arena_calloc(arena, nnodes, sizeof(*nodes));
+    const zone_node_t **slot = arena_calloc(arena, slots, sizeof(*slot));
+    uint8_t *names = arena_memdup(arena, b->names, b->names_len);
+    zone_rrset_t *sets = arena_calloc(arena, f.run_count + 1, sizeof(*sets)); /* +1: neg_soa */
+    uint8_t *rd = arena_alloc(arena, rdbytes);
+    const zone_node_t **targets = arena_calloc(arena, ntargets, sizeof(*targets));
+    char *source = arena_memdup(arena, b->source, strlen(b->source) + 1);
+    tnames = malloc((ntargets ? ntargets : 1) * sizeof(*tnames));
+    if (!z || !nodes || !slot || !names || !sets || !rd || !targets || !source || !tnames)
+        goto nomem;
+
+    z->arena = arena;
+    z->source = source;
+    z->node_slots = slot;
+    z->node_mask = (uint32_t)(slots - 1);
+
+    /* nodes and the hash table */
+    unsigned max_labels = 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        const struct bname *bn = &b->nm[id];
+        zone_node_t *n = &nodes[id];
+        n->name = names + bn->off;
+        n->hash = bn->hash;
+        n->name_len = bn->len;
+        n->labels = bn->labels;
+        if (id == 0)
+            n->flags |= ZONE_NODE_APEX;
+        if (n->name[0] == 1 && n->name[1] == '*')
+            n->flags |= ZONE_NODE_WILD;
+        if (bn->first == NO_ID)
+            n->flags |= ZONE_NODE_ENT;
+        if (bn->labels > max_labels)
+            max_labels = bn->labels;
+        uint32_t i = n->hash & z->node_mask;
+        while (slot[i])
+            i = (i + 1) & z->node_mask;
+        slot[i] = n;
+    }
+
+    /* RRsets: runs are already in type order per owner, RRs in file order per run */
+    size_t rdpos = 0, tpos = 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        zone_rrset_t *prev = NULL;
+        for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri]) {
+            const struct brun *r = &f.runs[ri];
+            zone_rrset_t *s = &sets[ri];
+            s->type = r->type;
+            s->count = (uint16_t)r->kept;
+            s->ttl = r->ttl;
+            s->rdata_len = r->bytes;
+            s->rdata = rd + rdpos;
+            const zone_node_t **tg = has_targets(r->type) ? targets + tpos : NULL;
+            s->targets = tg;
+            for (uint32_t i = 0; i < r->n; i++) {
+                const struct brr *x = &b->rr[f.ord[r->start + i]];
+                if (x->dup)
+                    continue;
+                rd[rdpos] = (uint8_t)(x->rdlen >> 8);
+                rd[rdpos + 1] = (uint8_t)x->rdlen;
+                if (x->rdlen)
+                    memcpy(rd + rdpos + 2, b->rdata + x->rdoff, x->rdlen);
+                if (tg)
+                    tnames[tpos++] = rd + rdpos + 2 + target_off(r->type);
+                rdpos += 2u + x->rdlen;
+            }
+            if (prev)
+                prev->next = s;
+            else
+                nodes[id].rrsets = s;
+            prev = s;
+            if (r->type == T_NS && id != 0)
+                nodes[id].flags |= ZONE_NODE_DELEG;
+            if (id == 0 && r->type == T_SOA)
+                z->soa = s;
+            if (id == 0 && r->type == T_NS)
+                z->apex_ns = s;
+        }
+    }
+
+    for (size_t i = 0; i < ntargets; i++) {
+        uint8_t lc[DNAME_MAXLEN];
+        size_t len = dname_lower(lc, tnames[i]);
+        targets[i] = zone_find_node(z, lc, len, dname_hash(lc));
+    }
+
+    /* wildcard pointers: every "*.<name>" has its parent as a node (ENTs were added) */
+    for (uint32_t id = 0; id < nnodes; id++)
+        if ((nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
+            nodes[b->nm[id].parent].wildcard = &nodes[id];
+
+    /* cuts, parents before children (bucket order by label count). The cut recorded is the
+     * topmost delegation on the path from the apex: a delegation below another one is occluded
+     * (RFC 1034 §4.3.2 stops at the first cut going down), so for nested NS sets every node
+     * under the outer cut points at the outer one. */
+    bylabel = malloc(nnodes * sizeof(*bylabel));
+    uint32_t lcount[DNAME_MAXLABELS + 1] = {0};
+    if (!bylabel)
+        goto nomem;
+    for (uint32_t id = 0; id < nnodes; id++)
+        lcount[b->nm[id].labels + 1]++;
+    for (unsigned i = 1; i <= DNAME_MAXLABELS; i++)
+        lcount[i] += lcount[i - 1];
+    for (uint32_t id = 0; id < nnodes; id++)
+        bylabel[lcount[b->nm[id].labels]++] = id;
+    for (size_t k = 0; k < nnodes; k++) {
+        uint32_t id = bylabel[k];
+        zone_node_t *n = &nodes[id];
+        if (id == 0)
+            continue;
+        const zone_node_t *pc = nodes[b->nm[id].parent].cut;
+        n->cut = pc ? pc : (n->flags & ZONE_NODE_DELEG) ? n : NULL;
+    }
+
+    /* zone fields */
+    z->apex_node = &nodes[0];
+    z->apex = nodes[0].name;
+    z->hash = nodes[0].hash;
+    z->apex_len = nodes[0].name_len;
+    z->apex_labels = nodes[0].labels;
+    z->max_labels = (uint8_t)max_labels;
+    z->node_count = nnodes;
+    z->rr_count = nrr;
+    {
+        /* SOA RDATA: MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM (checked in add) */
+        const uint8_t *s = z->soa->rdata + 2;
+        size_t l = z->soa->rdata_len - 2;
+        z->serial = rd_u32(s + l - 20);
+        uint32_t minimum = rd_u32(s + l - 4);
+        zone_rrset_t *neg = &sets[f.run_count];
+        *neg = *z->soa;
+        neg->next = NULL;
+        neg->ttl = minimum < z->soa->ttl ? minimum : z->soa->ttl;
+        z->neg_soa = neg;
+    }
+
+    free(tnames);
+    free(bylabel);
+    free(f.ord);
+    free(f.runs);
+    free(f.run_next);
+    zone_builder_free(b);
+    *out = z;
+    return 0;
+
+nomem:
+    rc = TERN_ENOMEM;
+    snprintf(err, errlen, "zone %s: out of memory", zname);
+fail:
+    free(tnames);
+    free(bylabel);
+    free(f.ord);
+    free(f.runs);
+    free(f.run_next);
+    arena_destroy(arena);
+    zone_builder_free(b);
+    return rc;
+}

@@ -30,10 +30,10 @@ typedef struct zone_node zone_node_t;
 typedef struct zone_rrset {
     const struct zone_rrset *next; /* next RRset of the same node, types ascending */
     uint16_t type;
-    uint16_t count;                /* RRs */
-    uint32_t ttl;                  /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
-    uint32_t rdata_len;            /* bytes of rdata */
-    const uint8_t *rdata;          /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
+    uint16_t count;       /* RRs */
+    uint32_t ttl;         /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
+    uint32_t rdata_len;   /* bytes of rdata */
+    const uint8_t *rdata; /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
     /* NS, MX, SRV: for RR i, the node of its target name in this zone (NULL if not in the zone).
      * Used for additional-section A/AAAA and glue. NULL for other types. */
     const zone_node_t *const *targets;
@@ -47,34 +47,36 @@ enum zone_node_flags {
 };
 
 struct zone_node {
-    const uint8_t *name;          /* lowercased wire name */
-    uint32_t hash;                /* dname_hash(name) */
+    const uint8_t *name; /* lowercased wire name */
+    uint32_t hash;       /* dname_hash(name) */
     uint8_t name_len;
-    uint8_t labels;               /* root excluded */
-    uint16_t flags;               /* zone_node_flags */
-    const zone_node_t *wildcard;  /* the node "*.<name>" if it exists, else NULL */
-    const zone_node_t *cut;       /* nearest delegation point at or above this node, strictly
-                                     below the apex; NULL if none (the node is authoritative) */
-    const zone_rrset_t *rrsets;   /* sorted by type; NULL for an ENT */
+    uint8_t labels;              /* root excluded */
+    uint16_t flags;              /* zone_node_flags */
+    const zone_node_t *wildcard; /* the node "*.<name>" if it exists, else NULL */
+    const zone_node_t *cut;      /* nearest delegation point at or above this node, strictly
+                                    below the apex; NULL if none (the node is authoritative).
+                                    With nested NS sets it is the topmost one (the inner ones
+                                    are occluded), which a top-down walk meets first. */
+    const zone_rrset_t *rrsets;  /* sorted by type; NULL for an ENT */
 };
 
 typedef struct zone {
-    const uint8_t *apex;          /* lowercased wire name of the origin */
-    uint32_t hash;                /* dname_hash(apex) */
+    const uint8_t *apex; /* lowercased wire name of the origin */
+    uint32_t hash;       /* dname_hash(apex) */
     uint8_t apex_len;
     uint8_t apex_labels;
-    uint8_t max_labels;           /* labels of the deepest node: lookups start there */
+    uint8_t max_labels; /* labels of the deepest node: lookups start there */
     uint32_t serial;
     const zone_node_t *apex_node;
-    const zone_rrset_t *soa;      /* the apex SOA */
-    const zone_rrset_t *neg_soa;  /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
-    const zone_rrset_t *apex_ns;  /* the apex NS */
-    uint32_t node_mask;           /* node_slots has node_mask + 1 entries (a power of two) */
+    const zone_rrset_t *soa;     /* the apex SOA */
+    const zone_rrset_t *neg_soa; /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
+    const zone_rrset_t *apex_ns; /* the apex NS */
+    uint32_t node_mask;          /* node_slots has node_mask + 1 entries (a power of two) */
     const zone_node_t **node_slots; /* open addressing, linear probing, NULL = empty */
     size_t node_count;
     size_t rr_count;
-    const char *source;           /* where it came from (file path), for logs */
-    arena_t *arena;               /* owns the zone and everything it points to */
+    const char *source; /* where it came from (file path), for logs */
+    arena_t *arena;     /* owns the zone and everything it points to */
 } zone_t;
 
 /** Node with exactly this lowercased name (len bytes, hash = its dname hash), or NULL. */

@@ -44,6 +44,12 @@ int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uin
  */
 int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * Why the last zone_builder_add() failed: "file:line: message" (or "zone X: message"); "" when
+ * nothing failed yet. Valid until the next add() or the builder is freed.
+ */
+const char *zone_builder_error(const zone_builder_t *b);
+
 /** Abandon a builder. NULL is a no-op. */
 void zone_builder_free(zone_builder_t *b);
 

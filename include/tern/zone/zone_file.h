@@ -18,7 +18,7 @@
  * Load the zone origin (presentation form, e.g. "example.test" or "example.test.") from path.
  * Returns 0 and the zone in *out, or a negative TERN_E* code with "file:line: message" in err.
  */
-int zone_file_load(const char *origin, const char *path, zone_t **out, char *err, size_t errlen)
-    TERN_WUR;
+int zone_file_load(const char *origin, const char *path, zone_t **out, char *err,
+                   size_t errlen) TERN_WUR;
 
 #endif

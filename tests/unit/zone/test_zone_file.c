@@ -1,0 +1,234 @@
+/*
+ * test_zone_file.c — master files through ldns: directives, $INCLUDE, RFC 3597 types,
+ * out-of-zone records skipped with a warning, and each error reported with its file and line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "tern/common/err.h"
+#include "tern/zone/zone_file.h"
+#include "zone_test_util.h"
+
+static char *data_path(const char *rel)
+{
+    static char buf[4][1024];
+    static int k;
+    const char *dir = getenv("TERN_TEST_DATA");
+    assert_non_null(dir);
+    char *p = buf[k++ % 4];
+    snprintf(p, sizeof(buf[0]), "%s/zone/%s", dir, rel);
+    return p;
+}
+
+/* Run zone_file_load with stderr captured into log (what log_warn wrote). */
+static int load_capture(const char *origin, const char *rel, zone_t **z, char *err, size_t errlen,
+                        char *log, size_t loglen)
+{
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(tmp), 2) >= 0);
+    int rc = zone_file_load(origin, data_path(rel), z, err, errlen);
+    fflush(stderr);
+    assert_true(dup2(saved, 2) >= 0);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(log, 1, loglen - 1, tmp);
+    log[n] = 0;
+    fclose(tmp);
+    return rc;
+}
+
+static const zone_node_t *node(const zone_t *z, const char *name)
+{
+    dname_view_t v;
+    view_of(&v, name);
+    return zone_find_node(z, v.lc, v.len, v.hash[0]);
+}
+
+static const zone_rrset_t *rrset(const zone_t *z, const char *name, uint16_t type)
+{
+    const zone_node_t *n = node(z, name);
+    return n ? zone_node_rrset(n, type) : NULL;
+}
+
+static void test_good_zone(void **state)
+{
+    zone_t *z = NULL;
+    char err[512], log[4096];
+    int rc = load_capture("example.test", "good.zone", &z, err, sizeof(err), log, sizeof(log));
+    if (rc)
+        fail_msg("load: %s", err);
+    assert_int_equal(z->serial, 2024010101);
+    assert_int_equal(z->soa->ttl, 3600); /* $TTL 1h */
+    assert_int_equal(z->neg_soa->ttl, 300);
+    assert_int_equal(z->apex_ns->count, 2);
+    assert_string_equal(z->source, data_path("good.zone"));
+
+    /* multi-line SOA with comments; RNAME case kept in RDATA */
+    assert_non_null(memmem(z->soa->rdata, z->soa->rdata_len,
+                           "\x0aHostmaster\x07"
+                           "Example",
+                           19));
+
+    /* blank owners continue WWW; explicit TTL 600 only on its own line */
+    const zone_rrset_t *a = rrset(z, "www.example.test.", 1);
+    assert_non_null(a);
+    assert_int_equal(a->ttl, 600);
+    assert_memory_equal(a->rdata, "\x00\x04\xc0\x00\x02\x0a", 6);
+    const zone_rrset_t *aaaa = rrset(z, "www.example.test.", 28);
+    assert_non_null(aaaa);
+    assert_int_equal(aaaa->ttl, 3600);
+    /* TXT: ';' inside quotes is data, parentheses join the strings */
+    const zone_rrset_t *txt = rrset(z, "www.example.test.", 16);
+    assert_non_null(txt);
+    assert_int_equal(txt->rdata_len, 2 + 1 + 24 + 1 + 15);
+    assert_memory_equal(txt->rdata + 2,
+                        "\x18semi;colon inside quotes\x0f"
+                        "and parentheses",
+                        41);
+
+    /* RFC 3597: an unknown type, and a known type in generic form */
+    const zone_rrset_t *u = rrset(z, "u.example.test.", 65280);
+    assert_non_null(u);
+    assert_int_equal(u->rdata_len, 6);
+    assert_memory_equal(u->rdata, "\x00\x04\x0a\x00\x00\x01", 6);
+    const zone_rrset_t *k = rrset(z, "k.example.test.", 1);
+    assert_non_null(k);
+    assert_memory_equal(k->rdata, "\x00\x04\xc0\x00\x02\x02", 6);
+
+    /* out-of-zone: skipped with a warning naming file:line */
+    assert_null(node(z, "stray.other.test."));
+    assert_non_null(strstr(log, "good.zone:17:"));
+    assert_non_null(strstr(log, "outside zone"));
+    assert_non_null(strstr(log, "skipped"));
+
+    /* $ORIGIN and $TTL */
+    assert_int_equal(rrset(z, "a.sub.example.test.", 1)->ttl, 3600);
+    assert_int_equal(rrset(z, "b.sub.example.test.", 1)->ttl, 120);
+    /* $INCLUDE with an origin, relative path, nested include relative to inc/ */
+    assert_int_equal(rrset(z, "h1.inc.example.test.", 1)->ttl, 120);
+    assert_non_null(rrset(z, "h2.deeper.inc.example.test.", 1));
+    assert_int_equal(rrset(z, "m1.inc.example.test.", 1)->ttl, 77);
+    /* after the include the parent's origin is back */
+    assert_non_null(rrset(z, "after.sub.example.test.", 1));
+    assert_null(node(z, "after.deeper.inc.example.test."));
+    /* MX target resolved */
+    const zone_rrset_t *mx = rrset(z, "mx.example.test.", 15);
+    assert_ptr_equal(mx->targets[0], node(z, "www.example.test."));
+    assert_ptr_equal(z->apex_ns->targets[0], node(z, "ns1.example.test."));
+    assert_null(z->apex_ns->targets[1]);
+    /* 17 records in the files, one out of zone */
+    assert_int_equal(z->rr_count, 16);
+    zone_free(z);
+}
+
+static void test_origin_forms(void **state)
+{
+    zone_t *z = NULL;
+    char err[512], log[4096];
+    assert_int_equal(
+        load_capture("Example.Test.", "good.zone", &z, err, sizeof(err), log, sizeof(log)), 0);
+    assert_memory_equal(z->apex,
+                        "\x07"
+                        "example\x04test",
+                        14);
+    zone_free(z);
+    /* the same file under another origin: relative names follow it, absolute ones do not */
+    assert_int_equal(
+        load_capture("other.test", "good.zone", &z, err, sizeof(err), log, sizeof(log)), 0);
+    assert_non_null(node(z, "www.other.test."));
+    assert_non_null(node(z, "stray.other.test."));
+    assert_null(node(z, "a.sub.example.test."));
+    assert_non_null(strstr(log, "good.zone:19: a.sub.example.test. is outside zone other.test."));
+    assert_non_null(strstr(log, "more.inc:1:"));
+    assert_null(strstr(log, "good.zone:17:"));
+    zone_free(z);
+}
+
+static void test_default_ttl(void **state)
+{
+    zone_t *z = NULL;
+    char err[512], log[4096];
+    int rc =
+        load_capture("example.test", "ttl_default.zone", &z, err, sizeof(err), log, sizeof(log));
+    if (rc)
+        fail_msg("load: %s", err);
+    /* no $TTL yet: 3600 (ldns/NSD default); after "$TTL 0": really 0 */
+    assert_int_equal(z->soa->ttl, 3600);
+    assert_int_equal(rrset(z, "ns1.example.test.", 1)->ttl, 3600);
+    assert_int_equal(rrset(z, "z.example.test.", 1)->ttl, 0);
+    zone_free(z);
+}
+
+struct err_case {
+    const char *file;
+    int rc;
+    const char *where; /* "file:line:" suffix expected in the message */
+    const char *what;  /* a word expected in the message */
+};
+
+static void test_errors(void **state)
+{
+    static const struct err_case cases[] = {
+        {"err_syntax.zone", TERN_ESYNTAX, "err_syntax.zone:5:", "rdata"},
+        {"err_nosoa.zone", TERN_ENOSOA, NULL, "no SOA"},
+        {"err_nons.zone", TERN_ENONS, NULL, "no NS"},
+        {"err_cname_other.zone", TERN_ECNAME, "err_cname_other.zone:7:", "CNAME and other"},
+        {"err_two_cname.zone", TERN_ECNAME, "err_two_cname.zone:6:", "second CNAME"},
+        {"err_class.zone", TERN_EINVAL, "err_class.zone:6:", "class 3"},
+        {"err_meta.zone", TERN_EINVAL, "err_meta.zone:5:", "meta"},
+        {"err_two_soa.zone", TERN_EINVAL, "err_two_soa.zone:4:", "SOA"},
+        {"err_paren.zone", TERN_ESYNTAX, "err_paren.zone:4:", "unbalanced"},
+        {"err_ttl.zone", TERN_ESYNTAX, "err_ttl.zone:4:", "$TTL"},
+        {"err_include_missing.zone", TERN_ENOENT, "err_include_missing.zone:4:", "nonexistent"},
+        {"loop/self.zone", TERN_ELIMIT, "self.zone:4:", "nested"},
+        {"no_such_file.zone", TERN_ENOENT, "no_such_file.zone", "No such file"},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(cases); i++) {
+        zone_t *z = (zone_t *)1;
+        char err[512], log[4096];
+        int rc =
+            load_capture("example.test", cases[i].file, &z, err, sizeof(err), log, sizeof(log));
+        print_message("%s -> %d %s\n", cases[i].file, rc, err);
+        assert_int_equal(rc, cases[i].rc);
+        assert_null(z);
+        if (cases[i].where)
+            assert_non_null(strstr(err, cases[i].where));
+        else
+            assert_non_null(strstr(err, "zone example.test."));
+        assert_non_null(strstr(err, cases[i].what));
+    }
+}
+
+static void test_bad_origin(void **state)
+{
+    zone_t *z;
+    char err[256];
+    char origin[400] = "";
+    for (int i = 0; i < 130; i++)
+        strcat(origin, "ab.");
+    assert_int_equal(zone_file_load(origin, data_path("good.zone"), &z, err, sizeof(err)),
+                     TERN_EINVAL);
+    assert_null(z);
+    assert_non_null(strstr(err, "bad zone origin"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_zone),   cmocka_unit_test(test_origin_forms),
+        cmocka_unit_test(test_default_ttl), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_bad_origin),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
