@@ -32,24 +32,26 @@
 #include "tern/wire/write.h"
 #include "tern/zone/zone_table.h"
 
-/* RFC 1034 leaves the chain length to the server; 8 hops is what Knot and BIND allow in
- * practice and more than any sane zone needs. */
+/* RFC 1034 leaves the chain length to the server. Knot 3.2 stops after 5 CNAMEs (and only within
+ * one zone); we follow chains across zones, and CDN-style chains through two or three zones
+ * reach 5-6 hops, so 8 keeps them whole while still bounding the work per query: at most
+ * ANSWER_CNAME_MAX CNAMEs are written and followed (answer.c). */
 #define ANSWER_CNAME_MAX 8
 
 /* RFC 6891 §6.2.5 / DNS flag day 2020: 1232 bytes avoids IP fragmentation on every path. */
 #define ANSWER_EDNS_DEFAULT 1232
 
 typedef struct answer_config {
-    uint16_t edns_max_udp;  /* payload size we advertise and the cap on the client's (>= 512) */
-    const char *identity;   /* CHAOS id.server / hostname.bind answer; NULL = REFUSED */
-    const char *version;    /* CHAOS version.bind answer; NULL = REFUSED */
+    uint16_t edns_max_udp; /* payload size we advertise and the cap on the client's (>= 512) */
+    const char *identity;  /* CHAOS id.server / hostname.bind answer; NULL = REFUSED */
+    const char *version;   /* CHAOS version.bind answer; NULL = REFUSED */
 } answer_config_t;
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
 /* What happened, for statistics (filled by answer_query). */
 typedef struct answer_info {
-    unsigned rcode;         /* full (extended) rcode sent, or -1u when dropped */
+    unsigned rcode; /* full (extended) rcode sent, or -1u when dropped */
     bool truncated;
 } answer_info_t;
 
@@ -57,7 +59,8 @@ typedef struct answer_info {
 typedef struct answer_ctx {
     wire_query_t query;
     wire_writer_t writer;
-    dname_view_t chase;     /* CNAME target being followed */
+    dname_view_t chase;  /* CNAME target being followed */
+    dname_view_t parent; /* DS at a zone apex: the parent name, to find the parent zone */
     answer_info_t info;
 } answer_ctx_t;
 
