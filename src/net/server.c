@@ -1,0 +1,353 @@
+/*
+ * server.c — bind every socket, start the workers, stop and join them.
+ *
+ * Each worker gets, for every listen address, its own UDP socket and its own TCP listener, all
+ * with SO_REUSEPORT so the kernel spreads datagrams and connections across workers without any
+ * shared queue. Everything a worker needs is allocated and bound here, before its thread starts.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "worker.h"
+
+/* Socket buffers for UDP: the 208 KiB default overflows under dnsperf-style bursts before a
+ * worker gets to its next recvmmsg; 4 MiB absorbs several milliseconds of line rate. Best effort:
+ * the kernel caps it at net.core.{r,w}mem_max unless we may force it. */
+#define UDP_SOCKBUF (4 << 20)
+
+/* Port 0: an ephemeral port free for UDP can be taken for TCP by someone else; a few fresh
+ * attempts make that race vanishingly unlikely without looping forever. */
+#define BIND_ATTEMPTS 8
+
+static bool is_wildcard(const config_listen_t *l)
+{
+    if (l->addr.ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)&l->addr;
+        return sa->sin_addr.s_addr == htonl(INADDR_ANY);
+    }
+    const struct sockaddr_in6 *sa6 = (const struct sockaddr_in6 *)&l->addr;
+    return IN6_IS_ADDR_UNSPECIFIED(&sa6->sin6_addr);
+}
+
+static void set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static uint16_t get_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static int setopt_int(int fd, int level, int name, int value)
+{
+    return setsockopt(fd, level, name, &value, sizeof(value));
+}
+
+/* Best effort: FORCE works as root and ignores rmem_max; otherwise take what the cap allows. */
+static void grow_buffers(int fd)
+{
+    if (setopt_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, UDP_SOCKBUF) < 0)
+        (void)setopt_int(fd, SOL_SOCKET, SO_RCVBUF, UDP_SOCKBUF);
+    if (setopt_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, UDP_SOCKBUF) < 0)
+        (void)setopt_int(fd, SOL_SOCKET, SO_SNDBUF, UDP_SOCKBUF);
+}
+
+/* One socket of the given type on l's address with the given port. Returns the fd, or -1 with
+ * errno set and a message naming the step in *what. */
+static int open_socket(const config_listen_t *l, int type, uint16_t port, bool wildcard,
+                       const char **what)
+{
+    struct sockaddr_storage ss = l->addr;
+    int family = ss.ss_family;
+    set_port(&ss, port);
+    int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *what = "socket";
+        return -1;
+    }
+    *what = "setsockopt";
+    if (setopt_int(fd, SOL_SOCKET, SO_REUSEPORT, 1) < 0)
+        goto fail;
+    if (family == AF_INET6 && setopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) < 0)
+        goto fail;
+    if (type == SOCK_DGRAM) {
+        grow_buffers(fd);
+        if (wildcard && family == AF_INET && setopt_int(fd, IPPROTO_IP, IP_PKTINFO, 1) < 0)
+            goto fail;
+        if (wildcard && family == AF_INET6 && setopt_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) < 0)
+            goto fail;
+    } else {
+        /* restart without waiting out TIME_WAIT of the previous run's connections */
+        if (setopt_int(fd, SOL_SOCKET, SO_REUSEADDR, 1) < 0)
+            goto fail;
+        /* inherited by accepted sockets: pipelined answers must not wait for Nagle */
+        (void)setopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+    }
+    *what = "bind";
+    if (bind(fd, (struct sockaddr *)&ss, l->addrlen) < 0)
+        goto fail;
+    *what = "listen";
+    if (type == SOCK_STREAM && listen(fd, TCP_LISTEN_BACKLOG) < 0)
+        goto fail;
+    return fd;
+fail:;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+static void close_listen(server_t *s, size_t li)
+{
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        if (wk->udp_fd[li] >= 0)
+            close(wk->udp_fd[li]);
+        if (wk->tcp_fd[li] >= 0)
+            close(wk->tcp_fd[li]);
+        wk->udp_fd[li] = wk->tcp_fd[li] = -1;
+    }
+}
+
+/* Bind every worker's UDP and TCP socket for listen address li. With port 0 the first UDP socket
+ * picks the port and everything else follows it; on EADDRINUSE start over with a fresh one. */
+static int bind_listen(server_t *s, size_t li)
+{
+    const config_listen_t *l = &s->cfg->listen[li];
+    uint16_t configured = get_port(&l->addr);
+    const char *what = "bind";
+    const char *proto = "udp";
+    for (int attempt = 0; attempt < BIND_ATTEMPTS; attempt++) {
+        uint16_t port = configured;
+        bool ok = true;
+        for (unsigned w = 0; w < s->nworkers && ok; w++) {
+            worker_t *wk = &s->workers[w];
+            proto = "udp";
+            wk->udp_fd[li] = open_socket(l, SOCK_DGRAM, port, s->wildcard[li], &what);
+            if (wk->udp_fd[li] < 0) {
+                ok = false;
+                break;
+            }
+            if (port == 0) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                if (getsockname(wk->udp_fd[li], (struct sockaddr *)&ss, &len) < 0) {
+                    what = "getsockname";
+                    ok = false;
+                    break;
+                }
+                port = get_port(&ss);
+            }
+            proto = "tcp";
+            wk->tcp_fd[li] = open_socket(l, SOCK_STREAM, port, s->wildcard[li], &what);
+            if (wk->tcp_fd[li] < 0)
+                ok = false;
+        }
+        if (ok) {
+            s->port[li] = port;
+            return 0;
+        }
+        int e = errno;
+        close_listen(s, li);
+        if (configured != 0 || e != EADDRINUSE) {
+            log_err("cannot listen on %s (%s): %s: %s", l->text, proto, what, strerror(e));
+            return -e;
+        }
+    }
+    log_err("cannot listen on %s: no ephemeral port free for both UDP and TCP", l->text);
+    return TERN_EEXIST;
+}
+
+/* Every connection, listener and epoll set is a descriptor: make sure the soft limit allows the
+ * configured pools so accept() does not fail with EMFILE under load. */
+static void raise_nofile(const config_t *cfg, unsigned nworkers)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)nworkers * (cfg->nlisten * 2 + cfg->tcp_max_connections + 1) + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+        return;
+    rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < need)
+        log_warn("open file limit %llu is below the %llu descriptors the TCP pools may need",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)need);
+}
+
+static int epoll_add(int epfd, int fd, uint64_t tag)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.u64 = tag;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static bool same_addr(const config_listen_t *a, const config_listen_t *b)
+{
+    return a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+}
+
+static void server_free(server_t *s)
+{
+    if (s->workers) {
+        for (unsigned w = 0; w < s->nworkers; w++) {
+            worker_t *wk = &s->workers[w];
+            for (size_t li = 0; li < s->nlisten; li++) {
+                if (wk->udp_fd[li] >= 0)
+                    close(wk->udp_fd[li]);
+                if (wk->tcp_fd[li] >= 0)
+                    close(wk->tcp_fd[li]);
+            }
+            tcp_pool_free(&wk->tcp);
+            udp_state_free(wk->udp);
+            if (wk->epfd >= 0)
+                close(wk->epfd);
+        }
+        free(s->workers);
+    }
+    if (s->stop_fd >= 0)
+        close(s->stop_fd);
+    free(s);
+}
+
+server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
+                       const zone_table_t *const *table)
+{
+    if (cfg->nlisten == 0 || cfg->workers == 0) {
+        log_err("server: no listen address or no workers configured");
+        return NULL;
+    }
+    for (size_t i = 0; i < cfg->nlisten; i++)
+        for (size_t j = 0; j < i; j++)
+            if (get_port(&cfg->listen[i].addr) != 0 &&
+                same_addr(&cfg->listen[i], &cfg->listen[j])) {
+                /* SO_REUSEPORT would let us bind it twice and silently split the traffic */
+                log_err("listen address %s given twice", cfg->listen[i].text);
+                return NULL;
+            }
+
+    server_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        goto nomem;
+    s->cfg = cfg;
+    s->acfg = acfg;
+    s->table = table;
+    s->udp_ops = cfg->udp_mmsg ? &udp_ops_mmsg : &udp_ops_msg;
+    s->nlisten = cfg->nlisten;
+    s->nworkers = cfg->workers;
+    s->stop_fd = -1;
+    for (size_t li = 0; li < s->nlisten; li++)
+        s->wildcard[li] = is_wildcard(&cfg->listen[li]);
+
+    s->workers = aligned_alloc(TERN_CACHELINE, sizeof(worker_t) * s->nworkers);
+    if (!s->workers)
+        goto nomem;
+    memset(s->workers, 0, sizeof(worker_t) * s->nworkers);
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        wk->srv = s;
+        wk->id = w;
+        wk->epfd = -1;
+        for (size_t li = 0; li < CONFIG_MAX_LISTEN; li++)
+            wk->udp_fd[li] = wk->tcp_fd[li] = -1;
+    }
+    if ((s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        log_err("eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    raise_nofile(cfg, s->nworkers);
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        if ((wk->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+            log_err("epoll_create1: %s", strerror(errno));
+            goto fail;
+        }
+        if (!(wk->udp = udp_state_new()) || tcp_pool_init(&wk->tcp, cfg->tcp_max_connections) < 0)
+            goto nomem;
+    }
+    for (size_t li = 0; li < s->nlisten; li++)
+        if (bind_listen(s, li) < 0)
+            goto fail;
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        if (epoll_add(wk->epfd, s->stop_fd, TAG_MAKE(TAG_STOP, 0, 0)) < 0)
+            goto fail_epoll;
+        for (size_t li = 0; li < s->nlisten; li++)
+            if (epoll_add(wk->epfd, wk->udp_fd[li], TAG_MAKE(TAG_UDP, 0, li)) < 0 ||
+                epoll_add(wk->epfd, wk->tcp_fd[li], TAG_MAKE(TAG_LISTEN, 0, li)) < 0)
+                goto fail_epoll;
+    }
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        int e = pthread_create(&wk->thread, NULL, worker_main, wk);
+        if (e != 0) {
+            log_err("cannot start worker %u: %s", w, strerror(e));
+            server_stop(s);
+            return NULL;
+        }
+        wk->started = true;
+    }
+    log_debug("server: %u workers, UDP via %s", s->nworkers, s->udp_ops->name);
+    return s;
+
+fail_epoll:
+    log_err("epoll_ctl: %s", strerror(errno));
+    goto fail;
+nomem:
+    log_err("server: out of memory");
+fail:
+    if (s)
+        server_free(s);
+    return NULL;
+}
+
+uint16_t server_port(const server_t *s, size_t listen_index)
+{
+    return listen_index < s->nlisten ? s->port[listen_index] : 0;
+}
+
+void server_stats(const server_t *s, server_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        const net_counters_t *c = &s->workers[w].stats;
+#define SUM(f) out->f += __atomic_load_n(&c->f, __ATOMIC_RELAXED)
+        SUM(udp_received);
+        SUM(udp_sent);
+        SUM(udp_dropped);
+        SUM(tcp_accepted);
+        SUM(tcp_refused);
+        SUM(tcp_queries);
+        SUM(tcp_closed_idle);
+        SUM(tcp_closed_full);
+        SUM(tcp_closed_bad);
+#undef SUM
+    }
+}
+
+void server_stop(server_t *s)
+{
+    if (!s)
+        return;
+    /* Level-triggered and never read: every worker sees it, whenever it next waits. */
+    uint64_t one = 1;
+    if (write(s->stop_fd, &one, sizeof(one)) != sizeof(one))
+        log_err("server_stop: eventfd write: %s", strerror(errno));
+    for (unsigned w = 0; w < s->nworkers; w++)
+        if (s->workers[w].started)
+            pthread_join(s->workers[w].thread, NULL);
+    server_free(s);
+}

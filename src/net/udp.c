@@ -1,0 +1,202 @@
+/*
+ * udp.c — datagram batches: recvmmsg → answer_query() each → sendmmsg, behind a small ops table.
+ *
+ * All buffers are allocated once per worker (udp_state_new); the loop itself performs no
+ * allocation and no syscall but the receive and send calls. Sockets bound to a wildcard address
+ * receive the query's destination address (IP_PKTINFO / IPV6_PKTINFO) and hand it back on the
+ * reply, so a multi-homed host answers from the address the client asked.
+ */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "worker.h"
+
+/* Room for the larger of the two pktinfos. Aligned as a cmsghdr without containing one: its
+ * flexible array member would make a union of it variable-sized (a GNU extension). */
+typedef struct {
+    _Alignas(struct cmsghdr) uint8_t buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+} udp_cmsg_t;
+
+typedef struct udp_slot {
+    struct sockaddr_storage peer;
+    udp_cmsg_t rctl, sctl;
+    struct iovec riov, siov;
+    uint8_t rx[UDP_RX_SIZE];
+    uint8_t tx[UDP_TX_SIZE];
+} udp_slot_t;
+
+struct udp_state {
+    struct mmsghdr rmsg[UDP_BATCH];
+    struct mmsghdr smsg[UDP_BATCH];
+    udp_slot_t slot[UDP_BATCH];
+};
+
+static int mmsg_recv(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    return recvmmsg(fd, msgs, n, MSG_DONTWAIT, NULL);
+}
+
+static int mmsg_send(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    return sendmmsg(fd, msgs, n, MSG_DONTWAIT);
+}
+
+/* The fallback: same contract, one datagram per syscall. */
+static int msg_recv(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    unsigned i = 0;
+    for (; i < n; i++) {
+        ssize_t r = recvmsg(fd, &msgs[i].msg_hdr, MSG_DONTWAIT);
+        if (r < 0)
+            break;
+        msgs[i].msg_len = (unsigned)r;
+    }
+    return i ? (int)i : -1;
+}
+
+static int msg_send(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    unsigned i = 0;
+    for (; i < n; i++) {
+        ssize_t r = sendmsg(fd, &msgs[i].msg_hdr, MSG_DONTWAIT);
+        if (r < 0)
+            break;
+        msgs[i].msg_len = (unsigned)r;
+    }
+    return i ? (int)i : -1;
+}
+
+const udp_ops_t udp_ops_mmsg = {"recvmmsg/sendmmsg", mmsg_recv, mmsg_send};
+const udp_ops_t udp_ops_msg = {"recvmsg/sendmsg", msg_recv, msg_send};
+
+udp_state_t *udp_state_new(void)
+{
+    /* cache-line aligned so no line is shared with another worker's state */
+    size_t size = (sizeof(udp_state_t) + TERN_CACHELINE - 1) & ~(size_t)(TERN_CACHELINE - 1);
+    udp_state_t *u = aligned_alloc(TERN_CACHELINE, size);
+    if (!u)
+        return NULL;
+    memset(u, 0, size);
+    for (unsigned i = 0; i < UDP_BATCH; i++) {
+        udp_slot_t *s = &u->slot[i];
+        s->riov.iov_base = s->rx;
+        s->riov.iov_len = sizeof(s->rx);
+        s->siov.iov_base = s->tx;
+    }
+    return u;
+}
+
+void udp_state_free(udp_state_t *u)
+{
+    free(u);
+}
+
+/* Turn the destination the query arrived at into the source of the reply. Returns the control
+ * length to send (0: none found, let the kernel choose). */
+static size_t reply_pktinfo(const struct msghdr *rh, udp_cmsg_t *out)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(rh); c; c = CMSG_NXTHDR((struct msghdr *)rh, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+            struct in_pktinfo in, reply = {0};
+            memcpy(&in, CMSG_DATA(c), sizeof(in));
+            /* ifindex 0: let routing pick the interface, only the source address is forced */
+            reply.ipi_spec_dst = in.ipi_addr;
+            struct cmsghdr *o = (struct cmsghdr *)(void *)out->buf;
+            o->cmsg_level = IPPROTO_IP;
+            o->cmsg_type = IP_PKTINFO;
+            o->cmsg_len = CMSG_LEN(sizeof(reply));
+            memcpy(CMSG_DATA(o), &reply, sizeof(reply));
+            return CMSG_SPACE(sizeof(reply));
+        }
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+            struct in6_pktinfo in, reply = {0};
+            memcpy(&in, CMSG_DATA(c), sizeof(in));
+            reply.ipi6_addr = in.ipi6_addr;
+            /* a link-local source is only meaningful with its interface */
+            if (IN6_IS_ADDR_LINKLOCAL(&in.ipi6_addr))
+                reply.ipi6_ifindex = in.ipi6_ifindex;
+            struct cmsghdr *o = (struct cmsghdr *)(void *)out->buf;
+            o->cmsg_level = IPPROTO_IPV6;
+            o->cmsg_type = IPV6_PKTINFO;
+            o->cmsg_len = CMSG_LEN(sizeof(reply));
+            memcpy(CMSG_DATA(o), &reply, sizeof(reply));
+            return CMSG_SPACE(sizeof(reply));
+        }
+    }
+    return 0;
+}
+
+/* Send n replies; a reply the kernel refuses (full buffer, unreachable peer) is dropped and the
+ * rest still go out. Every round advances by at least one message, so at most n rounds. */
+static void send_all(worker_t *w, int fd, struct mmsghdr *msgs, unsigned n)
+{
+    const udp_ops_t *ops = w->srv->udp_ops;
+    unsigned off = 0;
+    while (off < n) {
+        int r = ops->send(fd, msgs + off, n - off);
+        if (r > 0) {
+            NET_COUNT(w, udp_sent, (unsigned)r);
+            off += (unsigned)r;
+        } else {
+            NET_COUNT(w, udp_dropped, 1);
+            off++;
+        }
+    }
+}
+
+void udp_handle(worker_t *w, size_t li)
+{
+    udp_state_t *u = w->udp;
+    const server_t *srv = w->srv;
+    int fd = w->udp_fd[li];
+    bool pktinfo = srv->wildcard[li];
+
+    for (unsigned b = 0; b < UDP_MAX_BATCHES; b++) {
+        for (unsigned i = 0; i < UDP_BATCH; i++) {
+            /* the kernel overwrites the lengths: reset them for every batch */
+            struct msghdr *h = &u->rmsg[i].msg_hdr;
+            udp_slot_t *s = &u->slot[i];
+            h->msg_name = &s->peer;
+            h->msg_namelen = sizeof(s->peer);
+            h->msg_iov = &s->riov;
+            h->msg_iovlen = 1;
+            h->msg_control = pktinfo ? s->rctl.buf : NULL;
+            h->msg_controllen = pktinfo ? sizeof(s->rctl.buf) : 0;
+            h->msg_flags = 0;
+        }
+        int n = srv->udp_ops->recv(fd, u->rmsg, UDP_BATCH);
+        if (n <= 0)
+            return; /* EAGAIN: drained; other errors (ICMP reports) are not ours to act on */
+        NET_COUNT(w, udp_received, (unsigned)n);
+
+        unsigned ns = 0;
+        for (unsigned i = 0; i < (unsigned)n; i++) {
+            const struct msghdr *rh = &u->rmsg[i].msg_hdr;
+            udp_slot_t *s = &u->slot[i];
+            size_t len = 0;
+            if (!(rh->msg_flags & MSG_TRUNC))
+                len = answer_query(w->table, srv->acfg, &w->actx, s->rx, u->rmsg[i].msg_len, s->tx,
+                                   sizeof(s->tx), ANSWER_UDP);
+            if (len == 0) {
+                NET_COUNT(w, udp_dropped, 1);
+                continue;
+            }
+            struct msghdr *sh = &u->smsg[ns].msg_hdr;
+            s->siov.iov_len = len;
+            sh->msg_name = &s->peer;
+            sh->msg_namelen = rh->msg_namelen;
+            sh->msg_iov = &s->siov;
+            sh->msg_iovlen = 1;
+            sh->msg_controllen = pktinfo ? reply_pktinfo(rh, &s->sctl) : 0;
+            sh->msg_control = sh->msg_controllen ? s->sctl.buf : NULL;
+            sh->msg_flags = 0;
+            ns++;
+        }
+        if (ns)
+            send_all(w, fd, u->smsg, ns);
+        if ((unsigned)n < UDP_BATCH)
+            return; /* short batch: the queue is (almost surely) empty; spare the EAGAIN call */
+    }
+}

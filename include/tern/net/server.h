@@ -9,11 +9,17 @@
  *
  * Lifecycle: server_start() binds every socket (failing fast with a clear message if one cannot
  * be bound) and starts the workers; server_stop() asks them to finish and joins them.
- * The zone table is read through a pointer the caller owns (*table); the runtime issue replaces
- * this with RCU publication.
+ * The zone table is read through a pointer the caller owns (*table, loaded once per batch with
+ * acquire ordering); the runtime issue replaces this with RCU publication.
+ *
+ * Signals: workers inherit the caller's signal mask; block SIGINT/SIGTERM/SIGHUP before
+ * server_start() so only the control thread receives them.
  */
 #ifndef TERN_NET_SERVER_H
 #define TERN_NET_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
@@ -22,12 +28,33 @@
 
 typedef struct server server_t;
 
+/* Counters summed over every worker. Each worker writes only its own copy. */
+typedef struct server_stats {
+    uint64_t udp_received;    /* datagrams read */
+    uint64_t udp_sent;        /* responses the kernel accepted */
+    uint64_t udp_dropped;     /* truncated datagrams, no-answer queries, failed sends */
+    uint64_t tcp_accepted;    /* connections taken into the pool */
+    uint64_t tcp_refused;     /* connections closed at once because the pool was full */
+    uint64_t tcp_queries;     /* complete messages answered */
+    uint64_t tcp_closed_idle; /* closed by the idle timeout */
+    uint64_t tcp_closed_full; /* closed because the peer did not read its answers */
+    uint64_t tcp_closed_bad;  /* closed for a zero-length or unanswerable message */
+} server_stats_t;
+
 /**
  * Bind and start. cfg and acfg must outlive the server; *table is read by the workers for every
- * batch. Returns NULL after logging why (address in use, bad address...).
+ * batch. A listen address with port 0 gets one ephemeral port, the same for UDP and TCP and for
+ * every worker (see server_port()). Returns NULL after logging why (address in use, bad
+ * address...).
  */
 server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
                        const zone_table_t *const *table) TERN_WUR;
+
+/** The port bound for cfg->listen[listen_index] (the ephemeral one when 0 was configured). */
+uint16_t server_port(const server_t *s, size_t listen_index);
+
+/** Sum every worker's counters (relaxed reads: a snapshot, not a transaction). */
+void server_stats(const server_t *s, server_stats_t *out);
 
 /** Stop every worker (they finish the batch in hand), join and free. NULL is a no-op. */
 void server_stop(server_t *s);

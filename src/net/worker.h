@@ -1,0 +1,162 @@
+/*
+ * worker.h — private to src/net: the state one worker thread owns and the functions of its loop.
+ *
+ * server.c binds sockets and starts/joins workers; worker.c runs the epoll loop; udp.c answers
+ * datagram batches; tcp.c runs the connection pool. Everything in a worker_t is written only by
+ * its own thread (the counters are also read, relaxed, by server_stats()).
+ */
+#ifndef TERN_NET_WORKER_H
+#define TERN_NET_WORKER_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "tern/answer/answer.h"
+#include "tern/common/compiler.h"
+#include "tern/conf/config.h"
+#include "tern/net/server.h"
+
+/* recvmmsg/sendmmsg width. 32 datagrams amortise one syscall (~1-2 us) over enough answers
+ * (~1 us each) that the syscall is no longer the cost, while 32 x 8 KiB of buffers stay within
+ * L2; wider batches mostly add latency for the first datagram of the batch. */
+#define UDP_BATCH 32
+
+/* Batches per readiness event of one socket: bounds how long UDP floods can keep a worker from
+ * its TCP connections and other sockets (level-triggered epoll reports the rest again). */
+#define UDP_MAX_BATCHES 8
+
+/* A query larger than this is abuse, not DNS (EDNS queries are a few hundred bytes even with
+ * cookies and padding); longer datagrams arrive with MSG_TRUNC and are dropped. */
+#define UDP_RX_SIZE 4096
+
+/* The largest edns_max_udp the config allows; answer_query() caps each response to the client's
+ * payload size within it. */
+#define UDP_TX_SIZE 4096
+
+/* RFC 1035 §4.2.2: a two-byte length, then up to 65535 bytes of message. */
+#define TCP_MSG_MAX (2u + 65535u)
+
+/* Per-connection write queue: one maximum-size response (a response larger than the free space
+ * triggers a flush; if the peer still does not take it, the connection is closed), and many
+ * small pipelined answers coalesce into one write(). */
+#define TCP_WBUF_SIZE TCP_MSG_MAX
+
+/* Connections taken per listener readiness event: enough for bursts, bounded so an accept flood
+ * cannot starve established connections. */
+#define TCP_ACCEPT_BATCH 16
+
+/* listen(2) backlog: absorbs connect bursts between two epoll rounds; the kernel caps it at
+ * net.core.somaxconn. */
+#define TCP_LISTEN_BACKLOG 1024
+
+/* Ready descriptors handled per epoll_wait: more simply arrive with the next call. */
+#define WORKER_EVENTS 64
+
+/* epoll tags: kind in the top byte, connection generation in the next 24 bits (so an event
+ * queued for a connection slot that was closed and reused is recognised as stale), index low. */
+enum { TAG_STOP = 1, TAG_UDP = 2, TAG_LISTEN = 3, TAG_CONN = 4 };
+#define TAG_MAKE(kind, gen, idx)                                                                   \
+    (((uint64_t)(kind) << 56) | ((uint64_t)((gen)&0xFFFFFFu) << 32) | (uint64_t)(uint32_t)(idx))
+#define TAG_KIND(t) ((unsigned)((t) >> 56))
+#define TAG_GEN(t)  ((uint32_t)(((t) >> 32) & 0xFFFFFFu))
+#define TAG_IDX(t)  ((uint32_t)(t))
+
+/* Batched datagram I/O (recvmmsg/sendmmsg) or one datagram per syscall; both return the number
+ * of messages done (msg_len filled in) or -1 with errno when the first one fails. */
+typedef struct udp_ops {
+    const char *name;
+    int (*recv)(int fd, struct mmsghdr *msgs, unsigned n);
+    int (*send)(int fd, struct mmsghdr *msgs, unsigned n);
+} udp_ops_t;
+
+extern const udp_ops_t udp_ops_mmsg;
+extern const udp_ops_t udp_ops_msg;
+
+typedef struct udp_state udp_state_t;
+
+typedef struct tcp_conn {
+    int fd;
+    uint32_t gen;          /* bumped at close: see TAG_MAKE */
+    struct tcp_conn *prev; /* idle list (ordered by deadline) or free list (next only) */
+    struct tcp_conn *next;
+    int64_t deadline_ms; /* monotonic ms after which the connection is idle-closed */
+    uint32_t rlen;       /* bytes in rbuf (at most one partial message after processing) */
+    uint32_t woff, wlen; /* pending output is wbuf[woff, wlen) */
+    bool want_out;       /* EPOLLOUT is armed */
+    bool eof;            /* the peer closed its side: close once the output is drained */
+    uint8_t *rbuf;       /* TCP_MSG_MAX bytes */
+    uint8_t *wbuf;       /* TCP_WBUF_SIZE bytes */
+} tcp_conn_t;
+
+typedef struct tcp_pool {
+    tcp_conn_t *conns;       /* n slots */
+    uint8_t *bufs;           /* every slot's rbuf and wbuf, one allocation */
+    tcp_conn_t *free;        /* free slots, through next */
+    tcp_conn_t *head, *tail; /* open connections, earliest deadline first */
+    uint32_t n;
+    uint8_t *out; /* TCP_MSG_MAX bytes: answer_query() output before queueing */
+} tcp_pool_t;
+
+/* Owner-written, relaxed-read counters; NET_COUNT keeps the increment a plain load + store. */
+typedef struct net_counters {
+    uint64_t udp_received, udp_sent, udp_dropped;
+    uint64_t tcp_accepted, tcp_refused, tcp_queries;
+    uint64_t tcp_closed_idle, tcp_closed_full, tcp_closed_bad;
+} net_counters_t;
+
+#define NET_COUNT(w, field, n)                                                                     \
+    __atomic_store_n(&(w)->stats.field, (w)->stats.field + (n), __ATOMIC_RELAXED)
+
+typedef struct worker {
+    struct server *srv;
+    unsigned id;
+    int epfd;
+    bool started;
+    pthread_t thread;
+    int udp_fd[CONFIG_MAX_LISTEN];
+    int tcp_fd[CONFIG_MAX_LISTEN];
+    int64_t now_ms;            /* monotonic clock, read once per loop iteration */
+    const zone_table_t *table; /* the snapshot for the batch in hand */
+    udp_state_t *udp;
+    tcp_pool_t tcp;
+    net_counters_t stats;
+    answer_ctx_t actx;
+} TERN_ALIGNED(TERN_CACHELINE) worker_t; /* cache-line separated: no false sharing */
+
+struct server {
+    const config_t *cfg;
+    const answer_config_t *acfg;
+    const zone_table_t *const *table;
+    const udp_ops_t *udp_ops;
+    int stop_fd; /* eventfd in every worker's epoll set; written once */
+    size_t nlisten;
+    uint16_t port[CONFIG_MAX_LISTEN];
+    bool wildcard[CONFIG_MAX_LISTEN]; /* bound to 0.0.0.0 / :: : reply with PKTINFO */
+    unsigned nworkers;
+    worker_t *workers;
+};
+
+/* worker.c */
+void *worker_main(void *arg);
+
+/* udp.c */
+udp_state_t *udp_state_new(void) TERN_WUR;
+void udp_state_free(udp_state_t *u);
+/** Answer up to UDP_MAX_BATCHES batches from listen socket li. */
+void udp_handle(worker_t *w, size_t li);
+
+/* tcp.c */
+int tcp_pool_init(tcp_pool_t *p, uint32_t n) TERN_WUR;
+/** Close every open connection and free the pool. */
+void tcp_pool_free(tcp_pool_t *p);
+void tcp_accept(worker_t *w, size_t li);
+void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events);
+/** Close connections whose deadline passed. */
+void tcp_sweep(worker_t *w);
+/** epoll_wait timeout in ms until the earliest deadline, or -1 without connections. */
+int tcp_next_timeout(const worker_t *w);
+
+#endif

@@ -1,0 +1,601 @@
+/*
+ * test_server.c — real UDP and TCP queries over loopback against server_start().
+ *
+ * Each test starts its own server on port 0 (ephemeral, see server_port()) with a zone table
+ * loaded from tests/data/net/example.zone, and talks to it with plain sockets and hand-built
+ * queries. Every wait is bounded by poll() timeouts.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tern/common/log.h"
+#include "tern/conf/config.h"
+#include "tern/net/server.h"
+#include "tern/zone/zone_file.h"
+#include "tern/zone/zone_table.h"
+
+/* How long a reply may take before the test fails: generous for a loaded CI box under ASan. */
+#define REPLY_TIMEOUT_MS 3000
+
+typedef struct fixture {
+    config_t cfg;
+    answer_config_t acfg;
+    zone_table_t *table;
+    const zone_table_t *published;
+    server_t *srv;
+} fixture_t;
+
+static fixture_t fx;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static zone_table_t *load_table(void)
+{
+    char path[512], err[512] = "";
+    const char *dir = getenv("TERN_TEST_DATA");
+    snprintf(path, sizeof(path), "%s/net/example.zone", dir ? dir : "tests/data");
+    zone_t *z = NULL;
+    int r = zone_file_load("example.test", path, &z, err, sizeof(err));
+    if (r < 0)
+        fail_msg("zone_file_load: %s", err);
+    zone_table_t *t = zone_table_new();
+    assert_non_null(t);
+    assert_int_equal(zone_table_add(t, z), 0);
+    assert_int_equal(zone_table_freeze(t), 0);
+    return t;
+}
+
+/* Start a server with the given listen addresses; the rest of the config is the test default. */
+static void start(const char *const *listen, size_t n, unsigned workers, unsigned max_conn,
+                  bool mmsg)
+{
+    config_init(&fx.cfg);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(config_add_listen(&fx.cfg, listen[i]), 0);
+    fx.cfg.workers = workers;
+    fx.cfg.tcp_idle_timeout = 1;
+    fx.cfg.tcp_max_connections = max_conn;
+    fx.cfg.udp_mmsg = mmsg;
+    fx.acfg = (answer_config_t){.edns_max_udp = 1232, .identity = NULL, .version = NULL};
+    fx.table = load_table();
+    fx.published = fx.table;
+    fx.srv = server_start(&fx.cfg, &fx.acfg, &fx.published);
+    assert_non_null(fx.srv);
+}
+
+static void start1(const char *listen)
+{
+    start(&listen, 1, 2, 8, true);
+}
+
+static void stop(void)
+{
+    server_stop(fx.srv);
+    fx.srv = NULL;
+    zone_table_free(fx.table);
+    config_free(&fx.cfg);
+}
+
+/* A query for name (dotted, no trailing dot) and type, no EDNS. Returns its length. */
+static size_t make_query(uint8_t *buf, uint16_t id, const char *name, uint16_t qtype)
+{
+    size_t len = 0;
+    const uint8_t hdr[12] = {id >> 8, id & 0xff, 0x00, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+    memcpy(buf, hdr, sizeof(hdr));
+    len = sizeof(hdr);
+    const char *p = name;
+    while (*p) {
+        const char *dot = strchr(p, '.');
+        size_t l = dot ? (size_t)(dot - p) : strlen(p);
+        buf[len++] = (uint8_t)l;
+        memcpy(buf + len, p, l);
+        len += l;
+        p += l + (dot ? 1 : 0);
+    }
+    buf[len++] = 0;
+    buf[len++] = (uint8_t)(qtype >> 8);
+    buf[len++] = (uint8_t)qtype;
+    buf[len++] = 0;
+    buf[len++] = 1; /* IN */
+    return len;
+}
+
+/* Check a response to make_query(id, "www.example.test", A): NOERROR, AA, one A 192.0.2.1. */
+static void check_www_answer(const uint8_t *r, size_t len, uint16_t id)
+{
+    assert_true(len >= 12 + 22 + 16);
+    assert_int_equal(r[0] << 8 | r[1], id);
+    assert_true(r[2] & 0x80);              /* QR */
+    assert_true(r[2] & 0x04);              /* AA */
+    assert_int_equal(r[3] & 0x0f, 0);      /* NOERROR */
+    assert_int_equal(r[6] << 8 | r[7], 1); /* ANCOUNT */
+    static const uint8_t addr[4] = {192, 0, 2, 1};
+    /* the answer is the only record: its RDATA ends the message */
+    assert_memory_equal(r + len - 4, addr, 4);
+}
+
+static ssize_t recv_timeout(int fd, uint8_t *buf, size_t cap, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, timeout_ms) != 1)
+        return -2;
+    return recv(fd, buf, cap, 0);
+}
+
+static int udp_client(int family, const char *addr, uint16_t port)
+{
+    int fd = socket(family, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (family == AF_INET) {
+        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+        sa->sin_family = AF_INET;
+        sa->sin_port = htons(port);
+        assert_int_equal(inet_pton(AF_INET, addr, &sa->sin_addr), 1);
+        len = sizeof(*sa);
+    } else {
+        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
+        sa->sin6_family = AF_INET6;
+        sa->sin6_port = htons(port);
+        assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
+        len = sizeof(*sa);
+    }
+    /* connected: a reply from any other source address is filtered out by the kernel */
+    assert_int_equal(connect(fd, (struct sockaddr *)&ss, len), 0);
+    return fd;
+}
+
+static int tcp_client(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+    assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Read exactly len bytes (bounded by REPLY_TIMEOUT_MS per chunk). */
+static void read_exact(int fd, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = recv_timeout(fd, buf + got, len - got, REPLY_TIMEOUT_MS);
+        if (n <= 0)
+            fail_msg("TCP read: got %zu of %zu bytes (r=%zd)", got, len, n);
+        got += (size_t)n;
+    }
+}
+
+/* One length-prefixed TCP response into buf; returns the message length. */
+static size_t read_tcp_msg(int fd, uint8_t *buf, size_t cap)
+{
+    uint8_t lp[2];
+    read_exact(fd, lp, 2);
+    size_t len = (size_t)lp[0] << 8 | lp[1];
+    assert_true(len <= cap);
+    read_exact(fd, buf, len);
+    return len;
+}
+
+static void udp_roundtrip(int family, const char *addr, uint16_t port, uint16_t id)
+{
+    uint8_t q[512], r[2048];
+    int fd = udp_client(family, addr, port);
+    size_t qlen = make_query(q, id, "www.example.test", 1);
+    send_all(fd, q, qlen);
+    ssize_t n = recv_timeout(fd, r, sizeof(r), REPLY_TIMEOUT_MS);
+    if (n <= 0)
+        fail_msg("no UDP reply from %s port %u", addr, port);
+    check_www_answer(r, (size_t)n, id);
+    close(fd);
+}
+
+static void test_udp_v4(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    uint16_t port = server_port(fx.srv, 0);
+    assert_true(port != 0);
+    for (uint16_t id = 1; id <= 4; id++)
+        udp_roundtrip(AF_INET, "127.0.0.1", port, id);
+    server_stats_t st;
+    /* the worker counts a send after the kernel took it: the reply may be here first */
+    for (int i = 0; i < 100; i++) {
+        server_stats(fx.srv, &st);
+        if (st.udp_sent == 4)
+            break;
+        usleep(10 * 1000);
+    }
+    assert_int_equal(st.udp_received, 4);
+    assert_int_equal(st.udp_sent, 4);
+    stop();
+}
+
+/* A burst larger than one recvmmsg batch: every query answered, none lost. Both I/O paths. */
+static void udp_burst(bool mmsg)
+{
+    static const char *const listen[] = {"127.0.0.1:0"};
+    start(listen, 1, 1, 8, mmsg);
+    uint16_t port = server_port(fx.srv, 0);
+    int fd = udp_client(AF_INET, "127.0.0.1", port);
+    enum { BURST = 100 };
+    uint8_t q[512], r[2048];
+    bool seen[BURST] = {false};
+    for (uint16_t id = 0; id < BURST; id++) {
+        size_t qlen = make_query(q, id, "www.example.test", 1);
+        send_all(fd, q, qlen);
+    }
+    for (int i = 0; i < BURST; i++) {
+        ssize_t n = recv_timeout(fd, r, sizeof(r), REPLY_TIMEOUT_MS);
+        if (n <= 0)
+            fail_msg("reply %d of %d missing", i, BURST);
+        uint16_t id = (uint16_t)(r[0] << 8 | r[1]);
+        assert_true(id < BURST);
+        assert_false(seen[id]);
+        seen[id] = true;
+        check_www_answer(r, (size_t)n, id);
+    }
+    close(fd);
+    stop();
+}
+
+static void test_udp_burst_mmsg(void **state)
+{
+    (void)state;
+    udp_burst(true);
+}
+
+static void test_udp_burst_fallback(void **state)
+{
+    (void)state;
+    udp_burst(false);
+}
+
+/* A query that gets no answer (QR set) is dropped, and the worker goes on. */
+static void test_udp_drop(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    uint16_t port = server_port(fx.srv, 0);
+    int fd = udp_client(AF_INET, "127.0.0.1", port);
+    uint8_t q[512], r[2048];
+    size_t qlen = make_query(q, 7, "www.example.test", 1);
+    q[2] |= 0x80;
+    send_all(fd, q, qlen);
+    assert_int_equal(recv_timeout(fd, r, sizeof(r), 300), -2);
+    close(fd);
+    udp_roundtrip(AF_INET, "127.0.0.1", port, 8);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_int_equal(st.udp_dropped, 1);
+    stop();
+}
+
+static void test_udp_v6(void **state)
+{
+    (void)state;
+    int probe = socket(AF_INET6, SOCK_DGRAM, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    if (probe < 0 || bind(probe, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (probe >= 0)
+            close(probe);
+        skip(); /* no IPv6 loopback in this sandbox */
+    }
+    close(probe);
+    static const char *const listen[] = {"[::1]:0", "127.0.0.1:0"};
+    start(listen, 2, 2, 8, true);
+    assert_true(server_port(fx.srv, 0) != 0);
+    assert_true(server_port(fx.srv, 1) != 0);
+    udp_roundtrip(AF_INET6, "::1", server_port(fx.srv, 0), 42);
+    udp_roundtrip(AF_INET, "127.0.0.1", server_port(fx.srv, 1), 43);
+    stop();
+}
+
+/* Bound to 0.0.0.0: a query sent to 127.0.0.2 must be answered from 127.0.0.2 (IP_PKTINFO),
+ * else the connected client socket would never see it (routing alone picks 127.0.0.1). */
+static void test_udp_wildcard_pktinfo(void **state)
+{
+    (void)state;
+    start1("0.0.0.0:0");
+    uint16_t port = server_port(fx.srv, 0);
+    udp_roundtrip(AF_INET, "127.0.0.2", port, 99);
+    udp_roundtrip(AF_INET, "127.0.0.1", port, 100);
+    stop();
+}
+
+/* Two queries in one write; both answers come back, in order. */
+static void test_tcp_pipelined(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = tcp_client(server_port(fx.srv, 0));
+    uint8_t buf[1024], r[65535];
+    size_t l1 = make_query(buf + 2, 0x1111, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l1;
+    size_t off = 2 + l1;
+    size_t l2 = make_query(buf + off + 2, 0x2222, "www.example.test", 1);
+    buf[off] = 0;
+    buf[off + 1] = (uint8_t)l2;
+    send_all(fd, buf, off + 2 + l2);
+    size_t n = read_tcp_msg(fd, r, sizeof(r));
+    check_www_answer(r, n, 0x1111);
+    n = read_tcp_msg(fd, r, sizeof(r));
+    check_www_answer(r, n, 0x2222);
+    /* and the connection stays usable for a third */
+    send_all(fd, buf, 2 + l1);
+    n = read_tcp_msg(fd, r, sizeof(r));
+    check_www_answer(r, n, 0x1111);
+    close(fd);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_int_equal(st.tcp_queries, 3);
+    assert_int_equal(st.tcp_accepted, 1);
+    stop();
+}
+
+/* A message split across writes (even inside the length prefix) is reassembled. */
+static void test_tcp_split(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = tcp_client(server_port(fx.srv, 0));
+    uint8_t buf[1024], r[65535];
+    size_t l = make_query(buf + 2, 0x3333, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l;
+    /* first a whole message, so the split one is the second on the connection */
+    send_all(fd, buf, 2 + l);
+    check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), 0x3333);
+    buf[3] = 0x44; /* id 0x3344 */
+    const size_t cuts[] = {1, 2, 9, 2 + l};
+    size_t from = 0;
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        send_all(fd, buf + from, cuts[i] - from);
+        from = cuts[i];
+        if (i + 1 < sizeof(cuts) / sizeof(cuts[0])) {
+            /* nothing may come back for a partial message */
+            assert_int_equal(recv_timeout(fd, r, sizeof(r), 100), -2);
+        }
+    }
+    check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), 0x3344);
+    close(fd);
+    stop();
+}
+
+/* Waits for the server to close fd; returns how long it took in ms, or -1 on timeout. */
+static int64_t wait_closed(int fd, int timeout_ms);
+
+/* The client sends its queries and half-closes: the answers still come, then the server closes. */
+static void test_tcp_half_close(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = tcp_client(server_port(fx.srv, 0));
+    uint8_t buf[1024], r[65535];
+    size_t l = make_query(buf + 2, 0x5151, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l;
+    memcpy(buf + 2 + l, buf, 2 + l);
+    buf[2 + l + 3] = 0x52; /* second id 0x5152 */
+    send_all(fd, buf, 2 * (2 + l));
+    assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), 0x5151);
+    check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), 0x5152);
+    int64_t ms = wait_closed(fd, 2000);
+    assert_true(ms >= 0 && ms < 800);
+    close(fd);
+    stop();
+}
+
+/* Waits for the server to close fd; returns how long it took in ms, or -1 on timeout. */
+static int64_t wait_closed(int fd, int timeout_ms)
+{
+    int64_t t0 = now_ms();
+    uint8_t r[512];
+    for (int round = 0; round < 100; round++) {
+        ssize_t n = recv_timeout(fd, r, sizeof(r), timeout_ms);
+        if (n == 0 || (n < 0 && n != -2))
+            return now_ms() - t0;
+        if (n == -2)
+            return -1;
+    }
+    return -1;
+}
+
+static void test_tcp_idle_timeout(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = tcp_client(server_port(fx.srv, 0));
+    int64_t ms = wait_closed(fd, 4000);
+    assert_true(ms >= 800); /* tcp_idle_timeout is 1 s */
+    assert_true(ms <= 2500);
+    close(fd);
+
+    /* a trickle of bytes that never completes a message does not keep it open */
+    fd = tcp_client(server_port(fx.srv, 0));
+    send_all(fd, "\x00\x20", 2);
+    usleep(500 * 1000);
+    send_all(fd, "\x12", 1);
+    ms = wait_closed(fd, 4000);
+    assert_true(ms >= 0);
+    assert_true(ms <= 1000);
+    close(fd);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_int_equal(st.tcp_closed_idle, 2);
+    stop();
+}
+
+static void test_tcp_zero_length_closes(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = tcp_client(server_port(fx.srv, 0));
+    send_all(fd, "\x00\x00", 2);
+    int64_t ms = wait_closed(fd, 2000);
+    assert_true(ms >= 0 && ms < 800); /* closed at once, not by the idle timeout */
+    close(fd);
+    /* a message answer_query() drops (QR set) also closes */
+    fd = tcp_client(server_port(fx.srv, 0));
+    uint8_t buf[512];
+    size_t l = make_query(buf + 2, 5, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l;
+    buf[4] |= 0x80;
+    send_all(fd, buf, 2 + l);
+    ms = wait_closed(fd, 2000);
+    assert_true(ms >= 0 && ms < 800);
+    close(fd);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_int_equal(st.tcp_closed_bad, 2);
+    stop();
+}
+
+/* One worker, one connection slot: the second connection is accepted and closed at once, the
+ * first keeps working. */
+static void test_tcp_pool_full(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    start(listen, 1, 1, 1, true);
+    uint16_t port = server_port(fx.srv, 0);
+    int a = tcp_client(port);
+    uint8_t buf[512], r[65535];
+    size_t l = make_query(buf + 2, 0x0a0a, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l;
+    send_all(a, buf, 2 + l); /* makes sure a is in the pool before b arrives */
+    check_www_answer(r, read_tcp_msg(a, r, sizeof(r)), 0x0a0a);
+    int b = tcp_client(port);
+    int64_t ms = wait_closed(b, 2000);
+    assert_true(ms >= 0 && ms < 800);
+    close(b);
+    send_all(a, buf, 2 + l);
+    check_www_answer(r, read_tcp_msg(a, r, sizeof(r)), 0x0a0a);
+    close(a);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_int_equal(st.tcp_refused, 1);
+    stop();
+}
+
+/* A peer that sends queries and never reads: the server stops buffering and closes. */
+static void test_tcp_not_reading(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(server_port(fx.srv, 0))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    uint8_t msg[512];
+    size_t l = make_query(msg + 2, 1, "big.example.test", 16);
+    msg[0] = 0;
+    msg[1] = (uint8_t)l;
+    uint8_t chunk[64 * 64];
+    for (size_t i = 0; i < 64; i++)
+        memcpy(chunk + i * (2 + l), msg, 2 + l);
+    size_t chunk_len = 64 * (2 + l);
+    bool closed = false;
+    /* each chunk asks for ~16 KiB of answers: far more than any socket buffer within 2000 */
+    for (int i = 0; i < 2000 && !closed; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, REPLY_TIMEOUT_MS) != 1)
+            break;
+        ssize_t n = send(fd, chunk, chunk_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN)
+            closed = true;
+        if (p.revents & (POLLERR | POLLHUP))
+            closed = true;
+    }
+    server_stats_t st;
+    for (int i = 0; i < 50; i++) {
+        server_stats(fx.srv, &st);
+        if (st.tcp_closed_full)
+            break;
+        usleep(20 * 1000);
+    }
+    assert_int_equal(st.tcp_closed_full, 1);
+    assert_int_equal(st.tcp_closed_idle, 0);
+    close(fd);
+    stop();
+}
+
+static void test_port_conflict_and_stop(void **state)
+{
+    (void)state;
+    start1("127.0.0.1:0");
+    uint16_t port = server_port(fx.srv, 0);
+    /* the same address twice in one config is refused */
+    config_t c2;
+    config_init(&c2);
+    assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
+    assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
+    assert_null(server_start(&c2, &fx.acfg, &fx.published));
+    config_free(&c2);
+
+    /* server_stop returns promptly even with a client connected and idle */
+    int fd = tcp_client(port);
+    int64_t t0 = now_ms();
+    stop();
+    assert_true(now_ms() - t0 < 500);
+    uint8_t r[16];
+    assert_true(recv_timeout(fd, r, sizeof(r), 1000) <= 0); /* closed by the stop */
+    close(fd);
+}
+
+int main(void)
+{
+    log_set_level(LOG_LVL_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_udp_v4),
+        cmocka_unit_test(test_udp_burst_mmsg),
+        cmocka_unit_test(test_udp_burst_fallback),
+        cmocka_unit_test(test_udp_drop),
+        cmocka_unit_test(test_udp_v6),
+        cmocka_unit_test(test_udp_wildcard_pktinfo),
+        cmocka_unit_test(test_tcp_pipelined),
+        cmocka_unit_test(test_tcp_split),
+        cmocka_unit_test(test_tcp_half_close),
+        cmocka_unit_test(test_tcp_idle_timeout),
+        cmocka_unit_test(test_tcp_zero_length_closes),
+        cmocka_unit_test(test_tcp_pool_full),
+        cmocka_unit_test(test_tcp_not_reading),
+        cmocka_unit_test(test_port_conflict_and_stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
