@@ -1,0 +1,234 @@
+"""Start and stop the DNS servers the integration tests talk to: ternd, NSD and Knot.
+
+Each server runs in the foreground as a child process on a free loopback port, with its own
+configuration, pid file and state under a temporary directory. Every wait is bounded; stop()
+always ends the process it started (by its pid), first politely, then with SIGKILL.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+
+LOOPBACK = "127.0.0.1"
+START_TIMEOUT = 15.0  # seconds for a server to answer its first query (Knot loads zones lazily)
+STOP_TIMEOUT = 5.0
+
+
+def free_port():
+    """A port free for both UDP and TCP on the loopback address (bounded number of tries)."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            t.bind((LOOPBACK, 0))
+            port = t.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                try:
+                    u.bind((LOOPBACK, port))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+def find_program(name):
+    """Full path of a program, looking in PATH and the sbin directories; None if absent."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/local/sbin"
+    return shutil.which(name, path=path)
+
+
+class Server:
+    """One server process; subclasses write the config and give the command line."""
+
+    name = "server"
+
+    def __init__(self, workdir, zones):
+        self.dir = os.path.join(workdir, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.zones = zones  # list of (origin, absolute zone file path)
+        self.port = free_port()
+        self.proc = None
+        self.log_path = os.path.join(self.dir, "output.log")
+        self._log = None
+
+    def command(self):
+        raise NotImplementedError
+
+    def start(self, probe_name):
+        """Start the process and wait until it answers a SOA query for probe_name."""
+        cmd = self.command()
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.dir)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with status %s during startup:\n%s"
+                                   % (self.name, self.proc.returncode, self.log_text()))
+            try:
+                q = dns.message.make_query(probe_name, "SOA")
+                r = dns.query.udp(q, LOOPBACK, port=self.port, timeout=0.3)
+                if r.rcode() == dns.rcode.NOERROR and r.answer:
+                    return
+            except (dns.exception.Timeout, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("%s did not answer within %.0f s:\n%s"
+                           % (self.name, START_TIMEOUT, self.log_text()))
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_text(self, limit=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-limit:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+class External:
+    """A server someone else started (for debugging against a running instance)."""
+
+    def __init__(self, name, port):
+        self.name = name
+        self.port = port
+
+    def stop(self):
+        pass
+
+
+class Ternd(Server):
+    name = "tern"
+
+    def __init__(self, workdir, zones, binary, identity=None, version=None, extra_yaml="",
+                 workers=1):
+        self.binary = binary
+        self.workers = workers
+        self.identity = identity
+        self.version = version
+        self.extra_yaml = extra_yaml
+        super().__init__(workdir, zones)
+
+    def command(self):
+        conf = os.path.join(self.dir, "ternd.yaml")
+        with open(conf, "w") as f:
+            f.write('listen: ["%s:%d"]\nworkers: %d\n' % (LOOPBACK, self.port, self.workers))
+            if self.identity:
+                f.write('identity: "%s"\n' % self.identity)
+            if self.version:
+                f.write('version: "%s"\n' % self.version)
+            f.write(self.extra_yaml)
+            f.write("zones:\n")
+            for origin, path in self.zones:
+                f.write('  - origin: "%s"\n    file: "%s"\n' % (origin, path))
+        return [self.binary, "-c", conf]
+
+
+class Nsd(Server):
+    name = "nsd"
+
+    def __init__(self, workdir, zones, identity, version):
+        self.identity = identity
+        self.version = version
+        super().__init__(workdir, zones)
+
+    def command(self):
+        binary = find_program("nsd")
+        d = self.dir
+        conf = os.path.join(d, "nsd.conf")
+        with open(conf, "w") as f:
+            f.write(f"""server:
+    ip-address: {LOOPBACK}@{self.port}
+    port: {self.port}
+    do-ip6: no
+    username: ""
+    chroot: ""
+    zonesdir: "{d}"
+    database: ""
+    pidfile: "{d}/nsd.pid"
+    xfrdfile: "{d}/xfrd.state"
+    xfrdir: "{d}"
+    zonelistfile: "{d}/zone.list"
+    logfile: "{d}/nsd.log"
+    verbosity: 1
+    server-count: 1
+    identity: "{self.identity}"
+    version: "{self.version}"
+    hide-version: no
+    hide-identity: no
+    minimal-responses: yes
+""")
+            if nsd_has_ratelimit(binary):
+                f.write("    rrl-ratelimit: 0\n")
+            f.write("remote-control:\n    control-enable: no\n")
+            for origin, path in self.zones:
+                f.write(f'zone:\n    name: "{origin}"\n    zonefile: "{path}"\n')
+        return [binary, "-d", "-c", conf]
+
+
+def nsd_has_ratelimit(binary):
+    """NSD built with --enable-ratelimit knows rrl-ratelimit (Debian's is); others reject it."""
+    checkconf = find_program("nsd-checkconf")
+    if checkconf is None:
+        return True
+    out = subprocess.run([checkconf, "-o", "rrl-ratelimit", "/dev/null"], capture_output=True,
+                         timeout=10)
+    return out.returncode == 0
+
+
+class Knot(Server):
+    name = "knot"
+
+    def __init__(self, workdir, zones, identity, version):
+        self.identity = identity
+        self.version = version
+        super().__init__(workdir, zones)
+
+    def command(self):
+        binary = find_program("knotd")
+        d = self.dir
+        conf = os.path.join(d, "knot.conf")
+        with open(conf, "w") as f:
+            f.write(f"""server:
+    rundir: "{d}"
+    listen: {LOOPBACK}@{self.port}
+    identity: "{self.identity}"
+    version: "{self.version}"
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+database:
+    storage: "{d}/db"
+control:
+    listen: "{d}/knot.sock"
+log:
+  - target: stderr
+    any: warning
+template:
+  - id: default
+    storage: "{d}"
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+zone:
+""")
+            for origin, path in self.zones:
+                f.write(f'  - domain: "{origin}"\n    file: "{path}"\n')
+        return [binary, "-c", conf]
