@@ -1,5 +1,5 @@
 /*
- * main.c — ternd: arguments → config → first zone table → workers → signals.
+ * main.c — ternd: arguments → loader (config, zones, first view) → workers → signals.
  *
  * Only wiring lives here. Command-line flags are applied after the config file: --listen
  * replaces the file's listen list (as NSD's -a does: the usual reason to give it is to serve the
@@ -8,6 +8,7 @@
  * to start without one (--check-config does not need one).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <netinet/in.h>
@@ -15,15 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "tern/answer/answer.h"
+#include "tern/common/compiler.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
+#include "tern/load/loader.h"
 #include "tern/net/server.h"
-#include "tern/zone/zone_file.h"
-#include "tern/zone/zone_table.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK };
 
@@ -59,56 +61,6 @@ static void usage(FILE *out)
     config_schema_print(out);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Load every configured zone into a new frozen table. NULL after logging the error. */
-static zone_table_t *load_zones(const config_t *cfg)
-{
-    int64_t start = now_ms();
-    char err[512];
-    size_t records = 0;
-    zone_table_t *t = zone_table_new();
-    if (!t) {
-        log_err("out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < cfg->nzones; i++) {
-        const config_zone_t *cz = &cfg->zones[i];
-        zone_t *z = NULL;
-        err[0] = '\0';
-        int r = zone_file_load(cz->origin, cz->file, &z, err, sizeof(err));
-        if (r < 0) {
-            log_err("%s", err[0] ? err : tern_strerror(r));
-            goto fail;
-        }
-        records += z->rr_count;
-        r = zone_table_add(t, z);
-        if (r < 0) {
-            if (r == TERN_EDUPZONE)
-                log_err("zone %s (%s) is given twice", cz->origin, cz->file);
-            else
-                log_err("zone %s: %s", cz->origin, tern_strerror(r));
-            zone_free(z);
-            goto fail;
-        }
-    }
-    if (zone_table_freeze(t) < 0) {
-        log_err("out of memory");
-        goto fail;
-    }
-    log_info("loaded %zu zones, %zu records in %lld ms", cfg->nzones, records,
-             (long long)(now_ms() - start));
-    return t;
-fail:
-    zone_table_free(t);
-    return NULL;
-}
-
 static void log_listen(const config_t *cfg, const server_t *s)
 {
     for (size_t i = 0; i < cfg->nlisten; i++) {
@@ -124,22 +76,28 @@ static void log_listen(const config_t *cfg, const server_t *s)
     }
 }
 
-/* Apply the command line over the config, in two passes so flags override the config file
- * wherever they appear: first -c (and the flags that exit at once), then everything else.
- * Returns 0, 1 for an error, or -1 for "exit 0". */
-static int parse_args(int argc, char **argv, config_t *cfg, bool *check_only)
+/* The command line, kept so every reload applies it again over a fresh read of the config file. */
+typedef struct cli {
+    const char *config_path; /* -c, or NULL */
+    const char *listen[CONFIG_MAX_LISTEN];
+    size_t nlisten;
+    struct {
+        const char *origin, *file;
+    } zones[256];
+    size_t nzones;
+    unsigned workers; /* 0 = from the config */
+    bool check_only;
+} cli_t;
+
+/* Parse argv into cli, checking every value. Returns 0, 1 for an error, or -1 for "exit 0". */
+static int parse_args(int argc, char **argv, cli_t *cli)
 {
-    char err[512];
-    bool cli_listen = false;
     int opt;
-    /* getopt_long visits each argument once per pass: bounded by argc */
+    /* getopt_long visits each argument once: bounded by argc */
     while ((opt = getopt_long(argc, argv, "c:vh", long_opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
-            if (config_load(cfg, optarg, err, sizeof(err)) < 0) {
-                log_err("%s", err);
-                return 1;
-            }
+            cli->config_path = optarg;
             break;
         case 'v':
             printf("ternd " TERN_VERSION "\n");
@@ -147,53 +105,39 @@ static int parse_args(int argc, char **argv, config_t *cfg, bool *check_only)
         case 'h':
             usage(stdout);
             return -1;
-        case '?':
-            usage(stderr);
-            return 1;
-        default:
-            break;
-        }
-    }
-    if (optind < argc) {
-        log_err("unexpected argument '%s' (see --help)", argv[optind]);
-        return 1;
-    }
-    optind = 0; /* glibc: 0 re-initialises getopt for the second pass */
-    while ((opt = getopt_long(argc, argv, "c:vh", long_opts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_LISTEN:
-            if (!cli_listen) {
-                cfg->nlisten = 0;
-                cli_listen = true;
-            }
-            if (config_add_listen(cfg, optarg) < 0) {
+        case OPT_LISTEN: {
+            config_listen_t l;
+            if (cli->nlisten == CONFIG_MAX_LISTEN || config_parse_listen(&l, optarg) < 0) {
                 log_err("--listen %s: want ADDR:PORT or [V6]:PORT (at most %d)", optarg,
                         CONFIG_MAX_LISTEN);
                 return 1;
             }
+            cli->listen[cli->nlisten++] = optarg;
             break;
+        }
         case OPT_ZONE: {
             char *eq = strchr(optarg, '=');
             if (!eq || eq == optarg || eq[1] == '\0') {
                 log_err("--zone %s: want ORIGIN=FILE", optarg);
                 return 1;
             }
-            *eq = '\0';
-            int r = config_add_zone(cfg, optarg, eq + 1);
-            *eq = '=';
-            if (r < 0) {
-                log_err("out of memory");
+            if (cli->nzones == TERN_ARRAY_SIZE(cli->zones)) {
+                log_err("--zone: at most %zu on the command line; use a config file",
+                        TERN_ARRAY_SIZE(cli->zones));
                 return 1;
             }
+            *eq = '\0';
+            cli->zones[cli->nzones].origin = optarg;
+            cli->zones[cli->nzones++].file = eq + 1;
             break;
         }
         case OPT_WORKERS: {
             char *end;
             long n = strtol(optarg, &end, 10);
             if (strcmp(optarg, "auto") == 0) {
-                cfg->workers = config_auto_workers();
+                cli->workers = config_auto_workers();
             } else if (end != optarg && *end == '\0' && n >= 1 && n <= CONFIG_MAX_WORKERS) {
-                cfg->workers = (unsigned)n;
+                cli->workers = (unsigned)n;
             } else {
                 log_err("--workers %s: want 1..%d or auto", optarg, CONFIG_MAX_WORKERS);
                 return 1;
@@ -201,83 +145,119 @@ static int parse_args(int argc, char **argv, config_t *cfg, bool *check_only)
             break;
         }
         case OPT_CHECK:
-            *check_only = true;
+            cli->check_only = true;
             break;
         default:
-            break; /* handled, or reported, by the first pass */
+            usage(stderr);
+            return 1;
         }
     }
+    if (optind < argc) {
+        log_err("unexpected argument '%s' (see --help)", argv[optind]);
+        return 1;
+    }
+    return 0;
+}
+
+/* loader_config_fn: the config file, then the command line over it. */
+static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
+{
+    const cli_t *cli = ctx;
+    config_init(cfg);
+    int r;
+    if (cli->config_path && (r = config_load(cfg, cli->config_path, err, errlen)) < 0)
+        return r;
+    if (cli->nlisten)
+        cfg->nlisten = 0;
+    for (size_t i = 0; i < cli->nlisten; i++)
+        if ((r = config_add_listen(cfg, cli->listen[i])) < 0) {
+            snprintf(err, errlen, "--listen %s: %s", cli->listen[i], tern_strerror(r));
+            return r;
+        }
+    for (size_t i = 0; i < cli->nzones; i++)
+        if ((r = config_add_zone(cfg, cli->zones[i].origin, cli->zones[i].file)) < 0) {
+            snprintf(err, errlen, "--zone %s: %s", cli->zones[i].origin, tern_strerror(r));
+            return r;
+        }
+    if (cli->workers)
+        cfg->workers = cli->workers;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    config_t cfg;
-    bool check_only = false;
+    cli_t cli = {0};
     int rc = 1;
-    zone_table_t *table = NULL;
+    loader_t *loader = NULL;
     server_t *srv = NULL;
+    int sfd = -1;
 
-    config_init(&cfg);
-    int r = parse_args(argc, argv, &cfg, &check_only);
-    if (r != 0) {
-        rc = r < 0 ? 0 : 1;
-        goto out;
-    }
-    if (!check_only && cfg.nlisten == 0) {
-        log_err("no listen address: give --listen ADDR:PORT or 'listen:' in the config");
-        goto out;
-    }
-    if (!(table = load_zones(&cfg)))
-        goto out;
-    if (check_only) {
-        log_info("configuration OK");
-        rc = 0;
-        goto out;
-    }
+    int r = parse_args(argc, argv, &cli);
+    if (r != 0)
+        return r < 0 ? 0 : 1;
 
-    answer_config_t acfg = {
-        .edns_max_udp = cfg.edns_max_udp,
-        .identity = cfg.identity,
-        .version = cfg.version,
-    };
-
-    /* Block the control signals before any worker exists so every thread inherits the mask and
-     * only sigwaitinfo() below ever receives them. */
+    /* Block the control signals before any thread exists so every thread inherits the mask and
+     * only the signalfd below ever sees them. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGHUP);
-    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0) {
-        log_err("cannot block signals");
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 ||
+        (sfd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0) {
+        log_err("cannot set up signal handling: %s", strerror(errno));
         goto out;
     }
-    const zone_table_t *published = table;
-    if (!(srv = server_start(&cfg, &acfg, &published)))
-        goto out;
-    log_listen(&cfg, srv);
-    log_info("ready: %u workers", cfg.workers);
 
-    /* Waits for signals only; leaves on SIGINT/SIGTERM. */
+    const config_t *cfg;
+    if (!(loader = loader_new(read_config, &cli))) {
+        log_err("out of memory");
+        goto out;
+    }
+    if (loader_load(loader, &cfg) < 0)
+        goto out;
+    if (cli.check_only) {
+        log_info("configuration OK");
+        rc = 0;
+        goto out;
+    }
+    if (cfg->nlisten == 0) {
+        log_err("no listen address: give --listen ADDR:PORT or 'listen:' in the config");
+        goto out;
+    }
+    if (!(srv = server_start(cfg, loader_published(loader))))
+        goto out;
+    if (loader_start(loader) < 0)
+        goto out;
+    log_listen(cfg, srv);
+    log_info("ready: %u workers", cfg->workers);
+
+    /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
+     * the loader into one more reload after it. */
     for (;;) {
-        siginfo_t si;
-        int sig = sigwaitinfo(&sigs, &si);
-        if (sig == SIGHUP) {
-            log_warn("SIGHUP: reload not yet supported");
-            continue;
-        }
-        if (sig == SIGINT || sig == SIGTERM) {
-            log_info("signal %d: shutting down", sig);
+        struct signalfd_siginfo si;
+        ssize_t n = read(sfd, &si, sizeof(si));
+        if (n != (ssize_t)sizeof(si)) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            log_err("signalfd read: %s", n < 0 ? strerror(errno) : "short read");
             break;
         }
-        /* sig < 0: EINTR from a signal outside the set; wait again */
+        if (si.ssi_signo == SIGHUP) {
+            log_info("SIGHUP: reloading");
+            loader_request(loader);
+        } else {
+            log_info("signal %u: shutting down", si.ssi_signo);
+            break;
+        }
     }
-    server_stop(srv);
-    srv = NULL;
     rc = 0;
 out:
-    zone_table_free(table);
-    config_free(&cfg);
+    /* The loader first: a reload in progress may be waiting for the workers' grace period. */
+    loader_stop(loader);
+    server_stop(srv);
+    loader_free(loader);
+    if (sfd >= 0)
+        close(sfd);
     return rc;
 }

@@ -25,6 +25,8 @@ const char *tern_strerror(int code)
         return "zone given twice";
     case TERN_ELIMIT:
         return "limit exceeded";
+    case TERN_ENOTSUP:
+        return "not supported by this build";
     default:
         break;
     }

@@ -18,6 +18,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "tern/common/mem.h"
 #include "worker.h"
 
 /* Socket buffers for UDP: the 208 KiB default overflows under dnsperf-style bursts before a
@@ -223,8 +224,7 @@ static void server_free(server_t *s)
     free(s);
 }
 
-server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
-                       const zone_table_t *const *table)
+server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
 {
     if (cfg->nlisten == 0 || cfg->workers == 0) {
         log_err("server: no listen address or no workers configured");
@@ -243,8 +243,7 @@ server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
     if (!s)
         goto nomem;
     s->cfg = cfg;
-    s->acfg = acfg;
-    s->table = table;
+    s->view = view;
     s->udp_ops = cfg->udp_mmsg ? &udp_ops_mmsg : &udp_ops_msg;
     s->nlisten = cfg->nlisten;
     s->nworkers = cfg->workers;
@@ -275,7 +274,16 @@ server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
             log_err("epoll_create1: %s", strerror(errno));
             goto fail;
         }
-        if (!(wk->udp = udp_state_new()) || tcp_pool_init(&wk->tcp, cfg->tcp_max_connections) < 0)
+        /* The worker's long-lived buffers come from its own arena (mem.h). */
+        unsigned home = mem_thread_arena();
+        wk->arena = mem_arena_create();
+        if (mem_thread_bind(wk->arena) < 0)
+            wk->arena = MEM_NO_ARENA;
+        bool ok = (wk->udp = udp_state_new()) != NULL &&
+                  tcp_pool_init(&wk->tcp, cfg->tcp_max_connections) == 0;
+        if (wk->arena != MEM_NO_ARENA && mem_thread_bind(home) < 0)
+            log_warn("server: cannot return to the main thread's arena");
+        if (!ok)
             goto nomem;
     }
     for (size_t li = 0; li < s->nlisten; li++)
@@ -300,7 +308,8 @@ server_t *server_start(const config_t *cfg, const answer_config_t *acfg,
         }
         wk->started = true;
     }
-    log_debug("server: %u workers, UDP via %s", s->nworkers, s->udp_ops->name);
+    log_debug("server: %u workers, UDP via %s, allocator %s", s->nworkers, s->udp_ops->name,
+              mem_allocator());
     return s;
 
 fail_epoll:
@@ -336,6 +345,24 @@ void server_stats(const server_t *s, server_stats_t *out)
         SUM(tcp_closed_bad);
 #undef SUM
     }
+}
+
+unsigned server_workers(const server_t *s)
+{
+    return s->nworkers;
+}
+
+int server_worker_allocs(const server_t *s, unsigned w, uint64_t *alloc, uint64_t *dealloc)
+{
+    if (w >= s->nworkers)
+        return TERN_EINVAL;
+    const uint64_t *a = __atomic_load_n(&s->workers[w].allocp, __ATOMIC_ACQUIRE);
+    const uint64_t *d = __atomic_load_n(&s->workers[w].deallocp, __ATOMIC_ACQUIRE);
+    if (!a || !d)
+        return TERN_ENOTSUP;
+    *alloc = __atomic_load_n(a, __ATOMIC_RELAXED);
+    *dealloc = __atomic_load_n(d, __ATOMIC_RELAXED);
+    return 0;
 }
 
 void server_stop(server_t *s)

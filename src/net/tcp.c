@@ -201,7 +201,7 @@ static int process(worker_t *w, tcp_conn_t *c)
         }
         if (c->rlen - off - 2 < mlen)
             break;
-        size_t alen = answer_query(w->table, w->srv->acfg, &w->actx, c->rbuf + off + 2, mlen,
+        size_t alen = answer_query(w->view->table, &w->view->cfg, &w->actx, c->rbuf + off + 2, mlen,
                                    out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
         if (alen == 0) {
             NET_COUNT(w, tcp_closed_bad, 1);

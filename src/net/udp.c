@@ -177,8 +177,8 @@ void udp_handle(worker_t *w, size_t li)
             udp_slot_t *s = &u->slot[i];
             size_t len = 0;
             if (!(rh->msg_flags & MSG_TRUNC))
-                len = answer_query(w->table, srv->acfg, &w->actx, s->rx, u->rmsg[i].msg_len, s->tx,
-                                   sizeof(s->tx), ANSWER_UDP);
+                len = answer_query(w->view->table, &w->view->cfg, &w->actx, s->rx,
+                                   u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
             if (len == 0) {
                 NET_COUNT(w, udp_dropped, 1);
                 continue;

@@ -119,7 +119,10 @@ typedef struct worker {
     int udp_fd[CONFIG_MAX_LISTEN];
     int tcp_fd[CONFIG_MAX_LISTEN];
     int64_t now_ms;            /* monotonic clock, read once per loop iteration */
-    const zone_table_t *table; /* the snapshot for the batch in hand */
+    const answer_view_t *view; /* the RCU snapshot for the event in hand */
+    unsigned arena;            /* this worker's jemalloc arena (MEM_NO_ARENA without one) */
+    const uint64_t *allocp;    /* this thread's allocation counters (mem.h); NULL until it runs */
+    const uint64_t *deallocp;
     udp_state_t *udp;
     tcp_pool_t tcp;
     net_counters_t stats;
@@ -128,8 +131,7 @@ typedef struct worker {
 
 struct server {
     const config_t *cfg;
-    const answer_config_t *acfg;
-    const zone_table_t *const *table;
+    const answer_view_t *const *view; /* RCU-published by the loader */
     const udp_ops_t *udp_ops;
     int stop_fd; /* eventfd in every worker's epoll set; written once */
     size_t nlisten;

@@ -60,8 +60,14 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
     }
 }
 
+zone_t *zone_retain(zone_t *z)
+{
+    z->refs++;
+    return z;
+}
+
 void zone_free(zone_t *z)
 {
-    if (z)
+    if (z && --z->refs == 0)
         arena_destroy(z->arena);
 }

@@ -788,6 +788,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         goto nomem;
 
     z->arena = arena;
+    z->refs = 1;
     z->source = source;
     z->node_slots = slot;
     z->node_mask = (uint32_t)(slots - 1);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -54,6 +55,8 @@ struct loader {
     size_t entry_len, entry_cap;
     char *err;
     size_t errlen;
+    zone_file_seen_fn seen; /* optional: told of every file opened */
+    void *seen_ctx;
 };
 
 struct src {
@@ -338,6 +341,18 @@ static int load_file(struct loader *L, const char *path, const ldns_rdf *origin_
             snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
         goto fail;
     }
+    if (L->seen) {
+        struct stat st;
+        if (fstat(fileno(s.fp), &st) < 0) {
+            rc = -errno;
+            snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
+            goto fail;
+        }
+        if ((rc = L->seen(L->seen_ctx, path, &st)) < 0) {
+            snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
+            goto fail;
+        }
+    }
     for (;;) {
         rc = read_entry(L, &s);
         if (rc <= 0)
@@ -358,7 +373,14 @@ fail:
 
 int zone_file_load(const char *origin, const char *path, zone_t **out, char *err, size_t errlen)
 {
-    struct loader L = {.default_ttl = DEFAULT_TTL, .err = err, .errlen = errlen};
+    return zone_file_load_seen(origin, path, NULL, NULL, out, err, errlen);
+}
+
+int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
+                        zone_t **out, char *err, size_t errlen)
+{
+    struct loader L = {
+        .default_ttl = DEFAULT_TTL, .err = err, .errlen = errlen, .seen = seen, .seen_ctx = ctx};
     ldns_rdf *org = NULL;
     int rc = TERN_ENOMEM;
     *out = NULL;

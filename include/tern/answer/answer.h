@@ -47,6 +47,16 @@ typedef struct answer_config {
     const char *version;   /* CHAOS version.bind answer; NULL = REFUSED */
 } answer_config_t;
 
+/*
+ * What the workers answer from: one immutable snapshot, published as a whole by the loader
+ * through RCU (tern/common/rcu.h) so a query never sees a table from one reload and a setting
+ * from another.
+ */
+typedef struct answer_view {
+    const zone_table_t *table;
+    answer_config_t cfg;
+} answer_view_t;
+
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
 /* What happened, for statistics (filled by answer_query). */

@@ -19,6 +19,7 @@ enum {
     TERN_ENOENT = -ENOENT,
     TERN_EEXIST = -EEXIST,
     TERN_ERANGE = -ERANGE,
+    TERN_ENOTSUP = -ENOTSUP,
     /* tern's own codes live below every errno value */
     TERN_EBASE = -1000,
     TERN_EMALF = -1001,    /* malformed wire data */

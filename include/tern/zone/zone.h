@@ -77,6 +77,10 @@ typedef struct zone {
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */
     arena_t *arena;     /* owns the zone and everything it points to */
+    /* References: the builder hands out one; every zone table holding the zone holds one (a
+     * reload shares an unchanged zone between the old and the new table). Changed only by the
+     * loader thread, never on the query path, so not atomic. */
+    uint32_t refs;
 } zone_t;
 
 /** Node with exactly this lowercased name (len bytes, hash = its dname hash), or NULL. */
@@ -108,7 +112,11 @@ typedef struct zone_lookup {
  */
 void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r);
 
-/** Release the zone and all its data (its arena). NULL is a no-op. */
+/** Take one more reference to z (loader thread only). Returns z. */
+zone_t *zone_retain(zone_t *z);
+
+/** Drop one reference; the last one releases the zone and all its data (its arena). NULL is a
+ * no-op. */
 void zone_free(zone_t *z);
 
 #endif

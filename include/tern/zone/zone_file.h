@@ -10,6 +10,7 @@
 #define TERN_ZONE_ZONE_FILE_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
@@ -20,5 +21,15 @@
  */
 int zone_file_load(const char *origin, const char *path, zone_t **out, char *err,
                    size_t errlen) TERN_WUR;
+
+/** Called once for every file a load opens (the zone file, then each $INCLUDE), with its fstat. */
+typedef int (*zone_file_seen_fn)(void *ctx, const char *path, const struct stat *st);
+
+/**
+ * zone_file_load() that also reports every file it read to seen (which may fail the load by
+ * returning a negative TERN_E* code), so a reloader can tell later whether any of them changed.
+ */
+int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
+                        zone_t **out, char *err, size_t errlen) TERN_WUR;
 
 #endif

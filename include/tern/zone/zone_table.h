@@ -6,7 +6,8 @@
  * this through RCU) → zone_table_free() after no worker can see it (retire).
  * Threading: built by one thread; after freeze, read concurrently by every worker without locks.
  *
- * The table owns the zones added to it and frees them with itself.
+ * The table holds one reference to each zone added to it (zone_table_add() takes over the
+ * caller's) and drops them with itself; a zone shared by two tables is zone_retain()ed first.
  */
 #ifndef TERN_ZONE_ZONE_TABLE_H
 #define TERN_ZONE_ZONE_TABLE_H
@@ -43,7 +44,7 @@ size_t zone_table_count(const zone_table_t *t);
 /** The i-th zone (in the order added), for listing and stats; i < zone_table_count(). */
 const zone_t *zone_table_at(const zone_table_t *t, size_t i);
 
-/** Free the table and every zone in it. NULL is a no-op. */
+/** Free the table and drop its reference to every zone in it. NULL is a no-op. */
 void zone_table_free(zone_table_t *t);
 
 #endif

@@ -23,7 +23,9 @@
 
 #include <cmocka.h>
 
+#include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "tern/common/rcu.h"
 #include "tern/conf/config.h"
 #include "tern/net/server.h"
 #include "tern/zone/zone_file.h"
@@ -34,9 +36,9 @@
 
 typedef struct fixture {
     config_t cfg;
-    answer_config_t acfg;
     zone_table_t *table;
-    const zone_table_t *published;
+    answer_view_t view;
+    const answer_view_t *published; /* what the workers read (RCU) */
     server_t *srv;
 } fixture_t;
 
@@ -49,11 +51,11 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static zone_table_t *load_table(void)
+static zone_table_t *load_table_from(const char *file)
 {
     char path[512], err[512] = "";
     const char *dir = getenv("TERN_TEST_DATA");
-    snprintf(path, sizeof(path), "%s/net/example.zone", dir ? dir : "tests/data");
+    snprintf(path, sizeof(path), "%s/net/%s", dir ? dir : "tests/data", file);
     zone_t *z = NULL;
     int r = zone_file_load("example.test", path, &z, err, sizeof(err));
     if (r < 0)
@@ -63,6 +65,11 @@ static zone_table_t *load_table(void)
     assert_int_equal(zone_table_add(t, z), 0);
     assert_int_equal(zone_table_freeze(t), 0);
     return t;
+}
+
+static zone_table_t *load_table(void)
+{
+    return load_table_from("example.zone");
 }
 
 /* Start a server with the given listen addresses; the rest of the config is the test default. */
@@ -76,10 +83,10 @@ static void start(const char *const *listen, size_t n, unsigned workers, unsigne
     fx.cfg.tcp_idle_timeout = 1;
     fx.cfg.tcp_max_connections = max_conn;
     fx.cfg.udp_mmsg = mmsg;
-    fx.acfg = (answer_config_t){.edns_max_udp = 1232, .identity = NULL, .version = NULL};
     fx.table = load_table();
-    fx.published = fx.table;
-    fx.srv = server_start(&fx.cfg, &fx.acfg, &fx.published);
+    fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}};
+    fx.published = &fx.view;
+    fx.srv = server_start(&fx.cfg, &fx.published);
     assert_non_null(fx.srv);
 }
 
@@ -565,7 +572,7 @@ static void test_port_conflict_and_stop(void **state)
     config_init(&c2);
     assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
     assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
-    assert_null(server_start(&c2, &fx.acfg, &fx.published));
+    assert_null(server_start(&c2, &fx.published));
     config_free(&c2);
 
     /* server_stop returns promptly even with a client connected and idle */
@@ -576,6 +583,131 @@ static void test_port_conflict_and_stop(void **state)
     uint8_t r[16];
     assert_true(recv_timeout(fd, r, sizeof(r), 1000) <= 0); /* closed by the stop */
     close(fd);
+}
+
+/* ---- RCU publication ---- */
+
+/* The A record of www.example.test in a response to make_query(): the last four bytes. */
+static uint8_t www_last_octet(int fd, uint16_t id)
+{
+    uint8_t q[512], r[2048];
+    send_all(fd, q, make_query(q, id, "www.example.test", 1));
+    ssize_t n = recv_timeout(fd, r, sizeof(r), REPLY_TIMEOUT_MS);
+    if (n < 16)
+        fail_msg("no reply to query %u", id);
+    return r[n - 1];
+}
+
+/* A new view published while the workers run is answered from at once; the old one can be freed
+ * after the grace period (which idle, offline workers do not hold up). */
+static void test_rcu_swap(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    start(listen, 1, 2, 8, true);
+    int fd = udp_client(AF_INET, "127.0.0.1", server_port(fx.srv, 0));
+    assert_int_equal(www_last_octet(fd, 1), 1);
+
+    zone_table_t *t2 = load_table_from("example2.zone");
+    answer_view_t v2 = {.table = t2, .cfg = {.edns_max_udp = 1232}};
+    for (int round = 0; round < 20; round++) {
+        /* alternate between the two views, freeing nothing that a worker may still read */
+        const answer_view_t *next = round % 2 == 0 ? &v2 : &fx.view;
+        const answer_view_t *old = tern_rcu_xchg(&fx.published, next);
+        int64_t t0 = now_ms();
+        tern_rcu_synchronize();
+        assert_true(now_ms() - t0 < 2000);
+        assert_ptr_not_equal(old, next);
+        assert_int_equal(www_last_octet(fd, (uint16_t)(100 + round)), round % 2 == 0 ? 2 : 1);
+    }
+    /* end on v2 and free the first table: the workers must not touch it any more */
+    tern_rcu_xchg(&fx.published, &v2);
+    tern_rcu_synchronize();
+    zone_table_free(fx.table);
+    fx.table = t2;
+    fx.view = v2;
+    tern_rcu_xchg(&fx.published, &fx.view);
+    tern_rcu_synchronize();
+    for (uint16_t id = 200; id < 210; id++)
+        assert_int_equal(www_last_octet(fd, id), 2);
+    close(fd);
+    stop();
+}
+
+/* ---- no heap allocation on the query path ---- */
+
+/* Sum of every worker's allocation counters; false when this build cannot count. */
+static bool alloc_totals(uint64_t *alloc, uint64_t *dealloc)
+{
+    *alloc = *dealloc = 0;
+    for (unsigned w = 0; w < server_workers(fx.srv); w++) {
+        uint64_t a, d;
+        int r = server_worker_allocs(fx.srv, w, &a, &d);
+        if (r == TERN_ENOTSUP)
+            return false;
+        assert_int_equal(r, 0);
+        *alloc += a;
+        *dealloc += d;
+    }
+    return true;
+}
+
+/* Queries of several kinds over UDP and over one open TCP connection. */
+static void query_mix(int ufd, int tfd, unsigned rounds)
+{
+    static const struct {
+        const char *name;
+        uint16_t type;
+    } mix[] = {
+        {"www.example.test", 1},   {"www.example.test", 28},    {"nothere.example.test", 1},
+        {"big.example.test", 16},  {"example.test", 6},         {"example.test", 2},
+        {"ns1.example.test", 255}, {"a.b.c.d.example.test", 1}, {"www.example.org", 1},
+    };
+    uint8_t q[512], r[65535];
+    for (unsigned i = 0; i < rounds; i++) {
+        const char *name = mix[i % TERN_ARRAY_SIZE(mix)].name;
+        uint16_t type = mix[i % TERN_ARRAY_SIZE(mix)].type;
+        size_t qlen = make_query(q, (uint16_t)i, name, type);
+        send_all(ufd, q, qlen);
+        if (recv_timeout(ufd, r, sizeof(r), REPLY_TIMEOUT_MS) < 12)
+            fail_msg("UDP query %u (%s) not answered", i, name);
+        uint8_t m[514];
+        m[0] = (uint8_t)(qlen >> 8);
+        m[1] = (uint8_t)qlen;
+        memcpy(m + 2, q, qlen);
+        send_all(tfd, m, qlen + 2);
+        (void)read_tcp_msg(tfd, r, sizeof(r));
+    }
+}
+
+static void test_no_alloc_per_query(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    start(listen, 1, 1, 8, true);
+    uint16_t port = server_port(fx.srv, 0);
+    int ufd = udp_client(AF_INET, "127.0.0.1", port);
+    int tfd = tcp_client(port);
+    query_mix(ufd, tfd, 200); /* warm up: the connection is open, every path taken once */
+    uint64_t a0, d0, a1, d1;
+    if (!alloc_totals(&a0, &d0)) {
+        close(ufd);
+        close(tfd);
+        stop();
+        skip(); /* neither jemalloc nor ASan in this build: nothing can count */
+    }
+    query_mix(ufd, tfd, 3000);
+    assert_true(alloc_totals(&a1, &d1));
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_true(st.udp_received >= 3200);
+    assert_true(st.tcp_queries >= 3200);
+    /* not one allocation or free in 6000 queries */
+    assert_int_equal(a1, a0);
+    assert_int_equal(d1, d0);
+    close(ufd);
+    close(tfd);
+    stop();
 }
 
 int main(void)
@@ -596,6 +728,8 @@ int main(void)
         cmocka_unit_test(test_tcp_pool_full),
         cmocka_unit_test(test_tcp_not_reading),
         cmocka_unit_test(test_port_conflict_and_stop),
+        cmocka_unit_test(test_rcu_swap),
+        cmocka_unit_test(test_no_alloc_per_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

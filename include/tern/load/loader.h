@@ -1,0 +1,89 @@
+/*
+ * loader.h — builds answer views from the configured sources and publishes them through RCU.
+ *
+ * One loader per process. It owns the recipe of a reload: read the configuration (through the
+ * caller's callback, so command-line overrides apply again) → load every zone whose source files
+ * changed, share the unchanged zones with the current table → freeze and validate a complete new
+ * table → publish the new view with tern_rcu_xchg() → tern_rcu_synchronize() → free the old view
+ * in one call. Workers only ever read the published pointer.
+ *
+ * Threads: loader_load() runs on the calling thread (startup, before any worker exists). After
+ * loader_start(), every reload runs on the loader's own thread, in its own jemalloc arena;
+ * loader_request() (any thread, e.g. the signal loop) asks for one, and requests that arrive
+ * while a reload runs coalesce into exactly one more reload after it.
+ *
+ * A failed reload (a syntax error, a missing file, an invalid zone, an unreadable config) leaves
+ * the current view published, logs the error with file and line, and is counted.
+ *
+ * Change detection: every file a zone was read from ($INCLUDEs too) is remembered with its
+ * device, inode, size, mtime and ctime; a zone is re-read when any of them differs, when its
+ * origin/file pair is new, or when a file is gone. An editor that saves in place, a rename over
+ * the file and a touch are all seen. Unchanged zones cost one stat() per file.
+ */
+#ifndef TERN_LOAD_LOADER_H
+#define TERN_LOAD_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/answer/answer.h"
+#include "tern/common/compiler.h"
+#include "tern/conf/config.h"
+
+typedef struct loader loader_t;
+
+/**
+ * Fill cfg (uninitialised on entry) with the current configuration: config file plus command
+ * line. Return 0, or a negative TERN_E* code with a message (file:line) in err; cfg is then
+ * config_free()d by the loader.
+ */
+typedef int (*loader_config_fn)(void *ctx, config_t *cfg, char *err, size_t errlen);
+
+typedef struct loader_stats {
+    uint64_t reloads_ok;      /* reloads published (the initial load is not counted) */
+    uint64_t reloads_failed;  /* reloads that kept the old view */
+    int64_t last_duration_ms; /* of the last reload, successful or not; -1 before the first */
+    int64_t last_time;        /* wall clock (s since the epoch) of the last reload; 0 before */
+    bool last_ok;             /* result of the last reload */
+    size_t zones;             /* in the published view */
+    size_t records;           /* in the published view */
+    char last_error[512];     /* the last failure's message, "" if none */
+} loader_stats_t;
+
+/** A loader reading its configuration through fn. NULL when out of memory. */
+loader_t *loader_new(loader_config_fn fn, void *ctx) TERN_WUR;
+
+/**
+ * The initial load, on the calling thread: read the config and every zone, publish the first
+ * view. 0, or a negative code after logging the error. On success *cfg points at the config
+ * that was loaded (owned by the loader, valid until loader_free(); the server binds its listen
+ * addresses and sizes its workers from it).
+ */
+int loader_load(loader_t *l, const config_t **cfg) TERN_WUR;
+
+/** Where the current view is published, for the workers (read with tern_rcu_deref()). */
+const answer_view_t *const *loader_published(const loader_t *l);
+
+/** Start the loader thread (after loader_load()). 0 or a negative code. */
+int loader_start(loader_t *l) TERN_WUR;
+
+/** Ask for a reload and return at once; coalesces with a pending one. Any thread. */
+void loader_request(loader_t *l);
+
+/**
+ * Ask for a reload and wait until one that started after this call has finished. Returns true
+ * if it published a new view (stats, if not NULL, is filled either way).
+ */
+bool loader_reload_wait(loader_t *l, loader_stats_t *stats);
+
+/** A consistent copy of the counters. Any thread. */
+void loader_get_stats(loader_t *l, loader_stats_t *out);
+
+/** Stop and join the loader thread (a reload in progress finishes first). */
+void loader_stop(loader_t *l);
+
+/** Free the published view, the configs and the loader. Call after the workers have stopped. */
+void loader_free(loader_t *l);
+
+#endif

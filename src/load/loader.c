@@ -1,0 +1,482 @@
+/*
+ * loader.c — see loader.h. Snapshots, change detection, the reload thread.
+ */
+#include "tern/load/loader.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/common/mem.h"
+#include "tern/common/rcu.h"
+#include "tern/zone/zone_file.h"
+#include "tern/zone/zone_table.h"
+
+/* One file a zone was read from, as it was when read. */
+struct dep {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim, ctim;
+};
+
+/* One configured zone of a snapshot. */
+struct zent {
+    char *key;  /* origin, lowercased, without the final dot: what "the same zone" means */
+    char *file; /* the path as configured */
+    zone_t *zone;
+    struct dep *deps;
+    size_t ndeps, capdeps;
+};
+
+/* What is published: the view first, so the workers' pointer is the snapshot's address. */
+struct snapshot {
+    answer_view_t view;
+    zone_table_t *table;
+    char *identity, *version;
+    struct zent *z;
+    size_t nz;
+    size_t records;
+};
+
+struct loader {
+    loader_config_fn config_fn;
+    void *config_ctx;
+    const answer_view_t *published; /* RCU: written by tern_rcu_xchg, read by the workers */
+    struct snapshot *cur;           /* == published, the writer's typed handle */
+    config_t *cfg0;                 /* the startup config: listen, workers, TCP limits */
+    unsigned arena;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the loader thread waits here for requests */
+    pthread_cond_t done; /* loader_reload_wait() waits here for a finished reload */
+    uint64_t requested;  /* requests so far */
+    uint64_t finished;   /* every request up to this one is covered by a finished reload */
+    bool stop;
+    uint64_t generation; /* reloads attempted */
+    loader_stats_t stats;
+};
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *zone_key(const char *origin)
+{
+    size_t n = strlen(origin);
+    while (n > 1 && origin[n - 1] == '.')
+        n--;
+    char *k = malloc(n + 1);
+    if (!k)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        k[i] = (char)tolower((unsigned char)origin[i]);
+    k[n] = '\0';
+    return k;
+}
+
+static void zent_clear(struct zent *e)
+{
+    for (size_t i = 0; i < e->ndeps; i++)
+        free(e->deps[i].path);
+    free(e->deps);
+    free(e->key);
+    free(e->file);
+    /* the zone reference belongs to the table */
+}
+
+static void snapshot_free(struct snapshot *s)
+{
+    if (!s)
+        return;
+    zone_table_free(s->table);
+    for (size_t i = 0; i < s->nz; i++)
+        zent_clear(&s->z[i]);
+    free(s->z);
+    free(s->identity);
+    free(s->version);
+    free(s);
+}
+
+static void dep_set(struct dep *d, const struct stat *st)
+{
+    d->dev = st->st_dev;
+    d->ino = st->st_ino;
+    d->size = st->st_size;
+    d->mtim = st->st_mtim;
+    d->ctim = st->st_ctim;
+}
+
+static int dep_add(void *ctx, const char *path, const struct stat *st)
+{
+    struct zent *e = ctx;
+    if (e->ndeps == e->capdeps) {
+        size_t cap = e->capdeps ? 2 * e->capdeps : 4;
+        struct dep *d = realloc(e->deps, cap * sizeof(*d));
+        if (!d)
+            return TERN_ENOMEM;
+        e->deps = d;
+        e->capdeps = cap;
+    }
+    struct dep *d = &e->deps[e->ndeps];
+    if (!(d->path = strdup(path)))
+        return TERN_ENOMEM;
+    dep_set(d, st);
+    e->ndeps++;
+    return 0;
+}
+
+static bool dep_unchanged(const struct dep *d)
+{
+    struct stat st;
+    if (stat(d->path, &st) < 0)
+        return false;
+    return st.st_dev == d->dev && st.st_ino == d->ino && st.st_size == d->size &&
+           st.st_mtim.tv_sec == d->mtim.tv_sec && st.st_mtim.tv_nsec == d->mtim.tv_nsec &&
+           st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
+}
+
+/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
+static const struct zent *reusable(const struct snapshot *old, const char *key, const char *file)
+{
+    if (!old)
+        return NULL;
+    for (size_t i = 0; i < old->nz; i++) {
+        const struct zent *e = &old->z[i];
+        if (strcmp(e->key, key) != 0 || strcmp(e->file, file) != 0)
+            continue;
+        for (size_t j = 0; j < e->ndeps; j++)
+            if (!dep_unchanged(&e->deps[j]))
+                return NULL;
+        return e;
+    }
+    return NULL;
+}
+
+static int copy_deps(struct zent *dst, const struct zent *src)
+{
+    for (size_t j = 0; j < src->ndeps; j++) {
+        const struct dep *d = &src->deps[j];
+        struct stat st = {.st_dev = d->dev, .st_ino = d->ino, .st_size = d->size};
+        st.st_mtim = d->mtim;
+        st.st_ctim = d->ctim;
+        if (dep_add(dst, d->path, &st) < 0)
+            return TERN_ENOMEM;
+    }
+    return 0;
+}
+
+/*
+ * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
+ * 0 with *out, or a negative code with the message in err.
+ */
+static int build(const struct snapshot *old, const config_t *cfg, struct snapshot **out,
+                 size_t *changed, char *err, size_t errlen)
+{
+    int rc = TERN_ENOMEM;
+    *out = NULL;
+    *changed = 0;
+    err[0] = '\0';
+    struct snapshot *s = calloc(1, sizeof(*s));
+    if (!s || !(s->table = zone_table_new()) ||
+        !(s->z = calloc(cfg->nzones ? cfg->nzones : 1, sizeof(*s->z))))
+        goto nomem;
+    if ((cfg->identity && !(s->identity = strdup(cfg->identity))) ||
+        (cfg->version && !(s->version = strdup(cfg->version))))
+        goto nomem;
+
+    for (size_t i = 0; i < cfg->nzones; i++) {
+        const config_zone_t *cz = &cfg->zones[i];
+        struct zent *e = &s->z[s->nz++];
+        if (!(e->key = zone_key(cz->origin)) || !(e->file = strdup(cz->file)))
+            goto nomem;
+        const struct zent *prev = reusable(old, e->key, e->file);
+        zone_t *z;
+        if (prev) {
+            if (copy_deps(e, prev) < 0)
+                goto nomem;
+            z = zone_retain(prev->zone);
+        } else {
+            rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
+            if (rc < 0) {
+                if (!err[0])
+                    snprintf(err, errlen, "%s: %s", cz->file, tern_strerror(rc));
+                goto fail;
+            }
+            (*changed)++;
+        }
+        e->zone = z;
+        s->records += z->rr_count;
+        rc = zone_table_add(s->table, z);
+        if (rc < 0) {
+            zone_free(z);
+            if (rc == TERN_EDUPZONE)
+                snprintf(err, errlen, "zone %s (%s) is configured twice", cz->origin, cz->file);
+            else
+                snprintf(err, errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
+            goto fail;
+        }
+    }
+    if (zone_table_freeze(s->table) < 0)
+        goto nomem;
+    s->view.table = s->table;
+    s->view.cfg.edns_max_udp = cfg->edns_max_udp;
+    s->view.cfg.identity = s->identity;
+    s->view.cfg.version = s->version;
+    *out = s;
+    return 0;
+nomem:
+    rc = TERN_ENOMEM;
+    snprintf(err, errlen, "out of memory");
+fail:
+    snapshot_free(s);
+    return rc;
+}
+
+/* Options bound at startup: a reload that changes them cannot apply them. */
+static void warn_restart_only(const config_t *a, const config_t *b)
+{
+    bool listen = a->nlisten != b->nlisten || a->workers != b->workers;
+    for (size_t i = 0; !listen && i < a->nlisten; i++)
+        listen = a->listen[i].addrlen != b->listen[i].addrlen ||
+                 memcmp(&a->listen[i].addr, &b->listen[i].addr, a->listen[i].addrlen) != 0;
+    if (listen)
+        log_warn("reload: listen addresses or workers changed; they apply only on restart");
+    if (a->tcp_idle_timeout != b->tcp_idle_timeout ||
+        a->tcp_max_connections != b->tcp_max_connections || a->udp_mmsg != b->udp_mmsg)
+        log_warn("reload: TCP limits or udp_mmsg changed; they apply only on restart");
+}
+
+static void set_error(loader_t *l, const char *msg)
+{
+    snprintf(l->stats.last_error, sizeof(l->stats.last_error), "%s", msg);
+}
+
+/* Publish s and free what it replaces once no worker can still see it. */
+static void publish(loader_t *l, struct snapshot *s)
+{
+    struct snapshot *old = l->cur;
+    l->cur = s;
+    const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
+    (void)prev; /* == &old->view */
+    if (old) {
+        tern_rcu_synchronize();
+        snapshot_free(old);
+        mem_arena_purge(l->arena);
+    }
+}
+
+/* One reload on the loader thread. */
+static void reload(loader_t *l)
+{
+    char err[1024];
+    int64_t start = monotonic_ms();
+    uint64_t gen = ++l->generation;
+    config_t *cfg = calloc(1, sizeof(*cfg));
+    struct snapshot *s = NULL;
+    size_t changed = 0;
+    bool ok = false;
+    err[0] = '\0';
+    if (!cfg) {
+        snprintf(err, sizeof(err), "out of memory");
+    } else if (l->config_fn(l->config_ctx, cfg, err, sizeof(err)) < 0) {
+        if (!err[0])
+            snprintf(err, sizeof(err), "cannot read the configuration");
+    } else {
+        warn_restart_only(l->cfg0, cfg);
+        ok = build(l->cur, cfg, &s, &changed, err, sizeof(err)) == 0;
+    }
+    if (cfg) {
+        config_free(cfg);
+        free(cfg);
+    }
+    size_t nz = s ? s->nz : 0, records = s ? s->records : 0;
+    if (ok)
+        publish(l, s);
+    int64_t ms = monotonic_ms() - start;
+    if (ok)
+        log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records in %lld ms",
+                 (unsigned long long)gen, nz, changed, nz - changed, records, (long long)ms);
+    else
+        log_err("reload #%llu failed: %s; still serving the previous data", (unsigned long long)gen,
+                err);
+
+    pthread_mutex_lock(&l->mu);
+    if (ok) {
+        l->stats.reloads_ok++;
+        l->stats.zones = nz;
+        l->stats.records = records;
+        l->stats.last_error[0] = '\0';
+    } else {
+        l->stats.reloads_failed++;
+        set_error(l, err);
+    }
+    l->stats.last_ok = ok;
+    l->stats.last_duration_ms = ms;
+    l->stats.last_time = (int64_t)time(NULL);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void *loader_main(void *arg)
+{
+    loader_t *l = arg;
+    if (mem_thread_bind(l->arena) < 0)
+        log_warn("loader: cannot bind to its jemalloc arena; using the default one");
+    pthread_mutex_lock(&l->mu);
+    /* Each pass serves every request made before it started; ends on stop. */
+    while (!l->stop) {
+        if (l->finished == l->requested) {
+            pthread_cond_wait(&l->wake, &l->mu);
+            continue;
+        }
+        uint64_t upto = l->requested;
+        pthread_mutex_unlock(&l->mu);
+        reload(l);
+        pthread_mutex_lock(&l->mu);
+        l->finished = upto;
+        pthread_cond_broadcast(&l->done);
+    }
+    pthread_cond_broadcast(&l->done);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+loader_t *loader_new(loader_config_fn fn, void *ctx)
+{
+    loader_t *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->config_fn = fn;
+    l->config_ctx = ctx;
+    l->arena = mem_arena_create();
+    l->stats.last_duration_ms = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->wake, NULL);
+    pthread_cond_init(&l->done, NULL);
+    return l;
+}
+
+int loader_load(loader_t *l, const config_t **cfg_out)
+{
+    char err[1024];
+    int64_t start = monotonic_ms();
+    unsigned home = mem_thread_arena();
+    int rc = TERN_ENOMEM;
+    err[0] = '\0';
+    if (mem_thread_bind(l->arena) < 0)
+        home = MEM_NO_ARENA;
+    config_t *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg) {
+        log_err("out of memory");
+        goto out;
+    }
+    rc = l->config_fn(l->config_ctx, cfg, err, sizeof(err));
+    if (rc < 0) {
+        if (err[0])
+            log_err("%s", err);
+        free(cfg);
+        goto out;
+    }
+    l->cfg0 = cfg;
+    struct snapshot *s;
+    size_t changed;
+    rc = build(NULL, cfg, &s, &changed, err, sizeof(err));
+    if (rc < 0) {
+        log_err("%s", err);
+        goto out;
+    }
+    publish(l, s);
+    l->stats.zones = s->nz;
+    l->stats.records = s->records;
+    log_info("loaded %zu zones, %zu records in %lld ms", s->nz, s->records,
+             (long long)(monotonic_ms() - start));
+    *cfg_out = cfg;
+out:
+    if (home != MEM_NO_ARENA && mem_thread_bind(home) < 0)
+        log_warn("cannot return to the main thread's arena");
+    return rc;
+}
+
+const answer_view_t *const *loader_published(const loader_t *l)
+{
+    return &l->published;
+}
+
+int loader_start(loader_t *l)
+{
+    int e = pthread_create(&l->thread, NULL, loader_main, l);
+    if (e != 0) {
+        log_err("cannot start the loader thread: %s", tern_strerror(-e));
+        return -e;
+    }
+    l->started = true;
+    return 0;
+}
+
+void loader_request(loader_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->requested++;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+}
+
+bool loader_reload_wait(loader_t *l, loader_stats_t *stats)
+{
+    pthread_mutex_lock(&l->mu);
+    uint64_t mine = ++l->requested;
+    pthread_cond_signal(&l->wake);
+    while (l->finished < mine && !l->stop)
+        pthread_cond_wait(&l->done, &l->mu);
+    bool ok = l->finished >= mine && l->stats.last_ok;
+    if (stats)
+        *stats = l->stats;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+void loader_get_stats(loader_t *l, loader_stats_t *out)
+{
+    pthread_mutex_lock(&l->mu);
+    *out = l->stats;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void loader_stop(loader_t *l)
+{
+    if (!l || !l->started)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->started = false;
+}
+
+void loader_free(loader_t *l)
+{
+    if (!l)
+        return;
+    loader_stop(l);
+    snapshot_free(l->cur);
+    if (l->cfg0) {
+        config_free(l->cfg0);
+        free(l->cfg0);
+    }
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->wake);
+    pthread_cond_destroy(&l->done);
+    free(l);
+}

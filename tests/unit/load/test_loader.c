@@ -1,0 +1,341 @@
+/*
+ * test_loader.c — the loader: initial load, reloads that share unchanged zones, change detection
+ * (edit in place, rename over, $INCLUDE), failures that keep the published view, coalesced
+ * requests. Zone files are written by the tests into a fresh temporary directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tern/common/err.h"
+#include "tern/common/rcu.h"
+#include "tern/load/loader.h"
+#include "tern/zone/zone_table.h"
+
+static char dir[64];
+
+/* What read_config() gives the loader: zones[i] = {origin, file name in dir}. */
+static struct {
+    const char *origin[4];
+    const char *file[4];
+    size_t n;
+    bool fail;
+    const char *identity;
+} want;
+
+static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
+{
+    (void)ctx;
+    config_init(cfg);
+    if (want.fail) {
+        snprintf(err, errlen, "test.yaml:3: unknown key 'bogus'");
+        return TERN_ESYNTAX;
+    }
+    if (want.identity && !(cfg->identity = strdup(want.identity)))
+        return TERN_ENOMEM;
+    for (size_t i = 0; i < want.n; i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", dir, want.file[i]);
+        if (config_add_zone(cfg, want.origin[i], path) < 0)
+            return TERN_ENOMEM;
+    }
+    return 0;
+}
+
+static void write_file(const char *name, const char *text)
+{
+    char path[256], tmp[264];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* A zone with the given serial and address for www. */
+static void write_zone(const char *name, const char *origin, unsigned serial, unsigned octet)
+{
+    char text[512];
+    snprintf(text, sizeof(text),
+             "$ORIGIN %s.\n$TTL 300\n@ SOA ns1 hostmaster %u 3600 600 86400 60\n@ NS ns1\n"
+             "ns1 A 192.0.2.53\nwww A 192.0.2.%u\n",
+             origin, serial, octet);
+    write_file(name, text);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/tern-loader-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    memset(&want, 0, sizeof(want));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static const answer_view_t *current(loader_t *l)
+{
+    return tern_rcu_deref(*loader_published(l));
+}
+
+static const zone_t *zone_of(loader_t *l, size_t i)
+{
+    const answer_view_t *v = current(l);
+    assert_true(i < zone_table_count(v->table));
+    return zone_table_at(v->table, i);
+}
+
+static loader_t *two_zones(void)
+{
+    write_zone("a.zone", "a.test", 1, 1);
+    write_zone("b.zone", "b.test", 1, 1);
+    want.origin[0] = "a.test";
+    want.file[0] = "a.zone";
+    want.origin[1] = "b.test";
+    want.file[1] = "b.zone";
+    want.n = 2;
+    loader_t *l = loader_new(read_config, NULL);
+    assert_non_null(l);
+    const config_t *cfg;
+    assert_int_equal(loader_load(l, &cfg), 0);
+    assert_int_equal(cfg->nzones, 2);
+    assert_int_equal(loader_start(l), 0);
+    return l;
+}
+
+static void test_initial_load(void **state)
+{
+    (void)state;
+    want.identity = "ns1.test";
+    loader_t *l = two_zones();
+    const answer_view_t *v = current(l);
+    assert_int_equal(zone_table_count(v->table), 2);
+    assert_string_equal(v->cfg.identity, "ns1.test");
+    loader_stats_t st;
+    loader_get_stats(l, &st);
+    assert_int_equal(st.zones, 2);
+    assert_int_equal(st.records, 8);
+    assert_int_equal(st.reloads_ok, 0);
+    loader_free(l);
+}
+
+/* Nothing changed: a new view, but both zones are the very same objects. */
+static void test_reload_unchanged_shares(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    const answer_view_t *v0 = current(l);
+    const zone_t *a = zone_of(l, 0), *b = zone_of(l, 1);
+    loader_stats_t st;
+    assert_true(loader_reload_wait(l, &st));
+    assert_ptr_not_equal(current(l), v0);
+    assert_ptr_equal(zone_of(l, 0), a);
+    assert_ptr_equal(zone_of(l, 1), b);
+    assert_int_equal(a->refs, 1); /* the old table's reference was dropped */
+    assert_int_equal(st.reloads_ok, 1);
+    assert_true(st.last_ok);
+    loader_free(l);
+}
+
+/* One zone rewritten (rename over it): only that one is re-read. */
+static void test_reload_one_changed(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    const zone_t *b = zone_of(l, 1);
+    write_zone("a.zone", "a.test", 2, 7);
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(zone_of(l, 0)->serial, 2);
+    assert_ptr_equal(zone_of(l, 1), b);
+    loader_free(l);
+}
+
+/* Edited in place with the same size: the mtime/ctime still tell. */
+static void test_reload_edit_in_place(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    char path[256];
+    snprintf(path, sizeof(path), "%s/a.zone", dir);
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* a coarse-timestamp filesystem still sees a new time */
+    FILE *f = fopen(path, "r+");
+    assert_non_null(f);
+    char text[512];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    char *serial = strstr(text, "hostmaster 1 ");
+    assert_non_null(serial);
+    serial[strlen("hostmaster ")] = '9';
+    rewind(f);
+    fwrite(text, 1, n, f);
+    assert_int_equal(fclose(f), 0);
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(zone_of(l, 0)->serial, 9);
+    loader_free(l);
+}
+
+/* A change in an $INCLUDEd file reloads the zone that includes it. */
+static void test_reload_include_changed(void **state)
+{
+    (void)state;
+    write_file("main.zone", "$ORIGIN i.test.\n$TTL 300\n@ SOA ns1 hostmaster 5 3600 600 86400 60\n"
+                            "@ NS ns1\nns1 A 192.0.2.53\n$INCLUDE part.inc\n");
+    write_file("part.inc", "www A 192.0.2.1\n");
+    want.origin[0] = "i.test";
+    want.file[0] = "main.zone";
+    want.n = 1;
+    loader_t *l = loader_new(read_config, NULL);
+    const config_t *cfg;
+    assert_int_equal(loader_load(l, &cfg), 0);
+    assert_int_equal(loader_start(l), 0);
+    const zone_t *z = zone_of(l, 0);
+    assert_int_equal(z->rr_count, 4);
+    assert_true(loader_reload_wait(l, NULL));
+    assert_ptr_equal(zone_of(l, 0), z);
+    write_file("part.inc", "www A 192.0.2.1\nftp A 192.0.2.2\n");
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(zone_of(l, 0)->rr_count, 5);
+    loader_free(l);
+}
+
+/* Errors keep the published view and are counted with their message. */
+static void test_reload_failures_keep_view(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    const answer_view_t *v0 = current(l);
+    loader_stats_t st;
+
+    write_file("a.zone", "$ORIGIN a.test.\n@ SOA ns1 hostmaster 3 3600 600 86400 60\n"
+                         "@ NS ns1\nwww A 300.1.1.1\n");
+    assert_false(loader_reload_wait(l, &st));
+    assert_ptr_equal(current(l), v0);
+    assert_int_equal(st.reloads_failed, 1);
+    assert_false(st.last_ok);
+    assert_non_null(strstr(st.last_error, "a.zone:4"));
+
+    write_zone("a.zone", "a.test", 3, 3);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/b.zone", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_false(loader_reload_wait(l, &st));
+    assert_ptr_equal(current(l), v0);
+    assert_non_null(strstr(st.last_error, "b.zone"));
+
+    want.fail = true;
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, "test.yaml:3"));
+    assert_int_equal(st.reloads_failed, 3);
+
+    /* fixed: the next reload publishes */
+    want.fail = false;
+    write_zone("a.zone", "a.test", 4, 4);
+    write_zone("b.zone", "b.test", 4, 4);
+    assert_true(loader_reload_wait(l, &st));
+    assert_ptr_not_equal(current(l), v0);
+    assert_int_equal(zone_of(l, 0)->serial, 4);
+    assert_int_equal(st.reloads_ok, 1);
+    loader_free(l);
+}
+
+/* The same zone configured twice is a failed reload, not a crash or a half table. */
+static void test_reload_duplicate_zone(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    want.origin[2] = "A.TEST.";
+    want.file[2] = "a.zone";
+    want.n = 3;
+    loader_stats_t st;
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, "configured twice"));
+    loader_free(l);
+}
+
+/* Zones added and removed by the configuration. */
+static void test_reload_zone_set_changes(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    const zone_t *b = zone_of(l, 1);
+    write_zone("c.zone", "c.test", 1, 3);
+    want.origin[0] = "b.test";
+    want.file[0] = "b.zone";
+    want.origin[1] = "c.test";
+    want.file[1] = "c.zone";
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(zone_table_count(current(l)->table), 2);
+    assert_ptr_equal(zone_of(l, 0), b);
+    assert_int_equal(zone_of(l, 1)->apex_len, 8);
+    loader_free(l);
+}
+
+/* Many requests while a reload runs: all answered, in fewer reloads than requests. */
+static void test_requests_coalesce(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    for (int i = 0; i < 50; i++)
+        loader_request(l);
+    loader_stats_t st;
+    assert_true(loader_reload_wait(l, &st));
+    assert_true(st.reloads_ok >= 1);
+    assert_true(st.reloads_ok <= 51);
+    /* the loader is idle again and the last reload came after the last request */
+    uint64_t before = st.reloads_ok;
+    assert_true(loader_reload_wait(l, &st));
+    assert_int_equal(st.reloads_ok, before + 1);
+    loader_free(l);
+}
+
+/* The initial load reports its errors and publishes nothing. */
+static void test_initial_failure(void **state)
+{
+    (void)state;
+    write_file("bad.zone", "$ORIGIN x.test.\n@ NS ns1\n");
+    want.origin[0] = "x.test";
+    want.file[0] = "bad.zone";
+    want.n = 1;
+    loader_t *l = loader_new(read_config, NULL);
+    const config_t *cfg = NULL;
+    assert_true(loader_load(l, &cfg) < 0);
+    assert_null(*loader_published(l));
+    loader_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_initial_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_unchanged_shares, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_one_changed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_edit_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_include_changed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_failures_keep_view, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_duplicate_zone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_zone_set_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_requests_coalesce, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_initial_failure, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
