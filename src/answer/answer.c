@@ -101,7 +101,8 @@ static void put_additional(resp_t *r, const zone_rrset_t *rr, bool glue)
         if (dup)
             continue;
         /* RRsets are sorted by type, so A (1) and AAAA (28) come first and in this order. */
-        for (const zone_rrset_t *s = n->rrsets; s && s->type <= WIRE_T_AAAA; s = s->next) {
+        for (unsigned k = 0; k < n->nrrsets && n->rrsets[k].type <= WIRE_T_AAAA; k++) {
+            const zone_rrset_t *s = &n->rrsets[k];
             if (s->type != WIRE_T_A && s->type != WIRE_T_AAAA)
                 continue;
             if (wire_write_rrset(r->w, WIRE_SEC_AR, 0, n->name, s->type, s->ttl, s->count,
@@ -128,9 +129,9 @@ static void put_referral(resp_t *r, const zone_node_t *cut)
 
 static const zone_rrset_t *pick_any(const zone_node_t *n)
 {
-    for (const zone_rrset_t *rr = n->rrsets; rr; rr = rr->next)
-        if (rr->type != WIRE_T_RRSIG)
-            return rr;
+    for (unsigned k = 0; k < n->nrrsets; k++)
+        if (n->rrsets[k].type != WIRE_T_RRSIG)
+            return &n->rrsets[k];
     return NULL;
 }
 

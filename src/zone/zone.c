@@ -9,12 +9,16 @@
 
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
 {
-    /* The table is at most half full, so a miss ends at an empty slot after a short run. */
+    /* At most 2/3 full: a miss ends at an empty slot after a short run, within a cache line or
+     * two; only a slot with the same 32-bit hash costs a look at its node. */
     for (uint32_t i = hash & z->node_mask;; i = (i + 1) & z->node_mask) {
-        const zone_node_t *n = z->node_slots[i];
-        if (!n)
+        zone_slot_t sl = z->node_slots[i];
+        if (sl.node == 0)
             return NULL;
-        if (n->hash == hash && n->name_len == len && memcmp(n->name, lcname, len) == 0)
+        if (sl.hash != hash)
+            continue;
+        const zone_node_t *n = &z->nodes[sl.node - 1];
+        if (n->name_len == len && memcmp(n->name, lcname, len) == 0)
             return n;
     }
 }
@@ -22,9 +26,9 @@ const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t
 const zone_rrset_t *zone_node_rrset(const zone_node_t *n, uint16_t type)
 {
     /* Sorted by type: stop as soon as we are past it. Nodes hold a handful of RRsets. */
-    for (const zone_rrset_t *s = n->rrsets; s && s->type <= type; s = s->next)
-        if (s->type == type)
-            return s;
+    for (unsigned i = 0; i < n->nrrsets && n->rrsets[i].type <= type; i++)
+        if (n->rrsets[i].type == type)
+            return &n->rrsets[i];
     return NULL;
 }
 

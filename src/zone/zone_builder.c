@@ -747,6 +747,20 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         goto fail;
     }
 
+    /* a node stores its RRset count in one byte: 255 types at one name is already absurd */
+    for (uint32_t id = 0; id < b->nm_count; id++) {
+        unsigned nsets = 0;
+        for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri])
+            nsets++;
+        if (nsets > UINT8_MAX) {
+            char w[320];
+            where(b, &b->rr[f.ord[f.runs[b->nm[id].first].start]], w, sizeof(w));
+            snprintf(err, errlen, "%s: more than %u record types at one name", w, UINT8_MAX);
+            rc = TERN_ELIMIT;
+            goto fail;
+        }
+    }
+
     rc = add_ents(b);
     if (rc < 0) {
         snprintf(err, errlen, "zone %s: out of memory", zname);
@@ -763,7 +777,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             ntargets += f.runs[i].kept;
     }
     size_t slots = 2;
-    while (slots < nnodes * 2) /* load factor <= 0.5 */
+    while (slots < nnodes + nnodes / 2) /* load factor <= 2/3 */
         slots *= 2;
     if (slots - 1 > UINT32_MAX) {
         snprintf(err, errlen, "zone %s: too many names", zname);
@@ -777,7 +791,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         goto nomem;
     zone_t *z = arena_calloc(arena, 1, sizeof(*z));
     zone_node_t *nodes = arena_calloc(arena, nnodes, sizeof(*nodes));
-    const zone_node_t **slot = arena_calloc(arena, slots, sizeof(*slot));
+    zone_slot_t *slot = arena_calloc(arena, slots, sizeof(*slot));
     uint8_t *names = arena_memdup(arena, b->names, b->names_len);
     zone_rrset_t *sets = arena_calloc(arena, f.run_count + 1, sizeof(*sets)); /* +1: neg_soa */
     uint8_t *rd = arena_alloc(arena, rdbytes);
@@ -791,6 +805,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     z->refs = 1;
     z->source = source;
     z->node_slots = slot;
+    z->nodes = nodes;
     z->node_mask = (uint32_t)(slots - 1);
 
     /* nodes and the hash table */
@@ -811,18 +826,19 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         if (bn->labels > max_labels)
             max_labels = bn->labels;
         uint32_t i = n->hash & z->node_mask;
-        while (slot[i])
+        while (slot[i].node)
             i = (i + 1) & z->node_mask;
-        slot[i] = n;
+        slot[i] = (zone_slot_t){.hash = n->hash, .node = id + 1};
     }
 
     /* RRsets: runs are already in type order per owner, RRs in file order per run */
-    size_t rdpos = 0, tpos = 0;
+    size_t rdpos = 0, tpos = 0, spos = 0;
     for (uint32_t id = 0; id < nnodes; id++) {
-        zone_rrset_t *prev = NULL;
+        unsigned nsets = 0;
         for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri]) {
             const struct brun *r = &f.runs[ri];
-            zone_rrset_t *s = &sets[ri];
+            /* each node's RRsets are consecutive in sets[]: the node keeps a count, not links */
+            zone_rrset_t *s = &sets[spos++];
             s->type = r->type;
             s->count = (uint16_t)r->kept;
             s->ttl = r->ttl;
@@ -842,11 +858,8 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
                     tnames[tpos++] = rd + rdpos + 2 + target_off(r->type);
                 rdpos += 2u + x->rdlen;
             }
-            if (prev)
-                prev->next = s;
-            else
+            if (nsets++ == 0)
                 nodes[id].rrsets = s;
-            prev = s;
             if (r->type == T_NS && id != 0)
                 nodes[id].flags |= ZONE_NODE_DELEG;
             if (id == 0 && r->type == T_SOA)
@@ -854,6 +867,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             if (id == 0 && r->type == T_NS)
                 z->apex_ns = s;
         }
+        nodes[id].nrrsets = (uint8_t)nsets;
     }
 
     for (size_t i = 0; i < ntargets; i++) {
@@ -907,7 +921,6 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         uint32_t minimum = rd_u32(s + l - 4);
         zone_rrset_t *neg = &sets[f.run_count];
         *neg = *z->soa;
-        neg->next = NULL;
         neg->ttl = minimum < z->soa->ttl ? minimum : z->soa->ttl;
         z->neg_soa = neg;
     }

@@ -28,7 +28,6 @@
 typedef struct zone_node zone_node_t;
 
 typedef struct zone_rrset {
-    const struct zone_rrset *next; /* next RRset of the same node, types ascending */
     uint16_t type;
     uint16_t count;       /* RRs */
     uint32_t ttl;         /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
@@ -51,14 +50,22 @@ struct zone_node {
     uint32_t hash;       /* dname_hash(name) */
     uint8_t name_len;
     uint8_t labels;              /* root excluded */
-    uint16_t flags;              /* zone_node_flags */
+    uint8_t flags;               /* zone_node_flags */
+    uint8_t nrrsets;             /* RRsets at rrsets[0..nrrsets), types ascending */
     const zone_node_t *wildcard; /* the node "*.<name>" if it exists, else NULL */
     const zone_node_t *cut;      /* nearest delegation point at or above this node, strictly
                                     below the apex; NULL if none (the node is authoritative).
                                     With nested NS sets it is the topmost one (the inner ones
                                     are occluded), which a top-down walk meets first. */
-    const zone_rrset_t *rrsets;  /* sorted by type; NULL for an ENT */
+    const zone_rrset_t *rrsets;  /* an array sorted by type; NULL for an ENT */
 };
+
+/* One slot of a zone's name index: the node's hash beside its index, so a probe compares hashes
+ * without touching the node (a random-subdomain NXDOMAIN costs no node cache misses). */
+typedef struct zone_slot {
+    uint32_t hash;
+    uint32_t node; /* index into zone.nodes plus one; 0 = empty slot */
+} zone_slot_t;
 
 typedef struct zone {
     const uint8_t *apex; /* lowercased wire name of the origin */
@@ -68,11 +75,12 @@ typedef struct zone {
     uint8_t max_labels; /* labels of the deepest node: lookups start there */
     uint32_t serial;
     const zone_node_t *apex_node;
-    const zone_rrset_t *soa;     /* the apex SOA */
-    const zone_rrset_t *neg_soa; /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
-    const zone_rrset_t *apex_ns; /* the apex NS */
-    uint32_t node_mask;          /* node_slots has node_mask + 1 entries (a power of two) */
-    const zone_node_t **node_slots; /* open addressing, linear probing, NULL = empty */
+    const zone_rrset_t *soa;       /* the apex SOA */
+    const zone_rrset_t *neg_soa;   /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
+    const zone_rrset_t *apex_ns;   /* the apex NS */
+    uint32_t node_mask;            /* node_slots has node_mask + 1 entries (a power of two) */
+    const zone_slot_t *node_slots; /* open addressing, linear probing, at most 2/3 full */
+    const zone_node_t *nodes;      /* node_count nodes; the apex is nodes[0] */
     size_t node_count;
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */

@@ -130,15 +130,17 @@ static void test_zone_fields(void **state)
     /* 13 owner names + the ENTs b.c, c, _tcp and x.sub */
     assert_int_equal(z->node_count, 17);
     assert_string_equal(z->source, "test.zone");
-    /* the hash table is a power of two, at most half full */
+    /* the hash table is a power of two, at most 2/3 full */
     assert_int_equal((z->node_mask + 1) & z->node_mask, 0);
-    assert_true(z->node_count * 2 <= (size_t)z->node_mask + 1);
+    assert_true(z->node_count * 3 <= 2 * ((size_t)z->node_mask + 1));
+    assert_ptr_equal(z->apex_node, &z->nodes[0]);
     /* every node is findable by its own name and hash */
     size_t seen = 0;
     for (uint32_t i = 0; i <= z->node_mask; i++) {
-        const zone_node_t *n = z->node_slots[i];
-        if (!n)
+        if (!z->node_slots[i].node)
             continue;
+        const zone_node_t *n = &z->nodes[z->node_slots[i].node - 1];
+        assert_int_equal(z->node_slots[i].hash, n->hash);
         seen++;
         assert_int_equal(n->hash, dname_hash(n->name));
         assert_ptr_equal(zone_find_node(z, n->name, n->name_len, n->hash), n);
@@ -156,7 +158,6 @@ static void test_neg_soa(void **state)
     assert_int_equal(z->neg_soa->type, T_SOA);
     assert_ptr_equal(z->neg_soa->rdata, z->soa->rdata);
     assert_int_equal(z->neg_soa->rdata_len, z->soa->rdata_len);
-    assert_null(z->neg_soa->next);
     zone_free(z);
 
     /* MINIMUM above the SOA TTL: the TTL wins */
@@ -179,16 +180,16 @@ static void test_sorted_merged_rrsets(void **state)
     assert_non_null(www);
     const zone_rrset_t *s = www->rrsets;
     assert_int_equal(s->type, T_A);
-    assert_int_equal(s->next->type, T_TXT);
-    assert_int_equal(s->next->next->type, T_AAAA);
-    assert_null(s->next->next->next);
+    assert_int_equal(www->nrrsets, 3);
+    assert_int_equal(s[1].type, T_TXT);
+    assert_int_equal(s[2].type, T_AAAA);
     /* A: duplicate merged, file order kept, lowest TTL */
     assert_int_equal(s->count, 2);
     assert_int_equal(s->ttl, 60);
     assert_int_equal(s->rdata_len, 12);
     assert_memory_equal(s->rdata, "\x00\x04\xc0\x00\x02\x0a\x00\x04\xc0\x00\x02\x0b", 12);
     assert_null(s->targets);
-    assert_ptr_equal(zone_node_rrset(www, T_AAAA), s->next->next);
+    assert_ptr_equal(zone_node_rrset(www, T_AAAA), &s[2]);
     assert_null(zone_node_rrset(www, T_MX));
     assert_null(zone_node_rrset(www, 65535));
     zone_free(z);
@@ -425,6 +426,16 @@ static void test_builder_validation(void **state)
     assert_int_equal(add_raw(b, "example.test.", T_SOA, 60, rd, n, 1), 0);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ENONS);
     assert_non_null(strstr(err, "no NS"));
+
+    /* 256 types at one name: more than a node can count */
+    b = zone_builder_new(apex, "v.zone");
+    add_soa_ns(b, "example.test.", 60, 60);
+    for (unsigned t = 0; t < 256; t++)
+        assert_int_equal(
+            add_raw(b, "many.example.test.", (uint16_t)(65280 + t), 60, "x", 1, 20 + t), 0);
+    assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ELIMIT);
+    assert_non_null(strstr(err, "test.zone:20:"));
+    assert_non_null(strstr(err, "record types at one name"));
 
     /* SOA below the apex */
     b = zone_builder_new(apex, "v.zone");
