@@ -7,9 +7,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "tern/common/arena.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
@@ -43,6 +46,7 @@ struct snapshot {
     struct zent *z;
     size_t nz;
     size_t records;
+    size_t bytes; /* zone data (arena footprints), shared zones included */
 };
 
 struct loader {
@@ -218,6 +222,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
         }
         e->zone = z;
         s->records += z->rr_count;
+        s->bytes += arena_footprint(z->arena);
         rc = zone_table_add(s->table, z);
         if (rc < 0) {
             zone_free(z);
@@ -273,8 +278,9 @@ static void publish(loader_t *l, struct snapshot *s)
     if (old) {
         tern_rcu_synchronize();
         snapshot_free(old);
-        mem_arena_purge(l->arena);
     }
+    /* the builder's scratch and the old table: give the pages back now, not after decay */
+    mem_arena_purge(l->arena);
 }
 
 /* One reload on the loader thread. */
@@ -301,13 +307,15 @@ static void reload(loader_t *l)
         config_free(cfg);
         free(cfg);
     }
-    size_t nz = s ? s->nz : 0, records = s ? s->records : 0;
+    size_t nz = s ? s->nz : 0, records = s ? s->records : 0, bytes = s ? s->bytes : 0;
     if (ok)
         publish(l, s);
     int64_t ms = monotonic_ms() - start;
     if (ok)
-        log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records in %lld ms",
-                 (unsigned long long)gen, nz, changed, nz - changed, records, (long long)ms);
+        log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records "
+                 "(%.1f MiB) in %lld ms",
+                 (unsigned long long)gen, nz, changed, nz - changed, records,
+                 (double)bytes / (1 << 20), (long long)ms);
     else
         log_err("reload #%llu failed: %s; still serving the previous data", (unsigned long long)gen,
                 err);
@@ -328,9 +336,15 @@ static void reload(loader_t *l)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Reloads yield to the workers when they share a CPU: a large zone then takes longer to load,
+ * but queries never wait for it. (Linux: nice is per thread.) */
+#define LOADER_NICE 10
+
 static void *loader_main(void *arg)
 {
     loader_t *l = arg;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), LOADER_NICE) < 0)
+        log_debug("loader: cannot lower its priority");
     if (mem_thread_bind(l->arena) < 0)
         log_warn("loader: cannot bind to its jemalloc arena; using the default one");
     pthread_mutex_lock(&l->mu);
@@ -399,8 +413,8 @@ int loader_load(loader_t *l, const config_t **cfg_out)
     publish(l, s);
     l->stats.zones = s->nz;
     l->stats.records = s->records;
-    log_info("loaded %zu zones, %zu records in %lld ms", s->nz, s->records,
-             (long long)(monotonic_ms() - start));
+    log_info("loaded %zu zones, %zu records (%.1f MiB) in %lld ms", s->nz, s->records,
+             (double)s->bytes / (1 << 20), (long long)(monotonic_ms() - start));
     *cfg_out = cfg;
 out:
     if (home != MEM_NO_ARENA && mem_thread_bind(home) < 0)
