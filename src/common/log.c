@@ -1,24 +1,97 @@
 #include "tern/common/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
-static volatile log_level_t log_level = LOG_LVL_INFO;
+#include "tern/common/err.h"
+
+/* One line, formatted on the stack. Below PIPE_BUF (4096 on Linux), so a line written to a pipe
+ * (a supervisor, the journal's stream) is atomic too, not only one write(2); longer messages are
+ * cut, control-path messages never need more. */
+#define LOG_LINE_MAX 2048
+
+const char *const log_level_names[LOG_LVL_COUNT] = {"error", "warning", "info", "debug"};
+const char *const log_target_names[LOG_TARGET_COUNT] = {"stderr", "stdout", "syslog"};
+
+static const int syslog_priority[LOG_LVL_COUNT] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+
+static atomic_int log_level = LOG_LVL_INFO;
+static atomic_int log_target = LOG_TARGET_STDERR;
 
 void log_set_level(log_level_t level)
 {
-    log_level = level;
+    atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+}
+
+log_level_t log_get_level(void)
+{
+    return (log_level_t)atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+void log_set_target(log_target_t target)
+{
+    int old = atomic_exchange_explicit(&log_target, (int)target, memory_order_relaxed);
+    if (old == (int)target)
+        return;
+    if (target == LOG_TARGET_SYSLOG)
+        openlog("ternd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+    else if (old == LOG_TARGET_SYSLOG)
+        closelog();
+}
+
+log_target_t log_get_target(void)
+{
+    return (log_target_t)atomic_load_explicit(&log_target, memory_order_relaxed);
+}
+
+static int parse_name(const char *const *names, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+int log_parse_level(const char *name, log_level_t *out)
+{
+    int i = parse_name(log_level_names, LOG_LVL_COUNT, name);
+    if (i < 0)
+        return TERN_EINVAL;
+    *out = (log_level_t)i;
+    return 0;
+}
+
+int log_parse_target(const char *name, log_target_t *out)
+{
+    int i = parse_name(log_target_names, LOG_TARGET_COUNT, name);
+    if (i < 0)
+        return TERN_EINVAL;
+    *out = (log_target_t)i;
+    return 0;
 }
 
 void log_msg(log_level_t level, const char *fmt, ...)
 {
-    static const char *const names[] = {"error", "warning", "info", "debug"};
-    if (level > log_level)
+    if ((unsigned)level >= LOG_LVL_COUNT)
+        level = LOG_LVL_DEBUG;
+    if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed))
         return;
-    char buf[2048];
-    int n = snprintf(buf, sizeof(buf), "ternd: %s: ", names[level]);
+    int target = atomic_load_explicit(&log_target, memory_order_relaxed);
+    char buf[LOG_LINE_MAX];
     va_list ap;
+    if (target == LOG_TARGET_SYSLOG) {
+        /* syslog carries ident, pid and priority itself */
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        syslog(syslog_priority[level], "%s", buf);
+        return;
+    }
+    int n = snprintf(buf, sizeof(buf), "ternd: %s: ", log_level_names[level]);
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
     va_end(ap);
@@ -26,6 +99,6 @@ void log_msg(log_level_t level, const char *fmt, ...)
     if (len > sizeof(buf) - 2)
         len = sizeof(buf) - 2;
     buf[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, buf, len);
+    ssize_t w = write(target == LOG_TARGET_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, len);
     (void)w;
 }

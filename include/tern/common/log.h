@@ -2,7 +2,11 @@
  * log.h — leveled logging for the control path (startup, reload, shutdown).
  *
  * Never called per query. Thread-safe: each message is formatted into a stack buffer and written
- * with one write(2) so lines from different threads do not interleave.
+ * with one write(2) (or one syslog(3) call) so lines from different threads do not interleave.
+ *
+ * Level and target are process-wide. Set them once at startup from the config, before the workers
+ * exist; changing them later is safe (both are atomics) but a line racing the change may still go
+ * to the old target.
  */
 #ifndef TERN_COMMON_LOG_H
 #define TERN_COMMON_LOG_H
@@ -10,9 +14,40 @@
 #include "tern/common/compiler.h"
 
 typedef enum { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level_t;
+#define LOG_LVL_COUNT 4
+
+/* stderr: "ternd: LEVEL: message" lines (the journal adds time and pid under systemd).
+ * stdout: the same on standard output.
+ * syslog: openlog("ternd", LOG_PID | LOG_NDELAY, LOG_DAEMON), levels mapped to LOG_ERR,
+ * LOG_WARNING, LOG_INFO, LOG_DEBUG; the message without the "ternd: LEVEL:" prefix. */
+typedef enum { LOG_TARGET_STDERR = 0, LOG_TARGET_STDOUT, LOG_TARGET_SYSLOG } log_target_t;
+#define LOG_TARGET_COUNT 3
+
+/* Names as written in the config, indexed by the enum: "error", "warning", "info", "debug" and
+ * "stderr", "stdout", "syslog". */
+extern const char *const log_level_names[LOG_LVL_COUNT];
+extern const char *const log_target_names[LOG_TARGET_COUNT];
 
 /** Messages above level are dropped. Default LOG_LVL_INFO. */
 void log_set_level(log_level_t level);
+
+/** The current level. */
+log_level_t log_get_level(void);
+
+/** Where lines go from now on. Default LOG_TARGET_STDERR. Switching to syslog opens the
+ * connection (LOG_NDELAY: before a chroot or privilege drop can get in the way); switching away
+ * closes it. */
+void log_set_target(log_target_t target);
+
+/** The current target. */
+log_target_t log_get_target(void);
+
+/** Exact, case-sensitive name from log_level_names into *out. 0, or TERN_EINVAL (out unchanged). */
+int log_parse_level(const char *name, log_level_t *out) TERN_WUR;
+
+/** Exact, case-sensitive name from log_target_names into *out. 0, or TERN_EINVAL (out unchanged).
+ */
+int log_parse_target(const char *name, log_target_t *out) TERN_WUR;
 
 void log_msg(log_level_t level, const char *fmt, ...) TERN_PRINTF(2, 3);
 

@@ -2,26 +2,50 @@
  * config.h — ternd's configuration as a plain, immutable struct.
  *
  * Lifecycle: config_init() then config_load() and/or the command line (main.c) at startup
- * (control thread), read-only after; config_free() at exit. Never read on the query path (workers
- * get copies of what they need).
+ * (control thread), read-only after; config_free() at exit. A reload loads a fresh config_t and
+ * compares it with config_same_listen() (listen addresses and workers only change on restart).
+ * Never read on the query path (workers get copies of what they need).
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
- * description); it drives config_init() defaults, parsing, validation and config_schema_print().
+ * description); it drives config_init() defaults, parsing, validation, copying, freeing and
+ * config_schema_print(). conf/ternd.yaml shows every option with a comment.
  *
- * YAML (JSON is valid YAML, so redins-style JSON parses too):
- *   listen: ["127.0.0.1:5353", "[::1]:5353"]   # or a single string; port 0 = ephemeral (tests)
+ * YAML (JSON is valid YAML, so JSON parses too):
+ *   listen:                                     # or a single string; port 0 = ephemeral (tests)
+ *     - "127.0.0.1:5353"                        # UDP and TCP
+ *     - {address: "[::1]:5353", tcp: false}     # UDP only (udp/tcp default true, one must be)
  *   workers: 2                                  # or "auto" = number of usable CPUs
+ *   zones:
+ *     - origin: example.test
+ *       file: example.zone                      # relative to the config file's directory
  *   edns_max_udp: 1232                          # 512..4096
  *   identity: ns1.example.net                   # CHAOS id.server / hostname.bind
  *   version: "tern"                             # CHAOS version.bind
  *   tcp_idle_timeout: 10                        # seconds
  *   tcp_max_connections: 256                    # per worker
  *   udp_mmsg: true                              # false: one datagram per syscall
- *   zones:
- *     - origin: example.test
- *       file: example.zone                      # relative to the config file's directory
- * Unknown keys, duplicate keys, wrong types and out-of-range values are errors with file:line.
- * Integers and booleans must be plain (unquoted) scalars, as they are in JSON.
+ *   log_level: info                             # error | warning | info | debug
+ *   log_target: stderr                          # stderr | stdout | syslog
+ *   user: tern                                  # after binding; unset = stay who we are
+ *   group: tern
+ *   allow_root: false                           # true: may keep running as root
+ *   pid_file: /run/tern/ternd.pid               # unset = none; relative to the config's dir
+ *   control_socket: /run/tern/ternd.sock        # unset = no control socket (ternctl)
+ *   metrics_listen: "127.0.0.1:9153"            # Prometheus endpoint; unset = none
+ *
+ * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
+ *   "server": [{"ip": "127.0.0.1", "port": 1053, "protocol": "udp"}, ...]  → listen (entries
+ *       with the same ip and port merge into one UDP+TCP listen entry); a single object works too
+ *   "error_log": {"enable": true, "level": "info", "target": "stderr", "format": "text"} →
+ *       log_level / log_target
+ * redins keys tern does not implement yet ("handler", "redis", "log", "upstream", "geoip",
+ * "healthcheck", "ratelimit", and error_log's "path", "time_format", "sentry", "syslog",
+ * "kafka") are errors saying so; nothing is silently ignored. A file may not give both "listen"
+ * and "server", nor "error_log" with "log_level"/"log_target".
+ *
+ * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
+ * YAML document are errors with file:line naming the key. Integers and booleans must be plain
+ * (unquoted) scalars, as they are in JSON.
  */
 #ifndef TERN_CONF_CONFIG_H
 #define TERN_CONF_CONFIG_H
@@ -33,6 +57,7 @@
 #include <sys/socket.h>
 
 #include "tern/common/compiler.h"
+#include "tern/common/log.h"
 
 /* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
  * keeps the array fixed-size. */
@@ -44,7 +69,9 @@
 typedef struct config_listen {
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    char text[64]; /* as given, for logs */
+    char text[64]; /* as given (or "ip:port" built from a redins server entry), for logs */
+    bool udp;      /* serve UDP on this address; at least one of udp, tcp is true */
+    bool tcp;      /* serve TCP on this address */
 } config_listen_t;
 
 typedef struct config_zone {
@@ -57,33 +84,45 @@ typedef struct config {
     size_t nlisten;
     unsigned workers;             /* 1..CONFIG_MAX_WORKERS */
     uint16_t edns_max_udp;        /* 512..4096, default 1232 */
-    char *identity;               /* NULL if unset */
-    char *version;                /* NULL if unset */
+    char *identity;               /* NULL if unset; at most 255 bytes */
+    char *version;                /* NULL if unset; at most 255 bytes */
     unsigned tcp_idle_timeout;    /* seconds, default 10 */
     unsigned tcp_max_connections; /* per worker, default 256 */
     bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
     config_zone_t *zones;
     size_t nzones;
+    log_level_t log_level;   /* default LOG_LVL_INFO */
+    log_target_t log_target; /* default LOG_TARGET_STDERR */
+    char *user;              /* account to switch to after binding; NULL = stay */
+    char *group;             /* group to switch to; NULL = the user's primary group */
+    bool allow_root;         /* may keep running as uid 0; default false */
+    char *pid_file;          /* resolved path; NULL = write none */
+    char *control_socket;    /* resolved path of the ternctl UNIX socket; NULL = disabled */
+    char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
 } config_t;
 
-/** Defaults from the schema: no listen, workers = 1, edns 1232, tcp 10 s / 256, udp_mmsg. */
+/** Defaults from the schema: no listen, workers = 1, edns 1232, tcp 10 s / 256, udp_mmsg, log
+ * info to stderr, allow_root false, every string NULL. */
 void config_init(config_t *c);
 
 /**
  * Parse YAML file path into c (initialised by config_init()). Keys present in the file replace
- * the values in c; a "listen" key replaces the whole listen list; zones are appended.
+ * the values in c; a "listen" (or redins "server") key replaces the whole listen list; zones are
+ * appended. Relative paths (zone files, pid_file, control_socket) are resolved against the
+ * directory of path.
  * Returns 0, or a negative TERN_E* code with "file:line: message" in err (the message names the
  * key). On error c may be partly filled; config_free() it as usual.
  */
 int config_load(config_t *c, const char *path, char *err, size_t errlen) TERN_WUR;
 
 /**
- * Parse "ADDR:PORT" (IPv4) or "[V6]:PORT" into l; a port is always required ("::1" alone is an
- * error), 0 means ephemeral. 0 or TERN_EINVAL.
+ * Parse "ADDR:PORT" (IPv4) or "[V6]:PORT" into l, with udp and tcp true; a port is always
+ * required ("::1" alone is an error), 0 means ephemeral. 0 or TERN_EINVAL.
  */
 int config_parse_listen(config_listen_t *l, const char *text) TERN_WUR;
 
-/** Append a listen address (parsed as config_parse_listen). 0, TERN_EINVAL or TERN_ELIMIT. */
+/** Append a UDP+TCP listen address (parsed as config_parse_listen). 0, TERN_EINVAL or
+ * TERN_ELIMIT. */
 int config_add_listen(config_t *c, const char *text) TERN_WUR;
 
 /** Append a zone (copies strings). 0 or TERN_ENOMEM. */
@@ -92,7 +131,22 @@ int config_add_zone(config_t *c, const char *origin, const char *file) TERN_WUR;
 /** Number of usable CPUs (the value of workers: "auto"), clamped to 1..CONFIG_MAX_WORKERS. */
 unsigned config_auto_workers(void);
 
-/** Print every option of the schema with its default, bounds and description (for --help). */
+/**
+ * Whether a and b have the same workers and the same listen list: same length, and entry by entry
+ * (in order) the same address, port and udp/tcp flags. The text as written is not compared. At
+ * reload, false means the new listen setup needs a restart.
+ */
+bool config_same_listen(const config_t *a, const config_t *b);
+
+/**
+ * Deep copy of src into dst (strings and zones duplicated). dst must hold no allocations
+ * (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or TERN_ENOMEM with
+ * dst left as after config_init().
+ */
+int config_copy(config_t *dst, const config_t *src) TERN_WUR;
+
+/** Print every option of the schema with its default, bounds and description (for --help),
+ * then the redins-style keys and what they map to. */
 void config_schema_print(FILE *out);
 
 /** Release strings and arrays; c is left as after config_init(). */
