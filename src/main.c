@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -64,16 +66,81 @@ static void usage(FILE *out)
 static void log_listen(const config_t *cfg, const server_t *s)
 {
     for (size_t i = 0; i < cfg->nlisten; i++) {
-        const struct sockaddr_storage *ss = &cfg->listen[i].addr;
+        const config_listen_t *l = &cfg->listen[i];
+        const char *proto = l->udp && l->tcp ? "udp, tcp" : l->udp ? "udp" : "tcp";
         char host[INET6_ADDRSTRLEN] = "?";
-        if (ss->ss_family == AF_INET) {
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof(host));
-            log_info("listening on %s:%u (udp, tcp)", host, server_port(s, i));
+        if (l->addr.ss_family == AF_INET) {
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)&l->addr)->sin_addr, host,
+                      sizeof(host));
+            log_info("listening on %s:%u (%s)", host, server_port(s, i), proto);
         } else {
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof(host));
-            log_info("listening on [%s]:%u (udp, tcp)", host, server_port(s, i));
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&l->addr)->sin6_addr, host,
+                      sizeof(host));
+            log_info("listening on [%s]:%u (%s)", host, server_port(s, i), proto);
         }
     }
+}
+
+/* Write our PID to path (atomically: a temp file renamed over it). 0 or a negative code. */
+static int write_pid_file(const char *path)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return TERN_ERANGE;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -errno;
+    fprintf(f, "%ld\n", (long)getpid());
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = -errno;
+        unlink(tmp);
+        return e;
+    }
+    return 0;
+}
+
+/* After binding: become the configured user and group, keeping no privileges. 0 or -1 (logged).
+ * glibc applies set*id to every thread of the process. */
+static int drop_privileges(const config_t *cfg)
+{
+    if (!cfg->user && !cfg->group)
+        return 0;
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (cfg->user) {
+        struct passwd *pw = getpwnam(cfg->user);
+        if (!pw) {
+            log_err("user '%s': no such user", cfg->user);
+            return -1;
+        }
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+    if (cfg->group) {
+        struct group *gr = getgrnam(cfg->group);
+        if (!gr) {
+            log_err("group '%s': no such group", cfg->group);
+            return -1;
+        }
+        gid = gr->gr_gid;
+    }
+    if (geteuid() != 0) {
+        if (geteuid() == uid && getegid() == gid)
+            return 0; /* already who we should be */
+        log_err("user/group given, but not started as root: cannot switch to them");
+        return -1;
+    }
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+        log_err("cannot switch to uid %u gid %u: %s", (unsigned)uid, (unsigned)gid,
+                strerror(errno));
+        return -1;
+    }
+    if (uid != 0 && setuid(0) == 0) { /* paranoia: root must be gone for good */
+        log_err("could regain root after switching user");
+        return -1;
+    }
+    log_info("running as uid %u gid %u", (unsigned)uid, (unsigned)gid);
+    return 0;
 }
 
 /* The command line, kept so every reload applies it again over a fresh read of the config file. */
@@ -191,6 +258,7 @@ int main(int argc, char **argv)
     loader_t *loader = NULL;
     server_t *srv = NULL;
     int sfd = -1;
+    const char *pid_file = NULL;
 
     int r = parse_args(argc, argv, &cli);
     if (r != 0)
@@ -216,6 +284,8 @@ int main(int argc, char **argv)
     }
     if (loader_load(loader, &cfg) < 0)
         goto out;
+    log_set_level(cfg->log_level);
+    log_set_target(cfg->log_target);
     if (cli.check_only) {
         log_info("configuration OK");
         rc = 0;
@@ -226,6 +296,15 @@ int main(int argc, char **argv)
         goto out;
     }
     if (!(srv = server_start(cfg, loader_published(loader))))
+        goto out;
+    if (cfg->pid_file) {
+        if ((r = write_pid_file(cfg->pid_file)) < 0) {
+            log_err("pid file %s: %s", cfg->pid_file, tern_strerror(r));
+            goto out;
+        }
+        pid_file = cfg->pid_file;
+    }
+    if (drop_privileges(cfg) < 0)
         goto out;
     if (loader_start(loader) < 0)
         goto out;
@@ -256,6 +335,8 @@ out:
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
     server_stop(srv);
+    if (pid_file && unlink(pid_file) < 0 && errno != ENOENT)
+        log_warn("pid file %s: %s", pid_file, strerror(errno)); /* e.g. no longer ours to remove */
     loader_free(loader);
     if (sfd >= 0)
         close(sfd);

@@ -249,18 +249,25 @@ fail:
     return rc;
 }
 
-/* Options bound at startup: a reload that changes them cannot apply them. */
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Options bound at startup: a reload that changes them cannot apply them, and says so. */
 static void warn_restart_only(const config_t *a, const config_t *b)
 {
-    bool listen = a->nlisten != b->nlisten || a->workers != b->workers;
-    for (size_t i = 0; !listen && i < a->nlisten; i++)
-        listen = a->listen[i].addrlen != b->listen[i].addrlen ||
-                 memcmp(&a->listen[i].addr, &b->listen[i].addr, a->listen[i].addrlen) != 0;
-    if (listen)
+    if (!config_same_listen(a, b))
         log_warn("reload: listen addresses or workers changed; they apply only on restart");
     if (a->tcp_idle_timeout != b->tcp_idle_timeout ||
         a->tcp_max_connections != b->tcp_max_connections || a->udp_mmsg != b->udp_mmsg)
         log_warn("reload: TCP limits or udp_mmsg changed; they apply only on restart");
+    if (!same_str(a->user, b->user) || !same_str(a->group, b->group) ||
+        a->allow_root != b->allow_root || !same_str(a->pid_file, b->pid_file) ||
+        !same_str(a->control_socket, b->control_socket) ||
+        !same_str(a->metrics_listen, b->metrics_listen))
+        log_warn("reload: user, group, allow_root, pid_file, control_socket or metrics_listen "
+                 "changed; they apply only on restart");
 }
 
 static void set_error(loader_t *l, const char *msg)
@@ -302,6 +309,11 @@ static void reload(loader_t *l)
     } else {
         warn_restart_only(l->cfg0, cfg);
         ok = build(l->cur, cfg, &s, &changed, err, sizeof(err)) == 0;
+        if (ok) {
+            /* logging settings apply at once (the target switch is atomic per line) */
+            log_set_level(cfg->log_level);
+            log_set_target(cfg->log_target);
+        }
     }
     if (cfg) {
         config_free(cfg);

@@ -126,8 +126,9 @@ static void close_listen(server_t *s, size_t li)
     }
 }
 
-/* Bind every worker's UDP and TCP socket for listen address li. With port 0 the first UDP socket
- * picks the port and everything else follows it; on EADDRINUSE start over with a fresh one. */
+/* Bind every worker's UDP and/or TCP socket for listen address li (as its udp/tcp flags say). With
+ * port 0 the first socket picks the port and everything else follows it; on EADDRINUSE start over
+ * with a fresh one. */
 static int bind_listen(server_t *s, size_t li)
 {
     const config_listen_t *l = &s->cfg->listen[li];
@@ -139,26 +140,33 @@ static int bind_listen(server_t *s, size_t li)
         bool ok = true;
         for (unsigned w = 0; w < s->nworkers && ok; w++) {
             worker_t *wk = &s->workers[w];
-            proto = "udp";
-            wk->udp_fd[li] = open_socket(l, SOCK_DGRAM, port, s->wildcard[li], &what);
-            if (wk->udp_fd[li] < 0) {
-                ok = false;
-                break;
-            }
-            if (port == 0) {
-                struct sockaddr_storage ss;
-                socklen_t len = sizeof(ss);
-                if (getsockname(wk->udp_fd[li], (struct sockaddr *)&ss, &len) < 0) {
-                    what = "getsockname";
+            /* UDP first when served: the first socket bound picks an ephemeral port */
+            for (int k = 0; k < 2 && ok; k++) {
+                bool udp = k == 0;
+                if (!(udp ? l->udp : l->tcp))
+                    continue;
+                proto = udp ? "udp" : "tcp";
+                int fd =
+                    open_socket(l, udp ? SOCK_DGRAM : SOCK_STREAM, port, s->wildcard[li], &what);
+                if (udp)
+                    wk->udp_fd[li] = fd;
+                else
+                    wk->tcp_fd[li] = fd;
+                if (fd < 0) {
                     ok = false;
                     break;
                 }
-                port = get_port(&ss);
+                if (port == 0) {
+                    struct sockaddr_storage ss;
+                    socklen_t len = sizeof(ss);
+                    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+                        what = "getsockname";
+                        ok = false;
+                        break;
+                    }
+                    port = get_port(&ss);
+                }
             }
-            proto = "tcp";
-            wk->tcp_fd[li] = open_socket(l, SOCK_STREAM, port, s->wildcard[li], &what);
-            if (wk->tcp_fd[li] < 0)
-                ok = false;
         }
         if (ok) {
             s->port[li] = port;
@@ -294,8 +302,10 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
         if (epoll_add(wk->epfd, s->stop_fd, TAG_MAKE(TAG_STOP, 0, 0)) < 0)
             goto fail_epoll;
         for (size_t li = 0; li < s->nlisten; li++)
-            if (epoll_add(wk->epfd, wk->udp_fd[li], TAG_MAKE(TAG_UDP, 0, li)) < 0 ||
-                epoll_add(wk->epfd, wk->tcp_fd[li], TAG_MAKE(TAG_LISTEN, 0, li)) < 0)
+            if ((wk->udp_fd[li] >= 0 &&
+                 epoll_add(wk->epfd, wk->udp_fd[li], TAG_MAKE(TAG_UDP, 0, li)) < 0) ||
+                (wk->tcp_fd[li] >= 0 &&
+                 epoll_add(wk->epfd, wk->tcp_fd[li], TAG_MAKE(TAG_LISTEN, 0, li)) < 0))
                 goto fail_epoll;
     }
     for (unsigned w = 0; w < s->nworkers; w++) {
