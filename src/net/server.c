@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -77,7 +78,9 @@ static int open_socket(const config_listen_t *l, int type, uint16_t port, bool w
     struct sockaddr_storage ss = l->addr;
     int family = ss.ss_family;
     set_port(&ss, port);
-    int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    /* UDP sockets stay blocking, with a receive timeout, for busy mode (worker.h); every other
+     * call on them passes MSG_DONTWAIT. TCP sockets are non-blocking. */
+    int fd = socket(family, type | (type == SOCK_STREAM ? SOCK_NONBLOCK : 0) | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *what = "socket";
         return -1;
@@ -89,6 +92,9 @@ static int open_socket(const config_listen_t *l, int type, uint16_t port, bool w
         goto fail;
     if (type == SOCK_DGRAM) {
         grow_buffers(fd);
+        struct timeval idle = {.tv_sec = 0, .tv_usec = UDP_BUSY_IDLE_US};
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)) < 0)
+            goto fail;
         if (wildcard && family == AF_INET && setopt_int(fd, IPPROTO_IP, IP_PKTINFO, 1) < 0)
             goto fail;
         if (wildcard && family == AF_INET6 && setopt_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) < 0)
@@ -299,6 +305,13 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
             goto fail;
     for (unsigned w = 0; w < s->nworkers; w++) {
         worker_t *wk = &s->workers[w];
+        /* busy mode blocks on one UDP socket: only when the worker has exactly one */
+        wk->busy_li = -1;
+        for (size_t li = 0; li < s->nlisten; li++)
+            if (wk->udp_fd[li] >= 0)
+                wk->busy_li = wk->busy_li == -1 ? (int)li : -2;
+        if (wk->busy_li < 0)
+            wk->busy_li = -1;
         if (epoll_add(wk->epfd, s->stop_fd, TAG_MAKE(TAG_STOP, 0, 0)) < 0)
             goto fail_epoll;
         for (size_t li = 0; li < s->nlisten; li++)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "tern/common/rcu.h"
 #include "worker.h"
 
 /* Room for the larger of the two pktinfos. Aligned as a cmsghdr without containing one: its
@@ -36,6 +37,11 @@ struct udp_state {
 static int mmsg_recv(int fd, struct mmsghdr *msgs, unsigned n)
 {
     return recvmmsg(fd, msgs, n, MSG_DONTWAIT, NULL);
+}
+
+static int mmsg_wait(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    return recvmmsg(fd, msgs, n, MSG_WAITFORONE, NULL);
 }
 
 static int mmsg_send(int fd, struct mmsghdr *msgs, unsigned n)
@@ -68,8 +74,18 @@ static int msg_send(int fd, struct mmsghdr *msgs, unsigned n)
     return i ? (int)i : -1;
 }
 
-const udp_ops_t udp_ops_mmsg = {"recvmmsg/sendmmsg", mmsg_recv, mmsg_send};
-const udp_ops_t udp_ops_msg = {"recvmsg/sendmsg", msg_recv, msg_send};
+static int msg_wait(int fd, struct mmsghdr *msgs, unsigned n)
+{
+    ssize_t r = recvmsg(fd, &msgs[0].msg_hdr, 0);
+    if (r < 0)
+        return -1;
+    msgs[0].msg_len = (unsigned)r;
+    int more = n > 1 ? msg_recv(fd, msgs + 1, n - 1) : 0;
+    return 1 + (more > 0 ? more : 0);
+}
+
+const udp_ops_t udp_ops_mmsg = {"recvmmsg/sendmmsg", mmsg_recv, mmsg_wait, mmsg_send};
+const udp_ops_t udp_ops_msg = {"recvmsg/sendmsg", msg_recv, msg_wait, msg_send};
 
 udp_state_t *udp_state_new(void)
 {
@@ -146,57 +162,89 @@ static void send_all(worker_t *w, int fd, struct mmsghdr *msgs, unsigned n)
     }
 }
 
-void udp_handle(worker_t *w, size_t li)
+/* Point every receive header at its slot again: the kernel overwrote the lengths. */
+static void prepare(udp_state_t *u, bool pktinfo)
+{
+    for (unsigned i = 0; i < UDP_BATCH; i++) {
+        struct msghdr *h = &u->rmsg[i].msg_hdr;
+        udp_slot_t *s = &u->slot[i];
+        h->msg_name = &s->peer;
+        h->msg_namelen = sizeof(s->peer);
+        h->msg_iov = &s->riov;
+        h->msg_iovlen = 1;
+        h->msg_control = pktinfo ? s->rctl.buf : NULL;
+        h->msg_controllen = pktinfo ? sizeof(s->rctl.buf) : 0;
+        h->msg_flags = 0;
+    }
+}
+
+/* Answer the n datagrams in the slots and send the replies. */
+static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
 {
     udp_state_t *u = w->udp;
+    NET_COUNT(w, udp_received, n);
+    unsigned ns = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct msghdr *rh = &u->rmsg[i].msg_hdr;
+        udp_slot_t *s = &u->slot[i];
+        size_t len = 0;
+        if (!(rh->msg_flags & MSG_TRUNC))
+            len = answer_query(w->view->table, &w->view->cfg, &w->actx, s->rx, u->rmsg[i].msg_len,
+                               s->tx, sizeof(s->tx), ANSWER_UDP);
+        if (len == 0) {
+            NET_COUNT(w, udp_dropped, 1);
+            continue;
+        }
+        struct msghdr *sh = &u->smsg[ns].msg_hdr;
+        s->siov.iov_len = len;
+        sh->msg_name = &s->peer;
+        sh->msg_namelen = rh->msg_namelen;
+        sh->msg_iov = &s->siov;
+        sh->msg_iovlen = 1;
+        sh->msg_controllen = pktinfo ? reply_pktinfo(rh, &s->sctl) : 0;
+        sh->msg_control = sh->msg_controllen ? s->sctl.buf : NULL;
+        sh->msg_flags = 0;
+        ns++;
+    }
+    if (ns)
+        send_all(w, fd, u->smsg, ns);
+}
+
+unsigned udp_handle(worker_t *w, size_t li)
+{
     const server_t *srv = w->srv;
     int fd = w->udp_fd[li];
     bool pktinfo = srv->wildcard[li];
+    unsigned total = 0;
 
     for (unsigned b = 0; b < UDP_MAX_BATCHES; b++) {
-        for (unsigned i = 0; i < UDP_BATCH; i++) {
-            /* the kernel overwrites the lengths: reset them for every batch */
-            struct msghdr *h = &u->rmsg[i].msg_hdr;
-            udp_slot_t *s = &u->slot[i];
-            h->msg_name = &s->peer;
-            h->msg_namelen = sizeof(s->peer);
-            h->msg_iov = &s->riov;
-            h->msg_iovlen = 1;
-            h->msg_control = pktinfo ? s->rctl.buf : NULL;
-            h->msg_controllen = pktinfo ? sizeof(s->rctl.buf) : 0;
-            h->msg_flags = 0;
-        }
-        int n = srv->udp_ops->recv(fd, u->rmsg, UDP_BATCH);
+        prepare(w->udp, pktinfo);
+        int n = srv->udp_ops->recv(fd, w->udp->rmsg, UDP_BATCH);
         if (n <= 0)
-            return; /* EAGAIN: drained; other errors (ICMP reports) are not ours to act on */
-        NET_COUNT(w, udp_received, (unsigned)n);
-
-        unsigned ns = 0;
-        for (unsigned i = 0; i < (unsigned)n; i++) {
-            const struct msghdr *rh = &u->rmsg[i].msg_hdr;
-            udp_slot_t *s = &u->slot[i];
-            size_t len = 0;
-            if (!(rh->msg_flags & MSG_TRUNC))
-                len = answer_query(w->view->table, &w->view->cfg, &w->actx, s->rx,
-                                   u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
-            if (len == 0) {
-                NET_COUNT(w, udp_dropped, 1);
-                continue;
-            }
-            struct msghdr *sh = &u->smsg[ns].msg_hdr;
-            s->siov.iov_len = len;
-            sh->msg_name = &s->peer;
-            sh->msg_namelen = rh->msg_namelen;
-            sh->msg_iov = &s->siov;
-            sh->msg_iovlen = 1;
-            sh->msg_controllen = pktinfo ? reply_pktinfo(rh, &s->sctl) : 0;
-            sh->msg_control = sh->msg_controllen ? s->sctl.buf : NULL;
-            sh->msg_flags = 0;
-            ns++;
-        }
-        if (ns)
-            send_all(w, fd, u->smsg, ns);
+            break; /* EAGAIN: drained; other errors (ICMP reports) are not ours to act on */
+        answer_batch(w, fd, pktinfo, (unsigned)n);
+        total += (unsigned)n;
         if ((unsigned)n < UDP_BATCH)
-            return; /* short batch: the queue is (almost surely) empty; spare the EAGAIN call */
+            break; /* short batch: the queue is (almost surely) empty; spare the EAGAIN call */
     }
+    return total;
+}
+
+unsigned udp_wait_batch(worker_t *w, size_t li)
+{
+    const server_t *srv = w->srv;
+    int fd = w->udp_fd[li];
+    bool pktinfo = srv->wildcard[li];
+    prepare(w->udp, pktinfo);
+    /* blocked in the kernel: offline, so a reload's grace period does not wait for traffic */
+    tern_rcu_offline();
+    int n = srv->udp_ops->wait(fd, w->udp->rmsg, UDP_BATCH);
+    tern_rcu_online();
+    if (n <= 0)
+        return 0; /* SO_RCVTIMEO expired (idle), or EINTR */
+    w->view = tern_rcu_deref(*srv->view);
+    answer_batch(w, fd, pktinfo, (unsigned)n);
+    w->view = NULL;
+    tern_rcu_quiescent();
+    return (unsigned)n;
 }

@@ -52,6 +52,13 @@
  * net.core.somaxconn. */
 #define TCP_LISTEN_BACKLOG 1024
 
+/* Busy mode (worker.c): while UDP queries keep coming, a worker with one UDP socket blocks in
+ * recvmmsg itself instead of in epoll_wait, saving a syscall per wakeup, and polls epoll (timeout
+ * 0) for its TCP sockets and the stop event at least every UDP_BUSY_POLL_US. A receive that
+ * waits UDP_BUSY_IDLE_US for nothing (SO_RCVTIMEO) ends busy mode. */
+#define UDP_BUSY_POLL_US 1000
+#define UDP_BUSY_IDLE_US 1000
+
 /* Ready descriptors handled per epoll_wait: more simply arrive with the next call. */
 #define WORKER_EVENTS 64
 
@@ -69,6 +76,8 @@ enum { TAG_STOP = 1, TAG_UDP = 2, TAG_LISTEN = 3, TAG_CONN = 4 };
 typedef struct udp_ops {
     const char *name;
     int (*recv)(int fd, struct mmsghdr *msgs, unsigned n);
+    /* Block until at least one datagram (or the socket's SO_RCVTIMEO), then take what is there. */
+    int (*wait)(int fd, struct mmsghdr *msgs, unsigned n);
     int (*send)(int fd, struct mmsghdr *msgs, unsigned n);
 } udp_ops_t;
 
@@ -119,6 +128,7 @@ typedef struct worker {
     int udp_fd[CONFIG_MAX_LISTEN];
     int tcp_fd[CONFIG_MAX_LISTEN];
     int64_t now_ms;            /* monotonic clock, read once per loop iteration */
+    int busy_li;               /* the one UDP listen index busy mode may block on, or -1 */
     const answer_view_t *view; /* the RCU snapshot for the event in hand */
     unsigned arena;            /* this worker's jemalloc arena (MEM_NO_ARENA without one) */
     const uint64_t *allocp;    /* this thread's allocation counters (mem.h); NULL until it runs */
@@ -147,8 +157,11 @@ void *worker_main(void *arg);
 /* udp.c */
 udp_state_t *udp_state_new(void) TERN_WUR;
 void udp_state_free(udp_state_t *u);
-/** Answer up to UDP_MAX_BATCHES batches from listen socket li. */
-void udp_handle(worker_t *w, size_t li);
+/** Answer up to UDP_MAX_BATCHES batches from listen socket li. Returns the datagrams read. */
+unsigned udp_handle(worker_t *w, size_t li);
+/** Busy mode: block (RCU-offline) for one batch on listen socket li and answer it. Returns the
+ * datagrams read; 0 when the wait timed out or was interrupted. */
+unsigned udp_wait_batch(worker_t *w, size_t li);
 
 /* tcp.c */
 int tcp_pool_init(tcp_pool_t *p, uint32_t n) TERN_WUR;

@@ -585,6 +585,48 @@ static void test_port_conflict_and_stop(void **state)
     close(fd);
 }
 
+/* Busy mode: while UDP queries keep a worker reading its socket directly, TCP queries are still
+ * answered (epoll is polled every millisecond) and server_stop() stays prompt. */
+static void test_busy_udp_keeps_tcp_alive(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    start(listen, 1, 1, 8, true);
+    uint16_t port = server_port(fx.srv, 0);
+    int ufd = udp_client(AF_INET, "127.0.0.1", port);
+    int tfd = tcp_client(port);
+    uint8_t q[512], m[514], r[2048];
+    for (uint16_t round = 0; round < 50; round++) {
+        /* a UDP burst in flight... */
+        for (uint16_t i = 0; i < 20; i++) {
+            size_t ql = make_query(q, (uint16_t)(round * 20 + i), "www.example.test", 1);
+            send_all(ufd, q, ql);
+        }
+        /* ...and a TCP query behind it */
+        size_t ql = make_query(m + 2, 0x7000 + round, "www.example.test", 1);
+        m[0] = 0;
+        m[1] = (uint8_t)ql;
+        int64_t t0 = now_ms();
+        send_all(tfd, m, ql + 2);
+        size_t n = read_tcp_msg(tfd, r, sizeof(r));
+        check_www_answer(r, n, 0x7000 + round);
+        assert_true(now_ms() - t0 < 1000);
+        for (int i = 0; i < 20; i++)
+            if (recv_timeout(ufd, r, sizeof(r), REPLY_TIMEOUT_MS) <= 0)
+                fail_msg("UDP reply %d of round %u missing", i, round);
+    }
+    /* stop while a burst is being answered */
+    for (uint16_t i = 0; i < 20; i++)
+        send_all(ufd, q, make_query(q, i, "www.example.test", 1));
+    int64_t t0 = now_ms();
+    server_stop(fx.srv);
+    fx.srv = NULL;
+    assert_true(now_ms() - t0 < 500);
+    close(ufd);
+    close(tfd);
+    stop();
+}
+
 /* ---- RCU publication ---- */
 
 /* The A record of www.example.test in a response to make_query(): the last four bytes. */
@@ -728,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_tcp_pool_full),
         cmocka_unit_test(test_tcp_not_reading),
         cmocka_unit_test(test_port_conflict_and_stop),
+        cmocka_unit_test(test_busy_udp_keeps_tcp_alive),
         cmocka_unit_test(test_rcu_swap),
         cmocka_unit_test(test_no_alloc_per_query),
     };
