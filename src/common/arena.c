@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tern/common/err.h"
+
 /* Chunks grow geometrically from 4 KiB to 1 MiB: a tiny zone (one arena per zone, 10,000 of them
  * in one table) costs a page or two, a million-record zone a few hundred mallocs. */
 #define ARENA_CHUNK_MIN (4u << 10)
@@ -40,6 +42,23 @@ void arena_destroy(arena_t *a)
         c = next;
     }
     free(a);
+}
+
+int arena_reserve(arena_t *a, size_t bytes)
+{
+    struct chunk *c = a->head;
+    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (bytes == 0 || (c && c->size - c->used >= bytes))
+        return 0;
+    struct chunk *n = malloc(sizeof(*n) + bytes);
+    if (!n)
+        return TERN_ENOMEM;
+    n->size = bytes;
+    n->used = 0;
+    n->next = c;
+    a->head = n;
+    a->footprint += sizeof(*n) + bytes;
+    return 0;
 }
 
 void *arena_alloc(arena_t *a, size_t size)

@@ -151,17 +151,55 @@ static bool dep_unchanged(const struct dep *d)
            st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
 }
 
-/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
-static const struct zent *reusable(const struct snapshot *old, const char *key, const char *file)
+/* The old snapshot's entries by key, for reusable(): built once per reload, so matching 10,000
+ * zones is linear, not quadratic. Open addressing over indices into old->z. */
+typedef struct old_index {
+    const struct snapshot *old;
+    uint32_t *slot; /* index + 1; 0 = empty */
+    size_t mask;
+} old_index_t;
+
+static uint32_t key_hash(const char *k)
 {
-    if (!old)
-        return NULL;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *k; k++)
+        h = (h ^ (uint8_t)*k) * 16777619u;
+    return h;
+}
+
+static int old_index_init(old_index_t *ix, const struct snapshot *old)
+{
+    ix->old = old;
+    ix->slot = NULL;
+    ix->mask = 0;
+    if (!old || old->nz == 0)
+        return 0;
+    size_t n = 4;
+    while (n < old->nz * 2)
+        n *= 2;
+    if (!(ix->slot = calloc(n, sizeof(*ix->slot))))
+        return TERN_ENOMEM;
+    ix->mask = n - 1;
     for (size_t i = 0; i < old->nz; i++) {
-        const struct zent *e = &old->z[i];
+        size_t j = key_hash(old->z[i].key) & ix->mask;
+        while (ix->slot[j])
+            j = (j + 1) & ix->mask;
+        ix->slot[j] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
+static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file)
+{
+    if (!ix->slot)
+        return NULL;
+    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask) {
+        const struct zent *e = &ix->old->z[ix->slot[j] - 1];
         if (strcmp(e->key, key) != 0 || strcmp(e->file, file) != 0)
             continue;
-        for (size_t j = 0; j < e->ndeps; j++)
-            if (!dep_unchanged(&e->deps[j]))
+        for (size_t d = 0; d < e->ndeps; d++)
+            if (!dep_unchanged(&e->deps[d]))
                 return NULL;
         return e;
     }
@@ -192,6 +230,11 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
     *out = NULL;
     *changed = 0;
     err[0] = '\0';
+    old_index_t ix;
+    if (old_index_init(&ix, old) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
     struct snapshot *s = calloc(1, sizeof(*s));
     if (!s || !(s->table = zone_table_new()) ||
         !(s->z = calloc(cfg->nzones ? cfg->nzones : 1, sizeof(*s->z))))
@@ -205,7 +248,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
         struct zent *e = &s->z[s->nz++];
         if (!(e->key = zone_key(cz->origin)) || !(e->file = strdup(cz->file)))
             goto nomem;
-        const struct zent *prev = reusable(old, e->key, e->file);
+        const struct zent *prev = reusable(&ix, e->key, e->file);
         zone_t *z;
         if (prev) {
             if (copy_deps(e, prev) < 0)
@@ -239,12 +282,14 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
+    free(ix.slot);
     *out = s;
     return 0;
 nomem:
     rc = TERN_ENOMEM;
     snprintf(err, errlen, "out of memory");
 fail:
+    free(ix.slot);
     snapshot_free(s);
     return rc;
 }

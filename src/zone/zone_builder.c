@@ -787,7 +787,19 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
 
     rc = TERN_ENOMEM;
     arena = arena_create();
-    if (!arena)
+    /* every array below in one chunk of the exact size (each rounded up to 16 bytes) */
+    size_t need = 0;
+    const size_t parts[] = {sizeof(zone_t),
+                            nnodes * sizeof(zone_node_t),
+                            slots * sizeof(zone_slot_t),
+                            b->names_len,
+                            (f.run_count + 1) * sizeof(zone_rrset_t),
+                            rdbytes,
+                            ntargets * sizeof(zone_node_t *),
+                            strlen(b->source) + 1};
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
+    if (!arena || arena_reserve(arena, need) < 0)
         goto nomem;
     zone_t *z = arena_calloc(arena, 1, sizeof(*z));
     zone_node_t *nodes = arena_calloc(arena, nnodes, sizeof(*nodes));

@@ -21,6 +21,13 @@ arena_t *arena_create(void) TERN_WUR;
 /** Free every allocation of the arena and the arena itself. NULL is a no-op. */
 void arena_destroy(arena_t *a);
 
+/**
+ * Make room for bytes more (in allocations of any sizes, each rounded up to 16) in one chunk of
+ * exactly that size, so a builder that knows its total up front wastes nothing: 10,000 tiny zones
+ * then cost their data, not a minimum chunk each. 0 or TERN_ENOMEM.
+ */
+int arena_reserve(arena_t *a, size_t bytes) TERN_WUR;
+
 /** size bytes aligned to 16 (uninitialised); NULL when out of memory. */
 void *arena_alloc(arena_t *a, size_t size) TERN_WUR;
 

@@ -83,9 +83,33 @@ static void test_strerror(void **state)
     assert_string_equal(tern_strerror(-99999), "unknown error");
 }
 
+/* arena_reserve: allocations that fit the reservation take no further chunk. */
+static void test_reserve_exact(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    assert_int_equal(arena_reserve(a, 16 + 32 + 16), 0);
+    size_t fp = arena_footprint(a);
+    assert_true(fp >= 64 && fp < 64 + 64); /* the chunk header and nothing more */
+    assert_non_null(arena_alloc(a, 3));
+    assert_non_null(arena_alloc(a, 17));
+    assert_non_null(arena_alloc(a, 0));
+    assert_int_equal(arena_footprint(a), fp);
+    /* beyond it, the arena grows as usual */
+    assert_non_null(arena_alloc(a, 1));
+    assert_true(arena_footprint(a) > fp);
+    /* a reservation that already fits is free */
+    size_t fp2 = arena_footprint(a);
+    assert_int_equal(arena_reserve(a, 16), 0);
+    assert_int_equal(arena_footprint(a), fp2);
+    arena_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reserve_exact),
         cmocka_unit_test(test_alignment_and_distinct),
         cmocka_unit_test(test_calloc_zeroes_and_overflow),
         cmocka_unit_test(test_big_objects_keep_current_chunk),

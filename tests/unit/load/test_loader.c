@@ -272,6 +272,22 @@ static void test_reload_duplicate_zone(void **state)
     loader_free(l);
 }
 
+/* The configuration lists the same zones in another order: still shared, not re-read. */
+static void test_reload_reordered_shares(void **state)
+{
+    (void)state;
+    loader_t *l = two_zones();
+    const zone_t *a = zone_of(l, 0), *b = zone_of(l, 1);
+    want.origin[0] = "b.test";
+    want.file[0] = "b.zone";
+    want.origin[1] = "a.test";
+    want.file[1] = "a.zone";
+    assert_true(loader_reload_wait(l, NULL));
+    assert_ptr_equal(zone_of(l, 0), b);
+    assert_ptr_equal(zone_of(l, 1), a);
+    loader_free(l);
+}
+
 /* Zones added and removed by the configuration. */
 static void test_reload_zone_set_changes(void **state)
 {
@@ -334,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reload_failures_keep_view, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_duplicate_zone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_zone_set_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_reordered_shares, setup, teardown),
         cmocka_unit_test_setup_teardown(test_requests_coalesce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_initial_failure, setup, teardown),
     };
