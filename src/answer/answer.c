@@ -298,15 +298,25 @@ size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ct
                     answer_transport_t transport)
 {
     wire_query_t *q = &ctx->query;
-    ctx->info.rcode = -1u;
-    ctx->info.truncated = false;
+    answer_info_t *info = &ctx->info;
+    info->rcode = -1u;
+    info->truncated = false;
+    info->edns = false;
+    info->ecs = false;
+    info->qtype = 0;
 
     /* parse */
     wire_parse_result_t pr = wire_parse_query(q, pkt, len);
-    if (pr == WIRE_DROP || unlikely(out_cap < UDP_MIN))
+    if (pr == WIRE_DROP || unlikely(out_cap < UDP_MIN)) {
+        info->outcome = len >= 12 && (pkt[2] & 0x80) ? ANSWER_DROP_QR : ANSWER_DROP_SHORT;
         return 0;
+    }
+    info->outcome = ANSWER_SENT;
     bool edns = (pr == WIRE_OK || pr == WIRE_BADVERS) && q->has_edns;
     const wire_ecs_t *ecs = pr == WIRE_OK && edns && q->has_ecs ? &q->ecs : NULL;
+    info->edns = edns;
+    info->ecs = ecs != NULL;
+    info->qtype = pr == WIRE_OK ? q->qtype : 0;
     uint16_t adv = cfg->edns_max_udp < UDP_MIN ? UDP_MIN : cfg->edns_max_udp;
 
     wire_writer_t *w = &ctx->writer;
@@ -346,7 +356,7 @@ size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ct
         int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, 0);
         (void)rc; /* cannot fail: its space was reserved */
     }
-    ctx->info.rcode = r.rcode;
-    ctx->info.truncated = r.tc;
+    info->rcode = r.rcode;
+    info->truncated = r.tc;
     return wire_writer_finish(w, r.aa, r.tc, r.rcode);
 }

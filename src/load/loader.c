@@ -34,6 +34,7 @@ struct zent {
     char *key;  /* origin, lowercased, without the final dot: what "the same zone" means */
     char *file; /* the path as configured */
     zone_t *zone;
+    int64_t loaded; /* wall clock when this version of the zone was read */
     struct dep *deps;
     size_t ndeps, capdeps;
 };
@@ -254,6 +255,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             if (copy_deps(e, prev) < 0)
                 goto nomem;
             z = zone_retain(prev->zone);
+            e->loaded = prev->loaded;
         } else {
             rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
             if (rc < 0) {
@@ -262,6 +264,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
                 goto fail;
             }
             (*changed)++;
+            e->loaded = (int64_t)time(NULL);
         }
         e->zone = z;
         s->records += z->rr_count;
@@ -323,8 +326,10 @@ static void set_error(loader_t *l, const char *msg)
 /* Publish s and free what it replaces once no worker can still see it. */
 static void publish(loader_t *l, struct snapshot *s)
 {
+    pthread_mutex_lock(&l->mu); /* loader_zones() reads l->cur under it */
     struct snapshot *old = l->cur;
     l->cur = s;
+    pthread_mutex_unlock(&l->mu);
     const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
     (void)prev; /* == &old->view */
     if (old) {
@@ -515,6 +520,27 @@ bool loader_reload_wait(loader_t *l, loader_stats_t *stats)
         *stats = l->stats;
     pthread_mutex_unlock(&l->mu);
     return ok;
+}
+
+size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&l->mu);
+    const struct snapshot *s = l->cur;
+    size_t n = s ? s->nz : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct zent *e = &s->z[i];
+        loader_zone_info_t info = {
+            .origin = e->key[0] ? e->key : ".",
+            .file = e->file,
+            .serial = e->zone->serial,
+            .records = e->zone->rr_count,
+            .bytes = arena_footprint(e->zone->arena),
+            .loaded = e->loaded,
+        };
+        fn(ctx, &info);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 void loader_get_stats(loader_t *l, loader_stats_t *out)

@@ -351,22 +351,32 @@ uint16_t server_port(const server_t *s, size_t listen_index)
     return listen_index < s->nlisten ? s->port[listen_index] : 0;
 }
 
+const char *server_qtype_name(unsigned slot)
+{
+    static const char *const names[SERVER_QTYPE_COUNT] = {
+        "a",     "ns", "cname",  "soa",  "ptr",   "mx",  "txt",  "aaaa", "srv",
+        "naptr", "ds", "dnskey", "svcb", "https", "caa", "axfr", "any",  "other"};
+    return slot < SERVER_QTYPE_COUNT ? names[slot] : "?";
+}
+
+const char *server_rcode_name(unsigned slot)
+{
+    static const char *const names[SERVER_RCODE_COUNT] = {
+        "noerror", "formerr", "servfail", "nxdomain", "notimp", "refused", "badvers", "other"};
+    return slot < SERVER_RCODE_COUNT ? names[slot] : "?";
+}
+
 void server_stats(const server_t *s, server_stats_t *out)
 {
+    /* server_stats_t is all uint64_t: sum it as an array, field by field, with relaxed loads */
+    enum { N = sizeof(server_stats_t) / sizeof(uint64_t) };
+    _Static_assert(sizeof(server_stats_t) % sizeof(uint64_t) == 0, "stats are u64 only");
+    uint64_t *o = (uint64_t *)out;
     memset(out, 0, sizeof(*out));
     for (unsigned w = 0; w < s->nworkers; w++) {
-        const net_counters_t *c = &s->workers[w].stats;
-#define SUM(f) out->f += __atomic_load_n(&c->f, __ATOMIC_RELAXED)
-        SUM(udp_received);
-        SUM(udp_sent);
-        SUM(udp_dropped);
-        SUM(tcp_accepted);
-        SUM(tcp_refused);
-        SUM(tcp_queries);
-        SUM(tcp_closed_idle);
-        SUM(tcp_closed_full);
-        SUM(tcp_closed_bad);
-#undef SUM
+        const uint64_t *c = (const uint64_t *)&s->workers[w].stats;
+        for (size_t i = 0; i < N; i++)
+            o[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
     }
 }
 

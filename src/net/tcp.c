@@ -203,6 +203,7 @@ static int process(worker_t *w, tcp_conn_t *c)
             break;
         size_t alen = answer_query(w->view->table, &w->view->cfg, &w->actx, c->rbuf + off + 2, mlen,
                                    out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
+        net_count_answer(w, ANSWER_TCP, &w->actx.info);
         if (alen == 0) {
             NET_COUNT(w, tcp_closed_bad, 1);
             return -1;

@@ -188,9 +188,11 @@ static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
         const struct msghdr *rh = &u->rmsg[i].msg_hdr;
         udp_slot_t *s = &u->slot[i];
         size_t len = 0;
-        if (!(rh->msg_flags & MSG_TRUNC))
+        if (!(rh->msg_flags & MSG_TRUNC)) {
             len = answer_query(w->view->table, &w->view->cfg, &w->actx, s->rx, u->rmsg[i].msg_len,
                                s->tx, sizeof(s->tx), ANSWER_UDP);
+            net_count_answer(w, ANSWER_UDP, &w->actx.info);
+        }
         if (len == 0) {
             NET_COUNT(w, udp_dropped, 1);
             continue;

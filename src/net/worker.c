@@ -38,6 +38,81 @@ static int64_t monotonic_ms(void)
     return monotonic_us() / 1000;
 }
 
+static unsigned qtype_slot(uint16_t t)
+{
+    switch (t) {
+    case 1:
+        return SERVER_QTYPE_A;
+    case 2:
+        return SERVER_QTYPE_NS;
+    case 5:
+        return SERVER_QTYPE_CNAME;
+    case 6:
+        return SERVER_QTYPE_SOA;
+    case 12:
+        return SERVER_QTYPE_PTR;
+    case 15:
+        return SERVER_QTYPE_MX;
+    case 16:
+        return SERVER_QTYPE_TXT;
+    case 28:
+        return SERVER_QTYPE_AAAA;
+    case 33:
+        return SERVER_QTYPE_SRV;
+    case 35:
+        return SERVER_QTYPE_NAPTR;
+    case 43:
+        return SERVER_QTYPE_DS;
+    case 48:
+        return SERVER_QTYPE_DNSKEY;
+    case 64:
+        return SERVER_QTYPE_SVCB;
+    case 65:
+        return SERVER_QTYPE_HTTPS;
+    case 257:
+        return SERVER_QTYPE_CAA;
+    case 251:
+    case 252:
+        return SERVER_QTYPE_AXFR;
+    case 255:
+        return SERVER_QTYPE_ANY;
+    default:
+        return SERVER_QTYPE_OTHER;
+    }
+}
+
+static unsigned rcode_slot(unsigned rc)
+{
+    if (rc <= 5)
+        return rc; /* NOERROR .. REFUSED are slots 0..5 */
+    return rc == 16 ? SERVER_RCODE_BADVERS : SERVER_RCODE_OTHER;
+}
+
+void net_count_answer(worker_t *w, answer_transport_t transport, const answer_info_t *info)
+{
+    if (transport == ANSWER_UDP)
+        NET_COUNT(w, queries_udp, 1);
+    else
+        NET_COUNT(w, queries_tcp, 1);
+    if (info->outcome == ANSWER_DROP_SHORT) {
+        NET_COUNT(w, dropped_short, 1);
+        return;
+    }
+    if (info->outcome == ANSWER_DROP_QR) {
+        NET_COUNT(w, dropped_qr, 1);
+        return;
+    }
+    if (info->qtype)
+        NET_COUNT(w, qtype[qtype_slot(info->qtype)], 1);
+    NET_COUNT(w, rcode[rcode_slot(info->rcode)], 1);
+    if (info->truncated)
+        NET_COUNT(w, truncated, 1);
+    if (info->edns)
+        NET_COUNT(w, edns, 1);
+    if (info->ecs)
+        NET_COUNT(w, ecs, 1);
+}
+
 void *worker_main(void *arg)
 {
     worker_t *w = arg;

@@ -109,12 +109,10 @@ typedef struct tcp_pool {
     uint8_t *out; /* TCP_MSG_MAX bytes: answer_query() output before queueing */
 } tcp_pool_t;
 
-/* Owner-written, relaxed-read counters; NET_COUNT keeps the increment a plain load + store. */
-typedef struct net_counters {
-    uint64_t udp_received, udp_sent, udp_dropped;
-    uint64_t tcp_accepted, tcp_refused, tcp_queries;
-    uint64_t tcp_closed_idle, tcp_closed_full, tcp_closed_bad;
-} net_counters_t;
+/* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums
+ * them field by field. NET_COUNT keeps the increment a plain load + store (no locked
+ * instruction): only this worker writes its copy. */
+typedef server_stats_t net_counters_t;
 
 #define NET_COUNT(w, field, n)                                                                     \
     __atomic_store_n(&(w)->stats.field, (w)->stats.field + (n), __ATOMIC_RELAXED)
@@ -150,6 +148,9 @@ struct server {
     unsigned nworkers;
     worker_t *workers;
 };
+
+/* Count one answer_query() call by its outcome (worker.c). */
+void net_count_answer(worker_t *w, answer_transport_t transport, const answer_info_t *info);
 
 /* worker.c */
 void *worker_main(void *arg);

@@ -60,9 +60,19 @@ typedef struct answer_view {
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
 /* What happened, for statistics (filled by answer_query). */
+typedef enum {
+    ANSWER_SENT = 0,       /* a response was written */
+    ANSWER_DROP_SHORT = 1, /* fewer than 12 bytes: not DNS, no response */
+    ANSWER_DROP_QR = 2,    /* QR set: a response, never answered (no reflection loops) */
+} answer_outcome_t;
+
 typedef struct answer_info {
     unsigned rcode; /* full (extended) rcode sent, or -1u when dropped */
-    bool truncated;
+    bool truncated; /* TC set */
+    bool edns;      /* the query had an OPT record */
+    bool ecs;       /* ... with a valid EDNS Client Subnet option */
+    uint16_t qtype; /* as asked (0 when dropped) */
+    answer_outcome_t outcome;
 } answer_info_t;
 
 /* Per-worker scratch; big enough to keep off the stack of the I/O loop. */

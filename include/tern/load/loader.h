@@ -77,6 +77,25 @@ void loader_request(loader_t *l);
  */
 bool loader_reload_wait(loader_t *l, loader_stats_t *stats);
 
+/* One served zone, as ternctl and the metrics endpoint report it. */
+typedef struct loader_zone_info {
+    const char *origin; /* lowercased, without the final dot ("example.test"; "." for the root) */
+    const char *file;   /* as configured */
+    uint32_t serial;
+    size_t records;
+    size_t bytes;   /* memory of the zone's data */
+    int64_t loaded; /* wall clock (s since the epoch) when this version was read */
+} loader_zone_info_t;
+
+typedef void (*loader_zone_fn)(void *ctx, const loader_zone_info_t *zone);
+
+/**
+ * Call fn for every zone of the published view, in configuration order, under the loader's lock
+ * (a reload cannot publish meanwhile; keep fn short). The strings are valid only during the call.
+ * Returns the number of zones. Any thread.
+ */
+size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
+
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
 

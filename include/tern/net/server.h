@@ -32,7 +32,44 @@
 
 typedef struct server server_t;
 
-/* Counters summed over every worker. Each worker writes only its own copy. */
+/* Query types counted one by one; everything else is SERVER_QTYPE_OTHER. */
+enum {
+    SERVER_QTYPE_A,
+    SERVER_QTYPE_NS,
+    SERVER_QTYPE_CNAME,
+    SERVER_QTYPE_SOA,
+    SERVER_QTYPE_PTR,
+    SERVER_QTYPE_MX,
+    SERVER_QTYPE_TXT,
+    SERVER_QTYPE_AAAA,
+    SERVER_QTYPE_SRV,
+    SERVER_QTYPE_NAPTR,
+    SERVER_QTYPE_DS,
+    SERVER_QTYPE_DNSKEY,
+    SERVER_QTYPE_SVCB,
+    SERVER_QTYPE_HTTPS,
+    SERVER_QTYPE_CAA,
+    SERVER_QTYPE_AXFR, /* AXFR and IXFR */
+    SERVER_QTYPE_ANY,
+    SERVER_QTYPE_OTHER,
+    SERVER_QTYPE_COUNT
+};
+
+/* Response codes counted one by one; everything else is SERVER_RCODE_OTHER. */
+enum {
+    SERVER_RCODE_NOERROR,
+    SERVER_RCODE_FORMERR,
+    SERVER_RCODE_SERVFAIL,
+    SERVER_RCODE_NXDOMAIN,
+    SERVER_RCODE_NOTIMP,
+    SERVER_RCODE_REFUSED,
+    SERVER_RCODE_BADVERS,
+    SERVER_RCODE_OTHER,
+    SERVER_RCODE_COUNT
+};
+
+/* Counters summed over every worker. Each worker writes only its own copy (cache-line separated,
+ * plain increments); server_stats() reads them without stopping anyone. */
 typedef struct server_stats {
     uint64_t udp_received;    /* datagrams read */
     uint64_t udp_sent;        /* responses the kernel accepted */
@@ -43,7 +80,22 @@ typedef struct server_stats {
     uint64_t tcp_closed_idle; /* closed by the idle timeout */
     uint64_t tcp_closed_full; /* closed because the peer did not read its answers */
     uint64_t tcp_closed_bad;  /* closed for a zero-length or unanswerable message */
+    uint64_t tcp_closed_life; /* closed at the total connection lifetime */
+    uint64_t tcp_closed_peer; /* closed by the peer, or after our answers to its EOF */
+    uint64_t queries_udp;     /* messages handed to the answer path, by transport */
+    uint64_t queries_tcp;
+    uint64_t qtype[SERVER_QTYPE_COUNT]; /* answered queries by question type */
+    uint64_t rcode[SERVER_RCODE_COUNT]; /* responses by rcode */
+    uint64_t truncated;                 /* responses with TC set */
+    uint64_t dropped_short;             /* not DNS (under 12 bytes): no response */
+    uint64_t dropped_qr;                /* QR set: no response */
+    uint64_t edns;                      /* queries with EDNS */
+    uint64_t ecs;                       /* ... with an EDNS Client Subnet option */
 } server_stats_t;
+
+/** Lower-case name of a qtype slot ("a", "aaaa", "other") or rcode slot ("noerror"...). */
+const char *server_qtype_name(unsigned slot);
+const char *server_rcode_name(unsigned slot);
 
 /**
  * Bind and start. cfg must outlive the server; *view (never NULL once started) is read by the
