@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tern/answer/answer.h"
@@ -29,7 +31,7 @@
 #include "tern/load/loader.h"
 #include "tern/net/server.h"
 
-enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK };
+enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
 
 static const struct option long_opts[] = {
     {"config", required_argument, NULL, 'c'},
@@ -37,6 +39,9 @@ static const struct option long_opts[] = {
     {"zone", required_argument, NULL, OPT_ZONE},
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"check-config", no_argument, NULL, OPT_CHECK},
+    {"user", required_argument, NULL, OPT_USER},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -52,6 +57,9 @@ static void usage(FILE *out)
                  "      --zone ORIGIN=FILE  serve zone ORIGIN from master file FILE; repeatable;\n"
                  "                          added to the config file's zones\n"
                  "      --workers N|auto    worker threads (overrides the config file)\n"
+                 "      --user NAME         after binding, run as this user (config: user)\n"
+                 "      --group NAME        ... and this group (config: group)\n"
+                 "      --allow-root        keep running as root (config: allow_root: true)\n"
                  "      --check-config      validate the configuration and load every zone, then\n"
                  "                          exit 0 (valid) or 1 (not) without serving\n"
                  "  -v, --version           print the version and exit\n"
@@ -143,6 +151,40 @@ static int drop_privileges(const config_t *cfg)
     return 0;
 }
 
+/* systemd (Type=notify): a no-op when NOTIFY_SOCKET is unset. */
+static void notify_status(const loader_stats_t *st, const char *prefix)
+{
+    char status[768];
+    if (st->last_time == 0)
+        snprintf(status, sizeof(status), "%sserving %zu zones, %zu records", prefix, st->zones,
+                 st->records);
+    else if (st->last_ok)
+        snprintf(status, sizeof(status),
+                 "%sserving %zu zones, %zu records; last reload ok in %lld ms", prefix, st->zones,
+                 st->records, (long long)st->last_duration_ms);
+    else
+        snprintf(status, sizeof(status), "%sserving %zu zones, %zu records; last reload FAILED: %s",
+                 prefix, st->zones, st->records, st->last_error);
+    sd_notifyf(0, "STATUS=%s", status);
+}
+
+/* loader_listener_fn: RELOADING=1 with the monotonic time when a reload starts (systemd's reload
+ * protocol), READY=1 and the new status when it ends. */
+static void on_reload(void *ctx, bool done, const loader_stats_t *st)
+{
+    (void)ctx;
+    if (!done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+                   (unsigned long long)ts.tv_sec * 1000000ull +
+                       (unsigned long long)ts.tv_nsec / 1000);
+        return;
+    }
+    sd_notify(0, "READY=1");
+    notify_status(st, "");
+}
+
 /* The command line, kept so every reload applies it again over a fresh read of the config file. */
 typedef struct cli {
     const char *config_path; /* -c, or NULL */
@@ -153,6 +195,8 @@ typedef struct cli {
     } zones[256];
     size_t nzones;
     unsigned workers; /* 0 = from the config */
+    const char *user, *group;
+    bool allow_root;
     bool check_only;
 } cli_t;
 
@@ -214,6 +258,15 @@ static int parse_args(int argc, char **argv, cli_t *cli)
         case OPT_CHECK:
             cli->check_only = true;
             break;
+        case OPT_USER:
+            cli->user = optarg;
+            break;
+        case OPT_GROUP:
+            cli->group = optarg;
+            break;
+        case OPT_ALLOW_ROOT:
+            cli->allow_root = true;
+            break;
         default:
             usage(stderr);
             return 1;
@@ -248,6 +301,18 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
         }
     if (cli->workers)
         cfg->workers = cli->workers;
+    if (cli->user) {
+        free(cfg->user);
+        if (!(cfg->user = strdup(cli->user)))
+            return TERN_ENOMEM;
+    }
+    if (cli->group) {
+        free(cfg->group);
+        if (!(cfg->group = strdup(cli->group)))
+            return TERN_ENOMEM;
+    }
+    if (cli->allow_root)
+        cfg->allow_root = true;
     return 0;
 }
 
@@ -306,10 +371,20 @@ int main(int argc, char **argv)
     }
     if (drop_privileges(cfg) < 0)
         goto out;
+    if (geteuid() == 0 && !cfg->allow_root) {
+        log_err("refusing to run as root: set 'user:' (or --user) to the account ternd should run "
+                "as, or 'allow_root: true' (--allow-root) to stay root");
+        goto out;
+    }
+    loader_set_listener(loader, on_reload, NULL);
     if (loader_start(loader) < 0)
         goto out;
     log_listen(cfg, srv);
-    log_info("ready: %u workers", cfg->workers);
+    log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
+    loader_stats_t st;
+    loader_get_stats(loader, &st);
+    sd_notify(0, "READY=1");
+    notify_status(&st, "");
 
     /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
      * the loader into one more reload after it. */
@@ -327,6 +402,7 @@ int main(int argc, char **argv)
             loader_request(loader);
         } else {
             log_info("signal %u: shutting down", si.ssi_signo);
+            sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
             break;
         }
     }
@@ -335,6 +411,8 @@ out:
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
     server_stop(srv);
+    if (srv)
+        log_info("stopped");
     if (pid_file && unlink(pid_file) < 0 && errno != ENOENT)
         log_warn("pid file %s: %s", pid_file, strerror(errno)); /* e.g. no longer ours to remove */
     loader_free(loader);

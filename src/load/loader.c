@@ -67,6 +67,8 @@ struct loader {
     uint64_t finished;   /* every request up to this one is covered by a finished reload */
     bool stop;
     uint64_t generation; /* reloads attempted */
+    loader_listener_fn listener;
+    void *listener_ctx;
     loader_stats_t stats;
 };
 
@@ -344,6 +346,8 @@ static void publish(loader_t *l, struct snapshot *s)
 static void reload(loader_t *l)
 {
     char err[1024];
+    if (l->listener)
+        l->listener(l->listener_ctx, false, NULL);
     int64_t start = monotonic_ms();
     uint64_t gen = ++l->generation;
     config_t *cfg = calloc(1, sizeof(*cfg));
@@ -395,7 +399,10 @@ static void reload(loader_t *l)
     l->stats.last_ok = ok;
     l->stats.last_duration_ms = ms;
     l->stats.last_time = (int64_t)time(NULL);
+    loader_stats_t snap = l->stats;
     pthread_mutex_unlock(&l->mu);
+    if (l->listener)
+        l->listener(l->listener_ctx, true, &snap);
 }
 
 /* Reloads yield to the workers when they share a CPU: a large zone then takes longer to load,
@@ -487,6 +494,12 @@ out:
 const answer_view_t *const *loader_published(const loader_t *l)
 {
     return &l->published;
+}
+
+void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx)
+{
+    l->listener = fn;
+    l->listener_ctx = ctx;
 }
 
 int loader_start(loader_t *l)

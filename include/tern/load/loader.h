@@ -65,6 +65,15 @@ int loader_load(loader_t *l, const config_t **cfg) TERN_WUR;
 /** Where the current view is published, for the workers (read with tern_rcu_deref()). */
 const answer_view_t *const *loader_published(const loader_t *l);
 
+/**
+ * Called on the loader thread when a reload starts (done = false) and when it has finished
+ * (done = true, stats filled). For service-manager notifications (sd_notify); keep it short.
+ */
+typedef void (*loader_listener_fn)(void *ctx, bool done, const loader_stats_t *stats);
+
+/** Set the listener (before loader_start()). */
+void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx);
+
 /** Start the loader thread (after loader_load()). 0 or a negative code. */
 int loader_start(loader_t *l) TERN_WUR;
 
