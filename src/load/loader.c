@@ -35,6 +35,7 @@ struct zent {
     char *file; /* the path as configured */
     zone_t *zone;
     int64_t loaded; /* wall clock when this version of the zone was read */
+    bool fresh;     /* read by the reload that built this snapshot (not shared) */
     struct dep *deps;
     size_t ndeps, capdeps;
 };
@@ -267,6 +268,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             }
             (*changed)++;
             e->loaded = (int64_t)time(NULL);
+            e->fresh = true;
         }
         e->zone = z;
         s->records += z->rr_count;
@@ -325,6 +327,60 @@ static void set_error(loader_t *l, const char *msg)
     snprintf(l->stats.last_error, sizeof(l->stats.last_error), "%s", msg);
 }
 
+/* At most this many per-zone lines per reload; a mass change is summarised. */
+#define LOG_ZONES_MAX 20
+
+static const struct zent *find_key(const old_index_t *ix, const char *key)
+{
+    if (!ix->slot)
+        return NULL;
+    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
+        if (strcmp(ix->old->z[ix->slot[j] - 1].key, key) == 0)
+            return &ix->old->z[ix->slot[j] - 1];
+    return NULL;
+}
+
+/* Log what a reload changed, zone by zone: added, reloaded (serials), removed. */
+static void log_changes(const struct snapshot *old, const struct snapshot *s)
+{
+    old_index_t in_old, in_new;
+    if (old_index_init(&in_old, old) < 0 || old_index_init(&in_new, s) < 0) {
+        free(in_old.slot);
+        return;
+    }
+    size_t lines = 0, more = 0;
+    for (size_t i = 0; i < s->nz; i++) {
+        const struct zent *e = &s->z[i];
+        if (!e->fresh)
+            continue;
+        if (lines++ >= LOG_ZONES_MAX) {
+            more++;
+            continue;
+        }
+        const struct zent *p = find_key(&in_old, e->key);
+        if (!p)
+            log_info("zone %s: added (serial %u)", e->key, e->zone->serial);
+        else if (p->zone->serial == e->zone->serial)
+            log_info("zone %s: reloaded, serial %u unchanged", e->key, e->zone->serial);
+        else
+            log_info("zone %s: reloaded, serial %u -> %u", e->key, p->zone->serial,
+                     e->zone->serial);
+    }
+    for (size_t i = 0; old && i < old->nz; i++) {
+        if (find_key(&in_new, old->z[i].key))
+            continue;
+        if (lines++ >= LOG_ZONES_MAX) {
+            more++;
+            continue;
+        }
+        log_info("zone %s: removed", old->z[i].key);
+    }
+    if (more)
+        log_info("... and %zu more zone changes", more);
+    free(in_old.slot);
+    free(in_new.slot);
+}
+
 /* Publish s and free what it replaces once no worker can still see it. */
 static void publish(loader_t *l, struct snapshot *s)
 {
@@ -374,8 +430,10 @@ static void reload(loader_t *l)
         free(cfg);
     }
     size_t nz = s ? s->nz : 0, records = s ? s->records : 0, bytes = s ? s->bytes : 0;
-    if (ok)
+    if (ok) {
+        log_changes(l->cur, s);
         publish(l, s);
+    }
     int64_t ms = monotonic_ms() - start;
     if (ok)
         log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records "
