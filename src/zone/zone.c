@@ -57,7 +57,7 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
     } else if (!n->cut && n->wildcard) {
         /* RFC 4592 §3.3.1: the source of synthesis is "*.<closest encloser>"; none below a cut */
         r->kind = ZONE_LOOKUP_WILDCARD;
-        r->node = n->wildcard;
+        r->node = &z->nodes[n->wildcard - 1];
     } else {
         r->kind = ZONE_LOOKUP_NXDOMAIN;
         r->node = NULL;

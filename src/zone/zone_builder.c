@@ -826,7 +826,6 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         const struct bname *bn = &b->nm[id];
         zone_node_t *n = &nodes[id];
         n->name = names + bn->off;
-        n->hash = bn->hash;
         n->name_len = bn->len;
         n->labels = bn->labels;
         if (id == 0)
@@ -837,10 +836,10 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             n->flags |= ZONE_NODE_ENT;
         if (bn->labels > max_labels)
             max_labels = bn->labels;
-        uint32_t i = n->hash & z->node_mask;
+        uint32_t i = bn->hash & z->node_mask;
         while (slot[i].node)
             i = (i + 1) & z->node_mask;
-        slot[i] = (zone_slot_t){.hash = n->hash, .node = id + 1};
+        slot[i] = (zone_slot_t){.hash = bn->hash, .node = id + 1};
     }
 
     /* RRsets: runs are already in type order per owner, RRs in file order per run */
@@ -891,7 +890,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     /* wildcard pointers: every "*.<name>" has its parent as a node (ENTs were added) */
     for (uint32_t id = 0; id < nnodes; id++)
         if ((nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
-            nodes[b->nm[id].parent].wildcard = &nodes[id];
+            nodes[b->nm[id].parent].wildcard = id + 1;
 
     /* cuts, parents before children (bucket order by label count). The cut recorded is the
      * topmost delegation on the path from the apex: a delegation below another one is occluded
@@ -919,7 +918,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     /* zone fields */
     z->apex_node = &nodes[0];
     z->apex = nodes[0].name;
-    z->hash = nodes[0].hash;
+    z->hash = b->nm[0].hash;
     z->apex_len = nodes[0].name_len;
     z->apex_labels = nodes[0].labels;
     z->max_labels = (uint8_t)max_labels;

@@ -45,19 +45,20 @@ enum zone_node_flags {
     ZONE_NODE_WILD = 1u << 3,  /* the name's first label is "*" */
 };
 
+/* 32 bytes: the name's hash lives in the index slot (zone_slot_t), the wildcard child is an index;
+ * a 100,000-name zone has as many nodes, so every 8 bytes here is most of a megabyte. */
 struct zone_node {
     const uint8_t *name; /* lowercased wire name */
-    uint32_t hash;       /* dname_hash(name) */
     uint8_t name_len;
-    uint8_t labels;              /* root excluded */
-    uint8_t flags;               /* zone_node_flags */
-    uint8_t nrrsets;             /* RRsets at rrsets[0..nrrsets), types ascending */
-    const zone_node_t *wildcard; /* the node "*.<name>" if it exists, else NULL */
-    const zone_node_t *cut;      /* nearest delegation point at or above this node, strictly
-                                    below the apex; NULL if none (the node is authoritative).
-                                    With nested NS sets it is the topmost one (the inner ones
-                                    are occluded), which a top-down walk meets first. */
-    const zone_rrset_t *rrsets;  /* an array sorted by type; NULL for an ENT */
+    uint8_t labels;             /* root excluded */
+    uint8_t flags;              /* zone_node_flags */
+    uint8_t nrrsets;            /* RRsets at rrsets[0..nrrsets), types ascending */
+    uint32_t wildcard;          /* index + 1 in zone.nodes of "*.<name>" if it exists, else 0 */
+    const zone_node_t *cut;     /* nearest delegation point at or above this node, strictly
+                                   below the apex; NULL if none (the node is authoritative).
+                                   With nested NS sets it is the topmost one (the inner ones
+                                   are occluded), which a top-down walk meets first. */
+    const zone_rrset_t *rrsets; /* an array sorted by type; NULL for an ENT */
 };
 
 /* One slot of a zone's name index: the node's hash beside its index, so a probe compares hashes

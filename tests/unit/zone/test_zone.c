@@ -140,10 +140,10 @@ static void test_zone_fields(void **state)
         if (!z->node_slots[i].node)
             continue;
         const zone_node_t *n = &z->nodes[z->node_slots[i].node - 1];
-        assert_int_equal(z->node_slots[i].hash, n->hash);
+        uint32_t h = z->node_slots[i].hash;
         seen++;
-        assert_int_equal(n->hash, dname_hash(n->name));
-        assert_ptr_equal(zone_find_node(z, n->name, n->name_len, n->hash), n);
+        assert_int_equal(h, dname_hash(n->name));
+        assert_ptr_equal(zone_find_node(z, n->name, n->name_len, h), n);
         assert_int_equal(n->labels, dname_labels(n->name));
     }
     assert_int_equal(seen, z->node_count);
@@ -247,7 +247,7 @@ static void test_lookup_ent(void **state)
     lookup(z, "c.example.test.", &r);
     assert_int_equal(r.kind, ZONE_LOOKUP_EXACT);
     assert_true(r.node->flags & ZONE_NODE_ENT);
-    assert_ptr_equal(r.node->wildcard, find(z, "*.c.example.test."));
+    assert_ptr_equal(&z->nodes[r.node->wildcard - 1], find(z, "*.c.example.test."));
     lookup(z, "_tcp.example.test.", &r);
     assert_int_equal(r.kind, ZONE_LOOKUP_EXACT);
     assert_true(r.node->flags & ZONE_NODE_ENT);
