@@ -526,9 +526,13 @@ int loader_load(loader_t *l, const config_t **cfg_out)
     if (rc < 0) {
         if (err[0])
             log_err("%s", err);
+        config_free(cfg);
         free(cfg);
         goto out;
     }
+    /* the configured log settings apply from the first line about the zones on */
+    log_set_level(cfg->log_level);
+    log_set_target(cfg->log_target);
     l->cfg0 = cfg;
     struct snapshot *s;
     size_t changed;
