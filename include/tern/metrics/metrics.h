@@ -1,0 +1,51 @@
+/*
+ * metrics.h — the Prometheus text endpoint: GET /metrics on one configured address.
+ *
+ * Owns an HTTP listener (libmicrohttpd) bound to exactly the configured address — loopback is
+ * the intended use, there is no authentication — and nothing else. Every request renders a
+ * fresh exposition (text format 0.0.4) from what it reads at that moment:
+ *   - the workers' counters, summed by server_stats() (relaxed reads, no lock, nothing stopped);
+ *   - the loader's counters (loader_get_stats()) and its zones (loader_zones(), which holds the
+ *     loader's lock for the short time it takes to format two lines per zone).
+ * Families: tern_build_info, tern_start_time_seconds, tern_workers, tern_queries_total{transport},
+ * tern_queries_by_type_total{qtype}, tern_responses_total{rcode},
+ * tern_responses_truncated_total, tern_dropped_total{reason}, tern_udp_{received,sent,
+ * dropped}_total, tern_tcp_connections_total{event}, tern_edns_queries_total,
+ * tern_ecs_queries_total, tern_zones, tern_zone_serial{zone}, tern_zone_records{zone},
+ * tern_reloads_total{result}, tern_last_reload_{duration_seconds,success,timestamp_seconds}
+ * (the last three have a sample only once a reload has run: the initial load is not a reload).
+ *
+ * Lifecycle: metrics_start() after server_start() and loader_load() (it reads both), before
+ * dropping privileges (the address may be a privileged port); metrics_stop() before
+ * server_stop() and loader_free(). The address is fixed until restart.
+ *
+ * Threads: requests are served on libmicrohttpd's own polling thread, never on a worker; it
+ * inherits the caller's signal mask (block SIGINT/SIGTERM/SIGHUP before metrics_start()). The
+ * rendering allocates (a buffer per request): it is off the query path.
+ */
+#ifndef TERN_METRICS_METRICS_H
+#define TERN_METRICS_METRICS_H
+
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/load/loader.h"
+#include "tern/net/server.h"
+
+typedef struct metrics metrics_t;
+
+/**
+ * Serve GET /metrics on listen ("ADDR:PORT" for IPv4, "[V6]:PORT" for IPv6, as
+ * config_parse_listen() reads it; port 0 = ephemeral, see metrics_port()). loader and server
+ * must outlive the endpoint. Other paths answer 404, methods other than GET and HEAD 405.
+ * Returns NULL after logging why (bad address, address in use, out of memory).
+ */
+metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *server) TERN_WUR;
+
+/** The port actually bound (the ephemeral one when 0 was configured). */
+uint16_t metrics_port(const metrics_t *m);
+
+/** Close the listener, finish the request in hand, join the thread and free. NULL is a no-op. */
+void metrics_stop(metrics_t *m);
+
+#endif

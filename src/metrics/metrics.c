@@ -1,0 +1,454 @@
+/*
+ * metrics.c — GET /metrics in the Prometheus text format (0.0.4), served by libmicrohttpd.
+ *
+ * libmicrohttpd runs its own polling thread (MHD_USE_AUTO_INTERNAL_THREAD: epoll on Linux) and
+ * calls on_request() there; nothing here ever runs on a worker. Each request renders a new body
+ * into a heap buffer that libmicrohttpd frees once sent.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/conf/config.h"
+#include "tern/metrics/metrics.h"
+
+/* A scraper needs one connection; 16 leave room for a few scrapers and a curl by hand, and cap
+ * what a misbehaving local client can hold (each costs libmicrohttpd's 32 KiB memory pool). */
+#define METRICS_MAX_CONNECTIONS 16u
+/* Prometheus' default scrape timeout is 10 s: a connection silent for longer is not a scraper. */
+#define METRICS_TIMEOUT_S 10u
+/* First buffer: the fixed families take about 5 KiB; zones add ~100 bytes each and the buffer
+ * doubles from here. */
+#define BODY_INITIAL (16u * 1024)
+/* 64 MiB is ~600,000 zones; past it something is wrong and a 500 is better than any size. */
+#define BODY_MAX (64u * 1024 * 1024)
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct metrics {
+    struct MHD_Daemon *daemon;
+    loader_t *loader;
+    const server_t *server;
+    uint16_t port;
+    int64_t start_time;  /* wall clock, s since the epoch */
+    atomic_bool serving; /* set once started: libmicrohttpd's messages are then per client */
+};
+
+/* ---- body buffer ---------------------------------------------------------------------------- */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+    bool fail; /* out of memory or over BODY_MAX: the request answers 500 */
+} buf_t;
+
+static bool buf_init(buf_t *b)
+{
+    *b = (buf_t){.p = malloc(BODY_INITIAL), .cap = BODY_INITIAL};
+    b->fail = !b->p;
+    if (b->p)
+        b->p[0] = '\0';
+    return !b->fail;
+}
+
+/* Make room for need more bytes (terminating NUL included). */
+static bool buf_reserve(buf_t *b, size_t need)
+{
+    if (b->fail)
+        return false;
+    if (b->cap - b->len >= need)
+        return true;
+    if (need > BODY_MAX - b->len) {
+        b->fail = true;
+        return false;
+    }
+    size_t cap = b->cap * 2 > b->len + need ? b->cap * 2 : b->len + need;
+    if (cap > BODY_MAX)
+        cap = BODY_MAX;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->fail = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static void put(buf_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
+static void put(buf_t *b, const char *fmt, ...)
+{
+    /* At most two rounds: if the first does not fit, the second has exactly the room it asked. */
+    for (int round = 0; round < 2 && !b->fail; round++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->fail = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        buf_reserve(b, (size_t)n + 1);
+    }
+}
+
+static void put_bytes(buf_t *b, const char *s, size_t n)
+{
+    if (!buf_reserve(b, n + 1))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* A label value as the exposition format wants it: backslash, double quote and newline escaped. */
+static void put_label_value(buf_t *b, const char *v)
+{
+    size_t n = strlen(v);
+    if (!buf_reserve(b, 2 * n + 1))
+        return;
+    char *o = b->p + b->len;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '\\' || v[i] == '"') {
+            *o++ = '\\';
+            *o++ = v[i];
+        } else if (v[i] == '\n') {
+            *o++ = '\\';
+            *o++ = 'n';
+        } else {
+            *o++ = v[i];
+        }
+    }
+    *o = '\0';
+    b->len = (size_t)(o - b->p);
+}
+
+/* ---- exposition ----------------------------------------------------------------------------- */
+
+static void family(buf_t *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample(buf_t *b, const char *name, uint64_t v)
+{
+    put(b, "%s %" PRIu64 "\n", name, v);
+}
+
+/* name{key="value"} v, the value escaped. */
+static void sample_label(buf_t *b, const char *name, const char *key, const char *value, uint64_t v)
+{
+    put(b, "%s{%s=\"", name, key);
+    put_label_value(b, value);
+    put(b, "\"} %" PRIu64 "\n", v);
+}
+
+typedef struct zone_lines {
+    buf_t *serial; /* the body: tern_zone_serial goes straight in */
+    buf_t records; /* tern_zone_records, appended after (a family's lines must be together) */
+} zone_lines_t;
+
+static void on_zone(void *ctx, const loader_zone_info_t *z)
+{
+    zone_lines_t *zl = ctx;
+    sample_label(zl->serial, "tern_zone_serial", "zone", z->origin, z->serial);
+    sample_label(&zl->records, "tern_zone_records", "zone", z->origin, z->records);
+}
+
+static void render_server(buf_t *b, const server_t *s)
+{
+    server_stats_t st;
+    server_stats(s, &st);
+
+    family(b, "tern_workers", "gauge", "Worker threads answering queries.");
+    sample(b, "tern_workers", server_workers(s));
+
+    family(b, "tern_queries_total", "counter",
+           "DNS messages handed to the answer path, by transport (dropped ones included).");
+    sample_label(b, "tern_queries_total", "transport", "udp", st.queries_udp);
+    sample_label(b, "tern_queries_total", "transport", "tcp", st.queries_tcp);
+
+    family(b, "tern_queries_by_type_total", "counter",
+           "Answered queries by question type (axfr counts AXFR and IXFR).");
+    for (unsigned i = 0; i < SERVER_QTYPE_COUNT; i++)
+        sample_label(b, "tern_queries_by_type_total", "qtype", server_qtype_name(i), st.qtype[i]);
+
+    family(b, "tern_responses_total", "counter", "Responses by rcode.");
+    for (unsigned i = 0; i < SERVER_RCODE_COUNT; i++)
+        sample_label(b, "tern_responses_total", "rcode", server_rcode_name(i), st.rcode[i]);
+
+    family(b, "tern_responses_truncated_total", "counter", "Responses sent with TC set.");
+    sample(b, "tern_responses_truncated_total", st.truncated);
+
+    family(b, "tern_dropped_total", "counter",
+           "Messages dropped without a response: shorter than a DNS header, or with QR set.");
+    sample_label(b, "tern_dropped_total", "reason", "short", st.dropped_short);
+    sample_label(b, "tern_dropped_total", "reason", "qr", st.dropped_qr);
+
+    family(b, "tern_udp_received_total", "counter", "UDP datagrams received.");
+    sample(b, "tern_udp_received_total", st.udp_received);
+    family(b, "tern_udp_sent_total", "counter", "UDP responses the kernel accepted.");
+    sample(b, "tern_udp_sent_total", st.udp_sent);
+    family(b, "tern_udp_dropped_total", "counter",
+           "UDP datagrams not answered: truncated on receipt, no answer, or a failed send.");
+    sample(b, "tern_udp_dropped_total", st.udp_dropped);
+
+    family(b, "tern_tcp_connections_total", "counter",
+           "TCP connections: accepted, refused at the connection limit, and closed by cause "
+           "(idle timeout, peer not reading, bad message, lifetime, peer close).");
+    static const struct {
+        const char *event;
+        size_t offset;
+    } tcp[] = {
+        {"accepted", offsetof(server_stats_t, tcp_accepted)},
+        {"refused", offsetof(server_stats_t, tcp_refused)},
+        {"closed_idle", offsetof(server_stats_t, tcp_closed_idle)},
+        {"closed_full", offsetof(server_stats_t, tcp_closed_full)},
+        {"closed_bad", offsetof(server_stats_t, tcp_closed_bad)},
+        {"closed_lifetime", offsetof(server_stats_t, tcp_closed_life)},
+        {"closed_peer", offsetof(server_stats_t, tcp_closed_peer)},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(tcp); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st + tcp[i].offset, sizeof(v));
+        sample_label(b, "tern_tcp_connections_total", "event", tcp[i].event, v);
+    }
+
+    family(b, "tern_edns_queries_total", "counter", "Queries with an EDNS OPT record.");
+    sample(b, "tern_edns_queries_total", st.edns);
+    family(b, "tern_ecs_queries_total", "counter", "Queries with an EDNS Client Subnet option.");
+    sample(b, "tern_ecs_queries_total", st.ecs);
+}
+
+static void render_loader(buf_t *b, loader_t *l)
+{
+    loader_stats_t st;
+    loader_get_stats(l, &st);
+
+    family(b, "tern_reloads_total", "counter",
+           "Reloads by result (ok: published; failed: the previous data kept serving).");
+    sample_label(b, "tern_reloads_total", "result", "ok", st.reloads_ok);
+    sample_label(b, "tern_reloads_total", "result", "failed", st.reloads_failed);
+
+    /* No sample before the first reload: the initial load is not one, and a made-up 0 would
+     * read as a failure (success) or as an instant reload (duration). */
+    bool reloaded = st.last_duration_ms >= 0;
+    family(b, "tern_last_reload_duration_seconds", "gauge",
+           "Duration of the last reload, successful or not.");
+    if (reloaded)
+        put(b, "tern_last_reload_duration_seconds %" PRId64 ".%03" PRId64 "\n",
+            st.last_duration_ms / 1000, st.last_duration_ms % 1000);
+    family(b, "tern_last_reload_success", "gauge", "1 if the last reload was published, else 0.");
+    if (reloaded)
+        sample(b, "tern_last_reload_success", st.last_ok ? 1 : 0);
+    family(b, "tern_last_reload_timestamp_seconds", "gauge",
+           "When the last reload finished, in seconds since the epoch.");
+    if (reloaded)
+        put(b, "tern_last_reload_timestamp_seconds %" PRId64 "\n", st.last_time);
+
+    /* Both per-zone families from one pass under the loader's lock, so they list the same
+     * zones even if a reload publishes right after; tern_zones is that pass's count. */
+    zone_lines_t zl = {.serial = b};
+    if (!buf_init(&zl.records)) {
+        b->fail = true;
+        return;
+    }
+    family(b, "tern_zone_serial", "gauge", "SOA serial of each served zone.");
+    size_t n = loader_zones(l, on_zone, &zl);
+    family(b, "tern_zones", "gauge", "Zones served.");
+    sample(b, "tern_zones", n);
+    family(b, "tern_zone_records", "gauge", "Records in each served zone.");
+    if (zl.records.fail)
+        b->fail = true;
+    put_bytes(b, zl.records.p, zl.records.len);
+    free(zl.records.p);
+}
+
+static void render(buf_t *b, const metrics_t *m)
+{
+    family(b, "tern_build_info", "gauge", "Always 1; the version is in the label.");
+    sample_label(b, "tern_build_info", "version", TERN_VERSION, 1);
+    family(b, "tern_start_time_seconds", "gauge",
+           "When ternd started, in seconds since the epoch.");
+    put(b, "tern_start_time_seconds %" PRId64 "\n", m->start_time);
+    render_server(b, m->server);
+    render_loader(b, m->loader);
+}
+
+/* ---- HTTP ----------------------------------------------------------------------------------- */
+
+/* A short static text answer (404, 405, 500). */
+static enum MHD_Result answer_text(struct MHD_Connection *c, unsigned status, const char *text,
+                                   const char *allow)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    enum MHD_Result ok =
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    if (ok == MHD_YES && allow)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (ok == MHD_YES)
+        ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    static int request_seen; /* its address marks a request whose headers we have seen */
+    const metrics_t *m = cls;
+    (void)version;
+    (void)upload_data;
+
+    /* Other methods are answered on the first call, before any body is read: libmicrohttpd then
+     * closes the connection instead of reading a body nobody wants. */
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return answer_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", "GET, HEAD");
+    /* GET and HEAD are answered on a later call, once the request is complete: a response
+     * queued on the first call ends the connection, and scrapers keep theirs alive. */
+    if (!*con_cls) {
+        *con_cls = &request_seen;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        *upload_data_size = 0; /* a GET with a body: ignored */
+        return MHD_YES;
+    }
+    if (strcmp(url, "/metrics") != 0)
+        return answer_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n", NULL);
+
+    buf_t b;
+    if (buf_init(&b))
+        render(&b, m);
+    if (b.fail) {
+        free(b.p);
+        log_warn("metrics: cannot render the exposition (out of memory or over %u bytes)",
+                 BODY_MAX);
+        return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics\n", NULL);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(b.p);
+        return MHD_NO;
+    }
+    enum MHD_Result ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+    if (ok == MHD_YES)
+        ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* libmicrohttpd's own messages into our log: at startup they say why it cannot serve (a
+ * warning, followed by our error); once serving they are about single clients (a reset, a
+ * malformed request, the connection limit), which must not flood the log: debug. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) TERN_PRINTF(2, 0);
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    const metrics_t *m = cls;
+    char msg[512];
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (n < 0)
+        return;
+    size_t len = strnlen(msg, sizeof(msg));
+    if (len > 0 && msg[len - 1] == '\n')
+        msg[len - 1] = '\0';
+    log_msg(atomic_load(&m->serving) ? LOG_LVL_DEBUG : LOG_LVL_WARN, "metrics: %s", msg);
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)ss;
+        return (ntohl(sa->sin_addr.s_addr) >> 24) == 127;
+    }
+    const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)ss;
+    return IN6_IS_ADDR_LOOPBACK(&sa->sin6_addr);
+}
+
+metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *server)
+{
+    config_listen_t addr;
+    if (!listen || config_parse_listen(&addr, listen) < 0) {
+        log_err("metrics: bad address \"%s\" (want ADDR:PORT or [V6]:PORT)",
+                listen ? listen : "(null)");
+        return NULL;
+    }
+    metrics_t *m = calloc(1, sizeof(*m));
+    if (!m) {
+        log_err("metrics: out of memory");
+        return NULL;
+    }
+    m->loader = loader;
+    m->server = server;
+    atomic_init(&m->serving, false);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    m->start_time = ts.tv_sec;
+
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6; /* IPV6_V6ONLY: exactly this address, no IPv4 mapped */
+    uint16_t port =
+        ntohs(addr.addr.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&addr.addr)->sin6_port
+                                              : ((const struct sockaddr_in *)&addr.addr)->sin_port);
+    /* The port argument is ignored when MHD_OPTION_SOCK_ADDR is given; pass it for clarity. */
+    m->daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, on_request, m,
+        /* first, or libmicrohttpd writes to stderr about the options before it */
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr.addr,
+        MHD_OPTION_CONNECTION_LIMIT, METRICS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+        METRICS_TIMEOUT_S, MHD_OPTION_END);
+    if (!m->daemon) {
+        log_err("metrics: cannot serve on %s", listen);
+        free(m);
+        return NULL;
+    }
+    atomic_store(&m->serving, true);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = info ? info->port : port;
+    if (!is_loopback(&addr.addr))
+        log_warn("metrics: %s is not a loopback address and the endpoint has no authentication",
+                 listen);
+    char host[INET6_ADDRSTRLEN] = "?";
+    const void *a = addr.addr.ss_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)&addr.addr)->sin6_addr
+                        : (const void *)&((const struct sockaddr_in *)&addr.addr)->sin_addr;
+    inet_ntop(addr.addr.ss_family, a, host, sizeof(host));
+    if (addr.addr.ss_family == AF_INET6)
+        log_info("metrics: serving http://[%s]:%u/metrics", host, m->port);
+    else
+        log_info("metrics: serving http://%s:%u/metrics", host, m->port);
+    return m;
+}
+
+uint16_t metrics_port(const metrics_t *m)
+{
+    return m->port;
+}
+
+void metrics_stop(metrics_t *m)
+{
+    if (!m)
+        return;
+    MHD_stop_daemon(m->daemon);
+    free(m);
+}
