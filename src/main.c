@@ -29,6 +29,7 @@
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
 #include "tern/load/loader.h"
+#include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
@@ -322,6 +323,7 @@ int main(int argc, char **argv)
     int rc = 1;
     loader_t *loader = NULL;
     server_t *srv = NULL;
+    metrics_t *metrics = NULL;
     int sfd = -1;
     const char *pid_file = NULL;
 
@@ -361,6 +363,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (!(srv = server_start(cfg, loader_published(loader))))
+        goto out;
+    if (cfg->metrics_listen && !(metrics = metrics_start(cfg->metrics_listen, loader, srv)))
         goto out;
     if (cfg->pid_file) {
         if ((r = write_pid_file(cfg->pid_file)) < 0) {
@@ -408,6 +412,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 out:
+    metrics_stop(metrics); /* it reads the loader and the workers: stop it before either */
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
     server_stop(srv);
