@@ -28,6 +28,7 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
+#include "tern/ctl/ctl.h"
 #include "tern/load/loader.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
@@ -324,6 +325,7 @@ int main(int argc, char **argv)
     loader_t *loader = NULL;
     server_t *srv = NULL;
     metrics_t *metrics = NULL;
+    ctl_t *ctl = NULL;
     int sfd = -1;
     const char *pid_file = NULL;
 
@@ -383,6 +385,10 @@ int main(int argc, char **argv)
     loader_set_listener(loader, on_reload, NULL);
     if (loader_start(loader) < 0)
         goto out;
+    /* after loader_start (a reload request needs the loader thread) and after dropping
+     * privileges (the socket belongs to the user that removes it at exit) */
+    if (cfg->control_socket && !(ctl = ctl_start(cfg->control_socket, loader, srv, cfg->workers)))
+        goto out;
     log_listen(cfg, srv);
     log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
     loader_stats_t st;
@@ -412,6 +418,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 out:
+    ctl_stop(ctl); /* first: a reload it waits for finishes, then nobody asks for more */
     metrics_stop(metrics); /* it reads the loader and the workers: stop it before either */
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);

@@ -1,0 +1,915 @@
+/*
+ * ctl.c — the control socket's thread: accept, read one request line, answer, close.
+ *
+ * One connection at a time, on a thread of its own: control traffic is rare (an operator, a
+ * monitoring script), and serving it sequentially keeps the thread free of connection state.
+ * Every read and write is non-blocking under poll() with a deadline, and every poll() also
+ * watches the stop eventfd, so neither a stalled client nor a pending connection delays
+ * ctl_stop(). The only wait that does not watch it is loader_reload_wait(): a reload, once asked
+ * for, finishes (loader_stop() would wait for it as well).
+ *
+ * Responses are built in memory first (a growable buffer), then written: a response is at most a
+ * line per zone, and building it whole means the loader's lock (loader_zones()) is held only to
+ * copy the zone list, never while a client reads.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/ctl/ctl.h"
+
+/* Connections waiting while one is served; ternctl retries a full backlog until its timeout. */
+#define CTL_BACKLOG 16
+
+/* ctl_exchange() refuses a larger response: a line per zone is ~150 bytes, so this allows
+ * hundreds of thousands of zones while bounding what a confused peer can make ternctl buffer. */
+#define CTL_MAX_RESPONSE ((size_t)64 << 20)
+
+/* After a failed accept() (EMFILE, ENOBUFS...) the listener stays readable: pause this long
+ * before trying again so the thread does not spin, and the log gets one line per pause. */
+#define CTL_ACCEPT_BACKOFF_MS 200
+
+/* ctl_connect(): a full backlog means the server is busy with a reload; poll for room this
+ * often. */
+#define CTL_CONNECT_RETRY_MS 10
+
+/* The socket file's mode: the owner (the user ternd runs as) and its group (operators). */
+#define CTL_SOCKET_MODE 0660
+
+struct ctl {
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    loader_t *loader; /* may be NULL (tests) */
+    server_t *server; /* may be NULL (tests) */
+    unsigned workers;
+    int lfd;   /* the listening socket */
+    int evfd;  /* ctl_stop() writes it */
+    dev_t dev; /* identity of the socket file we bound, so ctl_stop() removes only ours */
+    ino_t ino;
+    int64_t start_ms; /* monotonic, for the uptime */
+    int64_t start_wall;
+    pthread_t thread;
+    struct ucred peer; /* of the connection being served, for the log */
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "2026-11-23T10:00:00Z", or "never" for 0 (the loader's "not yet"). */
+static void fmt_time(char *buf, size_t cap, int64_t t)
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    if (t <= 0 || !gmtime_r(&tt, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, cap, "never");
+}
+
+/* --- response buffer */
+
+typedef struct sb {
+    char *p;
+    size_t len, cap; /* p holds len bytes and a NUL */
+    bool oom;        /* an append failed: the response becomes "error: out of memory" */
+} sb_t;
+
+static bool sb_reserve(sb_t *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1) { /* doubles: at most ~15 passes below the limit */
+        if (cap > CTL_MAX_RESPONSE) {
+            b->oom = true;
+            return false;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static void sb_append(sb_t *b, const char *data, size_t len)
+{
+    if (!sb_reserve(b, len))
+        return;
+    memcpy(b->p + b->len, data, len);
+    b->len += len;
+    b->p[b->len] = '\0';
+}
+
+/* Append one printf-formatted line and its "\n". Control characters that came in through a name,
+ * a path or an error message are written as '?', so one line stays one line. */
+static void sb_line(sb_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
+static void sb_line(sb_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !sb_reserve(b, (size_t)n + 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    for (size_t i = b->len; i < b->len + (size_t)n; i++)
+        if ((unsigned char)b->p[i] < 0x20 || (unsigned char)b->p[i] == 0x7f)
+            b->p[i] = '?';
+    b->len += (size_t)n;
+    b->p[b->len++] = '\n';
+    b->p[b->len] = '\0';
+}
+
+/* --- the zone list, copied out of the loader's lock */
+
+typedef struct zinfo {
+    char *origin;
+    char *file;
+    uint32_t serial;
+    size_t records;
+    size_t bytes;
+    int64_t loaded;
+} zinfo_t;
+
+typedef struct zlist {
+    zinfo_t *z;
+    size_t n, cap;
+    bool oom;
+} zlist_t;
+
+/* loader_zone_fn: runs under the loader's lock, so it only copies. */
+static void zlist_add(void *ctx, const loader_zone_info_t *zi)
+{
+    zlist_t *l = ctx;
+    if (l->oom)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        zinfo_t *z = realloc(l->z, cap * sizeof(*z));
+        if (!z) {
+            l->oom = true;
+            return;
+        }
+        l->z = z;
+        l->cap = cap;
+    }
+    zinfo_t *e = &l->z[l->n];
+    *e = (zinfo_t){
+        .serial = zi->serial, .records = zi->records, .bytes = zi->bytes, .loaded = zi->loaded};
+    if (!(e->origin = strdup(zi->origin)) || !(e->file = strdup(zi->file ? zi->file : ""))) {
+        free(e->origin);
+        l->oom = true;
+        return;
+    }
+    l->n++;
+}
+
+static void zlist_free(zlist_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->z[i].origin);
+        free(l->z[i].file);
+    }
+    free(l->z);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The published zones, in configuration order. false when out of memory (l is then empty). */
+static bool zlist_get(loader_t *ld, zlist_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    (void)loader_zones(ld, zlist_add, l);
+    if (l->oom) {
+        zlist_free(l);
+        return false;
+    }
+    return true;
+}
+
+static int zinfo_cmp(const void *a, const void *b)
+{
+    const zinfo_t *const *x = a, *const *y = b;
+    return strcmp((*x)->origin, (*y)->origin);
+}
+
+/* Pointers to l's zones sorted by origin, for bsearch(); NULL when out of memory (or empty). */
+static const zinfo_t **zlist_sorted(const zlist_t *l)
+{
+    const zinfo_t **s = malloc((l->n ? l->n : 1) * sizeof(*s));
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < l->n; i++)
+        s[i] = &l->z[i];
+    qsort(s, l->n, sizeof(*s), zinfo_cmp);
+    return s;
+}
+
+static const zinfo_t *zlist_find(const zinfo_t **sorted, size_t n, const char *origin)
+{
+    zinfo_t key = {.origin = (char *)origin};
+    const zinfo_t *kp = &key;
+    const zinfo_t **hit = bsearch(&kp, sorted, n, sizeof(*sorted), zinfo_cmp);
+    return hit ? *hit : NULL;
+}
+
+static void zone_line(sb_t *b, const zinfo_t *z)
+{
+    char t[32];
+    fmt_time(t, sizeof(t), z->loaded);
+    sb_line(b, "zone: %s serial %" PRIu32 " records %zu bytes %zu loaded %s file %s", z->origin,
+            z->serial, z->records, z->bytes, t, z->file);
+}
+
+/* --- commands: each fills body, or writes its error message into err (body may still follow) */
+
+typedef void (*cmd_fn)(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen);
+
+static void reload_counters(sb_t *b, const loader_stats_t *st)
+{
+    char t[32];
+    fmt_time(t, sizeof(t), st->last_time);
+    bool never = st->reloads_ok + st->reloads_failed == 0;
+    sb_line(b, "reloads_ok: %" PRIu64, st->reloads_ok);
+    sb_line(b, "reloads_failed: %" PRIu64, st->reloads_failed);
+    sb_line(b, "last_reload: %s", never ? "never" : t);
+    sb_line(b, "last_reload_result: %s", never ? "none" : st->last_ok ? "ok" : "failed");
+    sb_line(b, "last_reload_duration_ms: %lld", never ? -1LL : (long long)st->last_duration_ms);
+    if (!never && !st->last_ok)
+        sb_line(b, "last_reload_error: %s", st->last_error);
+}
+
+static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    (void)argv;
+    if (!c->loader) {
+        snprintf(err, errlen, "no loader: reload is not available");
+        return;
+    }
+    log_info("control socket: reload requested (pid %ld, uid %u)", (long)c->peer.pid,
+             (unsigned)c->peer.uid);
+    zlist_t before, after;
+    if (!zlist_get(c->loader, &before)) {
+        snprintf(err, errlen, "out of memory");
+        return;
+    }
+    loader_stats_t st0, st;
+    loader_get_stats(c->loader, &st0);
+    bool ok = loader_reload_wait(c->loader, &st);
+    if (!ok && st.reloads_ok + st.reloads_failed == st0.reloads_ok + st0.reloads_failed) {
+        /* loader_reload_wait() returned without any reload: the loader is stopping */
+        snprintf(err, errlen, "the server is shutting down: no reload was done");
+        zlist_free(&before);
+        return;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "reload failed: %s", st.last_error);
+        sb_line(body, "reload: failed");
+        sb_line(body, "duration_ms: %lld", (long long)st.last_duration_ms);
+        sb_line(body, "still_serving: the previous data");
+        sb_line(body, "zones: %zu", st.zones);
+        sb_line(body, "records: %zu", st.records);
+        sb_line(body, "reloads_failed: %" PRIu64, st.reloads_failed);
+        zlist_free(&before);
+        return;
+    }
+    /* What changed, seen from here: a zone is changed when it is new or its serial, record
+     * count, size, file or load time differs from before the request. (A zone re-read in the
+     * same second with identical content counts as unchanged.) */
+    const zinfo_t **sorted_before = NULL, **sorted_after = NULL;
+    if (!zlist_get(c->loader, &after) || !(sorted_before = zlist_sorted(&before)) ||
+        !(sorted_after = zlist_sorted(&after))) {
+        free(sorted_before);
+        zlist_free(&before);
+        zlist_free(&after);
+        snprintf(err, errlen, "out of memory");
+        return;
+    }
+    size_t changed = 0, removed = 0;
+    sb_t lines = {0};
+    for (size_t i = 0; i < after.n; i++) {
+        const zinfo_t *z = &after.z[i], *p = zlist_find(sorted_before, before.n, z->origin);
+        if (p && p->serial == z->serial && p->records == z->records && p->bytes == z->bytes &&
+            p->loaded == z->loaded && strcmp(p->file, z->file) == 0)
+            continue;
+        changed++;
+        if (p)
+            sb_line(&lines, "changed: %s serial %" PRIu32 " -> %" PRIu32 " records %zu", z->origin,
+                    p->serial, z->serial, z->records);
+        else
+            sb_line(&lines, "changed: %s serial %" PRIu32 " records %zu (new)", z->origin,
+                    z->serial, z->records);
+    }
+    for (size_t i = 0; i < before.n; i++)
+        if (!zlist_find(sorted_after, after.n, before.z[i].origin)) {
+            removed++;
+            sb_line(&lines, "removed: %s", before.z[i].origin);
+        }
+    sb_line(body, "reload: ok");
+    sb_line(body, "duration_ms: %lld", (long long)st.last_duration_ms);
+    sb_line(body, "zones: %zu", after.n);
+    sb_line(body, "records: %zu", st.records);
+    sb_line(body, "zones_changed: %zu", changed);
+    sb_line(body, "zones_unchanged: %zu", after.n - changed);
+    sb_line(body, "zones_removed: %zu", removed);
+    if (lines.oom)
+        body->oom = true;
+    else if (lines.len)
+        sb_append(body, lines.p, lines.len);
+    free(lines.p);
+    free(sorted_before);
+    free(sorted_after);
+    zlist_free(&before);
+    zlist_free(&after);
+}
+
+static void cmd_status(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    (void)argv;
+    char t[32];
+    fmt_time(t, sizeof(t), c->start_wall);
+    sb_line(body, "version: %s", TERN_VERSION);
+    sb_line(body, "pid: %ld", (long)getpid());
+    sb_line(body, "started: %s", t);
+    sb_line(body, "uptime_seconds: %lld", (long long)((now_ms() - c->start_ms) / 1000));
+    sb_line(body, "workers: %u", c->server ? server_workers(c->server) : c->workers);
+    if (!c->loader)
+        return;
+    zlist_t zl;
+    if (!zlist_get(c->loader, &zl)) {
+        snprintf(err, errlen, "out of memory");
+        return;
+    }
+    loader_stats_t st;
+    loader_get_stats(c->loader, &st);
+    sb_line(body, "zones: %zu", zl.n);
+    sb_line(body, "records: %zu", st.records);
+    reload_counters(body, &st);
+    for (size_t i = 0; i < zl.n; i++)
+        zone_line(body, &zl.z[i]);
+    zlist_free(&zl);
+}
+
+static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    (void)argv, (void)err, (void)errlen;
+    sb_line(body, "uptime_seconds: %lld", (long long)((now_ms() - c->start_ms) / 1000));
+    sb_line(body, "workers: %u", c->server ? server_workers(c->server) : c->workers);
+    if (c->server) {
+        server_stats_t s;
+        server_stats(c->server, &s);
+        sb_line(body, "queries: %" PRIu64, s.queries_udp + s.queries_tcp);
+        sb_line(body, "queries_udp: %" PRIu64, s.queries_udp);
+        sb_line(body, "queries_tcp: %" PRIu64, s.queries_tcp);
+        sb_line(body, "udp_received: %" PRIu64, s.udp_received);
+        sb_line(body, "udp_sent: %" PRIu64, s.udp_sent);
+        sb_line(body, "udp_dropped: %" PRIu64, s.udp_dropped);
+        sb_line(body, "tcp_accepted: %" PRIu64, s.tcp_accepted);
+        sb_line(body, "tcp_refused: %" PRIu64, s.tcp_refused);
+        sb_line(body, "tcp_queries: %" PRIu64, s.tcp_queries);
+        sb_line(body, "tcp_closed_idle: %" PRIu64, s.tcp_closed_idle);
+        sb_line(body, "tcp_closed_full: %" PRIu64, s.tcp_closed_full);
+        sb_line(body, "tcp_closed_bad: %" PRIu64, s.tcp_closed_bad);
+        sb_line(body, "tcp_closed_life: %" PRIu64, s.tcp_closed_life);
+        sb_line(body, "tcp_closed_peer: %" PRIu64, s.tcp_closed_peer);
+        for (unsigned i = 0; i < SERVER_QTYPE_COUNT; i++)
+            sb_line(body, "qtype_%s: %" PRIu64, server_qtype_name(i), s.qtype[i]);
+        for (unsigned i = 0; i < SERVER_RCODE_COUNT; i++)
+            sb_line(body, "rcode_%s: %" PRIu64, server_rcode_name(i), s.rcode[i]);
+        sb_line(body, "truncated: %" PRIu64, s.truncated);
+        sb_line(body, "dropped_short: %" PRIu64, s.dropped_short);
+        sb_line(body, "dropped_qr: %" PRIu64, s.dropped_qr);
+        sb_line(body, "edns: %" PRIu64, s.edns);
+        sb_line(body, "ecs: %" PRIu64, s.ecs);
+    }
+    if (c->loader) {
+        loader_stats_t st;
+        loader_get_stats(c->loader, &st);
+        sb_line(body, "zones: %zu", st.zones);
+        sb_line(body, "records: %zu", st.records);
+        reload_counters(body, &st);
+    }
+}
+
+static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    /* the loader's form: lowercase, no final dot, "." for the root */
+    char name[CTL_MAX_REQUEST];
+    size_t n = strlen(argv[1]);
+    while (n > 1 && argv[1][n - 1] == '.')
+        n--;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)argv[1][i];
+        name[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + ('a' - 'A') : ch);
+    }
+    name[n] = '\0';
+    if (!c->loader) {
+        snprintf(err, errlen, "zone %s is not served", name);
+        return;
+    }
+    zlist_t zl;
+    if (!zlist_get(c->loader, &zl)) {
+        snprintf(err, errlen, "out of memory");
+        return;
+    }
+    const zinfo_t *z = NULL;
+    for (size_t i = 0; i < zl.n && !z; i++)
+        if (strcmp(zl.z[i].origin, name) == 0)
+            z = &zl.z[i];
+    if (!z) {
+        snprintf(err, errlen, "zone %s is not served", name);
+    } else {
+        char t[32];
+        fmt_time(t, sizeof(t), z->loaded);
+        sb_line(body, "zone: %s", z->origin);
+        sb_line(body, "serial: %" PRIu32, z->serial);
+        sb_line(body, "records: %zu", z->records);
+        sb_line(body, "bytes: %zu", z->bytes);
+        sb_line(body, "loaded: %s", t);
+        sb_line(body, "file: %s", z->file);
+    }
+    zlist_free(&zl);
+}
+
+static const struct {
+    const char *name;
+    unsigned nargs; /* exactly */
+    const char *usage;
+    cmd_fn fn;
+} commands[] = {
+    {"reload", 0, "reload", cmd_reload},
+    {"status", 0, "status", cmd_status},
+    {"stats", 0, "stats", cmd_stats},
+    {"zone", 1, "zone NAME", cmd_zone},
+};
+
+/* A maximum of words in a request: the longest command takes one argument; more is an error. */
+#define CTL_MAX_WORDS 4
+
+/* The whole response to one request line (NUL-terminated, without its "\n"). */
+static void dispatch(ctl_t *c, char *line, sb_t *resp)
+{
+    char *argv[CTL_MAX_WORDS + 1] = {0};
+    unsigned argc = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(line, " \t", &save); w && argc <= CTL_MAX_WORDS;
+         w = strtok_r(NULL, " \t", &save))
+        argv[argc++] = w;
+    if (argc == 0) {
+        sb_line(resp, "error: empty request (commands: reload, status, stats, zone NAME)");
+        return;
+    }
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(commands); i++) {
+        if (strcmp(argv[0], commands[i].name) != 0)
+            continue;
+        if (argc != commands[i].nargs + 1) {
+            sb_line(resp, "error: usage: %s", commands[i].usage);
+            return;
+        }
+        log_debug("control socket: %s", argv[0]);
+        char err[1024] = "";
+        sb_t body = {0};
+        commands[i].fn(c, argv, &body, err, sizeof(err));
+        if (body.oom) {
+            sb_line(resp, "error: out of memory");
+        } else {
+            if (err[0])
+                sb_line(resp, "error: %s", err);
+            else
+                sb_line(resp, "ok");
+            if (body.len)
+                sb_append(resp, body.p, body.len);
+        }
+        free(body.p);
+        return;
+    }
+    sb_line(resp, "error: unknown command '%.64s' (commands: reload, status, stats, zone NAME)",
+            argv[0]);
+}
+
+/* --- one connection */
+
+/* Wait for events on fd until deadline: 1 ready, 0 not yet (time out or interrupted: the caller
+ * checks its deadline), -1 stop requested or poll failed. */
+static int wait_fd(ctl_t *c, int fd, short events, int64_t deadline)
+{
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
+        return 0;
+    struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = c->evfd, .events = POLLIN}};
+    int n = poll(p, 2, (int)left);
+    if (n < 0)
+        return errno == EINTR ? 0 : -1;
+    if (p[1].revents)
+        return -1;
+    return n > 0 ? 1 : 0;
+}
+
+enum { RD_CLOSED = -1, RD_TIMEOUT = -2, RD_LONG = -3, RD_STOP = -4 };
+
+/* Read one request line into buf (cap = CTL_MAX_REQUEST + 1): its length without the "\n" (and
+ * a "\r" before it), NUL-terminated; or RD_CLOSED (nothing, or an error), RD_TIMEOUT, RD_LONG,
+ * RD_STOP. The end of the stream also ends a non-empty request. */
+static int read_request(ctl_t *c, int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int64_t deadline = now_ms() + CTL_IO_TIMEOUT_MS;
+    /* each pass reads at least one byte (at most cap - 1 in all) or waits; ends at the deadline */
+    for (;;) {
+        if (now_ms() >= deadline)
+            return RD_TIMEOUT;
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n > 0) {
+            char *nl = memchr(buf + len, '\n', (size_t)n);
+            len += (size_t)n;
+            if (nl) {
+                len = (size_t)(nl - buf);
+                break;
+            }
+            if (len == cap - 1)
+                return RD_LONG;
+            continue;
+        }
+        if (n == 0) {
+            if (len == 0)
+                return RD_CLOSED;
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return RD_CLOSED;
+        if (wait_fd(c, fd, POLLIN, deadline) < 0)
+            return RD_STOP;
+    }
+    if (len > 0 && buf[len - 1] == '\r')
+        len--;
+    buf[len] = '\0';
+    return (int)len;
+}
+
+/* Write the whole response within CTL_IO_TIMEOUT_MS; a client that does not read loses it. */
+static void write_response(ctl_t *c, int fd, const char *p, size_t len)
+{
+    int64_t deadline = now_ms() + CTL_IO_TIMEOUT_MS;
+    /* each pass sends something or waits; ends at the deadline */
+    while (len > 0) {
+        if (now_ms() >= deadline) {
+            log_warn("control socket: a client did not read its response within %d ms",
+                     CTL_IO_TIMEOUT_MS);
+            return;
+        }
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (wait_fd(c, fd, POLLOUT, deadline) < 0)
+                return;
+            continue;
+        }
+        return; /* the client went away (EPIPE, ECONNRESET) */
+    }
+}
+
+static void serve(ctl_t *c, int fd)
+{
+    socklen_t sl = sizeof(c->peer);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer, &sl) < 0)
+        c->peer = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    char req[CTL_MAX_REQUEST + 1];
+    int n = read_request(c, fd, req, sizeof(req));
+    if (n == RD_CLOSED || n == RD_STOP)
+        return;
+    sb_t resp = {0};
+    if (n == RD_TIMEOUT)
+        sb_line(&resp, "error: no request within %d ms", CTL_IO_TIMEOUT_MS);
+    else if (n == RD_LONG)
+        sb_line(&resp, "error: request longer than %d bytes", CTL_MAX_REQUEST);
+    else
+        dispatch(c, req, &resp);
+    if (resp.oom)
+        write_response(c, fd, "error: out of memory\n", strlen("error: out of memory\n"));
+    else
+        write_response(c, fd, resp.p, resp.len);
+    free(resp.p);
+}
+
+static void *ctl_main(void *arg)
+{
+    ctl_t *c = arg;
+    /* one connection per pass; ends when ctl_stop() writes the eventfd */
+    for (;;) {
+        struct pollfd p[2] = {{.fd = c->lfd, .events = POLLIN}, {.fd = c->evfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_err("control socket: poll: %s", strerror(errno));
+            break;
+        }
+        if (p[1].revents)
+            break;
+        if (!(p[0].revents & POLLIN))
+            continue;
+        int fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                continue;
+            log_warn("control socket: accept: %s", strerror(errno));
+            struct pollfd s = {.fd = c->evfd, .events = POLLIN};
+            if (poll(&s, 1, CTL_ACCEPT_BACKOFF_MS) > 0)
+                break;
+            continue;
+        }
+        serve(c, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* --- start and stop */
+
+static int fill_addr(struct sockaddr_un *sa, const char *path)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(sa->sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa->sun_path, path, n + 1);
+    return 0;
+}
+
+/* If path exists: remove it when it is a socket nobody answers on (left by a ternd that did not
+ * exit cleanly); refuse when someone answers or it is not a socket. 0 or -1 (logged). */
+static int clear_stale(const char *path, const struct sockaddr_un *sa)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        log_err("control socket %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        log_err("control socket %s: exists and is not a socket; not replacing it", path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        log_err("control socket %s: socket: %s", path, strerror(errno));
+        return -1;
+    }
+    int r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+    int e = errno;
+    close(fd);
+    if (r == 0 || e == EAGAIN || e == EINPROGRESS) { /* EAGAIN: listening, backlog full */
+        log_err("control socket %s: another process is serving it (is ternd already running?); "
+                "not taking it over",
+                path);
+        return -1;
+    }
+    if (e == ENOENT)
+        return 0; /* gone meanwhile */
+    if (e != ECONNREFUSED) {
+        log_err("control socket %s: cannot tell whether it is in use: %s", path, strerror(e));
+        return -1;
+    }
+    if (unlink(path) < 0 && errno != ENOENT) {
+        log_err("control socket %s: cannot remove the stale socket: %s", path, strerror(errno));
+        return -1;
+    }
+    log_info("control socket %s: removed a stale socket nobody was serving", path);
+    return 0;
+}
+
+/* Remove the socket file if it is still the one we bound. */
+static void unlink_ours(const ctl_t *c)
+{
+    struct stat st;
+    if (lstat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino &&
+        unlink(c->path) < 0 && errno != ENOENT)
+        log_warn("control socket %s: cannot remove it: %s", c->path, strerror(errno));
+}
+
+ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned workers)
+{
+    struct sockaddr_un sa;
+    if (!path || fill_addr(&sa, path) < 0) {
+        log_err("control socket %s: the path must be 1..%zu bytes", path ? path : "(null)",
+                sizeof(sa.sun_path) - 1);
+        return NULL;
+    }
+    ctl_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        log_err("control socket: out of memory");
+        return NULL;
+    }
+    memcpy(c->path, sa.sun_path, sizeof(c->path));
+    c->loader = loader;
+    c->server = server;
+    c->workers = workers;
+    c->lfd = c->evfd = -1;
+    c->start_ms = now_ms();
+    c->start_wall = (int64_t)time(NULL);
+    bool bound = false;
+
+    if (clear_stale(path, &sa) < 0)
+        goto fail;
+    if ((c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
+        log_err("control socket %s: socket: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (bind(c->lfd, (const struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        log_err("control socket %s: cannot bind: %s%s", path, strerror(errno),
+                errno == ENOENT ? " (does its directory exist?)" : "");
+        goto fail;
+    }
+    bound = true;
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        log_err("control socket %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    c->dev = st.st_dev;
+    c->ino = st.st_ino;
+    /* before listen(): until then a connect() is refused, so nobody gets in under the umask's
+     * mode */
+    if (chmod(path, CTL_SOCKET_MODE) < 0) {
+        log_err("control socket %s: chmod: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (listen(c->lfd, CTL_BACKLOG) < 0) {
+        log_err("control socket %s: listen: %s", path, strerror(errno));
+        goto fail;
+    }
+    if ((c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        log_err("control socket: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    int e = pthread_create(&c->thread, NULL, ctl_main, c);
+    if (e != 0) {
+        log_err("control socket: cannot start its thread: %s", strerror(e));
+        goto fail;
+    }
+    log_info("control socket %s", path);
+    return c;
+fail:
+    if (bound)
+        unlink_ours(c);
+    if (c->lfd >= 0)
+        close(c->lfd);
+    if (c->evfd >= 0)
+        close(c->evfd);
+    free(c);
+    return NULL;
+}
+
+void ctl_stop(ctl_t *c)
+{
+    if (!c)
+        return;
+    uint64_t one = 1;
+    if (write(c->evfd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        log_warn("control socket: eventfd write: %s", strerror(errno));
+    pthread_join(c->thread, NULL);
+    unlink_ours(c);
+    close(c->lfd);
+    close(c->evfd);
+    free(c);
+}
+
+/* --- client side */
+
+int ctl_connect(const char *path, int timeout_ms)
+{
+    struct sockaddr_un sa;
+    int r = fill_addr(&sa, path);
+    if (r < 0)
+        return r;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int64_t deadline = now_ms() + timeout_ms;
+    /* retries only while the backlog is full (EAGAIN); ends at the deadline */
+    for (;;) {
+        if (connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return fd;
+        int e = errno;
+        if ((e == EAGAIN || e == EINTR) && now_ms() < deadline) {
+            struct timespec pause = {0, CTL_CONNECT_RETRY_MS * 1000000L};
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        close(fd);
+        return e == EAGAIN ? -ETIMEDOUT : -e;
+    }
+}
+
+int ctl_exchange(int fd, const char *request, int timeout_ms, char **out)
+{
+    *out = NULL;
+    size_t rl = strlen(request);
+    if (rl + 1 > CTL_MAX_REQUEST)
+        return TERN_EINVAL;
+    char line[CTL_MAX_REQUEST];
+    for (size_t i = 0; i < rl; i++) {
+        unsigned char ch = (unsigned char)request[i];
+        if (ch < 0x20 || ch == 0x7f)
+            return TERN_EINVAL; /* a "\n" would smuggle in a second request */
+        line[i] = (char)ch;
+    }
+    line[rl] = '\n';
+    int64_t deadline = now_ms() + timeout_ms;
+    size_t sent = 0;
+    /* each pass sends something or waits; ends at the deadline */
+    while (sent < rl + 1) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        ssize_t n = send(fd, line + sent, rl + 1 - sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -errno;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        (void)poll(&p, 1, (int)left);
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    if (!buf)
+        return TERN_ENOMEM;
+    int rc = 0;
+    /* each pass reads something (at most CTL_MAX_RESPONSE in all) or waits; ends at EOF or the
+     * deadline */
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        if (len + 1 == cap) {
+            if (cap > CTL_MAX_RESPONSE) {
+                rc = TERN_ELIMIT;
+                break;
+            }
+            char *p = realloc(buf, cap * 2);
+            if (!p) {
+                rc = TERN_ENOMEM;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            break;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        (void)poll(&p, 1, (int)left);
+    }
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
