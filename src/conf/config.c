@@ -120,6 +120,28 @@ static const opt_t schema[] = {
      .min = 1,
      .max = 65536,
      .desc = "TCP connections per worker; beyond this new connections are closed at once"},
+    /* The idle timeout alone lets a peer that keeps querying hold a slot forever; a total
+     * lifetime bounds that, as NSD bounds a session by tcp-timeout (default 120 s) and
+     * tcp-query-count, and Knot each message by tcp-io-timeout (500 ms). 120 s, NSD's default, is
+     * far beyond one client's burst of pipelined queries; a day is the sanity cap. */
+    {.key = "tcp_max_lifetime",
+     .type = OPT_UINT,
+     FIELD(tcp_max_lifetime),
+     .def = 120,
+     .min = 1,
+     .max = 86400,
+     .desc = "seconds a TCP connection may stay open from accept, however busy it is"},
+    /* Answers queued but not yet taken by the kernel: past this a connection stops reading
+     * (backpressure) until the peer takes its answers. 64 coalesces a pipelining client's answers
+     * into few writes while bounding the work one peer can make us queue ahead of it; beyond
+     * 4681 (the 64 KiB write queue full of minimal answers) the value changes nothing. */
+    {.key = "tcp_max_inflight",
+     .type = OPT_UINT,
+     FIELD(tcp_max_inflight),
+     .def = 64,
+     .min = 1,
+     .max = 65535,
+     .desc = "answers queued on one TCP connection, unwritten, before it stops reading"},
     {.key = "udp_mmsg",
      .type = OPT_BOOL,
      FIELD(udp_mmsg),

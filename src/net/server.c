@@ -294,7 +294,7 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
         if (mem_thread_bind(wk->arena) < 0)
             wk->arena = MEM_NO_ARENA;
         bool ok = (wk->udp = udp_state_new()) != NULL &&
-                  tcp_pool_init(&wk->tcp, cfg->tcp_max_connections) == 0;
+                  tcp_pool_init(&wk->tcp, cfg->tcp_max_connections, cfg) == 0;
         if (wk->arena != MEM_NO_ARENA && mem_thread_bind(home) < 0)
             log_warn("server: cannot return to the main thread's arena");
         if (!ok)

@@ -1,24 +1,43 @@
 /*
  * tcp.c — DNS over TCP (RFC 7766) from a preallocated per-worker connection pool.
  *
- * Every slot owns a read buffer for one whole message (2 + 65535 bytes) and a write queue of the
- * same size, allocated at startup. Messages are length-prefixed (RFC 1035 §4.2.2); a connection
- * may carry many queries, and the answers go out in the order the queries came (RFC 7766 §6.2.1.1
+ * Every slot owns a read buffer for one whole message (2 + 65535 bytes), a write queue of the
+ * same size and a ring of tcp_max_inflight answer end offsets, all allocated at startup: the
+ * query path allocates nothing. Messages are length-prefixed (RFC 1035 §4.2.2); a connection may
+ * carry many queries, and the answers go out in the order the queries came (RFC 7766 §6.2.1.1
  * allows reordering, in-order keeps it simple and is what clients expect of pipelining).
  *
- * Policies, all chosen to bound what one peer can hold:
- *   - pool full: the new connection is accepted and closed at once. Not accepting would leave the
- *     listener readable and spin the level-triggered loop; a prompt close tells the client to
- *     retry elsewhere.
- *   - idle: a connection whose deadline (tcp_idle_timeout after the last complete query or write
- *     progress) passes is closed. A peer trickling a message byte by byte does not refresh it.
- *     Open connections sit in a list ordered by deadline (all share one timeout, so "moved to the
- *     tail on activity" keeps it sorted): the sweep and the epoll_wait timeout look at the head.
- *   - a peer that does not read: when the next answer does not fit the write queue and the
- *     kernel will not take more, the connection is closed instead of buffering further.
+ * Policies, all chosen to bound what one peer can hold (time, memory, worker attention):
+ *   - pool full (tcp_max_connections): the new connection is accepted and closed at once. Not
+ *     accepting would leave the listener readable and spin the level-triggered loop; a prompt
+ *     close tells the client to retry elsewhere. Counted tcp_refused.
+ *   - idle (tcp_idle_timeout): a connection whose deadline (the timeout after the last complete
+ *     query or write progress) passes is closed. A peer trickling a message byte by byte, or
+ *     sending a length prefix and stalling, does not refresh it. Open connections sit in a list
+ *     ordered by deadline (all share one timeout, so "moved to the tail on activity" keeps it
+ *     sorted). Counted tcp_closed_idle.
+ *   - lifetime (tcp_max_lifetime): a connection is closed at accept time + lifetime whatever it
+ *     does, so a busy peer cannot hold a slot forever. A second list keeps connections in accept
+ *     order, which (one lifetime for all, a monotonic clock) is lifetime-deadline order. The
+ *     sweep and tcp_next_timeout() look only at the two heads: O(1) per connection closed.
+ *     Counted tcp_closed_life.
+ *   - in flight (tcp_max_inflight) and backpressure: answers queued but not yet taken by the
+ *     kernel are counted by a ring of their end offsets, consumed as writes progress. When the
+ *     count reaches the cap, or the next answer does not fit the write queue, answering stops:
+ *     the remaining complete queries stay in the read buffer, the socket is no longer read
+ *     (EPOLLOUT only), and the TCP window pushes back on the peer. As writes drain, the
+ *     buffered queries are answered and EPOLLIN is re-armed. A peer that never reads therefore
+ *     makes no write progress and is closed by the idle timeout; its queue and buffers are its
+ *     own, so nobody else waits for it. An answer never has to be dropped for size: the largest
+ *     fits an empty queue (TCP_WBUF_SIZE), so tcp_closed_full is no longer counted.
  *   - a zero-length message, or one answer_query() cannot answer, closes the connection: the
- *     stream cannot be trusted to be in sync afterwards.
- * Read interest stays level-triggered; EPOLLOUT is armed only while output is stuck.
+ *     stream cannot be trusted to be in sync afterwards. Counted tcp_closed_bad.
+ *   - the peer's EOF: the answers already due are written, then the connection is closed (a
+ *     partial message is dropped); a reset or an I/O error closes at once. Counted
+ *     tcp_closed_peer.
+ * Every close is counted under exactly one reason, so tcp_accepted = open + the tcp_closed_*.
+ * Interest stays level-triggered: EPOLLIN unless paused or at EOF, EPOLLOUT only while output is
+ * pending; conn_arm() changes it only when it differs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +48,23 @@
 #include "tern/common/err.h"
 #include "worker.h"
 
-int tcp_pool_init(tcp_pool_t *p, uint32_t n)
+/* answer_query() writes at most TCP_MSG_MAX - 2 bytes after the prefix: every answer fits an
+ * empty write queue, so waiting for room always ends (or the idle timeout ends the wait). */
+_Static_assert(TCP_WBUF_SIZE >= TCP_MSG_MAX, "the largest answer must fit an empty write queue");
+
+/* Why a connection ends; each close is counted under exactly one (see the header). */
+typedef enum { KEEP = 0, CLOSE_PEER, CLOSE_BAD, CLOSE_IDLE, CLOSE_LIFE } verdict_t;
+
+int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
 {
     memset(p, 0, sizeof(*p));
+    /* No more answers than TCP_WBUF_SIZE / TCP_ANSWER_MIN can be queued at once whatever the
+     * option says, so a larger ring would never be used. */
+    uint32_t ring = cfg->tcp_max_inflight;
+    if (ring > TCP_WBUF_SIZE / TCP_ANSWER_MIN)
+        ring = TCP_WBUF_SIZE / TCP_ANSWER_MIN;
+    if (ring == 0)
+        ring = 1;
     /* cache-line aligned, like the worker itself: no line is shared with another worker's data */
     size_t conns_size =
         ((size_t)n * sizeof(*p->conns) + TERN_CACHELINE - 1) & ~(size_t)(TERN_CACHELINE - 1);
@@ -41,17 +74,22 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n)
     /* malloc, not calloc: the kernel hands out untouched pages, so an idle pool costs address
      * space, not memory. */
     p->bufs = malloc((size_t)n * (TCP_MSG_MAX + TCP_WBUF_SIZE));
+    p->ends = malloc((size_t)n * ring * sizeof(*p->ends));
     p->out = malloc(TCP_MSG_MAX);
-    if (!p->conns || !p->bufs || !p->out) {
+    if (!p->conns || !p->bufs || !p->ends || !p->out) {
         tcp_pool_free(p);
         return TERN_ENOMEM;
     }
     p->n = n;
+    p->ring = ring;
+    p->idle_ms = (int64_t)cfg->tcp_idle_timeout * 1000;
+    p->life_ms = (int64_t)cfg->tcp_max_lifetime * 1000;
     for (uint32_t i = n; i-- > 0;) {
         tcp_conn_t *c = &p->conns[i];
         c->fd = -1;
         c->rbuf = p->bufs + (size_t)i * (TCP_MSG_MAX + TCP_WBUF_SIZE);
         c->wbuf = c->rbuf + TCP_MSG_MAX;
+        c->ends = p->ends + (size_t)i * ring;
         c->next = p->free;
         p->free = c;
     }
@@ -64,9 +102,12 @@ void tcp_pool_free(tcp_pool_t *p)
         close(c->fd);
     free(p->conns);
     free(p->bufs);
+    free(p->ends);
     free(p->out);
     memset(p, 0, sizeof(*p));
 }
+
+/* ---- the two lists of open connections ------------------------------------------------------ */
 
 static void list_unlink(tcp_pool_t *p, tcp_conn_t *c)
 {
@@ -92,38 +133,89 @@ static void list_append(tcp_pool_t *p, tcp_conn_t *c)
     p->tail = c;
 }
 
-/* Activity: push the deadline out and keep the list sorted by moving c to the tail. */
+static void life_unlink(tcp_pool_t *p, tcp_conn_t *c)
+{
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        p->lhead = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    else
+        p->ltail = c->lprev;
+    c->lprev = c->lnext = NULL;
+}
+
+static void life_append(tcp_pool_t *p, tcp_conn_t *c)
+{
+    c->lnext = NULL;
+    c->lprev = p->ltail;
+    if (p->ltail)
+        p->ltail->lnext = c;
+    else
+        p->lhead = c;
+    p->ltail = c;
+}
+
+/* Activity: push the idle deadline out and keep the list sorted by moving c to the tail. */
 static void touch(worker_t *w, tcp_conn_t *c)
 {
-    c->deadline_ms = w->now_ms + (int64_t)w->srv->cfg->tcp_idle_timeout * 1000;
+    c->deadline_ms = w->now_ms + w->tcp.idle_ms;
     if (w->tcp.tail != c) {
         list_unlink(&w->tcp, c);
         list_append(&w->tcp, c);
     }
 }
 
-static void conn_close(worker_t *w, tcp_conn_t *c)
+static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
 {
+    switch (why) {
+    case CLOSE_BAD:
+        NET_COUNT(w, tcp_closed_bad, 1);
+        break;
+    case CLOSE_IDLE:
+        NET_COUNT(w, tcp_closed_idle, 1);
+        break;
+    case CLOSE_LIFE:
+        NET_COUNT(w, tcp_closed_life, 1);
+        break;
+    default:
+        NET_COUNT(w, tcp_closed_peer, 1);
+        break;
+    }
     close(c->fd); /* also removes it from the epoll set */
     list_unlink(&w->tcp, c);
+    life_unlink(&w->tcp, c);
     c->fd = -1;
     c->gen++;
     c->rlen = c->woff = c->wlen = 0;
-    c->want_out = c->eof = false;
+    c->qhead = c->qlen = c->need = c->events = 0;
+    c->paused = c->eof = false;
     c->next = w->tcp.free;
     w->tcp.free = c;
 }
 
-static int conn_events(worker_t *w, tcp_conn_t *c, uint32_t events)
+/* Register the interest c's state calls for: read unless paused or at EOF, write while output
+ * is pending. One epoll_ctl, and only when it changes. */
+static verdict_t conn_arm(worker_t *w, tcp_conn_t *c)
 {
-    struct epoll_event ev = {.events = events};
+    uint32_t want = (c->eof || c->paused ? 0 : EPOLLIN) | (c->woff < c->wlen ? EPOLLOUT : 0);
+    if (want == c->events)
+        return KEEP;
+    struct epoll_event ev = {.events = want};
     ev.data.u64 = TAG_MAKE(TAG_CONN, c->gen, (uint32_t)(c - w->tcp.conns));
-    return epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+        return CLOSE_PEER;
+    c->events = want;
+    return KEEP;
 }
 
-/* Write what is queued. 0 when everything went or the rest waits for EPOLLOUT, -1 on error.
- * Bounded: each round either makes progress or ends, and progress is capped by the buffer. */
-static int flush(worker_t *w, tcp_conn_t *c)
+/* ---- output --------------------------------------------------------------------------------- */
+
+/* Write what is queued until done or the kernel pushes back, then retire the answers that went
+ * out from the ring. KEEP, or CLOSE_PEER when the write failed (reset, EPIPE). Bounded: each
+ * round either makes progress or ends, and progress is capped by the queue. */
+static verdict_t flush(worker_t *w, tcp_conn_t *c)
 {
     bool progress = false;
     while (c->woff < c->wlen) {
@@ -135,35 +227,34 @@ static int flush(worker_t *w, tcp_conn_t *c)
             progress = true;
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (progress)
-                touch(w, c);
-            if (!c->want_out) {
-                uint32_t in = c->eof ? 0 : EPOLLIN;
-                if (conn_events(w, c, in | EPOLLOUT) < 0)
-                    return -1;
-                c->want_out = true;
-            }
-            return 0;
-        }
-        return -1;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        return CLOSE_PEER;
     }
-    if (progress)
-        touch(w, c);
-    c->woff = c->wlen = 0;
-    if (c->want_out) {
-        if (!c->eof && conn_events(w, c, EPOLLIN) < 0)
-            return -1;
-        c->want_out = false;
+    if (!progress)
+        return KEEP;
+    touch(w, c);
+    uint32_t ring = w->tcp.ring;
+    while (c->qlen > 0 && c->ends[c->qhead] <= c->woff) {
+        c->qlen--;
+        if (++c->qhead == ring)
+            c->qhead = 0;
     }
-    return 0;
+    if (c->woff == c->wlen)
+        c->woff = c->wlen = 0; /* every answer is out: the ring is empty too */
+    return KEEP;
 }
 
-/* Append if it fits, compacting already-written bytes away first. */
-static bool try_append(tcp_conn_t *c, const uint8_t *data, size_t len)
+/* Append one answer if it fits, compacting already-written bytes away first (and shifting the
+ * ring's offsets with them). The caller checked that the ring has a free slot. */
+static bool try_append(worker_t *w, tcp_conn_t *c, const uint8_t *data, size_t len)
 {
+    uint32_t ring = w->tcp.ring;
     if (c->woff > 0 && TCP_WBUF_SIZE - c->wlen < len) {
         memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+        /* at most tcp_max_inflight entries, and only when the tail of the queue is full */
+        for (uint32_t k = 0, i = c->qhead; k < c->qlen; k++, i = i + 1 == ring ? 0 : i + 1)
+            c->ends[i] -= c->woff;
         c->wlen -= c->woff;
         c->woff = 0;
     }
@@ -171,47 +262,60 @@ static bool try_append(tcp_conn_t *c, const uint8_t *data, size_t len)
         return false;
     memcpy(c->wbuf + c->wlen, data, len);
     c->wlen += (uint32_t)len;
+    uint32_t slot = c->qhead + c->qlen;
+    c->ends[slot >= ring ? slot - ring : slot] = c->wlen;
+    c->qlen++;
     return true;
 }
 
-/* Queue len bytes; makes room by compacting, then by writing. -1: the peer is not reading (or
- * the write failed) and the connection must be closed. */
-static int enqueue(worker_t *w, tcp_conn_t *c, const uint8_t *data, size_t len)
+/* Whether a paused connection may answer again: a free ring slot, and room in the write queue
+ * for the answer that did not fit (need; 0 when it paused on the in-flight cap). */
+static bool can_resume(const worker_t *w, const tcp_conn_t *c)
 {
-    if (try_append(c, data, len))
-        return 0;
-    if (flush(w, c) < 0)
-        return -1;
-    if (try_append(c, data, len))
-        return 0;
-    NET_COUNT(w, tcp_closed_full, 1);
-    return -1;
+    return c->qlen < w->tcp.ring && TCP_WBUF_SIZE - (c->wlen - c->woff) >= c->need;
 }
 
-/* Answer every complete message in rbuf, keep the partial tail. -1: close the connection. */
-static int process(worker_t *w, tcp_conn_t *c)
+/* ---- input ---------------------------------------------------------------------------------- */
+
+/* Answer the complete messages in rbuf until they run out or backpressure pauses c (ring full,
+ * or no room for the next answer even after writing what the kernel takes); keep the rest. */
+static verdict_t process(worker_t *w, tcp_conn_t *c)
 {
     uint8_t *out = w->tcp.out;
     uint32_t off = 0;
+    verdict_t v = KEEP;
     while (c->rlen - off >= 2) {
         size_t mlen = (size_t)c->rbuf[off] << 8 | c->rbuf[off + 1];
-        if (mlen == 0) {
-            NET_COUNT(w, tcp_closed_bad, 1);
-            return -1;
-        }
+        if (mlen == 0)
+            return CLOSE_BAD;
         if (c->rlen - off - 2 < mlen)
             break;
+        if (c->qlen >= w->tcp.ring) {
+            c->paused = true;
+            c->need = 0;
+            break;
+        }
         size_t alen = answer_query(w->view->table, &w->view->cfg, &w->actx, c->rbuf + off + 2, mlen,
                                    out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
-        net_count_answer(w, ANSWER_TCP, &w->actx.info);
         if (alen == 0) {
-            NET_COUNT(w, tcp_closed_bad, 1);
-            return -1;
+            net_count_answer(w, ANSWER_TCP, &w->actx.info);
+            return CLOSE_BAD;
         }
         out[0] = (uint8_t)(alen >> 8);
         out[1] = (uint8_t)alen;
-        if (enqueue(w, c, out, alen + 2) < 0)
-            return -1;
+        if (!try_append(w, c, out, alen + 2)) {
+            /* make room by writing; if the kernel will not take enough, wait for EPOLLOUT with
+             * the query still buffered (answered again then: no per-connection answer store) */
+            if ((v = flush(w, c)) != KEEP)
+                return v;
+            if (!try_append(w, c, out, alen + 2)) {
+                c->paused = true;
+                c->need = (uint32_t)alen + 2;
+                break;
+            }
+        }
+        /* counted once queued, so an answer redone after a pause is counted once */
+        net_count_answer(w, ANSWER_TCP, &w->actx.info);
         NET_COUNT(w, tcp_queries, 1);
         touch(w, c);
         off += 2 + (uint32_t)mlen;
@@ -220,31 +324,66 @@ static int process(worker_t *w, tcp_conn_t *c)
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
-    return 0;
+    return KEEP;
+}
+
+/* Answer what is buffered and write it out; while writing frees room for a paused connection,
+ * go on. Bounded: a round that resumes answers at least one buffered query or ends. */
+static verdict_t serve(worker_t *w, tcp_conn_t *c)
+{
+    for (;;) {
+        verdict_t v = process(w, c);
+        if (v == KEEP)
+            v = flush(w, c);
+        if (v != KEEP || !c->paused || !can_resume(w, c))
+            return v;
+        c->paused = false;
+    }
 }
 
 /* One read per readiness event (level-triggered: the rest is reported again), so one busy peer
- * cannot monopolise the worker. */
-static int conn_read(worker_t *w, tcp_conn_t *c)
+ * cannot monopolise the worker. Only called while not paused, when rbuf holds at most a partial
+ * message, so there is always room. */
+static verdict_t conn_read(worker_t *w, tcp_conn_t *c)
 {
     ssize_t n = read(c->fd, c->rbuf + c->rlen, TCP_MSG_MAX - c->rlen);
     if (n < 0)
-        return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? KEEP : CLOSE_PEER;
     if (n == 0) {
         /* Half-close after the last query is legitimate (RFC 7766 §6.2.3 lets the server close
          * once answers are sent): finish writing, then close. A partial message is dropped. */
         c->eof = true;
-        if (c->woff == c->wlen)
-            return -1;
-        if (conn_events(w, c, EPOLLOUT) < 0)
-            return -1;
-        c->want_out = true;
-        return 0;
+        return KEEP;
     }
     c->rlen += (uint32_t)n;
-    if (process(w, c) < 0)
-        return -1;
-    return flush(w, c);
+    return serve(w, c);
+}
+
+static verdict_t conn_event(worker_t *w, tcp_conn_t *c, uint32_t events)
+{
+    verdict_t v;
+    if (events & EPOLLERR)
+        return CLOSE_PEER;
+    if ((events & EPOLLOUT) && c->woff < c->wlen) {
+        if ((v = flush(w, c)) != KEEP)
+            return v;
+        if (c->paused && can_resume(w, c)) {
+            /* the peer read enough: answer what waited in rbuf, then read again */
+            c->paused = false;
+            if ((v = serve(w, c)) != KEEP)
+                return v;
+        }
+    }
+    if (!c->eof && !c->paused && (events & (EPOLLIN | EPOLLHUP))) {
+        if ((v = conn_read(w, c)) != KEEP)
+            return v;
+    }
+    if (c->eof && c->woff == c->wlen)
+        return CLOSE_PEER; /* everything due is written */
+    /* a hang-up means nothing more can be written, nor read while paused or at EOF */
+    if ((events & EPOLLHUP) && (c->eof || c->paused))
+        return CLOSE_PEER;
+    return conn_arm(w, c);
 }
 
 void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
@@ -254,26 +393,9 @@ void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
     tcp_conn_t *c = &w->tcp.conns[idx];
     if (c->fd < 0 || (c->gen & 0xFFFFFFu) != gen)
         return; /* closed (and maybe reused) earlier in this round */
-    if (events & EPOLLERR) {
-        conn_close(w, c);
-        return;
-    }
-    if ((events & EPOLLOUT) && c->want_out) {
-        if (flush(w, c) < 0 || (c->eof && c->woff == c->wlen)) {
-            conn_close(w, c);
-            return;
-        }
-    }
-    if (c->eof) {
-        /* nothing left to read; a hang-up means the rest can never be written */
-        if (events & EPOLLHUP)
-            conn_close(w, c);
-        return;
-    }
-    if (events & (EPOLLIN | EPOLLHUP)) {
-        if (conn_read(w, c) < 0)
-            conn_close(w, c);
-    }
+    verdict_t v = conn_event(w, c, events);
+    if (v != KEEP)
+        conn_close(w, c, v);
 }
 
 void tcp_accept(worker_t *w, size_t li)
@@ -296,27 +418,34 @@ void tcp_accept(worker_t *w, size_t li)
         }
         w->tcp.free = c->next;
         c->fd = fd;
+        c->events = EPOLLIN;
         c->next = c->prev = NULL;
-        c->deadline_ms = w->now_ms + (int64_t)w->srv->cfg->tcp_idle_timeout * 1000;
+        c->deadline_ms = w->now_ms + w->tcp.idle_ms;
+        c->life_ms = w->now_ms + w->tcp.life_ms;
         list_append(&w->tcp, c);
+        life_append(&w->tcp, c);
         NET_COUNT(w, tcp_accepted, 1);
     }
 }
 
 void tcp_sweep(worker_t *w)
 {
-    /* bounded by the number of open connections: each round closes one */
-    while (w->tcp.head && w->tcp.head->deadline_ms <= w->now_ms) {
-        NET_COUNT(w, tcp_closed_idle, 1);
-        conn_close(w, w->tcp.head);
-    }
+    /* Both lists are sorted by their deadline: bounded by the connections closed, each round
+     * closes one. */
+    while (w->tcp.lhead && w->tcp.lhead->life_ms <= w->now_ms)
+        conn_close(w, w->tcp.lhead, CLOSE_LIFE);
+    while (w->tcp.head && w->tcp.head->deadline_ms <= w->now_ms)
+        conn_close(w, w->tcp.head, CLOSE_IDLE);
 }
 
 int tcp_next_timeout(const worker_t *w)
 {
     if (!w->tcp.head)
         return -1;
-    int64_t d = w->tcp.head->deadline_ms - w->now_ms;
+    int64_t next = w->tcp.head->deadline_ms;
+    if (w->tcp.lhead && w->tcp.lhead->life_ms < next)
+        next = w->tcp.lhead->life_ms;
+    int64_t d = next - w->now_ms;
     if (d <= 0)
         return 0;
     return d > 3600 * 1000 ? 3600 * 1000 : (int)d;

@@ -39,10 +39,15 @@
 /* RFC 1035 §4.2.2: a two-byte length, then up to 65535 bytes of message. */
 #define TCP_MSG_MAX (2u + 65535u)
 
-/* Per-connection write queue: one maximum-size response (a response larger than the free space
- * triggers a flush; if the peer still does not take it, the connection is closed), and many
+/* Per-connection write queue: one maximum-size response always fits once the queue has drained
+ * (so an answer is never dropped for size: the connection waits for room instead), and many
  * small pipelined answers coalesce into one write(). */
 #define TCP_WBUF_SIZE TCP_MSG_MAX
+
+/* The smallest answer a connection can queue: length prefix + DNS header. No more than
+ * TCP_WBUF_SIZE / TCP_ANSWER_MIN answers fit the write queue at once, which bounds the per-
+ * connection ring of queued answers whatever tcp_max_inflight says (4681 entries, 18 KiB). */
+#define TCP_ANSWER_MIN (2u + 12u)
 
 /* Connections taken per listener readiness event: enough for bursts, bounded so an accept flood
  * cannot starve established connections. */
@@ -91,22 +96,35 @@ typedef struct tcp_conn {
     uint32_t gen;          /* bumped at close: see TAG_MAKE */
     struct tcp_conn *prev; /* idle list (ordered by deadline) or free list (next only) */
     struct tcp_conn *next;
+    struct tcp_conn *lprev; /* lifetime list: accept order, hence ordered by life_ms */
+    struct tcp_conn *lnext;
     int64_t deadline_ms; /* monotonic ms after which the connection is idle-closed */
-    uint32_t rlen;       /* bytes in rbuf (at most one partial message after processing) */
+    int64_t life_ms;     /* monotonic ms at which it is closed whatever it does */
+    uint32_t rlen;       /* bytes in rbuf: a partial message, or more while paused */
     uint32_t woff, wlen; /* pending output is wbuf[woff, wlen) */
-    bool want_out;       /* EPOLLOUT is armed */
+    uint32_t *ends;      /* ring of the end offsets in wbuf of queued answers (pool.ring slots) */
+    uint32_t qhead;      /* ring index of the oldest queued answer */
+    uint32_t qlen;       /* answers queued, not yet written to the kernel */
+    uint32_t need;       /* paused for room: bytes the next answer needs in the write queue */
+    uint32_t events;     /* epoll interest currently registered (EPOLLIN / EPOLLOUT) */
+    bool paused;         /* backpressure: complete queries wait in rbuf, nothing is read */
     bool eof;            /* the peer closed its side: close once the output is drained */
     uint8_t *rbuf;       /* TCP_MSG_MAX bytes */
     uint8_t *wbuf;       /* TCP_WBUF_SIZE bytes */
 } tcp_conn_t;
 
 typedef struct tcp_pool {
-    tcp_conn_t *conns;       /* n slots */
-    uint8_t *bufs;           /* every slot's rbuf and wbuf, one allocation */
-    tcp_conn_t *free;        /* free slots, through next */
-    tcp_conn_t *head, *tail; /* open connections, earliest deadline first */
+    tcp_conn_t *conns;         /* n slots */
+    uint8_t *bufs;             /* every slot's rbuf and wbuf, one allocation */
+    uint32_t *ends;            /* every slot's ring of answer ends, one allocation */
+    tcp_conn_t *free;          /* free slots, through next */
+    tcp_conn_t *head, *tail;   /* open connections, earliest idle deadline first */
+    tcp_conn_t *lhead, *ltail; /* open connections, oldest (earliest life_ms) first */
     uint32_t n;
-    uint8_t *out; /* TCP_MSG_MAX bytes: answer_query() output before queueing */
+    uint32_t ring;   /* answers queued per connection at most: tcp_max_inflight, capped */
+    int64_t idle_ms; /* tcp_idle_timeout */
+    int64_t life_ms; /* tcp_max_lifetime */
+    uint8_t *out;    /* TCP_MSG_MAX bytes: answer_query() output before queueing */
 } tcp_pool_t;
 
 /* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums
@@ -165,14 +183,17 @@ unsigned udp_handle(worker_t *w, size_t li);
 unsigned udp_wait_batch(worker_t *w, size_t li);
 
 /* tcp.c */
-int tcp_pool_init(tcp_pool_t *p, uint32_t n) TERN_WUR;
+/** Preallocate n connection slots with their buffers and answer rings, the limits taken from
+ * cfg (tcp_idle_timeout, tcp_max_lifetime, tcp_max_inflight). 0 or TERN_ENOMEM. */
+int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg) TERN_WUR;
 /** Close every open connection and free the pool. */
 void tcp_pool_free(tcp_pool_t *p);
 void tcp_accept(worker_t *w, size_t li);
 void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events);
-/** Close connections whose deadline passed. */
+/** Close connections whose idle deadline or lifetime passed. */
 void tcp_sweep(worker_t *w);
-/** epoll_wait timeout in ms until the earliest deadline, or -1 without connections. */
+/** epoll_wait timeout in ms until the earliest idle or lifetime deadline, or -1 without
+ * connections. */
 int tcp_next_timeout(const worker_t *w);
 
 #endif

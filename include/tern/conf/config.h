@@ -23,6 +23,8 @@
  *   version: "tern"                             # CHAOS version.bind
  *   tcp_idle_timeout: 10                        # seconds
  *   tcp_max_connections: 256                    # per worker
+ *   tcp_max_lifetime: 120                       # seconds, from accept, whatever the peer does
+ *   tcp_max_inflight: 64                        # answers queued per connection, then pause
  *   udp_mmsg: true                              # false: one datagram per syscall
  *   log_level: info                             # error | warning | info | debug
  *   log_target: stderr                          # stderr | stdout | syslog
@@ -88,6 +90,8 @@ typedef struct config {
     char *version;                /* NULL if unset; at most 255 bytes */
     unsigned tcp_idle_timeout;    /* seconds, default 10 */
     unsigned tcp_max_connections; /* per worker, default 256 */
+    unsigned tcp_max_lifetime;    /* seconds from accept to close, default 120 */
+    unsigned tcp_max_inflight;    /* answers queued per connection before it pauses, default 64 */
     bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
     config_zone_t *zones;
     size_t nzones;
@@ -101,8 +105,9 @@ typedef struct config {
     char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
 } config_t;
 
-/** Defaults from the schema: no listen, workers = 1, edns 1232, tcp 10 s / 256, udp_mmsg, log
- * info to stderr, allow_root false, every string NULL. */
+/** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
+ * lifetime 120 s / 64 in flight, udp_mmsg, log info to stderr, allow_root false, every string
+ * NULL. */
 void config_init(config_t *c);
 
 /**

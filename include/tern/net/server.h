@@ -78,7 +78,7 @@ typedef struct server_stats {
     uint64_t tcp_refused;     /* connections closed at once because the pool was full */
     uint64_t tcp_queries;     /* complete messages answered */
     uint64_t tcp_closed_idle; /* closed by the idle timeout */
-    uint64_t tcp_closed_full; /* closed because the peer did not read its answers */
+    uint64_t tcp_closed_full; /* unused since backpressure pauses a non-reading peer (always 0) */
     uint64_t tcp_closed_bad;  /* closed for a zero-length or unanswerable message */
     uint64_t tcp_closed_life; /* closed at the total connection lifetime */
     uint64_t tcp_closed_peer; /* closed by the peer, or after our answers to its EOF */

@@ -103,6 +103,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.edns_max_udp, 1232);
     assert_int_equal(c.tcp_idle_timeout, 10);
     assert_int_equal(c.tcp_max_connections, 256);
+    assert_int_equal(c.tcp_max_lifetime, 120);
+    assert_int_equal(c.tcp_max_inflight, 64);
     assert_true(c.udp_mmsg);
     assert_null(c.identity);
     assert_null(c.version);
@@ -216,6 +218,8 @@ static void test_example_ternd_yaml(void **state)
     assert_string_equal(c.version, "tern");
     assert_int_equal(c.tcp_idle_timeout, 10);
     assert_int_equal(c.tcp_max_connections, 256);
+    assert_int_equal(c.tcp_max_lifetime, 120);
+    assert_int_equal(c.tcp_max_inflight, 64);
     assert_true(c.udp_mmsg);
     assert_int_equal(c.log_level, LOG_LVL_INFO);
     assert_int_equal(c.log_target, LOG_TARGET_STDERR);
@@ -255,7 +259,7 @@ static void test_example_has_every_option(void **state)
             fail_msg("conf/ternd.yaml lacks option '%s'", key);
         count++;
     }
-    assert_int_equal(count, 17);
+    assert_int_equal(count, 19);
 }
 
 static void test_redins_example_json(void **state)
@@ -573,6 +577,37 @@ static void test_out_of_range(void **state)
     expect_error("tcp_max_connections: 99999999999\n", 1,
                  "tcp_max_connections: 99999999999 is out of range 1..65536");
     expect_error("tcp_max_connections: 0\n", 1, "tcp_max_connections: 0 is out of range 1..65536");
+    expect_error("tcp_max_lifetime: 0\n", 1, "tcp_max_lifetime: 0 is out of range 1..86400");
+    expect_error("tcp_max_lifetime: 86401\n", 1,
+                 "tcp_max_lifetime: 86401 is out of range 1..86400");
+    expect_error("tcp_max_inflight: 0\n", 1, "tcp_max_inflight: 0 is out of range 1..65535");
+    expect_error("tcp_max_inflight: 65536\n", 1,
+                 "tcp_max_inflight: 65536 is out of range 1..65535");
+}
+
+/* The TCP limits: both bounds load, and a value is an integer, not a string or a duration. */
+static void test_tcp_limits(void **state)
+{
+    (void)state;
+    config_t c = load_text("tcp_max_lifetime: 1\ntcp_max_inflight: 65535\n");
+    assert_int_equal(c.tcp_max_lifetime, 1);
+    assert_int_equal(c.tcp_max_inflight, 65535);
+    assert_int_equal(c.tcp_idle_timeout, 10); /* the others keep their defaults */
+    config_free(&c);
+    c = load_text("{\"tcp_max_lifetime\": 86400, \"tcp_max_inflight\": 1}\n");
+    assert_int_equal(c.tcp_max_lifetime, 86400);
+    assert_int_equal(c.tcp_max_inflight, 1);
+    config_t d;
+    assert_int_equal(config_copy(&d, &c), 0);
+    assert_int_equal(d.tcp_max_lifetime, 86400);
+    assert_int_equal(d.tcp_max_inflight, 1);
+    config_free(&d);
+    config_free(&c);
+    expect_error("tcp_max_lifetime: 2m\n", 1, "tcp_max_lifetime: expected an integer, got \"2m\"");
+    expect_error("tcp_max_inflight: \"64\"\n", 1,
+                 "tcp_max_inflight: expected an integer, got \"64\"");
+    expect_error("tcp_max_inflight: 64\ntcp_max_inflight: 32\n", 2,
+                 "tcp_max_inflight: duplicate key (first at line 1)");
 }
 
 static void test_new_options(void **state)
@@ -849,6 +884,8 @@ static void test_schema_print(void **state)
                                        "version",
                                        "tcp_idle_timeout",
                                        "tcp_max_connections",
+                                       "tcp_max_lifetime",
+                                       "tcp_max_inflight",
                                        "udp_mmsg",
                                        "log_level",
                                        "log_target",
@@ -875,6 +912,8 @@ static void test_schema_print(void **state)
     }
     assert_non_null(strstr(buf, "[512..4096, default 1232]"));
     assert_non_null(strstr(buf, "[1..256 or auto, default 1]"));
+    assert_non_null(strstr(buf, "[1..86400, default 120]"));
+    assert_non_null(strstr(buf, "[1..65535, default 64]"));
     assert_non_null(strstr(buf, "[error, warning, info or debug, default info]"));
     assert_non_null(strstr(buf, "[stderr, stdout or syslog, default stderr]"));
     assert_non_null(strstr(buf, "[at most 107 bytes, default unset]"));
@@ -903,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_bad_type),
         cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_tcp_limits),
         cmocka_unit_test(test_new_options),
         cmocka_unit_test(test_relative_paths),
         cmocka_unit_test(test_zone_fields),

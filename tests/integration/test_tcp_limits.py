@@ -1,0 +1,349 @@
+#!/usr/bin/python3
+"""ternd's TCP limits under abuse: a full pool, stalled and non-reading clients, normal service.
+
+Starts one ternd (one worker, so every connection competes for the same pool) with
+tcp_max_connections 8 and tcp_idle_timeout 2, then:
+
+  1. fills the pool: three slow clients (one sends a length prefix and stalls, one sends half a
+     message, one pipelines queries and never reads its answers), one active client that keeps
+     querying, four idle holders;
+  2. opens ten more connections and holds them: each is accepted and closed at once (pool full);
+  3. meanwhile sends UDP queries (dnspython) every 100 ms and a TCP query on the active
+     connection every 250 ms: all must be answered promptly;
+  4. the slow clients and the idle holders must be closed by the idle timeout (not earlier than
+     it, not much later), the active client never;
+  5. once slots are free, fresh TCP connections are answered, and ternd is still running.
+
+Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
+bounded; only the ternd started here is stopped.
+
+    test_tcp_limits.py --ternd build/ternd      (or TERND=build/ternd test_tcp_limits.py)
+"""
+
+import argparse
+import errno
+import os
+import select
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import time
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+ZONES = [("diff.test", "diff.zone")]
+
+MAX_CONN = 8       # tcp_max_connections given to ternd
+IDLE = 2.0         # tcp_idle_timeout given to ternd, seconds
+EXTRA = 10         # connections beyond the pool
+MARGIN = 2.0       # how much later than the idle timeout a close may come (sweep, a slow box)
+ANSWER_TIMEOUT = 2.0   # a query that must be answered
+PROMPT = 1.0       # what "answered promptly" means for the UDP and active TCP queries
+SCENARIO = 12.0    # upper bound on the abuse phase, seconds
+REFUSE_WAIT = 2.0  # a connection beyond the pool must be closed within this
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def query_wire(name, qtype, qid):
+    q = dns.message.make_query(name, qtype)
+    q.id = qid
+    return q.to_wire()
+
+
+def framed(wire):
+    return struct.pack("!H", len(wire)) + wire
+
+
+def connect(port, rcvbuf=None):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(ANSWER_TIMEOUT)
+    s.connect((servers.LOOPBACK, port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def recv_exact(s, n, deadline):
+    data = b""
+    while len(data) < n:
+        s.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise Failure("connection closed by the server mid-answer")
+        data += chunk
+    return data
+
+
+def tcp_roundtrip(s, qid):
+    """One A query for www.diff.test on an open connection; returns the seconds it took."""
+    t = time.monotonic()
+    s.sendall(framed(query_wire("www.diff.test", "A", qid)))
+    deadline = t + ANSWER_TIMEOUT
+    n = struct.unpack("!H", recv_exact(s, 2, deadline))[0]
+    r = dns.message.from_wire(recv_exact(s, n, deadline))
+    expect(r.id == qid, "answer id %d, expected %d" % (r.id, qid))
+    expect(r.rcode() == dns.rcode.NOERROR and r.answer, "bad TCP answer: %s" % r)
+    return time.monotonic() - t
+
+
+def closed_by_peer(s):
+    """True when the server has closed s (EOF, reset or error), without consuming data."""
+    p = select.poll()
+    p.register(s, select.POLLIN | select.POLLERR | select.POLLHUP)
+    ev = p.poll(0)
+    if not ev:
+        return False
+    mask = ev[0][1]
+    if mask & (select.POLLERR | select.POLLHUP):
+        return True
+    try:
+        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def udp_query(port, qid):
+    q = dns.message.make_query("www.diff.test", "A")
+    q.id = qid
+    t = time.monotonic()
+    r = dns.query.udp(q, servers.LOOPBACK, port=port, timeout=ANSWER_TIMEOUT)
+    expect(r.rcode() == dns.rcode.NOERROR and r.answer, "bad UDP answer: %s" % r)
+    return time.monotonic() - t
+
+
+class Watched:
+    """A client connection whose close by the server is timed."""
+
+    def __init__(self, name, sock, last_activity):
+        self.name = name
+        self.sock = sock
+        self.last = last_activity  # when it last did something the idle timer counts
+        self.closed_at = None
+
+
+def scenario(port, results):
+    def check(name, fn):
+        try:
+            fn()
+            results.append((name, None))
+        except Failure as e:
+            results.append((name, str(e)))
+        except (OSError, dns.exception.DNSException) as e:
+            results.append((name, "%s: %s" % (type(e).__name__, e)))
+
+    socks = []
+    try:
+        t0 = time.monotonic()
+        # --- 1. the pool: three slow clients, one active, four idle holders, in accept order
+        prefix = connect(port)
+        socks.append(prefix)
+        prefix.sendall(b"\x00\x40")  # announces 64 bytes, sends none
+        half = connect(port)
+        socks.append(half)
+        w = query_wire("www.diff.test", "A", 7)
+        half.sendall(framed(w)[:2 + len(w) // 2])
+        noread = connect(port, rcvbuf=4096)
+        socks.append(noread)
+        noread.setblocking(False)
+        pipeline = b"".join(framed(query_wire("big.diff.test", "TXT", i)) for i in range(64))
+        slow = [Watched("slow_length_prefix", prefix, time.monotonic()),
+                Watched("slow_half_message", half, time.monotonic()),
+                Watched("slow_never_reads", noread, time.monotonic())]
+        active = connect(port)
+        socks.append(active)
+        holders = []
+        for i in range(MAX_CONN - 4):
+            h = connect(port)
+            socks.append(h)
+            tcp_roundtrip(h, 100 + i)  # in the pool, and answered
+            holders.append(Watched("idle_holder_%d" % i, h, time.monotonic()))
+        tcp_roundtrip(active, 200)
+
+        # --- 2. ten more: accepted and closed at once, while everyone above stays
+        extra = []
+        for i in range(EXTRA):
+            s = connect(port)
+            socks.append(s)
+            extra.append(s)
+        refused_at = {}
+        deadline = time.monotonic() + REFUSE_WAIT
+        while len(refused_at) < EXTRA and time.monotonic() < deadline:
+            for i, s in enumerate(extra):
+                if i not in refused_at and closed_by_peer(s):
+                    refused_at[i] = time.monotonic()
+            time.sleep(0.02)
+
+        def extras_refused():
+            expect(len(refused_at) == EXTRA, "%d of %d connections beyond the pool were closed "
+                   "within %.1f s" % (len(refused_at), EXTRA, REFUSE_WAIT))
+        check("pool_full_extra_connections_closed", extras_refused)
+
+        # --- 3. service goes on while the slow ones sit there
+        udp_times, tcp_times, errors = [], [], []
+        next_udp = next_tcp = time.monotonic()
+        qid = 1000
+        sent_noread = 0
+        active_closed = False
+        watched = slow + holders
+        end = t0 + SCENARIO
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if all(w.closed_at for w in watched) and now - max(w.closed_at for w in watched) > 0.5:
+                break
+            # the non-reader keeps pushing queries while the server takes them
+            if not slow[2].closed_at:
+                try:
+                    n = noread.send(pipeline)
+                    if n > 0:
+                        sent_noread += n
+                        slow[2].last = now
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    slow[2].closed_at = now
+            for w in watched:
+                if not w.closed_at and closed_by_peer(w.sock):
+                    w.closed_at = now
+            if now >= next_udp:
+                qid += 1
+                try:
+                    udp_times.append(udp_query(port, qid & 0xFFFF))
+                except (Failure, dns.exception.DNSException, OSError) as e:
+                    errors.append("UDP query at +%.1f s: %s" % (now - t0, e))
+                next_udp = now + 0.1
+            if now >= next_tcp and not active_closed:
+                qid += 1
+                try:
+                    tcp_times.append(tcp_roundtrip(active, qid & 0xFFFF))
+                except (Failure, OSError) as e:
+                    errors.append("active TCP query at +%.1f s: %s" % (now - t0, e))
+                    active_closed = True
+                next_tcp = now + 0.25
+            time.sleep(0.02)
+
+        def udp_answered():
+            expect(not [e for e in errors if e.startswith("UDP")],
+                   "; ".join(e for e in errors if e.startswith("UDP")))
+            expect(len(udp_times) >= 20, "only %d UDP queries made" % len(udp_times))
+            expect(max(udp_times) < PROMPT, "slowest UDP answer took %.2f s" % max(udp_times))
+        check("udp_answered_during_abuse", udp_answered)
+
+        def active_answered():
+            expect(not active_closed, "; ".join(e for e in errors if e.startswith("active")))
+            expect(len(tcp_times) >= 8, "only %d TCP queries made" % len(tcp_times))
+            expect(max(tcp_times) < PROMPT, "slowest TCP answer took %.2f s" % max(tcp_times))
+        check("active_tcp_answered_during_abuse", active_answered)
+
+        # --- 4. every slow client and idle holder is closed by the idle timeout
+        for w in watched:
+            def closed_by_idle(w=w):
+                expect(w.closed_at is not None, "%s still open after %.0f s" % (w.name, SCENARIO))
+                after = w.closed_at - w.last
+                expect(after <= IDLE + MARGIN, "%s closed %.2f s after its last activity "
+                       "(idle timeout %.0f s)" % (w.name, after, IDLE))
+                since_start = w.closed_at - t0
+                expect(since_start >= IDLE - 0.5, "%s closed after %.2f s, before the idle "
+                       "timeout" % (w.name, since_start))
+            check("closed_by_idle_timeout_" + w.name, closed_by_idle)
+
+        def noread_pushed():
+            # it sent far more than one answer's worth: the server paused it, then closed it
+            expect(sent_noread > 64 * 1024, "the non-reader only sent %d bytes" % sent_noread)
+        check("never_reads_was_backpressured", noread_pushed)
+
+        # --- 5. the freed slots serve new connections; the active one is still there
+        def fresh_tcp():
+            for i in range(3):
+                r = dns.query.tcp(dns.message.make_query("www.diff.test", "A"), servers.LOOPBACK,
+                                  port=port, timeout=ANSWER_TIMEOUT)
+                expect(r.rcode() == dns.rcode.NOERROR and r.answer, "bad answer %s" % r)
+        check("fresh_tcp_after_idle_frees_slots", fresh_tcp)
+
+        def active_still_open():
+            expect(not active_closed, "the active connection was closed")
+            tcp_roundtrip(active, 0x7777)
+        check("active_connection_survived", active_still_open)
+    finally:
+        for s in socks:
+            try:
+                s.close()
+            except OSError as e:
+                if e.errno != errno.EBADF:
+                    raise
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ternd", default=os.environ.get("TERND"))
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    if not args.ternd or not os.access(args.ternd, os.X_OK):
+        print("test_tcp_limits: no ternd binary (--ternd PATH or $TERND), got %r" % args.ternd)
+        return 2
+    binary = os.path.abspath(args.ternd)
+    workdir = tempfile.mkdtemp(prefix="tern-tcp-limits-")
+    zones = [(origin, os.path.join(DATA, f)) for origin, f in ZONES]
+    extra_yaml = ("tcp_max_connections: %d\ntcp_idle_timeout: %d\nlog_level: warning\n"
+                  % (MAX_CONN, IDLE))
+    tern = servers.Ternd(workdir, zones, binary, extra_yaml=extra_yaml, workers=1)
+    results = []
+    try:
+        try:
+            tern.start("diff.test")
+        except RuntimeError as e:
+            print("test_tcp_limits: %s" % e)
+            print("0 passed, 1 failed")
+            return 1
+        scenario(tern.port, results)
+
+        def alive():
+            expect(tern.proc.poll() is None, "ternd exited (%s):\n%s"
+                   % (tern.proc.returncode, tern.log_text()))
+            udp_query(tern.port, 0x5555)
+        try:
+            alive()
+            results.append(("server_alive", None))
+        except (Failure, dns.exception.DNSException, OSError) as e:
+            results.append(("server_alive", str(e)))
+    finally:
+        tern.stop()
+        if tern.proc is not None and tern.proc.returncode not in (0, -15):
+            results.append(("clean_exit", "ternd exited with %s on SIGTERM:\n%s"
+                            % (tern.proc.returncode, tern.log_text())))
+        if args.keep:
+            print("kept %s" % workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    failed = 0
+    for name, err in results:
+        print("%-48s %s" % (name, "ok" if err is None else "FAIL: " + err))
+        failed += err is not None
+    print("%d passed, %d failed" % (len(results) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
