@@ -98,8 +98,13 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
 
 void tcp_pool_free(tcp_pool_t *p)
 {
-    for (tcp_conn_t *c = p->head; c; c = c->next)
+    for (tcp_conn_t *c = p->head; c; c = c->next) {
+        /* shutting down: hand the kernel the answers already made (one try, never blocking), so
+         * a stop finishes what is in flight instead of dropping it */
+        if (c->woff < c->wlen)
+            (void)send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_DONTWAIT | MSG_NOSIGNAL);
         close(c->fd);
+    }
     free(p->conns);
     free(p->bufs);
     free(p->ends);
