@@ -418,7 +418,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 out:
-    ctl_stop(ctl); /* first: a reload it waits for finishes, then nobody asks for more */
+    ctl_stop(ctl);         /* first: a reload it waits for finishes, then nobody asks for more */
     metrics_stop(metrics); /* it reads the loader and the workers: stop it before either */
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
