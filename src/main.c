@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <dlfcn.h>
+#include <stdarg.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,7 +155,35 @@ static int drop_privileges(const config_t *cfg)
     return 0;
 }
 
-/* systemd (Type=notify): a no-op when NOTIFY_SOCKET is unset. */
+/*
+ * systemd (Type=notify). libsystemd is loaded only when systemd asks for notifications
+ * (NOTIFY_SOCKET is set): linked, it and its compression and crypto libraries would cost every
+ * ternd about a megabyte of PSS. Without it every notification is a no-op.
+ */
+static __typeof__(&sd_notify) notify_fn;
+
+static void notify_init(void)
+{
+    if (!getenv("NOTIFY_SOCKET"))
+        return;
+    void *h = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h || !(*(void **)&notify_fn = dlsym(h, "sd_notify")))
+        log_warn("NOTIFY_SOCKET is set but libsystemd cannot be loaded (%s): no notifications",
+                 dlerror());
+}
+
+static void notify(const char *fmt, ...) TERN_PRINTF(1, 2);
+static void notify(const char *fmt, ...)
+{
+    if (!notify_fn)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    notify_fn(0, buf);
+}
 static void notify_status(const loader_stats_t *st, const char *prefix)
 {
     char status[768];
@@ -167,7 +197,7 @@ static void notify_status(const loader_stats_t *st, const char *prefix)
     else
         snprintf(status, sizeof(status), "%sserving %zu zones, %zu records; last reload FAILED: %s",
                  prefix, st->zones, st->records, st->last_error);
-    sd_notifyf(0, "STATUS=%s", status);
+    notify("STATUS=%s", status);
 }
 
 /* loader_listener_fn: RELOADING=1 with the monotonic time when a reload starts (systemd's reload
@@ -178,12 +208,11 @@ static void on_reload(void *ctx, bool done, const loader_stats_t *st)
     if (!done) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
-                   (unsigned long long)ts.tv_sec * 1000000ull +
-                       (unsigned long long)ts.tv_nsec / 1000);
+        notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+               (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
         return;
     }
-    sd_notify(0, "READY=1");
+    notify("%s", "READY=1");
     notify_status(st, "");
 }
 
@@ -332,6 +361,7 @@ int main(int argc, char **argv)
     int r = parse_args(argc, argv, &cli);
     if (r != 0)
         return r < 0 ? 0 : 1;
+    notify_init();
 
     /* Block the control signals before any thread exists so every thread inherits the mask and
      * only the signalfd below ever sees them. */
@@ -393,7 +423,7 @@ int main(int argc, char **argv)
     log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
     loader_stats_t st;
     loader_get_stats(loader, &st);
-    sd_notify(0, "READY=1");
+    notify("%s", "READY=1");
     notify_status(&st, "");
 
     /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
@@ -412,7 +442,7 @@ int main(int argc, char **argv)
             loader_request(loader);
         } else {
             log_info("signal %u: shutting down", si.ssi_signo);
-            sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
+            notify("%s", "STOPPING=1\nSTATUS=shutting down");
             break;
         }
     }

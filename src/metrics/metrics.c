@@ -18,10 +18,56 @@
 #include <string.h>
 #include <time.h>
 
+#include <dlfcn.h>
+#include <pthread.h>
+
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
 #include "tern/metrics/metrics.h"
+
+/*
+ * libmicrohttpd is loaded when the endpoint is first configured, not linked: it drags in GnuTLS
+ * and its dependencies (p11-kit, nettle, gmp, libidn2, ...), about 2.4 MiB of PSS in every ternd
+ * whether or not it serves metrics. The header still gives every prototype, so each call keeps
+ * its exact type.
+ */
+#define MHD_FUNCS(X)                                                                               \
+    X(MHD_start_daemon)                                                                            \
+    X(MHD_stop_daemon)                                                                             \
+    X(MHD_get_daemon_info)                                                                         \
+    X(MHD_create_response_from_buffer)                                                             \
+    X(MHD_add_response_header)                                                                     \
+    X(MHD_queue_response)                                                                          \
+    X(MHD_destroy_response)
+
+static struct {
+#define MHD_FIELD(f) __typeof__(&f) f;
+    MHD_FUNCS(MHD_FIELD)
+#undef MHD_FIELD
+} mhd;
+static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
+static char mhd_error[256];
+
+static void mhd_load(void)
+{
+    static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(mhd_error, sizeof(mhd_error), "cannot load libmicrohttpd: %s", dlerror());
+        return;
+    }
+#define MHD_SYM(f)                                                                                 \
+    if (!(*(void **)&mhd.f = dlsym(h, #f))) {                                                      \
+        snprintf(mhd_error, sizeof(mhd_error), "libmicrohttpd lacks %s", #f);                      \
+        return;                                                                                    \
+    }
+    MHD_FUNCS(MHD_SYM)
+#undef MHD_SYM
+    /* h stays open for the life of the process: the daemon thread runs its code */
+}
 
 /* A scraper needs one connection; 16 leave room for a few scrapers and a curl by hand, and cap
  * what a misbehaving local client can hold (each costs libmicrohttpd's 32 KiB memory pool). */
@@ -297,16 +343,16 @@ static enum MHD_Result answer_text(struct MHD_Connection *c, unsigned status, co
                                    const char *allow)
 {
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+        mhd.MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     enum MHD_Result ok =
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     if (ok == MHD_YES && allow)
-        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+        ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (ok == MHD_YES)
-        ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
+        ok = mhd.MHD_queue_response(c, status, r);
+    mhd.MHD_destroy_response(r);
     return ok;
 }
 
@@ -345,15 +391,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                  BODY_MAX);
         return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics\n", NULL);
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = mhd.MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(b.p);
         return MHD_NO;
     }
-    enum MHD_Result ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+    enum MHD_Result ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
     if (ok == MHD_YES)
-        ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
+        ok = mhd.MHD_queue_response(c, MHD_HTTP_OK, r);
+    mhd.MHD_destroy_response(r);
     return ok;
 }
 
@@ -392,6 +438,11 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
                 listen ? listen : "(null)");
         return NULL;
     }
+    pthread_once(&mhd_once, mhd_load);
+    if (mhd_error[0]) {
+        log_err("metrics: %s (package libmicrohttpd12)", mhd_error);
+        return NULL;
+    }
     metrics_t *m = calloc(1, sizeof(*m));
     if (!m) {
         log_err("metrics: out of memory");
@@ -411,7 +462,7 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
         ntohs(addr.addr.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&addr.addr)->sin6_port
                                               : ((const struct sockaddr_in *)&addr.addr)->sin_port);
     /* The port argument is ignored when MHD_OPTION_SOCK_ADDR is given; pass it for clarity. */
-    m->daemon = MHD_start_daemon(
+    m->daemon = mhd.MHD_start_daemon(
         flags, port, NULL, NULL, on_request, m,
         /* first, or libmicrohttpd writes to stderr about the options before it */
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr.addr,
@@ -423,7 +474,8 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
         return NULL;
     }
     atomic_store(&m->serving, true);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *info =
+        mhd.MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : port;
     if (!is_loopback(&addr.addr))
         log_warn("metrics: %s is not a loopback address and the endpoint has no authentication",
@@ -449,6 +501,6 @@ void metrics_stop(metrics_t *m)
 {
     if (!m)
         return;
-    MHD_stop_daemon(m->daemon);
+    mhd.MHD_stop_daemon(m->daemon);
     free(m);
 }
