@@ -86,18 +86,17 @@ static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t
 
 /* A/AAAA of the targets of an NS/MX/SRV RRset. glue: also targets below a delegation (a
  * referral's glue); otherwise those are not our authoritative data and are skipped. */
-static void put_additional(resp_t *r, const zone_rrset_t *rr, bool glue)
+static void put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, bool glue)
 {
-    const zone_node_t *const *tg = rr->targets;
-    if (!tg)
+    if (!rr->targets)
         return;
     for (unsigned i = 0; i < rr->count; i++) {
-        const zone_node_t *n = tg[i];
+        const zone_node_t *n = zone_rrset_target(z, rr, i);
         if (!n || (n->cut && !glue))
             continue;
         bool dup = false;
         for (unsigned j = 0; j < i && !dup; j++)
-            dup = tg[j] == n;
+            dup = zone_rrset_target(z, rr, j) == n;
         if (dup)
             continue;
         /* RRsets are sorted by type, so A (1) and AAAA (28) come first and in this order. */
@@ -120,11 +119,11 @@ static void put_neg(resp_t *r, const zone_t *z)
 }
 
 /* Referral (RFC 1034 §4.3.2 step 3b): the cut's NS in authority, glue in additional. */
-static void put_referral(resp_t *r, const zone_node_t *cut)
+static void put_referral(resp_t *r, const zone_t *z, const zone_node_t *cut)
 {
     const zone_rrset_t *ns = zone_node_rrset(cut, WIRE_T_NS);
     if (ns && put(r, WIRE_SEC_NS, 0, cut->name, ns))
-        put_additional(r, ns, true);
+        put_additional(r, z, ns, true);
 }
 
 static const zone_rrset_t *pick_any(const zone_node_t *n)
@@ -191,7 +190,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             !(res.kind == ZONE_LOOKUP_EXACT && res.node == res.cut && qtype == WIRE_T_DS)) {
             if (hop == 0)
                 r->aa = false;
-            put_referral(r, res.cut);
+            put_referral(r, z, res.cut);
             return;
         }
         if (res.kind == ZONE_LOOKUP_NXDOMAIN) {
@@ -233,7 +232,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         }
         if (put(r, WIRE_SEC_AN, owner_off, owner, rr) &&
             (rr->type == WIRE_T_NS || rr->type == WIRE_T_MX || rr->type == WIRE_T_SRV))
-            put_additional(r, rr, false);
+            put_additional(r, z, rr, false);
         return;
     }
 }

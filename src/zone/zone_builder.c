@@ -795,7 +795,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
                             b->names_len,
                             (f.run_count + 1) * sizeof(zone_rrset_t),
                             rdbytes,
-                            ntargets * sizeof(zone_node_t *),
+                            ntargets * sizeof(uint32_t),
                             strlen(b->source) + 1};
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
@@ -807,7 +807,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     uint8_t *names = arena_memdup(arena, b->names, b->names_len);
     zone_rrset_t *sets = arena_calloc(arena, f.run_count + 1, sizeof(*sets)); /* +1: neg_soa */
     uint8_t *rd = arena_alloc(arena, rdbytes);
-    const zone_node_t **targets = arena_calloc(arena, ntargets, sizeof(*targets));
+    uint32_t *targets = arena_calloc(arena, ntargets, sizeof(*targets));
     char *source = arena_memdup(arena, b->source, strlen(b->source) + 1);
     tnames = malloc((ntargets ? ntargets : 1) * sizeof(*tnames));
     if (!z || !nodes || !slot || !names || !sets || !rd || !targets || !source || !tnames)
@@ -818,6 +818,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     z->source = source;
     z->node_slots = slot;
     z->nodes = nodes;
+    z->targets = targets;
     z->node_mask = (uint32_t)(slots - 1);
 
     /* nodes and the hash table */
@@ -855,8 +856,8 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             s->ttl = r->ttl;
             s->rdata_len = r->bytes;
             s->rdata = rd + rdpos;
-            const zone_node_t **tg = has_targets(r->type) ? targets + tpos : NULL;
-            s->targets = tg;
+            bool tg = has_targets(r->type);
+            s->targets = tg ? (uint32_t)tpos + 1 : 0;
             for (uint32_t i = 0; i < r->n; i++) {
                 const struct brr *x = &b->rr[f.ord[r->start + i]];
                 if (x->dup)
@@ -884,7 +885,8 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     for (size_t i = 0; i < ntargets; i++) {
         uint8_t lc[DNAME_MAXLEN];
         size_t len = dname_lower(lc, tnames[i]);
-        targets[i] = zone_find_node(z, lc, len, dname_hash(lc));
+        const zone_node_t *n = zone_find_node(z, lc, len, dname_hash(lc));
+        targets[i] = n ? (uint32_t)(n - nodes) + 1 : 0;
     }
 
     /* wildcard pointers: every "*.<name>" has its parent as a node (ENTs were added) */

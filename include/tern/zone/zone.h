@@ -27,15 +27,16 @@
 
 typedef struct zone_node zone_node_t;
 
+/* 24 bytes: one per owner name and type, so a 100,000-name zone holds about as many. */
 typedef struct zone_rrset {
     uint16_t type;
-    uint16_t count;       /* RRs */
-    uint32_t ttl;         /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
-    uint32_t rdata_len;   /* bytes of rdata */
+    uint16_t count;     /* RRs */
+    uint32_t ttl;       /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
+    uint32_t rdata_len; /* bytes of rdata */
+    /* NS, MX, SRV: 1 + the index in zone.targets of RR 0's target (RR i's is the next ones);
+     * 0 for other types. Read through zone_rrset_target(). */
+    uint32_t targets;
     const uint8_t *rdata; /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
-    /* NS, MX, SRV: for RR i, the node of its target name in this zone (NULL if not in the zone).
-     * Used for additional-section A/AAAA and glue. NULL for other types. */
-    const zone_node_t *const *targets;
 } zone_rrset_t;
 
 enum zone_node_flags {
@@ -82,6 +83,9 @@ typedef struct zone {
     uint32_t node_mask;            /* node_slots has node_mask + 1 entries (a power of two) */
     const zone_slot_t *node_slots; /* open addressing, linear probing, at most 2/3 full */
     const zone_node_t *nodes;      /* node_count nodes; the apex is nodes[0] */
+    /* Targets of the NS/MX/SRV records: 1 + the index in nodes of the target name when it is in
+     * this zone, else 0. Used for additional-section A/AAAA and glue. */
+    const uint32_t *targets;
     size_t node_count;
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */
@@ -120,6 +124,17 @@ typedef struct zone_lookup {
  * hash lookup; a wildcard is considered only below the closest encloser and never below a cut.
  */
 void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r);
+
+/** For RR i of an NS/MX/SRV RRset s of zone z: the node of its target name if it is in the zone,
+ * else NULL (also for every other type). */
+static inline const zone_node_t *zone_rrset_target(const zone_t *z, const zone_rrset_t *s,
+                                                   unsigned i)
+{
+    if (!s->targets)
+        return NULL;
+    uint32_t n = z->targets[s->targets - 1 + i];
+    return n ? &z->nodes[n - 1] : NULL;
+}
 
 /** Take one more reference to z (loader thread only). Returns z. */
 zone_t *zone_retain(zone_t *z);

@@ -124,9 +124,9 @@ static void test_good_zone(void **state)
     assert_null(node(z, "after.deeper.inc.example.test."));
     /* MX target resolved */
     const zone_rrset_t *mx = rrset(z, "mx.example.test.", 15);
-    assert_ptr_equal(mx->targets[0], node(z, "www.example.test."));
-    assert_ptr_equal(z->apex_ns->targets[0], node(z, "ns1.example.test."));
-    assert_null(z->apex_ns->targets[1]);
+    assert_ptr_equal(zone_rrset_target(z, mx, 0), node(z, "www.example.test."));
+    assert_ptr_equal(zone_rrset_target(z, z->apex_ns, 0), node(z, "ns1.example.test."));
+    assert_null(zone_rrset_target(z, z->apex_ns, 1));
     /* 17 records in the files, one out of zone */
     assert_int_equal(z->rr_count, 16);
     zone_free(z);
