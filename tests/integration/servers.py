@@ -236,3 +236,21 @@ zone:
             for origin, path in self.zones:
                 f.write(f'  - domain: "{origin}"\n    file: "{path}"\n')
         return [binary, "-c", conf]
+
+
+def clean_exit_result(tern):
+    """('clean_exit', error) if a stopped Ternd did not exit cleanly on SIGTERM, else None."""
+    if tern.proc is not None and tern.proc.returncode not in (0, -15):
+        return ("clean_exit", "ternd exited with %s on SIGTERM:\n%s"
+                % (tern.proc.returncode, tern.log_text()))
+    return None
+
+
+def report(results, width=40):
+    """Print one line per (name, error-or-None) check and a summary; the exit status to return."""
+    failed = 0
+    for name, err in results:
+        print("%-*s %s" % (width, name, "ok" if err is None else "FAIL: " + err))
+        failed += err is not None
+    print("%d passed, %d failed" % (len(results) - failed, failed))
+    return 1 if failed else 0

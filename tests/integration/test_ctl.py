@@ -566,12 +566,7 @@ def main():
             print("kept %s" % workdir)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    failed = 0
-    for name, err in results:
-        print("%-28s %s" % (name, "ok" if err is None else "FAIL: " + err))
-        failed += err is not None
-    print("%d passed, %d failed" % (len(results) - failed, failed))
-    return 1 if failed else 0
+    return servers.report(results, 28)
 
 
 if __name__ == "__main__":

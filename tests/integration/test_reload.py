@@ -504,9 +504,9 @@ def main():
     finally:
         if tern is not None:
             tern.stop()
-            if tern.proc is not None and tern.proc.returncode not in (0, -15):
-                results.append(("clean_exit", "ternd exited with %s on SIGTERM:\n%s"
-                                % (tern.proc.returncode, tern.log_text())))
+            bad = servers.clean_exit_result(tern)
+            if bad:
+                results.append(bad)
             elif any(err for _, err in results):
                 print("--- ternd log (tail) ---\n%s--- end ---" % tern.log_text(3000))
         if args.keep:
@@ -514,12 +514,7 @@ def main():
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    failed = 0
-    for name, err in results:
-        print("%-32s %s" % (name, "ok" if err is None else "FAIL: " + err))
-        failed += err is not None
-    print("%d passed, %d failed" % (len(results) - failed, failed))
-    return 1 if failed else 0
+    return servers.report(results, 32)
 
 
 if __name__ == "__main__":

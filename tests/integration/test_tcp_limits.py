@@ -329,20 +329,15 @@ def main():
             results.append(("server_alive", str(e)))
     finally:
         tern.stop()
-        if tern.proc is not None and tern.proc.returncode not in (0, -15):
-            results.append(("clean_exit", "ternd exited with %s on SIGTERM:\n%s"
-                            % (tern.proc.returncode, tern.log_text())))
+        bad = servers.clean_exit_result(tern)
+        if bad:
+            results.append(bad)
         if args.keep:
             print("kept %s" % workdir)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    failed = 0
-    for name, err in results:
-        print("%-48s %s" % (name, "ok" if err is None else "FAIL: " + err))
-        failed += err is not None
-    print("%d passed, %d failed" % (len(results) - failed, failed))
-    return 1 if failed else 0
+    return servers.report(results, 48)
 
 
 if __name__ == "__main__":
