@@ -154,6 +154,7 @@ typedef struct zinfo {
     size_t records;
     size_t bytes;
     int64_t loaded;
+    uint64_t version;
 } zinfo_t;
 
 typedef struct zlist {
@@ -179,8 +180,11 @@ static void zlist_add(void *ctx, const loader_zone_info_t *zi)
         l->cap = cap;
     }
     zinfo_t *e = &l->z[l->n];
-    *e = (zinfo_t){
-        .serial = zi->serial, .records = zi->records, .bytes = zi->bytes, .loaded = zi->loaded};
+    *e = (zinfo_t){.serial = zi->serial,
+                   .records = zi->records,
+                   .bytes = zi->bytes,
+                   .loaded = zi->loaded,
+                   .version = zi->version};
     if (!(e->origin = strdup(zi->origin)) || !(e->file = strdup(zi->file ? zi->file : ""))) {
         free(e->origin);
         l->oom = true;
@@ -297,9 +301,7 @@ static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
         zlist_free(&before);
         return;
     }
-    /* What changed, seen from here: a zone is changed when it is new or its serial, record
-     * count, size, file or load time differs from before the request. (A zone re-read in the
-     * same second with identical content counts as unchanged.) */
+    /* What changed: a zone is changed when it is new or was read again (its version moved). */
     const zinfo_t **sorted_before = NULL, **sorted_after = NULL;
     if (!zlist_get(c->loader, &after) || !(sorted_before = zlist_sorted(&before)) ||
         !(sorted_after = zlist_sorted(&after))) {
@@ -313,8 +315,7 @@ static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
     sb_t lines = {0};
     for (size_t i = 0; i < after.n; i++) {
         const zinfo_t *z = &after.z[i], *p = zlist_find(sorted_before, before.n, z->origin);
-        if (p && p->serial == z->serial && p->records == z->records && p->bytes == z->bytes &&
-            p->loaded == z->loaded && strcmp(p->file, z->file) == 0)
+        if (p && p->version == z->version)
             continue;
         changed++;
         if (p)

@@ -34,8 +34,9 @@ struct zent {
     char *key;  /* origin, lowercased, without the final dot: what "the same zone" means */
     char *file; /* the path as configured */
     zone_t *zone;
-    int64_t loaded; /* wall clock when this version of the zone was read */
-    bool fresh;     /* read by the reload that built this snapshot (not shared) */
+    int64_t loaded;   /* wall clock when this version of the zone was read */
+    bool fresh;       /* read by the reload that built this snapshot (not shared) */
+    uint64_t version; /* loader-wide counter of zone reads: equal means the very same data */
     struct dep *deps;
     size_t ndeps, capdeps;
 };
@@ -155,6 +156,9 @@ static bool dep_unchanged(const struct dep *d)
            st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
 }
 
+/* Zone reads so far, across loaders (a process has one); a zone's version is its read's number. */
+static uint64_t zone_reads;
+
 /* The old snapshot's entries by key, for reusable(): built once per reload, so matching 10,000
  * zones is linear, not quadratic. Open addressing over indices into old->z. */
 typedef struct old_index {
@@ -259,6 +263,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
                 goto nomem;
             z = zone_retain(prev->zone);
             e->loaded = prev->loaded;
+            e->version = prev->version;
         } else {
             rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
             if (rc < 0) {
@@ -269,6 +274,7 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             (*changed)++;
             e->loaded = (int64_t)time(NULL);
             e->fresh = true;
+            e->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
         }
         e->zone = z;
         s->records += z->rr_count;
@@ -611,6 +617,7 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx)
             .records = e->zone->rr_count,
             .bytes = arena_footprint(e->zone->arena),
             .loaded = e->loaded,
+            .version = e->version,
         };
         fn(ctx, &info);
     }

@@ -92,8 +92,9 @@ typedef struct loader_zone_info {
     const char *file;   /* as configured */
     uint32_t serial;
     size_t records;
-    size_t bytes;   /* memory of the zone's data */
-    int64_t loaded; /* wall clock (s since the epoch) when this version was read */
+    size_t bytes;     /* memory of the zone's data */
+    int64_t loaded;   /* wall clock (s since the epoch) when this version was read */
+    uint64_t version; /* changes exactly when the zone is read again (a count of zone reads) */
 } loader_zone_info_t;
 
 typedef void (*loader_zone_fn)(void *ctx, const loader_zone_info_t *zone);
