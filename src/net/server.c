@@ -27,6 +27,9 @@
  * the kernel caps it at net.core.{r,w}mem_max unless we may force it. */
 #define UDP_SOCKBUF (4 << 20)
 
+/* TCP send buffer of every accepted connection: two maximum-size answers in flight. */
+#define TCP_SOCK_SNDBUF (128 << 10)
+
 /* Port 0: an ephemeral port free for UDP can be taken for TCP by someone else; a few fresh
  * attempts make that race vanishingly unlikely without looping forever. */
 #define BIND_ATTEMPTS 8
@@ -105,6 +108,9 @@ static int open_socket(const config_listen_t *l, int type, uint16_t port, bool w
             goto fail;
         /* inherited by accepted sockets: pipelined answers must not wait for Nagle */
         (void)setopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+        /* also inherited: a peer that stops reading can pin at most this much kernel memory
+         * (doubled by the kernel) besides our own write queue, until the idle timeout */
+        (void)setopt_int(fd, SOL_SOCKET, SO_SNDBUF, TCP_SOCK_SNDBUF);
     }
     *what = "bind";
     if (bind(fd, (struct sockaddr *)&ss, l->addrlen) < 0)
