@@ -10,6 +10,7 @@
  * status: 0 ok, 1 the server answered with an error (or a check failed), 2 usage, or the server
  * could not be reached or did not answer.
  */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
+#include "tern/geo/asn_table.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
 
@@ -55,6 +57,10 @@ static void usage(FILE *out)
             "  check-config FILE   parse the config and load every zone it lists\n"
             "  check-zone ORIGIN FILE\n"
             "                      load one zone file\n"
+            "  asn compile -o OUT INPUT...\n"
+            "                      compile ip2asn data (iptoasn TSV or ip-location-db CSV)\n"
+            "                      into the binary range table ternd maps\n"
+            "  asn lookup FILE IP  print the ASN, country and name of IP in a compiled table\n"
             "\n"
             "Options:\n"
             "  -s, --socket PATH   the control socket (default: the config's control_socket,\n"
@@ -126,6 +132,74 @@ static int check_config(const char *path)
     zone_table_free(t);
     config_free(&cfg);
     return rc;
+}
+
+/* ternctl asn compile -o OUT INPUT... */
+static int asn_compile_cmd(int nargs, char **args)
+{
+    const char *out = NULL;
+    const char *inputs[256];
+    size_t n = 0;
+    for (int i = 0; i < nargs; i++) {
+        if (strcmp(args[i], "-o") == 0 && i + 1 < nargs) {
+            out = args[++i];
+        } else if (n < sizeof(inputs) / sizeof(inputs[0])) {
+            inputs[n++] = args[i];
+        } else {
+            fprintf(stderr, "ternctl: asn compile: at most %zu inputs\n",
+                    sizeof(inputs) / sizeof(inputs[0]));
+            return EXIT_USAGE;
+        }
+    }
+    if (!out || n == 0) {
+        fprintf(stderr, "ternctl: usage: ternctl asn compile -o OUT INPUT...\n");
+        return EXIT_USAGE;
+    }
+    char err[1024] = "";
+    asn_table_compile_stats_t st;
+    int r = asn_table_compile_ex(inputs, n, out, &st, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "ternctl: asn compile: %s\n", err[0] ? err : tern_strerror(r));
+        return EXIT_ERROR;
+    }
+    printf("OK: %s: %zu lines, %zu IPv4 and %zu IPv6 ranges (%zu overlapping), %zu + %zu "
+           "entries, %zu names\n",
+           out, st.lines, st.ranges_v4, st.ranges_v6, st.overlaps, st.entries_v4, st.entries_v6,
+           st.names);
+    return EXIT_OK;
+}
+
+/* ternctl asn lookup FILE IP */
+static int asn_lookup_cmd(const char *file, const char *ip)
+{
+    uint8_t a6[16];
+    struct in_addr a4;
+    bool v4 = inet_pton(AF_INET, ip, &a4) == 1;
+    if (!v4 && inet_pton(AF_INET6, ip, a6) != 1) {
+        fprintf(stderr, "ternctl: asn lookup: '%s' is not an IPv4 or IPv6 address\n", ip);
+        return EXIT_USAGE;
+    }
+    char err[512] = "";
+    asn_table_t *t = asn_table_open(file, err, sizeof(err));
+    if (!t) {
+        fprintf(stderr, "ternctl: asn lookup: %s\n", err);
+        return EXIT_ERROR;
+    }
+    uint32_t asn = v4 ? asn_table_lookup_v4(t, ntohl(a4.s_addr)) : asn_table_lookup_v6(t, a6);
+    const char *cc = "", *name = "";
+    size_t cc_len = 0, name_len = 0;
+    if (asn && asn_table_info(t, asn, &cc, &cc_len, &name, &name_len) < 0)
+        cc_len = name_len = 0;
+    if (cc_len == 0) {
+        cc = "-"; /* no country in the data (ip-location-db's ASN files have none) */
+        cc_len = 1;
+    }
+    if (asn)
+        printf("%s AS%u %.*s %.*s\n", ip, (unsigned)asn, (int)cc_len, cc, (int)name_len, name);
+    else
+        printf("%s no ASN\n", ip);
+    asn_table_close(t);
+    return EXIT_OK;
 }
 
 static int check_zone(const char *origin, const char *file)
@@ -268,6 +342,16 @@ int main(int argc, char **argv)
         if (sock || config)
             fprintf(stderr, "ternctl: %s works offline; -s/-c are ignored\n", cmd);
         return zone ? check_zone(args[1], args[2]) : check_config(args[1]);
+    }
+
+    if (strcmp(cmd, "asn") == 0) {
+        if (nargs >= 2 && strcmp(args[1], "compile") == 0)
+            return asn_compile_cmd(nargs - 2, args + 2);
+        if (nargs == 4 && strcmp(args[1], "lookup") == 0)
+            return asn_lookup_cmd(args[2], args[3]);
+        fprintf(stderr, "ternctl: usage: ternctl asn compile -o OUT INPUT... | "
+                        "ternctl asn lookup FILE IP\n");
+        return EXIT_USAGE;
     }
 
     char request[CTL_MAX_REQUEST];

@@ -59,7 +59,7 @@
 typedef struct asn_table asn_table_t;
 
 /** What a compile saw and produced (all counts). */
-typedef struct asn_compile_stats {
+typedef struct asn_table_compile_stats {
     size_t lines;     /* data lines parsed (comments and blanks excluded) */
     size_t ranges_v4; /* input ranges per family */
     size_t ranges_v6;
