@@ -4,6 +4,7 @@
 #include "tern/load/loader.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
 #include "tern/common/rcu.h"
+#include "tern/geo/asn_table.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
 
@@ -41,11 +43,28 @@ struct zent {
     size_t ndeps, capdeps;
 };
 
+/* A mapped ASN table, shared by consecutive snapshots while its file does not change. */
+struct asn_ref {
+    asn_table_t *t;
+    uint32_t refs; /* loader thread only */
+    struct dep dep;
+};
+
+static void asn_ref_put(struct asn_ref *a)
+{
+    if (a && --a->refs == 0) {
+        asn_table_close(a->t);
+        free(a->dep.path);
+        free(a);
+    }
+}
+
 /* What is published: the view first, so the workers' pointer is the snapshot's address. */
 struct snapshot {
     answer_view_t view;
     zone_table_t *table;
     char *identity, *version;
+    struct asn_ref *asn; /* NULL when no asn_table is configured */
     struct zent *z;
     size_t nz;
     size_t records;
@@ -115,6 +134,7 @@ static void snapshot_free(struct snapshot *s)
     free(s->z);
     free(s->identity);
     free(s->version);
+    asn_ref_put(s->asn);
     free(s);
 }
 
@@ -289,9 +309,43 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             goto fail;
         }
     }
+    if (cfg->asn_table) {
+        struct asn_ref *prev = old ? old->asn : NULL;
+        if (prev && strcmp(prev->dep.path, cfg->asn_table) == 0 && dep_unchanged(&prev->dep)) {
+            prev->refs++;
+            s->asn = prev;
+        } else {
+            char aerr[512] = "";
+            struct stat st;
+            struct asn_ref *a = calloc(1, sizeof(*a));
+            if (!a)
+                goto nomem;
+            /* stat first: a file replaced in between is seen as changed by the next reload */
+            if (stat(cfg->asn_table, &st) < 0 ||
+                !(a->t = asn_table_open(cfg->asn_table, aerr, sizeof(aerr)))) {
+                snprintf(err, errlen, "asn_table: %s", aerr[0] ? aerr : strerror(errno));
+                free(a);
+                rc = TERN_EINVAL;
+                goto fail;
+            }
+            a->refs = 1;
+            dep_set(&a->dep, &st);
+            if (!(a->dep.path = strdup(cfg->asn_table))) {
+                asn_table_close(a->t);
+                free(a);
+                goto nomem;
+            }
+            s->asn = a;
+            size_t v4, v6, names;
+            asn_table_counts(a->t, &v4, &v6, &names);
+            log_info("asn_table %s: mapped, %zu IPv4 and %zu IPv6 entries, %zu names",
+                     cfg->asn_table, v4, v6, names);
+        }
+    }
     if (zone_table_freeze(s->table) < 0)
         goto nomem;
     s->view.table = s->table;
+    s->view.asn = s->asn ? s->asn->t : NULL;
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "tern/common/compiler.h"
+#include "tern/geo/asn_table.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/write.h"
 #include "tern/zone/zone_table.h"
@@ -55,6 +56,7 @@ typedef struct answer_config {
 typedef struct answer_view {
     const zone_table_t *table;
     answer_config_t cfg;
+    const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
 } answer_view_t;
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;

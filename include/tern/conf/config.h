@@ -103,6 +103,7 @@ typedef struct config {
     char *pid_file;          /* resolved path; NULL = write none */
     char *control_socket;    /* resolved path of the ternctl UNIX socket; NULL = disabled */
     char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
+    char *asn_table;         /* resolved path of the compiled IP-to-ASN table; NULL = none */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /

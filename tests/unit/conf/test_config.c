@@ -259,7 +259,7 @@ static void test_example_has_every_option(void **state)
             fail_msg("conf/ternd.yaml lacks option '%s'", key);
         count++;
     }
-    assert_int_equal(count, 19);
+    assert_int_equal(count, 20);
 }
 
 static void test_redins_example_json(void **state)

@@ -18,6 +18,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
+#include "tern/geo/asn_table.h"
 #include "tern/load/loader.h"
 #include "tern/zone/zone_table.h"
 
@@ -30,6 +31,7 @@ static struct {
     size_t n;
     bool fail;
     const char *identity;
+    const char *asn; /* file name in dir of the asn_table, or NULL */
 } want;
 
 static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
@@ -42,6 +44,12 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
     }
     if (want.identity && !(cfg->identity = strdup(want.identity)))
         return TERN_ENOMEM;
+    if (want.asn) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", dir, want.asn);
+        if (!(cfg->asn_table = strdup(path)))
+            return TERN_ENOMEM;
+    }
     for (size_t i = 0; i < want.n; i++) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s", dir, want.file[i]);
@@ -339,6 +347,70 @@ static void test_initial_failure(void **state)
     loader_free(l);
 }
 
+/* Compile a one-range ASN table (1.0.0.0/24 -> asn) into dir/name. */
+static void write_asn(const char *name, uint32_t asn)
+{
+    char csv[256], out[256], text[128], err[256] = "";
+    snprintf(csv, sizeof(csv), "%s/asn.csv", dir);
+    snprintf(out, sizeof(out), "%s/%s", dir, name);
+    snprintf(text, sizeof(text), "1.0.0.0,1.0.0.255,%u,\"Test %u\"\n", asn, asn);
+    write_file("asn.csv", text);
+    const char *in[] = {csv};
+    if (asn_table_compile(in, 1, out, err, sizeof(err)) < 0)
+        fail_msg("asn_table_compile: %s", err);
+}
+
+/* The ASN table rides with the view: shared while unchanged, re-mapped when rewritten, and a
+ * corrupt file fails the reload with the old mapping still answering. */
+static void test_asn_table_reload(void **state)
+{
+    (void)state;
+    write_asn("asn.bin", 13335);
+    want.asn = "asn.bin";
+    loader_t *l = two_zones();
+    const asn_table_t *t0 = current(l)->asn;
+    assert_non_null(t0);
+    assert_int_equal(asn_table_lookup_v4(t0, 0x01000001), 13335);
+    assert_int_equal(asn_table_lookup_v4(t0, 0x02000001), 0);
+
+    assert_true(loader_reload_wait(l, NULL));
+    assert_ptr_equal(current(l)->asn, t0); /* unchanged: the same mapping */
+
+    write_asn("asn.bin", 64500);
+    assert_true(loader_reload_wait(l, NULL));
+    const asn_table_t *t1 = current(l)->asn;
+    assert_ptr_not_equal(t1, t0);
+    assert_int_equal(asn_table_lookup_v4(t1, 0x01000001), 64500);
+
+    /* a truncated file renamed into place (files are replaced by rename, as ternctl asn compile
+     * does; truncating a mapped file in place would pull the pages from under any reader): the
+     * reload fails and names the problem, and the old mapping keeps answering */
+    char path[256], part[264];
+    snprintf(path, sizeof(path), "%s/asn.bin", dir);
+    snprintf(part, sizeof(part), "%s/asn.part", dir);
+    FILE *in = fopen(path, "rb"), *outf = fopen(part, "wb");
+    assert_non_null(in);
+    assert_non_null(outf);
+    char head[40];
+    assert_int_equal(fread(head, 1, sizeof(head), in), sizeof(head));
+    assert_int_equal(fwrite(head, 1, sizeof(head), outf), sizeof(head));
+    fclose(in);
+    assert_int_equal(fclose(outf), 0);
+    assert_int_equal(rename(part, path), 0);
+    loader_stats_t st;
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, "asn_table"));
+    assert_non_null(strstr(st.last_error, "truncated"));
+    assert_ptr_equal(current(l)->asn, t1);
+    assert_int_equal(asn_table_lookup_v4(current(l)->asn, 0x01000001), 64500);
+
+    /* unset in the config: no table */
+    want.asn = NULL;
+    assert_true(loader_reload_wait(l, NULL));
+    assert_null(current(l)->asn);
+    loader_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reload_reordered_shares, setup, teardown),
         cmocka_unit_test_setup_teardown(test_requests_coalesce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_initial_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_asn_table_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
