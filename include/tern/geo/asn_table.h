@@ -25,22 +25,34 @@
  * covered by no range map to 0. Adjacent ranges with the same ASN are merged.
  * Names: per ASN, the first non-empty country and the first non-empty name seen are kept.
  *
- * File layout (all integers little-endian; offsets are from the file start and 8-aligned; the
- * arrays are used in place, so the loader only supports little-endian hosts):
+ * File layout (all integers little-endian; offsets are from the file start; the arrays are used
+ * in place, so the loader only supports little-endian hosts):
  *   header, 96 bytes:
- *     0  char[8] magic "TERNASN1"     8 u32 version (1)       12 u32 flags (0)
- *    16  u32 v4_count                20 u32 v6_count          24 u32 name_count   28 u32 0
+ *     0  char[8] magic "TERNASN1"     8 u32 version (2)       12 u32 flags (0)
+ *    16  u32 v4_count                20 u32 v6_count (main)   24 u32 name_count   28 u32 exc_count
  *    32  u64 v4_off                  40 u64 v6_off            48 u64 names_off
  *    56  u64 strings_off             64 u64 strings_len       72 u64 payload_len
- *    80  u32 crc32 (IEEE, of the payload = bytes [96, file end))   84..95 zero
- *   v4 section:  u32 start[v4_count] (strictly ascending, start[0] == 0), u32 asn[v4_count];
- *                entry i covers [start[i], start[i+1]) — the last one runs to 255.255.255.255.
- *   v6 section:  u64 hi[v6_count], u64 lo[v6_count] (the 128-bit start split in halves, strictly
- *                ascending, first == ::), u32 asn[v6_count]; same covering rule.
- *                Trade-off: full 128-bit starts cost 20 bytes an entry instead of the 12 of a
- *                "top-64-bit key + exception list for /64s with finer boundaries" layout, but keep
- *                one simple search; real tables have ~100k v6 ranges, i.e. 2 MB. Revisit if the
- *                v6 table ever dominates the cache footprint.
+ *    80  u32 crc32 (IEEE, of the payload = bytes [96, file end))
+ *    84  u32 exc_sub_count           88 u64 exc_off
+ *   Search index (a static B+ tree over one sorted key array, "levels"): level 0 is the key array,
+ *   padded with all-ones keys to whole 64-byte blocks (16 u32 or 8 u64 keys); level l+1 holds
+ *   every block-th key of level l, padded the same way, until a level fits one block. Every level
+ *   starts 64-aligned within its section, so a lookup reads one cache line per level. Level sizes
+ *   and offsets follow from the entry count alone (the loader recomputes them and checks every
+ *   index key against the level below).
+ *   v4 section (64-aligned, at v4_off): the levels over u32 start[v4_count] (strictly ascending,
+ *                start[0] == 0), then u32 asn[v4_count]; entry i covers [start[i], start[i+1]) —
+ *                the last one runs to 255.255.255.255.
+ *   v6 section (64-aligned, right after v4): the levels over u64 hi[v6_count] — the distinct top
+ *                64 bits of the v6 starts (strictly ascending, hi[0] == 0) — then
+ *                u32 asn[v6_count]: the ASN in effect from hi[i]:: (or, for an exception /64,
+ *                from the end of that /64) up to hi[i+1]::. So a v6 entry costs 12 bytes.
+ *   exceptions (8-aligned, at exc_off): the /64s holding a boundary below their first address or
+ *                more than one boundary: u32 v6 boundary count (for asn_table_counts()), u32 0,
+ *                u64 hi[exc_count] (strictly ascending), u32 first[exc_count + 1] (8-aligned
+ *                end), u64 lo[exc_sub_count], u32 asn[exc_sub_count]. /64 hi[e] resolves by the
+ *                last lo <= the address's low 64 bits among lo[first[e] .. first[e+1]) (strictly
+ *                ascending, the first is 0). ip-location-db/asn has 133 such /64s (in 178k).
  *   names:       name_count records of 16 bytes sorted by asn:
  *                { u32 asn, u32 str_off, u16 country_len, u16 name_len, u32 0 }
  *   strings:     country bytes then name bytes at strings_off + str_off, not NUL-terminated.
@@ -54,7 +66,7 @@
 #include "tern/common/compiler.h"
 
 #define ASN_TABLE_MAGIC   "TERNASN1"
-#define ASN_TABLE_VERSION 1u
+#define ASN_TABLE_VERSION 2u /* 1: plain sorted arrays, 20-byte v6 entries */
 
 typedef struct asn_table asn_table_t;
 

@@ -515,8 +515,10 @@ static void test_corrupt_files(void **state)
     expect_open_fails(b, len, "bad magic");
 
     memcpy(b, good, len);
-    b[8] = 2;
-    expect_open_fails(b, len, "unsupported version 2");
+    b[8] = 1; /* the v1 layout (plain sorted arrays) is no longer read */
+    expect_open_fails(b, len, "unsupported version 1");
+    b[8] = 3;
+    expect_open_fails(b, len, "unsupported version 3");
 
     for (size_t off = 96; off < len; off += 7) {
         memcpy(b, good, len);
