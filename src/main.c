@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "tern/answer/answer.h"
+#include "tern/common/clock.h"
 #include "tern/common/compiler.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -206,10 +207,8 @@ static void on_reload(void *ctx, bool done, const loader_stats_t *st)
 {
     (void)ctx;
     if (!done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
-               (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+        notify("RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=reloading",
+               (long long)tern_monotonic_us());
         return;
     }
     notify("%s", "READY=1");

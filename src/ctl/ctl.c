@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/ctl/ctl.h"
@@ -65,13 +66,6 @@ struct ctl {
     pthread_t thread;
     struct ucred peer; /* of the connection being served, for the log */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* "2026-11-23T10:00:00Z", or "never" for 0 (the loader's "not yet"). */
 static void fmt_time(char *buf, size_t cap, int64_t t)
@@ -356,7 +350,7 @@ static void cmd_status(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
     sb_line(body, "version: %s", TERN_VERSION);
     sb_line(body, "pid: %ld", (long)getpid());
     sb_line(body, "started: %s", t);
-    sb_line(body, "uptime_seconds: %lld", (long long)((now_ms() - c->start_ms) / 1000));
+    sb_line(body, "uptime_seconds: %lld", (long long)((tern_monotonic_ms() - c->start_ms) / 1000));
     sb_line(body, "workers: %u", c->server ? server_workers(c->server) : c->workers);
     if (!c->loader)
         return;
@@ -378,7 +372,7 @@ static void cmd_status(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
 static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
     (void)argv, (void)err, (void)errlen;
-    sb_line(body, "uptime_seconds: %lld", (long long)((now_ms() - c->start_ms) / 1000));
+    sb_line(body, "uptime_seconds: %lld", (long long)((tern_monotonic_ms() - c->start_ms) / 1000));
     sb_line(body, "workers: %u", c->server ? server_workers(c->server) : c->workers);
     if (c->server) {
         server_stats_t s;
@@ -518,7 +512,7 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
  * checks its deadline), -1 stop requested or poll failed. */
 static int wait_fd(ctl_t *c, int fd, short events, int64_t deadline)
 {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tern_monotonic_ms();
     if (left <= 0)
         return 0;
     struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = c->evfd, .events = POLLIN}};
@@ -538,10 +532,10 @@ enum { RD_CLOSED = -1, RD_TIMEOUT = -2, RD_LONG = -3, RD_STOP = -4 };
 static int read_request(ctl_t *c, int fd, char *buf, size_t cap)
 {
     size_t len = 0;
-    int64_t deadline = now_ms() + CTL_IO_TIMEOUT_MS;
+    int64_t deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS;
     /* each pass reads at least one byte (at most cap - 1 in all) or waits; ends at the deadline */
     for (;;) {
-        if (now_ms() >= deadline)
+        if (tern_monotonic_ms() >= deadline)
             return RD_TIMEOUT;
         ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
         if (n > 0) {
@@ -576,10 +570,10 @@ static int read_request(ctl_t *c, int fd, char *buf, size_t cap)
 /* Write the whole response within CTL_IO_TIMEOUT_MS; a client that does not read loses it. */
 static void write_response(ctl_t *c, int fd, const char *p, size_t len)
 {
-    int64_t deadline = now_ms() + CTL_IO_TIMEOUT_MS;
+    int64_t deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS;
     /* each pass sends something or waits; ends at the deadline */
     while (len > 0) {
-        if (now_ms() >= deadline) {
+        if (tern_monotonic_ms() >= deadline) {
             log_warn("control socket: a client did not read its response within %d ms",
                      CTL_IO_TIMEOUT_MS);
             return;
@@ -739,7 +733,7 @@ ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned 
     c->server = server;
     c->workers = workers;
     c->lfd = c->evfd = -1;
-    c->start_ms = now_ms();
+    c->start_ms = tern_monotonic_ms();
     c->start_wall = (int64_t)time(NULL);
     bool bound = false;
 
@@ -819,13 +813,13 @@ int ctl_connect(const char *path, int timeout_ms)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = tern_monotonic_ms() + timeout_ms;
     /* retries only while the backlog is full (EAGAIN); ends at the deadline */
     for (;;) {
         if (connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0)
             return fd;
         int e = errno;
-        if ((e == EAGAIN || e == EINTR) && now_ms() < deadline) {
+        if ((e == EAGAIN || e == EINTR) && tern_monotonic_ms() < deadline) {
             struct timespec pause = {0, CTL_CONNECT_RETRY_MS * 1000000L};
             nanosleep(&pause, NULL);
             continue;
@@ -849,11 +843,11 @@ int ctl_exchange(int fd, const char *request, int timeout_ms, char **out)
         line[i] = (char)ch;
     }
     line[rl] = '\n';
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = tern_monotonic_ms() + timeout_ms;
     size_t sent = 0;
     /* each pass sends something or waits; ends at the deadline */
     while (sent < rl + 1) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - tern_monotonic_ms();
         if (left <= 0)
             return -ETIMEDOUT;
         ssize_t n = send(fd, line + sent, rl + 1 - sent, MSG_NOSIGNAL);
@@ -874,7 +868,7 @@ int ctl_exchange(int fd, const char *request, int timeout_ms, char **out)
     /* each pass reads something (at most CTL_MAX_RESPONSE in all) or waits; ends at EOF or the
      * deadline */
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - tern_monotonic_ms();
         if (left <= 0) {
             rc = -ETIMEDOUT;
             break;

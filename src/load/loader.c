@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tern/common/arena.h"
+#include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
@@ -92,13 +93,6 @@ struct loader {
     void *listener_ctx;
     loader_stats_t stats;
 };
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static char *zone_key(const char *origin)
 {
@@ -217,21 +211,27 @@ static int old_index_init(old_index_t *ix, const struct snapshot *old)
     return 0;
 }
 
-/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
-static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file)
+/* The entry of ix's snapshot for key (keys are unique in a snapshot), or NULL. */
+static const struct zent *find_key(const old_index_t *ix, const char *key)
 {
     if (!ix->slot)
         return NULL;
-    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask) {
-        const struct zent *e = &ix->old->z[ix->slot[j] - 1];
-        if (strcmp(e->key, key) != 0 || strcmp(e->file, file) != 0)
-            continue;
-        for (size_t d = 0; d < e->ndeps; d++)
-            if (!dep_unchanged(&e->deps[d]))
-                return NULL;
-        return e;
-    }
+    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
+        if (strcmp(ix->old->z[ix->slot[j] - 1].key, key) == 0)
+            return &ix->old->z[ix->slot[j] - 1];
     return NULL;
+}
+
+/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
+static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file)
+{
+    const struct zent *e = find_key(ix, key);
+    if (!e || strcmp(e->file, file) != 0)
+        return NULL;
+    for (size_t d = 0; d < e->ndeps; d++)
+        if (!dep_unchanged(&e->deps[d]))
+            return NULL;
+    return e;
 }
 
 static int copy_deps(struct zent *dst, const struct zent *src)
@@ -390,16 +390,6 @@ static void set_error(loader_t *l, const char *msg)
 /* At most this many per-zone lines per reload; a mass change is summarised. */
 #define LOG_ZONES_MAX 20
 
-static const struct zent *find_key(const old_index_t *ix, const char *key)
-{
-    if (!ix->slot)
-        return NULL;
-    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
-        if (strcmp(ix->old->z[ix->slot[j] - 1].key, key) == 0)
-            return &ix->old->z[ix->slot[j] - 1];
-    return NULL;
-}
-
 /* Log what a reload changed, zone by zone: added, reloaded (serials), removed. */
 static void log_changes(const struct snapshot *old, const struct snapshot *s)
 {
@@ -464,7 +454,7 @@ static void reload(loader_t *l)
     char err[1024];
     if (l->listener)
         l->listener(l->listener_ctx, false, NULL);
-    int64_t start = monotonic_ms();
+    int64_t start = tern_monotonic_ms();
     uint64_t gen = ++l->generation;
     config_t *cfg = calloc(1, sizeof(*cfg));
     struct snapshot *s = NULL;
@@ -494,7 +484,7 @@ static void reload(loader_t *l)
         log_changes(l->cur, s);
         publish(l, s);
     }
-    int64_t ms = monotonic_ms() - start;
+    int64_t ms = tern_monotonic_ms() - start;
     if (ok)
         log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records "
                  "(%.1f MiB) in %lld ms",
@@ -571,7 +561,7 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
 int loader_load(loader_t *l, const config_t **cfg_out)
 {
     char err[1024];
-    int64_t start = monotonic_ms();
+    int64_t start = tern_monotonic_ms();
     unsigned home = mem_thread_arena();
     int rc = TERN_ENOMEM;
     err[0] = '\0';
@@ -605,7 +595,7 @@ int loader_load(loader_t *l, const config_t **cfg_out)
     l->stats.zones = s->nz;
     l->stats.records = s->records;
     log_info("loaded %zu zones, %zu records (%.1f MiB) in %lld ms", s->nz, s->records,
-             (double)s->bytes / (1 << 20), (long long)(monotonic_ms() - start));
+             (double)s->bytes / (1 << 20), (long long)(tern_monotonic_ms() - start));
     *cfg_out = cfg;
 out:
     if (home != MEM_NO_ARENA && mem_thread_bind(home) < 0)

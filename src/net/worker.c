@@ -20,23 +20,12 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
 #include "tern/common/rcu.h"
 #include "worker.h"
-
-static int64_t monotonic_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t monotonic_ms(void)
-{
-    return monotonic_us() / 1000;
-}
 
 static unsigned qtype_slot(uint16_t t)
 {
@@ -129,7 +118,7 @@ void *worker_main(void *arg)
     }
     tern_rcu_register();
 
-    w->now_ms = monotonic_ms();
+    w->now_ms = tern_monotonic_ms();
     bool busy = false;
     int64_t last_poll_us = 0;
     /* Ends when the stop eventfd is seen; each round is bounded by WORKER_EVENTS events, and in
@@ -138,7 +127,7 @@ void *worker_main(void *arg)
         int timeout;
         if (busy) {
             unsigned got = udp_wait_batch(w, (size_t)w->busy_li);
-            int64_t now = monotonic_us();
+            int64_t now = tern_monotonic_us();
             if (got > 0 && now - last_poll_us < UDP_BUSY_POLL_US)
                 continue;
             busy = got > 0; /* a wait that timed out: traffic stopped, block in epoll again */
@@ -158,7 +147,7 @@ void *worker_main(void *arg)
             log_err("worker %u: epoll_wait: %s", w->id, tern_strerror(-errno));
             break;
         }
-        last_poll_us = monotonic_us();
+        last_poll_us = tern_monotonic_us();
         w->now_ms = last_poll_us / 1000;
         for (int i = 0; i < n; i++) {
             uint64_t tag = ev[i].data.u64;
