@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
@@ -47,14 +49,7 @@ static struct {
 
 static void write_file(const char *name, const char *text)
 {
-    char path[256], tmp[264];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
+    tu_write_file(dir, name, text);
 }
 
 /* www.ORIGIN A 192.0.2.OCTET; 4 records. broken: line 7 is unparsable. */
@@ -91,8 +86,7 @@ static int setup_dir(void **state)
 {
     (void)state;
     memset(&fx, 0, sizeof(fx));
-    snprintf(dir, sizeof(dir), "/tmp/tern-ctl-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "tern-ctl");
     snprintf(sock, sizeof(sock), "%s/ctl.sock", dir);
     return 0;
 }
@@ -124,9 +118,7 @@ static int teardown(void **state)
     server_stop(fx.srv);
     loader_free(fx.loader);
     memset(&fx, 0, sizeof(fx));
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 
@@ -615,9 +607,7 @@ static int teardown_dir(void **state)
     (void)state;
     ctl_stop(fx.ctl);
     fx.ctl = NULL;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 

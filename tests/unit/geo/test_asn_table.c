@@ -12,8 +12,9 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
@@ -27,26 +28,14 @@ static char errbuf[512];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tern_asn_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    tu_mkdtemp(tmpdir, sizeof(tmpdir), "tern_asn");
+    return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(tmpdir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(tmpdir);
+    tu_rmtree(tmpdir);
     return 0;
 }
 

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
 #include "tern/geo/asn_table.h"
@@ -61,14 +63,7 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
 
 static void write_file(const char *name, const char *text)
 {
-    char path[256], tmp[264];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
+    tu_write_file(dir, name, text);
 }
 
 /* A zone with the given serial and address for www. */
@@ -85,8 +80,7 @@ static void write_zone(const char *name, const char *origin, unsigned serial, un
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/tern-loader-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "tern-loader");
     memset(&want, 0, sizeof(want));
     return 0;
 }
@@ -94,9 +88,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 

@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
@@ -60,14 +62,7 @@ static fixture_t fx;
 
 static void write_file(const char *name, const char *text)
 {
-    char path[256], tmp[264];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
+    tu_write_file(dir, name, text);
 }
 
 static void write_zone(const char *name, const char *origin, unsigned long serial)
@@ -132,8 +127,7 @@ static void stop_all(void)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/tern-metrics-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "tern-metrics");
     memset(&want, 0, sizeof(want));
     memset(&fx, 0, sizeof(fx));
     return 0;
@@ -142,9 +136,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 
@@ -163,21 +155,8 @@ static int connect_to(int family, const char *addr, uint16_t port)
 {
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    if (family == AF_INET) {
-        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
-        sa->sin_family = AF_INET;
-        sa->sin_port = htons(port);
-        assert_int_equal(inet_pton(AF_INET, addr, &sa->sin_addr), 1);
-        len = sizeof(*sa);
-    } else {
-        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
-        sa->sin6_family = AF_INET6;
-        sa->sin6_port = htons(port);
-        assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
-        len = sizeof(*sa);
-    }
+    struct sockaddr_storage ss;
+    socklen_t len = tu_sockaddr(&ss, family, addr, port);
     if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
         int e = errno;
         close(fd);

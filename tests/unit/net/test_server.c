@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
@@ -174,21 +176,8 @@ static int udp_client(int family, const char *addr, uint16_t port)
 {
     int fd = socket(family, SOCK_DGRAM, 0);
     assert_true(fd >= 0);
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    if (family == AF_INET) {
-        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
-        sa->sin_family = AF_INET;
-        sa->sin_port = htons(port);
-        assert_int_equal(inet_pton(AF_INET, addr, &sa->sin_addr), 1);
-        len = sizeof(*sa);
-    } else {
-        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
-        sa->sin6_family = AF_INET6;
-        sa->sin6_port = htons(port);
-        assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
-        len = sizeof(*sa);
-    }
+    struct sockaddr_storage ss;
+    socklen_t len = tu_sockaddr(&ss, family, addr, port);
     /* connected: a reply from any other source address is filtered out by the kernel */
     assert_int_equal(connect(fd, (struct sockaddr *)&ss, len), 0);
     return fd;

@@ -1,0 +1,63 @@
+/*
+ * test_util.h — helpers shared by the unit tests (include after <cmocka.h>): a scratch directory,
+ * files written into it atomically, and a socket address from text. Header-only, so each test
+ * stays one executable.
+ */
+#ifndef TERN_TESTS_UNIT_TEST_UTIL_H
+#define TERN_TESTS_UNIT_TEST_UTIL_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+/* dir (at least 32 bytes) becomes a fresh "/tmp/<prefix>-XXXXXX" directory. */
+static inline void tu_mkdtemp(char *dir, size_t len, const char *prefix)
+{
+    snprintf(dir, len, "/tmp/%s-XXXXXX", prefix);
+    assert_non_null(mkdtemp(dir));
+}
+
+/* Remove dir and everything in it. */
+static inline void tu_rmtree(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* dir/name holds text afterwards, replaced in one rename as an operator's tools would. */
+static inline void tu_write_file(const char *dir, const char *name, const char *text)
+{
+    char path[256], tmp[264];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* The sockaddr for addr (IPv4 or IPv6 text of the given family) and port; returns its length. */
+static inline socklen_t tu_sockaddr(struct sockaddr_storage *ss, int family, const char *addr,
+                                    uint16_t port)
+{
+    *ss = (struct sockaddr_storage){0};
+    if (family == AF_INET) {
+        struct sockaddr_in *sa = (struct sockaddr_in *)ss;
+        sa->sin_family = AF_INET;
+        sa->sin_port = htons(port);
+        assert_int_equal(inet_pton(AF_INET, addr, &sa->sin_addr), 1);
+        return sizeof(*sa);
+    }
+    struct sockaddr_in6 *sa = (struct sockaddr_in6 *)ss;
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(port);
+    assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
+    return sizeof(*sa);
+}
+
+#endif
