@@ -254,3 +254,22 @@ def report(results, width=40):
         failed += err is not None
     print("%d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0
+
+
+class Failure(Exception):
+    """A check that did not hold; the message says what."""
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def write_atomic(path, text):
+    """Write text to path as a new file: temp file in the same directory, fsync, then rename."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -61,6 +61,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failure = servers.Failure
+expect = servers.expect
+write_atomic = servers.write_atomic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 
@@ -82,29 +86,16 @@ ZONE_B = "added.test"
 AS_ROOT = os.geteuid() == 0
 
 
-class Failure(Exception):
-    pass
 
 
 class Skip(Exception):
     pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # --- files
 
-def write_atomic(path, text):
-    """Write text to path as a new file: temp file in the same directory, then rename."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def zone_text(origin, tag):

@@ -57,6 +57,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failure = servers.Failure
+expect = servers.expect
+write_atomic = servers.write_atomic
+
 ZONE = "ctl.test"
 SERIAL0 = 2026112300
 BAD_LINE = 7              # the line of the syntax error in a broken zone (see zone_text)
@@ -69,22 +73,10 @@ EXIT_TIMEOUT = 5.0        # from SIGTERM until ternd must have exited
 SANITIZER = re.compile(r"ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error:")
 
 
-class Failure(Exception):
-    pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
-def write_atomic(path, text):
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def zone_text(serial, broken=False):

@@ -42,6 +42,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failure = servers.Failure
+expect = servers.expect
+write_atomic = servers.write_atomic
+
 MAIN = "reload.test"
 OTHER = "other.test"
 SERIAL0 = 2024010100          # serial of generation 0; generation N has SERIAL0 + N
@@ -60,13 +64,8 @@ MIN_SENT = 150000
 BAD_LINE = 8                  # line number of the syntax error in the broken zone (see zone_text)
 
 
-class Failure(Exception):
-    pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # --- zone files
@@ -90,14 +89,6 @@ def zone_text(origin, gen, tag, broken=False):
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path, text):
-    """Write text to path as a new file: temp file in the same directory, then rename."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class Zone:

@@ -33,6 +33,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failure = servers.Failure
+expect = servers.expect
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
 ZONES = [("diff.test", "diff.zone"), ("other.test", "other.zone"),
@@ -49,13 +52,8 @@ def check(fn):
     return fn
 
 
-class Failure(Exception):
-    pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # --- raw packet helpers

@@ -31,31 +31,23 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failed = servers.Failure
+write = servers.write_atomic
+expect = servers.expect
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 WAIT = 5.0  # seconds for any one notification or answer
 
 
-class Failed(Exception):
-    pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failed(what)
 
 
 def zone_text(serial, addr, broken=False):
     bad = "oops A 192.0.2.999\n" if broken else ""
     return ("$ORIGIN svc.test.\n$TTL 300\n@ SOA ns1 hostmaster %d 3600 600 86400 60\n"
             "@ NS ns1\nns1 A 192.0.2.53\nwww A %s\n%s" % (serial, addr, bad))
-
-
-def write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def query_a(port, name="www.svc.test"):

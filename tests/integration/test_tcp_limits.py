@@ -40,6 +40,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 
+Failure = servers.Failure
+expect = servers.expect
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
 ZONES = [("diff.test", "diff.zone")]
@@ -54,13 +57,8 @@ SCENARIO = 12.0    # upper bound on the abuse phase, seconds
 REFUSE_WAIT = 2.0  # a connection beyond the pool must be closed within this
 
 
-class Failure(Exception):
-    pass
 
 
-def expect(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 def query_wire(name, qtype, qid):
