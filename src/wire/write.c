@@ -323,9 +323,11 @@ int wire_write_rrset(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, c
     return wire_write_rrset_class(w, sec, owner_off, owner, type, WIRE_CLASS_IN, ttl, count, rdata);
 }
 
-int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_off,
-                           const uint8_t *owner, uint16_t type, uint16_t rclass, uint32_t ttl,
-                           uint16_t count, const uint8_t *rdata)
+/* The RRset writer: RR r's RDLENGTH+RDATA is at rdata + offs[r], or (offs NULL) next after
+ * RR r-1's. */
+static int write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                     uint16_t type, uint16_t rclass, uint32_t ttl, uint16_t count,
+                     const uint8_t *rdata, const uint32_t *offs)
 {
     if ((int)sec < w->section || sec > WIRE_SEC_AR)
         return TERN_EINVAL; /* records are appended: an earlier section is already closed */
@@ -379,6 +381,8 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
         wr32(fixed + 4, ttl);
         w->len += 10;
 
+        if (offs)
+            rd = rdata + offs[r];
         size_t rdlen = rd16(rd);
         size_t rd_start = w->len;
         if (put_rdata(w, end, type, rd + 2, rdlen, &rv) < 0)
@@ -401,6 +405,20 @@ nospace:
     w->len = save_len;
     w->ncomp = save_ncomp;
     return TERN_ENOSPC;
+}
+
+int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_off,
+                           const uint8_t *owner, uint16_t type, uint16_t rclass, uint32_t ttl,
+                           uint16_t count, const uint8_t *rdata)
+{
+    return write_rrs(w, sec, owner_off, owner, type, rclass, ttl, count, rdata, NULL);
+}
+
+int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                   uint16_t type, uint32_t ttl, uint16_t count, const uint8_t *rdata,
+                   const uint32_t *offs)
+{
+    return write_rrs(w, sec, owner_off, owner, type, 1, ttl, count, rdata, offs);
 }
 
 size_t wire_opt_size(const wire_ecs_t *ecs)

@@ -14,6 +14,7 @@
 #include "tern/zone/zone_builder.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +72,30 @@ struct brr {
     uint32_t ttl;
     uint32_t line;
     uint32_t file; /* index into files */
+    uint32_t meta; /* 1 + index into meta[] (geo metadata of an A/AAAA RR), 0 = none */
     uint16_t type;
     uint16_t rdlen;
     uint8_t dup; /* finish: duplicate of an earlier RR of the same RRset */
+};
+
+/* Geo metadata of one RR as add_geo() got it; the lists live in ccs[] and asns[]. */
+struct bmeta {
+    uint32_t weight;
+    uint32_t cc_off; /* ccs[cc_off .. cc_off + ncc) */
+    uint32_t asn_off;
+    uint16_t nasn;
+    uint8_t ncc;
+    uint8_t has_loc;
+    float loc[3];
+};
+
+/* A steering policy set for (owner, type); the owner is resolved to a name in finish, so a
+ * policy may come before its RRs and one for a name without RRs creates no node. */
+struct bpol {
+    uint32_t owner; /* lowercased wire name at polnames + owner */
+    uint8_t len;
+    uint16_t type;
+    zone_geo_policy_t p;
 };
 
 /* finish: one (owner, type) group of kept records, ord[start .. start+n) with dups marked */
@@ -104,6 +126,17 @@ struct zone_builder {
     size_t rr_count, rr_cap;
     uint8_t *rdata;
     size_t rdata_len, rdata_cap;
+
+    struct bmeta *meta;
+    size_t meta_count, meta_cap;
+    uint16_t *ccs;
+    size_t cc_count, cc_cap;
+    uint32_t *asns;
+    size_t asn_count, asn_cap;
+    struct bpol *pol;
+    size_t pol_count, pol_cap;
+    uint8_t *polnames;
+    size_t polnames_len, polnames_cap;
 
     char **files;
     uint32_t file_count, file_cap;
@@ -187,6 +220,11 @@ void zone_builder_free(zone_builder_t *b)
     free(b->nm_slots);
     free(b->rr);
     free(b->rdata);
+    free(b->meta);
+    free(b->ccs);
+    free(b->asns);
+    free(b->pol);
+    free(b->polnames);
     free(b->source);
     free(b);
 }
@@ -350,31 +388,18 @@ static bool rdata_ok(uint16_t type, const uint8_t *rdata, size_t rdlen)
     }
 }
 
-int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
-                     uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
-                     unsigned line)
+/* "file:line" or "zone X" for messages about a record being added. */
+static void add_loc(const zone_builder_t *b, const char *file, unsigned line, char *dst, size_t len)
 {
-    char loc[512];
     if (file)
-        snprintf(loc, sizeof(loc), "%s:%u", file, line);
+        snprintf(dst, len, "%s:%u", file, line);
     else
-        snprintf(loc, sizeof(loc), "zone %s", b->source);
+        snprintf(dst, len, "zone %s", b->source);
+}
 
-    if (rclass != 1) {
-        set_err(b, "%s: class %u is not supported (only IN)", loc, rclass);
-        return TERN_EINVAL;
-    }
-    /* Type 0 is reserved; OPT and 128-255 (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA, ANY...) are
-     * meta or query types (RFC 6895 §3.1) and never zone data. */
-    if (type == 0 || type == T_OPT || (type >= 128 && type <= 255)) {
-        set_err(b, "%s: type %u is a meta or query type, not zone data", loc, type);
-        return TERN_EINVAL;
-    }
-    if (!rdata_ok(type, rdata, rdlen)) {
-        set_err(b, "%s: malformed RDATA for type %u", loc, type);
-        return TERN_EINVAL;
-    }
-
+/* The name id of owner, interned if new. TERN_EOUTZONE (message set) or TERN_ENOMEM. */
+static int intern_owner(zone_builder_t *b, const uint8_t *owner, const char *loc, uint32_t *out)
+{
     uint8_t lc[DNAME_MAXLEN];
     size_t len = dname_lower(lc, owner);
     unsigned labels = dname_labels(lc);
@@ -393,11 +418,50 @@ int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uin
         id = name_find(b, lc, len, hash);
         if (id == NO_ID) {
             int rc = name_add(b, lc, len, hash, NO_ID, &id);
-            if (rc < 0)
-                goto nomem;
+            if (rc < 0) {
+                set_err(b, "%s: out of memory", loc);
+                return TERN_ENOMEM;
+            }
         }
         b->last_name = id;
     }
+    *out = id;
+    return 0;
+
+outzone : {
+    char n[DNAME_MAXLEN * 4 + 1], z[DNAME_MAXLEN * 4 + 1];
+    (void)dname_to_str(owner, n, sizeof(n));
+    (void)dname_to_str(b->apex, z, sizeof(z));
+    set_err(b, "%s: %s is outside zone %s", loc, n, z);
+    return TERN_EOUTZONE;
+}
+}
+
+static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
+                  uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
+                  unsigned line, uint32_t meta)
+{
+    char loc[512];
+    add_loc(b, file, line, loc, sizeof(loc));
+
+    if (rclass != 1) {
+        set_err(b, "%s: class %u is not supported (only IN)", loc, rclass);
+        return TERN_EINVAL;
+    }
+    /* Type 0 is reserved; OPT and 128-255 (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA, ANY...) are
+     * meta or query types (RFC 6895 §3.1) and never zone data. */
+    if (type == 0 || type == T_OPT || (type >= 128 && type <= 255)) {
+        set_err(b, "%s: type %u is a meta or query type, not zone data", loc, type);
+        return TERN_EINVAL;
+    }
+    if (!rdata_ok(type, rdata, rdlen)) {
+        set_err(b, "%s: malformed RDATA for type %u", loc, type);
+        return TERN_EINVAL;
+    }
+    uint32_t id;
+    int rc = intern_owner(b, owner, loc, &id);
+    if (rc < 0)
+        return rc;
 
     uint32_t fid;
     if (file_id(b, file, &fid) < 0)
@@ -411,6 +475,7 @@ int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uin
     r->ttl = ttl;
     r->line = line;
     r->file = fid;
+    r->meta = meta;
     r->type = type;
     r->rdlen = rdlen;
     r->dup = 0;
@@ -418,17 +483,116 @@ int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uin
         memcpy(b->rdata + b->rdata_len, rdata, rdlen);
     b->rdata_len += rdlen;
     return 0;
-
-outzone : {
-    char n[DNAME_MAXLEN * 4 + 1], z[DNAME_MAXLEN * 4 + 1];
-    (void)dname_to_str(owner, n, sizeof(n));
-    (void)dname_to_str(b->apex, z, sizeof(z));
-    set_err(b, "%s: %s is outside zone %s", loc, n, z);
-    return TERN_EOUTZONE;
-}
 nomem:
     set_err(b, "%s: out of memory", loc);
     return TERN_ENOMEM;
+}
+
+int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
+                     uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
+                     unsigned line)
+{
+    return add_rr(b, owner, type, rclass, ttl, rdata, rdlen, file, line, 0);
+}
+
+/* Latitude and longitude (degrees) as a unit vector: the dot product of two of them is the
+ * cosine of their great-circle angle, so "nearest" is "largest dot product". */
+static void unit_vector(double lat, double lon, float v[3])
+{
+    const double rad = 3.14159265358979323846 / 180.0;
+    double cl = cos(lat * rad);
+    v[0] = (float)(cl * cos(lon * rad));
+    v[1] = (float)(cl * sin(lon * rad));
+    v[2] = (float)sin(lat * rad);
+}
+
+int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                         const uint8_t *rdata, uint16_t rdlen, const zone_geo_meta_t *meta,
+                         const char *file, unsigned line)
+{
+    char loc[512];
+    add_loc(b, file, line, loc, sizeof(loc));
+    if (type != T_A && type != T_AAAA) {
+        set_err(b, "%s: geo metadata on type %u (only A and AAAA are steered)", loc, type);
+        return TERN_EINVAL;
+    }
+    if (!meta)
+        return add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, 0);
+    if (meta->ncountries > UINT8_MAX || meta->nasns > UINT16_MAX) {
+        set_err(b, "%s: more than %u countries or %u ASNs on one record", loc, UINT8_MAX,
+                UINT16_MAX);
+        return TERN_ELIMIT;
+    }
+    if (meta->has_location && !(fabs(meta->lat) <= 90.0 && fabs(meta->lon) <= 180.0)) {
+        set_err(b, "%s: location %g,%g is not a latitude,longitude", loc, meta->lat, meta->lon);
+        return TERN_EINVAL;
+    }
+    if (grow((void **)&b->meta, &b->meta_cap, b->meta_count + 1, sizeof(*b->meta)) < 0 ||
+        grow((void **)&b->ccs, &b->cc_cap, b->cc_count + meta->ncountries, sizeof(*b->ccs)) < 0 ||
+        grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) < 0) {
+        set_err(b, "%s: out of memory", loc);
+        return TERN_ENOMEM;
+    }
+    struct bmeta *m = &b->meta[b->meta_count];
+    *m = (struct bmeta){.weight = meta->weight,
+                        .cc_off = (uint32_t)b->cc_count,
+                        .asn_off = (uint32_t)b->asn_count,
+                        .nasn = (uint16_t)meta->nasns,
+                        .ncc = (uint8_t)meta->ncountries,
+                        .has_loc = meta->has_location};
+    if (meta->has_location)
+        unit_vector(meta->lat, meta->lon, m->loc);
+    int rc = add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, (uint32_t)b->meta_count + 1);
+    if (rc < 0)
+        return rc;
+    if (meta->ncountries)
+        memcpy(b->ccs + b->cc_count, meta->countries, meta->ncountries * sizeof(*b->ccs));
+    if (meta->nasns)
+        memcpy(b->asns + b->asn_count, meta->asns, meta->nasns * sizeof(*b->asns));
+    b->cc_count += meta->ncountries;
+    b->asn_count += meta->nasns;
+    b->meta_count++;
+    return 0;
+}
+
+int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t type,
+                            const zone_geo_policy_t *policy)
+{
+    char loc[512];
+    add_loc(b, NULL, 0, loc, sizeof(loc));
+    if (type != T_A && type != T_AAAA) {
+        set_err(b, "%s: a steering policy on type %u (only A and AAAA are steered)", loc, type);
+        return TERN_EINVAL;
+    }
+    if (policy->filter > ZONE_GEO_FILTER_LOCATION || policy->count > ZONE_GEO_COUNT_SINGLE ||
+        policy->order > ZONE_GEO_ORDER_RR) {
+        set_err(b, "%s: invalid steering policy", loc);
+        return TERN_EINVAL;
+    }
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, owner);
+    unsigned labels = dname_labels(lc);
+    const uint8_t *tail = lc;
+    for (unsigned i = 0; labels >= b->apex_labels && i < labels - b->apex_labels; i++)
+        tail += *tail + 1;
+    if (labels < b->apex_labels || (size_t)(lc + len - tail) != b->apex_len ||
+        memcmp(tail, b->apex, b->apex_len) != 0) {
+        char n[DNAME_MAXLEN * 4 + 1];
+        (void)dname_to_str(owner, n, sizeof(n));
+        set_err(b, "%s: %s is outside the zone", loc, n);
+        return TERN_EOUTZONE;
+    }
+    if (grow((void **)&b->pol, &b->pol_cap, b->pol_count + 1, sizeof(*b->pol)) < 0 ||
+        grow((void **)&b->polnames, &b->polnames_cap, b->polnames_len + len, 1) < 0) {
+        set_err(b, "%s: out of memory", loc);
+        return TERN_ENOMEM;
+    }
+    memcpy(b->polnames + b->polnames_len, lc, len);
+    /* appended, never searched: a later policy for the same RRset wins in finish */
+    b->pol[b->pol_count++] = (struct bpol){
+        .owner = (uint32_t)b->polnames_len, .len = (uint8_t)len, .type = type, .p = *policy};
+    b->polnames_len += len;
+    return 0;
 }
 
 /* ---- finish ---------------------------------------------------------------------------- */
@@ -689,7 +853,8 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     struct fctx f = {.b = b};
     arena_t *arena = NULL;
     uint32_t *bylabel = NULL;
-    const uint8_t **tnames = NULL; /* target names, resolved once every node is in the table */
+    const uint8_t **tnames = NULL;     /* target names, resolved once every node is in the table */
+    zone_geo_policy_t *run_pol = NULL; /* per run: its steering policy (all 0 = plain) */
     int rc = TERN_ENOMEM;
     char zname[DNAME_MAXLEN * 4 + 1];
     (void)dname_to_str(b->apex, zname, sizeof(zname));
@@ -767,14 +932,41 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         goto fail;
     }
 
+    /* steering policies onto their runs, in the order set (the last one for an RRset wins) */
+    run_pol = calloc(f.run_count ? f.run_count : 1, sizeof(*run_pol));
+    if (!run_pol) {
+        snprintf(err, errlen, "zone %s: out of memory", zname);
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < b->pol_count; i++) {
+        const struct bpol *p = &b->pol[i];
+        const uint8_t *pn = b->polnames + p->owner;
+        uint32_t id = name_find(b, pn, p->len, dname_hash(pn));
+        for (uint32_t ri = id == NO_ID ? NO_ID : b->nm[id].first; ri != NO_ID; ri = f.run_next[ri])
+            if (f.runs[ri].type == p->type)
+                run_pol[ri] = p->p;
+    }
+
     /* ---- sizes, then one allocation per array in the zone's arena ---- */
     size_t nnodes = b->nm_count;
-    size_t ntargets = 0, nrr = 0, rdbytes = 0;
+    size_t ntargets = 0, nrr = 0, rdbytes = 0, ngeo = 0, ngeo_rr = 0, ngeo_cc = 0, ngeo_asn = 0;
     for (size_t i = 0; i < f.run_count; i++) {
         nrr += f.runs[i].kept;
         rdbytes += f.runs[i].bytes;
         if (has_targets(f.runs[i].type))
             ntargets += f.runs[i].kept;
+        if (run_pol[i].filter || run_pol[i].count || run_pol[i].order) {
+            ngeo++;
+            ngeo_rr += f.runs[i].kept;
+            for (uint32_t k = 0; k < f.runs[i].n; k++) {
+                const struct brr *x = &b->rr[f.ord[f.runs[i].start + k]];
+                if (!x->dup && x->meta) {
+                    ngeo_cc += b->meta[x->meta - 1].ncc;
+                    ngeo_asn += b->meta[x->meta - 1].nasn;
+                }
+            }
+        }
     }
     size_t slots = 2;
     while (slots < nnodes + nnodes / 2) /* load factor <= 2/3 */
@@ -796,7 +988,11 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
                             (f.run_count + 1) * sizeof(zone_rrset_t),
                             rdbytes,
                             ntargets * sizeof(uint32_t),
-                            strlen(b->source) + 1};
+                            strlen(b->source) + 1,
+                            ngeo * sizeof(zone_geo_t),
+                            ngeo_rr * sizeof(zone_geo_rr_t),
+                            ngeo_cc * sizeof(uint16_t),
+                            ngeo_asn * sizeof(uint32_t)};
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
     if (!arena || arena_reserve(arena, need) < 0)
@@ -809,9 +1005,16 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     uint8_t *rd = arena_alloc(arena, rdbytes);
     uint32_t *targets = arena_calloc(arena, ntargets, sizeof(*targets));
     char *source = arena_memdup(arena, b->source, strlen(b->source) + 1);
+    zone_geo_t *geo = arena_calloc(arena, ngeo, sizeof(*geo));
+    zone_geo_rr_t *geo_rr = arena_calloc(arena, ngeo_rr, sizeof(*geo_rr));
+    uint16_t *geo_cc = arena_calloc(arena, ngeo_cc, sizeof(*geo_cc));
+    uint32_t *geo_asn = arena_calloc(arena, ngeo_asn, sizeof(*geo_asn));
     tnames = malloc((ntargets ? ntargets : 1) * sizeof(*tnames));
-    if (!z || !nodes || !slot || !names || !sets || !rd || !targets || !source || !tnames)
+    if (!z || !nodes || !slot || !names || !sets || !rd || !targets || !source || !tnames || !geo ||
+        !geo_rr || !geo_cc || !geo_asn)
         goto nomem;
+    z->geo = geo;
+    z->geo_count = (uint32_t)ngeo;
 
     z->arena = arena;
     z->refs = 1;
@@ -844,7 +1047,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     }
 
     /* RRsets: runs are already in type order per owner, RRs in file order per run */
-    size_t rdpos = 0, tpos = 0, spos = 0;
+    size_t rdpos = 0, tpos = 0, spos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0;
     for (uint32_t id = 0; id < nnodes; id++) {
         unsigned nsets = 0;
         for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri]) {
@@ -858,10 +1061,40 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             s->rdata = rd + rdpos;
             bool tg = has_targets(r->type);
             s->targets = tg ? (uint32_t)tpos + 1 : 0;
+            const zone_geo_policy_t *pol = &run_pol[ri];
+            zone_geo_t *g = NULL;
+            if (pol->filter || pol->count || pol->order) {
+                g = &geo[gpos++];
+                g->policy = *pol;
+                g->count = (uint16_t)r->kept;
+                g->rr = geo_rr + grpos;
+                s->targets = (uint32_t)gpos; /* 1 + index */
+            }
             for (uint32_t i = 0; i < r->n; i++) {
                 const struct brr *x = &b->rr[f.ord[r->start + i]];
                 if (x->dup)
                     continue;
+                if (g) {
+                    zone_geo_rr_t *gr = &geo_rr[grpos++];
+                    gr->off = (uint32_t)(rd + rdpos - s->rdata);
+                    if (x->meta) {
+                        const struct bmeta *m = &b->meta[x->meta - 1];
+                        gr->weight = m->weight;
+                        gr->has_loc = m->has_loc;
+                        memcpy(gr->loc, m->loc, sizeof(gr->loc));
+                        gr->ncountries = m->ncc;
+                        gr->nasns = m->nasn;
+                        gr->countries = geo_cc + gcpos;
+                        gr->asns = geo_asn + gapos;
+                        if (m->ncc)
+                            memcpy(geo_cc + gcpos, b->ccs + m->cc_off, m->ncc * sizeof(*geo_cc));
+                        if (m->nasn)
+                            memcpy(geo_asn + gapos, b->asns + m->asn_off,
+                                   m->nasn * sizeof(*geo_asn));
+                        gcpos += m->ncc;
+                        gapos += m->nasn;
+                    }
+                }
                 rd[rdpos] = (uint8_t)(x->rdlen >> 8);
                 rd[rdpos + 1] = (uint8_t)x->rdlen;
                 if (x->rdlen)
@@ -938,6 +1171,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         z->neg_soa = neg;
     }
 
+    free(run_pol);
     free(tnames);
     free(bylabel);
     free(f.ord);
@@ -951,6 +1185,7 @@ nomem:
     rc = TERN_ENOMEM;
     snprintf(err, errlen, "zone %s: out of memory", zname);
 fail:
+    free(run_pol);
     free(tnames);
     free(bylabel);
     free(f.ord);

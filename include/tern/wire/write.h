@@ -83,6 +83,12 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
                            const uint8_t *owner, uint16_t type, uint16_t rclass, uint32_t ttl,
                            uint16_t count, const uint8_t *rdata) TERN_WUR;
 
+/** Same (class IN), writing a chosen subset of an RRset in a chosen order: RR r is the one whose
+ * RDLENGTH is at rdata + offs[r] (geo-steered answers). */
+int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                   uint16_t type, uint32_t ttl, uint16_t count, const uint8_t *rdata,
+                   const uint32_t *offs) TERN_WUR;
+
 /** Bytes an OPT record needs: 11, plus 4 + 4 + ceil(source/8) when ecs is not NULL. */
 size_t wire_opt_size(const wire_ecs_t *ecs);
 

@@ -27,6 +27,53 @@
 
 typedef struct zone_node zone_node_t;
 
+/*
+ * Geo steering of one A or AAAA RRset (redins' "filter"; the selection itself is in answer/).
+ * A steered RRset keeps all its RRs in rdata, in the order given; per RR it has the metadata the
+ * filters read. Coordinates are turned into unit vectors at build time, so "nearest" is the
+ * largest dot product (great-circle distance is monotonic in it).
+ */
+typedef enum {
+    ZONE_GEO_FILTER_NONE = 0,
+    ZONE_GEO_FILTER_COUNTRY,     /* RRs listing the client's country, else those listing none */
+    ZONE_GEO_FILTER_ASN,         /* the same with the client's ASN */
+    ZONE_GEO_FILTER_ASN_COUNTRY, /* ASN first, then country among what is left */
+    ZONE_GEO_FILTER_LOCATION,    /* the RRs nearest the client */
+} zone_geo_filter_t;
+typedef enum { ZONE_GEO_COUNT_MULTI = 0, ZONE_GEO_COUNT_SINGLE } zone_geo_count_t;
+typedef enum {
+    ZONE_GEO_ORDER_NONE = 0, /* the first remaining RR */
+    ZONE_GEO_ORDER_WEIGHTED, /* one by weight (all zero: uniform) */
+    ZONE_GEO_ORDER_RR,       /* one uniformly at random */
+} zone_geo_order_t;
+
+typedef struct zone_geo_policy {
+    uint8_t filter; /* zone_geo_filter_t */
+    uint8_t count;  /* zone_geo_count_t */
+    uint8_t order;  /* zone_geo_order_t */
+} zone_geo_policy_t;
+
+/* A country code as two upper-case ASCII letters packed big-endian ('U' << 8 | 'S'). 0 stands for
+ * redins' "" entry: "matches a client of unknown or unlisted country" (the fallback set). */
+#define ZONE_CC(a, b) ((uint16_t)((uint8_t)(a) << 8 | (uint8_t)(b)))
+
+typedef struct zone_geo_rr {
+    uint32_t off;       /* offset of this RR (its RDLENGTH) in the RRset's rdata */
+    uint32_t weight;    /* for ZONE_GEO_ORDER_WEIGHTED */
+    float loc[3];       /* unit vector of the RR's location, valid when has_loc */
+    uint8_t has_loc;    /* 0: no location known: never "nearest" unless nothing is located */
+    uint8_t ncountries; /* countries[0 .. ncountries) */
+    uint16_t nasns;     /* asns[0 .. nasns) */
+    const uint16_t *countries;
+    const uint32_t *asns;
+} zone_geo_rr_t;
+
+typedef struct zone_geo {
+    zone_geo_policy_t policy;
+    uint16_t count; /* RRs, == the RRset's count */
+    const zone_geo_rr_t *rr;
+} zone_geo_t;
+
 /* 24 bytes: one per owner name and type, so a 100,000-name zone holds about as many. */
 typedef struct zone_rrset {
     uint16_t type;
@@ -34,7 +81,8 @@ typedef struct zone_rrset {
     uint32_t ttl;       /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
     uint32_t rdata_len; /* bytes of rdata */
     /* NS, MX, SRV: 1 + the index in zone.targets of RR 0's target (RR i's is the next ones);
-     * 0 for other types. Read through zone_rrset_target(). */
+     * read through zone_rrset_target(). A, AAAA: 1 + the index in zone.geo of the RRset's geo
+     * steering (zone_rrset_geo()), 0 for a plain RRset. 0 for other types. */
     uint32_t targets;
     const uint8_t *rdata; /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
 } zone_rrset_t;
@@ -86,6 +134,8 @@ typedef struct zone {
     /* Targets of the NS/MX/SRV records: 1 + the index in nodes of the target name when it is in
      * this zone, else 0. Used for additional-section A/AAAA and glue. */
     const uint32_t *targets;
+    const zone_geo_t *geo; /* geo-steered A/AAAA RRsets (zone_rrset_t.targets), geo_count */
+    uint32_t geo_count;
     size_t node_count;
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */
@@ -134,6 +184,14 @@ static inline const zone_node_t *zone_rrset_target(const zone_t *z, const zone_r
         return NULL;
     uint32_t n = z->targets[s->targets - 1 + i];
     return n ? &z->nodes[n - 1] : NULL;
+}
+
+/** The geo steering of RRset s of zone z, or NULL for a plain RRset (and every type but A/AAAA). */
+static inline const zone_geo_t *zone_rrset_geo(const zone_t *z, const zone_rrset_t *s)
+{
+    if (!s->targets || (s->type != 1 && s->type != 28))
+        return NULL;
+    return &z->geo[s->targets - 1];
 }
 
 /** Take one more reference to z (loader thread only). Returns z. */

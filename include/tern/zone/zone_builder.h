@@ -17,6 +17,7 @@
 #ifndef TERN_ZONE_ZONE_BUILDER_H
 #define TERN_ZONE_ZONE_BUILDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,35 @@ zone_builder_t *zone_builder_new(const uint8_t *origin, const char *source) TERN
 int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
                      uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
                      unsigned line) TERN_WUR;
+
+/** Per-RR geo metadata for zone_builder_add_geo(); the builder copies everything. */
+typedef struct zone_geo_meta {
+    uint32_t weight;
+    const uint16_t *countries; /* ZONE_CC codes; 0 = redins' "" */
+    size_t ncountries;         /* at most 255 */
+    const uint32_t *asns;      /* 0 = redins' 0 (the fallback set) */
+    size_t nasns;              /* at most 65535 */
+    bool has_location;
+    double lat, lon; /* degrees, when has_location */
+} zone_geo_meta_t;
+
+/**
+ * Add one A or AAAA RR with geo metadata (meta may be NULL: no country, no ASN, weight 0, no
+ * location). An RRset mixing RRs added with and without metadata is fine. A duplicate RR keeps
+ * the first one's metadata. Returns as zone_builder_add(); TERN_EINVAL for other types.
+ */
+int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                         const uint8_t *rdata, uint16_t rdlen, const zone_geo_meta_t *meta,
+                         const char *file, unsigned line) TERN_WUR;
+
+/**
+ * Set the steering policy of the A or AAAA RRset at owner (the RRs may be added before or after).
+ * An RRset whose policy is all defaults (multi, order none, filter none) is served plain, as is
+ * one that never gets a policy. Setting it twice keeps the last. Returns 0, TERN_EOUTZONE,
+ * TERN_EINVAL (another type), TERN_ENOMEM.
+ */
+int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t type,
+                            const zone_geo_policy_t *policy) TERN_WUR;
 
 /**
  * Validate and build. On success *out is the new zone and 0 is returned. On failure a negative

@@ -516,6 +516,90 @@ static void test_root_zone(void **state)
     zone_free(z);
 }
 
+/* Geo metadata and policies reach the built zone: offsets point at each RR, the metadata of a
+ * duplicate is the first one's, a policy may come before the RRs, all-default policies and names
+ * with a policy but no RRs stay plain, and geo is refused on other types. */
+static void test_builder_geo(void **state)
+{
+    (void)state;
+    uint8_t apex[DNAME_MAXLEN], www[DNAME_MAXLEN], plain[DNAME_MAXLEN], ghost[DNAME_MAXLEN];
+    wire_name(apex, "geo.test.");
+    wire_name(www, "WWW.geo.test.");
+    wire_name(plain, "plain.geo.test.");
+    wire_name(ghost, "ghost.geo.test.");
+    zone_builder_t *b = zone_builder_new(apex, "geo.json");
+    assert_non_null(b);
+    add_soa_ns(b, "geo.test.", 3600, 300);
+    zone_geo_policy_t pol = {.filter = ZONE_GEO_FILTER_COUNTRY,
+                             .count = ZONE_GEO_COUNT_SINGLE,
+                             .order = ZONE_GEO_ORDER_WEIGHTED};
+    assert_int_equal(zone_builder_set_policy(b, www, T_A, &pol), 0); /* before the RRs */
+    assert_int_equal(zone_builder_set_policy(b, ghost, T_A, &pol), 0);
+    zone_geo_policy_t none = {0};
+    assert_int_equal(zone_builder_set_policy(b, plain, T_A, &none), 0);
+    const uint16_t us_de[] = {ZONE_CC('U', 'S'), ZONE_CC('D', 'E')};
+    const uint32_t asns[] = {64500, 0};
+    zone_geo_meta_t m1 = {.weight = 10,
+                          .countries = us_de,
+                          .ncountries = 2,
+                          .asns = asns,
+                          .nasns = 2,
+                          .has_location = true,
+                          .lat = 90,
+                          .lon = 0};
+    zone_geo_meta_t m2 = {.weight = 3};
+    uint8_t a1[4] = {192, 0, 2, 1}, a2[4] = {192, 0, 2, 2};
+    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &m1, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a2, 4, &m2, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &m2, NULL, 0), 0);  /* dup */
+    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a2, 4, NULL, NULL, 0), 0); /* dup */
+    assert_int_equal(zone_builder_add_geo(b, plain, T_A, 60, a1, 4, &m1, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, T_NS, 60, a1, 4, &m1, NULL, 0), TERN_EINVAL);
+    assert_int_equal(zone_builder_set_policy(b, www, T_MX, &pol), TERN_EINVAL);
+    zone_geo_meta_t bad = {.has_location = true, .lat = 91, .lon = 0};
+    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &bad, NULL, 0), TERN_EINVAL);
+    uint8_t out[DNAME_MAXLEN];
+    wire_name(out, "www.other.test.");
+    assert_int_equal(zone_builder_set_policy(b, out, T_A, &pol), TERN_EOUTZONE);
+
+    zone_t *z = NULL;
+    char err[256];
+    assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), 0);
+    assert_int_equal(z->geo_count, 1);
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = wire_name(lc, "www.geo.test.");
+    const zone_node_t *n = zone_find_node(z, lc, len, dname_hash(lc));
+    assert_non_null(n);
+    const zone_rrset_t *s = zone_node_rrset(n, T_A);
+    assert_int_equal(s->count, 2);
+    const zone_geo_t *g = zone_rrset_geo(z, s);
+    assert_non_null(g);
+    assert_int_equal(g->policy.filter, ZONE_GEO_FILTER_COUNTRY);
+    assert_int_equal(g->policy.count, ZONE_GEO_COUNT_SINGLE);
+    assert_int_equal(g->policy.order, ZONE_GEO_ORDER_WEIGHTED);
+    assert_int_equal(g->count, 2);
+    assert_int_equal(g->rr[0].off, 0);
+    assert_int_equal(g->rr[1].off, 6);
+    assert_memory_equal(s->rdata + g->rr[1].off + 2, a2, 4);
+    assert_int_equal(g->rr[0].weight, 10);
+    assert_int_equal(g->rr[0].ncountries, 2);
+    assert_int_equal(g->rr[0].countries[1], ZONE_CC('D', 'E'));
+    assert_int_equal(g->rr[0].nasns, 2);
+    assert_int_equal(g->rr[0].asns[0], 64500);
+    assert_true(g->rr[0].has_loc);
+    assert_true(g->rr[0].loc[2] > 0.999f); /* the north pole */
+    assert_int_equal(g->rr[1].weight, 3);
+    assert_false(g->rr[1].has_loc);
+    assert_int_equal(g->rr[1].ncountries, 0);
+
+    len = wire_name(lc, "plain.geo.test.");
+    n = zone_find_node(z, lc, len, dname_hash(lc));
+    assert_null(zone_rrset_geo(z, zone_node_rrset(n, T_A)));
+    len = wire_name(lc, "ghost.geo.test.");
+    assert_null(zone_find_node(z, lc, len, dname_hash(lc)));
+    zone_free(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_targets),
         cmocka_unit_test(test_builder_refuses),
         cmocka_unit_test(test_builder_validation),
+        cmocka_unit_test(test_builder_geo),
         cmocka_unit_test(test_root_zone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

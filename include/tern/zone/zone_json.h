@@ -1,0 +1,90 @@
+/*
+ * zone_json.h — zones in the redins schema (arvancloud/redins): JSON per label, as redins keeps
+ * them in Redis, turned into an immutable zone_t through the zone builder.
+ *
+ * Owns: the mapping from redins' JSON to wire RDATA and geo metadata. Two entry points share it:
+ *   - a JSON zone file (zone_json_load_file): one object
+ *       {"config": <the zone config, as redins:zones:<zone>:config holds it>,
+ *        "records": {"<label>": <RRsets, as the hash field <label> of redins:zones:<zone> holds>,
+ *                    ...}}
+ *     where "@" is the apex and other labels are relative to the origin;
+ *   - the Redis source (load/), which feeds the same JSON texts one label at a time through the
+ *     incremental API (zone_json_new / _config / _label / _finish).
+ *
+ * Schema (redins 1.x; keys matched case-insensitively, as Go's encoding/json does):
+ *   config: {"soa": {"ttl", "ns", "mbox", "refresh", "retry", "expire", "minttl", "serial"},
+ *            "domain_id", "dnssec", "cname_flattening"}   — the SOA is required;
+ *   label:  {"a"|"aaaa": {"ttl", "records": [{"ip", "country": "US"|["US",..], "asn": n|[n,..],
+ *                                             "weight"}],
+ *                         "filter": {"count": "multi"|"single", "order": "none"|"weighted"|"rr",
+ *                                    "geo_filter": "none"|"country"|"location"|"asn"|
+ *                                                  "asn+country"},
+ *                         "health_check": {...}},
+ *            "cname": {"ttl", "host"}, "txt": {"ttl", "records": [{"text"}]},
+ *            "ns": {"ttl", "records": [{"host"}]}, "mx": {"ttl", "records": [{"host", "preference"}]},
+ *            "srv": {"ttl", "records": [{"target", "priority", "weight", "port"}]},
+ *            "caa": {"ttl", "records": [{"tag", "value", "flag"}]}, "ptr": {"ttl", "domain"},
+ *            "tlsa": {"ttl", "records": [{"usage", "selector", "matching_type", "certificate"}]},
+ *            "aname": {"location"}}
+ *
+ * Lifecycle: loader thread only (new → config → label* → finish, or free); not thread-safe.
+ */
+#ifndef TERN_ZONE_ZONE_JSON_H
+#define TERN_ZONE_ZONE_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/zone/zone.h"
+
+/* Locates a record's address at build time (for the "location" filter): family 4 or 6, addr 4 or
+ * 16 bytes. Returns true with lat/lon in degrees, false when unknown. */
+typedef bool (*zone_json_locate_fn)(void *ctx, int family, const uint8_t *addr, double *lat,
+                                    double *lon);
+
+typedef struct zone_json_opts {
+    zone_json_locate_fn locate; /* NULL: no record has a location */
+    void *locate_ctx;
+    uint32_t default_ttl; /* TTL for RRsets that give none (redins: 300); 0 = 300 */
+} zone_json_opts_t;
+
+typedef struct zone_json zone_json_t;
+
+/** Start a zone at origin (text, e.g. "example.com" or "example.com."). source names it in
+ * messages (a path, or "redis://host:port/zone"). NULL with a message in err on a bad origin. */
+zone_json_t *zone_json_new(const char *origin, const char *source, const zone_json_opts_t *opts,
+                           char *err, size_t errlen) TERN_WUR;
+
+/** The zone config JSON (text of len bytes). 0, or TERN_ESYNTAX/TERN_EINVAL with "source: zone X
+ * config: message" in err: the zone cannot be built. */
+int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err,
+                     size_t errlen) TERN_WUR;
+
+/**
+ * One label's RRsets (JSON text of len bytes). label is relative ("www", "a.b") or "@".
+ * On error (bad JSON, bad value, out of zone) nothing of the label is added and err holds
+ * "source: zone X label Y: message" naming the field (e.g. "a.records[2].ip"); the caller may go
+ * on with other labels (the Redis source does; a file load stops). Returns 0, TERN_ESYNTAX,
+ * TERN_EINVAL or TERN_ENOMEM.
+ */
+int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t len, char *err,
+                    size_t errlen) TERN_WUR;
+
+/** Build the zone (consumes zj). 0 with *out set, or a TERN_E* code and the message (no SOA,
+ * CNAME beside other data, ...). */
+int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen) TERN_WUR;
+
+/** Abandon. NULL is a no-op. */
+void zone_json_free(zone_json_t *zj);
+
+/**
+ * Load a JSON zone file (format above). Syntax errors are "path:line:column: message"; a bad
+ * label is "path: zone X label Y: message" and fails the whole file (a file is edited as a whole,
+ * unlike Redis). 0 with *out, or a TERN_E* code.
+ */
+int zone_json_load_file(const char *origin, const char *path, const zone_json_opts_t *opts,
+                        zone_t **out, char *err, size_t errlen) TERN_WUR;
+
+#endif
