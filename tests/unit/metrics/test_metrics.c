@@ -881,7 +881,8 @@ static void test_label_escape(void **state)
 }
 
 /* Scrapes during traffic: every exposition parses and no counter goes backwards. The server counts
- * a query before it sends the reply, so once the client holds N replies the counter is at least N. */
+ * a query before it sends the reply, so once the client holds N replies the counter is at least N.
+ */
 static atomic_bool traffic_stop;
 static atomic_uint traffic_answered;
 
