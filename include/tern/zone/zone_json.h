@@ -21,11 +21,21 @@
  *                                                  "asn+country"},
  *                         "health_check": {...}},
  *            "cname": {"ttl", "host"}, "txt": {"ttl", "records": [{"text"}]},
- *            "ns": {"ttl", "records": [{"host"}]}, "mx": {"ttl", "records": [{"host", "preference"}]},
+ *            "ns": {"ttl", "records": [{"host"}]},
+ *            "mx": {"ttl", "records": [{"host", "preference"}]},
  *            "srv": {"ttl", "records": [{"target", "priority", "weight", "port"}]},
  *            "caa": {"ttl", "records": [{"tag", "value", "flag"}]}, "ptr": {"ttl", "domain"},
  *            "tlsa": {"ttl", "records": [{"usage", "selector", "matching_type", "certificate"}]},
  *            "aname": {"location"}}
+ *
+ * Beyond the schema, as redins behaves: names inside records are absolute with or without their
+ * final dot; a record without its ip/host/target, or with an empty text, is skipped (redins skips
+ * it when answering); an RRset TTL of 0 or none is opts->default_ttl; SOA timers left out are
+ * redins' defaults (refresh 86400, retry 7200, expire 3600, minttl 300) and a serial left out is
+ * the load time. Where tern differs: without an NS RRset at the apex one NS naming the SOA's
+ * primary is added (the builder needs one; logged at info); "aname" is skipped with a warning and
+ * "health_check" ignored (neither is implemented yet); "dnssec" true is served unsigned (warned);
+ * a filter value other than those listed is an error, where redins would fall back to a default.
  *
  * Lifecycle: loader thread only (new → config → label* → finish, or free); not thread-safe.
  */
@@ -66,14 +76,16 @@ int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err,
  * One label's RRsets (JSON text of len bytes). label is relative ("www", "a.b") or "@".
  * On error (bad JSON, bad value, out of zone) nothing of the label is added and err holds
  * "source: zone X label Y: message" naming the field (e.g. "a.records[2].ip"); the caller may go
- * on with other labels (the Redis source does; a file load stops). Returns 0, TERN_ESYNTAX,
- * TERN_EINVAL or TERN_ENOMEM.
+ * on with other labels (the Redis source does; a file load stops). A CNAME beside other data in
+ * the label is such an error (it costs the label, not the zone). Returns 0, TERN_ESYNTAX,
+ * TERN_EINVAL or TERN_ENOMEM (after which part of the label may be in the zone: abandon it).
  */
 int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t len, char *err,
                     size_t errlen) TERN_WUR;
 
-/** Build the zone (consumes zj). 0 with *out set, or a TERN_E* code and the message (no SOA,
- * CNAME beside other data, ...). */
+/** Build the zone (consumes zj). 0 with *out set, or a TERN_E* code and the message: TERN_ENOSOA
+ * "source: zone X: no SOA (zone config missing)" when no config was given, else the builder's
+ * (a CNAME beside other data at one owner given by two labels, ...). */
 int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen) TERN_WUR;
 
 /** Abandon. NULL is a no-op. */
