@@ -1,0 +1,212 @@
+#!/usr/bin/env perl
+# make_mmdb.pl OUTDIR — writes the small MaxMind DB fixtures test_geoip.c expects
+# (MaxMind::DB::Writer, Debian package libmaxmind-db-writer-perl):
+#   nested6.mmdb  GeoLite2-City-like, IPv6 with the IPv4 subtree (aliased), 28-bit records,
+#                 nested keys, double coordinates;
+#   flat4.mmdb    ip-location-db-like "city ipv4", 24-bit records, flat keys, float coordinates;
+#   flat6.mmdb    "city ipv6", IPv6 only (no IPv4 subtree), 32-bit records, flat keys, coordinates
+#                 as decimal strings;
+#   asn.mmdb      GeoLite2-ASN-like: neither layout (must be refused);
+#   shape.mmdb    "country" and "latitude"-like names of the wrong shape (a country string, no
+#                 location map): neither layout either.
+# The networks and values are mirrored in test_geoip.c; change both together.
+# Each file is written to NAME.tmp and renamed, so a reader never sees half a file.
+use strict;
+use warnings;
+use MaxMind::DB::Writer::Tree;
+
+my $out = shift or die "usage: $0 OUTDIR\n";
+-d $out or mkdir $out or die "mkdir $out: $!\n";
+
+sub write_db {
+    my ( $name, %args ) = @_;
+    my $types    = delete $args{types};
+    my $networks = delete $args{networks};
+    my $tree     = MaxMind::DB::Writer::Tree->new(
+        description              => { en => "tern test fixture $name" },
+        languages                => ['en'],
+        remove_reserved_networks => 0,
+        map_key_type_callback    => sub { $types->{ $_[0] } // die "no type for key $_[0]\n" },
+        %args,
+    );
+    for ( my $i = 0; $i < @$networks; $i += 2 ) {
+        $tree->insert_network( $networks->[$i], $networks->[ $i + 1 ] );
+    }
+    my $path = "$out/$name";
+    open my $fh, '>:raw', "$path.tmp" or die "$path.tmp: $!\n";
+    $tree->write_tree($fh);
+    close $fh or die "$path.tmp: $!\n";
+    rename "$path.tmp", $path or die "rename $path: $!\n";
+}
+
+# --- nested (GeoIP2 / GeoLite2 City) ------------------------------------------------------------
+my %nested_types = (
+    city                 => 'map',
+    continent            => 'map',
+    country              => 'map',
+    registered_country   => 'map',
+    location             => 'map',
+    postal               => 'map',
+    subdivisions         => [ 'array', 'map' ],
+    names                => 'map',
+    en                   => 'utf8_string',
+    de                   => 'utf8_string',
+    code                 => 'utf8_string',
+    iso_code             => 'utf8_string',
+    geoname_id           => 'uint32',
+    is_in_european_union => 'boolean',
+    accuracy_radius      => 'uint16',
+    latitude             => 'double',
+    longitude            => 'double',
+    time_zone            => 'utf8_string',
+);
+
+sub geo_country {
+    my ( $iso, $id, $name ) = @_;
+    return { geoname_id => $id, iso_code => $iso, names => { en => $name, de => $name } };
+}
+
+sub geo_city {
+    my (%a) = @_;
+    return {
+        city => { geoname_id => $a{city_id}, names => { en => $a{city}, de => $a{city} } },
+        continent => { code => $a{cont}, geoname_id => 6255148, names => { en => $a{cont} } },
+        ( $a{country} ? ( country => $a{country} ) : () ),
+        ( $a{location} ? ( location => $a{location} ) : () ),
+        postal             => { code => '0000' },
+        registered_country => $a{registered},
+        subdivisions =>
+          [ { geoname_id => 1, iso_code => 'XX', names => { en => 'Somewhere' } } ],
+    };
+}
+
+my $au = geo_country( 'AU', 2077456, 'Australia' );
+my $gb = geo_country( 'GB', 2635167, 'United Kingdom' );
+my $de = geo_country( 'DE', 2921044, 'Germany' );
+my $fr = geo_country( 'FR', 3017382, 'France' );
+my $se = geo_country( 'SE', 2661886, 'Sweden' );
+my $nl = geo_country( 'NL', 2750405, 'Netherlands' );
+my $za = geo_country( 'ZA', 953987,  'South Africa' );
+
+write_db(
+    'nested6.mmdb',
+    ip_version         => 6,
+    record_size        => 28,
+    database_type      => 'GeoLite2-City',
+    alias_ipv6_to_ipv4 => 1,
+    types              => \%nested_types,
+    networks           => [
+        '1.2.3.0/24' => geo_city(
+            city_id => 2174003, city => 'Brisbane', cont => 'OC', country => $au,
+            registered => $au,
+            location   => {
+                accuracy_radius => 100, latitude => -27.4679, longitude => 153.0281,
+                time_zone       => 'Australia/Brisbane'
+            },
+        ),
+        '81.2.69.128/26' => geo_city(
+            city_id => 2643743, city => 'London', cont => 'EU', country => $gb,
+            registered => $gb,
+            location => { accuracy_radius => 10, latitude => 51.5142, longitude => -0.0931 },
+        ),
+        # no country: registered_country answers
+        '5.6.0.0/16' => geo_city(
+            city_id => 0, city => '', cont => 'EU', registered => $de,
+            location => { latitude => 52.5, longitude => 13.4 },
+        ),
+        # latitude without longitude: no location
+        '9.9.9.0/24' => geo_city(
+            city_id => 0, city => '', cont => 'EU', country => $fr, registered => $fr,
+            location => { latitude => 48.8 },
+        ),
+        '2a02:1234::/32' => geo_city(
+            city_id => 2673730, city => 'Stockholm', cont => 'EU', country => $se,
+            registered => $se,
+            location => { accuracy_radius => 50, latitude => 59.3293, longitude => 18.0686 },
+        ),
+        # latitude out of range
+        '2a03::/16' => geo_city(
+            city_id => 0, city => '', cont => 'EU', country => $nl, registered => $nl,
+            location => { latitude => 91.0, longitude => 4.9 },
+        ),
+        # NaN latitude
+        '2c0f:f000::/20' => geo_city(
+            city_id => 0, city => '', cont => 'AF', country => $za, registered => $za,
+            location => { latitude => 9**9**9 / 9**9**9, longitude => 18.4 },
+        ),
+    ],
+);
+
+# --- flat (ip-location-db) --------------------------------------------------------------------
+sub flat {
+    my ( $cc, $lat, $lon, $city ) = @_;
+    return {
+        city         => $city // '',
+        country_code => $cc,
+        latitude     => $lat,
+        longitude    => $lon,
+        postcode     => '',
+        state1       => '',
+        state2       => '',
+        timezone     => '',
+    };
+}
+my %flat_types = map { $_ => 'utf8_string' } qw(city country_code postcode state1 state2 timezone);
+
+write_db(
+    'flat4.mmdb',
+    ip_version    => 4,
+    record_size   => 24,
+    database_type => 'city ipv4',
+    types         => { %flat_types, latitude => 'float', longitude => 'float' },
+    networks      => [
+        '1.2.3.0/24'      => flat( 'AU', -27.4679, 153.0281, 'Brisbane' ),
+        '81.2.69.128/26'  => flat( 'GB', 51.5142,  -0.0931,  'London' ),
+        '100.64.0.0/10'   => flat( 'us', 37.751,   -97.822 ),                # lower case → US
+        '198.51.100.0/24' => flat( 'U1', 10.0,     200.0 ),                  # bad code, bad lon
+        '203.0.113.0/24'  => flat( 'USA', -33.9,   151.2 ),                  # 3 letters
+    ],
+);
+
+write_db(
+    'flat6.mmdb',
+    ip_version    => 6,
+    record_size   => 32,
+    database_type => 'city ipv6',
+    types         => { %flat_types, latitude => 'utf8_string', longitude => 'utf8_string' },
+    networks      => [
+        '2a02:1234::/32' => flat( 'SE', '59.3293', '18.0686', 'Stockholm' ),
+        '2a03:5::/48'    => flat( 'NL', '52.37',   '4.89e0' ),
+        '2c0f:f000::/20' => flat( 'ZA', 'abc',     '18.4' ),                 # not a number
+    ],
+);
+
+# --- neither layout -----------------------------------------------------------------------------
+write_db(
+    'asn.mmdb',
+    ip_version    => 6,
+    record_size   => 24,
+    database_type => 'GeoLite2-ASN',
+    types         => {
+        autonomous_system_number       => 'uint32',
+        autonomous_system_organization => 'utf8_string'
+    },
+    networks => [
+        '1.2.3.0/24' =>
+          { autonomous_system_number => 13335, autonomous_system_organization => 'Example' },
+        '2a02:1234::/32' =>
+          { autonomous_system_number => 3301, autonomous_system_organization => 'Example 6' },
+    ],
+);
+
+write_db(
+    'shape.mmdb',
+    ip_version    => 4,
+    record_size   => 24,
+    database_type => 'ipinfo-like',
+    types         => { country => 'utf8_string', continent => 'utf8_string', location => 'utf8_string' },
+    networks      => [
+        '1.2.3.0/24'     => { country => 'AU', continent => 'OC', location => '-27.4,153.0' },
+        '81.2.69.128/26' => { country => 'GB', continent => 'EU', location => '51.5,-0.09' },
+    ],
+);
