@@ -198,6 +198,18 @@ static const opt_t schema[] = {
      .min = 1,
      .max = PATH_MAX - 1,
      .desc = "IP-to-ASN table from 'ternctl asn compile', relative to the config; unset = none"},
+    {.key = "geoip_db",
+     .type = OPT_PATH,
+     FIELD(geoip_db),
+     .min = 1,
+     .max = PATH_MAX - 1,
+     .desc = "MaxMind DB for clients' country/location (IPv6 too if a v6 DB); unset = none"},
+    {.key = "geoip_db_v6",
+     .type = OPT_PATH,
+     FIELD(geoip_db_v6),
+     .min = 1,
+     .max = PATH_MAX - 1,
+     .desc = "MaxMind DB for IPv6 clients, if in a separate file; unset = geoip_db"},
     {.key = "metrics_listen",
      .type = OPT_ADDR,
      FIELD(metrics_listen),
@@ -789,8 +801,16 @@ static int set_error_log(loader_t *l, const opt_t *o, const yaml_node_t *n)
 
 static const field_t zone_fields[] = {
     {"origin", "the zone's apex name", true, NULL},
-    {"file", "master file (RFC 1035), relative to the config file's directory", true, NULL},
+    {"file", "master file (RFC 1035) or redins JSON, relative to the config file's directory", true,
+     NULL},
+    {"format", "rfc1035 or json (default: json for a file name ending in .json)", false, NULL},
 };
+
+static config_zone_format_t zone_format_of(const char *file)
+{
+    size_t n = strlen(file);
+    return n > 5 && strcasecmp(file + n - 5, ".json") == 0 ? CONFIG_ZONE_JSON : CONFIG_ZONE_RFC1035;
+}
 
 static int add_zone_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
                          const yaml_node_t *n, size_t index)
@@ -802,13 +822,25 @@ static int add_zone_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
     if ((r = get_fields(l, n, key, zone_fields, TERN_ARRAY_SIZE(zone_fields), val)) < 0)
         return r;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(zone_fields); i++)
-        if (!is_text(val[i]) || scalar(val[i])[0] == '\0')
+        if (val[i] && (!is_text(val[i]) || scalar(val[i])[0] == '\0'))
             return fail(l, val[i], key, "%s: expected a non-empty string, got %s",
                         zone_fields[i].key, node_kind(val[i]));
     char *file = resolve_path(l, scalar(val[1]));
     if (!file)
         return TERN_ENOMEM;
-    r = config_add_zone(l->c, scalar(val[0]), file);
+    config_zone_format_t fmt = zone_format_of(file);
+    if (val[2]) {
+        const char *f = scalar(val[2]);
+        if (strcmp(f, "rfc1035") == 0) {
+            fmt = CONFIG_ZONE_RFC1035;
+        } else if (strcmp(f, "json") == 0) {
+            fmt = CONFIG_ZONE_JSON;
+        } else {
+            free(file);
+            return fail(l, val[2], key, "format: expected rfc1035 or json, got \"%s\"", f);
+        }
+    }
+    r = config_add_zone_format(l->c, scalar(val[0]), file, fmt);
     free(file);
     return r;
 }
@@ -1024,6 +1056,12 @@ int config_add_listen(config_t *c, const char *text)
 
 int config_add_zone(config_t *c, const char *origin, const char *file)
 {
+    return config_add_zone_format(c, origin, file, zone_format_of(file));
+}
+
+int config_add_zone_format(config_t *c, const char *origin, const char *file,
+                           config_zone_format_t format)
+{
     config_zone_t *z = realloc(c->zones, (c->nzones + 1) * sizeof(*z));
     if (!z)
         return TERN_ENOMEM;
@@ -1031,6 +1069,7 @@ int config_add_zone(config_t *c, const char *origin, const char *file)
     z = &c->zones[c->nzones];
     z->origin = strdup(origin);
     z->file = strdup(file);
+    z->format = format;
     if (!z->origin || !z->file) {
         free(z->origin);
         free(z->file);
@@ -1095,7 +1134,8 @@ int config_copy(config_t *dst, const config_t *src)
             goto fail;
     }
     for (size_t i = 0; i < src->nzones; i++)
-        if (config_add_zone(dst, src->zones[i].origin, src->zones[i].file) < 0)
+        if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
+                                   src->zones[i].format) < 0)
             goto fail;
     return 0;
 fail:

@@ -18,6 +18,9 @@
  *   zones:
  *     - origin: example.test
  *       file: example.zone                      # relative to the config file's directory
+ *     - origin: geo.example.test
+ *       file: geo.json                          # redins-schema JSON (by the .json suffix)
+ *       format: json                            # or rfc1035; default: by the file name
  *   edns_max_udp: 1232                          # 512..4096
  *   identity: ns1.example.net                   # CHAOS id.server / hostname.bind
  *   version: "tern"                             # CHAOS version.bind
@@ -34,6 +37,9 @@
  *   pid_file: /run/tern/ternd.pid               # unset = none; relative to the config's dir
  *   control_socket: /run/tern/ternd.sock        # unset = no control socket (ternctl)
  *   metrics_listen: "127.0.0.1:9153"            # Prometheus endpoint; unset = none
+ *   asn_table: asn.bin                          # ternctl asn compile; unset = none
+ *   geoip_db: GeoLite2-City.mmdb                # MaxMind DB (IPv4, and IPv6 if a v6 DB)
+ *   geoip_db_v6: geoip-v6.mmdb                  # a separate IPv6 DB; unset = geoip_db
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
  *   "server": [{"ip": "127.0.0.1", "port": 1053, "protocol": "udp"}, ...]  → listen (entries
@@ -76,9 +82,15 @@ typedef struct config_listen {
     bool tcp;      /* serve TCP on this address */
 } config_listen_t;
 
+typedef enum {
+    CONFIG_ZONE_RFC1035 = 0, /* master file (ldns) */
+    CONFIG_ZONE_JSON,        /* redins-schema JSON (tern/zone/zone_json.h) */
+} config_zone_format_t;
+
 typedef struct config_zone {
     char *origin;
     char *file; /* resolved path */
+    config_zone_format_t format;
 } config_zone_t;
 
 typedef struct config {
@@ -104,6 +116,8 @@ typedef struct config {
     char *control_socket;    /* resolved path of the ternctl UNIX socket; NULL = disabled */
     char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
     char *asn_table;         /* resolved path of the compiled IP-to-ASN table; NULL = none */
+    char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
+    char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
@@ -131,8 +145,13 @@ int config_parse_listen(config_listen_t *l, const char *text) TERN_WUR;
  * TERN_ELIMIT. */
 int config_add_listen(config_t *c, const char *text) TERN_WUR;
 
-/** Append a zone (copies strings). 0 or TERN_ENOMEM. */
+/** Append a zone (copies strings); a file name ending in ".json" is a redins-schema JSON zone,
+ * anything else a master file. 0 or TERN_ENOMEM. */
 int config_add_zone(config_t *c, const char *origin, const char *file) TERN_WUR;
+
+/** Append a zone in the given format. 0 or TERN_ENOMEM. */
+int config_add_zone_format(config_t *c, const char *origin, const char *file,
+                           config_zone_format_t format) TERN_WUR;
 
 /** Number of usable CPUs (the value of workers: "auto"), clamped to 1..CONFIG_MAX_WORKERS. */
 unsigned config_auto_workers(void);

@@ -209,10 +209,17 @@ static void test_example_ternd_yaml(void **state)
     assert_true(c.listen[2].udp);
     assert_false(c.listen[2].tcp);
     assert_int_equal(c.workers, config_auto_workers());
-    assert_int_equal(c.nzones, 1);
+    assert_int_equal(c.nzones, 2);
     assert_string_equal(c.zones[0].origin, "example.test");
     assert_string_equal(c.zones[0].file, conf_path("example.zone"));
+    assert_int_equal(c.zones[0].format, CONFIG_ZONE_RFC1035);
     assert_int_equal(access(c.zones[0].file, R_OK), 0);
+    assert_string_equal(c.zones[1].origin, "geo.example.test");
+    assert_string_equal(c.zones[1].file, conf_path("example-geo.json"));
+    assert_int_equal(c.zones[1].format, CONFIG_ZONE_JSON);
+    assert_int_equal(access(c.zones[1].file, R_OK), 0);
+    assert_null(c.geoip_db);
+    assert_null(c.geoip_db_v6);
     assert_int_equal(c.edns_max_udp, 1232);
     assert_string_equal(c.identity, "ns1.example.net");
     assert_string_equal(c.version, "tern");
@@ -259,7 +266,7 @@ static void test_example_has_every_option(void **state)
             fail_msg("conf/ternd.yaml lacks option '%s'", key);
         count++;
     }
-    assert_int_equal(count, 20);
+    assert_int_equal(count, 22);
 }
 
 static void test_redins_example_json(void **state)
@@ -518,10 +525,10 @@ static void test_unknown_key(void **state)
     expect_error("{\n  \"workers\": 2,\n  \"bogus\": true\n}\n", 3, "bogus: unknown key");
     /* nested: every mapping has its own keys */
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    type: master\n", 4,
-                 "zones[0]: unknown key \"type\" (want origin, file)");
+                 "zones[0]: unknown key \"type\" (want origin, file, format)");
     expect_error("{\n\"zones\": [\n {\"origin\": \"a.\",\n  \"file\": \"a.zone\",\n"
                  "  \"master\": true}\n]}\n",
-                 5, "zones[0]: unknown key \"master\" (want origin, file)");
+                 5, "zones[0]: unknown key \"master\" (want origin, file, format)");
     expect_error("{\"error_log\": {\n  \"level\": \"info\",\n  \"colour\": true}}\n", 3,
                  "error_log: unknown key \"colour\" (want enable, level, target, format)");
     expect_error("server:\n  ip: 1.2.3.4\n  port: 53\n  proto: udp\n", 4,
@@ -701,8 +708,10 @@ static void test_zone_fields(void **state)
 {
     (void)state;
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n  - origin: b.test\n", 4,
-                 "zones[1]: missing \"file\" (master file (RFC 1035), relative to the config "
-                 "file's directory)");
+                 "zones[1]: missing \"file\" (master file (RFC 1035) or redins JSON, relative to "
+                 "the config file's directory)");
+    expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    format: bind\n", 4,
+                 "zones[0]: format: expected rfc1035 or json, got \"bind\"");
     expect_error("zones:\n  - file: a.zone\n", 2,
                  "zones[0]: missing \"origin\" (the zone's apex name)");
     expect_error("zones:\n  - origin: a.test\n    file: [x]\n", 3,
@@ -710,7 +719,7 @@ static void test_zone_fields(void **state)
     expect_error("zones:\n  - origin: \"\"\n    file: a\n", 2,
                  "zones[0]: origin: expected a non-empty string, got a string");
     expect_error("zones:\n  - a.test\n", 2,
-                 "zones[0]: expected a mapping {origin, file}, got a plain scalar");
+                 "zones[0]: expected a mapping {origin, file, format}, got a plain scalar");
 }
 
 static void test_syntax_error(void **state)
