@@ -1,0 +1,169 @@
+/*
+ * redis_source.h — zones kept in Redis in the redins schema, fetched with hiredis and watched for
+ * changes; every new version of a zone is built (zone_json.h) and handed to the caller.
+ *
+ * Owns: one background thread and the two Redis connections it uses — a command connection and a
+ * subscriber connection. No Redis command ever runs on another thread (and never on a DNS worker).
+ *
+ * Key layout (redins 1.x; P and S are the configured prefix and suffix, which wrap every key
+ * exactly as redins' Redis layer does: P + key + S):
+ *   P redins:zones S                a set: the names of the zones served ("example.com.")
+ *   P redins:zones:<zone> S         a hash: label → that label's RRsets as JSON ("@" = the apex)
+ *   P redins:zones:<zone>:config S  a string: the zone's config JSON, with its SOA
+ * <zone> is the set member exactly as written there; the origin handed to the callbacks is that
+ * name lowercased, without the final dot ("example.com"; "." for the root) — the loader's key.
+ *
+ * Lifecycle: redis_source_start() → (callbacks on the source thread) → redis_source_stop().
+ *   1. Connect (connect_timeout_ms) and AUTH / SELECT; subscribe the second connection to the
+ *      keyspace channel __keyspace@<db>__:P redins:zones* S and to the change channel (below);
+ *      only then read, so no change made during the read is missed.
+ *   2. Full read: SMEMBERS of the set, then per zone GET the config and HSCAN the hash with COUNT
+ *      1000. The first HSCAN call returns a hash of up to about 1000 labels whole (as HGETALL
+ *      would), and is pipelined with the GET across 64 zones at a time; a larger hash is read
+ *      with further HSCAN calls, one chunk of about 1000 labels each, so a 1,000,000-label zone
+ *      never blocks Redis for longer than one chunk (1.6 ms on average in bench/redis_load.sh).
+ *      Each zone is built with zone_json_new/_config/_label/_finish.
+ *   3. Watch: keyspace events (hset, hdel, del, set, sadd, srem, expired, rename, ... — any event
+ *      on a watched key) mark the zone, or the set, dirty. Dirty zones are re-read once the events
+ *      pause for 50 ms, and at most 500 ms after the first one, so a burst of writes to one zone
+ *      costs one rebuild; live changes are served well within a second. Zones are immutable, so
+ *      a change re-reads and rebuilds its whole zone: milliseconds for ordinary zones, about 8 s
+ *      for 1,000,000 labels (bench/redis_load.sh).
+ *   4. Periodic verify every zone_reload seconds, on reconnect, and on redis_source_resync(): the
+ *      whole set again, but a zone is rebuilt only when a digest of its config and labels differs
+ *      from the last one read (a verify reads each zone, but builds only the changed ones).
+ *
+ * Outcomes per zone:
+ *   - built: on_zone(origin, zone) — ownership of the zone passes to the callback;
+ *   - a label with invalid JSON: skipped and logged with zone and label (the first few per build;
+ *     the rest are counted), the other labels are served;
+ *   - no config, no valid SOA, or a zone the builder refuses (a CNAME beside other data given by
+ *     two labels, ...): the whole version is rejected and logged, on_zone is not called — the
+ *     caller keeps the previous version; the same rejected data is not retried until it changes;
+ *   - the same data as last time (a digest match): nothing is called;
+ *   - the zone left the set: on_zone_gone(origin), if it had been handed out.
+ *
+ * Change notifications need Redis' notify-keyspace-events to hold K (keyspace) and the classes
+ * g $ s h x (or A). At connect the source reads it with CONFIG GET and, when something is
+ * missing, logs a warning naming the exact "CONFIG SET notify-keyspace-events <value>" to run;
+ * it never changes the server's configuration itself. Without notifications, changes arrive
+ * through the change channel, or at the next zone_reload verify.
+ *
+ * The change channel, P redins:zones:changed S by default (changes_channel), is for writers in
+ * places where CONFIG is not allowed: PUBLISH it a zone name ("example.com.") after changing that
+ * zone, or "*" (or an empty message) after changing many. It works with or without keyspace
+ * notifications. A published name also re-reads the set (SMEMBERS), so that a zone added or
+ * removed with it is seen: with very large sets, prefer keyspace notifications.
+ *
+ * Resilience: start() succeeds whether Redis is up or not. The thread connects with exponential
+ * backoff (100 ms doubling to 5 s) and logs once per state change, not per attempt. When Redis
+ * goes away the zones already handed out stay as they are (no callbacks), the thread reconnects
+ * with the same backoff, and on reconnect runs a verify (step 4), so changes made meanwhile
+ * arrive. Every read has read_timeout_ms; a Redis that stops answering counts as gone. The thread
+ * waits on a wakeup eventfd beside its sockets, so stop() returns within milliseconds even while
+ * a read is pending (a zone build in progress finishes its current step first).
+ *
+ * Redis is the source of truth: a Redis restarted empty (no persistence) or a deleted set makes
+ * every zone leave, and on_zone_gone is called for each.
+ *
+ * Threads: start(), resync(), get_stats() and stop() may be called from any thread (stop() once,
+ * not from a callback). The callbacks, and the zone_json locate callback, run on the source thread;
+ * keep them short (hand the zone to the loader and return).
+ */
+#ifndef TERN_LOAD_REDIS_SOURCE_H
+#define TERN_LOAD_REDIS_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/zone/zone.h"
+#include "tern/zone/zone_json.h"
+
+/* Defaults, as redins' handler documents them where it has one. */
+#define REDIS_SOURCE_DEFAULT_HOST            "127.0.0.1"
+#define REDIS_SOURCE_DEFAULT_PORT            6379
+#define REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT 2000 /* ms */
+#define REDIS_SOURCE_DEFAULT_READ_TIMEOUT    5000 /* ms */
+#define REDIS_SOURCE_DEFAULT_ZONE_RELOAD     600  /* s (redins' handler "zone_reload") */
+
+/*
+ * Where the zones are and how to watch them. Strings are copied by start(); NULL and "" mean
+ * "not set". Option names in the comments are redins' (handler.redis.* and handler.zone_reload).
+ */
+typedef struct redis_source_config {
+    const char *host;      /* "ip", or the host of "address" (host:port); default 127.0.0.1 */
+    uint16_t port;         /* "port", or the port of "address"; default 6379 */
+    const char *unix_path; /* "address" when "net" is "unix": a socket path (host/port unused) */
+    unsigned db;           /* "db": SELECTed after connecting; also names the keyspace channel */
+    const char *password;  /* "password": AUTH <password> when set */
+    const char *prefix;    /* "prefix": put before every key */
+    const char *suffix;    /* "suffix": put after every key */
+    uint32_t
+        connect_timeout_ms;   /* "connect_timeout" (redins: connection.connect_timeout); 0 = 2000 */
+    uint32_t read_timeout_ms; /* "read_timeout" (redins: connection.read_timeout); 0 = 5000 */
+    uint32_t zone_reload_s;   /* "zone_reload": verify every zone this often; 0 = never */
+    const char *changes_channel; /* NULL: P redins:zones:changed S; "" : no change channel */
+    zone_json_opts_t json;       /* how zones are built (locate callback, default TTL) */
+} redis_source_config_t;
+
+/** Fill cfg with the defaults above (zone_reload 600 s; everything else unset). */
+void redis_source_config_init(redis_source_config_t *cfg);
+
+typedef struct redis_source_callbacks {
+    /* A new version of the zone at origin. Ownership of z passes to the callee (zone_free()). */
+    void (*on_zone)(void *ctx, const char *origin, zone_t *z);
+    /* The zone left the set (SREM, the set deleted, a Redis that came back empty). Only for a
+     * zone handed out by on_zone: one that was never built is just forgotten. */
+    void (*on_zone_gone)(void *ctx, const char *origin);
+    /* Optional: the source connected (up) or lost Redis (down). Not called for failed attempts
+     * while down. */
+    void (*on_state)(void *ctx, bool up);
+    /* Optional: a full read or verify finished; zones = zones in the set, failed = zones of the
+     * set that could not be built (rejected data). The first call marks the end of the initial
+     * load, for a caller that waits for it before serving. Not called for a read that failed
+     * (Redis went away, or answered SMEMBERS with an error: then the zones stay as they are). */
+    void (*on_synced)(void *ctx, size_t zones, size_t failed);
+    void *ctx;
+} redis_source_callbacks_t;
+
+typedef struct redis_source redis_source_t;
+
+/**
+ * Start the source thread. cfg and cb are copied (cfg->json.locate_ctx and cb->ctx must outlive
+ * the source); cb->on_zone and cb->on_zone_gone are required. Returns the source, or NULL with a
+ * message in err (invalid config, out of memory, no thread) — never because Redis is down.
+ */
+redis_source_t *redis_source_start(const redis_source_config_t *cfg,
+                                   const redis_source_callbacks_t *cb, char *err,
+                                   size_t errlen) TERN_WUR;
+
+/**
+ * Ask for a verify of every zone (SIGHUP, ternctl reload). Non-blocking; requests coalesce until
+ * the thread gets to them. With force, every zone is rebuilt and handed out even when its data did
+ * not change (e.g. the geo database behind the locate callback was replaced). Any thread.
+ */
+void redis_source_resync(redis_source_t *rs, bool force);
+
+typedef struct redis_source_stats {
+    bool connected;
+    bool notifications;      /* keyspace notifications verified enabled at the last connect */
+    size_t zones;            /* in the set at the last read */
+    size_t failed;           /* of those, rejected at their last build */
+    uint64_t syncs;          /* full reads and verifies finished */
+    uint64_t builds;         /* zones built and handed out */
+    uint64_t rejected;       /* zone versions rejected */
+    uint64_t labels_skipped; /* labels skipped for bad JSON */
+    uint64_t disconnects;    /* connections lost */
+    int64_t last_sync_ms;    /* duration of the last full read or verify; -1 before the first */
+} redis_source_stats_t;
+
+/** A consistent copy of the counters. Any thread. */
+void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out);
+
+/** Stop the thread, close the connections, free the source. Returns within milliseconds unless a
+ * build step or a callback is running. NULL is a no-op. */
+void redis_source_stop(redis_source_t *rs);
+
+#endif

@@ -1,0 +1,1774 @@
+/*
+ * redis_source.c — see redis_source.h. One thread drives two non-blocking hiredis connections with
+ * poll(2), beside a wakeup eventfd, so no wait is ever longer than the read timeout and none
+ * outlives a stop request. Zones are read in pipelined batches and built with zone_json.
+ */
+#include "tern/load/redis_source.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "tern/common/clock.h"
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/common/mem.h"
+
+/* Zones per pipelined batch of a full read: one round trip per 64 zones instead of two per zone
+ * (10,000 small zones read in ~160 round trips), while the replies in flight stay a few MB. */
+#define BATCH_ZONES 64
+
+/* HSCAN COUNT. Redis answers one call in about 1.6 ms (bench/redis_load.sh, 1,000,000 labels),
+ * so a huge zone is read in about 1000 short commands, each leaving room for other clients. A
+ * hash of up to about 1000 fields comes back whole from the first call, which is pipelined with
+ * the zone's GET. */
+#define SCAN_COUNT "1000"
+
+/* Coalescing of change events: a zone is re-read once its events pause for QUIET_MS, and at the
+ * latest MAX_DELAY_MS after the first one, so 200 quick HSETs cost one or two rebuilds and a
+ * steady stream of writes still shows up twice a second. */
+#define QUIET_MS     50
+#define MAX_DELAY_MS 500
+
+/* Reconnect backoff: quick for a Redis restart, at most one attempt per 5 s for a long outage. */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+/* After this long without traffic a connection is PINGed: a Redis that vanished without closing
+ * the socket (a host gone, a partition) is noticed within PING_IDLE_MS + the read timeout. */
+#define PING_IDLE_MS 15000
+
+/* Bad labels logged one per line in one build; the rest are counted in one line. */
+#define BAD_LABELS_LOGGED 10
+
+/* Zone builds yield to the DNS workers when they share a CPU, as the loader's do. */
+#define SOURCE_NICE 10
+
+/* Internal outcomes of a Redis exchange besides 0. */
+#define E_STOP (-ECANCELED)  /* stop() was called */
+#define E_CONN (-ECONNRESET) /* the connection is unusable; rs->why says why */
+
+/* One zone of the set. Keyed by origin; name is the set member the keys are built from. */
+struct zst {
+    char *name;   /* as in the set: "example.com." */
+    char *origin; /* lowercased, without the final dot: "example.com" ("." for the root) */
+    uint64_t digest;
+    bool have_digest; /* digest is that of the last version built or rejected */
+    bool failed;      /* the last version read was rejected */
+    bool served;      /* handed out by on_zone and not gone since */
+    bool dirty;       /* in rs->dirty */
+    uint64_t mark;    /* generation of the last set read / run that listed it */
+    struct zst *next; /* hash chain */
+};
+
+/* How process() treats a zone whose digest has not changed. */
+typedef enum {
+    RUN_VERIFY, /* skip it; read a large zone once for its digest before building */
+    RUN_DIRTY,  /* skip it, but build a large zone in the same pass that computes its digest */
+    RUN_FORCE,  /* build and hand out every zone */
+} run_mode_t;
+
+struct redis_source {
+    /* configuration (owned copies) */
+    char *host, *unix_path, *password, *prefix, *suffix;
+    uint16_t port;
+    unsigned db;
+    int64_t connect_timeout, read_timeout, zone_reload; /* ms; zone_reload 0 = never */
+    zone_json_opts_t json;
+    redis_source_callbacks_t cb;
+    char *where;       /* "redis://host:port/db", for messages and zone sources */
+    char *k_set;       /* P redins:zones S */
+    char *ks_prefix;   /* "__keyspace@<db>__:" */
+    char *k_pattern;   /* the keyspace channel pattern */
+    char *channel;     /* the change channel, or NULL */
+    size_t plen, slen; /* strlen(prefix), strlen(suffix) */
+
+    /* shared with other threads */
+    pthread_t thread;
+    int wakefd;
+    atomic_bool stop;
+    atomic_int resync; /* 0 none, 1 verify, 2 force */
+    pthread_mutex_t mu;
+    redis_source_stats_t stats;
+
+    /* source thread only */
+    redisContext *cmd, *sub;
+    bool up;
+    int64_t backoff, next_connect;
+    char why[256];         /* why the last exchange failed */
+    char last_down[256];   /* the last connect failure logged, "" if none since the last success */
+    bool notify_warned;    /* a warning about notify-keyspace-events was logged ... */
+    char notify_value[64]; /* ... for this value ("?" when unreadable) */
+    int64_t cmd_last, sub_last; /* last traffic, for the idle PINGs */
+    bool sub_ping_out;
+    int64_t sub_ping_at;
+    unsigned sub_confirm; /* subscribe confirmations received */
+    int64_t next_verify;
+    bool synced; /* a full read has finished */
+
+    struct zst **bucket;
+    size_t nbucket, nzones;
+    uint64_t gen;
+
+    struct zst **dirty;
+    size_t ndirty, capdirty;
+    bool set_dirty, pending;
+    int64_t first_ev, last_ev;
+    unsigned arena;
+};
+
+static int64_t now_ms(void)
+{
+    return tern_monotonic_ms();
+}
+
+static bool stopping(redis_source_t *rs)
+{
+    return atomic_load_explicit(&rs->stop, memory_order_acquire);
+}
+
+static void stats_update(redis_source_t *rs, void (*fn)(redis_source_stats_t *, void *), void *arg)
+{
+    pthread_mutex_lock(&rs->mu);
+    fn(&rs->stats, arg);
+    pthread_mutex_unlock(&rs->mu);
+}
+
+/* --- hashing: zone table keys and data digests --- */
+
+static uint64_t mix64(uint64_t x)
+{
+    /* splitmix64's finalizer: every input bit reaches every output bit */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* A fast 64-bit hash of n bytes (8 at a time): digests cover every byte of every zone. */
+static uint64_t hash64(const void *p, size_t n, uint64_t seed)
+{
+    const uint8_t *s = p;
+    uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    return mix64(h ^ w ^ ((uint64_t)n << 56));
+}
+
+static size_t str_hash(const char *s)
+{
+    return (size_t)hash64(s, strlen(s), 0x7a6f6e65ull);
+}
+
+/* Digest of one zone version: the config, plus the sum of one hash per label, so the order in
+ * which HSCAN returns the labels does not matter. */
+#define DIGEST_NO_CONFIG 0x6e6f636f6e666967ull
+
+static uint64_t digest_config(const redisReply *cfg)
+{
+    if (!cfg || cfg->type != REDIS_REPLY_STRING)
+        return DIGEST_NO_CONFIG;
+    return mix64(hash64(cfg->str, cfg->len, 0x636f6e666967ull));
+}
+
+static uint64_t digest_label(const redisReply *f, const redisReply *v)
+{
+    return mix64(hash64(v->str, v->len, hash64(f->str, f->len, 0x6c6162656cull)));
+}
+
+/* --- the zone table --- */
+
+static char *origin_of(const char *name)
+{
+    size_t n = strlen(name);
+    while (n > 1 && name[n - 1] == '.')
+        n--;
+    char *o = malloc(n + 1);
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        o[i] = (char)tolower((unsigned char)name[i]);
+    o[n] = '\0';
+    return o;
+}
+
+static struct zst *zt_find(const redis_source_t *rs, const char *origin)
+{
+    if (!rs->nbucket)
+        return NULL;
+    for (struct zst *z = rs->bucket[str_hash(origin) & (rs->nbucket - 1)]; z; z = z->next)
+        if (strcmp(z->origin, origin) == 0)
+            return z;
+    return NULL;
+}
+
+static int zt_grow(redis_source_t *rs)
+{
+    size_t n = rs->nbucket ? rs->nbucket * 2 : 64;
+    struct zst **b = calloc(n, sizeof(*b));
+    if (!b)
+        return TERN_ENOMEM;
+    for (size_t i = 0; i < rs->nbucket; i++) {
+        struct zst *z = rs->bucket[i], *next;
+        for (; z; z = next) {
+            next = z->next;
+            size_t j = str_hash(z->origin) & (n - 1);
+            z->next = b[j];
+            b[j] = z;
+        }
+    }
+    free(rs->bucket);
+    rs->bucket = b;
+    rs->nbucket = n;
+    return 0;
+}
+
+static struct zst *zt_add(redis_source_t *rs, const char *name, const char *origin)
+{
+    if (rs->nzones >= rs->nbucket && zt_grow(rs) < 0)
+        return NULL;
+    struct zst *z = calloc(1, sizeof(*z));
+    if (!z || !(z->name = strdup(name)) || !(z->origin = strdup(origin))) {
+        if (z)
+            free(z->name);
+        free(z);
+        return NULL;
+    }
+    size_t j = str_hash(origin) & (rs->nbucket - 1);
+    z->next = rs->bucket[j];
+    rs->bucket[j] = z;
+    rs->nzones++;
+    return z;
+}
+
+static void zt_del(redis_source_t *rs, struct zst *z)
+{
+    struct zst **pp = &rs->bucket[str_hash(z->origin) & (rs->nbucket - 1)];
+    while (*pp != z)
+        pp = &(*pp)->next;
+    *pp = z->next;
+    rs->nzones--;
+    if (z->dirty) {
+        for (size_t i = 0; i < rs->ndirty; i++) {
+            if (rs->dirty[i] == z) {
+                rs->dirty[i] = rs->dirty[--rs->ndirty];
+                break;
+            }
+        }
+    }
+    free(z->name);
+    free(z->origin);
+    free(z);
+}
+
+/* --- change events --- */
+
+static void touch(redis_source_t *rs)
+{
+    int64_t t = now_ms();
+    if (!rs->pending) {
+        rs->pending = true;
+        rs->first_ev = t;
+    }
+    rs->last_ev = t;
+}
+
+static void mark_dirty(redis_source_t *rs, struct zst *z)
+{
+    if (!z->dirty) {
+        if (rs->ndirty == rs->capdirty) {
+            size_t cap = rs->capdirty ? rs->capdirty * 2 : 64;
+            struct zst **d = realloc(rs->dirty, cap * sizeof(*d));
+            if (!d) {
+                /* no room to remember it: a verify of everything covers it */
+                int none = 0;
+                atomic_compare_exchange_strong(&rs->resync, &none, 1);
+                return;
+            }
+            rs->dirty = d;
+            rs->capdirty = cap;
+        }
+        rs->dirty[rs->ndirty++] = z;
+        z->dirty = true;
+    }
+    touch(rs);
+}
+
+/* The zone of set member name (n bytes), when it is the one we serve under its origin. */
+static struct zst *zone_by_name(redis_source_t *rs, const char *name, size_t n)
+{
+    char buf[1024];
+    if (n == 0 || n >= sizeof(buf))
+        return NULL;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    char *o = origin_of(buf);
+    if (!o)
+        return NULL;
+    struct zst *z = zt_find(rs, o);
+    free(o);
+    return z && strcmp(z->name, buf) == 0 ? z : NULL;
+}
+
+/* A keyspace event on key (P + inner + S). */
+static void on_key_event(redis_source_t *rs, const char *key, size_t len)
+{
+    static const char set[] = "redins:zones";
+    if (len < rs->plen + rs->slen || memcmp(key, rs->prefix, rs->plen) != 0 ||
+        memcmp(key + len - rs->slen, rs->suffix, rs->slen) != 0)
+        return;
+    const char *in = key + rs->plen;
+    size_t n = len - rs->plen - rs->slen;
+    if (n == sizeof(set) - 1 && memcmp(in, set, n) == 0) {
+        rs->set_dirty = true;
+        touch(rs);
+        return;
+    }
+    if (n <= sizeof(set) || memcmp(in, set, sizeof(set) - 1) != 0 || in[sizeof(set) - 1] != ':')
+        return;
+    in += sizeof(set);
+    n -= sizeof(set);
+    /* "<zone>" is the hash, "<zone>:config" the config; zone names hold no ':' */
+    const char *colon = memchr(in, ':', n);
+    if (colon && !((size_t)(in + n - colon) == sizeof(":config") - 1 &&
+                   memcmp(colon, ":config", sizeof(":config") - 1) == 0))
+        return;
+    struct zst *z = zone_by_name(rs, in, colon ? (size_t)(colon - in) : n);
+    if (z)
+        mark_dirty(rs, z); /* a zone not (yet) in the set is read when the set names it */
+}
+
+/* A message on the change channel: a zone name, or "*" / "" for everything. */
+static void on_change_message(redis_source_t *rs, const char *msg, size_t len)
+{
+    if (len == 0 || (len == 1 && msg[0] == '*')) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&rs->resync, &expected, 1);
+        return;
+    }
+    /* the name may have been added to or removed from the set with it */
+    rs->set_dirty = true;
+    touch(rs);
+    struct zst *z = zone_by_name(rs, msg, len);
+    if (z)
+        mark_dirty(rs, z);
+}
+
+static bool is_str(const redisReply *r)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+static bool str_eq(const redisReply *r, const char *s)
+{
+    return is_str(r) && r->len == strlen(s) && memcmp(r->str, s, r->len) == 0;
+}
+
+/* One reply on the subscriber connection. */
+static void on_sub_reply(redis_source_t *rs, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !is_str(r->element[0]))
+        return;
+    const redisReply *kind = r->element[0];
+    if (str_eq(kind, "pmessage") && r->elements == 4 && is_str(r->element[2])) {
+        const redisReply *ch = r->element[2];
+        size_t kp = strlen(rs->ks_prefix);
+        if (ch->len > kp && memcmp(ch->str, rs->ks_prefix, kp) == 0)
+            on_key_event(rs, ch->str + kp, ch->len - kp);
+    } else if (str_eq(kind, "message") && r->elements == 3 && is_str(r->element[2])) {
+        on_change_message(rs, r->element[2]->str, r->element[2]->len);
+    } else if (str_eq(kind, "pong")) {
+        rs->sub_ping_out = false;
+    } else if (str_eq(kind, "psubscribe") || str_eq(kind, "subscribe")) {
+        rs->sub_confirm++;
+    }
+}
+
+/* --- connections --- */
+
+static int fail(redis_source_t *rs, const char *fmt, ...) TERN_PRINTF(2, 3);
+
+static int fail(redis_source_t *rs, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rs->why, sizeof(rs->why), fmt, ap);
+    va_end(ap);
+    return E_CONN;
+}
+
+static void drain_wake(redis_source_t *rs)
+{
+    uint64_t v;
+    ssize_t n = read(rs->wakefd, &v, sizeof(v));
+    (void)n; /* EAGAIN: already drained; the flags are what matter */
+}
+
+/* Read what the subscriber connection has and act on every complete reply. */
+static int sub_drain(redis_source_t *rs)
+{
+    if (redisBufferRead(rs->sub) != REDIS_OK)
+        return fail(rs, "subscriber connection: %s", rs->sub->errstr);
+    for (;;) {
+        void *r = NULL;
+        if (redisGetReplyFromReader(rs->sub, &r) != REDIS_OK)
+            return fail(rs, "subscriber connection: %s", rs->sub->errstr);
+        if (!r)
+            break;
+        on_sub_reply(rs, r);
+        freeReplyObject(r);
+    }
+    rs->sub_last = now_ms();
+    return 0;
+}
+
+/*
+ * The next reply on c, writing its pending commands first. Waits at most read_timeout without
+ * progress; meanwhile drains the subscriber connection (when c is the command connection) and
+ * returns E_STOP as soon as stop() is called.
+ */
+static int get_reply(redis_source_t *rs, redisContext *c, redisReply **out)
+{
+    const char *what = c == rs->sub ? "subscriber connection" : "connection";
+    int64_t deadline = now_ms() + rs->read_timeout;
+    *out = NULL;
+    for (;;) {
+        void *r = NULL;
+        if (redisGetReplyFromReader(c, &r) != REDIS_OK)
+            return fail(rs, "%s: %s", what, c->errstr);
+        if (r) {
+            *out = r;
+            if (c == rs->cmd)
+                rs->cmd_last = now_ms();
+            return 0;
+        }
+        int done = 1;
+        if (sdslen(c->obuf) > 0 && redisBufferWrite(c, &done) != REDIS_OK)
+            return fail(rs, "%s: %s", what, c->errstr);
+        struct pollfd p[3] = {
+            {.fd = rs->wakefd, .events = POLLIN},
+            {.fd = c->fd, .events = (short)(POLLIN | (done ? 0 : POLLOUT))},
+        };
+        nfds_t n = 2;
+        if (rs->sub && c != rs->sub)
+            p[n++] = (struct pollfd){.fd = rs->sub->fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return fail(rs, "%s: no reply within %lld ms (read_timeout)", what,
+                        (long long)rs->read_timeout);
+        if (poll(p, n, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            return fail(rs, "poll: %s", strerror(errno));
+        }
+        if (p[0].revents) {
+            drain_wake(rs);
+            if (stopping(rs))
+                return E_STOP;
+        }
+        if (n == 3 && p[2].revents) {
+            int rc = sub_drain(rs);
+            if (rc < 0)
+                return rc;
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (redisBufferRead(c) != REDIS_OK)
+                return fail(rs, "%s: %s", what, c->errstr);
+            deadline = now_ms() + rs->read_timeout;
+        }
+    }
+}
+
+/* Queue one command (argv of NUL-terminated strings, NULL-terminated). */
+static int append(redis_source_t *rs, redisContext *c, const char *const *argv)
+{
+    int argc = 0;
+    size_t len[8];
+    while (argv[argc]) {
+        len[argc] = strlen(argv[argc]);
+        argc++;
+    }
+    if (redisAppendCommandArgv(c, argc, (const char **)argv, len) != REDIS_OK)
+        return fail(rs, "cannot queue a command: %s", c->errstr);
+    return 0;
+}
+
+/* Run one command and return its reply (error replies included: the caller decides). */
+static int run(redis_source_t *rs, redisContext *c, redisReply **out, const char *const *argv)
+{
+    int rc = append(rs, c, argv);
+    return rc < 0 ? rc : get_reply(rs, c, out);
+}
+
+static void conn_close(redis_source_t *rs)
+{
+    if (rs->cmd)
+        redisFree(rs->cmd);
+    if (rs->sub)
+        redisFree(rs->sub);
+    rs->cmd = rs->sub = NULL;
+}
+
+/* Open one connection within connect_timeout (non-blocking connect, waited on with poll). */
+static int conn_open(redis_source_t *rs, redisContext **out)
+{
+    redisContext *c = rs->unix_path ? redisConnectUnixNonBlock(rs->unix_path)
+                                    : redisConnectNonBlock(rs->host, rs->port);
+    *out = NULL;
+    if (!c)
+        return fail(rs, "out of memory");
+    if (c->err) {
+        fail(rs, "%s", c->errstr);
+        redisFree(c);
+        return E_CONN;
+    }
+    int64_t deadline = now_ms() + rs->connect_timeout;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = rs->wakefd, .events = POLLIN},
+                              {.fd = c->fd, .events = POLLOUT}};
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            redisFree(c);
+            return fail(rs, "connect: no answer within %lld ms (connect_timeout)",
+                        (long long)rs->connect_timeout);
+        }
+        if (poll(p, 2, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            redisFree(c);
+            return fail(rs, "poll: %s", strerror(errno));
+        }
+        if (p[0].revents) {
+            drain_wake(rs);
+            if (stopping(rs)) {
+                redisFree(c);
+                return E_STOP;
+            }
+        }
+        if (p[1].revents)
+            break;
+    }
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+        soerr = errno;
+    if (soerr) {
+        redisFree(c);
+        return fail(rs, "connect: %s", strerror(soerr));
+    }
+    if (!rs->unix_path)
+        (void)redisEnableKeepAlive(c);
+    *out = c;
+    return 0;
+}
+
+/* Run a command whose reply must not be an error; what names it in the message. */
+static int run_ok(redis_source_t *rs, redisContext *c, const char *what, const char *const *argv)
+{
+    redisReply *r;
+    int rc = run(rs, c, &r, argv);
+    if (rc < 0)
+        return rc;
+    if (r->type == REDIS_REPLY_ERROR) {
+        fail(rs, "%s: %s", what, r->str);
+        rc = E_CONN;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Check notify-keyspace-events; warn (once per distinct value) when changes would be missed. */
+static bool check_notifications(redis_source_t *rs)
+{
+    redisReply *r;
+    const char *argv[] = {"CONFIG", "GET", "notify-keyspace-events", NULL};
+    if (run(rs, rs->cmd, &r, argv) < 0)
+        return false; /* the caller sees the connection fail on its next command */
+    /* what changes are seen through without keyspace events */
+    char fallback[256];
+    int o = snprintf(fallback, sizeof(fallback), "%s%s%s", rs->channel ? "the change channel " : "",
+                     rs->channel ? rs->channel : "", rs->channel ? ", " : "");
+    if (rs->zone_reload)
+        snprintf(fallback + o, sizeof(fallback) - (size_t)o, "a verify every %lld s (zone_reload)",
+                 (long long)(rs->zone_reload / 1000));
+    else
+        snprintf(fallback + o, sizeof(fallback) - (size_t)o,
+                 "a verify on reconnect or reload (zone_reload is off)");
+    const char *v = "?";
+    bool readable = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_str(r->element[1]) &&
+                    r->element[1]->len < sizeof(rs->notify_value);
+    if (readable)
+        v = r->element[1]->str;
+    /* the flags needed: K (keyspace channel) and the classes of every command that changes a
+     * zone: g (DEL, RENAME, EXPIRE), $ (SET), s (SADD, SREM), h (HSET, HDEL), x (expired); A is
+     * all the classes */
+    static const char need[] = "Kg$shx";
+    char want[sizeof(rs->notify_value) + sizeof(need)];
+    size_t n = (size_t)snprintf(want, sizeof(want), "%s", readable ? v : "");
+    bool ok = readable;
+    for (const char *k = need; readable && *k; k++) {
+        if (strchr(v, *k) || (*k != 'K' && strchr(v, 'A')))
+            continue;
+        ok = false;
+        want[n++] = *k;
+        want[n] = '\0';
+    }
+    bool again = rs->notify_warned && strcmp(rs->notify_value, v) == 0;
+    if (!readable && !again)
+        log_warn("%s: cannot read notify-keyspace-events (%s); if keyspace notifications are "
+                 "off, changes are seen only through %s",
+                 rs->where, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", fallback);
+    else if (!ok && !again)
+        log_warn("%s: keyspace notifications are %s (notify-keyspace-events \"%s\"), so changes "
+                 "are seen only through %s; to see them at once run: "
+                 "CONFIG SET notify-keyspace-events '%s'",
+                 rs->where, v[0] ? "incomplete" : "off", v, fallback, want);
+    rs->notify_warned = !ok;
+    snprintf(rs->notify_value, sizeof(rs->notify_value), "%s", v);
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Greet a fresh connection: AUTH, SELECT (command connection only), PING. */
+static int greet(redis_source_t *rs, redisContext *c, bool select_db)
+{
+    int rc;
+    if (rs->password) {
+        const char *auth[] = {"AUTH", rs->password, NULL};
+        if ((rc = run_ok(rs, c, "AUTH", auth)) < 0)
+            return rc;
+    }
+    if (select_db && rs->db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%u", rs->db);
+        const char *sel[] = {"SELECT", db, NULL};
+        if ((rc = run_ok(rs, c, "SELECT", sel)) < 0)
+            return rc;
+    }
+    /* an error here (LOADING after a restart, NOAUTH) means "not ready yet": retry later */
+    const char *ping[] = {"PING", NULL};
+    return run_ok(rs, c, "PING", ping);
+}
+
+static void set_connected(redis_source_stats_t *st, void *arg)
+{
+    st->connected = *(bool *)arg;
+    if (!st->connected)
+        st->disconnects++;
+}
+
+static void set_notifications(redis_source_stats_t *st, void *arg)
+{
+    st->notifications = *(bool *)arg;
+}
+
+/* Both connections, subscribed, or E_CONN / E_STOP with both closed. */
+static int connect_all(redis_source_t *rs)
+{
+    int rc;
+    rs->why[0] = '\0';
+    if ((rc = conn_open(rs, &rs->cmd)) < 0 || (rc = greet(rs, rs->cmd, true)) < 0 ||
+        (rc = conn_open(rs, &rs->sub)) < 0 || (rc = greet(rs, rs->sub, false)) < 0)
+        goto fail;
+    const char *psub[] = {"PSUBSCRIBE", rs->k_pattern, NULL};
+    const char *sub[] = {"SUBSCRIBE", rs->channel, NULL};
+    rs->sub_confirm = 0;
+    if ((rc = append(rs, rs->sub, psub)) < 0 ||
+        (rs->channel && (rc = append(rs, rs->sub, sub)) < 0))
+        goto fail;
+    unsigned want = rs->channel ? 2 : 1;
+    while (rs->sub_confirm < want) {
+        redisReply *r;
+        if ((rc = get_reply(rs, rs->sub, &r)) < 0)
+            goto fail;
+        if (r->type == REDIS_REPLY_ERROR) {
+            fail(rs, "PSUBSCRIBE: %s", r->str);
+            freeReplyObject(r);
+            rc = E_CONN;
+            goto fail;
+        }
+        on_sub_reply(rs, r);
+        freeReplyObject(r);
+    }
+    bool notify = check_notifications(rs);
+    stats_update(rs, set_notifications, &notify);
+    rs->cmd_last = rs->sub_last = now_ms();
+    rs->sub_ping_out = false;
+    return 0;
+fail:
+    conn_close(rs);
+    return rc;
+}
+
+/* --- building zones --- */
+
+/* One read of one zone: its digest, and when building, the zone_json builder fed as data comes. */
+typedef struct zbuild {
+    redis_source_t *rs;
+    struct zst *z;
+    zone_json_t *zj; /* NULL when only the digest is wanted, or after the build failed */
+    bool build;      /* a build was wanted */
+    uint64_t digest;
+    size_t labels, bad;
+    int rc;         /* TERN_ENOMEM aborts */
+    bool rejected;  /* set by zb_end() */
+    char err[1024]; /* why the version is rejected; "" if it is not */
+} zbuild_t;
+
+static void zb_begin(zbuild_t *b, redis_source_t *rs, struct zst *z, bool build)
+{
+    memset(b, 0, sizeof(*b));
+    b->rs = rs;
+    b->z = z;
+    b->build = build;
+    if (build && !(b->zj = zone_json_new(z->name, rs->where, &rs->json, b->err, sizeof(b->err)))) {
+        if (!b->err[0])
+            snprintf(b->err, sizeof(b->err), "%s: zone %s: cannot start the build", rs->where,
+                     z->origin);
+    }
+}
+
+static void zb_reject(zbuild_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
+
+static void zb_reject(zbuild_t *b, const char *fmt, ...)
+{
+    if (!b->err[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(b->err, sizeof(b->err), fmt, ap);
+        va_end(ap);
+    }
+    zone_json_free(b->zj);
+    b->zj = NULL;
+}
+
+/* The GET reply of the zone's config key (NIL when missing). */
+static void zb_config(zbuild_t *b, const redisReply *cfg)
+{
+    b->digest += digest_config(cfg);
+    if (cfg->type == REDIS_REPLY_ERROR) {
+        zb_reject(b, "%s: zone %s config: %s", b->rs->where, b->z->origin, cfg->str);
+    } else if (cfg->type != REDIS_REPLY_STRING) {
+        zb_reject(b, "%s: zone %s: no config (key %sredins:zones:%s:config%s is missing)",
+                  b->rs->where, b->z->origin, b->rs->prefix, b->z->name, b->rs->suffix);
+    } else if (b->zj && zone_json_config(b->zj, cfg->str, cfg->len, b->err, sizeof(b->err)) < 0) {
+        zb_reject(b, "%s: zone %s config: invalid", b->rs->where, b->z->origin);
+    }
+}
+
+/* One field/value pair of the hash. */
+static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
+{
+    if (!is_str(f) || !is_str(v))
+        return;
+    b->digest += digest_label(f, v);
+    b->labels++;
+    if (!b->zj)
+        return;
+    char err[1024];
+    err[0] = '\0';
+    int rc = strlen(f->str) != f->len
+                 ? TERN_EINVAL
+                 : zone_json_label(b->zj, f->str, v->str, v->len, err, sizeof(err));
+    if (rc == 0)
+        return;
+    if (rc == TERN_ENOMEM) {
+        b->rc = rc;
+        zb_reject(b, "%s: zone %s: out of memory", b->rs->where, b->z->origin);
+        return;
+    }
+    if (b->bad++ < BAD_LABELS_LOGGED) {
+        if (err[0])
+            log_warn("%s; label skipped", err);
+        else
+            log_warn("%s: zone %s: a label with a NUL byte in its name; skipped", b->rs->where,
+                     b->z->origin);
+    }
+}
+
+static void add_build(redis_source_stats_t *st, void *arg)
+{
+    const zbuild_t *b = arg;
+    if (b->rejected)
+        st->rejected++;
+    else
+        st->builds++;
+    st->labels_skipped += b->bad;
+}
+
+/*
+ * The end of a build: hand the zone out, or reject the version. With unless_same, a zone whose
+ * digest matches the last version is dropped silently (a change that changed nothing).
+ * Returns 1 if a zone was handed out, 2 if rejected, 0 if nothing happened.
+ */
+static int zb_end(zbuild_t *b, bool unless_same)
+{
+    redis_source_t *rs = b->rs;
+    struct zst *z = b->z;
+    if (b->bad > BAD_LABELS_LOGGED)
+        log_warn("%s: zone %s: %zu more labels skipped", rs->where, z->origin,
+                 b->bad - BAD_LABELS_LOGGED);
+    zone_t *zone = NULL;
+    if (b->zj) {
+        int rc = zone_json_finish(b->zj, &zone, b->err, sizeof(b->err));
+        b->zj = NULL;
+        if (rc < 0) {
+            zone = NULL;
+            if (!b->err[0])
+                snprintf(b->err, sizeof(b->err), "%s: zone %s: %s", rs->where, z->origin,
+                         tern_strerror(rc));
+        }
+    }
+    bool same = z->have_digest && z->digest == b->digest;
+    if (b->rc == TERN_ENOMEM) {
+        /* not the data's fault: try again at the next read */
+        log_err("%s", b->err);
+        z->have_digest = false;
+        zone_free(zone);
+        return 2;
+    }
+    z->digest = b->digest;
+    z->have_digest = true;
+    if (unless_same && same) {
+        zone_free(zone);
+        return 0;
+    }
+    b->rejected = !zone;
+    stats_update(rs, add_build, b);
+    if (!zone) {
+        z->failed = true;
+        log_err("%s; %s", b->err,
+                z->served ? "the previous version stays" : "the zone is not served");
+        return 2;
+    }
+    z->failed = false;
+    z->served = true;
+    log_debug("%s: zone %s: built, serial %u, %zu labels, %zu records", rs->where, z->origin,
+              zone->serial, b->labels, zone->rr_count);
+    rs->cb.on_zone(rs->cb.ctx, z->origin, zone);
+    return 1;
+}
+
+/* Counts of one run, for the summary line. */
+typedef struct run_counts {
+    size_t built, rejected, unchanged;
+} run_counts_t;
+
+static void count(run_counts_t *c, int outcome)
+{
+    if (outcome == 1)
+        c->built++;
+    else if (outcome == 2)
+        c->rejected++;
+    else
+        c->unchanged++;
+}
+
+/* Labels already seen in one multi-call HSCAN (which may return a field twice). */
+typedef struct seen {
+    uint64_t *hash;
+    uint32_t *off; /* into buf, + 1; 0 = empty slot */
+    size_t mask, n;
+    char *buf;
+    size_t len, cap;
+} seen_t;
+
+static void seen_free(seen_t *s)
+{
+    free(s->hash);
+    free(s->off);
+    free(s->buf);
+    memset(s, 0, sizeof(*s));
+}
+
+static int seen_grow(seen_t *s)
+{
+    size_t n = s->mask ? (s->mask + 1) * 2 : 4096;
+    uint64_t *h = malloc(n * sizeof(*h));
+    uint32_t *o = calloc(n, sizeof(*o));
+    if (!h || !o) {
+        free(h);
+        free(o);
+        return TERN_ENOMEM;
+    }
+    for (size_t i = 0; s->mask && i <= s->mask; i++) {
+        if (!s->off[i])
+            continue;
+        size_t j = s->hash[i] & (n - 1);
+        while (o[j])
+            j = (j + 1) & (n - 1);
+        h[j] = s->hash[i];
+        o[j] = s->off[i];
+    }
+    free(s->hash);
+    free(s->off);
+    s->hash = h;
+    s->off = o;
+    s->mask = n - 1;
+    return 0;
+}
+
+/* 1 if label (len bytes) is new (and remembers it), 0 if seen, TERN_ENOMEM. */
+static int seen_add(seen_t *s, const char *label, size_t len)
+{
+    if ((s->n + 1) * 2 > (s->mask ? s->mask + 1 : 0) && seen_grow(s) < 0)
+        return TERN_ENOMEM;
+    uint64_t h = hash64(label, len, 0x7365656eull);
+    size_t j = h & s->mask;
+    for (; s->off[j]; j = (j + 1) & s->mask) {
+        if (s->hash[j] != h)
+            continue;
+        const char *l = s->buf + s->off[j] - 1;
+        if (strlen(l) == len && memcmp(l, label, len) == 0)
+            return 0;
+    }
+    if (s->len + len + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 65536;
+        while (cap < s->len + len + 1)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            return TERN_ENOMEM;
+        char *b = realloc(s->buf, cap);
+        if (!b)
+            return TERN_ENOMEM;
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, label, len);
+    s->buf[s->len + len] = '\0';
+    s->hash[j] = h;
+    s->off[j] = (uint32_t)s->len + 1;
+    s->len += len + 1;
+    s->n++;
+    return 1;
+}
+
+/* P redins:zones:<name>[:config] S */
+static char *zone_key(const redis_source_t *rs, const char *name, bool config)
+{
+    size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + sizeof(":config") + rs->slen;
+    char *k = malloc(n);
+    if (k)
+        snprintf(k, n, "%sredins:zones:%s%s%s", rs->prefix, name, config ? ":config" : "",
+                 rs->suffix);
+    return k;
+}
+
+static bool scan_reply_ok(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_str(r->element[0]) &&
+           r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements % 2 == 0;
+}
+
+/*
+ * Read a zone with GET + HSCAN calls from cursor 0 to the end into b (zb_begin()ed). The next
+ * HSCAN is sent as soon as a reply gives its cursor, before that reply's labels are parsed, so
+ * Redis prepares one chunk while this thread builds the previous one. Labels are deduplicated
+ * (a multi-call HSCAN may repeat a field).
+ */
+static int read_large(redis_source_t *rs, zbuild_t *b)
+{
+    char *kcfg = zone_key(rs, b->z->name, true), *khash = zone_key(rs, b->z->name, false);
+    seen_t seen = {0};
+    redisReply *r = NULL;
+    bool in_flight = false; /* an HSCAN whose reply is still to be read */
+    int rc = TERN_ENOMEM;
+    if (!kcfg || !khash)
+        goto out;
+    const char *get[] = {"GET", kcfg, NULL};
+    const char *scan0[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
+    if ((rc = append(rs, rs->cmd, get)) < 0 || (rc = append(rs, rs->cmd, scan0)) < 0 ||
+        (rc = get_reply(rs, rs->cmd, &r)) < 0)
+        goto out;
+    in_flight = true;
+    zb_config(b, r);
+    freeReplyObject(r);
+    r = NULL;
+    while (in_flight) {
+        if ((rc = get_reply(rs, rs->cmd, &r)) < 0)
+            goto out;
+        in_flight = false;
+        if (r->type == REDIS_REPLY_ERROR || !scan_reply_ok(r)) {
+            zb_reject(b, "%s: zone %s: HSCAN %s: %s", rs->where, b->z->origin, khash,
+                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            b->digest = 0; /* unreadable: no digest to remember */
+            break;
+        }
+        const char *cursor = r->element[0]->str;
+        if (strcmp(cursor, "0") != 0) {
+            const char *next[] = {"HSCAN", khash, cursor, "COUNT", SCAN_COUNT, NULL};
+            int done;
+            if ((rc = append(rs, rs->cmd, next)) < 0)
+                goto out;
+            if (redisBufferWrite(rs->cmd, &done) != REDIS_OK) {
+                rc = fail(rs, "connection: %s", rs->cmd->errstr);
+                goto out;
+            }
+            in_flight = true;
+        }
+        const redisReply *f = r->element[1];
+        for (size_t i = 0; i + 1 < f->elements && b->rc == 0; i += 2) {
+            const redisReply *k = f->element[i];
+            if (!is_str(k))
+                continue;
+            int isnew = seen_add(&seen, k->str, k->len);
+            if (isnew < 0) {
+                b->rc = TERN_ENOMEM;
+                zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
+            } else if (isnew) {
+                zb_label(b, k, f->element[i + 1]);
+            }
+        }
+        freeReplyObject(r);
+        r = NULL;
+        if (b->rc != 0)
+            break;
+    }
+    /* stopped early with a chunk on its way: read it, so the next reply is the next command's */
+    if (in_flight && (rc = get_reply(rs, rs->cmd, &r)) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (r)
+        freeReplyObject(r);
+    seen_free(&seen);
+    free(kcfg);
+    free(khash);
+    return rc;
+}
+
+/* A zone too large for one HSCAN call. */
+static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run_counts_t *cnt)
+{
+    zbuild_t b;
+    int rc;
+    if (mode == RUN_VERIFY && z->have_digest) {
+        zb_begin(&b, rs, z, false);
+        if ((rc = read_large(rs, &b)) < 0)
+            return rc;
+        if (b.digest == z->digest && b.rc == 0) {
+            count(cnt, 0);
+            return 0;
+        }
+    }
+    zb_begin(&b, rs, z, true);
+    if ((rc = read_large(rs, &b)) < 0) {
+        zone_json_free(b.zj);
+        return rc;
+    }
+    count(cnt, zb_end(&b, mode != RUN_FORCE));
+    return 0;
+}
+
+/* A zone whose config and first HSCAN chunk are in hand. Sets *large when the chunk was not all. */
+static void process_small(redis_source_t *rs, struct zst *z, const redisReply *cfg,
+                          const redisReply *scan, run_mode_t mode, bool *large, run_counts_t *cnt)
+{
+    zbuild_t b;
+    *large = false;
+    if (scan->type == REDIS_REPLY_ERROR || !scan_reply_ok(scan)) {
+        zb_begin(&b, rs, z, false);
+        zb_reject(&b, "%s: zone %s: HSCAN: %s", rs->where, z->origin,
+                  scan->type == REDIS_REPLY_ERROR ? scan->str : "unexpected reply");
+        b.digest = 0; /* unreadable: logged once, until it reads again */
+        count(cnt, zb_end(&b, true));
+        return;
+    }
+    if (strcmp(scan->element[0]->str, "0") != 0) {
+        *large = true;
+        return;
+    }
+    const redisReply *f = scan->element[1];
+    /* the digest first (a hash of the bytes), the build only if the data changed */
+    if (mode != RUN_FORCE && z->have_digest) {
+        zb_begin(&b, rs, z, false);
+        zb_config(&b, cfg);
+        for (size_t i = 0; i + 1 < f->elements; i += 2)
+            zb_label(&b, f->element[i], f->element[i + 1]);
+        if (b.digest == z->digest) {
+            count(cnt, 0);
+            return;
+        }
+    }
+    zb_begin(&b, rs, z, true);
+    zb_config(&b, cfg);
+    for (size_t i = 0; i + 1 < f->elements && b.rc == 0; i += 2)
+        zb_label(&b, f->element[i], f->element[i + 1]);
+    count(cnt, zb_end(&b, false));
+}
+
+/* Read (and build what changed of) the zones in list. */
+static int process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t mode,
+                   run_counts_t *cnt)
+{
+    struct zst **large = NULL;
+    size_t nlarge = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i += BATCH_ZONES) {
+        size_t m = n - i < BATCH_ZONES ? n - i : BATCH_ZONES;
+        for (size_t j = 0; j < m && rc == 0; j++) {
+            char *kcfg = zone_key(rs, list[i + j]->name, true);
+            char *khash = zone_key(rs, list[i + j]->name, false);
+            const char *get[] = {"GET", kcfg, NULL};
+            const char *scan[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
+            if (!kcfg || !khash)
+                rc = fail(rs, "out of memory");
+            else if ((rc = append(rs, rs->cmd, get)) == 0)
+                rc = append(rs, rs->cmd, scan);
+            free(kcfg);
+            free(khash);
+        }
+        for (size_t j = 0; j < m && rc == 0; j++) {
+            redisReply *cfg = NULL, *scan = NULL;
+            if ((rc = get_reply(rs, rs->cmd, &cfg)) == 0 &&
+                (rc = get_reply(rs, rs->cmd, &scan)) == 0) {
+                bool big;
+                process_small(rs, list[i + j], cfg, scan, mode, &big, cnt);
+                if (big) {
+                    struct zst **l = realloc(large, (nlarge + 1) * sizeof(*l));
+                    if (!l)
+                        rc = fail(rs, "out of memory");
+                    else
+                        (large = l)[nlarge++] = list[i + j];
+                }
+            }
+            if (cfg)
+                freeReplyObject(cfg);
+            if (scan)
+                freeReplyObject(scan);
+        }
+    }
+    for (size_t i = 0; i < nlarge && rc == 0; i++)
+        rc = process_large(rs, large[i], mode, cnt);
+    free(large);
+    return rc;
+}
+
+/* --- reading the set --- */
+
+typedef struct member {
+    char *origin;
+    const char *name;
+} member_t;
+
+static int member_cmp(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+    int c = strcmp(x->origin, y->origin);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static void set_zone_counts(redis_source_stats_t *st, void *arg)
+{
+    const size_t *v = arg;
+    st->zones = v[0];
+    st->failed = v[1];
+}
+
+/*
+ * Make the table match the set members in reply (an array): add the new zones, drop the gone
+ * ones (on_zone_gone for those handed out). *all gets every zone of the set, *added the new ones
+ * (either may be NULL). Returns 0 or E_CONN (out of memory).
+ */
+static int reconcile(redis_source_t *rs, const redisReply *reply, struct zst ***all, size_t *nall,
+                     struct zst ***added, size_t *nadded)
+{
+    size_t n = reply->elements, nm = 0;
+    member_t *m = calloc(n ? n : 1, sizeof(*m));
+    struct zst **a = calloc(n ? n : 1, sizeof(*a)), **ad = calloc(n ? n : 1, sizeof(*ad));
+    size_t na = 0, nad = 0;
+    int rc = 0;
+    if (!m || !a || !ad) {
+        rc = fail(rs, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = reply->element[i];
+        if (!is_str(e) || e->len == 0 || strlen(e->str) != e->len)
+            continue;
+        if (!(m[nm].origin = origin_of(e->str))) {
+            rc = fail(rs, "out of memory");
+            goto out;
+        }
+        m[nm++].name = e->str;
+    }
+    qsort(m, nm, sizeof(*m), member_cmp);
+    uint64_t gen = ++rs->gen;
+    for (size_t i = 0; i < nm; i++) {
+        if (i > 0 && strcmp(m[i].origin, m[i - 1].origin) == 0) {
+            log_warn("%s: the set holds both \"%s\" and \"%s\", the same zone; serving \"%s\"",
+                     rs->where, m[i - 1].name, m[i].name, a[na - 1]->name);
+            continue;
+        }
+        struct zst *z = zt_find(rs, m[i].origin);
+        if (!z) {
+            if (!(z = zt_add(rs, m[i].name, m[i].origin))) {
+                rc = fail(rs, "out of memory");
+                goto out;
+            }
+            ad[nad++] = z;
+        } else if (strcmp(z->name, m[i].name) != 0) {
+            char *nm2 = strdup(m[i].name);
+            if (!nm2) {
+                rc = fail(rs, "out of memory");
+                goto out;
+            }
+            free(z->name);
+            z->name = nm2; /* other keys now: read it as new */
+            z->have_digest = false;
+            ad[nad++] = z;
+        }
+        z->mark = gen;
+        a[na++] = z;
+    }
+    /* the zones that left the set */
+    struct zst **gone = NULL;
+    size_t ngone = 0;
+    if (rs->nzones > na) {
+        if (!(gone = malloc((rs->nzones - na) * sizeof(*gone)))) {
+            rc = fail(rs, "out of memory");
+            goto out;
+        }
+        for (size_t b = 0; b < rs->nbucket; b++)
+            for (struct zst *z = rs->bucket[b]; z; z = z->next)
+                if (z->mark != gen)
+                    gone[ngone++] = z;
+    }
+    for (size_t i = 0; i < ngone; i++) {
+        struct zst *z = gone[i];
+        log_info("%s: zone %s left the set%s", rs->where, z->origin,
+                 z->served ? "; no longer served" : "");
+        if (z->served)
+            rs->cb.on_zone_gone(rs->cb.ctx, z->origin);
+        zt_del(rs, z);
+    }
+    free(gone);
+out:
+    for (size_t i = 0; i < nm; i++)
+        free(m[i].origin);
+    free(m);
+    if (rc == 0 && all) {
+        *all = a;
+        *nall = na;
+        a = NULL;
+    }
+    if (rc == 0 && added) {
+        *added = ad;
+        *nadded = nad;
+        ad = NULL;
+    }
+    free(a);
+    free(ad);
+    return rc;
+}
+
+/* SMEMBERS of the set. 0 with *out, 1 when Redis answered with an error (logged), or E_*. */
+static int read_set(redis_source_t *rs, redisReply **out)
+{
+    const char *argv[] = {"SMEMBERS", rs->k_set, NULL};
+    int rc = run(rs, rs->cmd, out, argv);
+    if (rc < 0)
+        return rc;
+    if ((*out)->type != REDIS_REPLY_ARRAY) {
+        log_err("%s: SMEMBERS %s: %s; the zones stay as they are", rs->where, rs->k_set,
+                (*out)->type == REDIS_REPLY_ERROR ? (*out)->str : "unexpected reply");
+        freeReplyObject(*out);
+        *out = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static void clear_dirty(redis_source_t *rs)
+{
+    for (size_t i = 0; i < rs->ndirty; i++)
+        rs->dirty[i]->dirty = false;
+    rs->ndirty = 0;
+}
+
+static void after_sync(redis_source_stats_t *st, void *arg)
+{
+    st->syncs++;
+    st->last_sync_ms = *(int64_t *)arg;
+}
+
+/* A full read (force: rebuild everything) or a verify. */
+static int full_sync(redis_source_t *rs, bool force)
+{
+    int64_t t0 = now_ms();
+    rs->next_verify = rs->zone_reload ? t0 + rs->zone_reload : INT64_MAX;
+    /* this read covers every event seen so far; later ones mark zones again */
+    rs->set_dirty = false;
+    rs->pending = false;
+    clear_dirty(rs);
+    redisReply *r;
+    int rc = read_set(rs, &r);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    struct zst **all = NULL;
+    size_t n = 0;
+    rc = reconcile(rs, r, &all, &n, NULL, NULL);
+    freeReplyObject(r);
+    if (rc < 0)
+        return rc;
+    run_counts_t cnt = {0};
+    rc = process(rs, all, n, force ? RUN_FORCE : RUN_VERIFY, &cnt);
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++)
+        failed += all[i]->failed;
+    free(all);
+    if (rc < 0)
+        return rc;
+    int64_t ms = now_ms() - t0;
+    size_t counts[2] = {n, failed};
+    stats_update(rs, set_zone_counts, counts);
+    stats_update(rs, after_sync, &ms);
+    log_info("%s: %s: %zu zones read in %lld ms, %zu built, %zu unchanged, %zu rejected", rs->where,
+             !rs->synced ? "initial read"
+             : force     ? "full rebuild"
+                         : "verify",
+             n, (long long)ms, cnt.built, cnt.unchanged, cnt.rejected);
+    rs->synced = true;
+    mem_arena_purge(rs->arena);
+    if (rs->cb.on_synced)
+        rs->cb.on_synced(rs->cb.ctx, n, failed);
+    return 0;
+}
+
+/* Re-read what the events since the last read touched. */
+static int flush(redis_source_t *rs)
+{
+    int64_t t0 = now_ms();
+    rs->pending = false;
+    struct zst **added = NULL;
+    size_t nadded = 0;
+    int rc;
+    if (rs->set_dirty) {
+        rs->set_dirty = false;
+        redisReply *r;
+        if ((rc = read_set(rs, &r)) < 0)
+            return rc;
+        if (rc == 0) {
+            rc = reconcile(rs, r, NULL, NULL, &added, &nadded);
+            freeReplyObject(r);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    /* the list to read: new zones, then dirty ones not already listed */
+    size_t n = 0;
+    struct zst **list = malloc((nadded + rs->ndirty + 1) * sizeof(*list));
+    if (!list) {
+        free(added);
+        return fail(rs, "out of memory");
+    }
+    uint64_t gen = ++rs->gen;
+    for (size_t i = 0; i < nadded; i++) {
+        added[i]->mark = gen;
+        list[n++] = added[i];
+    }
+    for (size_t i = 0; i < rs->ndirty; i++) {
+        struct zst *z = rs->dirty[i];
+        z->dirty = false;
+        if (z->mark != gen) {
+            z->mark = gen;
+            list[n++] = z;
+        }
+    }
+    rs->ndirty = 0;
+    free(added);
+    run_counts_t cnt = {0};
+    rc = process(rs, list, n, RUN_DIRTY, &cnt);
+    free(list);
+    if (rc < 0)
+        return rc;
+    size_t counts[2] = {rs->nzones, 0};
+    for (size_t b = 0; b < rs->nbucket; b++)
+        for (struct zst *z = rs->bucket[b]; z; z = z->next)
+            counts[1] += z->failed;
+    stats_update(rs, set_zone_counts, counts);
+    if (cnt.built)
+        mem_arena_purge(rs->arena);
+    if (cnt.built || cnt.rejected)
+        log_info("%s: changes: %zu zones re-read, %zu built, %zu rejected in %lld ms", rs->where, n,
+                 cnt.built, cnt.rejected, (long long)(now_ms() - t0));
+    return 0;
+}
+
+/* --- the thread --- */
+
+static void went_down(redis_source_t *rs)
+{
+    conn_close(rs);
+    if (rs->up) {
+        rs->up = false;
+        log_warn("%s: connection lost (%s); serving the zones already read, reconnecting",
+                 rs->where, rs->why);
+        snprintf(rs->last_down, sizeof(rs->last_down), "%s", rs->why);
+        bool up = false;
+        stats_update(rs, set_connected, &up);
+        if (rs->cb.on_state)
+            rs->cb.on_state(rs->cb.ctx, false);
+    }
+    rs->backoff = BACKOFF_MIN_MS;
+    rs->next_connect = now_ms() + rs->backoff;
+}
+
+/* Wait until deadline (monotonic ms) or a wakeup. */
+static void wait_until(redis_source_t *rs, int64_t deadline)
+{
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
+        return;
+    struct pollfd p = {.fd = rs->wakefd, .events = POLLIN};
+    if (poll(&p, 1, left > 60000 ? 60000 : (int)left) > 0)
+        drain_wake(rs);
+}
+
+static int try_connect(redis_source_t *rs)
+{
+    int rc = connect_all(rs);
+    if (rc == E_STOP)
+        return rc;
+    if (rc < 0) {
+        /* logged once per distinct reason, not per attempt */
+        if (strcmp(rs->last_down, rs->why) != 0) {
+            log_warn("%s: cannot connect (%s); retrying every %d ms at most", rs->where, rs->why,
+                     BACKOFF_MAX_MS);
+            snprintf(rs->last_down, sizeof(rs->last_down), "%s", rs->why);
+        } else {
+            log_debug("%s: cannot connect (%s)", rs->where, rs->why);
+        }
+        rs->next_connect = now_ms() + rs->backoff;
+        rs->backoff = rs->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : rs->backoff * 2;
+        return 0;
+    }
+    rs->up = true;
+    rs->last_down[0] = '\0';
+    rs->backoff = BACKOFF_MIN_MS;
+    log_info("%s: connected", rs->where);
+    bool up = true;
+    stats_update(rs, set_connected, &up);
+    if (rs->cb.on_state)
+        rs->cb.on_state(rs->cb.ctx, true);
+    /* a (re)connect may have missed any number of changes: verify everything */
+    int req = atomic_exchange(&rs->resync, 0);
+    return full_sync(rs, req == 2);
+}
+
+/* Send a PING on the subscriber connection without waiting; the pong comes with the events. */
+static int sub_ping(redis_source_t *rs)
+{
+    const char *ping[] = {"PING", NULL};
+    int done;
+    int rc = append(rs, rs->sub, ping);
+    if (rc < 0)
+        return rc;
+    if (redisBufferWrite(rs->sub, &done) != REDIS_OK)
+        return fail(rs, "subscriber connection: %s", rs->sub->errstr);
+    rs->sub_ping_out = true;
+    rs->sub_ping_at = now_ms();
+    return 0;
+}
+
+/* One turn of the loop while connected. */
+static int serve(redis_source_t *rs)
+{
+    int64_t t = now_ms();
+    int64_t next = rs->next_verify;
+    if (rs->pending) {
+        int64_t at = rs->last_ev + QUIET_MS;
+        if (at > rs->first_ev + MAX_DELAY_MS)
+            at = rs->first_ev + MAX_DELAY_MS;
+        if (at < next)
+            next = at;
+    }
+    if (rs->cmd_last + PING_IDLE_MS < next)
+        next = rs->cmd_last + PING_IDLE_MS;
+    if (rs->sub_ping_out && rs->sub_ping_at + rs->read_timeout < next)
+        next = rs->sub_ping_at + rs->read_timeout;
+    else if (!rs->sub_ping_out && rs->sub_last + PING_IDLE_MS < next)
+        next = rs->sub_last + PING_IDLE_MS;
+    int64_t left = next - t;
+    if (left > 0) {
+        struct pollfd p[2] = {{.fd = rs->wakefd, .events = POLLIN},
+                              {.fd = rs->sub->fd, .events = POLLIN}};
+        int k = poll(p, 2, left > 60000 ? 60000 : (int)left);
+        if (k < 0 && errno != EINTR)
+            return fail(rs, "poll: %s", strerror(errno));
+        if (k > 0 && p[0].revents)
+            drain_wake(rs);
+        if (stopping(rs))
+            return E_STOP;
+        if (k > 0 && p[1].revents) {
+            int rc = sub_drain(rs);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    t = now_ms();
+    int req = atomic_exchange(&rs->resync, 0);
+    if (req || t >= rs->next_verify)
+        return full_sync(rs, req == 2);
+    if (rs->pending && (t >= rs->last_ev + QUIET_MS || t >= rs->first_ev + MAX_DELAY_MS))
+        return flush(rs);
+    if (rs->sub_ping_out && t >= rs->sub_ping_at + rs->read_timeout)
+        return fail(rs, "subscriber connection: no reply to PING within %lld ms",
+                    (long long)rs->read_timeout);
+    if (!rs->sub_ping_out && t >= rs->sub_last + PING_IDLE_MS) {
+        int rc = sub_ping(rs);
+        if (rc < 0)
+            return rc;
+    }
+    if (t >= rs->cmd_last + PING_IDLE_MS) {
+        const char *ping[] = {"PING", NULL};
+        return run_ok(rs, rs->cmd, "PING", ping);
+    }
+    return 0;
+}
+
+static void *source_main(void *arg)
+{
+    redis_source_t *rs = arg;
+    /* a write to a socket Redis closed must fail with EPIPE, not kill the process */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), SOURCE_NICE) < 0)
+        log_debug("%s: cannot lower the source thread's priority", rs->where);
+    if (mem_thread_bind(rs->arena) < 0)
+        log_debug("%s: cannot bind to its jemalloc arena; using the default one", rs->where);
+    rs->backoff = BACKOFF_MIN_MS;
+    rs->next_connect = 0;
+    while (!stopping(rs)) {
+        int rc;
+        if (!rs->up) {
+            if (now_ms() < rs->next_connect) {
+                wait_until(rs, rs->next_connect);
+                continue;
+            }
+            rc = try_connect(rs);
+        } else {
+            rc = serve(rs);
+        }
+        if (rc == E_STOP)
+            break;
+        if (rc < 0)
+            went_down(rs);
+    }
+    conn_close(rs);
+    return NULL;
+}
+
+/* --- public --- */
+
+void redis_source_config_init(redis_source_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->zone_reload_s = REDIS_SOURCE_DEFAULT_ZONE_RELOAD;
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s || !s[0])
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+static char *printf_dup(const char *fmt, ...) TERN_PRINTF(1, 2);
+
+static char *printf_dup(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* s with Redis glob specials escaped, so a prefix or suffix matches only itself. */
+static char *glob_escape(const char *s)
+{
+    char *e = malloc(2 * strlen(s) + 1), *o = e;
+    if (!e)
+        return NULL;
+    for (; *s; s++) {
+        if (strchr("*?[]\\", *s))
+            *o++ = '\\';
+        *o++ = *s;
+    }
+    *o = '\0';
+    return e;
+}
+
+static void source_free(redis_source_t *rs)
+{
+    if (!rs)
+        return;
+    conn_close(rs);
+    for (size_t b = 0; b < rs->nbucket; b++) {
+        struct zst *z = rs->bucket[b], *next;
+        for (; z; z = next) {
+            next = z->next;
+            free(z->name);
+            free(z->origin);
+            free(z);
+        }
+    }
+    free(rs->bucket);
+    free(rs->dirty);
+    free(rs->host);
+    free(rs->unix_path);
+    free(rs->password);
+    free(rs->prefix);
+    free(rs->suffix);
+    free(rs->where);
+    free(rs->k_set);
+    free(rs->ks_prefix);
+    free(rs->k_pattern);
+    free(rs->channel);
+    if (rs->wakefd >= 0)
+        close(rs->wakefd);
+    pthread_mutex_destroy(&rs->mu);
+    free(rs);
+}
+
+redis_source_t *redis_source_start(const redis_source_config_t *cfg,
+                                   const redis_source_callbacks_t *cb, char *err, size_t errlen)
+{
+    if (!cfg || !cb || !cb->on_zone || !cb->on_zone_gone) {
+        snprintf(err, errlen, "redis source: on_zone and on_zone_gone are required");
+        return NULL;
+    }
+    redis_source_t *rs = calloc(1, sizeof(*rs));
+    if (!rs) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    rs->wakefd = -1;
+    pthread_mutex_init(&rs->mu, NULL);
+    rs->stats.last_sync_ms = -1;
+    bool oom = false;
+    rs->host = dup_or_null(cfg->host && cfg->host[0] ? cfg->host : REDIS_SOURCE_DEFAULT_HOST, &oom);
+    rs->unix_path = dup_or_null(cfg->unix_path, &oom);
+    rs->password = dup_or_null(cfg->password, &oom);
+    rs->prefix = strdup(cfg->prefix ? cfg->prefix : "");
+    rs->suffix = strdup(cfg->suffix ? cfg->suffix : "");
+    rs->port = cfg->port ? cfg->port : REDIS_SOURCE_DEFAULT_PORT;
+    rs->db = cfg->db;
+    rs->connect_timeout =
+        cfg->connect_timeout_ms ? cfg->connect_timeout_ms : REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT;
+    rs->read_timeout =
+        cfg->read_timeout_ms ? cfg->read_timeout_ms : REDIS_SOURCE_DEFAULT_READ_TIMEOUT;
+    rs->zone_reload = (int64_t)cfg->zone_reload_s * 1000;
+    rs->json = cfg->json;
+    rs->cb = *cb;
+    rs->next_verify = INT64_MAX;
+    if (oom || !rs->prefix || !rs->suffix)
+        goto nomem;
+    if (!rs->host && !rs->unix_path) {
+        snprintf(err, errlen, "redis source: no host");
+        goto fail;
+    }
+    rs->plen = strlen(rs->prefix);
+    rs->slen = strlen(rs->suffix);
+    char *ep = glob_escape(rs->prefix), *es = glob_escape(rs->suffix);
+    if (rs->unix_path)
+        rs->where = printf_dup("redis+unix://%s/%u", rs->unix_path, rs->db);
+    else if (strchr(rs->host, ':'))
+        rs->where = printf_dup("redis://[%s]:%u/%u", rs->host, rs->port, rs->db);
+    else
+        rs->where = printf_dup("redis://%s:%u/%u", rs->host, rs->port, rs->db);
+    rs->k_set = printf_dup("%sredins:zones%s", rs->prefix, rs->suffix);
+    rs->ks_prefix = printf_dup("__keyspace@%u__:", rs->db);
+    if (ep && es)
+        rs->k_pattern = printf_dup("__keyspace@%u__:%sredins:zones*%s", rs->db, ep, es);
+    free(ep);
+    free(es);
+    if (!cfg->changes_channel)
+        rs->channel = printf_dup("%sredins:zones:changed%s", rs->prefix, rs->suffix);
+    else if (cfg->changes_channel[0] && !(rs->channel = strdup(cfg->changes_channel)))
+        goto nomem;
+    if (!rs->where || !rs->k_set || !rs->ks_prefix || !rs->k_pattern ||
+        (!cfg->changes_channel && !rs->channel))
+        goto nomem;
+    rs->arena = mem_arena_create();
+    rs->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rs->wakefd < 0) {
+        snprintf(err, errlen, "redis source: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    int e = pthread_create(&rs->thread, NULL, source_main, rs);
+    if (e != 0) {
+        snprintf(err, errlen, "redis source: cannot start its thread: %s", strerror(e));
+        goto fail;
+    }
+    return rs;
+nomem:
+    snprintf(err, errlen, "out of memory");
+fail:
+    source_free(rs);
+    return NULL;
+}
+
+static void wake(redis_source_t *rs)
+{
+    uint64_t one = 1;
+    ssize_t n = write(rs->wakefd, &one, sizeof(one));
+    (void)n; /* EAGAIN: the counter is already non-zero, the thread will wake */
+}
+
+void redis_source_resync(redis_source_t *rs, bool force)
+{
+    if (!rs)
+        return;
+    int want = force ? 2 : 1, cur = atomic_load(&rs->resync);
+    while (cur < want && !atomic_compare_exchange_weak(&rs->resync, &cur, want))
+        ;
+    wake(rs);
+}
+
+void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out)
+{
+    pthread_mutex_lock(&rs->mu);
+    *out = rs->stats;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void redis_source_stop(redis_source_t *rs)
+{
+    if (!rs)
+        return;
+    atomic_store_explicit(&rs->stop, true, memory_order_release);
+    wake(rs);
+    pthread_join(rs->thread, NULL);
+    source_free(rs);
+}
