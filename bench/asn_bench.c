@@ -6,19 +6,31 @@
  *
  * 1. compiles the inputs with asn_table_compile_ex() (timed) and opens the result;
  * 2. lookups/s per family, best of ROUNDS passes over a pre-generated address array of LOOKUPS
- *    addresses (a checksum of the results is printed so the loop can't be dropped):
+ *    addresses, for three lookups on the same array: the table (asn_table_lookup_v4/v6), the
+ *    table with the ECS prefix (asn_table_lookup_v4/v6_prefix), and a plain branchless binary
+ *    search over a sorted array of the same boundaries (the layout of file format 1), as a
+ *    yardstick that moves with the machine. The kinds of addresses:
  *      v4 uniform   — uniformly random 32-bit addresses;
  *      v4 in-range  — a random input range, then a random address inside it;
- *      v6 uniform   — uniformly random addresses in 2000::/3 (where all the data lies), and
- *                     in ::/0 (nearly all past the last range: a cache-hot path);
- *      v6 in-range  — as for v4;
+ *      v6 2000::/3  — uniformly random addresses in 2000::/3, the allocated unicast space (where
+ *                     all the data lies; most of it is in large gaps and large ranges, so the
+ *                     path is fairly cache-hot);
+ *      v6 ::/0      — uniformly random 128 bits: nearly all past the last range, one hot path;
+ *                     not a realistic load, shown because it is the easiest;
+ *      v6 in-range  — as for v4 (every range equally likely: the realistic and hardest case).
+ *    The table's and the binary search's result checksums must agree.
  * 3. exactness: every input range at start-1, start, end, end+1, plus EXACT_RANDOM random
  *    addresses per family (half uniform, half in-range), against a reference written here
  *    independently of the table's compiler: ranges sorted by (start asc, end desc, input order
  *    asc), and for an address the backward scan from the last start <= address picks the first
  *    range that covers it — greatest start, then smallest end, then latest input — stopping as
  *    soon as the prefix maximum of the ends says no earlier range can cover it (→ 0). That is
- *    the overlap rule documented in asn_table.h. Prints the mismatch count; exit 1 if not 0.
+ *    the overlap rule documented in asn_table.h. The same addresses through the *_prefix()
+ *    lookups: the ASN must match, and the prefix must be exact by its definition — no boundary
+ *    of the reference (an address whose ASN differs from the one before it) inside the block,
+ *    one inside the block twice as large. Prints the mismatch counts; exit 1 if not 0.
+ *
+ * TERN_ASN_TABLE_SCALAR=1 in the environment makes the table use its portable descent.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -123,6 +135,102 @@ static void ref_finish(struct ref *r)
     }
 }
 
+/* The reference's boundaries: the addresses whose ASN differs from the one before (and 0), with
+ * their ASNs — the same entries the table should hold, derived from the reference alone. */
+struct bounds {
+    u128 *key;
+    uint32_t *key32; /* v4: the keys as u32, for the binary search */
+    uint32_t *asn;
+    size_t n;
+};
+
+static int u128_cmp(const void *a, const void *b)
+{
+    u128 x = *(const u128 *)a, y = *(const u128 *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void ref_bounds(const struct ref *r, u128 max, struct bounds *b)
+{
+    u128 *c = malloc((2 * r->n + 1) * sizeof(*c));
+    size_t m = 0;
+    c[m++] = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        c[m++] = r->v[i].start;
+        if (r->v[i].end < max)
+            c[m++] = r->v[i].end + 1;
+    }
+    qsort(c, m, sizeof(*c), u128_cmp);
+    b->key = malloc(m * sizeof(*b->key));
+    b->asn = malloc(m * sizeof(*b->asn));
+    if (!c || !b->key || !b->asn) {
+        perror("malloc");
+        exit(2);
+    }
+    b->n = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (i && c[i] == c[i - 1])
+            continue;
+        uint32_t a = ref_lookup(r, c[i]);
+        if (b->n && b->asn[b->n - 1] == a)
+            continue;
+        b->key[b->n] = c[i];
+        b->asn[b->n++] = a;
+    }
+    free(c);
+    if (max == UINT32_MAX) {
+        b->key32 = malloc(b->n * sizeof(*b->key32));
+        if (!b->key32) {
+            perror("malloc");
+            exit(2);
+        }
+        for (size_t i = 0; i < b->n; i++)
+            b->key32[i] = (uint32_t)b->key[i];
+    }
+}
+
+static size_t bs_find32(const struct bounds *b, uint32_t x)
+{
+    const uint32_t *base = b->key32;
+    size_t n = b->n;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = base[half] <= x ? base + half : base;
+        n -= half;
+    }
+    return (size_t)(base - b->key32);
+}
+
+/* index of the last key <= x: the branchless binary search of file format 1 (u32 keys for v4,
+ * 16-byte ones for v6) */
+static size_t bs_find(const struct bounds *b, u128 x)
+{
+    const u128 *base = b->key;
+    size_t n = b->n;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = base[half] <= x ? base + half : base;
+        n -= half;
+    }
+    return (size_t)(base - b->key);
+}
+
+/* Does a boundary split the aligned block of prefix length q around x (b splits [lo, hi] when
+ * lo < b <= hi)? */
+static int split(const struct bounds *b, u128 x, unsigned q, unsigned w)
+{
+    unsigned k = w - q;
+    u128 mask = k == 128 ? ~(u128)0 : ((u128)1 << k) - 1, lo = x & ~mask, hi = x | mask;
+    size_t i = bs_find(b, lo) + 1; /* the first boundary > lo */
+    return i < b->n && b->key[i] <= hi;
+}
+
+/* The prefix p is right for x: its block is not split, the block twice as large is. */
+static int prefix_ok(const struct bounds *b, u128 x, unsigned p, unsigned w)
+{
+    return p <= w && !split(b, x, p, w) && (p == 0 || split(b, x, p - 1, w));
+}
+
 /* Only what the bench's data needs: CSV/TSV, the first three fields, ASN with optional "AS". */
 static int parse_addr(const char *s, u128 *out)
 {
@@ -211,14 +319,49 @@ static u128 in_range(const struct ref *r, struct rng *g, int v6)
 
 static uint64_t sink;
 
-static double time_v4(const asn_table_t *t, const uint32_t *a, size_t n, uint64_t *sum)
+static struct bounds B4, B6;
+
+static uint32_t bs_v4(const asn_table_t *t, uint32_t a)
+{
+    (void)t;
+    return B4.asn[bs_find32(&B4, a)];
+}
+
+static uint32_t pfx_v4(const asn_table_t *t, uint32_t a)
+{
+    uint8_t p;
+    uint32_t asn = asn_table_lookup_v4_prefix(t, a, &p);
+    return asn + p;
+}
+
+static uint32_t bs_v6(const asn_table_t *t, const uint8_t *a)
+{
+    (void)t;
+    u128 x = 0;
+    for (int i = 0; i < 16; i++)
+        x = x << 8 | a[i];
+    return B6.asn[bs_find(&B6, x)];
+}
+
+static uint32_t pfx_v6(const asn_table_t *t, const uint8_t *a)
+{
+    uint8_t p;
+    uint32_t asn = asn_table_lookup_v6_prefix(t, a, &p);
+    return asn + p;
+}
+
+/* The three lookups share a loop shape; an indirect call costs each the same. */
+typedef uint32_t (*look4_fn)(const asn_table_t *, uint32_t);
+typedef uint32_t (*look6_fn)(const asn_table_t *, const uint8_t *);
+
+static double time_v4(look4_fn f, const asn_table_t *t, const uint32_t *a, size_t n, uint64_t *sum)
 {
     double best = 1e30;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t s = 0;
         double t0 = now();
         for (size_t i = 0; i < n; i++)
-            s += asn_table_lookup_v4(t, a[i]);
+            s += f(t, a[i]);
         double dt = now() - t0;
         if (dt < best)
             best = dt;
@@ -228,14 +371,15 @@ static double time_v4(const asn_table_t *t, const uint32_t *a, size_t n, uint64_
     return (double)n / best;
 }
 
-static double time_v6(const asn_table_t *t, const uint8_t (*a)[16], size_t n, uint64_t *sum)
+static double time_v6(look6_fn f, const asn_table_t *t, const uint8_t (*a)[16], size_t n,
+                      uint64_t *sum)
 {
     double best = 1e30;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t s = 0;
         double t0 = now();
         for (size_t i = 0; i < n; i++)
-            s += asn_table_lookup_v6(t, a[i]);
+            s += f(t, a[i]);
         double dt = now() - t0;
         if (dt < best)
             best = dt;
@@ -245,16 +389,56 @@ static double time_v6(const asn_table_t *t, const uint8_t (*a)[16], size_t n, ui
     return (double)n / best;
 }
 
-static size_t mism_shown;
+static size_t sum_mismatch;
+
+/* one line: table, table with prefix, binary search (M lookups/s), checksums compared */
+static void report4(const char *label, const asn_table_t *t, const uint32_t *a, size_t n)
+{
+    uint64_t s_tbl, s_pfx, s_bs;
+    double r_tbl = time_v4(asn_table_lookup_v4, t, a, n, &s_tbl);
+    double r_pfx = time_v4(pfx_v4, t, a, n, &s_pfx);
+    double r_bs = time_v4(bs_v4, t, a, n, &s_bs);
+    printf("%-12s table %7.2f  prefix %7.2f  bsearch %7.2f  M lookups/s  (checksum %" PRIu64
+           "%s)\n",
+           label, r_tbl / 1e6, r_pfx / 1e6, r_bs / 1e6, s_tbl,
+           s_tbl == s_bs ? "" : ", BINARY SEARCH DIFFERS");
+    sum_mismatch += s_tbl != s_bs;
+}
+
+static void report6(const char *label, const asn_table_t *t, const uint8_t (*a)[16], size_t n)
+{
+    uint64_t s_tbl, s_pfx, s_bs;
+    double r_tbl = time_v6(asn_table_lookup_v6, t, a, n, &s_tbl);
+    double r_pfx = time_v6(pfx_v6, t, a, n, &s_pfx);
+    double r_bs = time_v6(bs_v6, t, a, n, &s_bs);
+    printf("%-12s table %7.2f  prefix %7.2f  bsearch %7.2f  M lookups/s  (checksum %" PRIu64
+           "%s)\n",
+           label, r_tbl / 1e6, r_pfx / 1e6, r_bs / 1e6, s_tbl,
+           s_tbl == s_bs ? "" : ", BINARY SEARCH DIFFERS");
+    sum_mismatch += s_tbl != s_bs;
+}
+
+static size_t mism_shown, pfx_bad;
 static size_t check(const asn_table_t *t, const struct ref *r, u128 a, int v6)
 {
-    uint32_t want = ref_lookup(r, a), got;
+    uint32_t want = ref_lookup(r, a), got, got_p;
+    uint8_t p;
     if (v6) {
         uint8_t b[16];
         to16(a, b);
         got = asn_table_lookup_v6(t, b);
+        got_p = asn_table_lookup_v6_prefix(t, b, &p);
     } else {
         got = asn_table_lookup_v4(t, (uint32_t)a);
+        got_p = asn_table_lookup_v4_prefix(t, (uint32_t)a, &p);
+    }
+    if (got_p != want || !prefix_ok(v6 ? &B6 : &B4, a, p, v6 ? 128 : 32)) {
+        if (mism_shown++ < 10)
+            fprintf(stderr,
+                    "prefix mismatch v%d %016" PRIx64 "%016" PRIx64
+                    ": table AS%u /%u, reference AS%u\n",
+                    v6 ? 6 : 4, (uint64_t)(a >> 64), (uint64_t)a, got_p, p, want);
+        pfx_bad++;
     }
     if (got == want)
         return 0;
@@ -335,6 +519,14 @@ int main(int argc, char **argv)
         read_ref(inputs[i], &r4, &r6, &seq);
     ref_finish(&r4);
     ref_finish(&r6);
+    ref_bounds(&r4, UINT32_MAX, &B4);
+    ref_bounds(&r6, ~(u128)0, &B6);
+    const char *scalar = getenv("TERN_ASN_TABLE_SCALAR");
+    printf("descent: %s; binary search over the reference's %zu v4 + %zu v6 boundaries\n",
+           scalar && *scalar && strcmp(scalar, "0") ? "portable (TERN_ASN_TABLE_SCALAR)"
+           : __builtin_cpu_supports("avx2")         ? "AVX2"
+                                                    : "portable (no AVX2)",
+           B4.n, B6.n);
 
     /* lookups/s */
     struct rng g = {12345};
@@ -344,41 +536,39 @@ int main(int argc, char **argv)
         perror("malloc");
         return 2;
     }
-    uint64_t sum;
-    double rate;
     for (size_t i = 0; i < nl; i++)
         a4[i] = (uint32_t)rnd(&g);
-    rate = time_v4(t, a4, nl, &sum);
-    printf("v4 uniform   %7.2f M lookups/s  (%zu lookups, best of %d, checksum %" PRIu64 ")\n",
-           rate / 1e6, nl, ROUNDS, sum);
+    report4("v4 uniform", t, a4, nl);
     for (size_t i = 0; i < nl; i++)
         a4[i] = (uint32_t)in_range(&r4, &g, 0);
-    rate = time_v4(t, a4, nl, &sum);
-    printf("v4 in-range  %7.2f M lookups/s  (checksum %" PRIu64 ")\n", rate / 1e6, sum);
+    report4("v4 in-range", t, a4, nl);
     for (size_t i = 0; i < nl; i++)
         to16(((u128)0x2000 << 112) | (rnd128(&g) >> 3), a6[i]);
-    rate = time_v6(t, (const uint8_t(*)[16])a6, nl, &sum);
-    printf("v6 uniform   %7.2f M lookups/s  (2000::/3, checksum %" PRIu64 ")\n", rate / 1e6, sum);
+    report6("v6 2000::/3", t, (const uint8_t(*)[16])a6, nl);
     for (size_t i = 0; i < nl; i++)
         to16(rnd128(&g), a6[i]);
-    rate = time_v6(t, (const uint8_t(*)[16])a6, nl, &sum);
-    printf("v6 uniform   %7.2f M lookups/s  (::/0, checksum %" PRIu64 ")\n", rate / 1e6, sum);
+    report6("v6 ::/0", t, (const uint8_t(*)[16])a6, nl);
     for (size_t i = 0; i < nl; i++)
         to16(in_range(&r6, &g, 1), a6[i]);
-    rate = time_v6(t, (const uint8_t(*)[16])a6, nl, &sum);
-    printf("v6 in-range  %7.2f M lookups/s  (checksum %" PRIu64 ")\n", rate / 1e6, sum);
+    report6("v6 in-range", t, (const uint8_t(*)[16])a6, nl);
     free(a4);
     free(a6);
 
     /* exactness */
     size_t c4, c6;
     size_t m4 = exactness(t, &r4, 0, &c4), m6 = exactness(t, &r6, 1, &c6);
-    printf("exactness: v4 %zu mismatches in %zu lookups, v6 %zu mismatches in %zu lookups\n", m4,
-           c4, m6, c6);
+    printf("exactness: v4 %zu mismatches in %zu lookups, v6 %zu mismatches in %zu lookups; "
+           "prefix lookups %zu wrong\n",
+           m4, c4, m6, c6, pfx_bad);
     asn_table_close(t);
     free(r4.v);
     free(r4.prefmax);
     free(r6.v);
     free(r6.prefmax);
-    return (m4 || m6) ? 1 : 0;
+    free(B4.key);
+    free(B4.key32);
+    free(B4.asn);
+    free(B6.key);
+    free(B6.asn);
+    return (m4 || m6 || pfx_bad || sum_mismatch) ? 1 : 0;
 }

@@ -11,6 +11,11 @@
  * Threading: any number of workers may call the lookups concurrently; they never allocate, lock
  * or make a syscall (page faults on the mapping aside).
  *
+ * Prefixes (for EDNS Client Subnet scopes): the table entries are maximal — adjacent entries with
+ * the same ASN are merged — so the *_prefix() lookups report the exact largest aligned block
+ * around the address that one entry covers (an exception /64 or a /64 edge inside an entry does
+ * not shorten it).
+ *
  * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
  *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
  *   - ip-location-db CSV: start,end,asn,name   — exactly 4 fields; a field may be "quoted",
@@ -28,33 +33,39 @@
  * File layout (all integers little-endian; offsets are from the file start; the arrays are used
  * in place, so the loader only supports little-endian hosts):
  *   header, 96 bytes:
- *     0  char[8] magic "TERNASN1"     8 u32 version (2)       12 u32 flags (0)
+ *     0  char[8] magic "TERNASN1"     8 u32 version (3)       12 u32 flags (0)
  *    16  u32 v4_count                20 u32 v6_count (main)   24 u32 name_count   28 u32 exc_count
  *    32  u64 v4_off                  40 u64 v6_off            48 u64 names_off
  *    56  u64 strings_off             64 u64 strings_len       72 u64 payload_len
  *    80  u32 crc32 (IEEE, of the payload = bytes [96, file end))
  *    84  u32 exc_sub_count           88 u64 exc_off
- *   Search index (a static B+ tree over one sorted key array, "levels"): level 0 is the key array,
- *   padded with all-ones keys to whole 64-byte blocks (16 u32 or 8 u64 keys); level l+1 holds
- *   every block-th key of level l, padded the same way, until a level fits one block. Every level
- *   starts 64-aligned within its section, so a lookup reads one cache line per level. Level sizes
- *   and offsets follow from the entry count alone (the loader recomputes them and checks every
- *   index key against the level below).
- *   v4 section (64-aligned, at v4_off): the levels over u32 start[v4_count] (strictly ascending,
- *                start[0] == 0), then u32 asn[v4_count]; entry i covers [start[i], start[i+1]) —
- *                the last one runs to 255.255.255.255.
- *   v6 section (64-aligned, right after v4): the levels over u64 hi[v6_count] — the distinct top
- *                64 bits of the v6 starts (strictly ascending, hi[0] == 0) — then
- *                u32 asn[v6_count]: the ASN in effect from hi[i]:: (or, for an exception /64,
- *                from the end of that /64) up to hi[i+1]::. So a v6 entry costs 12 bytes.
+ *   Search trees (one per family, a static B+ tree over a sorted array of entries): the entries
+ *   are packed into leaves that hold their keys AND their ASNs, so the leaf that answers a lookup
+ *   is one memory access. Above the leaves, internal level 1 holds the first key of every leaf,
+ *   level l+1 the first key of every node of level l, until a level is one node (the root); a
+ *   node is 128 bytes (two cache lines). A section is the leaves, then levels 1, 2, ... (root
+ *   last), each starting 128-aligned, the last leaf and the last node of a level padded with
+ *   all-ones keys (ASN 0). Keys are stored with their top bit flipped (x ^ 0x80..0), so that
+ *   signed SIMD compares order them as unsigned. Leaf, level and pad sizes follow from the entry
+ *   count alone; the loader recomputes them and checks every key.
+ *   v4 section (128-aligned, at v4_off): entry i = (start, asn) covers [start[i], start[i+1]) —
+ *                the last one runs to 255.255.255.255; starts strictly ascending, start[0] == 0.
+ *                Leaf: 128 bytes, u32 key[16] then u32 asn[16]. Internal node: u32 key[32].
+ *   v6 section (128-aligned, at v6_off): main entries keyed by the top 64 bits of the address
+ *                ("hi"; strictly ascending, hi[0] == 0). Entry i covers the /64s [hi[i], hi[i+1])
+ *                with one ASN, unless it is an exception: then it covers the single /64 hi[i]
+ *                (the next entry is hi[i] + 1, or hi[i] is the last /64) and its asn field is
+ *                the index of that /64 in the exception list. Leaf: 64 bytes, u64 key[5],
+ *                u32 asn[5], u32 exception bits (bit i: entry i of the leaf is an exception).
+ *                Internal node: u64 key[16].
  *   exceptions (8-aligned, at exc_off): the /64s holding a boundary below their first address or
  *                more than one boundary: u32 v6 boundary count (for asn_table_counts()), u32 0,
  *                u64 hi[exc_count] (strictly ascending), u32 first[exc_count + 1] (8-aligned
  *                end), u64 lo[exc_sub_count], u32 asn[exc_sub_count]. /64 hi[e] resolves by the
  *                last lo <= the address's low 64 bits among lo[first[e] .. first[e+1]) (strictly
  *                ascending, the first is 0). ip-location-db/asn has 133 such /64s (in 178k).
- *   names:       name_count records of 16 bytes sorted by asn:
- *                { u32 asn, u32 str_off, u16 country_len, u16 name_len, u32 0 }
+ *   names (4-aligned): name_count records of 12 bytes sorted by asn:
+ *                { u32 asn, u32 str_off, u16 country_len, u16 name_len }
  *   strings:     country bytes then name bytes at strings_off + str_off, not NUL-terminated.
  */
 #ifndef TERN_GEO_ASN_TABLE_H
@@ -66,7 +77,7 @@
 #include "tern/common/compiler.h"
 
 #define ASN_TABLE_MAGIC   "TERNASN1"
-#define ASN_TABLE_VERSION 2u /* 1: plain sorted arrays, 20-byte v6 entries */
+#define ASN_TABLE_VERSION 3u /* 1: plain sorted arrays; 2: B+ tree, ASNs apart, 16-byte names */
 
 typedef struct asn_table asn_table_t;
 
@@ -111,6 +122,15 @@ uint32_t asn_table_lookup_v4(const asn_table_t *t, uint32_t addr_host_order);
 
 /** ASN for an IPv6 address (16 bytes, network order), 0 when none. */
 uint32_t asn_table_lookup_v6(const asn_table_t *t, const uint8_t addr[16]);
+
+/** As asn_table_lookup_v4(), and *prefix (0..32) = length of the largest aligned prefix containing
+ * the address whose every address maps to the same table entry (so the same ASN): the ECS scope an
+ * answer that depended on this lookup may claim. */
+uint32_t asn_table_lookup_v4_prefix(const asn_table_t *t, uint32_t addr_host_order,
+                                    uint8_t *prefix);
+
+/** Same for IPv6 (0..128). */
+uint32_t asn_table_lookup_v6_prefix(const asn_table_t *t, const uint8_t addr[16], uint8_t *prefix);
 
 /**
  * Country code and name of an ASN, pointing into the mapping (valid until asn_table_close();
