@@ -161,6 +161,7 @@ int main(int argc, char **argv)
                origin, nodes, rrs, (double)(t1 - t0) / 1e6, iters, ROUNDS, edns ? ", EDNS" : "");
 
     answer_config_t cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT};
+    answer_view_t view = {.table = t, .cfg = cfg};
     static answer_ctx_t ctx;
     static uint8_t out[65535];
     int rc = 0;
@@ -171,7 +172,7 @@ int main(int argc, char **argv)
         bench_case_t *c = &cases[i];
         if (only && strcmp(only, c->label) != 0)
             continue;
-        size_t n = answer_query(t, &cfg, &ctx, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
+        size_t n = answer_query(&view, &ctx, NULL, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
         if (n < 12) {
             fprintf(stderr, "micro: %s: no response\n", c->label);
             rc = 1;
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
         if (only) {
             /* the measured loop for callgrind: nothing else runs inside answer_query */
             for (long k = 0; k < iters; k++)
-                n = answer_query(t, &cfg, &ctx, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
+                n = answer_query(&view, &ctx, NULL, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
             printf("%s %zu\n", c->label, n);
             continue;
         }
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
         for (int round = 0; round < ROUNDS; round++) {
             uint64_t a = now_ns();
             for (long k = 0; k < iters; k++)
-                n += answer_query(t, &cfg, &ctx, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
+                n += answer_query(&view, &ctx, NULL, c->pkt, c->len, out, sizeof out, ANSWER_UDP);
             double per = (double)(now_ns() - a) / (double)iters;
             if (per < best)
                 best = per;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
@@ -23,6 +24,7 @@
 #include "tern/ctl/ctl.h"
 #include "tern/geo/asn_table.h"
 #include "tern/zone/zone_file.h"
+#include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
 
 enum { EXIT_OK = 0, EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 2 };
@@ -100,7 +102,10 @@ static int check_config(const char *path)
         const config_zone_t *cz = &cfg.zones[i];
         zone_t *z = NULL;
         err[0] = '\0';
-        int r = zone_file_load(cz->origin, cz->file, &z, err, sizeof(err));
+        /* records are not located here: that needs the geo databases and changes no validity */
+        int r = cz->format == CONFIG_ZONE_JSON
+                    ? zone_json_load_file(cz->origin, cz->file, NULL, &z, err, sizeof(err))
+                    : zone_file_load(cz->origin, cz->file, &z, err, sizeof(err));
         if (r < 0) {
             fprintf(stderr, "%s\n", err[0] ? err : tern_strerror(r));
             failed++;
@@ -206,7 +211,10 @@ static int check_zone(const char *origin, const char *file)
 {
     char err[1024] = "";
     zone_t *z = NULL;
-    int r = zone_file_load(origin, file, &z, err, sizeof(err));
+    size_t fl = strlen(file);
+    int r = fl > 5 && strcasecmp(file + fl - 5, ".json") == 0
+                ? zone_json_load_file(origin, file, NULL, &z, err, sizeof(err))
+                : zone_file_load(origin, file, &z, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "%s\n", err[0] ? err : tern_strerror(r));
         return EXIT_ERROR;

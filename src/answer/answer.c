@@ -6,9 +6,12 @@
  *     may be what was malformed (its fields in wire_query_t are then not trustworthy). Every
  *     response to a query the parser accepted (WIRE_OK, WIRE_BADVERS) carries an OPT when the
  *     query had one, including NOTIMP/REFUSED/FORMERR decided by policy (RFC 6891 §6.1.1: an
- *     EDNS query gets an EDNS response). ECS is echoed only on the WIRE_OK path, with scope
- *     prefix 0 (RFC 7871 §7.2.1: the answer is not tailored to the subnet — yet; the geo
- *     module will set the real scope).
+ *     EDNS query gets an EDNS response). ECS is echoed only on the WIRE_OK path, with the
+ *     scope prefix the answer depended on (RFC 7871 §7.2.1): the longest network prefix of the
+ *     MaxMind DB / ASN table lookups a geo-steered RRset made for the ECS address (select.h),
+ *     0 when none was made (plain data, order rr/weighted without a geo filter) and always 0
+ *     for a source prefix of 0 (RFC 7871 §7.1.2: "don't use my address"; the packet's source
+ *     is used instead and the answer must not be cached per subnet).
  *   - CNAME chains cross zones (any zone of the table). AA is decided by the first lookup only:
  *     set unless the query name itself is a referral (as Knot: AA is set before chasing). A
  *     chain ending below a delegation gets that referral's NS in authority and glue in
@@ -40,8 +43,10 @@
  */
 #include "tern/answer/answer.h"
 
+#include <netinet/in.h>
 #include <string.h>
 
+#include "tern/answer/select.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone.h"
 
@@ -67,7 +72,9 @@
 #define QTYPE_META_MIN 128u
 
 typedef struct resp {
+    answer_ctx_t *ctx;
     wire_writer_t *w;
+    const zone_t *zone; /* the zone of the RRsets being written (geo data) */
     unsigned rcode;
     bool aa;
     bool tc;
@@ -77,6 +84,17 @@ typedef struct resp {
 static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
                 const zone_rrset_t *rr)
 {
+    if (unlikely(rr->targets) && (rr->type == WIRE_T_A || rr->type == WIRE_T_AAAA)) {
+        /* a geo-steered RRset: the client's share of it (select.h) */
+        answer_ctx_t *ctx = r->ctx;
+        const zone_geo_t *g = zone_rrset_geo(r->zone, rr);
+        unsigned n = answer_select(ctx, ctx->view, g, ctx->offs);
+        if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, rr->ttl, (uint16_t)n,
+                                  rr->rdata, ctx->offs) == 0))
+            return true;
+        r->tc = true;
+        return false;
+    }
     if (likely(wire_write_rrset(r->w, sec, owner_off, owner, rr->type, rr->ttl, rr->count,
                                 rr->rdata) == 0))
         return true;
@@ -185,6 +203,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         }
         if (hop == 0)
             r->aa = true;
+        r->zone = z;
 
         if (res.cut &&
             !(res.kind == ZONE_LOOKUP_EXACT && res.node == res.cut && qtype == WIRE_T_DS)) {
@@ -292,10 +311,28 @@ static size_t response_limit(const wire_query_t *q, bool edns, uint16_t adv, siz
     return lim < out_cap ? lim : out_cap;
 }
 
-size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ctx_t *ctx,
+/* The address geo decisions are about: a usable ECS option's, else the packet's source. */
+static void set_client(answer_ctx_t *ctx, const wire_ecs_t *ecs, const struct sockaddr *client)
+{
+    if (ecs && ecs->source_prefix > 0) {
+        answer_set_client(ctx, ecs->family == 1 ? AF_INET : AF_INET6, ecs->addr);
+    } else if (client && client->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)client;
+        answer_set_client(ctx, AF_INET, (const uint8_t *)&a->sin_addr);
+    } else if (client && client->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)client;
+        answer_set_client(ctx, AF_INET6, a->sin6_addr.s6_addr);
+    } else {
+        answer_set_client(ctx, 0, NULL);
+    }
+}
+
+size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sockaddr *client,
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport)
 {
+    const zone_table_t *t = v->table;
+    const answer_config_t *cfg = &v->cfg;
     wire_query_t *q = &ctx->query;
     answer_info_t *info = &ctx->info;
     info->rcode = -1u;
@@ -316,6 +353,8 @@ size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ct
     info->edns = edns;
     info->ecs = ecs != NULL;
     info->qtype = pr == WIRE_OK ? q->qtype : 0;
+    ctx->view = v;
+    set_client(ctx, ecs, client);
     uint16_t adv = cfg->edns_max_udp < UDP_MIN ? UDP_MIN : cfg->edns_max_udp;
 
     wire_writer_t *w = &ctx->writer;
@@ -326,7 +365,7 @@ size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ct
         edns = false;
 
     /* policy, then lookup */
-    resp_t r = {.w = w, .rcode = WIRE_RC_NOERROR, .aa = false, .tc = false};
+    resp_t r = {.ctx = ctx, .w = w, .rcode = WIRE_RC_NOERROR, .aa = false, .tc = false};
     uint16_t qtype = q->qtype;
     if (pr == WIRE_FORMERR)
         r.rcode = WIRE_RC_FORMERR;
@@ -352,7 +391,8 @@ size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ct
 
     /* write: the OPT last, in the room reserved before any RRset */
     if (edns) {
-        int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, 0);
+        uint8_t scope = ecs && ecs->source_prefix > 0 ? ctx->scope : 0;
+        int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, scope);
         (void)rc; /* cannot fail: its space was reserved */
     }
     info->rcode = r.rcode;

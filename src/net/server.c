@@ -15,8 +15,10 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "tern/answer/select.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
@@ -280,6 +282,8 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
         wk->srv = s;
         wk->id = w;
         wk->epfd = -1;
+        /* distinct, unpredictable-enough streams per worker and per start (rr/weighted picks) */
+        answer_ctx_seed(&wk->actx, (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid() << 8 ^ w);
         for (size_t li = 0; li < CONFIG_MAX_LISTEN; li++)
             wk->udp_fd[li] = wk->tcp_fd[li] = -1;
     }

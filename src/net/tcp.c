@@ -300,8 +300,8 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
             c->need = 0;
             break;
         }
-        size_t alen = answer_query(w->view->table, &w->view->cfg, &w->actx, c->rbuf + off + 2, mlen,
-                                   out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
+        size_t alen = answer_query(w->view, &w->actx, (const struct sockaddr *)&c->peer,
+                                   c->rbuf + off + 2, mlen, out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
         if (alen == 0) {
             net_count_answer(w, ANSWER_TCP, &w->actx.info);
             return CLOSE_BAD;
@@ -406,7 +406,10 @@ void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
 void tcp_accept(worker_t *w, size_t li)
 {
     for (unsigned k = 0; k < TCP_ACCEPT_BATCH; k++) {
-        int fd = accept4(w->tcp_fd[li], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd =
+            accept4(w->tcp_fd[li], (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN; or EMFILE & co, which the rlimit raised at startup makes rare */
         tcp_conn_t *c = w->tcp.free;
@@ -423,6 +426,7 @@ void tcp_accept(worker_t *w, size_t li)
         }
         w->tcp.free = c->next;
         c->fd = fd;
+        c->peer = peer;
         c->events = EPOLLIN;
         c->next = c->prev = NULL;
         c->deadline_ms = w->now_ms + w->tcp.idle_ms;

@@ -189,8 +189,8 @@ static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
         udp_slot_t *s = &u->slot[i];
         size_t len = 0;
         if (!(rh->msg_flags & MSG_TRUNC)) {
-            len = answer_query(w->view->table, &w->view->cfg, &w->actx, s->rx, u->rmsg[i].msg_len,
-                               s->tx, sizeof(s->tx), ANSWER_UDP);
+            len = answer_query(w->view, &w->actx, (const struct sockaddr *)&s->peer, s->rx,
+                               u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
             net_count_answer(w, ANSWER_UDP, &w->actx.info);
         }
         if (len == 0) {

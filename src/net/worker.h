@@ -111,6 +111,7 @@ typedef struct tcp_conn {
     bool eof;            /* the peer closed its side: close once the output is drained */
     uint8_t *rbuf;       /* TCP_MSG_MAX bytes */
     uint8_t *wbuf;       /* TCP_WBUF_SIZE bytes */
+    struct sockaddr_storage peer; /* the client, for geo-steered answers */
 } tcp_conn_t;
 
 typedef struct tcp_pool {

@@ -206,22 +206,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (table == NULL)
         setup();
+    answer_view_t view = {.table = table, .cfg = config};
+    answer_view_t noview = {.table = NULL, .cfg = config};
 
-    size_t n1 = answer_query(table, &config, &ctx, data, size, out_udp, UDP_EDNS_MAX, ANSWER_UDP);
+    size_t n1 = answer_query(&view, &ctx, NULL, data, size, out_udp, UDP_EDNS_MAX, ANSWER_UDP);
     check_response(data, size, out_udp, n1, ANSWER_UDP, data, size);
 
-    size_t n2 = answer_query(table, &config, &ctx, data, size, out_udp2, TCP_CAP, ANSWER_UDP);
+    size_t n2 = answer_query(&view, &ctx, NULL, data, size, out_udp2, TCP_CAP, ANSWER_UDP);
     check_response(data, size, out_udp2, n2, ANSWER_UDP, data, size);
     if (n1 != n2 || memcmp(out_udp, out_udp2, n1) != 0)
         die("UDP answer depends on the buffer capacity", data, size);
 
-    size_t n3 = answer_query(table, &config, &ctx, data, size, out_big, TCP_CAP, ANSWER_TCP);
+    size_t n3 = answer_query(&view, &ctx, NULL, data, size, out_big, TCP_CAP, ANSWER_TCP);
     check_response(data, size, out_big, n3, ANSWER_TCP, data, size);
     if ((n1 == 0) != (n3 == 0))
         die("dropped over one transport but not the other", data, size);
     check_same_answer(out_udp, n1, out_big, n3, data, size);
 
-    size_t n4 = answer_query(NULL, &config, &ctx, data, size, out_big, TCP_CAP, ANSWER_UDP);
+    size_t n4 = answer_query(&noview, &ctx, NULL, data, size, out_big, TCP_CAP, ANSWER_UDP);
     check_response(data, size, out_big, n4, ANSWER_UDP, data, size);
     if ((n1 == 0) != (n4 == 0))
         die("dropped with a table but not without one", data, size);

@@ -26,9 +26,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "tern/common/compiler.h"
 #include "tern/geo/asn_table.h"
+#include "tern/geo/geoip.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/write.h"
 #include "tern/zone/zone_table.h"
@@ -57,6 +59,7 @@ typedef struct answer_view {
     const zone_table_t *table;
     answer_config_t cfg;
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
+    geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
 } answer_view_t;
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
@@ -84,14 +87,32 @@ typedef struct answer_ctx {
     dname_view_t chase;  /* CNAME target being followed */
     dname_view_t parent; /* DS at a zone apex: the parent name, to find the parent zone */
     answer_info_t info;
+    const answer_view_t *view; /* the snapshot of the query being answered */
+    /* Geo (select.h): the client the decisions are about (the ECS address when the query
+     * carries a usable one, else the packet's source), what was looked up for it in this
+     * query, and the ECS scope those lookups imply. */
+    uint64_t rng;      /* per-worker PRNG state (answer_ctx_seed) */
+    int client_family; /* AF_INET, AF_INET6, or 0 = unknown */
+    uint8_t client_addr[16];
+    uint8_t scope;
+    bool have_geo;
+    bool have_asn;
+    uint8_t asn_prefix;
+    uint32_t asn;
+    geoip_result_t geo;
+    uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
+    uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */
 } answer_ctx_t;
 
 /**
- * Answer the query in pkt[0..len) from table t into out (capacity out_cap, at least 65535 for TCP
- * and at least cfg->edns_max_udp for UDP). Returns the response length, or 0 when nothing must be
- * sent (malformed beyond reply, QR set). t may be NULL (no zones: everything REFUSED).
+ * Answer the query in pkt[0..len) from snapshot v into out (capacity out_cap, at least 65535 for
+ * TCP and at least v->cfg.edns_max_udp for UDP). client is the packet's source address (AF_INET
+ * or AF_INET6; NULL or another family: unknown), used by geo-steered RRsets unless the query's
+ * EDNS Client Subnet option gives a non-zero source prefix. Returns the response length, or 0
+ * when nothing must be sent (malformed beyond reply, QR set). v->table may be NULL (no zones:
+ * everything REFUSED).
  */
-size_t answer_query(const zone_table_t *t, const answer_config_t *cfg, answer_ctx_t *ctx,
+size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sockaddr *client,
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport);
 

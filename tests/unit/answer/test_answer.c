@@ -147,7 +147,8 @@ static void mkquery(const qspec_t *s)
 /* Run the packet in qbuf through answer_query(); the response stays in out/outlen. */
 static ldns_pkt *run(const zone_table_t *t, answer_transport_t tr)
 {
-    outlen = answer_query(t, cfg, &ctx, qbuf, qlen, out, sizeof(out), tr);
+    answer_view_t v = {.table = t, .cfg = *cfg};
+    outlen = answer_query(&v, &ctx, NULL, qbuf, qlen, out, sizeof(out), tr);
     assert_true(outlen >= 12);
     ldns_pkt *p = NULL;
     assert_int_equal(ldns_wire2pkt(&p, out, outlen), LDNS_STATUS_OK);
@@ -884,9 +885,13 @@ static void test_dropped(void **state)
     (void)state;
     mkquery(&(qspec_t){.name = "www.example.test.", .type = LDNS_RR_TYPE_A});
     qbuf[2] |= 0x80; /* QR: a response, never answered */
-    assert_int_equal(answer_query(table, cfg, &ctx, qbuf, qlen, out, sizeof(out), ANSWER_UDP), 0);
+    assert_int_equal(answer_query(&(answer_view_t){.table = table, .cfg = *cfg}, &ctx, NULL, qbuf,
+                                  qlen, out, sizeof(out), ANSWER_UDP),
+                     0);
     assert_int_equal(ctx.info.rcode, -1u);
-    assert_int_equal(answer_query(table, cfg, &ctx, qbuf, 11, out, sizeof(out), ANSWER_UDP), 0);
+    assert_int_equal(answer_query(&(answer_view_t){.table = table, .cfg = *cfg}, &ctx, NULL, qbuf,
+                                  11, out, sizeof(out), ANSWER_UDP),
+                     0);
     assert_int_equal(ctx.info.rcode, -1u);
 }
 

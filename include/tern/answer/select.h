@@ -1,0 +1,47 @@
+/*
+ * select.h — geo-steered answers: which RRs of a steered A/AAAA RRset a client gets, and in
+ * what order (redins' filters, with the improvements the README lists).
+ *
+ * Pipeline per RRset, all over the RRset's indexes in a per-worker scratch array:
+ *   1. filter (zone_geo_filter_t), each step keeping the records that match the client, else
+ *      those that list nothing (redins' fallback: no country / "" / ASN 0), else all:
+ *        country      — records whose country list holds the client's country;
+ *        asn          — the same with the client's ASN;
+ *        asn+country  — asn, then country among what asn left;
+ *        location     — the records nearest the client (largest dot product of unit vectors,
+ *                       ties kept); records without a location only when none has one; an
+ *                       unlocated client keeps all;
+ *   2. order: none → the first remaining record; rr → one uniformly at random; weighted → one
+ *      with probability weight / sum (all zero: uniform);
+ *   3. count: single → that one record; multi → all remaining, rotated to start with it.
+ * The client's country/location (MaxMind DB) and ASN (asn_table) are looked up at most once per
+ * query, and only when a filter needs them. ctx->scope collects the longest prefix any of those
+ * lookups depended on: the EDNS Client Subnet scope of the response (RFC 7871 §7.2.1).
+ *
+ * Threading: per worker (ctx holds the PRNG and scratch); reads only the immutable view.
+ * No allocation, no lock, no syscall.
+ */
+#ifndef TERN_ANSWER_SELECT_H
+#define TERN_ANSWER_SELECT_H
+
+#include <stdint.h>
+
+#include "tern/answer/answer.h"
+
+/**
+ * Choose the RRs of steered RRset g (of an RRset whose RDATA offsets g->rr[i].off index) for the
+ * client in ctx. Writes their RDATA offsets in answer order to offs (room for g->count) and
+ * returns how many (>= 1 when g->count >= 1).
+ */
+unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g,
+                       uint32_t *offs);
+
+/** Seed the per-worker PRNG (any value; 0 is remapped). Workers seed with distinct values. */
+void answer_ctx_seed(answer_ctx_t *ctx, uint64_t seed);
+
+/** Set the client for the next answer_select() calls without answer_query() (tests, bench):
+ * family AF_INET (4 bytes) or AF_INET6 (16 bytes, v4-mapped ones become IPv4), or 0 = unknown.
+ * Clears the cached lookups and the scope. */
+void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * select.c — redins-style geo selection over one steered RRset (see select.h).
+ *
+ * Decisions, and why:
+ *   - The candidates are u16 indexes into the RRset's zone_geo_rr_t array, filtered in place;
+ *     an RRset holds at most 65535 RRs (zone_rrset_t.count), so the scratch arrays in the ctx
+ *     bound everything and nothing is allocated.
+ *   - PRNG: xorshift64* per worker (no shared state, unlike redins' global math/rand). The
+ *     bounded draw is Lemire's multiply-shift on the top 32 bits: the bias for n <= 65535 is
+ *     below 2^-16, far under any weight an operator writes.
+ *   - Weights are summed in 64 bits: 65535 RRs of weight 2^32-1 still fit.
+ *   - "Nearest" compares float dot products of unit vectors: exact ties (records at the same
+ *     place) stay together, as redins keeps equal distances.
+ */
+#include "tern/answer/select.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tern/common/compiler.h"
+
+void answer_ctx_seed(answer_ctx_t *ctx, uint64_t seed)
+{
+    /* splitmix64 once, so nearby seeds (worker ids) give unrelated streams; never 0 */
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ctx->rng = z ? z : 0x2545F4914F6CDD1Dull;
+}
+
+static uint32_t rnd32(answer_ctx_t *ctx)
+{
+    uint64_t x = ctx->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    ctx->rng = x;
+    return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* Uniform in [0, n), n >= 1. */
+static uint32_t rnd_below(answer_ctx_t *ctx, uint32_t n)
+{
+    return (uint32_t)(((uint64_t)rnd32(ctx) * n) >> 32);
+}
+
+/* Uniform in [0, n) for a 64-bit n >= 1. */
+static uint64_t rnd_below64(answer_ctx_t *ctx, uint64_t n)
+{
+    if (n <= UINT32_MAX)
+        return rnd_below(ctx, (uint32_t)n);
+    uint64_t r = (uint64_t)rnd32(ctx) << 32 | rnd32(ctx);
+    return r % n; /* n > 2^32 only with huge weights: the modulo bias is negligible there too */
+}
+
+void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    ctx->have_geo = false;
+    ctx->have_asn = false;
+    ctx->scope = 0;
+    if (family == AF_INET6 && memcmp(addr, mapped, sizeof(mapped)) == 0) {
+        family = AF_INET;
+        addr += 12;
+    }
+    if (family == AF_INET) {
+        ctx->client_family = AF_INET;
+        memcpy(ctx->client_addr, addr, 4);
+    } else if (family == AF_INET6) {
+        ctx->client_family = AF_INET6;
+        memcpy(ctx->client_addr, addr, 16);
+    } else {
+        ctx->client_family = 0;
+    }
+}
+
+static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
+{
+    if (prefix > ctx->scope)
+        ctx->scope = prefix;
+}
+
+static const geoip_result_t *client_geo(answer_ctx_t *ctx, const answer_view_t *v)
+{
+    if (!ctx->have_geo) {
+        ctx->have_geo = true;
+        if (ctx->client_family)
+            geoip_set_lookup(&v->geoip, ctx->client_family, ctx->client_addr, &ctx->geo);
+        else
+            memset(&ctx->geo, 0, sizeof(ctx->geo));
+    }
+    widen_scope(ctx, ctx->geo.prefix);
+    return &ctx->geo;
+}
+
+static uint32_t client_asn(answer_ctx_t *ctx, const answer_view_t *v)
+{
+    if (!ctx->have_asn) {
+        ctx->have_asn = true;
+        ctx->asn = 0;
+        ctx->asn_prefix = 0;
+        if (v->asn && ctx->client_family == AF_INET) {
+            const uint8_t *a = ctx->client_addr;
+            uint32_t h = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+            ctx->asn = asn_table_lookup_v4_prefix(v->asn, h, &ctx->asn_prefix);
+        } else if (v->asn && ctx->client_family == AF_INET6) {
+            ctx->asn = asn_table_lookup_v6_prefix(v->asn, ctx->client_addr, &ctx->asn_prefix);
+        }
+    }
+    widen_scope(ctx, ctx->asn_prefix);
+    return ctx->asn;
+}
+
+static bool has_cc(const zone_geo_rr_t *r, uint16_t cc)
+{
+    for (unsigned i = 0; i < r->ncountries; i++)
+        if (r->countries[i] == cc)
+            return true;
+    return false;
+}
+
+static bool has_asn(const zone_geo_rr_t *r, uint32_t asn)
+{
+    for (unsigned i = 0; i < r->nasns; i++)
+        if (r->asns[i] == asn)
+            return true;
+    return false;
+}
+
+/* Keep the candidates listing cc; else those listing no country or ""; else all. */
+static unsigned keep_country(const zone_geo_t *g, uint16_t *c, unsigned n, uint16_t cc)
+{
+    unsigned k = 0;
+    if (cc)
+        for (unsigned i = 0; i < n; i++)
+            if (has_cc(&g->rr[c[i]], cc))
+                c[k++] = c[i];
+    if (k)
+        return k;
+    for (unsigned i = 0; i < n; i++) {
+        const zone_geo_rr_t *r = &g->rr[c[i]];
+        if (!r->ncountries || has_cc(r, 0))
+            c[k++] = c[i];
+    }
+    return k ? k : n;
+}
+
+/* The same with ASNs (0 = "none" on both sides). */
+static unsigned keep_asn(const zone_geo_t *g, uint16_t *c, unsigned n, uint32_t asn)
+{
+    unsigned k = 0;
+    if (asn)
+        for (unsigned i = 0; i < n; i++)
+            if (has_asn(&g->rr[c[i]], asn))
+                c[k++] = c[i];
+    if (k)
+        return k;
+    for (unsigned i = 0; i < n; i++) {
+        const zone_geo_rr_t *r = &g->rr[c[i]];
+        if (!r->nasns || has_asn(r, 0))
+            c[k++] = c[i];
+    }
+    return k ? k : n;
+}
+
+/* Keep the located candidates nearest to the client (all of them on exact ties). */
+static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
+                             const geoip_result_t *geo)
+{
+    if (!geo->has_location)
+        return n;
+    float me[3];
+    {
+        const double rad = 3.14159265358979323846 / 180.0;
+        double lat = geo->lat * rad, lon = geo->lon * rad;
+        double cl = cos(lat);
+        me[0] = (float)(cl * cos(lon));
+        me[1] = (float)(cl * sin(lon));
+        me[2] = (float)sin(lat);
+    }
+    float best = -2.0f;
+    for (unsigned i = 0; i < n; i++) {
+        const zone_geo_rr_t *r = &g->rr[c[i]];
+        if (!r->has_loc)
+            continue;
+        float d = r->loc[0] * me[0] + r->loc[1] * me[1] + r->loc[2] * me[2];
+        if (d > best)
+            best = d;
+    }
+    if (best < -1.5f)
+        return n; /* no record is located: all stay */
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const zone_geo_rr_t *r = &g->rr[c[i]];
+        if (r->has_loc && r->loc[0] * me[0] + r->loc[1] * me[1] + r->loc[2] * me[2] == best)
+            c[k++] = c[i];
+    }
+    return k;
+}
+
+unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g,
+                       uint32_t *offs)
+{
+    uint16_t *c = ctx->cand;
+    unsigned n = g->count;
+    for (unsigned i = 0; i < n; i++)
+        c[i] = (uint16_t)i;
+
+    switch (g->policy.filter) {
+    case ZONE_GEO_FILTER_COUNTRY:
+        n = keep_country(g, c, n, client_geo(ctx, v)->country);
+        break;
+    case ZONE_GEO_FILTER_ASN:
+        n = keep_asn(g, c, n, client_asn(ctx, v));
+        break;
+    case ZONE_GEO_FILTER_ASN_COUNTRY:
+        n = keep_asn(g, c, n, client_asn(ctx, v));
+        n = keep_country(g, c, n, client_geo(ctx, v)->country);
+        break;
+    case ZONE_GEO_FILTER_LOCATION:
+        n = keep_nearest(g, c, n, client_geo(ctx, v));
+        break;
+    default:
+        break;
+    }
+
+    unsigned first = 0;
+    if (n > 1) {
+        if (g->policy.order == ZONE_GEO_ORDER_RR) {
+            first = rnd_below(ctx, n);
+        } else if (g->policy.order == ZONE_GEO_ORDER_WEIGHTED) {
+            uint64_t sum = 0;
+            for (unsigned i = 0; i < n; i++)
+                sum += g->rr[c[i]].weight;
+            if (sum == 0) {
+                first = rnd_below(ctx, n);
+            } else {
+                uint64_t x = rnd_below64(ctx, sum);
+                while (x >= g->rr[c[first]].weight) /* zero weights are never chosen */
+                    x -= g->rr[c[first++]].weight;
+            }
+        }
+    }
+    if (g->policy.count == ZONE_GEO_COUNT_SINGLE && n > 0) {
+        offs[0] = g->rr[c[first]].off;
+        return 1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        offs[i] = g->rr[c[(first + i) % n]].off;
+    return n;
+}
