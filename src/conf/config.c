@@ -7,7 +7,9 @@
  * its string options drive config_copy() and config_free(), and its descriptions are what
  * config_schema_print() shows. Nested mappings (a zone, a listen entry, a redins server or
  * error_log) have small field tables of their own, checked by get_fields(), so an unknown or
- * duplicate key is an error at any depth.
+ * duplicate key is an error at any depth. The "redis" mapping has a schema of its own
+ * (redis_schema, the same opt_t rows with offsets into config_redis_t), and redins' "handler"
+ * maps onto the same struct.
  */
 #include "tern/conf/config.h"
 
@@ -37,12 +39,18 @@ typedef enum {
     OPT_ZONES,     /* a sequence of {origin, file} mappings */
     OPT_SERVER,    /* redins: {ip, port, protocol} or a sequence of them, into listen */
     OPT_ERROR_LOG, /* redins: {enable, level, target, format}, into log_level and log_target */
-    OPT_LATER,     /* a redins key tern does not implement yet: always an error saying so */
+    OPT_REDIS,     /* a mapping of redis_schema's keys into redis, or null for no Redis */
+    OPT_REDIS_ADDR, /* redis_schema: "HOST:PORT", "[V6]:PORT" or an absolute UNIX socket path */
+    OPT_HANDLER,    /* redins: {redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db */
+    OPT_GEOIP,      /* redins (older, top level): {enable, db}, into geoip_db */
+    OPT_LATER,      /* a redins key tern does not implement yet: always an error saying so */
 } opt_type_t;
 
 /* Options that set the same fields share a group; a redins option and any other option of its
- * group may not both appear in one file (which one would win is a guess we refuse to make). */
-enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG };
+ * group may not both appear in one file (which one would win is a guess we refuse to make).
+ * GROUP_GEOIP is finer: geoip_db, redins' geoip and handler.geoip may meet as long as only one
+ * of them sets geoip_db (a redins geoip with enable false sets nothing); see claim_geoip(). */
+enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS, GROUP_GEOIP };
 
 typedef struct opt {
     const char *key;
@@ -54,10 +62,12 @@ typedef struct opt {
     long long max;
     const char *const *names; /* OPT_ENUM: the values, max + 1 of them */
     int group;
-    const char *desc; /* OPT_LATER: what the redins key is for */
+    bool empty_unsets; /* OPT_STR: "" unsets too (redins writes "password": "" for none) */
+    const char *desc;  /* OPT_LATER: what the redins key is for */
 } opt_t;
 
-#define FIELD(f) .offset = offsetof(config_t, f), .size = sizeof(((config_t *)0)->f)
+#define FIELD(f)  .offset = offsetof(config_t, f), .size = sizeof(((config_t *)0)->f)
+#define RFIELD(f) .offset = offsetof(config_redis_t, f), .size = sizeof(((config_redis_t *)0)->f)
 
 _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) == sizeof(uint32_t),
                "OPT_ENUM fields are stored as 32-bit integers");
@@ -69,6 +79,98 @@ _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) =
 /* A UNIX socket path must fit sun_path with its terminating NUL (107 bytes on Linux); checked
  * here, at load, rather than as a bind() failure at startup. */
 #define SUN_PATH_MAX ((long long)sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+/* RFC 2181 §8: a TTL is at most 2^31 - 1 seconds. */
+#define TTL_MAX 2147483647LL
+/* Redis timeouts in milliseconds: a Redis that has not answered in ten minutes is gone by any
+ * measure. */
+#define REDIS_TIMEOUT_MAX 600000
+/* A verify interval of a week: longer is "never" in practice, which 0 says plainly. */
+#define ZONE_RELOAD_MAX 604800
+/* Redis accepts much longer strings; 1024 bytes is beyond any real password, key prefix or
+ * channel name and keeps messages about them printable. */
+#define REDIS_STR_MAX 1024
+
+/* The keys of a tern "redis:" mapping, into config_t.redis. The defaults are config_init()'s;
+ * 0 and NULL mean the source's own default (tern/load/redis_source.h), except zone_reload. */
+enum {
+    RS_ADDRESS,
+    RS_DB,
+    RS_PASSWORD,
+    RS_PREFIX,
+    RS_SUFFIX,
+    RS_CONNECT_TIMEOUT,
+    RS_READ_TIMEOUT,
+    RS_ZONE_RELOAD,
+    RS_CHANGES_CHANNEL,
+    RS_DEFAULT_TTL,
+    RS_MAX_TTL,
+    RS_COUNT
+};
+
+static const opt_t redis_schema[RS_COUNT] = {
+    [RS_ADDRESS] = {.key = "address",
+                    .type = OPT_REDIS_ADDR,
+                    .desc = "\"HOST:PORT\", \"[V6]:PORT\" or /path/of/redis.sock; default "
+                            "127.0.0.1:6379"},
+    [RS_DB] = {.key = "db",
+               .type = OPT_UINT,
+               RFIELD(db),
+               .max = CONFIG_REDIS_MAX_DB,
+               .desc = "database to SELECT"},
+    [RS_PASSWORD] = {.key = "password",
+                     .type = OPT_STR,
+                     RFIELD(password),
+                     .max = REDIS_STR_MAX,
+                     .empty_unsets = true,
+                     .desc = "AUTH password; unset or \"\" = no AUTH"},
+    [RS_PREFIX] = {.key = "prefix",
+                   .type = OPT_STR,
+                   RFIELD(prefix),
+                   .max = REDIS_STR_MAX,
+                   .empty_unsets = true,
+                   .desc = "put before every key (redins' prefix)"},
+    [RS_SUFFIX] = {.key = "suffix",
+                   .type = OPT_STR,
+                   RFIELD(suffix),
+                   .max = REDIS_STR_MAX,
+                   .empty_unsets = true,
+                   .desc = "put after every key (redins' suffix)"},
+    [RS_CONNECT_TIMEOUT] = {.key = "connect_timeout",
+                            .type = OPT_UINT,
+                            RFIELD(connect_timeout_ms),
+                            .max = REDIS_TIMEOUT_MAX,
+                            .desc = "milliseconds to connect; 0 = 2000"},
+    [RS_READ_TIMEOUT] = {.key = "read_timeout",
+                         .type = OPT_UINT,
+                         RFIELD(read_timeout_ms),
+                         .max = REDIS_TIMEOUT_MAX,
+                         .desc = "milliseconds for each reply; 0 = 5000"},
+    /* redins' handler default: its zone list was reloaded every 600 s */
+    [RS_ZONE_RELOAD] = {.key = "zone_reload",
+                        .type = OPT_UINT,
+                        RFIELD(zone_reload_s),
+                        .def = 600,
+                        .max = ZONE_RELOAD_MAX,
+                        .desc = "seconds between verifies of every zone; 0 = never"},
+    [RS_CHANGES_CHANNEL] = {.key = "changes_channel",
+                            .type = OPT_STR,
+                            RFIELD(changes_channel),
+                            .max = REDIS_STR_MAX,
+                            .desc = "where writers PUBLISH changed zones; unset = "
+                                    "<prefix>redins:zones:changed<suffix>, \"\" = none"},
+    [RS_DEFAULT_TTL] = {.key = "default_ttl",
+                        .type = OPT_UINT,
+                        RFIELD(default_ttl),
+                        .max = TTL_MAX,
+                        .desc = "TTL of RRsets that give none; 0 = 300"},
+    [RS_MAX_TTL] = {.key = "max_ttl",
+                    .type = OPT_UINT,
+                    RFIELD(max_ttl),
+                    .max = TTL_MAX,
+                    .desc = "cap on every RRset's TTL (redins' max_ttl); 0 = none"},
+};
+
+_Static_assert(sizeof(unsigned) == sizeof(uint32_t), "redis_schema stores unsigned as 32 bits");
 
 static const opt_t schema[] = {
     {.key = "listen",
@@ -203,6 +305,7 @@ static const opt_t schema[] = {
      FIELD(geoip_db),
      .min = 1,
      .max = PATH_MAX - 1,
+     .group = GROUP_GEOIP,
      .desc = "MaxMind DB for clients' country/location (IPv6 too if a v6 DB); unset = none"},
     {.key = "geoip_db_v6",
      .type = OPT_PATH,
@@ -216,6 +319,10 @@ static const opt_t schema[] = {
      .min = 1,
      .max = sizeof(((config_listen_t *)0)->text) - 1,
      .desc = "\"ADDR:PORT\" of the Prometheus HTTP endpoint (/metrics); unset = none"},
+    {.key = "redis",
+     .type = OPT_REDIS,
+     .group = GROUP_REDIS,
+     .desc = "zones kept in Redis (redins' layout): a mapping of these keys; unset or ~ = none"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
@@ -226,12 +333,18 @@ static const opt_t schema[] = {
      .type = OPT_ERROR_LOG,
      .group = GROUP_LOG,
      .desc = "{enable: true, level, target: stderr|stdout|syslog, format: text}, into log_*"},
+    {.key = "handler",
+     .type = OPT_HANDLER,
+     .group = GROUP_REDIS,
+     .desc = "{redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db:"},
+    /* older redins kept geoip (and upstream and healthcheck, below) at the top level */
+    {.key = "geoip",
+     .type = OPT_GEOIP,
+     .group = GROUP_GEOIP,
+     .desc = "(older redins) {enable, db}, into geoip_db"},
     /* ... and those that do not (yet): refused, never ignored. */
-    {.key = "handler", .type = OPT_LATER, .desc = "answering from zones kept in Redis"},
-    {.key = "redis", .type = OPT_LATER, .desc = "zones kept in Redis"},
     {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
     {.key = "upstream", .type = OPT_LATER, .desc = "forwarding to upstream resolvers"},
-    {.key = "geoip", .type = OPT_LATER, .desc = "GeoIP answer selection"},
     {.key = "healthcheck", .type = OPT_LATER, .desc = "health checks of answer addresses"},
     {.key = "ratelimit", .type = OPT_LATER, .desc = "per-client rate limits"},
 };
@@ -247,6 +360,8 @@ typedef struct loader {
     size_t errlen;
     const yaml_node_t *seen[NOPTS];        /* key node of each option given in the file */
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
+    const yaml_node_t *geoip_by;           /* key node of what set geoip_db, if anything did */
+    const char *geoip_by_name;             /* its name: geoip_db, geoip or handler: geoip */
 } loader_t;
 
 static int fail(loader_t *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
@@ -278,6 +393,13 @@ static const char *scalar(const yaml_node_t *n)
 static bool is_plain(const yaml_node_t *n)
 {
     return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* YAML's null: ~, null or nothing at all, unquoted. */
+static bool is_null(const yaml_node_t *n)
+{
+    const char *s = is_plain(n) ? (const char *)n->data.scalar.value : NULL;
+    return s && (*s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
 }
 
 static const yaml_node_t *node(const loader_t *l, int id)
@@ -397,7 +519,7 @@ typedef struct field {
     const char *later; /* non-NULL: a redins key tern refuses for now; what it is for */
 } field_t;
 
-/* Nested mappings have at most this many fields (error_log has the most). */
+/* Nested mappings have at most this many fields (handler, its redis and tern's redis have 11). */
 #define MAX_FIELDS 12
 
 /* Check that n is a mapping whose keys are among fields, each at most once, none refused, every
@@ -408,7 +530,7 @@ static int get_fields(loader_t *l, const yaml_node_t *n, const char *key, const 
     const char *names[MAX_FIELDS];
     const yaml_node_t *keys[MAX_FIELDS] = {NULL};
     size_t nnames = 0;
-    char want[160];
+    char want[256];
     for (size_t i = 0; i < nfields; i++) {
         val[i] = NULL;
         if (!fields[i].later)
@@ -505,9 +627,10 @@ static bool is_str_opt(const opt_t *o)
     return o->type == OPT_STR || o->type == OPT_PATH || o->type == OPT_ADDR;
 }
 
-static void store_uint(config_t *c, const opt_t *o, long long v)
+/* v into the field of o in base (a config_t, or a config_redis_t for redis_schema). */
+static void store_uint(void *base, const opt_t *o, long long v)
 {
-    char *field = (char *)c + o->offset;
+    char *field = (char *)base + o->offset;
     if (o->size == sizeof(uint16_t)) {
         uint16_t u = (uint16_t)v;
         memcpy(field, &u, sizeof(u));
@@ -556,41 +679,49 @@ static int set_enum(loader_t *l, const opt_t *o, const yaml_node_t *n)
     return 0;
 }
 
-/* OPT_STR, OPT_PATH, OPT_ADDR. */
-static int set_str(loader_t *l, const opt_t *o, const yaml_node_t *n)
+/* An OPT_STR, OPT_PATH or OPT_ADDR value at n into *out, replacing it; null unsets it (NULL), and
+ * so does "" for an empty_unsets option. Errors are "key: field: ..." (field may be NULL). */
+static int get_str(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+                   const opt_t *o, char **out)
 {
+    const char *sep = field ? ": " : "";
+    field = field ? field : "";
     if (n->type != YAML_SCALAR_NODE)
-        return fail(l, n, o->key, "expected a string, got %s", node_kind(n));
+        return fail(l, n, key, "%s%sexpected a string, got %s", field, sep, node_kind(n));
     const char *s = scalar(n);
-    char **field = str_field(l->c, o);
-    bool null = is_plain(n) && (*s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
-    if (null) {
-        free(*field);
-        *field = NULL;
+    if (is_null(n) || (o->empty_unsets && is_text(n) && *s == '\0')) {
+        free(*out);
+        *out = NULL;
         return 0;
     }
     if (!is_text(n))
-        return fail(l, n, o->key, "contains a NUL byte");
+        return fail(l, n, key, "%s%scontains a NUL byte", field, sep);
     if ((long long)strlen(s) < o->min)
-        return fail(l, n, o->key, "must not be empty");
+        return fail(l, n, key, "%s%smust not be empty", field, sep);
     if (o->type == OPT_ADDR) {
         config_listen_t tmp;
         if (config_parse_listen(&tmp, s) < 0)
-            return fail(l, n, o->key, "bad address \"%s\" (want ADDR:PORT or [V6]:PORT)", s);
+            return fail(l, n, key, "%s%sbad address \"%s\" (want ADDR:PORT or [V6]:PORT)", field,
+                        sep, s);
     }
     char *copy = o->type == OPT_PATH ? resolve_path(l, s) : strdup(s);
     if (!copy)
         return TERN_ENOMEM;
     size_t len = strlen(copy);
     if ((long long)len > o->max) {
-        int r = fail(l, n, o->key, "\"%s\" is %zu bytes long, more than the %lld allowed", copy,
-                     len, o->max);
+        int r = fail(l, n, key, "%s%s\"%s\" is %zu bytes long, more than the %lld allowed", field,
+                     sep, copy, len, o->max);
         free(copy);
         return r;
     }
-    free(*field);
-    *field = copy;
+    free(*out);
+    *out = copy;
     return 0;
+}
+
+static int set_str(loader_t *l, const opt_t *o, const yaml_node_t *n)
+{
+    return get_str(l, n, o->key, NULL, o, str_field(l->c, o));
 }
 
 /* ---- listen ------------------------------------------------------------------------------- */
@@ -797,6 +928,553 @@ static int set_error_log(loader_t *l, const opt_t *o, const yaml_node_t *n)
     return 0;
 }
 
+/* ---- redis -------------------------------------------------------------------------------- */
+
+static bool parse_port(const char *s, uint16_t *port);
+
+/* The strings of config_redis_t, for config_free(), config_copy() and config_same_redis(). */
+static const size_t redis_strs[] = {
+    offsetof(config_redis_t, host),     offsetof(config_redis_t, unix_path),
+    offsetof(config_redis_t, password), offsetof(config_redis_t, prefix),
+    offsetof(config_redis_t, suffix),   offsetof(config_redis_t, changes_channel),
+};
+
+static char **redis_str(config_redis_t *r, size_t i)
+{
+    return (char **)(void *)((char *)r + redis_strs[i]);
+}
+
+static const char *redis_str_value(const config_redis_t *r, size_t i)
+{
+    const char *p;
+    memcpy(&p, (const char *)r + redis_strs[i], sizeof(p));
+    return p;
+}
+
+/* Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
+static void redis_reset(config_redis_t *r)
+{
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
+        free(*redis_str(r, i));
+    memset(r, 0, sizeof(*r));
+    for (size_t i = 0; i < RS_COUNT; i++)
+        if (redis_schema[i].type == OPT_UINT)
+            store_uint(r, &redis_schema[i], redis_schema[i].def);
+}
+
+/* A host for hiredis: an IPv4 address or a DNS name (hiredis resolves it when it connects).
+ * Digits and dots alone must be a whole dotted quad: getaddrinfo() would take "10.1" for
+ * 10.0.0.1. */
+static bool is_host(const char *h)
+{
+    static const char name_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789.-_";
+    struct in_addr a;
+    size_t n = strlen(h);
+    if (n == 0 || n > 253 || strspn(h, name_chars) != n || h[0] == '.' || h[0] == '-')
+        return false;
+    return strspn(h, "0123456789.") != n || inet_pton(AF_INET, h, &a) == 1;
+}
+
+/* An IPv6 address (unbracketed), or what is_host() accepts. */
+static bool is_ip_or_host(const char *h)
+{
+    struct in6_addr a6;
+    return strchr(h, ':') ? inet_pton(AF_INET6, h, &a6) == 1 : is_host(h);
+}
+
+/* "HOST:PORT" or "[V6]:PORT", port 1..65535, into r's host (malloc'd, without brackets) and
+ * port; r's unix_path is cleared. 0, TERN_EINVAL or TERN_ENOMEM. */
+static int redis_set_host_port(config_redis_t *r, const char *s)
+{
+    char host[256];
+    const char *end, *port_text;
+    uint16_t port;
+    struct in6_addr a6;
+    bool bracketed = s[0] == '[';
+    if (bracketed) {
+        end = strchr(s, ']');
+        if (!end || end[1] != ':')
+            return TERN_EINVAL;
+        s++;
+        port_text = end + 2;
+    } else {
+        end = strrchr(s, ':');
+        if (!end || memchr(s, ':', (size_t)(end - s)))
+            return TERN_EINVAL;
+        port_text = end + 1;
+    }
+    size_t hl = (size_t)(end - s);
+    if (hl >= sizeof(host))
+        return TERN_EINVAL;
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    if (!(bracketed ? inet_pton(AF_INET6, host, &a6) == 1 : is_host(host)) ||
+        !parse_port(port_text, &port) || port == 0)
+        return TERN_EINVAL;
+    char *copy = strdup(host);
+    if (!copy)
+        return TERN_ENOMEM;
+    free(r->host);
+    free(r->unix_path);
+    r->host = copy;
+    r->unix_path = NULL;
+    r->port = port;
+    return 0;
+}
+
+/* The UNIX socket at path (resolved against the config's directory) for r; host and port are
+ * cleared. Errors are "key: address: ...". */
+static int redis_set_unix(loader_t *l, const yaml_node_t *n, const char *key, config_redis_t *r,
+                          const char *path)
+{
+    char *copy = resolve_path(l, path);
+    if (!copy)
+        return TERN_ENOMEM;
+    size_t len = strlen(copy);
+    if ((long long)len > SUN_PATH_MAX) {
+        int rc = fail(l, n, key, "address: \"%s\" is %zu bytes long, more than the %lld allowed",
+                      copy, len, SUN_PATH_MAX);
+        free(copy);
+        return rc;
+    }
+    free(r->host);
+    free(r->unix_path);
+    r->host = NULL;
+    r->port = 0;
+    r->unix_path = copy;
+    return 0;
+}
+
+/* tern's "address": "HOST:PORT", "[V6]:PORT", or an absolute path for a UNIX socket; null = the
+ * default (127.0.0.1:6379). */
+static int get_redis_address(loader_t *l, const yaml_node_t *n, const char *key, config_redis_t *r)
+{
+    static const char want[] = "HOST:PORT, [V6]:PORT or /path/of/redis.sock";
+    if (is_null(n)) {
+        free(r->host);
+        free(r->unix_path);
+        r->host = r->unix_path = NULL;
+        r->port = 0;
+        return 0;
+    }
+    if (!is_text(n))
+        return fail(l, n, key, "address: expected %s, got %s", want, node_kind(n));
+    const char *s = scalar(n);
+    if (s[0] == '/')
+        return redis_set_unix(l, n, key, r, s);
+    int rc = redis_set_host_port(r, s);
+    if (rc == TERN_EINVAL)
+        return fail(l, n, key, "address: bad address \"%s\" (want %s)", s, want);
+    return rc;
+}
+
+/* The key node of name in mapping n, or n itself when there is none. */
+static const yaml_node_t *key_node(const loader_t *l, const yaml_node_t *n, const char *name)
+{
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = node(l, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), name) == 0)
+            return k;
+    }
+    return n;
+}
+
+/* tern's "redis:" mapping (or null: no Redis). The mapping replaces every earlier setting. */
+static int set_redis(loader_t *l, const opt_t *o, const yaml_node_t *n)
+{
+    config_redis_t *r = &l->c->redis;
+    field_t fields[RS_COUNT];
+    const yaml_node_t *val[RS_COUNT];
+    int rc;
+    if (is_null(n)) {
+        redis_reset(r);
+        return 0;
+    }
+    /* redins' keys here are a redins config's handler.redis moved up a level: say where they go */
+    static const char *const redins_keys[] = {"ip", "port", "net", "connection"};
+    for (size_t j = 0; n->type == YAML_MAPPING_NODE && j < TERN_ARRAY_SIZE(redins_keys); j++) {
+        const yaml_node_t *k = key_node(l, n, redins_keys[j]);
+        if (k != n)
+            return fail(l, k, o->key,
+                        "%s: is a key of redins' handler: redis, not of tern's redis (give "
+                        "address: \"HOST:PORT\", or move the block under handler)",
+                        redins_keys[j]);
+    }
+    for (size_t i = 0; i < RS_COUNT; i++)
+        fields[i] = (field_t){redis_schema[i].key, redis_schema[i].desc, false, NULL};
+    if ((rc = get_fields(l, n, o->key, fields, RS_COUNT, val)) < 0)
+        return rc;
+    redis_reset(r);
+    r->enabled = true;
+    for (size_t i = 0; i < RS_COUNT; i++) {
+        const opt_t *f = &redis_schema[i];
+        long long v = 0;
+        if (!val[i])
+            continue;
+        switch (f->type) {
+        case OPT_UINT:
+            if ((rc = get_int(l, val[i], o->key, f->key, f->min, f->max, &v)) == 0)
+                store_uint(r, f, v);
+            break;
+        case OPT_STR:
+            rc = get_str(l, val[i], o->key, f->key, f, (char **)(void *)((char *)r + f->offset));
+            break;
+        case OPT_REDIS_ADDR:
+            rc = get_redis_address(l, val[i], o->key, r);
+            break;
+        default:
+            rc = TERN_EINVAL;
+            break;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- redins handler ----------------------------------------------------------------------- */
+
+/* handler.redis: redins' Redis layer (redigo, later hawell/uperdis); versions differ, the union
+ * is accepted. 0 timeouts meant "none" there and mean the source's defaults here. */
+enum {
+    RR_IP,
+    RR_PORT,
+    RR_ADDRESS,
+    RR_NET,
+    RR_DB,
+    RR_PASSWORD,
+    RR_PREFIX,
+    RR_SUFFIX,
+    RR_CONNECT_TIMEOUT,
+    RR_READ_TIMEOUT,
+    RR_CONNECTION,
+    RR_COUNT
+};
+
+static const field_t redins_redis_fields[RR_COUNT] = {
+    [RR_IP] = {"ip", "the server's address, default 127.0.0.1", false, NULL},
+    [RR_PORT] = {"port", "1..65535, default 6379", false, NULL},
+    [RR_ADDRESS] = {"address", "HOST:PORT, or with net unix the socket's path", false, NULL},
+    [RR_NET] = {"net", "tcp or unix", false, NULL},
+    [RR_DB] = {"db", "0..1023", false, NULL},
+    [RR_PASSWORD] = {"password", "AUTH password", false, NULL},
+    [RR_PREFIX] = {"prefix", "key prefix", false, NULL},
+    [RR_SUFFIX] = {"suffix", "key suffix", false, NULL},
+    [RR_CONNECT_TIMEOUT] = {"connect_timeout", "milliseconds", false, NULL},
+    [RR_READ_TIMEOUT] = {"read_timeout", "milliseconds", false, NULL},
+    [RR_CONNECTION] = {"connection", "uperdis' pool settings and timeouts", false, NULL},
+};
+
+/* uperdis' "connection": a pool of connections. The source keeps one command connection (and
+ * one subscriber), so the pool's sizes, keep-alives and wait_for_connection have nothing to act
+ * on: they are type-checked and ignored. Its timeouts are redis's own. */
+enum {
+    RC_MAX_IDLE,
+    RC_MAX_ACTIVE,
+    RC_CONNECT_TIMEOUT,
+    RC_READ_TIMEOUT,
+    RC_IDLE_KEEP_ALIVE,
+    RC_MAX_KEEP_ALIVE,
+    RC_WAIT,
+    RC_COUNT
+};
+
+static const field_t redins_connection_fields[RC_COUNT] = {
+    [RC_MAX_IDLE] = {"max_idle_connections", "ignored", false, NULL},
+    [RC_MAX_ACTIVE] = {"max_active_connections", "ignored", false, NULL},
+    [RC_CONNECT_TIMEOUT] = {"connect_timeout", "milliseconds", false, NULL},
+    [RC_READ_TIMEOUT] = {"read_timeout", "milliseconds", false, NULL},
+    [RC_IDLE_KEEP_ALIVE] = {"idle_keep_alive", "ignored", false, NULL},
+    [RC_MAX_KEEP_ALIVE] = {"max_keep_alive", "ignored", false, NULL},
+    [RC_WAIT] = {"wait_for_connection", "ignored", false, NULL},
+};
+
+/* A timeout of handler.redis or its connection into *out. */
+static int get_timeout(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+                       unsigned *out)
+{
+    long long v = 0;
+    int rc = get_int(l, n, key, field, 0, REDIS_TIMEOUT_MAX, &v);
+    if (rc == 0)
+        *out = (unsigned)v;
+    return rc;
+}
+
+static int set_redins_connection(loader_t *l, const yaml_node_t *n, const yaml_node_t **rval,
+                                 config_redis_t *r)
+{
+    static const char key[] = "handler: redis: connection";
+    const yaml_node_t *val[RC_COUNT];
+    long long v;
+    bool b;
+    int rc;
+    if ((rc = get_fields(l, n, key, redins_connection_fields, RC_COUNT, val)) < 0)
+        return rc;
+    for (size_t i = 0; i < RC_COUNT; i++) {
+        const char *f = redins_connection_fields[i].key;
+        if (!val[i])
+            continue;
+        if (i == RC_CONNECT_TIMEOUT || i == RC_READ_TIMEOUT) {
+            const yaml_node_t *outer =
+                rval[i == RC_CONNECT_TIMEOUT ? RR_CONNECT_TIMEOUT : RR_READ_TIMEOUT];
+            if (outer)
+                return fail(l, val[i], key, "%s: given twice (also handler: redis: %s at line %zu)",
+                            f, f, line_of(outer));
+            rc =
+                get_timeout(l, val[i], key, f,
+                            i == RC_CONNECT_TIMEOUT ? &r->connect_timeout_ms : &r->read_timeout_ms);
+        } else if (i == RC_WAIT) {
+            rc = get_bool(l, val[i], key, f, &b);
+        } else {
+            rc = get_int(l, val[i], key, f, 0, INT32_MAX, &v);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int set_redins_redis(loader_t *l, const yaml_node_t *n, config_redis_t *r)
+{
+    static const char key[] = "handler: redis";
+    static const char *const nets[] = {"tcp", "unix"};
+    const yaml_node_t *val[RR_COUNT];
+    long long v = 0;
+    size_t net = 0;
+    int rc;
+    if ((rc = get_fields(l, n, key, redins_redis_fields, RR_COUNT, val)) < 0)
+        return rc;
+    const yaml_node_t *addr = val[RR_ADDRESS], *ip = val[RR_IP], *port = val[RR_PORT];
+    if (addr && (!is_text(addr) || scalar(addr)[0] == '\0'))
+        return fail(l, addr, key, "address: expected a non-empty string, got %s", node_kind(addr));
+    if (val[RR_NET] && (rc = get_enum(l, val[RR_NET], key, "net", nets, 2, &net)) < 0)
+        return rc;
+    if (!val[RR_NET] && addr && scalar(addr)[0] == '/')
+        net = 1; /* a path is a UNIX socket, whatever else net would say */
+    if (net == 1) {
+        if (ip || port)
+            return fail(l, ip ? ip : port, key, "%s: not used with a UNIX socket (net: unix)",
+                        ip ? "ip" : "port");
+        if (!addr)
+            return fail(l, val[RR_NET], key, "net: unix needs address, the socket's path");
+        if ((rc = redis_set_unix(l, addr, key, r, scalar(addr))) < 0)
+            return rc;
+    } else if (addr) {
+        if (ip || port)
+            return fail(l, addr, key, "address: give address or ip and port, not both");
+        rc = redis_set_host_port(r, scalar(addr));
+        if (rc == TERN_EINVAL)
+            return fail(l, addr, key,
+                        "address: bad address \"%s\" (want HOST:PORT or [V6]:PORT, or net: unix "
+                        "and the socket's path)",
+                        scalar(addr));
+        if (rc < 0)
+            return rc;
+    } else {
+        if (ip) {
+            if (!is_text(ip) || scalar(ip)[0] == '\0')
+                return fail(l, ip, key, "ip: expected an address, got %s", node_kind(ip));
+            if (!is_ip_or_host(scalar(ip)))
+                return fail(l, ip, key, "ip: bad address \"%s\"", scalar(ip));
+            if (!(r->host = strdup(scalar(ip))))
+                return TERN_ENOMEM;
+        }
+        if (port) {
+            if ((rc = get_int(l, port, key, "port", 1, 65535, &v)) < 0)
+                return rc;
+            r->port = (uint16_t)v;
+        }
+    }
+    if (val[RR_DB]) {
+        if ((rc = get_int(l, val[RR_DB], key, "db", 0, CONFIG_REDIS_MAX_DB, &v)) < 0)
+            return rc;
+        r->db = (unsigned)v;
+    }
+    static const int strs[][2] = {
+        {RR_PASSWORD, RS_PASSWORD}, {RR_PREFIX, RS_PREFIX}, {RR_SUFFIX, RS_SUFFIX}};
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(strs); i++) {
+        const opt_t *f = &redis_schema[strs[i][1]];
+        const yaml_node_t *x = val[strs[i][0]];
+        if (x && (rc = get_str(l, x, key, f->key, f, (char **)(void *)((char *)r + f->offset))) < 0)
+            return rc;
+    }
+    if (val[RR_CONNECT_TIMEOUT] &&
+        (rc = get_timeout(l, val[RR_CONNECT_TIMEOUT], key, "connect_timeout",
+                          &r->connect_timeout_ms)) < 0)
+        return rc;
+    if (val[RR_READ_TIMEOUT] &&
+        (rc = get_timeout(l, val[RR_READ_TIMEOUT], key, "read_timeout", &r->read_timeout_ms)) < 0)
+        return rc;
+    if (val[RR_CONNECTION])
+        return set_redins_connection(l, val[RR_CONNECTION], val, r);
+    return 0;
+}
+
+/* k (named key) is about to set geoip_db: the first one in a file may, a second is an error. */
+static int claim_geoip(loader_t *l, const yaml_node_t *k, const char *key)
+{
+    if (l->geoip_by)
+        return fail(l, k, key, "conflicts with %s at line %zu (give one of them)", l->geoip_by_name,
+                    line_of(l->geoip_by));
+    l->geoip_by = k;
+    l->geoip_by_name = key;
+    return 0;
+}
+
+/* redins' geoip (handler.geoip, or the top-level geoip of older versions) at n, whose key node
+ * is k; key names it in errors. enable false, or left out (redins' default), uses no database at
+ * all, as in redins. */
+enum { G_ENABLE, G_DB, G_COUNTRY_DB, G_ASN_DB, G_COUNT };
+
+static const field_t redins_geoip_fields[G_COUNT] = {
+    [G_ENABLE] = {"enable", "true or false, default false", false, NULL},
+    [G_DB] = {"db", "the MaxMind DB file", false, NULL},
+    [G_COUNTRY_DB] = {"country_db", "the MaxMind DB file (newer redins' name for db)", false, NULL},
+    [G_ASN_DB] = {"asn_db", "a MaxMind ASN DB", false, NULL},
+};
+
+static int set_redins_geoip(loader_t *l, const yaml_node_t *k, const yaml_node_t *n,
+                            const char *key)
+{
+    /* geoip_db's own row: a path resolved against the config's directory; "" = not given */
+    static const opt_t db_opt = {
+        .type = OPT_PATH, .min = 1, .max = PATH_MAX - 1, .empty_unsets = true};
+    const yaml_node_t *val[G_COUNT];
+    char *path[G_COUNT] = {NULL};
+    bool enable = false;
+    int rc;
+    if ((rc = get_fields(l, n, key, redins_geoip_fields, G_COUNT, val)) < 0)
+        return rc;
+    if (val[G_ENABLE] && (rc = get_bool(l, val[G_ENABLE], key, "enable", &enable)) < 0)
+        return rc;
+    for (size_t i = G_DB; i < G_COUNT; i++)
+        if (val[i] &&
+            (rc = get_str(l, val[i], key, redins_geoip_fields[i].key, &db_opt, &path[i])) < 0)
+            goto out;
+    if (path[G_DB] && path[G_COUNTRY_DB]) {
+        rc = fail(l, val[G_COUNTRY_DB], key, "country_db: give db or country_db, not both");
+        goto out;
+    }
+    if (!enable)
+        goto out;
+    if (path[G_ASN_DB]) {
+        rc = fail(l, val[G_ASN_DB], key,
+                  "asn_db: MaxMind ASN databases are not read; compile ip2asn data with "
+                  "'ternctl asn compile -o asn.bin ...' and set asn_table");
+        goto out;
+    }
+    size_t which = path[G_DB] ? G_DB : G_COUNTRY_DB;
+    if (!path[which]) {
+        rc = fail(l, val[G_ENABLE], key, "enable: true needs db or country_db (the MaxMind DB)");
+        goto out;
+    }
+    if ((rc = claim_geoip(l, k, key)) < 0)
+        goto out;
+    free(l->c->geoip_db);
+    l->c->geoip_db = path[which];
+    path[which] = NULL;
+out:
+    for (size_t i = 0; i < G_COUNT; i++)
+        free(path[i]);
+    return rc;
+}
+
+static int set_geoip(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+{
+    return set_redins_geoip(l, k, n, o->key);
+}
+
+enum {
+    H_REDIS,
+    H_ZONE_RELOAD,
+    H_MAX_TTL,
+    H_DEFAULT_TTL,
+    H_CACHE_TIMEOUT,
+    H_LOG_SOURCE_LOCATION,
+    H_UPSTREAM_FALLBACK,
+    H_GEOIP,
+    H_LOG,
+    H_UPSTREAM,
+    H_HEALTHCHECK,
+    H_COUNT
+};
+
+/* desc: what config_schema_print() says each maps to. */
+static const field_t handler_fields[H_COUNT] = {
+    [H_REDIS] = {"redis",
+                 "{ip, port | address, net: tcp|unix, db, password, prefix, suffix, "
+                 "*_timeout, connection}, into redis",
+                 false, NULL},
+    [H_ZONE_RELOAD] = {"zone_reload", "into redis: zone_reload (1..604800 s)", false, NULL},
+    [H_MAX_TTL] = {"max_ttl", "into redis: max_ttl, and default_ttl unless that is given", false,
+                   NULL},
+    [H_DEFAULT_TTL] = {"default_ttl", "(older redins) into redis: default_ttl", false, NULL},
+    [H_CACHE_TIMEOUT] = {"cache_timeout", "ignored: every zone is kept in memory, no cache", false,
+                         NULL},
+    [H_LOG_SOURCE_LOCATION] = {"log_source_location", "ignored: it only adds to the event log",
+                               false, NULL},
+    [H_UPSTREAM_FALLBACK] = {"upstream_fallback", "false only: tern forwards nothing", false, NULL},
+    [H_GEOIP] = {"geoip", "{enable, db | country_db}, into geoip_db; for asn_db see asn_table",
+                 false, NULL},
+    [H_LOG] = {"log", NULL, false, "the per-query event log"},
+    [H_UPSTREAM] = {"upstream", NULL, false, "forwarding to upstream resolvers"},
+    [H_HEALTHCHECK] = {"healthcheck", NULL, false, "health checks of answer addresses"},
+};
+
+/* redins' handler: answering from Redis, so a handler block enables the Redis source even
+ * without a redis mapping (redins' defaults are the source's: 127.0.0.1:6379, db 0). */
+static int set_handler(loader_t *l, const opt_t *o, const yaml_node_t *n)
+{
+    config_redis_t *r = &l->c->redis;
+    const yaml_node_t *val[H_COUNT];
+    long long v = 0;
+    bool b = false;
+    int rc;
+    if ((rc = get_fields(l, n, o->key, handler_fields, H_COUNT, val)) < 0)
+        return rc;
+    redis_reset(r);
+    r->enabled = true;
+    if (val[H_REDIS] && (rc = set_redins_redis(l, val[H_REDIS], r)) < 0)
+        return rc;
+    if (val[H_ZONE_RELOAD]) {
+        if ((rc = get_int(l, val[H_ZONE_RELOAD], o->key, "zone_reload", 1, ZONE_RELOAD_MAX, &v)) <
+            0)
+            return rc;
+        r->zone_reload_s = (unsigned)v;
+    }
+    if (val[H_DEFAULT_TTL]) {
+        if ((rc = get_int(l, val[H_DEFAULT_TTL], o->key, "default_ttl", 0, TTL_MAX, &v)) < 0)
+            return rc;
+        r->default_ttl = (uint32_t)v;
+    }
+    /* redins' getTtl(): an RRset without a TTL gets max_ttl, any other is capped at it */
+    if (val[H_MAX_TTL]) {
+        if ((rc = get_int(l, val[H_MAX_TTL], o->key, "max_ttl", 0, TTL_MAX, &v)) < 0)
+            return rc;
+        r->max_ttl = (uint32_t)v;
+        if (!val[H_DEFAULT_TTL])
+            r->default_ttl = (uint32_t)v;
+    }
+    if (val[H_CACHE_TIMEOUT] &&
+        (rc = get_int(l, val[H_CACHE_TIMEOUT], o->key, "cache_timeout", 0, INT32_MAX, &v)) < 0)
+        return rc;
+    if (val[H_LOG_SOURCE_LOCATION] &&
+        (rc = get_bool(l, val[H_LOG_SOURCE_LOCATION], o->key, "log_source_location", &b)) < 0)
+        return rc;
+    if (val[H_UPSTREAM_FALLBACK]) {
+        if ((rc = get_bool(l, val[H_UPSTREAM_FALLBACK], o->key, "upstream_fallback", &b)) < 0)
+            return rc;
+        if (b)
+            return fail(l, val[H_UPSTREAM_FALLBACK], o->key,
+                        "upstream_fallback: true is not supported (tern answers from its own "
+                        "zones and forwards nothing)");
+    }
+    if (val[H_GEOIP])
+        return set_redins_geoip(l, key_node(l, n, "geoip"), val[H_GEOIP], "handler: geoip");
+    return 0;
+}
+
 /* ---- zones -------------------------------------------------------------------------------- */
 
 static const field_t zone_fields[] = {
@@ -856,7 +1534,8 @@ static int set_zones(loader_t *l, const opt_t *o, const yaml_node_t *n)
 
 static bool is_redins(const opt_t *o)
 {
-    return o->type == OPT_SERVER || o->type == OPT_ERROR_LOG;
+    return o->type == OPT_SERVER || o->type == OPT_ERROR_LOG || o->type == OPT_HANDLER ||
+           o->type == OPT_GEOIP;
 }
 
 static int apply(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
@@ -882,6 +1561,14 @@ static int apply(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_n
         return set_server(l, o, n);
     case OPT_ERROR_LOG:
         return set_error_log(l, o, n);
+    case OPT_REDIS:
+        return set_redis(l, o, n);
+    case OPT_HANDLER:
+        return set_handler(l, o, n);
+    case OPT_GEOIP:
+        return set_geoip(l, o, k, n);
+    case OPT_REDIS_ADDR:
+        break;
     case OPT_LATER:
         return fail(l, k, o->key, "redins option not supported yet (%s)", o->desc);
     }
@@ -911,9 +1598,15 @@ static int load_root(loader_t *l)
             return fail(l, k, scalar(k), "duplicate key (first at line %zu)", line_of(l->seen[i]));
         for (size_t j = 0; j < NOPTS && schema[i].group != GROUP_NONE; j++)
             if (l->seen[j] && schema[j].group == schema[i].group &&
-                (is_redins(&schema[i]) || is_redins(&schema[j])))
+                schema[i].group != GROUP_GEOIP && (is_redins(&schema[i]) || is_redins(&schema[j])))
                 return fail(l, k, scalar(k), "conflicts with %s at line %zu (give one of them)",
                             schema[j].key, line_of(l->seen[j]));
+        /* geoip_db itself always sets it (null included: it unsets what the file did not) */
+        if (schema[i].group == GROUP_GEOIP && !is_redins(&schema[i])) {
+            int r = claim_geoip(l, k, schema[i].key);
+            if (r < 0)
+                return r;
+        }
         l->seen[i] = k;
         int r = apply(l, &schema[i], k, v);
         if (r < 0)
@@ -1106,6 +1799,24 @@ bool config_same_listen(const config_t *a, const config_t *b)
     return true;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool config_same_redis(const config_redis_t *a, const config_redis_t *b)
+{
+    if (a->enabled != b->enabled || a->port != b->port || a->db != b->db ||
+        a->connect_timeout_ms != b->connect_timeout_ms ||
+        a->read_timeout_ms != b->read_timeout_ms || a->zone_reload_s != b->zone_reload_s ||
+        a->default_ttl != b->default_ttl || a->max_ttl != b->max_ttl)
+        return false;
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
+        if (!same_str(redis_str_value(a, i), redis_str_value(b, i)))
+            return false;
+    return true;
+}
+
 void config_init(config_t *c)
 {
     memset(c, 0, sizeof(*c));
@@ -1118,6 +1829,7 @@ void config_init(config_t *c)
             memcpy((char *)c + o->offset, &v, sizeof(v));
         }
     }
+    redis_reset(&c->redis); /* its strings are NULL after the memset */
 }
 
 int config_copy(config_t *dst, const config_t *src)
@@ -1128,9 +1840,16 @@ int config_copy(config_t *dst, const config_t *src)
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             *str_field(dst, &schema[i]) = NULL;
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
+        *redis_str(&dst->redis, i) = NULL;
     for (size_t i = 0; i < NOPTS; i++) {
         const char *s = is_str_opt(&schema[i]) ? str_value(src, &schema[i]) : NULL;
         if (s && !(*str_field(dst, &schema[i]) = strdup(s)))
+            goto fail;
+    }
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++) {
+        const char *s = redis_str_value(&src->redis, i);
+        if (s && !(*redis_str(&dst->redis, i) = strdup(s)))
             goto fail;
     }
     for (size_t i = 0; i < src->nzones; i++)
@@ -1143,9 +1862,38 @@ fail:
     return TERN_ENOMEM;
 }
 
-void config_schema_print(FILE *out)
+/* One row of --help: the key indented by depth, its description and bounds. */
+static void print_opt(FILE *out, int depth, const opt_t *o)
 {
     char names[128];
+    fprintf(out, "%*s%-*s %s", 2 + 2 * depth, "", 20 - 2 * depth, o->key, o->desc);
+    switch (o->type) {
+    case OPT_UINT:
+        fprintf(out, " [%lld..%lld, default %lld]\n", o->min, o->max, o->def);
+        break;
+    case OPT_WORKERS:
+        fprintf(out, " [%lld..%lld or auto, default %lld]\n", o->min, o->max, o->def);
+        break;
+    case OPT_BOOL:
+        fprintf(out, " [default %s]\n", o->def ? "true" : "false");
+        break;
+    case OPT_ENUM:
+        join_names(o->names, (size_t)o->max + 1, names, sizeof(names));
+        fprintf(out, " [%s, default %s]\n", names, o->names[o->def]);
+        break;
+    case OPT_STR:
+    case OPT_PATH:
+    case OPT_ADDR:
+        fprintf(out, " [at most %lld bytes, default unset]\n", o->max);
+        break;
+    default:
+        fputc('\n', out);
+        break;
+    }
+}
+
+void config_schema_print(FILE *out)
+{
     bool redins_header = false;
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_t *o = &schema[i];
@@ -1157,29 +1905,16 @@ void config_schema_print(FILE *out)
             fprintf(out, "  %-20s not supported yet: %s\n", o->key, o->desc);
             continue;
         }
-        fprintf(out, "  %-20s %s", o->key, o->desc);
-        switch (o->type) {
-        case OPT_UINT:
-            fprintf(out, " [%lld..%lld, default %lld]\n", o->min, o->max, o->def);
-            break;
-        case OPT_WORKERS:
-            fprintf(out, " [%lld..%lld or auto, default %lld]\n", o->min, o->max, o->def);
-            break;
-        case OPT_BOOL:
-            fprintf(out, " [default %s]\n", o->def ? "true" : "false");
-            break;
-        case OPT_ENUM:
-            join_names(o->names, (size_t)o->max + 1, names, sizeof(names));
-            fprintf(out, " [%s, default %s]\n", names, o->names[o->def]);
-            break;
-        case OPT_STR:
-        case OPT_PATH:
-        case OPT_ADDR:
-            fprintf(out, " [at most %lld bytes, default unset]\n", o->max);
-            break;
-        default:
-            fputc('\n', out);
-            break;
+        print_opt(out, 0, o);
+        if (o->type == OPT_REDIS)
+            for (size_t j = 0; j < RS_COUNT; j++)
+                print_opt(out, 1, &redis_schema[j]);
+        for (size_t j = 0; o->type == OPT_HANDLER && j < H_COUNT; j++) {
+            const field_t *f = &handler_fields[j];
+            if (f->later)
+                fprintf(out, "    %-18s not supported yet: %s\n", f->key, f->later);
+            else
+                fprintf(out, "    %-18s %s\n", f->key, f->desc);
         }
     }
 }
@@ -1194,5 +1929,7 @@ void config_free(config_t *c)
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             free(*str_field(c, &schema[i]));
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
+        free(*redis_str(&c->redis, i));
     config_init(c);
 }

@@ -259,6 +259,12 @@ static void reload_counters(sb_t *b, const loader_stats_t *st)
     sb_line(b, "last_reload_duration_ms: %lld", never ? -1LL : (long long)st->last_duration_ms);
     if (!never && !st->last_ok)
         sb_line(b, "last_reload_error: %s", st->last_error);
+    if (st->redis_enabled) {
+        sb_line(b, "redis: %s", st->redis_connected ? "connected" : "disconnected");
+        sb_line(b, "redis_zones: %zu", st->redis_zones);
+        sb_line(b, "redis_zones_rejected: %zu", st->redis_failed);
+        sb_line(b, "redis_publishes: %" PRIu64, st->redis_publishes);
+    }
 }
 
 static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)

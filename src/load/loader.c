@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +21,10 @@
 #include "tern/common/mem.h"
 #include "tern/common/rcu.h"
 #include "tern/geo/asn_table.h"
+#include "tern/geo/geoip.h"
+#include "tern/load/redis_source.h"
 #include "tern/zone/zone_file.h"
+#include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
 
 /* One file a zone was read from, as it was when read. */
@@ -35,7 +39,9 @@ struct dep {
 /* One configured zone of a snapshot. */
 struct zent {
     char *key;  /* origin, lowercased, without the final dot: what "the same zone" means */
-    char *file; /* the path as configured */
+    char *file; /* the path as configured; for a Redis zone, where it came from */
+    config_zone_format_t format;
+    bool redis; /* from the Redis source, not from the configuration */
     zone_t *zone;
     int64_t loaded;   /* wall clock when this version of the zone was read */
     bool fresh;       /* read by the reload that built this snapshot (not shared) */
@@ -60,12 +66,29 @@ static void asn_ref_put(struct asn_ref *a)
     }
 }
 
+/* A mapped MaxMind DB, shared the same way. */
+struct geo_ref {
+    geoip_db_t *db;
+    uint32_t refs; /* loader thread only */
+    struct dep dep;
+};
+
+static void geo_ref_put(struct geo_ref *g)
+{
+    if (g && --g->refs == 0) {
+        geoip_close(g->db);
+        free(g->dep.path);
+        free(g);
+    }
+}
+
 /* What is published: the view first, so the workers' pointer is the snapshot's address. */
 struct snapshot {
     answer_view_t view;
     zone_table_t *table;
     char *identity, *version;
-    struct asn_ref *asn; /* NULL when no asn_table is configured */
+    struct asn_ref *asn;             /* NULL when no asn_table is configured */
+    struct geo_ref *geo_v4, *geo_v6; /* geoip_db, geoip_db_v6; NULL when not configured */
     struct zent *z;
     size_t nz;
     size_t records;
@@ -92,6 +115,34 @@ struct loader {
     loader_listener_fn listener;
     void *listener_ctx;
     loader_stats_t stats;
+
+    /* The Redis source (redis_source.h): its callbacks queue zones in pend (under mu) and
+     * wake the loader thread, which applies them to rz and publishes. */
+    config_t *cfg_last; /* the config of the last published build (file zones, geo, redis) */
+    redis_source_t *redis;
+    config_redis_t redis_cfg; /* what the running source was started with */
+    struct rpend {
+        char *key;
+        zone_t *zone; /* NULL: the zone is gone */
+    } * pend;
+    size_t npend, cappend;
+    bool redis_dirty;  /* pend holds something (under mu) */
+    bool redis_synced; /* the source finished its first read (under mu) */
+    struct rzone {
+        char *key;
+        zone_t *zone; /* the loader's own reference */
+        uint64_t version;
+        int64_t loaded;
+        bool conflict_logged;
+    } * rz; /* Redis zones being served, loader thread only */
+    size_t nrz, caprz;
+    /* The geo databases the source locates records with (its locate callback runs on its
+     * own thread): the current snapshot's, swapped under geo_mu when they change. */
+    pthread_mutex_t geo_mu;
+    pthread_mutex_t rs_mu; /* guards the redis pointer against loader_get_stats(); the source's
+                              callbacks never take it */
+    struct geo_ref *rgeo_v4, *rgeo_v6;
+    geoip_set_t rgeo;
 };
 
 static char *zone_key(const char *origin)
@@ -129,6 +180,8 @@ static void snapshot_free(struct snapshot *s)
     free(s->identity);
     free(s->version);
     asn_ref_put(s->asn);
+    geo_ref_put(s->geo_v4);
+    geo_ref_put(s->geo_v6);
     free(s);
 }
 
@@ -222,12 +275,15 @@ static const struct zent *find_key(const old_index_t *ix, const char *key)
     return NULL;
 }
 
-/* The old entry for the same origin and file whose files are all unchanged, or NULL. */
-static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file)
+/* The old entry for the same origin, file and format whose files are all unchanged, or NULL. */
+static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file,
+                                   config_zone_format_t format, bool quick)
 {
     const struct zent *e = find_key(ix, key);
-    if (!e || strcmp(e->file, file) != 0)
+    if (!e || e->redis || strcmp(e->file, file) != 0 || e->format != format)
         return NULL;
+    if (quick)
+        return e;
     for (size_t d = 0; d < e->ndeps; d++)
         if (!dep_unchanged(&e->deps[d]))
             return NULL;
@@ -248,11 +304,64 @@ static int copy_deps(struct zent *dst, const struct zent *src)
 }
 
 /*
+ * The MaxMind DB at path for one role ("geoip_db" / "geoip_db_v6"): prev again when it is the same
+ * unchanged file, else the file opened anew. A file that does not open fails the whole reload
+ * (the old snapshot keeps its database). *changed tells whether a new file was opened.
+ */
+static int geo_ref_get(struct geo_ref *prev, const char *path, const char *role, bool quick,
+                       struct geo_ref **out, bool *changed, char *err, size_t errlen)
+{
+    if (prev && strcmp(prev->dep.path, path) == 0 && (quick || dep_unchanged(&prev->dep))) {
+        prev->refs++;
+        *out = prev;
+        return 0;
+    }
+    char gerr[512] = "";
+    struct stat st;
+    struct geo_ref *g = calloc(1, sizeof(*g));
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    /* stat first: a file replaced in between is seen as changed by the next reload */
+    if (stat(path, &st) < 0 || !(g->db = geoip_open(path, gerr, sizeof(gerr)))) {
+        snprintf(err, errlen, "%s: %s", role, gerr[0] ? gerr : strerror(errno));
+        free(g);
+        return TERN_EINVAL;
+    }
+    g->refs = 1;
+    dep_set(&g->dep, &st);
+    if (!(g->dep.path = strdup(path))) {
+        geoip_close(g->db);
+        free(g);
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    log_info("%s %s: %s", role, path, geoip_describe(g->db));
+    *out = g;
+    *changed = true;
+    return 0;
+}
+
+/* zone_json's locate callback: a record address's coordinates from the snapshot's DBs. */
+static bool locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
+{
+    const geoip_set_t *set = ctx;
+    geoip_result_t r;
+    geoip_set_lookup(set, family == 4 ? AF_INET : family == 6 ? AF_INET6 : family, addr, &r);
+    if (!r.has_location)
+        return false;
+    *lat = r.lat;
+    *lon = r.lon;
+    return true;
+}
+
+/*
  * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
  * 0 with *out, or a negative code with the message in err.
  */
-static int build(const struct snapshot *old, const config_t *cfg, struct snapshot **out,
-                 size_t *changed, char *err, size_t errlen)
+static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
+                 struct snapshot **out, size_t *changed, char *err, size_t errlen)
 {
     int rc = TERN_ENOMEM;
     *out = NULL;
@@ -265,18 +374,47 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
     }
     struct snapshot *s = calloc(1, sizeof(*s));
     if (!s || !(s->table = zone_table_new()) ||
-        !(s->z = calloc(cfg->nzones ? cfg->nzones : 1, sizeof(*s->z))))
+        !(s->z = calloc(cfg->nzones + l->nrz + 1, sizeof(*s->z))))
         goto nomem;
     if ((cfg->identity && !(s->identity = strdup(cfg->identity))) ||
         (cfg->version && !(s->version = strdup(cfg->version))))
         goto nomem;
+
+    /* The geo databases first: JSON zones locate their records with them at load time, so a
+     * changed database also rebuilds every JSON zone. */
+    bool geo_changed = (old && old->geo_v4) != (cfg->geoip_db != NULL) ||
+                       (old && old->geo_v6) != (cfg->geoip_db_v6 != NULL);
+    if (cfg->geoip_db && (rc = geo_ref_get(old ? old->geo_v4 : NULL, cfg->geoip_db, "geoip_db",
+                                           quick, &s->geo_v4, &geo_changed, err, errlen)) < 0)
+        goto fail;
+    if (cfg->geoip_db_v6 &&
+        (rc = geo_ref_get(old ? old->geo_v6 : NULL, cfg->geoip_db_v6, "geoip_db_v6", quick,
+                          &s->geo_v6, &geo_changed, err, errlen)) < 0)
+        goto fail;
+    if (s->geo_v6 && geoip_ip_version(s->geo_v6->db) != 6) {
+        snprintf(err, errlen, "geoip_db_v6: %s is an IPv4 database (ip_version 4)",
+                 cfg->geoip_db_v6);
+        rc = TERN_EINVAL;
+        goto fail;
+    }
+    s->view.geoip.v4 = s->geo_v4 ? s->geo_v4->db : NULL;
+    s->view.geoip.v6 = s->geo_v6                                           ? s->geo_v6->db
+                       : s->geo_v4 && geoip_ip_version(s->geo_v4->db) == 6 ? s->geo_v4->db
+                                                                           : NULL;
+    const zone_json_opts_t jopts = {
+        .locate = s->view.geoip.v4 || s->view.geoip.v6 ? locate : NULL,
+        .locate_ctx = &s->view.geoip,
+    };
 
     for (size_t i = 0; i < cfg->nzones; i++) {
         const config_zone_t *cz = &cfg->zones[i];
         struct zent *e = &s->z[s->nz++];
         if (!(e->key = zone_key(cz->origin)) || !(e->file = strdup(cz->file)))
             goto nomem;
-        const struct zent *prev = reusable(&ix, e->key, e->file);
+        e->format = cz->format;
+        const struct zent *prev = reusable(&ix, e->key, e->file, e->format, quick);
+        if (prev && cz->format == CONFIG_ZONE_JSON && geo_changed)
+            prev = NULL;
         zone_t *z;
         if (prev) {
             if (copy_deps(e, prev) < 0)
@@ -285,7 +423,19 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             e->loaded = prev->loaded;
             e->version = prev->version;
         } else {
-            rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
+            if (cz->format == CONFIG_ZONE_JSON) {
+                struct stat st;
+                if (stat(cz->file, &st) < 0) {
+                    rc = -errno;
+                    snprintf(err, errlen, "%s: %s", cz->file, strerror(-rc));
+                    goto fail;
+                }
+                if (dep_add(e, cz->file, &st) < 0)
+                    goto nomem;
+                rc = zone_json_load_file(cz->origin, cz->file, &jopts, &z, err, errlen);
+            } else {
+                rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
+            }
             if (rc < 0) {
                 if (!err[0])
                     snprintf(err, errlen, "%s: %s", cz->file, tern_strerror(rc));
@@ -309,9 +459,45 @@ static int build(const struct snapshot *old, const config_t *cfg, struct snapsho
             goto fail;
         }
     }
+    /* Redis zones after the configured ones; a configured zone of the same name wins. */
+    size_t nfile = s->nz;
+    for (size_t i = 0; i < l->nrz; i++) {
+        struct rzone *r = &l->rz[i];
+        bool dup = false;
+        for (size_t j = 0; j < nfile && !dup; j++)
+            dup = strcmp(s->z[j].key, r->key) == 0;
+        if (dup) {
+            if (!r->conflict_logged)
+                log_err("redis: zone %s is also configured from a file; serving the file",
+                        r->key[0] ? r->key : ".");
+            r->conflict_logged = true;
+            continue;
+        }
+        struct zent *e = &s->z[s->nz++];
+        if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source)))
+            goto nomem;
+        e->redis = true;
+        e->format = CONFIG_ZONE_JSON;
+        e->loaded = r->loaded;
+        e->version = r->version;
+        const struct zent *prev = find_key(&ix, r->key);
+        e->fresh = !prev || !prev->redis || prev->version != r->version;
+        if (e->fresh)
+            (*changed)++;
+        e->zone = zone_retain(r->zone);
+        s->records += r->zone->rr_count;
+        s->bytes += arena_footprint(r->zone->arena);
+        if ((rc = zone_table_add(s->table, e->zone)) < 0) {
+            zone_free(e->zone);
+            e->zone = NULL;
+            snprintf(err, errlen, "redis zone %s: %s", r->key, tern_strerror(rc));
+            goto fail;
+        }
+    }
     if (cfg->asn_table) {
         struct asn_ref *prev = old ? old->asn : NULL;
-        if (prev && strcmp(prev->dep.path, cfg->asn_table) == 0 && dep_unchanged(&prev->dep)) {
+        if (prev && strcmp(prev->dep.path, cfg->asn_table) == 0 &&
+            (quick || dep_unchanged(&prev->dep))) {
             prev->refs++;
             s->asn = prev;
         } else {
@@ -401,7 +587,7 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
     size_t lines = 0, more = 0;
     for (size_t i = 0; i < s->nz; i++) {
         const struct zent *e = &s->z[i];
-        if (!e->fresh)
+        if (!e->fresh || e->redis)
             continue;
         if (lines++ >= LOG_ZONES_MAX) {
             more++;
@@ -417,7 +603,7 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
                      e->zone->serial);
     }
     for (size_t i = 0; old && i < old->nz; i++) {
-        if (find_key(&in_new, old->z[i].key))
+        if (old->z[i].redis || find_key(&in_new, old->z[i].key))
             continue;
         if (lines++ >= LOG_ZONES_MAX) {
             more++;
@@ -448,6 +634,304 @@ static void publish(loader_t *l, struct snapshot *s)
     mem_arena_purge(l->arena);
 }
 
+/* ---- the Redis source ------------------------------------------------------------------ */
+
+static bool redis_wait_first(loader_t *l);
+
+static void redis_cfg_free(config_redis_t *c)
+{
+    free(c->host);
+    free(c->unix_path);
+    free(c->password);
+    free(c->prefix);
+    free(c->suffix);
+    free(c->changes_channel);
+    memset(c, 0, sizeof(*c));
+}
+
+/* A deep copy, for comparing a reload's settings with the running source's. */
+static int redis_cfg_copy(config_redis_t *dst, const config_redis_t *src)
+{
+    *dst = *src;
+    dst->host = dst->unix_path = dst->password = dst->prefix = dst->suffix = dst->changes_channel =
+        NULL;
+    if ((src->host && !(dst->host = strdup(src->host))) ||
+        (src->unix_path && !(dst->unix_path = strdup(src->unix_path))) ||
+        (src->password && !(dst->password = strdup(src->password))) ||
+        (src->prefix && !(dst->prefix = strdup(src->prefix))) ||
+        (src->suffix && !(dst->suffix = strdup(src->suffix))) ||
+        (src->changes_channel && !(dst->changes_channel = strdup(src->changes_channel)))) {
+        redis_cfg_free(dst);
+        return TERN_ENOMEM;
+    }
+    return 0;
+}
+
+/* Source thread: queue a zone version (or its removal) for the loader thread. */
+static void redis_queue(loader_t *l, const char *origin, zone_t *z)
+{
+    char *key = zone_key(origin);
+    pthread_mutex_lock(&l->mu);
+    if (key && l->npend == l->cappend) {
+        size_t cap = l->cappend ? 2 * l->cappend : 16;
+        struct rpend *p = realloc(l->pend, cap * sizeof(*p));
+        if (p) {
+            l->pend = p;
+            l->cappend = cap;
+        }
+    }
+    if (!key || l->npend == l->cappend) {
+        pthread_mutex_unlock(&l->mu);
+        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)", origin);
+        free(key);
+        zone_free(z);
+        return;
+    }
+    l->pend[l->npend++] = (struct rpend){.key = key, .zone = z};
+    l->redis_dirty = true;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void redis_on_zone(void *ctx, const char *origin, zone_t *z)
+{
+    redis_queue(ctx, origin, z);
+}
+
+static void redis_on_gone(void *ctx, const char *origin)
+{
+    redis_queue(ctx, origin, NULL);
+}
+
+static void redis_on_state(void *ctx, bool up)
+{
+    (void)ctx;
+    if (up)
+        log_info("redis: connected");
+    else
+        log_warn("redis: connection lost; serving the last zones read, reconnecting");
+}
+
+static void redis_on_synced(void *ctx, size_t zones, size_t failed)
+{
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    bool first = !l->redis_synced;
+    l->redis_synced = true;
+    pthread_cond_broadcast(&l->done);
+    pthread_mutex_unlock(&l->mu);
+    if (first || failed)
+        log_info("redis: %zu zones in the set, %zu rejected", zones, failed);
+}
+
+/* Source thread: locate a record's address through the current geo databases. */
+static bool redis_locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
+{
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->geo_mu);
+    bool ok = (l->rgeo.v4 || l->rgeo.v6) && locate(&l->rgeo, family, addr, lat, lon);
+    pthread_mutex_unlock(&l->geo_mu);
+    return ok;
+}
+
+/* Loader thread: point the source's locate callback at snapshot s's databases. True when they
+ * differ from the ones it used (Redis zones then need their records located again). */
+static bool redis_set_geo(loader_t *l, const struct snapshot *s)
+{
+    struct geo_ref *v4 = s->geo_v4, *v6 = s->geo_v6;
+    if (v4 == l->rgeo_v4 && v6 == l->rgeo_v6)
+        return false;
+    if (v4)
+        v4->refs++;
+    if (v6)
+        v6->refs++;
+    pthread_mutex_lock(&l->geo_mu);
+    struct geo_ref *o4 = l->rgeo_v4, *o6 = l->rgeo_v6;
+    l->rgeo_v4 = v4;
+    l->rgeo_v6 = v6;
+    l->rgeo = s->view.geoip;
+    pthread_mutex_unlock(&l->geo_mu);
+    geo_ref_put(o4);
+    geo_ref_put(o6);
+    return true;
+}
+
+/* Loader thread: move the queued versions into rz. Returns how many changes were applied. */
+static size_t redis_apply(loader_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    struct rpend *p = l->pend;
+    size_t n = l->npend;
+    l->pend = NULL;
+    l->npend = l->cappend = 0;
+    l->redis_dirty = false;
+    pthread_mutex_unlock(&l->mu);
+    size_t applied = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < l->nrz && strcmp(l->rz[j].key, p[i].key) != 0)
+            j++;
+        if (!p[i].zone) { /* gone */
+            if (j < l->nrz) {
+                log_info("redis: zone %s removed", p[i].key);
+                zone_free(l->rz[j].zone);
+                free(l->rz[j].key);
+                l->rz[j] = l->rz[--l->nrz];
+                applied++;
+            }
+            free(p[i].key);
+            continue;
+        }
+        if (j == l->nrz) {
+            if (l->nrz == l->caprz) {
+                size_t cap = l->caprz ? 2 * l->caprz : 16;
+                struct rzone *r = realloc(l->rz, cap * sizeof(*r));
+                if (!r) {
+                    log_err("redis: zone %s: out of memory; not served", p[i].key);
+                    zone_free(p[i].zone);
+                    free(p[i].key);
+                    continue;
+                }
+                l->rz = r;
+                l->caprz = cap;
+            }
+            l->rz[l->nrz++] = (struct rzone){.key = p[i].key};
+            log_info("redis: zone %s added (serial %u)", p[i].key, p[i].zone->serial);
+        } else {
+            log_info("redis: zone %s updated (serial %u -> %u)", p[i].key, l->rz[j].zone->serial,
+                     p[i].zone->serial);
+            zone_free(l->rz[j].zone);
+            free(p[i].key);
+        }
+        struct rzone *r = &l->rz[j];
+        r->zone = p[i].zone;
+        r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+        r->loaded = (int64_t)time(NULL);
+        applied++;
+    }
+    free(p);
+    return applied;
+}
+
+/* Loader thread: drop every Redis zone (the source was turned off or moved elsewhere). */
+static void redis_clear(loader_t *l)
+{
+    for (size_t i = 0; i < l->nrz; i++) {
+        zone_free(l->rz[i].zone);
+        free(l->rz[i].key);
+    }
+    l->nrz = 0;
+    pthread_mutex_lock(&l->mu);
+    for (size_t i = 0; i < l->npend; i++) {
+        zone_free(l->pend[i].zone);
+        free(l->pend[i].key);
+    }
+    l->npend = 0;
+    l->redis_dirty = false;
+    l->redis_synced = false;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void redis_stop(loader_t *l)
+{
+    pthread_mutex_lock(&l->rs_mu);
+    redis_source_t *rs = l->redis;
+    l->redis = NULL;
+    pthread_mutex_unlock(&l->rs_mu);
+    redis_source_stop(rs); /* joins: no callback runs after this */
+    redis_cfg_free(&l->redis_cfg);
+}
+
+/* Start the source for cfg->redis (loader or main thread). 0 or a negative code (logged). */
+static int redis_start(loader_t *l, const config_t *cfg)
+{
+    const config_redis_t *c = &cfg->redis;
+    redis_source_config_t rc;
+    redis_source_config_init(&rc);
+    rc.host = c->host;
+    if (c->port)
+        rc.port = c->port;
+    rc.unix_path = c->unix_path;
+    rc.db = c->db;
+    rc.password = c->password;
+    rc.prefix = c->prefix;
+    rc.suffix = c->suffix;
+    rc.connect_timeout_ms = c->connect_timeout_ms;
+    rc.read_timeout_ms = c->read_timeout_ms;
+    rc.zone_reload_s = c->zone_reload_s;
+    rc.changes_channel = c->changes_channel;
+    rc.json.locate = redis_locate;
+    rc.json.locate_ctx = l;
+    rc.json.default_ttl = c->default_ttl;
+    rc.json.max_ttl = c->max_ttl;
+    redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
+                                   .on_zone_gone = redis_on_gone,
+                                   .on_state = redis_on_state,
+                                   .on_synced = redis_on_synced,
+                                   .ctx = l};
+    char err[512] = "";
+    if (redis_cfg_copy(&l->redis_cfg, c) < 0) {
+        log_err("redis: out of memory");
+        return TERN_ENOMEM;
+    }
+    redis_source_t *rs = redis_source_start(&rc, &cb, err, sizeof(err));
+    pthread_mutex_lock(&l->rs_mu);
+    l->redis = rs;
+    pthread_mutex_unlock(&l->rs_mu);
+    if (!rs) {
+        log_err("redis: %s", err[0] ? err : "cannot start the source");
+        redis_cfg_free(&l->redis_cfg);
+        return TERN_EINVAL;
+    }
+    if (c->unix_path)
+        log_info("redis: zones from %s db %u", c->unix_path, c->db);
+    else
+        log_info("redis: zones from %s:%u db %u", c->host ? c->host : REDIS_SOURCE_DEFAULT_HOST,
+                 c->port ? c->port : REDIS_SOURCE_DEFAULT_PORT, c->db);
+    return 0;
+}
+
+/* After a build: start, restart, stop or resync the source as cfg says. geo_changed: the
+ * databases records are located with changed (rebuild every Redis zone). */
+static void redis_follow(loader_t *l, const config_t *cfg, bool geo_changed)
+{
+    bool want = cfg->redis.enabled;
+    if (l->redis && (!want || !config_same_redis(&l->redis_cfg, &cfg->redis))) {
+        log_info("redis: settings changed; %s", want ? "reconnecting" : "source stopped");
+        redis_stop(l);
+        redis_clear(l);
+    }
+    if (want && !l->redis)
+        (void)redis_start(l, cfg);
+    else if (l->redis)
+        redis_source_resync(l->redis, geo_changed);
+}
+
+/* Loader thread: publish the queued Redis changes; file zones and databases as they are. */
+static void redis_publish(loader_t *l)
+{
+    if (redis_apply(l) == 0 || !l->cfg_last)
+        return;
+    char err[1024] = "";
+    struct snapshot *s;
+    size_t changed;
+    int64_t start = tern_monotonic_ms();
+    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
+        log_err("redis: cannot publish the changes: %s; still serving the previous data", err);
+        return;
+    }
+    log_changes(l->cur, s);
+    size_t nz = s->nz, records = s->records;
+    publish(l, s);
+    pthread_mutex_lock(&l->mu);
+    l->stats.zones = nz;
+    l->stats.records = records;
+    l->stats.redis_publishes++;
+    pthread_mutex_unlock(&l->mu);
+    log_debug("redis: published %zu changed zones in %lld ms", changed,
+              (long long)(tern_monotonic_ms() - start));
+}
+
 /* One reload on the loader thread. */
 static void reload(loader_t *l)
 {
@@ -468,12 +952,24 @@ static void reload(loader_t *l)
             snprintf(err, sizeof(err), "cannot read the configuration");
     } else {
         warn_restart_only(l->cfg0, cfg);
-        ok = build(l->cur, cfg, &s, &changed, err, sizeof(err)) == 0;
+        (void)redis_apply(l);
+        ok = build(l, l->cur, cfg, false, &s, &changed, err, sizeof(err)) == 0;
         if (ok) {
             /* logging settings apply at once (the target switch is atomic per line) */
             log_set_level(cfg->log_level);
             log_set_target(cfg->log_target);
         }
+    }
+    bool geo_changed = false;
+    if (ok) {
+        geo_changed = redis_set_geo(l, s);
+        redis_follow(l, cfg, geo_changed);
+        if (l->cfg_last != l->cfg0) {
+            config_free(l->cfg_last);
+            free(l->cfg_last);
+        }
+        l->cfg_last = cfg;
+        cfg = NULL;
     }
     if (cfg) {
         config_free(cfg);
@@ -528,6 +1024,12 @@ static void *loader_main(void *arg)
     /* Each pass serves every request made before it started; ends on stop. */
     while (!l->stop) {
         if (l->finished == l->requested) {
+            if (l->redis_dirty) {
+                pthread_mutex_unlock(&l->mu);
+                redis_publish(l);
+                pthread_mutex_lock(&l->mu);
+                continue;
+            }
             pthread_cond_wait(&l->wake, &l->mu);
             continue;
         }
@@ -553,6 +1055,8 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     l->arena = mem_arena_create();
     l->stats.last_duration_ms = -1;
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->geo_mu, NULL);
+    pthread_mutex_init(&l->rs_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
     return l;
@@ -584,14 +1088,22 @@ int loader_load(loader_t *l, const config_t **cfg_out)
     log_set_level(cfg->log_level);
     log_set_target(cfg->log_target);
     l->cfg0 = cfg;
+    l->cfg_last = cfg;
     struct snapshot *s;
     size_t changed;
-    rc = build(NULL, cfg, &s, &changed, err, sizeof(err));
+    rc = build(l, NULL, cfg, false, &s, &changed, err, sizeof(err));
     if (rc < 0) {
         log_err("%s", err);
         goto out;
     }
     publish(l, s);
+    if (cfg->redis.enabled) {
+        (void)redis_set_geo(l, s);
+        if (redis_start(l, cfg) == 0 && redis_wait_first(l)) {
+            redis_publish(l);
+            s = l->cur;
+        }
+    }
     l->stats.zones = s->nz;
     l->stats.records = s->records;
     log_info("loaded %zu zones, %zu records (%.1f MiB) in %lld ms", s->nz, s->records,
@@ -601,6 +1113,35 @@ out:
     if (home != MEM_NO_ARENA && mem_thread_bind(home) < 0)
         log_warn("cannot return to the main thread's arena");
     return rc;
+}
+
+/* Startup: give the source the time to connect and read everything once, so the first answers
+ * include the Redis zones. Redis down: go on with the file zones once a connection attempt has
+ * had its timeout (the source keeps retrying). True when the first read finished. */
+static bool redis_wait_first(loader_t *l)
+{
+    uint32_t cto = l->redis_cfg.connect_timeout_ms ? l->redis_cfg.connect_timeout_ms
+                                                   : REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT;
+    int64_t start = tern_monotonic_ms();
+    /* a reachable Redis may take long for a huge zone (1M labels: seconds), bounded anyway */
+    const int64_t read_limit_ms = 300000;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        bool synced = l->redis_synced;
+        pthread_mutex_unlock(&l->mu);
+        if (synced)
+            return true;
+        redis_source_stats_t st;
+        redis_source_get_stats(l->redis, &st);
+        int64_t el = tern_monotonic_ms() - start;
+        if ((!st.connected && el > (int64_t)cto + 500) || el > read_limit_ms) {
+            log_warn("redis: not available yet; serving the file zones, retrying in the "
+                     "background");
+            return false;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 const answer_view_t *const *loader_published(const loader_t *l)
@@ -674,11 +1215,26 @@ void loader_get_stats(loader_t *l, loader_stats_t *out)
     pthread_mutex_lock(&l->mu);
     *out = l->stats;
     pthread_mutex_unlock(&l->mu);
+    /* under rs_mu: a reload on the loader thread may stop the source meanwhile */
+    pthread_mutex_lock(&l->rs_mu);
+    out->redis_enabled = l->redis != NULL;
+    if (l->redis) {
+        redis_source_stats_t st;
+        redis_source_get_stats(l->redis, &st);
+        out->redis_connected = st.connected;
+        out->redis_zones = st.zones;
+        out->redis_failed = st.failed;
+    }
+    pthread_mutex_unlock(&l->rs_mu);
 }
 
 void loader_stop(loader_t *l)
 {
-    if (!l || !l->started)
+    if (!l)
+        return;
+    if (l->redis) /* first: no callback may queue anything once the thread is gone */
+        redis_stop(l);
+    if (!l->started)
         return;
     pthread_mutex_lock(&l->mu);
     l->stop = true;
@@ -693,11 +1249,22 @@ void loader_free(loader_t *l)
     if (!l)
         return;
     loader_stop(l);
+    redis_clear(l);
+    free(l->rz);
+    free(l->pend);
+    geo_ref_put(l->rgeo_v4);
+    geo_ref_put(l->rgeo_v6);
     snapshot_free(l->cur);
+    if (l->cfg_last && l->cfg_last != l->cfg0) {
+        config_free(l->cfg_last);
+        free(l->cfg_last);
+    }
     if (l->cfg0) {
         config_free(l->cfg0);
         free(l->cfg0);
     }
+    pthread_mutex_destroy(&l->geo_mu);
+    pthread_mutex_destroy(&l->rs_mu);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->wake);
     pthread_cond_destroy(&l->done);

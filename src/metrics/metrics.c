@@ -307,6 +307,20 @@ static void render_loader(buf_t *b, loader_t *l)
     if (reloaded)
         put(b, "tern_last_reload_timestamp_seconds %" PRId64 "\n", st.last_time);
 
+    /* the Redis source: only when one is configured */
+    if (st.redis_enabled) {
+        family(b, "tern_redis_up", "gauge", "1 while connected to the Redis zone source.");
+        sample(b, "tern_redis_up", st.redis_connected ? 1 : 0);
+        family(b, "tern_redis_zones", "gauge",
+               "Zones in the Redis set at the last read, by state (rejected: invalid data, the "
+               "previous version keeps serving).");
+        sample_label(b, "tern_redis_zones", "state", "ok", st.redis_zones - st.redis_failed);
+        sample_label(b, "tern_redis_zones", "state", "rejected", st.redis_failed);
+        family(b, "tern_redis_publishes_total", "counter",
+               "Views published for Redis changes (between reloads).");
+        sample(b, "tern_redis_publishes_total", st.redis_publishes);
+    }
+
     /* Both per-zone families from one pass under the loader's lock, so they list the same
      * zones even if a reload publishes right after; tern_zones is that pass's count. */
     zone_lines_t zl = {.serial = b};

@@ -453,6 +453,8 @@ static int get_ttl(const struct ectx *e, json_t *set, const char *base, uint32_t
     uint32_t v = 0;
     int rc = get_u32(e, set, base, "ttl", TTL_MAX, &v);
     *ttl = v ? v : e->zj->default_ttl;
+    if (e->zj->opts.max_ttl && *ttl > e->zj->opts.max_ttl)
+        *ttl = e->zj->opts.max_ttl; /* redins' handler max_ttl caps every TTL it serves */
     return rc;
 }
 

@@ -25,8 +25,9 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              here says allow_root: true when run as root)
   cli                        --version, --help, no listen address, --listen bogus
   redins_json                conf/redins-example.json checks out; a redins-style JSON config
-                             with one udp "server" entry serves UDP only; a "redis" block is
-                             refused ("not supported yet") naming its line
+                             with one udp "server" entry serves UDP only; redins' redis keys at
+                             the top level are refused naming the line and pointing at
+                             "handler"; handler.upstream is refused ("not supported yet")
   redins_json_merge          udp + tcp "server" entries for one ip:port become one UDP+TCP
                              listener
   log_level_error_*          log_level: error hides the info lines (listening on, loaded, ready)
@@ -774,11 +775,21 @@ def check_redins_json(ctx):
     for args in (["--check-config", "-c", conf], ["-c", conf]):
         rc, out, err = run_ternd(b, args)
         expect(rc != 0, "ternd %s with a redis block exited 0:\n%s%s" % (" ".join(args), out, err))
-        expect("not supported yet" in err, "ternd %s: no 'not supported yet' for redis:\n%s"
-               % (" ".join(args), err))
+        expect("handler" in err, "ternd %s: redins' redis keys at the top level: no hint that "
+               "they belong under handler:\n%s" % (" ".join(args), err))
         expect("redis.json:3" in err and "redis" in err.replace("redis.json", ""),
                "ternd %s: the error does not name redis.json:3 and the key:\n%s"
                % (" ".join(args), err))
+    # redins features tern does not have: refused, never ignored
+    conf = t.path("upstream.json")
+    write_atomic(conf, '{\n  "server": [{"ip": "127.0.0.1", "port": %d, "protocol": "udp"}],\n'
+                 '  "handler": {\n    "upstream": [{"ip": "1.1.1.1", "port": 53}]\n  },\n'
+                 '  "zones": [{"origin": "%s", "file": "%s.zone"}]\n}\n'
+                 % (servers.free_port(), ZONE_A, ZONE_A))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc != 0 and "not supported yet" in err and "upstream.json:4" in err,
+           "ternd --check-config with handler.upstream: want 'not supported yet' at line 4:\n%s"
+           % err)
 
 
 def check_redins_json_merge(ctx):

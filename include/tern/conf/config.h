@@ -40,16 +40,45 @@
  *   asn_table: asn.bin                          # ternctl asn compile; unset = none
  *   geoip_db: GeoLite2-City.mmdb                # MaxMind DB (IPv4, and IPv6 if a v6 DB)
  *   geoip_db_v6: geoip-v6.mmdb                  # a separate IPv6 DB; unset = geoip_db
+ *   redis:                                      # zones kept in Redis (tern/load/redis_source.h)
+ *     address: "127.0.0.1:6379"                 # or "[::1]:6379", or /run/redis/redis.sock
+ *     db: 0                                     # 0..1023
+ *     password: secret                          # AUTH; unset = none
+ *     prefix: "" / suffix: ""                   # wrapped around every key
+ *     connect_timeout: 2000 / read_timeout: 5000  # ms; 0 = these defaults
+ *     zone_reload: 600                          # s between verifies; 0 = never
+ *     changes_channel: ~                        # ~ = P redins:zones:changed S; "" = none
+ *     default_ttl: 300                          # TTL of RRsets without one; 0 = 300
+ *     max_ttl: 0                                # cap on every TTL; 0 = none
+ *   (redis: ~ or no redis key: no Redis.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
  *   "server": [{"ip": "127.0.0.1", "port": 1053, "protocol": "udp"}, ...]  → listen (entries
  *       with the same ip and port merge into one UDP+TCP listen entry); a single object works too
  *   "error_log": {"enable": true, "level": "info", "target": "stderr", "format": "text"} →
  *       log_level / log_target
- * redins keys tern does not implement yet ("handler", "redis", "log", "upstream", "geoip",
- * "healthcheck", "ratelimit", and error_log's "path", "time_format", "sentry", "syslog",
- * "kafka") are errors saying so; nothing is silently ignored. A file may not give both "listen"
- * and "server", nor "error_log" with "log_level"/"log_target".
+ *   "handler": {...} → redis (redins' handler always reads Redis, so a handler block enables it):
+ *       "redis": {"ip", "port" | "address", "net": "tcp"|"unix", "db", "password", "prefix",
+ *                 "suffix", "connect_timeout", "read_timeout", "connection": {...}} → redis;
+ *           connection's connect_timeout/read_timeout map the same, its pool settings
+ *           (max_idle_connections, max_active_connections, idle_keep_alive, max_keep_alive,
+ *           wait_for_connection) are accepted and ignored: the source uses one connection
+ *       "zone_reload" → redis.zone_reload_s (1..604800)
+ *       "max_ttl" → redis.max_ttl (redins caps every TTL at it) and redis.default_ttl (redins
+ *           gives it to RRsets without a TTL) unless "default_ttl" is given too
+ *       "default_ttl" (older redins) → redis.default_ttl
+ *       "cache_timeout", "log_source_location" → accepted and ignored (every zone is in memory:
+ *           there is no cache; there is no per-query event log to add the location to)
+ *       "upstream_fallback": false → fine; true → error
+ *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, geoip_db; asn_db is
+ *           an error (compile an asn_table with ternctl asn compile instead)
+ *       "log", "upstream", "healthcheck" → errors, not supported yet
+ *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
+ * redins keys tern does not implement yet ("log", "upstream", "healthcheck", "ratelimit", and
+ * error_log's "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing
+ * is silently ignored. A file may not give both "listen" and "server", nor "error_log" with
+ * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db twice ("geoip_db", and
+ * redins' "geoip" or handler's "geoip" when enabled).
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain
@@ -93,6 +122,28 @@ typedef struct config_zone {
     config_zone_format_t format;
 } config_zone_t;
 
+/* The Redis zone source (tern/load/redis_source.h). Zero/NULL fields mean the source's default,
+ * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
+typedef struct config_redis {
+    bool enabled;                /* a redis block was given (tern "redis:" or redins handler) */
+    char *host;                  /* NULL = 127.0.0.1 */
+    uint16_t port;               /* 0 = 6379 */
+    char *unix_path;             /* a UNIX socket instead of host:port; NULL = none */
+    unsigned db;                 /* SELECTed database, 0..CONFIG_REDIS_MAX_DB */
+    char *password;              /* NULL = no AUTH */
+    char *prefix, *suffix;       /* key prefix / suffix; NULL = none */
+    unsigned connect_timeout_ms; /* 0 = the source's default (2000) */
+    unsigned read_timeout_ms;    /* 0 = the source's default (5000) */
+    unsigned zone_reload_s;      /* verify interval; default 600 (redins' zone_reload); 0 = never */
+    char *changes_channel;       /* NULL = the default channel; "" = none */
+    uint32_t default_ttl;        /* TTL of RRsets without one; 0 = 300 */
+    uint32_t max_ttl;            /* cap on every RRset's TTL (redins' handler.max_ttl); 0 = none */
+} config_redis_t;
+
+/* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
+ * port number typed as db. */
+#define CONFIG_REDIS_MAX_DB 1023
+
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
     size_t nlisten;
@@ -118,17 +169,19 @@ typedef struct config {
     char *asn_table;         /* resolved path of the compiled IP-to-ASN table; NULL = none */
     char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
+    config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
  * lifetime 120 s / 64 in flight, udp_mmsg, log info to stderr, allow_root false, every string
- * NULL. */
+ * NULL, no Redis (redis.enabled false, redis.zone_reload_s 600, everything else 0/NULL). */
 void config_init(config_t *c);
 
 /**
  * Parse YAML file path into c (initialised by config_init()). Keys present in the file replace
- * the values in c; a "listen" (or redins "server") key replaces the whole listen list; zones are
- * appended. Relative paths (zone files, pid_file, control_socket) are resolved against the
+ * the values in c; a "listen" (or redins "server") key replaces the whole listen list, a "redis"
+ * (or redins "handler") key every redis setting; zones are appended. Relative paths (zone files,
+ * pid_file, control_socket, the databases, a redins UNIX socket address) are resolved against the
  * directory of path.
  * Returns 0, or a negative TERN_E* code with "file:line: message" in err (the message names the
  * key). On error c may be partly filled; config_free() it as usual.
@@ -164,9 +217,16 @@ unsigned config_auto_workers(void);
 bool config_same_listen(const config_t *a, const config_t *b);
 
 /**
- * Deep copy of src into dst (strings and zones duplicated). dst must hold no allocations
- * (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or TERN_ENOMEM with
- * dst left as after config_init().
+ * Whether a and b are the same Redis settings: every field of config_redis_t equal (strings by
+ * content, NULL only equal to NULL; "" and NULL differ). At reload, false means the Redis source
+ * must restart with the new settings.
+ */
+bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
+
+/**
+ * Deep copy of src into dst (strings, zones and the redis strings duplicated). dst must hold no
+ * allocations (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or
+ * TERN_ENOMEM with dst left as after config_init().
  */
 int config_copy(config_t *dst, const config_t *src) TERN_WUR;
 

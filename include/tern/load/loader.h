@@ -49,6 +49,12 @@ typedef struct loader_stats {
     size_t zones;             /* in the published view */
     size_t records;           /* in the published view */
     char last_error[512];     /* the last failure's message, "" if none */
+    /* The Redis source (redis_source.h), when configured */
+    bool redis_enabled;
+    bool redis_connected;
+    size_t redis_zones;       /* in the Redis set at the last read */
+    size_t redis_failed;      /* of those, rejected (the previous version, if any, serves) */
+    uint64_t redis_publishes; /* views published for Redis changes alone */
 } loader_stats_t;
 
 /** A loader reading its configuration through fn. NULL when out of memory. */

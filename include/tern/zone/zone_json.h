@@ -58,6 +58,7 @@ typedef struct zone_json_opts {
     zone_json_locate_fn locate; /* NULL: no record has a location */
     void *locate_ctx;
     uint32_t default_ttl; /* TTL for RRsets that give none (redins: 300); 0 = 300 */
+    uint32_t max_ttl;     /* cap on every RRset's TTL (redins' handler max_ttl); 0 = none */
 } zone_json_opts_t;
 
 typedef struct zone_json zone_json_t;

@@ -1,6 +1,7 @@
 /*
  * test_config.c — the YAML/JSON config: valid files (tests/data/conf, conf/ternd.yaml,
- * conf/redins-example.json), the redins-style keys, and every kind of error with its line.
+ * conf/redins-example.json), the redins-style keys, the Redis source's settings (tern's "redis:"
+ * and redins' "handler"), and every kind of error with its line.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -117,6 +118,21 @@ static void test_defaults(void **state)
     assert_null(c.pid_file);
     assert_null(c.control_socket);
     assert_null(c.metrics_listen);
+    /* no Redis; its verify interval is redins' 600 s, everything else the source's default */
+    assert_false(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 0);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.db, 0);
+    assert_null(c.redis.password);
+    assert_null(c.redis.prefix);
+    assert_null(c.redis.suffix);
+    assert_int_equal(c.redis.connect_timeout_ms, 0);
+    assert_int_equal(c.redis.read_timeout_ms, 0);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    assert_null(c.redis.changes_channel);
+    assert_int_equal(c.redis.default_ttl, 0);
+    assert_int_equal(c.redis.max_ttl, 0);
     /* an empty file changes nothing */
     config_t e = load_text("");
     assert_true(memcmp(&c, &e, sizeof(c)) == 0);
@@ -236,10 +252,59 @@ static void test_example_ternd_yaml(void **state)
     assert_string_equal(c.pid_file, "/run/tern/ternd.pid");
     assert_string_equal(c.control_socket, "/run/tern/ternd.sock");
     assert_string_equal(c.metrics_listen, "127.0.0.1:9153");
+    /* "redis: ~": no Redis */
+    assert_false(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.zone_reload_s, 600);
     config_free(&c);
 }
 
-/* Every key of the schema appears in conf/ternd.yaml, uncommented. */
+/* The commented-out "# redis:" block of conf/ternd.yaml, uncommented, is a valid config that
+ * sets what its comments say. */
+static void test_example_redis_block(void **state)
+{
+    (void)state;
+    char yaml[16384], block[4096] = "";
+    FILE *f = fopen(conf_path("ternd.yaml"), "r");
+    assert_non_null(f);
+    size_t n = fread(yaml, 1, sizeof(yaml) - 1, f);
+    fclose(f);
+    yaml[n] = '\0';
+    const char *line = strstr(yaml, "\n# redis:\n");
+    assert_non_null(line);
+    line++;
+    size_t off = 0, lines = 0;
+    /* "# redis:" and the lines under it, "#   key: ...", without their "# " */
+    do {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        off += (size_t)snprintf(block + off, sizeof(block) - off, "%.*s\n", (int)(end - line - 2),
+                                line + 2);
+        assert_true(off < sizeof(block));
+        lines++;
+        line = end + 1;
+    } while (strncmp(line, "#   ", 4) == 0);
+    assert_true(lines > 11);
+    config_t c = load_text(block);
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "127.0.0.1");
+    assert_int_equal(c.redis.port, 6379);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.db, 0);
+    assert_string_equal(c.redis.password, "secret");
+    assert_string_equal(c.redis.prefix, "dns_");
+    assert_string_equal(c.redis.suffix, "_dns");
+    assert_int_equal(c.redis.connect_timeout_ms, 2000);
+    assert_int_equal(c.redis.read_timeout_ms, 5000);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    assert_null(c.redis.changes_channel);
+    assert_int_equal(c.redis.default_ttl, 300);
+    assert_int_equal(c.redis.max_ttl, 0);
+    config_free(&c);
+}
+
+/* Every key of the schema appears in conf/ternd.yaml, uncommented; the keys of redis in its
+ * commented example block. */
 static void test_example_has_every_option(void **state)
 {
     (void)state;
@@ -257,16 +322,21 @@ static void test_example_has_every_option(void **state)
     char *end = strstr(help, "\nredins");
     assert_non_null(end);
     *end = '\0';
-    size_t count = 0;
+    size_t count = 0, nested = 0;
     for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
         char key[64], want[80];
+        bool sub = strncmp(line, "    ", 4) == 0; /* a key of the mapping above */
         assert_int_equal(sscanf(line, " %63s", key), 1);
-        snprintf(want, sizeof(want), "\n%s:", key);
+        snprintf(want, sizeof(want), sub ? "\n#   %s:" : "\n%s:", key);
         if (!strstr(yaml, want))
-            fail_msg("conf/ternd.yaml lacks option '%s'", key);
-        count++;
+            fail_msg("conf/ternd.yaml lacks %s '%s'", sub ? "redis key" : "option", key);
+        if (sub)
+            nested++;
+        else
+            count++;
     }
-    assert_int_equal(count, 22);
+    assert_int_equal(count, 23);
+    assert_int_equal(nested, 11);
 }
 
 static void test_redins_example_json(void **state)
@@ -287,6 +357,25 @@ static void test_redins_example_json(void **state)
     assert_int_equal(c.workers, config_auto_workers());
     assert_int_equal(c.nzones, 1);
     assert_string_equal(c.zones[0].file, conf_path("example.zone"));
+    /* the handler block: its redis, with uperdis' connection timeouts and pool (ignored) */
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "127.0.0.1");
+    assert_int_equal(c.redis.port, 6379);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.db, 0);
+    assert_null(c.redis.password); /* "": no AUTH */
+    assert_string_equal(c.redis.prefix, "redins_");
+    assert_null(c.redis.suffix);
+    assert_int_equal(c.redis.connect_timeout_ms, 500);
+    assert_int_equal(c.redis.read_timeout_ms, 500);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    assert_null(c.redis.changes_channel);
+    /* max_ttl caps every TTL and is the TTL of RRsets without one, as in redins */
+    assert_int_equal(c.redis.max_ttl, 3600);
+    assert_int_equal(c.redis.default_ttl, 3600);
+    /* geoip with enable false: no database (its asn_db is not looked at) */
+    assert_null(c.geoip_db);
+    assert_null(c.asn_table);
     config_free(&c);
 }
 
@@ -333,25 +422,34 @@ static void test_redins_server_mapping(void **state)
 static void test_redins_not_supported(void **state)
 {
     (void)state;
-    config_t c;
-    char err[1024], want[1024];
-    config_init(&c);
-    const char *path = data_path("conf/redins_unsupported.json");
-    assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
-    snprintf(want, sizeof(want),
-             "%s:9: handler: redins option not supported yet (answering from zones kept in Redis)",
-             path);
-    assert_string_equal(err, want);
+    /* this file's handler block was refused before the Redis source; now it maps */
+    config_t c = load_ok(data_path("conf/redins_unsupported.json"));
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "127.0.0.1");
+    assert_int_equal(c.redis.port, 6379);
+    assert_int_equal(c.redis.max_ttl, 300);
+    assert_int_equal(c.redis.default_ttl, 300);
+    assert_int_equal(c.log_target, LOG_TARGET_STDOUT);
     config_free(&c);
 
+    /* tern's redis block has tern's keys, not redins' */
     expect_error("{\n  \"redis\": {\"ip\": \"127.0.0.1\"}\n}\n", 2,
-                 "redis: redins option not supported yet (zones kept in Redis)");
+                 "redis: ip: is a key of redins' handler: redis, not of tern's redis (give "
+                 "address: \"HOST:PORT\", or move the block under handler)");
+    expect_error("redis:\n  address: 127.0.0.1:6379\n  connection: {read_timeout: 1}\n", 3,
+                 "redis: connection: is a key of redins' handler: redis, not of tern's redis "
+                 "(give address: \"HOST:PORT\", or move the block under handler)");
     expect_error("workers: 1\nlog:\n  enable: true\n", 2,
                  "log: redins option not supported yet (the per-query event log)");
     expect_error("upstream: []\n", 1,
                  "upstream: redins option not supported yet (forwarding to upstream resolvers)");
-    expect_error("geoip: {enable: false}\n", 1,
-                 "geoip: redins option not supported yet (GeoIP answer selection)");
+    /* ... and inside handler */
+    expect_error("handler:\n  zone_reload: 60\n  log: {enable: false}\n", 3,
+                 "handler: log: not supported yet (the per-query event log)");
+    expect_error("{\"handler\": {\n  \"upstream\": [{\"ip\": \"1.1.1.1\", \"port\": 53}]}}\n", 2,
+                 "handler: upstream: not supported yet (forwarding to upstream resolvers)");
+    expect_error("handler:\n  healthcheck: {enable: false}\n", 2,
+                 "handler: healthcheck: not supported yet (health checks of answer addresses)");
     expect_error("\n\nhealthcheck: {}\n", 3,
                  "healthcheck: redins option not supported yet (health checks of answer "
                  "addresses)");
@@ -430,6 +528,620 @@ static void test_redins_errors(void **state)
     assert_int_equal(c.log_level, LOG_LVL_ERR);
     assert_int_equal(c.log_target, LOG_TARGET_STDOUT);
     config_free(&c);
+}
+
+/* tern's "redis:" block: every key, the address forms, null and empty values. */
+static void test_redis_yaml(void **state)
+{
+    (void)state;
+    config_t c = load_text("redis:\n"
+                           "  address: \"10.0.0.7:6380\"\n"
+                           "  db: 1023\n"
+                           "  password: s3cret\n"
+                           "  prefix: \"pre_\"\n"
+                           "  suffix: _suf\n"
+                           "  connect_timeout: 600000\n"
+                           "  read_timeout: 1\n"
+                           "  zone_reload: 604800\n"
+                           "  changes_channel: zones-changed\n"
+                           "  default_ttl: 2147483647\n"
+                           "  max_ttl: 86400\n");
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "10.0.0.7");
+    assert_int_equal(c.redis.port, 6380);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.db, 1023);
+    assert_string_equal(c.redis.password, "s3cret");
+    assert_string_equal(c.redis.prefix, "pre_");
+    assert_string_equal(c.redis.suffix, "_suf");
+    assert_int_equal(c.redis.connect_timeout_ms, 600000);
+    assert_int_equal(c.redis.read_timeout_ms, 1);
+    assert_int_equal(c.redis.zone_reload_s, 604800);
+    assert_string_equal(c.redis.changes_channel, "zones-changed");
+    assert_int_equal(c.redis.default_ttl, 2147483647u);
+    assert_int_equal(c.redis.max_ttl, 86400);
+
+    /* a later file's redis replaces all of it; a UNIX socket clears host and port */
+    char err[512];
+    const char *path = write_tmp("redis: {address: /run/redis/redis.sock, zone_reload: 0}\n");
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+    unlink(path);
+    assert_true(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 0);
+    assert_string_equal(c.redis.unix_path, "/run/redis/redis.sock");
+    assert_int_equal(c.redis.db, 0);
+    assert_null(c.redis.password);
+    assert_null(c.redis.prefix);
+    assert_null(c.redis.changes_channel);
+    assert_int_equal(c.redis.zone_reload_s, 0);
+    assert_int_equal(c.redis.max_ttl, 0);
+    /* and null turns Redis off again */
+    path = write_tmp("redis: ~\n");
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+    unlink(path);
+    assert_false(c.redis.enabled);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    config_free(&c);
+
+    /* {} and an empty JSON object: Redis with every default */
+    c = load_text("redis: {}\n");
+    assert_true(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 0);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    config_free(&c);
+    c = load_text("{\"redis\": {}}");
+    assert_true(c.redis.enabled);
+    config_free(&c);
+    /* plain null and nothing at all: no Redis */
+    c = load_text("redis: null\n");
+    assert_false(c.redis.enabled);
+    config_free(&c);
+    c = load_text("redis:\nworkers: 1\n");
+    assert_false(c.redis.enabled);
+    config_free(&c);
+
+    /* IPv6, a DNS name, and null for the default address */
+    c = load_text("{\"redis\": {\"address\": \"[2001:db8::1]:7000\", \"db\": 0}}");
+    assert_string_equal(c.redis.host, "2001:db8::1");
+    assert_int_equal(c.redis.port, 7000);
+    config_free(&c);
+    c = load_text("redis:\n  address: redis-1.internal.example:6379\n");
+    assert_string_equal(c.redis.host, "redis-1.internal.example");
+    assert_int_equal(c.redis.port, 6379);
+    config_free(&c);
+    c = load_text("redis:\n  address: ~\n  db: 2\n");
+    assert_true(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.port, 0);
+    assert_int_equal(c.redis.db, 2);
+    config_free(&c);
+
+    /* "" : no AUTH, no prefix; but "" for changes_channel is "no channel", unlike null */
+    c = load_text("redis:\n  password: \"\"\n  prefix: ''\n  suffix: ~\n  changes_channel: \"\"\n");
+    assert_null(c.redis.password);
+    assert_null(c.redis.prefix);
+    assert_null(c.redis.suffix);
+    assert_non_null(c.redis.changes_channel);
+    assert_string_equal(c.redis.changes_channel, "");
+    config_free(&c);
+    c = load_text("redis:\n  changes_channel: ~\n");
+    assert_null(c.redis.changes_channel);
+    config_free(&c);
+}
+
+static void test_redis_errors(void **state)
+{
+    (void)state;
+    static const char want_keys[] = "(want address, db, password, prefix, suffix, connect_timeout, "
+                                    "read_timeout, zone_reload, changes_channel, default_ttl, "
+                                    "max_ttl)";
+    char msg[512];
+    /* wrong types */
+    snprintf(msg, sizeof(msg), "redis: expected a mapping {%.*s}, got a plain scalar",
+             (int)strlen(want_keys) - 7, want_keys + 6);
+    expect_error("redis: 127.0.0.1:6379\n", 1, msg);
+    snprintf(msg, sizeof(msg), "redis: expected a mapping {%.*s}, got a list",
+             (int)strlen(want_keys) - 7, want_keys + 6);
+    expect_error("workers: 1\nredis: [127.0.0.1:6379]\n", 2, msg);
+    expect_error("redis:\n  db: \"1\"\n", 2, "redis: db: expected an integer, got \"1\"");
+    expect_error("redis:\n  read_timeout: 5s\n", 2,
+                 "redis: read_timeout: expected an integer, got \"5s\"");
+    expect_error("redis:\n  zone_reload: [600]\n", 2,
+                 "redis: zone_reload: expected an integer, got a list");
+    expect_error("redis:\n  password: [x]\n", 2, "redis: password: expected a string, got a list");
+    expect_error("redis:\n  prefix: {a: b}\n", 2,
+                 "redis: prefix: expected a string, got a mapping");
+    expect_error("redis:\n  changes_channel: \"a\\0b\"\n", 2,
+                 "redis: changes_channel: contains a NUL byte");
+    expect_error(
+        "redis:\n  address: [127.0.0.1:6379]\n", 2,
+        "redis: address: expected HOST:PORT, [V6]:PORT or /path/of/redis.sock, got a list");
+    expect_error("{\"redis\": {\"address\": 6379}}", 1,
+                 "redis: address: bad address \"6379\" (want HOST:PORT, [V6]:PORT or "
+                 "/path/of/redis.sock)");
+    /* out of range */
+    expect_error("redis:\n  db: 1024\n", 2, "redis: db: 1024 is out of range 0..1023");
+    expect_error("redis: {db: -1}\n", 1, "redis: db: -1 is out of range 0..1023");
+    expect_error("redis:\n  connect_timeout: 600001\n", 2,
+                 "redis: connect_timeout: 600001 is out of range 0..600000");
+    expect_error("redis:\n  read_timeout: -5\n", 2,
+                 "redis: read_timeout: -5 is out of range 0..600000");
+    expect_error("redis:\n  zone_reload: 604801\n", 2,
+                 "redis: zone_reload: 604801 is out of range 0..604800");
+    expect_error("redis:\n  default_ttl: 2147483648\n", 2,
+                 "redis: default_ttl: 2147483648 is out of range 0..2147483647");
+    expect_error("redis:\n  max_ttl: -1\n", 2, "redis: max_ttl: -1 is out of range 0..2147483647");
+    /* unknown and duplicate keys */
+    snprintf(msg, sizeof(msg), "redis: unknown key \"host\" %s", want_keys);
+    expect_error("redis:\n  address: 127.0.0.1:6379\n  host: 127.0.0.1\n", 3, msg);
+    snprintf(msg, sizeof(msg), "redis: unknown key \"timeout\" %s", want_keys);
+    expect_error("redis:\n  timeout: 1\n", 2, msg);
+    expect_error("redis:\n  db: 1\n  db: 2\n", 3, "redis: duplicate key \"db\" (first at line 2)");
+    expect_error("redis:\n  db: 1\n  [ip]: 2\n", 3, "redis: keys must be strings, got a list");
+    expect_error("redis: {}\nredis: {}\n", 2, "redis: duplicate key (first at line 1)");
+    /* addresses */
+    static const char *const bad[] = {
+        "localhost",       "127.0.0.1",        "127.0.0.1:0", "127.0.0.1:65536",
+        "127.0.0.1:6379x", "10.1:6379",        "::1:6379",    "[::1]",
+        "[::1]6379",       "[127.0.0.1]:6379", "[x]:6379",    "redis.sock",
+        ":6379",           "-redis:6379",      "a b:6379",    "host:",
+        "1.2.3.4.5:6379",  "[::1]:6379:1",     "\"\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[128];
+        snprintf(text, sizeof(text), "redis:\n  address: %s%s%s\n", bad[i][0] == '"' ? "" : "\"",
+                 bad[i], bad[i][0] == '"' ? "" : "\"");
+        snprintf(msg, sizeof(msg),
+                 "redis: address: bad address \"%s\" (want HOST:PORT, [V6]:PORT or "
+                 "/path/of/redis.sock)",
+                 bad[i][0] == '"' ? "" : bad[i]);
+        expect_error(text, 2, msg);
+    }
+    /* a UNIX socket path has 107 bytes */
+    char name[200], text[300];
+    memset(name, 's', 107);
+    name[0] = '/';
+    name[107] = '\0';
+    snprintf(text, sizeof(text), "redis:\n  address: %s\n", name);
+    config_t c = load_text(text);
+    assert_int_equal(strlen(c.redis.unix_path), 107);
+    config_free(&c);
+    memset(name, 's', 108);
+    name[0] = '/';
+    name[108] = '\0';
+    snprintf(text, sizeof(text), "redis:\n  address: %s\n", name);
+    snprintf(msg, sizeof(msg),
+             "redis: address: \"%s\" is 108 bytes long, more than the 107 allowed", name);
+    expect_error(text, 2, msg);
+    /* strings are at most 1024 bytes */
+    static char big[1200], bigtext[1300];
+    memset(big, 'p', 1024);
+    big[1024] = '\0';
+    snprintf(bigtext, sizeof(bigtext), "redis:\n  password: %s\n", big);
+    c = load_text(bigtext);
+    assert_int_equal(strlen(c.redis.password), 1024);
+    config_free(&c);
+    big[1024] = 'p';
+    big[1025] = '\0';
+    snprintf(bigtext, sizeof(bigtext), "redis:\n  password: %s\n", big);
+    config_init(&c);
+    char err[2048];
+    const char *path = write_tmp(bigtext);
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
+    unlink(path);
+    assert_non_null(strstr(err, ":2: redis: password: \"pppp"));
+    assert_non_null(strstr(err, "\" is 1025 bytes long, more than the 1024 allowed"));
+    config_free(&c);
+
+    /* tern's redis and redins' handler set the same things: one of them */
+    expect_error("redis: {}\nhandler: {}\n", 2,
+                 "handler: conflicts with redis at line 1 (give one of them)");
+    expect_error("handler:\n  redis: {ip: 127.0.0.1}\nredis:\n  db: 1\n", 3,
+                 "redis: conflicts with handler at line 1 (give one of them)");
+    expect_error("{\n  \"redis\": {\"address\": \"127.0.0.1:6379\"},\n"
+                 "  \"handler\": {\"redis\": {\"ip\": \"127.0.0.1\", \"port\": 6379}}\n}\n",
+                 3, "handler: conflicts with redis at line 2 (give one of them)");
+}
+
+/* redins' handler, in the union of its versions: old (ip/port, default_ttl), new (max_ttl,
+ * address/net/db, uperdis' connection). */
+static void test_redins_handler(void **state)
+{
+    (void)state;
+    /* redins' own config.json handler block */
+    config_t c = load_text("{\n"
+                           "  \"handler\": {\n"
+                           "    \"max_ttl\": 300,\n"
+                           "    \"cache_timeout\": 10,\n"
+                           "    \"zone_reload\": 60,\n"
+                           "    \"log_source_location\": true,\n"
+                           "    \"upstream_fallback\": false,\n"
+                           "    \"redis\": {\n"
+                           "      \"ip\": \"127.0.0.2\",\n"
+                           "      \"port\": 6380,\n"
+                           "      \"password\": \"pw\",\n"
+                           "      \"prefix\": \"test_\",\n"
+                           "      \"suffix\": \"_test\",\n"
+                           "      \"connect_timeout\": 0,\n"
+                           "      \"read_timeout\": 250\n"
+                           "    }\n"
+                           "  }\n"
+                           "}\n");
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "127.0.0.2");
+    assert_int_equal(c.redis.port, 6380);
+    assert_null(c.redis.unix_path);
+    assert_int_equal(c.redis.db, 0);
+    assert_string_equal(c.redis.password, "pw");
+    assert_string_equal(c.redis.prefix, "test_");
+    assert_string_equal(c.redis.suffix, "_test");
+    assert_int_equal(c.redis.connect_timeout_ms, 0); /* redins' "none": the source's default */
+    assert_int_equal(c.redis.read_timeout_ms, 250);
+    assert_int_equal(c.redis.zone_reload_s, 60);
+    assert_null(c.redis.changes_channel);
+    assert_int_equal(c.redis.max_ttl, 300);
+    assert_int_equal(c.redis.default_ttl, 300);
+    assert_null(c.geoip_db);
+    config_free(&c);
+
+    /* older redins: default_ttl only, no cap */
+    c = load_text("handler:\n  default_ttl: 120\n  redis: {ip: \"::1\"}\n");
+    assert_string_equal(c.redis.host, "::1");
+    assert_int_equal(c.redis.port, 0);
+    assert_int_equal(c.redis.default_ttl, 120);
+    assert_int_equal(c.redis.max_ttl, 0);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    config_free(&c);
+    /* both: default_ttl for RRsets without one, max_ttl the cap */
+    c = load_text("handler: {default_ttl: 60, max_ttl: 3600}\n");
+    assert_int_equal(c.redis.default_ttl, 60);
+    assert_int_equal(c.redis.max_ttl, 3600);
+    config_free(&c);
+    c = load_text("handler: {max_ttl: 0}\n");
+    assert_int_equal(c.redis.default_ttl, 0);
+    assert_int_equal(c.redis.max_ttl, 0);
+    config_free(&c);
+
+    /* a handler without redis: redins' defaults, which are the source's */
+    c = load_text("handler: {}\n");
+    assert_true(c.redis.enabled);
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 0);
+    assert_int_equal(c.redis.zone_reload_s, 600);
+    config_free(&c);
+    /* a port alone, a name */
+    c = load_text("handler:\n  redis: {port: 6390}\n");
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 6390);
+    config_free(&c);
+    c = load_text("handler:\n  redis: {ip: redis.internal}\n");
+    assert_string_equal(c.redis.host, "redis.internal");
+    config_free(&c);
+
+    /* uperdis: address, net, db, and the connection pool (its timeouts map, the rest is ignored) */
+    c = load_text(
+        "{\"handler\": {\"redis\": {\n"
+        "  \"address\": \"[::1]:6379\", \"net\": \"tcp\", \"db\": 7,\n"
+        "  \"password\": \"\", \"prefix\": \"\", \"suffix\": \"\",\n"
+        "  \"connection\": {\"max_idle_connections\": 10, \"max_active_connections\": 0,\n"
+        "    \"connect_timeout\": 1500, \"read_timeout\": 3000,\n"
+        "    \"idle_keep_alive\": 30, \"max_keep_alive\": 0,\n"
+        "    \"wait_for_connection\": true}}}}\n");
+    assert_string_equal(c.redis.host, "::1");
+    assert_int_equal(c.redis.port, 6379);
+    assert_int_equal(c.redis.db, 7);
+    assert_null(c.redis.password);
+    assert_null(c.redis.prefix);
+    assert_null(c.redis.suffix);
+    assert_int_equal(c.redis.connect_timeout_ms, 1500);
+    assert_int_equal(c.redis.read_timeout_ms, 3000);
+    config_free(&c);
+    c = load_text("handler:\n  redis:\n    address: redis.internal:6379\n    connection: {}\n");
+    assert_string_equal(c.redis.host, "redis.internal");
+    assert_int_equal(c.redis.port, 6379);
+    config_free(&c);
+    /* UNIX sockets: net unix, relative to the config file; a path alone says unix too */
+    c = load_text("handler:\n  redis: {net: unix, address: run/redis.sock, db: 1}\n");
+    assert_null(c.redis.host);
+    assert_int_equal(c.redis.port, 0);
+    assert_string_equal(c.redis.unix_path, "/tmp/run/redis.sock");
+    assert_int_equal(c.redis.db, 1);
+    config_free(&c);
+    c = load_text("handler:\n  redis: {address: /var/run/redis/redis.sock}\n");
+    assert_string_equal(c.redis.unix_path, "/var/run/redis/redis.sock");
+    assert_null(c.redis.host);
+    config_free(&c);
+
+    /* geoip: enable with db (or country_db) sets geoip_db, relative to the config file */
+    c = load_text("handler:\n  geoip: {enable: true, db: geoCity.mmdb}\n");
+    assert_string_equal(c.geoip_db, "/tmp/geoCity.mmdb");
+    assert_null(c.geoip_db_v6);
+    config_free(&c);
+    c = load_text("{\"handler\": {\"geoip\": {\"enable\": true, \"country_db\": "
+                  "\"/usr/share/GeoIP/GeoLite2-City.mmdb\", \"asn_db\": \"\"}}}\n");
+    assert_string_equal(c.geoip_db, "/usr/share/GeoIP/GeoLite2-City.mmdb");
+    config_free(&c);
+    /* enable false, or left out as redins defaults it: nothing, whatever the files say */
+    c = load_text("handler:\n  geoip: {enable: false, db: a.mmdb, asn_db: asn.mmdb}\n");
+    assert_null(c.geoip_db);
+    config_free(&c);
+    c = load_text("handler:\n  geoip: {country_db: a.mmdb}\n");
+    assert_null(c.geoip_db);
+    config_free(&c);
+    /* geoip_db_v6 still adds a separate IPv6 database */
+    c = load_text("handler:\n  geoip: {enable: true, db: /g/v4.mmdb}\ngeoip_db_v6: /g/v6.mmdb\n");
+    assert_string_equal(c.geoip_db, "/g/v4.mmdb");
+    assert_string_equal(c.geoip_db_v6, "/g/v6.mmdb");
+    config_free(&c);
+    /* older redins: geoip at the top level */
+    c = load_text("{\"geoip\": {\"enable\": true, \"db\": \"geoCity.mmdb\"}}\n");
+    assert_string_equal(c.geoip_db, "/tmp/geoCity.mmdb");
+    assert_false(c.redis.enabled);
+    config_free(&c);
+    c = load_text("geoip: {enable: false}\n");
+    assert_null(c.geoip_db);
+    config_free(&c);
+}
+
+static void test_redins_handler_errors(void **state)
+{
+    (void)state;
+    expect_error("handler: []\n", 1,
+                 "handler: expected a mapping {redis, zone_reload, max_ttl, default_ttl, "
+                 "cache_timeout, log_source_location, upstream_fallback, geoip}, got a list");
+    expect_error("handler:\n  zone_reload: 60\n  dnssec: true\n", 3,
+                 "handler: unknown key \"dnssec\" (want redis, zone_reload, max_ttl, default_ttl, "
+                 "cache_timeout, log_source_location, upstream_fallback, geoip)");
+    expect_error("handler:\n  zone_reload: 60\n  zone_reload: 61\n", 3,
+                 "handler: duplicate key \"zone_reload\" (first at line 2)");
+    /* types and ranges */
+    expect_error("handler:\n  zone_reload: 0\n", 2,
+                 "handler: zone_reload: 0 is out of range 1..604800");
+    expect_error("handler:\n  zone_reload: \"600\"\n", 2,
+                 "handler: zone_reload: expected an integer, got \"600\"");
+    expect_error("handler:\n  max_ttl: -1\n", 2,
+                 "handler: max_ttl: -1 is out of range 0..2147483647");
+    expect_error("handler:\n  default_ttl: 1.5\n", 2,
+                 "handler: default_ttl: expected an integer, got \"1.5\"");
+    expect_error("handler:\n  cache_timeout: \"60\"\n", 2,
+                 "handler: cache_timeout: expected an integer, got \"60\"");
+    expect_error("handler:\n  cache_timeout: -1\n", 2,
+                 "handler: cache_timeout: -1 is out of range 0..2147483647");
+    expect_error("handler:\n  log_source_location: 1\n", 2,
+                 "handler: log_source_location: expected true or false, got a plain scalar");
+    expect_error("handler:\n  upstream_fallback: \"false\"\n", 2,
+                 "handler: upstream_fallback: expected true or false, got a string");
+    expect_error("{\"handler\": {\n  \"upstream_fallback\": true}}\n", 2,
+                 "handler: upstream_fallback: true is not supported (tern answers from its own "
+                 "zones and forwards nothing)");
+    /* handler.redis */
+    expect_error("handler:\n  redis: 127.0.0.1:6379\n", 2,
+                 "handler: redis: expected a mapping {ip, port, address, net, db, password, "
+                 "prefix, suffix, connect_timeout, read_timeout, connection}, got a plain scalar");
+    expect_error("handler:\n  redis:\n    host: 127.0.0.1\n", 3,
+                 "handler: redis: unknown key \"host\" (want ip, port, address, net, db, "
+                 "password, prefix, suffix, connect_timeout, read_timeout, connection)");
+    expect_error("handler:\n  redis:\n    port: 0\n", 3,
+                 "handler: redis: port: 0 is out of range 1..65535");
+    expect_error("handler:\n  redis:\n    port: 65536\n", 3,
+                 "handler: redis: port: 65536 is out of range 1..65535");
+    expect_error("handler:\n  redis:\n    port: \"6379\"\n", 3,
+                 "handler: redis: port: expected an integer, got \"6379\"");
+    expect_error("handler:\n  redis:\n    ip: 1.2.3\n", 3,
+                 "handler: redis: ip: bad address \"1.2.3\"");
+    expect_error("handler:\n  redis:\n    ip: \"[::1]\"\n", 3,
+                 "handler: redis: ip: bad address \"[::1]\"");
+    expect_error("handler:\n  redis:\n    ip: [127.0.0.1]\n", 3,
+                 "handler: redis: ip: expected an address, got a list");
+    expect_error("handler:\n  redis:\n    ip: \"\"\n", 3,
+                 "handler: redis: ip: expected an address, got a string");
+    expect_error("handler:\n  redis:\n    db: 1024\n", 3,
+                 "handler: redis: db: 1024 is out of range 0..1023");
+    expect_error("handler:\n  redis:\n    password: 1234\n    prefix: [a]\n", 4,
+                 "handler: redis: prefix: expected a string, got a list");
+    expect_error("handler:\n  redis:\n    connect_timeout: 600001\n", 3,
+                 "handler: redis: connect_timeout: 600001 is out of range 0..600000");
+    expect_error("handler:\n  redis:\n    read_timeout: \"1s\"\n", 3,
+                 "handler: redis: read_timeout: expected an integer, got \"1s\"");
+    expect_error("handler:\n  redis:\n    net: udp\n", 3,
+                 "handler: redis: net: expected tcp or unix, got \"udp\"");
+    expect_error("handler:\n  redis:\n    net: unix\n", 3,
+                 "handler: redis: net: unix needs address, the socket's path");
+    expect_error(
+        "handler:\n  redis:\n    net: unix\n    address: /run/redis.sock\n    ip: 1.2.3.4\n", 5,
+        "handler: redis: ip: not used with a UNIX socket (net: unix)");
+    expect_error("handler:\n  redis:\n    address: /run/redis.sock\n    port: 6379\n", 4,
+                 "handler: redis: port: not used with a UNIX socket (net: unix)");
+    expect_error("handler:\n  redis:\n    ip: 127.0.0.1\n    address: 127.0.0.1:6379\n", 4,
+                 "handler: redis: address: give address or ip and port, not both");
+    expect_error("handler:\n  redis:\n    net: tcp\n    address: /run/redis.sock\n", 4,
+                 "handler: redis: address: bad address \"/run/redis.sock\" (want HOST:PORT or "
+                 "[V6]:PORT, or net: unix and the socket's path)");
+    expect_error("handler:\n  redis:\n    address: 127.0.0.1\n", 3,
+                 "handler: redis: address: bad address \"127.0.0.1\" (want HOST:PORT or "
+                 "[V6]:PORT, or net: unix and the socket's path)");
+    expect_error("handler:\n  redis:\n    address: \"\"\n", 3,
+                 "handler: redis: address: expected a non-empty string, got a string");
+    char name[200], text[300], msg[512];
+    memset(name, 's', 100);
+    memcpy(name, "sock/", 5);
+    name[100] = '\0';
+    snprintf(text, sizeof(text), "handler:\n  redis: {net: unix, address: %s}\n", name);
+    snprintf(msg, sizeof(msg),
+             "handler: redis: address: \"/tmp/%s\" is 105 bytes long, more than the 107 allowed",
+             name);
+    config_t c = load_text(text);
+    assert_int_equal(strlen(c.redis.unix_path), 105);
+    config_free(&c);
+    memset(name, 's', 104);
+    memcpy(name, "sock/", 5);
+    name[104] = '\0';
+    snprintf(text, sizeof(text), "handler:\n  redis: {net: unix, address: %s}\n", name);
+    snprintf(msg, sizeof(msg),
+             "handler: redis: address: \"/tmp/%s\" is 109 bytes long, more than the 107 allowed",
+             name);
+    expect_error(text, 2, msg);
+    /* handler.redis.connection */
+    expect_error("handler:\n  redis:\n    connection: 10\n", 3,
+                 "handler: redis: connection: expected a mapping {max_idle_connections, "
+                 "max_active_connections, connect_timeout, read_timeout, idle_keep_alive, "
+                 "max_keep_alive, wait_for_connection}, got a plain scalar");
+    expect_error("handler:\n  redis:\n    connection:\n      pool_size: 10\n", 4,
+                 "handler: redis: connection: unknown key \"pool_size\" (want "
+                 "max_idle_connections, max_active_connections, connect_timeout, read_timeout, "
+                 "idle_keep_alive, max_keep_alive, wait_for_connection)");
+    expect_error("handler:\n  redis:\n    connect_timeout: 100\n    connection:\n"
+                 "      connect_timeout: 200\n",
+                 5,
+                 "handler: redis: connection: connect_timeout: given twice (also handler: redis: "
+                 "connect_timeout at line 3)");
+    expect_error("handler:\n  redis:\n    connection: {read_timeout: 1}\n    read_timeout: 2\n", 3,
+                 "handler: redis: connection: read_timeout: given twice (also handler: redis: "
+                 "read_timeout at line 4)");
+    expect_error("handler:\n  redis:\n    connection: {read_timeout: 600001}\n", 3,
+                 "handler: redis: connection: read_timeout: 600001 is out of range 0..600000");
+    expect_error("handler:\n  redis:\n    connection:\n      max_idle_connections: -1\n", 4,
+                 "handler: redis: connection: max_idle_connections: -1 is out of range "
+                 "0..2147483647");
+    expect_error("handler:\n  redis:\n    connection:\n      idle_keep_alive: 30s\n", 4,
+                 "handler: redis: connection: idle_keep_alive: expected an integer, got \"30s\"");
+    expect_error("handler:\n  redis:\n    connection:\n      wait_for_connection: yes\n", 4,
+                 "handler: redis: connection: wait_for_connection: expected true or false, got a "
+                 "plain scalar");
+    /* geoip */
+    expect_error("handler:\n  geoip: true\n", 2,
+                 "handler: geoip: expected a mapping {enable, db, country_db, asn_db}, got a "
+                 "plain scalar");
+    expect_error("handler:\n  geoip: {enable: true, path: a.mmdb}\n", 2,
+                 "handler: geoip: unknown key \"path\" (want enable, db, country_db, asn_db)");
+    expect_error("handler:\n  geoip:\n    enable: \"true\"\n", 3,
+                 "handler: geoip: enable: expected true or false, got a string");
+    expect_error("handler:\n  geoip:\n    enable: true\n", 3,
+                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
+    expect_error("handler:\n  geoip:\n    enable: true\n    db: \"\"\n", 3,
+                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
+    expect_error("handler:\n  geoip:\n    enable: true\n    db: [a]\n", 4,
+                 "handler: geoip: db: expected a string, got a list");
+    expect_error("handler:\n  geoip:\n    db: a.mmdb\n    country_db: b.mmdb\n", 4,
+                 "handler: geoip: country_db: give db or country_db, not both");
+    expect_error("{\"handler\": {\"geoip\": {\"enable\": true,\n"
+                 "  \"country_db\": \"GeoLite2-City.mmdb\",\n"
+                 "  \"asn_db\": \"GeoLite2-ASN.mmdb\"}}}\n",
+                 3,
+                 "handler: geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn "
+                 "data with 'ternctl asn compile -o asn.bin ...' and set asn_table");
+    expect_error("geoip:\n  enable: true\n  asn_db: asn.mmdb\n  db: city.mmdb\n", 3,
+                 "geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn data with "
+                 "'ternctl asn compile -o asn.bin ...' and set asn_table");
+    expect_error("geoip: {enable: 1}\n", 1,
+                 "geoip: enable: expected true or false, got a plain scalar");
+    /* one place for the geo database */
+    expect_error("geoip_db: a.mmdb\nhandler:\n  geoip: {enable: true, db: b.mmdb}\n", 3,
+                 "handler: geoip: conflicts with geoip_db at line 1 (give one of them)");
+    expect_error("handler:\n  zone_reload: 60\n  geoip: {enable: true, db: b}\ngeoip_db: a.mmdb\n",
+                 4, "geoip_db: conflicts with handler: geoip at line 3 (give one of them)");
+    expect_error("geoip: {enable: true, db: a.mmdb}\nhandler:\n  geoip: {enable: true, db: b}\n", 3,
+                 "handler: geoip: conflicts with geoip at line 1 (give one of them)");
+    expect_error("handler:\n  geoip: {enable: true, db: b}\ngeoip: {enable: true, db: c}\n", 3,
+                 "geoip: conflicts with handler: geoip at line 2 (give one of them)");
+    expect_error("geoip_db: a.mmdb\ngeoip: {enable: true, db: b.mmdb}\n", 2,
+                 "geoip: conflicts with geoip_db at line 1 (give one of them)");
+    expect_error("geoip: {enable: true, db: b.mmdb}\n\ngeoip_db: ~\n", 3,
+                 "geoip_db: conflicts with geoip at line 1 (give one of them)");
+    /* a disabled redins geoip sets nothing, so it is no rival */
+    c = load_text("handler:\n  geoip: {enable: false, db: b.mmdb}\ngeoip_db: /a.mmdb\n");
+    assert_string_equal(c.geoip_db, "/a.mmdb");
+    config_free(&c);
+    c = load_text("geoip_db: /a.mmdb\ngeoip: {enable: false}\nhandler:\n  geoip: {db: b.mmdb}\n");
+    assert_string_equal(c.geoip_db, "/a.mmdb");
+    config_free(&c);
+    c = load_text("geoip: {enable: true, db: /top.mmdb}\nhandler:\n  geoip: {enable: false}\n");
+    assert_string_equal(c.geoip_db, "/top.mmdb");
+    config_free(&c);
+    /* but geoip_db_v6 beside any of them is fine, and so is handler beside geoip_db */
+    c = load_text("geoip_db: /a.mmdb\nhandler: {zone_reload: 5}\n");
+    assert_string_equal(c.geoip_db, "/a.mmdb");
+    assert_int_equal(c.redis.zone_reload_s, 5);
+    config_free(&c);
+}
+
+/* config_same_redis: every field, strings by content; NULL and "" differ. */
+static void test_same_redis(void **state)
+{
+    (void)state;
+    static const char text[] = "redis:\n  address: 10.1.2.3:6379\n  db: 2\n  password: pw\n"
+                               "  prefix: p\n  suffix: s\n  connect_timeout: 100\n"
+                               "  read_timeout: 200\n  zone_reload: 30\n  changes_channel: ch\n"
+                               "  default_ttl: 60\n  max_ttl: 600\n";
+    config_t a = load_text(text), b = load_text(text);
+    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_ptr_not_equal(a.redis.host, b.redis.host);
+    config_redis_t *r = &b.redis;
+    /* each number */
+#define DIFFERS(field, value)                                                                      \
+    do {                                                                                           \
+        __typeof__(r->field) saved = r->field;                                                     \
+        r->field = (value);                                                                        \
+        assert_false(config_same_redis(&a.redis, r));                                              \
+        assert_false(config_same_redis(r, &a.redis));                                              \
+        r->field = saved;                                                                          \
+        assert_true(config_same_redis(&a.redis, r));                                               \
+    } while (0)
+    DIFFERS(enabled, false);
+    DIFFERS(port, 6380);
+    DIFFERS(db, 3);
+    DIFFERS(connect_timeout_ms, 101);
+    DIFFERS(read_timeout_ms, 0);
+    DIFFERS(zone_reload_s, 600);
+    DIFFERS(default_ttl, 0);
+    DIFFERS(max_ttl, 0);
+    /* each string: another value, NULL, and "" */
+    char **strs[] = {&r->host,   &r->unix_path, &r->password,
+                     &r->prefix, &r->suffix,    &r->changes_channel};
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        char *saved = *strs[i];
+        char other[] = "other", empty[] = "";
+        *strs[i] = other;
+        assert_false(config_same_redis(&a.redis, r));
+        *strs[i] = empty;
+        assert_false(config_same_redis(&a.redis, r));
+        *strs[i] = NULL;
+        assert_int_equal(config_same_redis(&a.redis, r), saved == NULL);
+        *strs[i] = saved;
+        assert_true(config_same_redis(&a.redis, r));
+    }
+#undef DIFFERS
+    config_free(&b);
+    /* written differently, the same settings */
+    b = load_text(
+        "{\"handler\": {\"zone_reload\": 30, \"max_ttl\": 600, \"default_ttl\": 60,\n"
+        "  \"redis\": {\"ip\": \"10.1.2.3\", \"port\": 6379, \"db\": 2, \"password\": \"pw\",\n"
+        "    \"prefix\": \"p\", \"suffix\": \"s\", \"connect_timeout\": 100,\n"
+        "    \"connection\": {\"read_timeout\": 200}}}}\n");
+    assert_false(config_same_redis(&a.redis, &b.redis)); /* no changes_channel in redins */
+    free(b.redis.changes_channel);
+    b.redis.changes_channel = strdup("ch");
+    assert_true(config_same_redis(&a.redis, &b.redis));
+    config_free(&b);
+    /* a UNIX socket is not a host */
+    config_free(&a);
+    a = load_text("redis: {address: /run/a.sock}\n");
+    b = load_text("redis: {address: /run/b.sock}\n");
+    assert_false(config_same_redis(&a.redis, &b.redis));
+    config_free(&b);
+    b = load_text("redis: {address: /run/a.sock}\n");
+    assert_true(config_same_redis(&a.redis, &b.redis));
+    config_free(&b);
+    config_free(&a);
+    /* two configs without Redis */
+    config_init(&a);
+    config_init(&b);
+    assert_true(config_same_redis(&a.redis, &b.redis));
+    config_free(&a);
+    config_free(&b);
 }
 
 static void test_listen_forms(void **state)
@@ -864,9 +1576,39 @@ static void test_copy(void **state)
     assert_int_equal(b.log_target, a.log_target);
     assert_int_equal(b.allow_root, a.allow_root);
     assert_int_equal(b.edns_max_udp, a.edns_max_udp);
+    assert_true(config_same_redis(&a.redis, &b.redis));
     /* independent: freeing one leaves the other whole (ASan would see a double free) */
     config_free(&a);
     assert_string_equal(b.zones[1].file, "/abs/other.zone");
+    config_free(&b);
+
+    /* the redis strings are copied too */
+    a = load_text("redis:\n  address: \"[::1]:6380\"\n  password: pw\n  prefix: p\n"
+                  "  suffix: s\n  changes_channel: \"\"\n  db: 3\n  max_ttl: 60\n");
+    assert_int_equal(config_copy(&b, &a), 0);
+    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_ptr_not_equal(b.redis.host, a.redis.host);
+    assert_ptr_not_equal(b.redis.password, a.redis.password);
+    assert_ptr_not_equal(b.redis.changes_channel, a.redis.changes_channel);
+    config_free(&a);
+    assert_true(b.redis.enabled);
+    assert_string_equal(b.redis.host, "::1");
+    assert_int_equal(b.redis.port, 6380);
+    assert_string_equal(b.redis.password, "pw");
+    assert_string_equal(b.redis.prefix, "p");
+    assert_string_equal(b.redis.suffix, "s");
+    assert_string_equal(b.redis.changes_channel, "");
+    assert_int_equal(b.redis.db, 3);
+    assert_int_equal(b.redis.max_ttl, 60);
+    config_free(&b);
+    assert_false(b.redis.enabled);
+    assert_null(b.redis.host);
+    assert_int_equal(b.redis.zone_reload_s, 600);
+    a = load_text("redis: {address: /run/redis.sock}\n");
+    assert_int_equal(config_copy(&b, &a), 0);
+    assert_string_equal(b.redis.unix_path, "/run/redis.sock");
+    assert_ptr_not_equal(b.redis.unix_path, a.redis.unix_path);
+    config_free(&a);
     config_free(&b);
 
     /* unset strings stay unset */
@@ -880,7 +1622,7 @@ static void test_copy(void **state)
 static void test_schema_print(void **state)
 {
     (void)state;
-    char buf[8192] = "";
+    char buf[12288] = "";
     FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
     assert_non_null(f);
     config_schema_print(f);
@@ -904,10 +1646,13 @@ static void test_schema_print(void **state)
                                        "pid_file",
                                        "control_socket",
                                        "metrics_listen",
+                                       "asn_table",
+                                       "geoip_db",
+                                       "geoip_db_v6",
+                                       "redis",
                                        "server",
                                        "error_log",
                                        "handler",
-                                       "redis",
                                        "log",
                                        "upstream",
                                        "geoip",
@@ -926,7 +1671,32 @@ static void test_schema_print(void **state)
     assert_non_null(strstr(buf, "[error, warning, info or debug, default info]"));
     assert_non_null(strstr(buf, "[stderr, stdout or syslog, default stderr]"));
     assert_non_null(strstr(buf, "[at most 107 bytes, default unset]"));
-    assert_non_null(strstr(buf, "not supported yet: GeoIP answer selection"));
+    /* redis's keys, under it */
+    const char *redis = strstr(buf, "\n  redis ");
+    assert_non_null(redis);
+    static const char *const redis_keys[] = {"address",      "db",          "password",
+                                             "prefix",       "suffix",      "connect_timeout",
+                                             "read_timeout", "zone_reload", "changes_channel",
+                                             "default_ttl",  "max_ttl"};
+    for (size_t i = 0; i < sizeof(redis_keys) / sizeof(redis_keys[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\n    %s ", redis_keys[i]);
+        const char *at = strstr(redis, want);
+        if (!at || at > strstr(buf, "\nredins"))
+            fail_msg("schema print lacks redis key '%s'", redis_keys[i]);
+    }
+    assert_non_null(strstr(buf, "    db                 database to SELECT [0..1023, default 0]"));
+    assert_non_null(strstr(buf, "[0..604800, default 600]"));
+    assert_non_null(strstr(buf, "[0..2147483647, default 0]"));
+    /* handler's keys, and what they map to */
+    const char *handler = strstr(buf, "\n  handler ");
+    assert_non_null(handler);
+    assert_non_null(
+        strstr(handler, "\n    max_ttl            into redis: max_ttl, and default_ttl"));
+    assert_non_null(strstr(handler, "\n    cache_timeout      ignored"));
+    assert_non_null(strstr(handler, "\n    log                not supported yet: the per-query"));
+    assert_non_null(strstr(buf, "\n  geoip                (older redins) {enable, db}"));
+    assert_non_null(strstr(buf, "not supported yet: per-client rate limits"));
     /* every line is one option, well under a terminal's width plus the description */
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         assert_true(strlen(line) < 160);
@@ -939,11 +1709,17 @@ int main(void)
         cmocka_unit_test(test_valid_yaml),
         cmocka_unit_test(test_valid_json),
         cmocka_unit_test(test_example_ternd_yaml),
+        cmocka_unit_test(test_example_redis_block),
         cmocka_unit_test(test_example_has_every_option),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),
         cmocka_unit_test(test_redins_not_supported),
         cmocka_unit_test(test_redins_errors),
+        cmocka_unit_test(test_redis_yaml),
+        cmocka_unit_test(test_redis_errors),
+        cmocka_unit_test(test_redins_handler),
+        cmocka_unit_test(test_redins_handler_errors),
+        cmocka_unit_test(test_same_redis),
         cmocka_unit_test(test_listen_forms),
         cmocka_unit_test(test_bad_listen),
         cmocka_unit_test(test_listen_limit_in_file),

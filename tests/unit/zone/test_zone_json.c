@@ -705,6 +705,21 @@ static void test_soa_required(void **state)
     zone_free(z);
 }
 
+/* redins' handler max_ttl: caps every TTL, and fills in missing ones through default_ttl */
+static void test_max_ttl(void **state)
+{
+    (void)state;
+    zone_json_opts_t opts = {.default_ttl = 120, .max_ttl = 300};
+    zone_t *z = one_label(&opts, "www",
+                          "{\"a\": {\"ttl\": 3600, \"records\": [{\"ip\": \"192.0.2.1\"}]}, "
+                          "\"txt\": {\"ttl\": 60, \"records\": [{\"text\": \"x\"}]}, "
+                          "\"mx\": {\"records\": [{\"host\": \"m.test\", \"preference\": 1}]}}");
+    assert_int_equal(rrset(z, "www." ORIGIN, 1)->ttl, 300);
+    assert_int_equal(rrset(z, "www." ORIGIN, 16)->ttl, 60);
+    assert_int_equal(rrset(z, "www." ORIGIN, 15)->ttl, 120);
+    zone_free(z);
+}
+
 static void test_apex_ns_synthesised(void **state)
 {
     char log[2048];
@@ -905,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_value_errors),
         cmocka_unit_test(test_soa_required),
         cmocka_unit_test(test_apex_ns_synthesised),
+        cmocka_unit_test(test_max_ttl),
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_example_file),
