@@ -1,0 +1,368 @@
+#!/usr/bin/python3
+"""Zones from Redis in the redins schema, end to end, against a real redis-server.
+
+Starts redis-server on a free loopback port (keyspace notifications on, no persistence but an
+explicit SAVE), writes a zone the way redins keeps it (set redins:zones, hash
+redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspython:
+
+  same_as_file      a ternd serving the zone from Redis answers like a ternd serving the same
+                    data from an RFC 1035 zone file (every query of a list: rcode, flags,
+                    sections)
+  live_change       HSET of a label: the new answer within 1 s (the test polls and reports it)
+  live_add_delete   a new label answers, an HDEL'd label is NXDOMAIN, within 1 s
+  zone_add_remove   SADD of a new zone (config + hash first) serves it; SREM stops it (REFUSED)
+  bad_json          a label with invalid JSON is skipped and logged with zone and label; the
+                    rest of the zone is served
+  no_soa            a zone whose config has no SOA is rejected whole, logged; an update that
+                    breaks the SOA of a served zone keeps the previous version
+  redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
+                    was away (edited through a second, temporary redis-server on the saved dump):
+                    the change arrives
+  clean_exit        ternd exits 0 on SIGTERM
+
+Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
+bounded; only the processes started here are stopped, by PID.
+
+    test_redis.py --ternd build/ternd
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import dns.message
+import dns.query
+import dns.rcode
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
+from servers import LOOPBACK, Failure, Ternd, clean_exit_result, expect, report  # noqa: E402
+
+ZONE = "mig.test."
+TIMEOUT = 2.0
+LIVE_LIMIT = 1.0  # seconds: the issue's bound for a change to reach answers
+WAIT = 15.0       # bound of every other wait
+
+SOA = {"ttl": 3600, "ns": "ns1.mig.test.", "MBox": "hostmaster.mig.test.", "refresh": 3600,
+       "retry": 600, "expire": 86400, "minttl": 300, "serial": 2024010101}
+LABELS = {
+    "@": {"ns": {"ttl": 3600, "records": [{"host": "ns1.mig.test."}, {"host": "ns2.mig.test."}]},
+          "mx": {"ttl": 300, "records": [{"host": "mail.mig.test.", "preference": 10}]},
+          "txt": {"ttl": 300, "records": [{"text": "v=spf1 -all"}]},
+          "caa": {"ttl": 300, "records": [{"tag": "issue", "value": "ca.example", "flag": 0}]}},
+    "ns1": {"a": {"ttl": 3600, "records": [{"ip": "192.0.2.53"}]}},
+    "ns2": {"a": {"ttl": 3600, "records": [{"ip": "192.0.2.54"}]}},
+    "www": {"a": {"ttl": 300, "records": [{"ip": "192.0.2.10"}, {"ip": "192.0.2.11"}]},
+            "aaaa": {"ttl": 300, "records": [{"ip": "2001:db8::10"}]}},
+    "mail": {"a": {"ttl": 300, "records": [{"ip": "192.0.2.25"}]}},
+    "alias": {"cname": {"ttl": 300, "host": "www.mig.test."}},
+    "_sip._udp": {"srv": {"ttl": 300, "records": [{"target": "sip.mig.test.", "port": 5060,
+                                                   "priority": 10, "weight": 5}]}},
+    "sip": {"a": {"ttl": 300, "records": [{"ip": "192.0.2.60"}]}},
+    "a.b": {"txt": {"ttl": 60, "records": [{"text": "deep"}]}},
+}
+ZONE_FILE = """$ORIGIN mig.test.
+@        3600 IN SOA ns1.mig.test. hostmaster.mig.test. 2024010101 3600 600 86400 300
+@        3600 IN NS  ns1.mig.test.
+@        3600 IN NS  ns2.mig.test.
+@         300 IN MX  10 mail.mig.test.
+@         300 IN TXT "v=spf1 -all"
+@         300 IN CAA 0 issue "ca.example"
+ns1      3600 IN A   192.0.2.53
+ns2      3600 IN A   192.0.2.54
+www       300 IN A   192.0.2.10
+www       300 IN A   192.0.2.11
+www       300 IN AAAA 2001:db8::10
+mail      300 IN A   192.0.2.25
+alias     300 IN CNAME www.mig.test.
+_sip._udp 300 IN SRV 10 5 5060 sip.mig.test.
+sip       300 IN A   192.0.2.60
+a.b        60 IN TXT "deep"
+"""
+QUERIES = [("mig.test.", "SOA"), ("mig.test.", "NS"), ("mig.test.", "MX"), ("mig.test.", "TXT"),
+           ("mig.test.", "CAA"), ("www.mig.test.", "A"), ("WWW.Mig.Test.", "AAAA"),
+           ("www.mig.test.", "TXT"), ("alias.mig.test.", "A"), ("_sip._udp.mig.test.", "SRV"),
+           ("nope.mig.test.", "A"), ("b.mig.test.", "TXT"), ("a.b.mig.test.", "TXT"),
+           ("mail.mig.test.", "A"), ("x.nope.mig.test.", "AAAA")]
+
+
+class Redis:
+    """A redis-server of our own, and a minimal RESP client for it."""
+
+    def __init__(self, workdir, port=None, name="redis"):
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = port or servers.free_port()
+        self.proc = None
+        self.sock = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", LOOPBACK, "--dir", self.dir,
+             "--save", "", "--appendonly", "no", "--notify-keyspace-events", "KEA",
+             "--logfile", os.path.join(self.dir, "redis.log")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                self.sock = socket.create_connection((LOOPBACK, self.port), timeout=1)
+                if self.cmd("PING") == "PONG":
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start on port %d" % self.port)
+
+    def stop(self):
+        if self.sock:
+            self.sock.close()
+            self.sock = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=WAIT)
+
+    def cmd(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        f = self.sock.makefile("rb")
+        try:
+            return self._reply(f)
+        finally:
+            f.close()
+
+    def _reply(self, f):
+        line = f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError("redis: " + rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data.decode()
+        if kind == b"*":
+            return [self._reply(f) for _ in range(int(rest))]
+        raise RuntimeError("redis: bad reply %r" % line)
+
+    def put_zone(self, zone, labels, soa=SOA):
+        cfg = {"soa": soa} if soa is not None else {"domain_id": "x"}
+        self.cmd("SET", "redins:zones:%s:config" % zone, json.dumps(cfg))
+        for label, value in labels.items():
+            text = value if isinstance(value, str) else json.dumps(value)
+            self.cmd("HSET", "redins:zones:%s" % zone, label, text)
+        self.cmd("SADD", "redins:zones", zone)
+
+
+def ask(port, name, rtype):
+    q = dns.message.make_query(name, rtype)
+    return dns.query.udp(q, LOOPBACK, port=port, timeout=TIMEOUT)
+
+
+def summary(r):
+    """What must match between two servers: rcode, flags, and each section as sorted text."""
+    def section(rrsets):
+        return sorted(sorted(rrset.to_text().lower().split("\n")) for rrset in rrsets)
+    return (dns.rcode.to_text(r.rcode()), dns.flags.to_text(r.flags), section(r.answer),
+            section(r.authority), section(r.additional))
+
+
+def addresses(port, name):
+    try:
+        r = ask(port, name, "A")
+    except Exception:  # noqa: BLE001 - a timeout is "no answer yet"
+        return None
+    if r.rcode() != dns.rcode.NOERROR:
+        return dns.rcode.to_text(r.rcode())
+    return sorted(rd.address for rrset in r.answer for rd in rrset if rrset.rdtype == 1)
+
+
+def wait_for(port, name, want, limit):
+    """Seconds until name's A answer is want (list, or an rcode text); Failure after limit."""
+    start = time.monotonic()
+    last = None
+    while time.monotonic() - start < limit:
+        last = addresses(port, name)
+        if last == want:
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise Failure("%s: still %s after %.1f s, want %s" % (name, last, limit, want))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ternd", default=os.environ.get("TERND"))
+    args = ap.parse_args()
+    if not args.ternd:
+        ap.error("--ternd is required")
+    if not servers.find_program("redis-server"):
+        print("redis-server is not installed (.ci/install-deps --test)")
+        return 1
+    work = tempfile.mkdtemp(prefix="tern-redis-")
+    redis = tern = ftern = None
+    results = []
+    timings = []
+
+    def check(name, fn):
+        try:
+            fn()
+            results.append((name, None))
+        except Failure as e:
+            results.append((name, str(e)))
+        except Exception as e:  # noqa: BLE001 - a check that crashes is a failed check
+            results.append((name, "%s: %s" % (type(e).__name__, e)))
+
+    try:
+        redis = Redis(work)
+        redis.start()
+        redis.put_zone(ZONE, LABELS)
+        zfile = os.path.join(work, "mig.zone")
+        with open(zfile, "w") as f:
+            f.write(ZONE_FILE)
+        ftern = Ternd(work + "/file", [(ZONE, zfile)], args.ternd)
+        ftern.start(ZONE)
+        # an anchor zone from a file, so the Redis ternd has something before Redis answers
+        anchor = os.path.join(work, "anchor.zone")
+        with open(anchor, "w") as f:
+            f.write("$ORIGIN anchor.test.\n@ 60 IN SOA ns. h. 1 60 60 60 60\n@ 60 IN NS ns.\n")
+        extra = ('redis:\n  address: "%s:%d"\n  zone_reload: 600\n  connect_timeout: 500\n'
+                 '  read_timeout: 2000\n' % (LOOPBACK, redis.port))
+        tern = Ternd(work, [("anchor.test.", anchor)], args.ternd, extra_yaml=extra)
+        tern.start(ZONE)  # waits until the Redis zone answers
+
+        def same_as_file():
+            for name, rtype in QUERIES:
+                a, b = summary(ask(tern.port, name, rtype)), summary(ask(ftern.port, name, rtype))
+                expect(a == b, "%s %s: from Redis %s, from the file %s" % (name, rtype, a, b))
+
+        check("same_as_file (%d queries)" % len(QUERIES), same_as_file)
+
+        def live_change():
+            redis.cmd("HSET", "redins:zones:" + ZONE, "www",
+                      json.dumps({"a": {"ttl": 300, "records": [{"ip": "192.0.2.99"}]}}))
+            t = wait_for(tern.port, "www.mig.test.", ["192.0.2.99"], WAIT)
+            timings.append(("HSET www", t))
+            expect(t <= LIVE_LIMIT, "the change took %.2f s to reach answers" % t)
+
+        check("live_change", live_change)
+
+        def live_add_delete():
+            redis.cmd("HSET", "redins:zones:" + ZONE, "new",
+                      json.dumps({"a": {"records": [{"ip": "192.0.2.77"}]}}))
+            t = wait_for(tern.port, "new.mig.test.", ["192.0.2.77"], WAIT)
+            timings.append(("HSET new label", t))
+            expect(t <= LIVE_LIMIT, "the new label took %.2f s" % t)
+            redis.cmd("HDEL", "redins:zones:" + ZONE, "mail")
+            t = wait_for(tern.port, "mail.mig.test.", "NXDOMAIN", WAIT)
+            timings.append(("HDEL mail", t))
+            expect(t <= LIVE_LIMIT, "the deletion took %.2f s" % t)
+
+        check("live_add_delete", live_add_delete)
+
+        def zone_add_remove():
+            redis.put_zone("two.test.", {"@": {"ns": {"records": [{"host": "ns1.two.test."}]}},
+                                         "x": {"a": {"records": [{"ip": "198.51.100.1"}]}}},
+                           soa=dict(SOA, ns="ns1.two.test.", MBox="h.two.test."))
+            t = wait_for(tern.port, "x.two.test.", ["198.51.100.1"], WAIT)
+            timings.append(("SADD zone", t))
+            expect(t <= LIVE_LIMIT, "the new zone took %.2f s" % t)
+            redis.cmd("SREM", "redins:zones", "two.test.")
+            t = wait_for(tern.port, "x.two.test.", "REFUSED", WAIT)
+            timings.append(("SREM zone", t))
+            expect(t <= LIVE_LIMIT, "removing the zone took %.2f s" % t)
+
+        check("zone_add_remove", zone_add_remove)
+
+        def bad_json():
+            redis.cmd("HSET", "redins:zones:" + ZONE, "broken", '{"a": {"records": [')
+            redis.cmd("HSET", "redins:zones:" + ZONE, "after",
+                      json.dumps({"a": {"records": [{"ip": "192.0.2.88"}]}}))
+            wait_for(tern.port, "after.mig.test.", ["192.0.2.88"], WAIT)
+            expect(addresses(tern.port, "broken.mig.test.") == "NXDOMAIN",
+                   "the broken label answers %s" % addresses(tern.port, "broken.mig.test."))
+            expect(addresses(tern.port, "www.mig.test.") == ["192.0.2.99"],
+                   "the rest of the zone is not served")
+            log = tern.log_text(20000)
+            expect("broken" in log and "mig.test" in log,
+                   "no log line naming the zone and the label:\n%s" % log[-2000:])
+
+        check("bad_json", bad_json)
+
+        def no_soa():
+            redis.put_zone("nosoa.test.", {"x": {"a": {"records": [{"ip": "198.51.100.2"}]}}},
+                           soa=None)
+            # a later zone shows the source went past it
+            redis.put_zone("three.test.", {"@": {"ns": {"records": [{"host": "ns.three.test."}]}},
+                                           "x": {"a": {"records": [{"ip": "198.51.100.3"}]}}},
+                           soa=dict(SOA, ns="ns.three.test.", MBox="h.three.test."))
+            wait_for(tern.port, "x.three.test.", ["198.51.100.3"], WAIT)
+            expect(addresses(tern.port, "x.nosoa.test.") == "REFUSED",
+                   "a zone without SOA is served")
+            expect("nosoa.test" in tern.log_text(20000), "no log line naming nosoa.test")
+            # break the SOA of a served zone: the previous version keeps answering
+            redis.cmd("SET", "redins:zones:three.test.:config", json.dumps({"soa": {"ns": ""}}))
+            redis.cmd("HSET", "redins:zones:three.test.", "x",
+                      json.dumps({"a": {"records": [{"ip": "198.51.100.33"}]}}))
+            time.sleep(1.0)
+            expect(addresses(tern.port, "x.three.test.") == ["198.51.100.3"],
+                   "a zone whose SOA broke: answers %s, want the previous version"
+                   % addresses(tern.port, "x.three.test."))
+
+        check("no_soa", no_soa)
+
+        def redis_down_up():
+            redis.cmd("SAVE")
+            redis.stop()
+            for _ in range(5):
+                expect(addresses(tern.port, "www.mig.test.") == ["192.0.2.99"],
+                       "no answer while Redis is down")
+                time.sleep(0.2)
+            # change the data while ternd cannot see it: a second server on the saved dump
+            side = Redis(work, name="redis")  # same directory: loads dump.rdb
+            side.port = servers.free_port()
+            side.start()
+            side.cmd("HSET", "redins:zones:" + ZONE, "www",
+                     json.dumps({"a": {"records": [{"ip": "192.0.2.123"}]}}))
+            side.cmd("SAVE")
+            side.stop()
+            redis.start()  # the original port, the changed dump
+            t = wait_for(tern.port, "www.mig.test.", ["192.0.2.123"], WAIT)
+            timings.append(("Redis back, resync", t))
+
+        check("redis_down_up", redis_down_up)
+
+        tern.stop()
+        r = clean_exit_result(tern)
+        results.append(r if r else ("clean_exit", None))
+        for what, t in timings:
+            print("  %-22s %.3f s" % (what, t))
+        if any(err for _, err in results):
+            print(tern.log_text(6000))
+        return report(results)
+    finally:
+        for p in (tern, ftern, redis):
+            if p is not None:
+                p.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
