@@ -22,7 +22,9 @@
 #include <string.h>
 
 #include "tern/answer/answer.h"
+#include "tern/answer/select.h"
 #include "tern/zone/zone_file.h"
+#include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
 
 #ifndef TERN_FUZZ_DIR
@@ -75,6 +77,23 @@ static void load_zone(const char *dir, const char *origin, const char *file)
     }
 }
 
+static void load_json_zone(const char *dir, const char *origin, const char *file)
+{
+    char path[4096];
+    char err[512];
+    zone_t *z = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (zone_json_load_file(origin, path, NULL, &z, err, sizeof(err)) != 0) {
+        fprintf(stderr, "fuzz_answer: cannot load %s: %s\n", path, err);
+        exit(1);
+    }
+    if (zone_table_add(table, z) != 0) {
+        fprintf(stderr, "fuzz_answer: cannot add zone %s\n", origin);
+        exit(1);
+    }
+}
+
 static void setup(void)
 {
     const char *dir = getenv("TERN_FUZZ_DIR");
@@ -93,6 +112,7 @@ static void setup(void)
     load_zone(dir, "fuzz.test", "fuzz.zone");
     load_zone(dir, "other.test", "fuzz_other.zone");
     load_zone(dir, "child.fuzz.test", "fuzz_child.zone");
+    load_json_zone(dir, "geo.test", "fuzz_geo.json"); /* geo-steered RRsets (no databases) */
     if (zone_table_freeze(table) != 0) {
         fprintf(stderr, "fuzz_answer: zone_table_freeze failed\n");
         exit(1);
@@ -209,20 +229,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     answer_view_t view = {.table = table, .cfg = config};
     answer_view_t noview = {.table = NULL, .cfg = config};
 
+    answer_ctx_seed(&ctx, 1); /* rr/weighted picks: the same for every transport */
     size_t n1 = answer_query(&view, &ctx, NULL, data, size, out_udp, UDP_EDNS_MAX, ANSWER_UDP);
     check_response(data, size, out_udp, n1, ANSWER_UDP, data, size);
 
+    answer_ctx_seed(&ctx, 1); /* rr/weighted picks: the same for every transport */
     size_t n2 = answer_query(&view, &ctx, NULL, data, size, out_udp2, TCP_CAP, ANSWER_UDP);
     check_response(data, size, out_udp2, n2, ANSWER_UDP, data, size);
     if (n1 != n2 || memcmp(out_udp, out_udp2, n1) != 0)
         die("UDP answer depends on the buffer capacity", data, size);
 
+    answer_ctx_seed(&ctx, 1); /* rr/weighted picks: the same for every transport */
     size_t n3 = answer_query(&view, &ctx, NULL, data, size, out_big, TCP_CAP, ANSWER_TCP);
     check_response(data, size, out_big, n3, ANSWER_TCP, data, size);
     if ((n1 == 0) != (n3 == 0))
         die("dropped over one transport but not the other", data, size);
     check_same_answer(out_udp, n1, out_big, n3, data, size);
 
+    answer_ctx_seed(&ctx, 1); /* rr/weighted picks: the same for every transport */
     size_t n4 = answer_query(&noview, &ctx, NULL, data, size, out_big, TCP_CAP, ANSWER_UDP);
     check_response(data, size, out_big, n4, ANSWER_UDP, data, size);
     if ((n1 == 0) != (n4 == 0))
