@@ -21,6 +21,7 @@
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
 #include "tern/geo/asn_table.h"
+#include "tern/geo/geoip.h"
 #include "tern/load/loader.h"
 #include "tern/zone/zone_table.h"
 
@@ -33,7 +34,8 @@ static struct {
     size_t n;
     bool fail;
     const char *identity;
-    const char *asn; /* file name in dir of the asn_table, or NULL */
+    const char *asn;            /* file name in dir of the asn_table, or NULL */
+    const char *geoip, *geoip6; /* file names in dir of geoip_db / geoip_db_v6, or NULL */
 } want;
 
 static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
@@ -50,6 +52,18 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
         char path[256];
         snprintf(path, sizeof(path), "%s/%s", dir, want.asn);
         if (!(cfg->asn_table = strdup(path)))
+            return TERN_ENOMEM;
+    }
+    if (want.geoip) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", dir, want.geoip);
+        if (!(cfg->geoip_db = strdup(path)))
+            return TERN_ENOMEM;
+    }
+    if (want.geoip6) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", dir, want.geoip6);
+        if (!(cfg->geoip_db_v6 = strdup(path)))
             return TERN_ENOMEM;
     }
     for (size_t i = 0; i < want.n; i++) {
@@ -403,6 +417,111 @@ static void test_asn_table_reload(void **state)
     loader_free(l);
 }
 
+/* Copy fixture name (from the MaxMind DB fixtures of tests/unit/geo) to dir/to by rename. */
+static void put_mmdb(const char *name, const char *to, long cut)
+{
+    const char *data = getenv("TERN_GEOIP_DATA");
+    assert_non_null(data);
+    char src[256], tmp[256], dst[256];
+    snprintf(src, sizeof(src), "%s/%s", data, name);
+    snprintf(tmp, sizeof(tmp), "%s/%s.part", dir, to);
+    snprintf(dst, sizeof(dst), "%s/%s", dir, to);
+    FILE *in = fopen(src, "rb"), *out = fopen(tmp, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[4096];
+    size_t n, total = 0;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0 && (cut < 0 || (long)total < cut)) {
+        if (cut >= 0 && (long)(total + n) > cut)
+            n = (size_t)cut - total;
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+        total += n;
+    }
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+    assert_int_equal(rename(tmp, dst), 0);
+}
+
+/* The www A RRset of the JSON zone (zone index i). */
+static const zone_geo_t *www_geo(loader_t *l, size_t i)
+{
+    const zone_t *z = zone_of(l, i);
+    static const uint8_t www[] = "\3www\3geo\4test";
+    const zone_node_t *n = zone_find_node(z, www, sizeof(www), dname_hash(www));
+    assert_non_null(n);
+    const zone_geo_t *g = zone_rrset_geo(z, zone_node_rrset(n, 1));
+    assert_non_null(g);
+    return g;
+}
+
+/* MaxMind DBs: opened with the zones, shared while unchanged, re-opened when replaced (and the
+ * JSON zones, whose records they locate, rebuilt), refused when truncated (the old one stays). */
+static void test_geoip_reload(void **state)
+{
+    (void)state;
+    put_mmdb("nested6.mmdb", "g.mmdb", -1);
+    write_file("geo.json",
+               "{\"config\": {\"soa\": {\"ns\": \"ns1.geo.test.\", \"mbox\": \"h.geo.test.\"}},"
+               " \"records\": {\"@\": {\"ns\": {\"records\": [{\"host\": \"ns1.geo.test.\"}]}},"
+               " \"www\": {\"a\": {\"filter\": {\"geo_filter\": \"location\"}, \"records\": ["
+               "{\"ip\": \"1.2.3.10\"}, {\"ip\": \"81.2.69.130\"}, {\"ip\": \"192.0.2.1\"}]}}}}");
+    want.origin[0] = "geo.test";
+    want.file[0] = "geo.json";
+    want.n = 1;
+    want.geoip = "g.mmdb";
+    loader_t *l = loader_new(read_config, NULL);
+    assert_non_null(l);
+    const config_t *cfg;
+    assert_int_equal(loader_load(l, &cfg), 0);
+    assert_int_equal(loader_start(l), 0);
+    const answer_view_t *v = current(l);
+    const geoip_db_t *db0 = v->geoip.v4;
+    assert_non_null(db0);
+    assert_ptr_equal(v->geoip.v6, db0); /* an IPv6 database answers both families */
+    const zone_t *z0 = zone_of(l, 0);
+    const zone_geo_t *g = www_geo(l, 0);
+    assert_true(g->rr[0].has_loc && g->rr[1].has_loc);
+    assert_false(g->rr[2].has_loc); /* 192.0.2.1 is nowhere */
+
+    assert_true(loader_reload_wait(l, NULL)); /* unchanged: the same database, the same zone */
+    assert_ptr_equal(current(l)->geoip.v4, db0);
+    assert_ptr_equal(zone_of(l, 0), z0);
+
+    put_mmdb("flat4.mmdb", "g.mmdb", -1); /* replaced by rename: an IPv4-only database */
+    assert_true(loader_reload_wait(l, NULL));
+    v = current(l);
+    assert_ptr_not_equal(v->geoip.v4, db0);
+    assert_null(v->geoip.v6);
+    assert_ptr_not_equal(zone_of(l, 0), z0); /* located again */
+    const geoip_db_t *db1 = v->geoip.v4;
+
+    put_mmdb("nested6.mmdb", "g.mmdb", 600); /* truncated: refused, the old one stays */
+    loader_stats_t st;
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, "geoip_db"));
+    assert_ptr_equal(current(l)->geoip.v4, db1);
+
+    put_mmdb("flat4.mmdb", "g.mmdb", -1);
+    put_mmdb("flat4.mmdb", "g4.mmdb", -1);
+    want.geoip6 = "g4.mmdb"; /* an IPv4 database cannot serve IPv6 clients */
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, "geoip_db_v6"));
+    put_mmdb("flat6.mmdb", "g6.mmdb", -1);
+    want.geoip6 = "g6.mmdb";
+    assert_true(loader_reload_wait(l, NULL));
+    v = current(l);
+    assert_non_null(v->geoip.v4);
+    assert_non_null(v->geoip.v6);
+    assert_ptr_not_equal(v->geoip.v4, v->geoip.v6);
+
+    want.geoip = want.geoip6 = NULL;
+    assert_true(loader_reload_wait(l, NULL));
+    assert_null(current(l)->geoip.v4);
+    assert_null(current(l)->geoip.v6);
+    assert_false(www_geo(l, 0)->rr[0].has_loc); /* no database: nothing is located */
+    loader_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +537,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_requests_coalesce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_initial_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_asn_table_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_geoip_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
