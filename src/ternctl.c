@@ -23,6 +23,7 @@
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
 #include "tern/geo/asn_table.h"
+#include "tern/geo/geoip.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
@@ -63,6 +64,9 @@ static void usage(FILE *out)
             "                      compile ip2asn data (iptoasn TSV or ip-location-db CSV)\n"
             "                      into the binary range table ternd maps\n"
             "  asn lookup FILE IP  print the ASN, country and name of IP in a compiled table\n"
+            "  geoip lookup FILE IP\n"
+            "                      print the country, coordinates and network of IP in a\n"
+            "                      MaxMind DB, as the geo filters see them\n"
             "\n"
             "Options:\n"
             "  -s, --socket PATH   the control socket (default: the config's control_socket,\n"
@@ -204,6 +208,42 @@ static int asn_lookup_cmd(const char *file, const char *ip)
     else
         printf("%s no ASN\n", ip);
     asn_table_close(t);
+    return EXIT_OK;
+}
+
+/* ternctl geoip lookup FILE IP */
+static int geoip_lookup_cmd(const char *file, const char *ip)
+{
+    uint8_t a[16];
+    int fam = AF_INET;
+    if (inet_pton(AF_INET, ip, a) != 1) {
+        fam = AF_INET6;
+        if (inet_pton(AF_INET6, ip, a) != 1) {
+            fprintf(stderr, "ternctl: geoip lookup: '%s' is not an IPv4 or IPv6 address\n", ip);
+            return EXIT_USAGE;
+        }
+    }
+    char err[512] = "";
+    geoip_db_t *db = geoip_open(file, err, sizeof(err));
+    if (!db) {
+        fprintf(stderr, "ternctl: geoip lookup: %s\n", err);
+        return EXIT_ERROR;
+    }
+    geoip_result_t r;
+    geoip_lookup(db, fam, a, &r);
+    char cc[3] = "-";
+    if (r.country) {
+        cc[0] = (char)(r.country >> 8);
+        cc[1] = (char)r.country;
+        cc[2] = '\0';
+    }
+    if (r.has_location)
+        printf("%s country %s location %.4f,%.4f network /%u (%s)\n", ip, cc, r.lat, r.lon,
+               r.prefix, geoip_describe(db));
+    else
+        printf("%s country %s location unknown network /%u (%s)\n", ip, cc, r.prefix,
+               geoip_describe(db));
+    geoip_close(db);
     return EXIT_OK;
 }
 
@@ -359,6 +399,13 @@ int main(int argc, char **argv)
             return asn_lookup_cmd(args[2], args[3]);
         fprintf(stderr, "ternctl: usage: ternctl asn compile -o OUT INPUT... | "
                         "ternctl asn lookup FILE IP\n");
+        return EXIT_USAGE;
+    }
+
+    if (strcmp(cmd, "geoip") == 0) {
+        if (nargs == 4 && strcmp(args[1], "lookup") == 0)
+            return geoip_lookup_cmd(args[2], args[3]);
+        fprintf(stderr, "ternctl: usage: ternctl geoip lookup FILE IP\n");
         return EXIT_USAGE;
     }
 

@@ -242,6 +242,12 @@ def main():
         tern = Ternd(work, [(ORIGIN, zone)], args.ternd, extra_yaml=extra)
         tern.start(ORIGIN)
         results = run_checks(Client(tern.port))
+        out = subprocess.run([args.ternctl, "geoip", "lookup", os.path.join(data, "nested6.mmdb"),
+                              "81.2.69.130"], capture_output=True, text=True, timeout=30)
+        want = "country GB location 51.5142,-0.0931 network /26"
+        results.append(("ternctl geoip lookup",
+                        None if out.returncode == 0 and want in out.stdout
+                        else "got %r %r, want %r" % (out.stdout, out.stderr, want)))
         tern.stop()
         r = clean_exit_result(tern)
         if r:
