@@ -10,6 +10,12 @@ writes, for zone bench.test. (override with --zone) and key prefix/suffix P/S (d
     SADD  P redins:zones S                 <zone>
 The set member is added last, so a watching server sees the zone complete.
 
+--zonefile PATH also writes the same records as an RFC 1035 master file (SOA from the config,
+every RRset with its TTL), for serving the same zone from a file. The one difference: a
+geo-filtered label (the "geo" share below) becomes a plain A RRset of all its records there —
+a file has no filters — and the count of such labels is printed on stderr and written into the
+file's header. The RESP stream is the same with or without --zonefile.
+
 Same arguments, same bytes: everything comes from random.Random(seed).
 
 Labels ("@", ns1 and ns2 included): the first half are hosts, the second half a mix, which
@@ -23,6 +29,7 @@ makes overall about
 """
 
 import argparse
+import json
 import random
 import string
 import sys
@@ -55,7 +62,41 @@ def resp(*args):
     return b"".join(out)
 
 
-def generate(labels, zone, prefix, suffix, seed, out):
+SOA_TTL = 3600
+
+
+def master_lines(label, value, zone):
+    """The RRsets of one label's JSON as master-file lines; (lines, geo-filtered?)."""
+    owner = "@" if label == "@" else label
+    sets = json.loads(value)
+    lines, geo = [], False
+    for kind, rrset in sets.items():
+        ttl = rrset["ttl"]
+        if kind in ("a", "aaaa"):
+            geo = geo or "filter" in rrset
+            rtype = kind.upper()
+            lines += ["%s %d IN %s %s" % (owner, ttl, rtype, r["ip"]) for r in rrset["records"]]
+        elif kind == "cname":
+            lines.append("%s %d IN CNAME %s" % (owner, ttl, rrset["host"]))
+        elif kind == "ns":
+            lines += ["%s %d IN NS %s" % (owner, ttl, r["host"]) for r in rrset["records"]]
+        elif kind == "mx":
+            lines += ["%s %d IN MX %d %s" % (owner, ttl, r["preference"], r["host"])
+                      for r in rrset["records"]]
+        elif kind == "txt":
+            lines += ['%s %d IN TXT "%s"' % (owner, ttl, r["text"]) for r in rrset["records"]]
+        elif kind == "srv":
+            lines += ["%s %d IN SRV %d %d %d %s" % (owner, ttl, r["priority"], r["weight"],
+                                                   r["port"], r["target"])
+                      for r in rrset["records"]]
+        else:
+            raise ValueError("no master-file form for %s at %s" % (kind, label))
+    return lines, geo
+
+
+def generate(labels, zone, prefix, suffix, seed, out, zonefile=None):
+    """Writes the RESP stream to out (and the master file to zonefile); returns the number of
+    geo-filtered labels."""
     rng = random.Random(seed)
     zone = zone.rstrip(".") + "."
     hkey = "%sredins:zones:%s%s" % (prefix, zone, suffix)
@@ -63,9 +104,11 @@ def generate(labels, zone, prefix, suffix, seed, out):
     skey = "%sredins:zones%s" % (prefix, suffix)
     out.write(resp("DEL", hkey, ckey))
     out.write(resp("SET", ckey,
-                   '{"soa":{"ttl":3600,"minttl":300,"mbox":"hostmaster.%s","ns":"ns1.%s",'
+                   '{"soa":{"ttl":%d,"minttl":300,"mbox":"hostmaster.%s","ns":"ns1.%s",'
                    '"refresh":86400,"retry":7200,"expire":1209600,"serial":%d}}'
-                   % (zone, zone, seed)))
+                   % (SOA_TTL, zone, zone, seed)))
+    body = []  # master-file lines (only with zonefile)
+    ngeo = 0
 
     # host labels first: CNAME, MX and SRV point at them
     names = ["%s%d" % (rng.choice(WORDS), i) for i in range(labels - 3)]
@@ -88,6 +131,11 @@ def generate(labels, zone, prefix, suffix, seed, out):
         batch.clear()
 
     def put(k, v):
+        nonlocal ngeo
+        if zonefile is not None:
+            lines, geo = master_lines(k, v, zone)
+            body.extend(lines)
+            ngeo += geo
         batch.append((k, v))
         if len(batch) == 1000:
             flush()
@@ -127,6 +175,17 @@ def generate(labels, zone, prefix, suffix, seed, out):
     if batch:
         flush()
     out.write(resp("SADD", skey, zone))
+    if zonefile is not None:
+        with open(zonefile, "w") as f:
+            f.write("; gen_redis.py --labels %d --zone %s --seed %d: the records of the Redis "
+                    "zone as a master file.\n; %d geo-filtered labels (A with country/weight "
+                    "filter) are plain A RRsets of all their records here.\n"
+                    % (labels, zone, seed, ngeo))
+            f.write("$ORIGIN %s\n@ %d IN SOA ns1.%s hostmaster.%s %d 86400 7200 1209600 300\n"
+                    % (zone, SOA_TTL, zone, zone, seed))
+            f.write("\n".join(body))
+            f.write("\n")
+    return ngeo
 
 
 def main():
@@ -136,12 +195,18 @@ def main():
     ap.add_argument("--prefix", default="")
     ap.add_argument("--suffix", default="")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--zonefile", metavar="PATH",
+                    help="also write the same records as an RFC 1035 master file (geo-filtered "
+                         "labels become plain A RRsets of the same records)")
     a = ap.parse_args()
     if a.labels < 4:
         ap.error("--labels must be at least 4")
     out = sys.stdout.buffer
-    generate(a.labels, a.zone, a.prefix, a.suffix, a.seed, out)
+    ngeo = generate(a.labels, a.zone, a.prefix, a.suffix, a.seed, out, a.zonefile)
     out.flush()
+    if a.zonefile:
+        print("gen_redis.py: wrote %s; %d geo-filtered labels are plain A RRsets of the same "
+              "records there (a file has no filters)" % (a.zonefile, ngeo), file=sys.stderr)
 
 
 if __name__ == "__main__":
