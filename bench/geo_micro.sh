@@ -6,7 +6,10 @@
 # libraries in build-bench (Release) and bench/.cache/geo_micro, writes a JSON zone whose steered
 # RRsets hold 8 records each (countries / ASNs of real networks; locations computed from the
 # database at load), then times answer_query() pinned to CPU 0 for every case with ECS client
-# subnets drawn from 4096 random IPv4 /24s. "+ns" is the difference to the plain case.
+# subnets drawn from random IPv4 /24s: 4,096 of them (they fit the per-worker lookup cache: the
+# cost seen from a few thousand busy resolvers) and 1,048,576 (they do not: every query walks the
+# MaxMind tree and the ASN table). "+ns" is the difference to plain1, a one-record plain answer.
+# GEO_MICRO_CPU=1 pins to another CPU.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -47,6 +50,7 @@ soa = {"ttl": 300, "ns": "ns1.geo.bench.", "mbox": "h.geo.bench.", "refresh": 36
        "expire": 86400, "minttl": 60, "serial": 1}
 r = {"@": {"ns": {"records": [{"host": "ns1.geo.bench."}]}},
      "ns1": {"a": {"records": [{"ip": "192.0.2.53"}]}},
+     "plain1": {"a": {"records": [{"ip": "192.0.2.1"}]}},
      "plain": {"a": {"records": recs()}},
      "weighted": {"a": {"records": recs(), "filter": {"count": "single", "order": "weighted"}}},
      "country": {"a": {"records": recs(country=1), "filter": {"geo_filter": "country"}}},
@@ -61,8 +65,12 @@ PY
 out=$here/results/geo-micro-$(date +%Y%m%d-%H%M%S).txt
 {
     echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-    taskset -c 0 "$cache/geo_micro" "$zone" geo.bench. "$v4" "$v6" "$cache/asn.tbl" "$iters" \
-        plain=plain.geo.bench weighted=weighted.geo.bench country=country.geo.bench \
-        asn=asn.geo.bench asn+country=asncountry.geo.bench location=location.geo.bench
+    for clients in 4096 1048576; do
+        taskset -c "${GEO_MICRO_CPU:-0}" "$cache/geo_micro" "$zone" geo.bench. "$v4" "$v6" \
+            "$cache/asn.tbl" "$iters" "$clients" plain1=plain1.geo.bench plain9=plain.geo.bench \
+            weighted=weighted.geo.bench country=country.geo.bench asn=asn.geo.bench \
+            asn+country=asncountry.geo.bench location=location.geo.bench
+        echo
+    done
 } | tee "$out"
 echo "saved: $out"

@@ -58,13 +58,12 @@ static uint64_t rnd_below64(answer_ctx_t *ctx, uint64_t n)
 void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
 {
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-    ctx->have_geo = false;
-    ctx->have_asn = false;
     ctx->scope = 0;
     if (family == AF_INET6 && memcmp(addr, mapped, sizeof(mapped)) == 0) {
         family = AF_INET;
         addr += 12;
     }
+    memset(ctx->client_addr, 0, sizeof(ctx->client_addr));
     if (family == AF_INET) {
         ctx->client_family = AF_INET;
         memcpy(ctx->client_addr, addr, 4);
@@ -74,6 +73,18 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
     } else {
         ctx->client_family = 0;
     }
+    /* the cache slot: FNV-1a over the address bytes, folded to the table size */
+    uint32_t h = 2166136261u ^ (uint32_t)ctx->client_family;
+    for (size_t i = 0; i < sizeof(ctx->client_addr); i++)
+        h = (h ^ ctx->client_addr[i]) * 16777619u;
+    answer_geo_entry_t *e = &ctx->geo_cache[(h ^ h >> 16) & (ANSWER_GEO_CACHE - 1)];
+    if (e->family != ctx->client_family ||
+        memcmp(e->addr, ctx->client_addr, sizeof(e->addr)) != 0) {
+        e->family = (uint8_t)ctx->client_family;
+        memcpy(e->addr, ctx->client_addr, sizeof(e->addr));
+        e->have_geo = e->have_asn = false;
+    }
+    ctx->ent = e;
 }
 
 static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
@@ -82,35 +93,57 @@ static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
         ctx->scope = prefix;
 }
 
+/* The client's cache entry, emptied if it was filled under another view. */
+static answer_geo_entry_t *entry(answer_ctx_t *ctx, const answer_view_t *v)
+{
+    answer_geo_entry_t *e = ctx->ent;
+    if (e->gen != v->gen) {
+        e->gen = v->gen;
+        e->have_geo = e->have_asn = false;
+    }
+    return e;
+}
+
 static const geoip_result_t *client_geo(answer_ctx_t *ctx, const answer_view_t *v)
 {
-    if (!ctx->have_geo) {
-        ctx->have_geo = true;
+    answer_geo_entry_t *e = entry(ctx, v);
+    if (!e->have_geo) {
+        e->have_geo = true;
         if (ctx->client_family)
-            geoip_set_lookup(&v->geoip, ctx->client_family, ctx->client_addr, &ctx->geo);
+            geoip_set_lookup(&v->geoip, ctx->client_family, ctx->client_addr, &e->geo);
         else
-            memset(&ctx->geo, 0, sizeof(ctx->geo));
+            memset(&e->geo, 0, sizeof(e->geo));
+        if (e->geo.has_location) {
+            /* once per client, not per query: the location filter compares unit vectors */
+            const double rad = 3.14159265358979323846 / 180.0;
+            double lat = e->geo.lat * rad, lon = e->geo.lon * rad;
+            double cl = cos(lat);
+            e->loc[0] = (float)(cl * cos(lon));
+            e->loc[1] = (float)(cl * sin(lon));
+            e->loc[2] = (float)sin(lat);
+        }
     }
-    widen_scope(ctx, ctx->geo.prefix);
-    return &ctx->geo;
+    widen_scope(ctx, e->geo.prefix);
+    return &e->geo;
 }
 
 static uint32_t client_asn(answer_ctx_t *ctx, const answer_view_t *v)
 {
-    if (!ctx->have_asn) {
-        ctx->have_asn = true;
-        ctx->asn = 0;
-        ctx->asn_prefix = 0;
+    answer_geo_entry_t *e = entry(ctx, v);
+    if (!e->have_asn) {
+        e->have_asn = true;
+        e->asn = 0;
+        e->asn_prefix = 0;
         if (v->asn && ctx->client_family == AF_INET) {
             const uint8_t *a = ctx->client_addr;
             uint32_t h = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
-            ctx->asn = asn_table_lookup_v4_prefix(v->asn, h, &ctx->asn_prefix);
+            e->asn = asn_table_lookup_v4_prefix(v->asn, h, &e->asn_prefix);
         } else if (v->asn && ctx->client_family == AF_INET6) {
-            ctx->asn = asn_table_lookup_v6_prefix(v->asn, ctx->client_addr, &ctx->asn_prefix);
+            e->asn = asn_table_lookup_v6_prefix(v->asn, ctx->client_addr, &e->asn_prefix);
         }
     }
-    widen_scope(ctx, ctx->asn_prefix);
-    return ctx->asn;
+    widen_scope(ctx, e->asn_prefix);
+    return e->asn;
 }
 
 static bool has_cc(const zone_geo_rr_t *r, uint16_t cc)
@@ -165,21 +198,13 @@ static unsigned keep_asn(const zone_geo_t *g, uint16_t *c, unsigned n, uint32_t 
     return k ? k : n;
 }
 
-/* Keep the located candidates nearest to the client (all of them on exact ties). */
+/* Keep the located candidates nearest to the client e (all of them on exact ties). */
 static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
-                             const geoip_result_t *geo)
+                             const answer_geo_entry_t *e)
 {
-    if (!geo->has_location)
+    if (!e->geo.has_location)
         return n;
-    float me[3];
-    {
-        const double rad = 3.14159265358979323846 / 180.0;
-        double lat = geo->lat * rad, lon = geo->lon * rad;
-        double cl = cos(lat);
-        me[0] = (float)(cl * cos(lon));
-        me[1] = (float)(cl * sin(lon));
-        me[2] = (float)sin(lat);
-    }
+    const float *me = e->loc;
     float best = -2.0f;
     for (unsigned i = 0; i < n; i++) {
         const zone_geo_rr_t *r = &g->rr[c[i]];
@@ -220,7 +245,8 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         n = keep_country(g, c, n, client_geo(ctx, v)->country);
         break;
     case ZONE_GEO_FILTER_LOCATION:
-        n = keep_nearest(g, c, n, client_geo(ctx, v));
+        (void)client_geo(ctx, v);
+        n = keep_nearest(g, c, n, ctx->ent);
         break;
     default:
         break;

@@ -226,6 +226,9 @@ static bool dep_unchanged(const struct dep *d)
 /* Zone reads so far, across loaders (a process has one); a zone's version is its read's number. */
 static uint64_t zone_reads;
 
+/* View generations handed out (answer_view_t.gen); 0 is never one. */
+static uint64_t view_gens;
+
 /* The old snapshot's entries by key, for reusable(): built once per reload, so matching 10,000
  * zones is linear, not quadratic. Open addressing over indices into old->z. */
 typedef struct old_index {
@@ -532,6 +535,12 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         goto nomem;
     s->view.table = s->table;
     s->view.asn = s->asn ? s->asn->t : NULL;
+    /* The workers cache geo lookups per view generation: a new one only when a database
+     * changed, so Redis publishes and zone reloads keep the caches warm. */
+    if (old && old->asn == s->asn && old->geo_v4 == s->geo_v4 && old->geo_v6 == s->geo_v6)
+        s->view.gen = old->view.gen;
+    else
+        s->view.gen = __atomic_add_fetch(&view_gens, 1, __ATOMIC_RELAXED);
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/socket.h>
@@ -239,7 +240,7 @@ static void server_free(server_t *s)
             if (wk->epfd >= 0)
                 close(wk->epfd);
         }
-        free(s->workers);
+        munmap(s->workers, sizeof(worker_t) * s->nworkers);
     }
     if (s->stop_fd >= 0)
         close(s->stop_fd);
@@ -273,10 +274,14 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
     for (size_t li = 0; li < s->nlisten; li++)
         s->wildcard[li] = is_wildcard(&cfg->listen[li]);
 
-    s->workers = aligned_alloc(TERN_CACHELINE, sizeof(worker_t) * s->nworkers);
-    if (!s->workers)
+    /* Anonymous pages, zero until touched: a worker's geo lookup cache and selection scratch
+     * (answer.h, about 1.7 MiB) cost memory only as far as they are used. Page-aligned, so
+     * every worker_t stays cache-line aligned. */
+    void *wmem = mmap(NULL, sizeof(worker_t) * s->nworkers, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (wmem == MAP_FAILED)
         goto nomem;
-    memset(s->workers, 0, sizeof(worker_t) * s->nworkers);
+    s->workers = wmem;
     for (unsigned w = 0; w < s->nworkers; w++) {
         worker_t *wk = &s->workers[w];
         wk->srv = s;

@@ -60,6 +60,7 @@ typedef struct answer_view {
     answer_config_t cfg;
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
     geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
+    uint64_t gen;           /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
@@ -80,6 +81,27 @@ typedef struct answer_info {
     answer_outcome_t outcome;
 } answer_info_t;
 
+/* What the geo filters looked up for one client address (select.c), kept per worker: resolvers
+ * send many queries from one address or ECS subnet, and a MaxMind lookup is a walk of up to 128
+ * tree nodes, most of them cache misses on a large database. Valid for the view generation gen;
+ * each half is filled on first use. */
+typedef struct answer_geo_entry {
+    uint64_t gen;
+    uint8_t addr[16];
+    uint8_t family;
+    bool have_geo;
+    bool have_asn;
+    uint8_t asn_prefix;
+    uint32_t asn;
+    geoip_result_t geo;
+    float loc[3]; /* geo's coordinates as a unit vector, when geo.has_location */
+} answer_geo_entry_t;
+
+/* Entries per worker: 16384 of 64 bytes (1 MiB), direct-mapped by a hash of the address: room
+ * for the few thousand resolvers that send most of an authoritative server's queries, with few
+ * collisions. */
+#define ANSWER_GEO_CACHE 16384
+
 /* Per-worker scratch; big enough to keep off the stack of the I/O loop. */
 typedef struct answer_ctx {
     wire_query_t query;
@@ -89,17 +111,14 @@ typedef struct answer_ctx {
     answer_info_t info;
     const answer_view_t *view; /* the snapshot of the query being answered */
     /* Geo (select.h): the client the decisions are about (the ECS address when the query
-     * carries a usable one, else the packet's source), what was looked up for it in this
-     * query, and the ECS scope those lookups imply. */
+     * carries a usable one, else the packet's source), its entry in the per-worker cache of
+     * what was looked up for it, and the ECS scope this query's lookups imply. */
     uint64_t rng;      /* per-worker PRNG state (answer_ctx_seed) */
     int client_family; /* AF_INET, AF_INET6, or 0 = unknown */
     uint8_t client_addr[16];
     uint8_t scope;
-    bool have_geo;
-    bool have_asn;
-    uint8_t asn_prefix;
-    uint32_t asn;
-    geoip_result_t geo;
+    answer_geo_entry_t *ent; /* the client's entry in geo_cache */
+    answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
     uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */
 } answer_ctx_t;

@@ -15,8 +15,10 @@
  *      with probability weight / sum (all zero: uniform);
  *   3. count: single → that one record; multi → all remaining, rotated to start with it.
  * The client's country/location (MaxMind DB) and ASN (asn_table) are looked up at most once per
- * query, and only when a filter needs them. ctx->scope collects the longest prefix any of those
- * lookups depended on: the EDNS Client Subnet scope of the response (RFC 7871 §7.2.1).
+ * query, only when a filter needs them, and kept in a per-worker cache by address (answer.h;
+ * an entry is valid for one view generation, so a reload that swaps a database empties it).
+ * ctx->scope collects the longest prefix any of those lookups depended on: the EDNS Client Subnet
+ * scope of the response (RFC 7871 §7.2.1).
  *
  * Threading: per worker (ctx holds the PRNG and scratch); reads only the immutable view.
  * No allocation, no lock, no syscall.
@@ -41,7 +43,7 @@ void answer_ctx_seed(answer_ctx_t *ctx, uint64_t seed);
 
 /** Set the client for the next answer_select() calls without answer_query() (tests, bench):
  * family AF_INET (4 bytes) or AF_INET6 (16 bytes, v4-mapped ones become IPv4), or 0 = unknown.
- * Clears the cached lookups and the scope. */
+ * Resets the scope; the cached lookups of that address stay valid for the same view. */
 void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr);
 
 #endif

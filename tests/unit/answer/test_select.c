@@ -367,6 +367,40 @@ static void test_location(void **state)
     assert_int_equal(out[0], 1);
 }
 
+/* The per-worker lookup cache: a hit answers like the lookup it saved, and a new view generation
+ * (a reload that swapped a database) never sees what the old one looked up. */
+static void test_cache_generation(void **state)
+{
+    (void)state;
+    const rr_spec_t rr[] = {{.last = 1, .cc = "AU"}, {.last = 2}};
+    const zone_geo_t *g = build(rr, 2, (zone_geo_policy_t){.filter = ZONE_GEO_FILTER_COUNTRY});
+    uint8_t out[8];
+    for (int i = 0; i < 3; i++) { /* the first fills the entry, the others hit it */
+        assert_int_equal(pick(g, "1.2.3.4", out), 1);
+        assert_int_equal(out[0], 1);
+        assert_int_equal(ctx.scope, 24);
+    }
+    answer_view_t saved = view;
+    view.geoip.v4 = view.geoip.v6 = NULL; /* "reloaded" without a database */
+    view.gen = saved.gen + 1;
+    assert_int_equal(pick(g, "1.2.3.4", out), 1);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(ctx.scope, 0);
+    view = saved;
+    view.gen = saved.gen + 2;
+    assert_int_equal(pick(g, "1.2.3.4", out), 1);
+    assert_int_equal(out[0], 1);
+    /* many addresses share the 4096 slots: every one still gets its own answer */
+    for (unsigned i = 0; i < 20000; i++) {
+        char a[32];
+        snprintf(a, sizeof(a), "%u.%u.%u.%u", 1 + i % 3, (i / 3) % 256, (i / 768) % 256, 7);
+        bool au = i % 3 == 0 && (i / 3) % 256 == 2 && (i / 768) % 256 == 3;
+        assert_int_equal(pick(g, a, out), 1);
+        assert_int_equal(out[0], au ? 1 : 2);
+    }
+    view = saved;
+}
+
 /* Selecting allocates nothing (the per-worker ctx holds all scratch). */
 static void test_no_alloc(void **state)
 {
@@ -403,9 +437,13 @@ static void test_no_alloc(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_order_none),  cmocka_unit_test(test_weighted),
-        cmocka_unit_test(test_rr_rotation), cmocka_unit_test(test_country),
-        cmocka_unit_test(test_asn),         cmocka_unit_test(test_location),
+        cmocka_unit_test(test_order_none),
+        cmocka_unit_test(test_weighted),
+        cmocka_unit_test(test_rr_rotation),
+        cmocka_unit_test(test_country),
+        cmocka_unit_test(test_asn),
+        cmocka_unit_test(test_location),
+        cmocka_unit_test(test_cache_generation),
         cmocka_unit_test(test_no_alloc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
