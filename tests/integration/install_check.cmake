@@ -10,6 +10,7 @@ if(NOT rc EQUAL 0)
 endif()
 foreach(f usr/sbin/ternd usr/sbin/ternctl usr/lib/systemd/system/ternd.service
           usr/share/doc/tern/ternd.yaml usr/share/doc/tern/example.zone
+          usr/share/doc/tern/example-geo.json
           usr/share/doc/tern/README.md usr/share/man/man8/ternd.8 usr/share/man/man8/ternctl.8)
   if(NOT EXISTS "${DEST}/${f}")
     message(FATAL_ERROR "not installed: /${f}\n${out}")
