@@ -18,6 +18,8 @@ redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspyth
   redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
                     was away (edited through a second, temporary redis-server on the saved dump):
                     the change arrives
+  down_at_start     a second ternd whose Redis is not running yet serves its file zone at once,
+                    and the Redis zones once Redis comes up
   clean_exit        ternd exits 0 on SIGTERM
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
@@ -348,6 +350,31 @@ def main():
             timings.append(("Redis back, resync", t))
 
         check("redis_down_up", redis_down_up)
+
+        def down_at_start():
+            late = Redis(work, name="late")
+            t2 = Ternd(work + "/late", [("anchor.test.", anchor)], args.ternd,
+                       extra_yaml='redis:\n  address: "%s:%d"\n  connect_timeout: 300\n'
+                       % (LOOPBACK, late.port))
+            try:
+                t0 = time.monotonic()
+                t2.start("anchor.test.")
+                up = time.monotonic() - t0
+                expect(up < 5.0, "serving the file zone took %.1f s with Redis down" % up)
+                expect(addresses(t2.port, "www.mig.test.") == "REFUSED",
+                       "a Redis zone answers before Redis exists")
+                late.start()
+                late.put_zone(ZONE, LABELS)
+                t = wait_for(t2.port, "www.mig.test.", ["192.0.2.10", "192.0.2.11"], WAIT)
+                timings.append(("Redis up after start", t))
+                log = t2.log_text(20000)
+                expect(log.count("not available") + log.count("unreachable") <= 2,
+                       "the retries are logged more than once:\n%s" % log[-2000:])
+            finally:
+                t2.stop()
+                late.stop()
+
+        check("down_at_start", down_at_start)
 
         tern.stop()
         r = clean_exit_result(tern)
