@@ -952,6 +952,8 @@ struct tree {
     unsigned levels;
 };
 
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /* an entry: its leaf and its lane in the leaf */
 struct slot {
     const uint8_t *leaf;
@@ -962,10 +964,13 @@ struct asn_table {
     const uint8_t *map;
     size_t size;
     struct tree v4, v6;
-    /* The descents, chosen at open (AVX2 or scalar). They take x + 1 and compare "key < x + 1",
-     * so the all-ones key is left to the callers: it is the last entry's (last4, last6). */
-    struct slot (*find4)(const struct asn_table *t, uint32_t x);
-    struct slot (*find6)(const struct asn_table *t, uint64_t hi);
+    /* The lookups, compiled once per descent (AVX2 or portable) and chosen at open. */
+    uint32_t (*look4)(const struct asn_table *t, uint32_t addr);
+    uint32_t (*look6)(const struct asn_table *t, const uint8_t *addr);
+    uint32_t (*pfx4)(const struct asn_table *t, uint32_t addr, uint8_t *prefix);
+    uint32_t (*pfx6)(const struct asn_table *t, const uint8_t *addr, uint8_t *prefix);
+    /* The descents compare "key < x + 1", so the all-ones key is left to the lookups: it is the
+     * last entry's. */
     struct slot last4, last6;
     const uint8_t *last4_key, *last6_key; /* where the last entries' keys are */
     const uint64_t *exc_hi, *exc_lo;
@@ -973,18 +978,40 @@ struct asn_table {
     const uint8_t *names;
     const char *strings;
     size_t n4, n6, n6_bounds, ne, nsub, n_names, strings_len;
+    int v6_whole; /* one v6 entry for the whole space */
 };
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* Keys (biased) below x1 (unbiased, >= 1) among n (a multiple of 16). With SSE2, x86-64's
+ * baseline, 16 at a time: four compares, two order-preserving packs, one movemask; the keys are
+ * sorted, so the set bits are a prefix and their count is the trailing zeros of the complement. */
+ALWAYS_INLINE size_t count_lt32(const uint8_t *k, size_t n, uint32_t x1)
+{
+    const __m128i x = _mm_set1_epi32((int)(x1 ^ BIAS32));
+    size_t c = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __m128i *p = (const __m128i *)(const void *)(k + 4 * i); /* 64-aligned */
+        __m128i a = _mm_packs_epi32(_mm_cmpgt_epi32(x, _mm_load_si128(p)),
+                                    _mm_cmpgt_epi32(x, _mm_load_si128(p + 1)));
+        __m128i b = _mm_packs_epi32(_mm_cmpgt_epi32(x, _mm_load_si128(p + 2)),
+                                    _mm_cmpgt_epi32(x, _mm_load_si128(p + 3)));
+        c += (size_t)__builtin_ctz(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(a, b)));
+    }
+    return c;
+}
+#else
 /* Keys (biased) below x1 (unbiased, >= 1) among n: independent compares, no branch. */
-static size_t count_lt32(const uint8_t *k, size_t n, uint32_t x1)
+ALWAYS_INLINE size_t count_lt32(const uint8_t *k, size_t n, uint32_t x1)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
         c += (get_u32(k + 4 * i) ^ BIAS32) < x1;
     return c;
 }
+#endif
 
-static size_t count_lt64(const uint8_t *k, size_t n, uint64_t x1)
+ALWAYS_INLINE size_t count_lt64(const uint8_t *k, size_t n, uint64_t x1)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
@@ -992,9 +1019,10 @@ static size_t count_lt64(const uint8_t *k, size_t n, uint64_t x1)
     return c;
 }
 
-/* The portable descent. Every visited node's first key is <= x (the root's is 0, every other
- * one is the key that chose it), so a count is >= 1; the all-ones pads are never < x + 1. */
-static struct slot find4_scalar(const asn_table_t *t, uint32_t x)
+/* The portable descent (SSE2 for v4 on x86-64, plain C otherwise). Every visited node's first key
+ * is <= x (the root's is 0, every other one is the key that chose it), so a count is >= 1; the
+ * all-ones pads are never < x + 1. */
+ALWAYS_INLINE struct slot find4_scalar(const asn_table_t *t, uint32_t x)
 {
     size_t j = 0;
     for (unsigned l = t->v4.levels; l > 0; l--)
@@ -1003,7 +1031,7 @@ static struct slot find4_scalar(const asn_table_t *t, uint32_t x)
     return (struct slot){leaf, count_lt32(leaf, V4_PER_LEAF, x + 1) - 1};
 }
 
-static struct slot find6_scalar(const asn_table_t *t, uint64_t hi)
+ALWAYS_INLINE struct slot find6_scalar(const asn_table_t *t, uint64_t hi)
 {
     size_t j = 0;
     for (unsigned l = t->v6.levels; l > 0; l--)
@@ -1015,7 +1043,8 @@ static struct slot find6_scalar(const asn_table_t *t, uint64_t hi)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2 1
 #include <immintrin.h>
-#define TARGET_AVX2 __attribute__((target("avx2,popcnt")))
+#include <cpuid.h>
+#define TARGET_AVX2 __attribute__((target("avx2,popcnt,lzcnt")))
 #define FALLTHROUGH __attribute__((fallthrough))
 
 /* Keys < x + 1 in one node: the compares take the keys straight from memory (biased keys, so a
@@ -1056,7 +1085,7 @@ TARGET_AVX2 static inline unsigned v6_node_avx2(const uint8_t *nd, __m256i x1)
 #define STEP4(l) j = V4_FAN * j + v4_node_avx2(t->v4.level[l] + NODE_SIZE * j, x1) - 1
 #define STEP6(l) j = V6_FAN * j + v6_node_avx2(t->v6.level[l] + NODE_SIZE * j, x1) - 1
 
-TARGET_AVX2 static struct slot find4_avx2(const asn_table_t *t, uint32_t x)
+TARGET_AVX2 ALWAYS_INLINE struct slot find4_avx2(const asn_table_t *t, uint32_t x)
 {
     const __m256i x1 = _mm256_set1_epi32((int)((x + 1) ^ BIAS32));
     size_t j = 0;
@@ -1092,7 +1121,7 @@ TARGET_AVX2 static struct slot find4_avx2(const asn_table_t *t, uint32_t x)
     return (struct slot){leaf, v4_leaf_avx2(leaf, x1) - 1};
 }
 
-TARGET_AVX2 static struct slot find6_avx2(const asn_table_t *t, uint64_t hi)
+TARGET_AVX2 ALWAYS_INLINE struct slot find6_avx2(const asn_table_t *t, uint64_t hi)
 {
     const __m256i x1 = _mm256_set1_epi64x((long long)((hi + 1) ^ BIAS64));
     size_t j = 0;
@@ -1130,6 +1159,140 @@ TARGET_AVX2 static struct slot find6_avx2(const asn_table_t *t, uint64_t hi)
     unsigned m = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(x1, k)));
     return (struct slot){leaf, (size_t)__builtin_popcount(m)};
 }
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * the lookups, written once over a descent and instantiated per descent (below), so that the
+ * descent inlines and, with AVX2, the bit scan is lzcnt (bsr is microcoded on AMD, ~5 cycles)
+ */
+
+typedef struct slot (*find4_fn)(const asn_table_t *t, uint32_t x);
+typedef struct slot (*find6_fn)(const asn_table_t *t, uint64_t hi);
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return __builtin_bswap64(v);
+}
+
+/* The sub-entry of exception e holding low 64 bits lo (exc_lo[first[e]] == 0 <= lo). */
+static size_t exc_sub(const asn_table_t *t, uint32_t e, uint64_t lo)
+{
+    size_t f = t->exc_first[e], n = t->exc_first[e + 1] - f;
+    const uint64_t *base = t->exc_lo + f;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = base[half] <= lo ? base + half : base;
+        n -= half;
+    }
+    return (size_t)(base - t->exc_lo);
+}
+
+static inline int hibit(uint64_t v) /* v != 0 */
+{
+    return 63 - __builtin_clzll(v);
+}
+
+/* Exception /64 e: the sub-entry's ASN and prefix. Only the low 64 bits matter: the sub-entry
+ * lies inside the /64 and (being one of several) is never all of it. Out of line: it is rare, and
+ * a call in the common path would cost it a stack frame. */
+__attribute__((noinline, cold)) static uint32_t exc_prefix(const asn_table_t *t, uint32_t e,
+                                                           uint64_t lo, uint8_t *prefix)
+{
+    size_t k = exc_sub(t, e, lo);
+    uint64_t start = t->exc_lo[k];
+    uint64_t a = start ? lo ^ (start - 1) : UINT64_MAX;
+    uint64_t b = k + 1 < t->exc_first[e + 1] ? lo ^ t->exc_lo[k + 1] : UINT64_MAX;
+    *prefix = (uint8_t)(128 - hibit(a < b ? a : b));
+    return t->exc_asn[k];
+}
+
+ALWAYS_INLINE uint32_t look4(const asn_table_t *t, find4_fn find, uint32_t addr)
+{
+    struct slot s = likely(addr != UINT32_MAX) ? find(t, addr) : t->last4;
+    return get_u32(s.leaf + V4_LEAF_ASN + 4 * s.lane);
+}
+
+ALWAYS_INLINE uint32_t look6(const asn_table_t *t, find6_fn find, const uint8_t *addr)
+{
+    uint64_t hi = load_be64(addr);
+    struct slot s = likely(hi != UINT64_MAX) ? find(t, hi) : t->last6;
+    uint32_t v = get_u32(s.leaf + V6_LEAF_ASN + 4 * s.lane);
+    /* the exception bits share the leaf's line: the check costs no miss */
+    if (unlikely(get_u32(s.leaf + V6_LEAF_EXC) >> s.lane & 1))
+        v = t->exc_asn[exc_sub(t, v, load_be64(addr + 8))];
+    return v;
+}
+
+/* ECS prefixes. The largest aligned block of 2^k addresses around x inside one entry
+ * [start, next) is the largest that holds neither start - 1 nor next; a block around x holds y
+ * iff x and y agree above bit k - 1, so k <= hibit(x ^ y) for both, and since hibit is monotonic,
+ * k = hibit(min(x ^ (start - 1), x ^ next)) — one bit scan. A side the entry is open to (start 0,
+ * no next entry) gets a bit above any bound instead. Masks and conditional moves, no branch:
+ * fewer instructions and no mispredictions keep more lookups in flight. */
+ALWAYS_INLINE uint32_t pfx4(const asn_table_t *t, find4_fn find, uint32_t addr, uint8_t *prefix)
+{
+    struct slot s = likely(addr != UINT32_MAX) ? find(t, addr) : t->last4;
+    const uint8_t *key = s.leaf + 4 * s.lane;
+    /* next: the next lane's key, or for the last lane the next leaf's first — that leaf exists
+     * unless this is the last entry, which is open upwards: then its own key is read (offset
+     * masked to 0) and bit 32 marks "no bound". Not a branch: the last entry is no rarity (with
+     * the real data it is 224/3, an eighth of uniform v4 addresses). */
+    size_t last = key == t->last4_key;
+    size_t nx = (4 + (s.lane + 1 == V4_PER_LEAF) * (V4_LEAF - V4_LEAF_ASN)) & (last - 1);
+    uint64_t next = get_u32(key + nx) ^ BIAS32;
+    uint64_t before = (uint64_t)(get_u32(key) ^ BIAS32) - 1;              /* start 0: all-ones */
+    uint64_t a = addr ^ before, b = (addr ^ next) | (uint64_t)last << 32; /* b < 2^33 */
+    *prefix = (uint8_t)(32 - hibit(a < b ? a : b));
+    return get_u32(s.leaf + V4_LEAF_ASN + 4 * s.lane);
+}
+
+/* A main entry covers whole /64s, so only the top 64 bits matter: every block up to a /64 fits,
+ * and the larger ones are blocks of /64s between its key and the next (exceptions: above). Where
+ * the table splits a merged entry at a /64 edge (the entry after an exception /64; an exception's
+ * first and last sub-entries) the answer is exact all the same: the real boundary next to such a
+ * split lies inside a /64, so no block reaching across the split fits either way. */
+ALWAYS_INLINE uint32_t pfx6(const asn_table_t *t, find6_fn find, const uint8_t *addr,
+                            uint8_t *prefix)
+{
+    uint64_t hi = load_be64(addr), lo = load_be64(addr + 8);
+    struct slot s = likely(hi != UINT64_MAX) ? find(t, hi) : t->last6;
+    uint32_t v = get_u32(s.leaf + V6_LEAF_ASN + 4 * s.lane);
+    if (unlikely(get_u32(s.leaf + V6_LEAF_EXC) >> s.lane & 1))
+        return exc_prefix(t, v, lo, prefix);
+    const uint8_t *key = s.leaf + 8 * s.lane;
+    size_t last = key == t->last6_key; /* as for v4; bit 63 marks "no bound" */
+    size_t nx = (8 + (s.lane + 1 == V6_PER_LEAF) * (V6_LEAF - V6_LEAF_ASN)) & (last - 1);
+    uint64_t start = get_u64(key) ^ BIAS64, next = get_u64(key + nx) ^ BIAS64;
+    uint64_t a = (hi ^ (start - 1)) | (uint64_t)(start == 0) << 63; /* start 0: open */
+    uint64_t b = (hi ^ next) | (uint64_t)last << 63;
+    /* both sides open (one entry for all of v6): the /0 that bit 63 can't say */
+    *prefix = (uint8_t)(64 - hibit(a < b ? a : b) - t->v6_whole);
+    return v;
+}
+
+#define LOOKUPS(isa, ATTR)                                                                         \
+    ATTR static uint32_t look4_##isa(const asn_table_t *t, uint32_t addr)                          \
+    {                                                                                              \
+        return look4(t, find4_##isa, addr);                                                        \
+    }                                                                                              \
+    ATTR static uint32_t look6_##isa(const asn_table_t *t, const uint8_t *addr)                    \
+    {                                                                                              \
+        return look6(t, find6_##isa, addr);                                                        \
+    }                                                                                              \
+    ATTR static uint32_t pfx4_##isa(const asn_table_t *t, uint32_t addr, uint8_t *prefix)          \
+    {                                                                                              \
+        return pfx4(t, find4_##isa, addr, prefix);                                                 \
+    }                                                                                              \
+    ATTR static uint32_t pfx6_##isa(const asn_table_t *t, const uint8_t *addr, uint8_t *prefix)    \
+    {                                                                                              \
+        return pfx6(t, find6_##isa, addr, prefix);                                                 \
+    }
+
+LOOKUPS(scalar, )
+#ifdef HAVE_AVX2
+LOOKUPS(avx2, TARGET_AVX2)
 #endif
 
 static bool section_ok(uint64_t off, uint64_t len, size_t size, unsigned align)
@@ -1254,15 +1417,22 @@ asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
     t->last6 = slot_of(&t->v6, V6_LEAF, V6_PER_LEAF, n6 - 1);
     t->last4_key = t->last4.leaf + 4 * t->last4.lane;
     t->last6_key = t->last6.leaf + 8 * t->last6.lane;
-    t->find4 = find4_scalar;
-    t->find6 = find6_scalar;
+    t->v6_whole = n6 == 1;
+    t->look4 = look4_scalar;
+    t->look6 = look6_scalar;
+    t->pfx4 = pfx4_scalar;
+    t->pfx6 = pfx6_scalar;
 #ifdef HAVE_AVX2
     /* TERN_ASN_TABLE_SCALAR=1 forces the portable descent (tests, benchmarks). */
     const char *scalar = getenv("TERN_ASN_TABLE_SCALAR");
+    unsigned a, b, c, d;
     if (!(scalar && *scalar && strcmp(scalar, "0") != 0) && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("popcnt")) {
-        t->find4 = find4_avx2;
-        t->find6 = find6_avx2;
+        __builtin_cpu_supports("popcnt") && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
+        (c & bit_LZCNT)) {
+        t->look4 = look4_avx2;
+        t->look6 = look6_avx2;
+        t->pfx4 = pfx4_avx2;
+        t->pfx6 = pfx6_avx2;
     }
 #endif
     const uint8_t *exc = m + exc_off;
@@ -1282,7 +1452,8 @@ asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
               t->exc_first[0] == 0 && t->exc_first[ne] == nsub;
     for (size_t e = 0; ok && e < ne; e++) {
         uint32_t f = t->exc_first[e], l = t->exc_first[e + 1];
-        ok = f < l && l <= nsub && t->exc_lo[f] == 0 && (e == 0 || t->exc_hi[e - 1] < t->exc_hi[e]);
+        ok = f + 1 < l && l <= nsub && t->exc_lo[f] == 0 &&
+             (e == 0 || t->exc_hi[e - 1] < t->exc_hi[e]);
         for (uint32_t k = f + 1; ok && k < l; k++)
             ok = t->exc_lo[k - 1] < t->exc_lo[k];
     }
@@ -1315,104 +1486,24 @@ void asn_table_close(asn_table_t *t)
     free(t);
 }
 
-static inline uint64_t load_be64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return __builtin_bswap64(v);
-}
-
-static inline struct slot find4(const asn_table_t *t, uint32_t x)
-{
-    return likely(x != UINT32_MAX) ? t->find4(t, x) : t->last4;
-}
-
-static inline struct slot find6(const asn_table_t *t, uint64_t hi)
-{
-    return likely(hi != UINT64_MAX) ? t->find6(t, hi) : t->last6;
-}
-
-/* The sub-entry of exception e holding low 64 bits lo (exc_lo[first[e]] == 0 <= lo). */
-static size_t exc_sub(const asn_table_t *t, uint32_t e, uint64_t lo)
-{
-    size_t f = t->exc_first[e], n = t->exc_first[e + 1] - f;
-    const uint64_t *base = t->exc_lo + f;
-    while (n > 1) {
-        size_t half = n / 2;
-        base = base[half] <= lo ? base + half : base;
-        n -= half;
-    }
-    return (size_t)(base - t->exc_lo);
-}
-
 uint32_t asn_table_lookup_v4(const asn_table_t *t, uint32_t addr)
 {
-    struct slot s = find4(t, addr);
-    return get_u32(s.leaf + V4_LEAF_ASN + 4 * s.lane);
+    return t->look4(t, addr);
 }
 
 uint32_t asn_table_lookup_v6(const asn_table_t *t, const uint8_t addr[16])
 {
-    struct slot s = find6(t, load_be64(addr));
-    uint32_t v = get_u32(s.leaf + V6_LEAF_ASN + 4 * s.lane);
-    /* the exception bits share the leaf's line: the check costs no miss */
-    if (unlikely(get_u32(s.leaf + V6_LEAF_EXC) >> s.lane & 1))
-        v = t->exc_asn[exc_sub(t, v, load_be64(addr + 8))];
-    return v;
-}
-
-/* The largest aligned block of 2^k addresses around x inside one entry [s, next) is the largest
- * that contains neither s - 1 nor next: a block around x contains y iff x and y agree above bit
- * k - 1, so k is at most the highest bit where x and y differ. Hence k = min(hibit(x ^ (s - 1)),
- * hibit(x ^ next)), with no bound on a side the entry is open to. Two xors, two bit scans, a few
- * conditional moves: no branch, few instructions (the lookups overlap better the fewer they are).
- */
-static inline int hibit(uint64_t v) /* v != 0; | 1 keeps the discarded cmov operands defined */
-{
-    return 63 - __builtin_clzll(v | 1);
+    return t->look6(t, addr);
 }
 
 uint32_t asn_table_lookup_v4_prefix(const asn_table_t *t, uint32_t addr, uint8_t *prefix)
 {
-    struct slot s = find4(t, addr);
-    const uint8_t *key = s.leaf + 4 * s.lane;
-    /* the next entry's start: the next lane, or the next leaf's first key for the last lane (that
-     * leaf exists unless this is the last entry, which is open upwards) */
-    bool last = key == t->last4_key;
-    const uint8_t *np = key + 4 + (s.lane + 1 == V4_PER_LEAF) * (V4_LEAF - V4_LEAF_ASN);
-    uint64_t next = last ? (uint64_t)1 << 32 : get_u32(last ? key : np) ^ BIAS32;
-    uint64_t before = (uint64_t)(get_u32(key) ^ BIAS32) - 1; /* start 0: all-ones, bit 63 */
-    int kl = hibit(addr ^ before), kr = hibit(addr ^ next);  /* kr <= 32 */
-    *prefix = (uint8_t)(32 - (kl < kr ? kl : kr));
-    return get_u32(s.leaf + V4_LEAF_ASN + 4 * s.lane);
+    return t->pfx4(t, addr, prefix);
 }
 
-/* A main entry covers whole /64s, so only the top 64 bits matter: every block up to a /64 fits,
- * and the larger ones are the blocks of /64s between its key and the next one. An exception
- * sub-entry lies inside its /64 and is never all of it, so only the low 64 bits matter. Bounds
- * that the table splits at a /64 edge (the entry after an exception /64, an exception's first
- * and last sub-entries) give the exact answer all the same: the real boundary next to such a
- * split point is inside a /64, so no block that reaches across the split fits either way. */
 uint32_t asn_table_lookup_v6_prefix(const asn_table_t *t, const uint8_t addr[16], uint8_t *prefix)
 {
-    uint64_t hi = load_be64(addr), lo = load_be64(addr + 8);
-    struct slot s = find6(t, hi);
-    uint32_t v = get_u32(s.leaf + V6_LEAF_ASN + 4 * s.lane);
-    if (unlikely(get_u32(s.leaf + V6_LEAF_EXC) >> s.lane & 1)) {
-        size_t k = exc_sub(t, v, lo), end = t->exc_first[v + 1];
-        uint64_t start = t->exc_lo[k];
-        int kl = start ? hibit(lo ^ (start - 1)) : 64;
-        int kr = k + 1 < end ? hibit(lo ^ t->exc_lo[k + 1]) : 64;
-        *prefix = (uint8_t)(128 - (kl < kr ? kl : kr));
-        return t->exc_asn[k];
-    }
-    const uint8_t *key = s.leaf + 8 * s.lane;
-    bool last = key == t->last6_key;
-    const uint8_t *np = key + 8 + (s.lane + 1 == V6_PER_LEAF) * (V6_LEAF - V6_LEAF_ASN);
-    uint64_t start = get_u64(key) ^ BIAS64, next = get_u64(last ? key : np) ^ BIAS64;
-    int kl = start ? hibit(hi ^ (start - 1)) : 64, kr = last ? 64 : hibit(hi ^ next);
-    *prefix = (uint8_t)(64 - (kl < kr ? kl : kr));
-    return v;
+    return t->pfx6(t, addr, prefix);
 }
 
 int asn_table_info(const asn_table_t *t, uint32_t asn, const char **country, size_t *country_len,

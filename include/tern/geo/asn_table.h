@@ -9,12 +9,14 @@
  * (validates everything once: sizes, order, checksum) → the handle is published with the rest of
  * a snapshot and is immutable from then on → after the RCU grace period asn_table_close().
  * Threading: any number of workers may call the lookups concurrently; they never allocate, lock
- * or make a syscall (page faults on the mapping aside).
+ * or make a syscall (page faults on the mapping aside). They use AVX2 when the CPU has it (chosen
+ * at open; TERN_ASN_TABLE_SCALAR=1 in the environment forces the portable code, for tests and
+ * benchmarks).
  *
  * Prefixes (for EDNS Client Subnet scopes): the table entries are maximal — adjacent entries with
  * the same ASN are merged — so the *_prefix() lookups report the exact largest aligned block
- * around the address that one entry covers (an exception /64 or a /64 edge inside an entry does
- * not shorten it).
+ * around the address that one entry covers (the /64 edges the v6 layout splits an entry at, see
+ * below, do not shorten it).
  *
  * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
  *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
@@ -62,8 +64,10 @@
  *                more than one boundary: u32 v6 boundary count (for asn_table_counts()), u32 0,
  *                u64 hi[exc_count] (strictly ascending), u32 first[exc_count + 1] (8-aligned
  *                end), u64 lo[exc_sub_count], u32 asn[exc_sub_count]. /64 hi[e] resolves by the
- *                last lo <= the address's low 64 bits among lo[first[e] .. first[e+1]) (strictly
- *                ascending, the first is 0). ip-location-db/asn has 133 such /64s (in 178k).
+ *                last lo <= the address's low 64 bits among lo[first[e] .. first[e+1]) (at least
+ *                two, strictly ascending, the first is 0). ip-location-db/asn has 133 such /64s
+ *                (in 178k); the v6 section has an entry for each (exception bit set, asn field
+ *                e) and, unless a boundary starts the next /64, one for the /64 after it.
  *   names (4-aligned): name_count records of 12 bytes sorted by asn:
  *                { u32 asn, u32 str_off, u16 country_len, u16 name_len }
  *   strings:     country bytes then name bytes at strings_off + str_off, not NUL-terminated.
