@@ -500,31 +500,48 @@ static int finish_rr(const struct ectx *e, struct pend *p, uint16_t type, uint32
 
 /* ---- A and AAAA -------------------------------------------------------------------------- */
 
+/* redins takes one value or an array of them ("country": "US" or ["US", "CA"]). The number of
+ * values of v, after checking its shape (scalar_ok: v is one value) and the bound. */
+static int one_or_many(const struct ectx *e, json_t *v, const char *path, bool scalar_ok,
+                       const char *what, size_t max, size_t *n)
+{
+    if (!json_is_array(v) && !scalar_ok)
+        return fail(e, TERN_EINVAL, "%s: expected a %s or an array of %ss, got %s", path, what,
+                    what, type_name(v));
+    *n = json_is_array(v) ? json_array_size(v) : 1;
+    if (*n > max)
+        return fail(e, TERN_EINVAL, "%s: more than %zu values", path, max);
+    return 0;
+}
+
+/* Value i of such a v, and its path for messages ("a.records[0].asn[1]", or the path itself). */
+static json_t *one_or_many_at(json_t *v, size_t i, const char *path, char *epath, size_t len)
+{
+    if (!json_is_array(v)) {
+        pathf(epath, len, "%s", path);
+        return v;
+    }
+    pathf(epath, len, "%s[%zu]", path, i);
+    return json_array_get(v, i);
+}
+
 static int parse_countries(const struct ectx *e, struct pend *p, json_t *rec, const char *base,
                            struct prr *r)
 {
-    char path[PATH_MAX_LEN], q[QUOTE_MAX + 4];
+    char path[PATH_MAX_LEN], epath[PATH_MAX_LEN], q[QUOTE_MAX + 4];
     json_t *v = field(rec, "country");
     r->cc_off = p->ncc;
     if (!v)
         return 0;
     join(path, sizeof(path), base, "country");
-    /* redins takes one string or an array of them */
-    size_t n = json_is_array(v) ? json_array_size(v) : 1;
-    if (!json_is_array(v) && !json_is_string(v))
-        return fail(e, TERN_EINVAL, "%s: expected a string or an array of strings, got %s", path,
-                    type_name(v));
-    if (n > COUNTRIES_MAX)
-        return fail(e, TERN_EINVAL, "%s: more than %u countries", path, COUNTRIES_MAX);
+    size_t n;
+    int rc = one_or_many(e, v, path, json_is_string(v), "string", COUNTRIES_MAX, &n);
+    if (rc < 0)
+        return rc;
     if (grow((void **)&p->cc, &p->cccap, p->ncc + n, sizeof(*p->cc)) < 0)
         return nomem(e);
     for (size_t i = 0; i < n; i++) {
-        json_t *c = json_is_array(v) ? json_array_get(v, i) : v;
-        char epath[PATH_MAX_LEN];
-        if (json_is_array(v))
-            pathf(epath, sizeof(epath), "%s[%zu]", path, i);
-        else
-            pathf(epath, sizeof(epath), "%s", path);
+        json_t *c = one_or_many_at(v, i, path, epath, sizeof(epath));
         if (!json_is_string(c))
             return fail(e, TERN_EINVAL, "%s: expected a string, got %s", epath, type_name(c));
         const char *s = json_string_value(c);
@@ -548,27 +565,20 @@ static int parse_countries(const struct ectx *e, struct pend *p, json_t *rec, co
 static int parse_asns(const struct ectx *e, struct pend *p, json_t *rec, const char *base,
                       struct prr *r)
 {
-    char path[PATH_MAX_LEN];
+    char path[PATH_MAX_LEN], epath[PATH_MAX_LEN];
     json_t *v = field(rec, "asn");
     r->asn_off = p->nasn;
     if (!v)
         return 0;
     join(path, sizeof(path), base, "asn");
-    size_t n = json_is_array(v) ? json_array_size(v) : 1;
-    if (!json_is_array(v) && !json_is_number(v))
-        return fail(e, TERN_EINVAL, "%s: expected a number or an array of numbers, got %s", path,
-                    type_name(v));
-    if (n > ASNS_MAX)
-        return fail(e, TERN_EINVAL, "%s: more than %u ASNs", path, ASNS_MAX);
+    size_t n;
+    int rc = one_or_many(e, v, path, json_is_number(v), "number", ASNS_MAX, &n);
+    if (rc < 0)
+        return rc;
     if (grow((void **)&p->asn, &p->asncap, p->nasn + n, sizeof(*p->asn)) < 0)
         return nomem(e);
     for (size_t i = 0; i < n; i++) {
-        json_t *a = json_is_array(v) ? json_array_get(v, i) : v;
-        char epath[PATH_MAX_LEN];
-        if (json_is_array(v))
-            pathf(epath, sizeof(epath), "%s[%zu]", path, i);
-        else
-            pathf(epath, sizeof(epath), "%s", path);
+        json_t *a = one_or_many_at(v, i, path, epath, sizeof(epath));
         if (!json_is_integer(a))
             return fail(e, TERN_EINVAL, "%s: expected an integer, got %s", epath, type_name(a));
         json_int_t x = json_integer_value(a);

@@ -260,6 +260,18 @@ class Failure(Exception):
     """A check that did not hold; the message says what."""
 
 
+def run_check(results, name, fn):
+    """Run one named check: append (name, None) to results, or (name, why) when fn raised
+    Failure or anything else (a check that crashes is a failed check)."""
+    try:
+        fn()
+        results.append((name, None))
+    except Failure as e:
+        results.append((name, str(e)))
+    except Exception as e:  # noqa: BLE001
+        results.append((name, "%s: %s" % (type(e).__name__, e)))
+
+
 def expect(cond, what):
     if not cond:
         raise Failure(what)

@@ -37,7 +37,8 @@ import dns.rdatatype
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import LOOPBACK, Failure, Ternd, clean_exit_result, expect, report  # noqa: E402
+from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, report,  # noqa: E402
+                     run_check)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAKE_MMDB = os.path.join(HERE, "..", "data", "make_mmdb.pl")
@@ -139,13 +140,7 @@ def run_checks(c):
     results = []
 
     def check(name, fn):
-        try:
-            fn()
-            results.append((name, None))
-        except Failure as e:
-            results.append((name, str(e)))
-        except Exception as e:  # noqa: BLE001 - a check that crashes is a failed check
-            results.append((name, "%s: %s" % (type(e).__name__, e)))
+        run_check(results, name, fn)
 
     au, gb, se = ("1.2.3.0", 24), ("81.2.69.128", 26), ("2a02:1234:5678::", 48)
     check("country AU", lambda: check_pick(c, "country.geo.test", au, ["192.0.2.1"], 24))

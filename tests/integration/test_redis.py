@@ -46,7 +46,8 @@ import dns.rcode
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
-from servers import LOOPBACK, Failure, Ternd, clean_exit_result, expect, report  # noqa: E402
+from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, report,  # noqa: E402
+                     run_check)
 
 ZONE = "mig.test."
 TIMEOUT = 2.0
@@ -224,13 +225,7 @@ def main():
     timings = []
 
     def check(name, fn):
-        try:
-            fn()
-            results.append((name, None))
-        except Failure as e:
-            results.append((name, str(e)))
-        except Exception as e:  # noqa: BLE001 - a check that crashes is a failed check
-            results.append((name, "%s: %s" % (type(e).__name__, e)))
+        run_check(results, name, fn)
 
     try:
         redis = Redis(work)

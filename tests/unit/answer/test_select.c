@@ -28,6 +28,7 @@
 #include "tern/geo/geoip.h"
 #include "tern/zone/zone_builder.h"
 #include "test_util.h"
+#include "zone/zone_test_util.h"
 
 static answer_ctx_t ctx;
 static answer_view_t view;
@@ -48,34 +49,20 @@ typedef struct rr_spec {
 static zone_t *zone;
 static const uint8_t *cur_rd; /* RDATA of the steered RRset build() made last */
 
-static void wire(uint8_t *dst, const char *s)
-{
-    size_t o = 0;
-    while (*s) {
-        const char *dot = strchr(s, '.');
-        size_t l = dot ? (size_t)(dot - s) : strlen(s);
-        dst[o++] = (uint8_t)l;
-        memcpy(dst + o, s, l);
-        o += l;
-        s += l + (dot ? 1 : 0);
-    }
-    dst[o] = 0;
-}
-
 /* Build zone "s.test" with one steered A RRset at www; returns its geo. */
 static const zone_geo_t *build(const rr_spec_t *rr, size_t n, zone_geo_policy_t pol)
 {
     uint8_t apex[256], www[256], ns[256], rd[512];
-    wire(apex, "s.test");
-    wire(www, "www.s.test");
-    wire(ns, "ns.s.test");
+    wire_name(apex, "s.test");
+    wire_name(www, "www.s.test");
+    wire_name(ns, "ns.s.test");
     zone_builder_t *b = zone_builder_new(apex, "select");
     assert_non_null(b);
     /* SOA: ns hostmaster 1 2 3 4 5 */
     size_t l = 0;
-    wire(rd, "ns.s.test");
+    wire_name(rd, "ns.s.test");
     l = strlen("ns.s.test") + 2;
-    wire(rd + l, "h.s.test");
+    wire_name(rd + l, "h.s.test");
     l += strlen("h.s.test") + 2;
     for (int i = 0; i < 5; i++) {
         uint32_t v = htonl((uint32_t)i + 1);
@@ -126,7 +113,7 @@ static const zone_geo_t *build(const rr_spec_t *rr, size_t n, zone_geo_policy_t 
     assert_int_equal(zone_builder_finish(b, &zone, err, sizeof(err)), 0);
     assert_int_equal(zone->geo_count, 1);
     uint8_t lc[256];
-    wire(lc, "www.s.test");
+    wire_name(lc, "www.s.test");
     size_t len = strlen("www.s.test") + 2;
     const zone_node_t *node = zone_find_node(zone, lc, len, dname_hash(lc));
     assert_non_null(node);

@@ -17,6 +17,7 @@
 
 #include "redis_server.h"
 #include "test_util.h"
+#include "zone/zone_test_util.h"
 
 #include "tern/common/err.h"
 #include "tern/load/redis_source.h"
@@ -152,22 +153,6 @@ typedef struct probe {
     bool absent; /* true: the name must NOT exist */
 } probe_t;
 
-static void wire(uint8_t *dst, const char *s)
-{
-    size_t o = 0;
-    while (*s && strcmp(s, ".") != 0) {
-        const char *dot = strchr(s, '.');
-        size_t l = dot ? (size_t)(dot - s) : strlen(s);
-        dst[o++] = (uint8_t)l;
-        memcpy(dst + o, s, l);
-        o += l;
-        s += l;
-        if (*s == '.')
-            s++;
-    }
-    dst[o] = 0;
-}
-
 static bool probe_locked(const probe_t *p)
 {
     int i = slot(p->origin);
@@ -179,7 +164,7 @@ static bool probe_locked(const probe_t *p)
     if (!p->name)
         return true;
     uint8_t w[DNAME_MAXLEN], lc[DNAME_MAXLEN];
-    wire(w, p->name);
+    wire_name(w, p->name);
     size_t len = dname_lower(lc, w);
     const zone_node_t *n = zone_find_node(z, lc, len, dname_hash(lc));
     if (p->absent)
