@@ -1,5 +1,7 @@
 #include "tern/common/err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *tern_strerror(int code)
@@ -36,4 +38,14 @@ const char *tern_strerror(int code)
         return strerror(-code);
     }
     return "unknown error";
+}
+
+void tern_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

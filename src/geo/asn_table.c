@@ -48,17 +48,6 @@ __extension__ typedef unsigned __int128 u128;
  * helpers
  */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) TERN_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static uint32_t crc32_ieee(const uint8_t *p, size_t n)
 {
     /* A 1 KiB table rebuilt per call: open and compile are rare, and no global state means no
@@ -464,8 +453,8 @@ static int read_line(struct compiler *c, char *line, const char *file, size_t li
     if (strchr(line, '\t')) {
         nf = split_tsv(line, f, 5);
         if (nf < 3 || nf > 5) {
-            set_err(err, errlen, "%s:%zu: expected 3 to 5 tab-separated fields, got %s%d", file,
-                    lineno, nf > 5 ? "more than " : "", nf > 5 ? 5 : nf);
+            tern_set_err(err, errlen, "%s:%zu: expected 3 to 5 tab-separated fields, got %s%d",
+                         file, lineno, nf > 5 ? "more than " : "", nf > 5 ? 5 : nf);
             return TERN_ESYNTAX;
         }
         cc = nf > 3 ? f[3] : NULL;
@@ -473,12 +462,12 @@ static int read_line(struct compiler *c, char *line, const char *file, size_t li
     } else {
         nf = split_csv(line, f, 4);
         if (nf < 0) {
-            set_err(err, errlen, "%s:%zu: unterminated or misplaced quote", file, lineno);
+            tern_set_err(err, errlen, "%s:%zu: unterminated or misplaced quote", file, lineno);
             return TERN_ESYNTAX;
         }
         if (nf != 4) {
-            set_err(err, errlen, "%s:%zu: expected 4 comma-separated fields, got %s%d", file,
-                    lineno, nf > 4 ? "more than " : "", nf > 4 ? 4 : nf);
+            tern_set_err(err, errlen, "%s:%zu: expected 4 comma-separated fields, got %s%d", file,
+                         lineno, nf > 4 ? "more than " : "", nf > 4 ? 4 : nf);
             return TERN_ESYNTAX;
         }
         name = f[3];
@@ -487,26 +476,26 @@ static int read_line(struct compiler *c, char *line, const char *file, size_t li
     u128 end;
     int fam = parse_addr(f[0], &r.start);
     if (fam < 0) {
-        set_err(err, errlen, "%s:%zu: invalid start address '%s'", file, lineno, f[0]);
+        tern_set_err(err, errlen, "%s:%zu: invalid start address '%s'", file, lineno, f[0]);
         return TERN_ESYNTAX;
     }
     int fam2 = parse_addr(f[1], &end);
     if (fam2 < 0) {
-        set_err(err, errlen, "%s:%zu: invalid end address '%s'", file, lineno, f[1]);
+        tern_set_err(err, errlen, "%s:%zu: invalid end address '%s'", file, lineno, f[1]);
         return TERN_ESYNTAX;
     }
     if (fam != fam2) {
-        set_err(err, errlen, "%s:%zu: start and end are of different address families", file,
-                lineno);
+        tern_set_err(err, errlen, "%s:%zu: start and end are of different address families", file,
+                     lineno);
         return TERN_ESYNTAX;
     }
     r.end = end;
     if (r.start > r.end) {
-        set_err(err, errlen, "%s:%zu: start %s > end %s", file, lineno, f[0], f[1]);
+        tern_set_err(err, errlen, "%s:%zu: start %s > end %s", file, lineno, f[0], f[1]);
         return TERN_ESYNTAX;
     }
     if (!parse_asn(f[2], &r.asn)) {
-        set_err(err, errlen, "%s:%zu: bad ASN '%s'", file, lineno, f[2]);
+        tern_set_err(err, errlen, "%s:%zu: bad ASN '%s'", file, lineno, f[2]);
         return TERN_ESYNTAX;
     }
     int rc = ranges_push(fam ? &c->r6 : &c->r4, &r);
@@ -515,7 +504,7 @@ static int read_line(struct compiler *c, char *line, const char *file, size_t li
     if (rc == 0)
         rc = name_add(c, r.asn, cc, name);
     if (rc)
-        set_err(err, errlen, "%s:%zu: out of memory", file, lineno);
+        tern_set_err(err, errlen, "%s:%zu: out of memory", file, lineno);
     c->seq++;
     return rc;
 }
@@ -526,7 +515,7 @@ static int read_file(struct compiler *c, const char *path, asn_table_compile_sta
     FILE *fp = fopen(path, "r");
     if (!fp) {
         int e = errno;
-        set_err(err, errlen, "%s: %s", path, strerror(e));
+        tern_set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
     char *line = NULL;
@@ -538,7 +527,7 @@ static int read_file(struct compiler *c, const char *path, asn_table_compile_sta
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
         if ((size_t)len != strlen(line)) {
-            set_err(err, errlen, "%s:%zu: NUL byte in line", path, lineno);
+            tern_set_err(err, errlen, "%s:%zu: NUL byte in line", path, lineno);
             rc = TERN_ESYNTAX;
             break;
         }
@@ -553,7 +542,7 @@ static int read_file(struct compiler *c, const char *path, asn_table_compile_sta
     }
     if (rc == 0 && ferror(fp)) {
         rc = TERN_EINVAL;
-        set_err(err, errlen, "%s: read error", path);
+        tern_set_err(err, errlen, "%s: read error", path);
     }
     free(line);
     fclose(fp);
@@ -796,7 +785,7 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
         n_names > UINT32_MAX || str_total > UINT32_MAX ||
         !tree_layout(b4->n, V4_PER_LEAF, V4_LEAF, V4_FAN, &L4) ||
         !tree_layout(n6, V6_PER_LEAF, V6_LEAF, V6_FAN, &L6)) {
-        set_err(err, errlen, "%s: table too large", out_path);
+        tern_set_err(err, errlen, "%s: table too large", out_path);
         return TERN_ERANGE;
     }
 
@@ -808,7 +797,7 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
     size_t total = strings_off + str_total;
     buf = calloc(1, total);
     if (!buf) {
-        set_err(err, errlen, "%s: out of memory", out_path);
+        tern_set_err(err, errlen, "%s: out of memory", out_path);
         return TERN_ENOMEM;
     }
     memcpy(buf, ASN_TABLE_MAGIC, 8);
@@ -868,7 +857,7 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
     tmp = malloc(plen + 5);
     if (!tmp) {
         rc = TERN_ENOMEM;
-        set_err(err, errlen, "%s: out of memory", out_path);
+        tern_set_err(err, errlen, "%s: out of memory", out_path);
         goto done;
     }
     memcpy(tmp, out_path, plen);
@@ -876,7 +865,7 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
     fp = fopen(tmp, "wb");
     if (!fp || fwrite(buf, 1, total, fp) != total || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
         rc = errno ? -errno : TERN_EINVAL;
-        set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
+        tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
         if (fp)
             fclose(fp);
         fp = NULL;
@@ -886,14 +875,14 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
     if (fclose(fp) != 0) {
         fp = NULL;
         rc = -errno;
-        set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
+        tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
         unlink(tmp);
         goto done;
     }
     fp = NULL;
     if (rename(tmp, out_path) != 0) {
         rc = -errno;
-        set_err(err, errlen, "%s: rename: %s", out_path, strerror(-rc));
+        tern_set_err(err, errlen, "%s: rename: %s", out_path, strerror(-rc));
         unlink(tmp);
         goto done;
     }
@@ -920,7 +909,7 @@ int asn_table_compile_ex(const char *const *inputs, size_t n, const char *out_pa
     st.ranges_v6 = c.r6.n;
     if ((rc = resolve(&c.r4, V4_MAX, &b4, &st.overlaps)) ||
         (rc = resolve(&c.r6, V6_MAX, &b6, &st.overlaps))) {
-        set_err(err, errlen, "%s: out of memory", out_path);
+        tern_set_err(err, errlen, "%s: out of memory", out_path);
         goto done;
     }
     if ((rc = write_table(&c, &b4, &b6, out_path, &st, err, errlen)))
@@ -1342,39 +1331,39 @@ asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
     size_t size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        tern_set_err(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     if (fstat(fd, &sb) != 0) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        tern_set_err(err, errlen, "%s: %s", path, strerror(errno));
         goto fail;
     }
     size = (size_t)sb.st_size;
     if (size < HDR_SIZE) {
-        set_err(err, errlen, "%s: truncated: %zu bytes, the header alone is %u", path, size,
-                HDR_SIZE);
+        tern_set_err(err, errlen, "%s: truncated: %zu bytes, the header alone is %u", path, size,
+                     HDR_SIZE);
         goto fail;
     }
     map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
-        set_err(err, errlen, "%s: mmap: %s", path, strerror(errno));
+        tern_set_err(err, errlen, "%s: mmap: %s", path, strerror(errno));
         goto fail;
     }
     const uint8_t *m = map;
     if (memcmp(m, ASN_TABLE_MAGIC, 8) != 0) {
-        set_err(err, errlen, "%s: bad magic (not a compiled ASN table)", path);
+        tern_set_err(err, errlen, "%s: bad magic (not a compiled ASN table)", path);
         goto fail;
     }
     uint32_t version = get_u32(m + 8);
     if (version != ASN_TABLE_VERSION) {
-        set_err(err, errlen, "%s: unsupported version %u (expected %u; recompile the table)", path,
-                version, ASN_TABLE_VERSION);
+        tern_set_err(err, errlen, "%s: unsupported version %u (expected %u; recompile the table)",
+                     path, version, ASN_TABLE_VERSION);
         goto fail;
     }
     uint64_t payload = get_u64(m + 72);
     if (payload != size - HDR_SIZE) {
-        set_err(err, errlen, "%s: truncated: header says %llu payload bytes, file has %zu", path,
-                (unsigned long long)payload, size - HDR_SIZE);
+        tern_set_err(err, errlen, "%s: truncated: header says %llu payload bytes, file has %zu",
+                     path, (unsigned long long)payload, size - HDR_SIZE);
         goto fail;
     }
     size_t n4 = get_u32(m + 16), n6 = get_u32(m + 20), nn = get_u32(m + 24);
@@ -1388,16 +1377,16 @@ asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
         !section_ok(exc_off, exc_size(ne, nsub), size, 8) ||
         !section_ok(names_off, (uint64_t)nn * NAME_REC, size, 4) ||
         !section_ok(str_off, str_len, size, 1)) {
-        set_err(err, errlen, "%s: corrupt header: a section lies outside the file", path);
+        tern_set_err(err, errlen, "%s: corrupt header: a section lies outside the file", path);
         goto fail;
     }
     if (crc32_ieee(m + HDR_SIZE, size - HDR_SIZE) != get_u32(m + 80)) {
-        set_err(err, errlen, "%s: checksum mismatch", path);
+        tern_set_err(err, errlen, "%s: checksum mismatch", path);
         goto fail;
     }
     t = calloc(1, sizeof(*t));
     if (!t) {
-        set_err(err, errlen, "%s: out of memory", path);
+        tern_set_err(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     t->map = m;
@@ -1464,8 +1453,9 @@ asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
         ok = end <= str_len && (i == 0 || get_u32(rec - NAME_REC) < get_u32(rec));
     }
     if (!ok) {
-        set_err(err, errlen,
-                "%s: corrupt table: keys, exceptions or names out of order or out of bounds", path);
+        tern_set_err(err, errlen,
+                     "%s: corrupt table: keys, exceptions or names out of order or out of bounds",
+                     path);
         goto fail;
     }
     close(fd); /* the mapping stays valid without the descriptor */

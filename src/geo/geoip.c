@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tern/common/err.h"
+
 /* MaxMind DB data types (spec: "MaxMind DB File Format Specification", data section). */
 enum {
     T_EXTENDED = 0,
@@ -78,17 +80,6 @@ struct geoip_db {
 /* ---------------------------------------------------------------------------------------------
  * helpers
  */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) TERN_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -529,7 +520,7 @@ static int check_tree(const geoip_db_t *db, char *err, size_t errlen, const char
     const uint8_t *sep = m->file_content + (size_t)n * m->full_record_byte_size;
     for (unsigned i = 0; i < DATA_SEPARATOR_LEN; i++) {
         if (sep[i] != 0) {
-            set_err(err, errlen, "%s: corrupt file: data section separator is not zero", path);
+            tern_set_err(err, errlen, "%s: corrupt file: data section separator is not zero", path);
             return -1;
         }
     }
@@ -545,10 +536,11 @@ static int check_tree(const geoip_db_t *db, char *err, size_t errlen, const char
         break;
     }
     if (bad < n) {
-        set_err(err, errlen,
-                "%s: corrupt search tree: node %u points outside the data section (truncated or "
-                "damaged file?)",
-                path, bad);
+        tern_set_err(
+            err, errlen,
+            "%s: corrupt search tree: node %u points outside the data section (truncated or "
+            "damaged file?)",
+            path, bad);
         return -1;
     }
     return 0;
@@ -596,7 +588,7 @@ static int detect_layout(geoip_db_t *db, char *err, size_t errlen, const char *p
     uint32_t offs[PROBE_RECORDS];
     unsigned n = probe_records(db, offs, PROBE_RECORDS), nested = 0, flat = 0;
     if (n == 0) {
-        set_err(err, errlen, "%s: no data records (empty database)", path);
+        tern_set_err(err, errlen, "%s: no data records (empty database)", path);
         return -1;
     }
     /* A layout scores a record only when it yields a country or a location from it: keys of the
@@ -606,19 +598,20 @@ static int detect_layout(geoip_db_t *db, char *err, size_t errlen, const char *p
         geoip_result_t a = {0}, b = {0};
         if (decode_record(&d, LAYOUT_NESTED, offs[i], &a) < 0 ||
             decode_record(&d, LAYOUT_FLAT, offs[i], &b) < 0) {
-            set_err(err, errlen, "%s: corrupt data record at data section offset %u", path,
-                    offs[i]);
+            tern_set_err(err, errlen, "%s: corrupt data record at data section offset %u", path,
+                         offs[i]);
             return -1;
         }
         nested += a.country || a.has_location;
         flat += b.country || b.has_location;
     }
     if (nested == 0 && flat == 0) {
-        set_err(err, errlen,
-                "%s: database type '%s' has neither GeoIP2 keys (country.iso_code, location) nor "
-                "flat keys (country_code, latitude/longitude) in its first %u records; not a "
-                "location database",
-                path, db->mmdb.metadata.database_type, n);
+        tern_set_err(
+            err, errlen,
+            "%s: database type '%s' has neither GeoIP2 keys (country.iso_code, location) nor "
+            "flat keys (country_code, latitude/longitude) in its first %u records; not a "
+            "location database",
+            path, db->mmdb.metadata.database_type, n);
         return -1;
     }
     db->layout = nested >= flat ? LAYOUT_NESTED : LAYOUT_FLAT;
@@ -634,24 +627,24 @@ geoip_db_t *geoip_open(const char *path, char *err, size_t errlen)
     /* MMDB_open would map a directory or a FIFO and fail with ENODEV: say what is wrong. */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        tern_set_err(err, errlen, "%s: not a regular file", path);
         return NULL;
     }
     geoip_db_t *db = calloc(1, sizeof(*db));
     if (!db) {
-        set_err(err, errlen, "%s: out of memory", path);
+        tern_set_err(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     int rc = MMDB_open(path, MMDB_MODE_MMAP, &db->mmdb);
     if (rc != MMDB_SUCCESS) {
         int e = errno;
         if (rc == MMDB_FILE_OPEN_ERROR || rc == MMDB_IO_ERROR)
-            set_err(err, errlen, "%s: %s", path, strerror(e));
+            tern_set_err(err, errlen, "%s: %s", path, strerror(e));
         else if (rc == MMDB_OUT_OF_MEMORY_ERROR)
-            set_err(err, errlen, "%s: out of memory", path);
+            tern_set_err(err, errlen, "%s: out of memory", path);
         else
-            set_err(err, errlen, "%s: not a valid MaxMind DB file (truncated or corrupt?): %s",
-                    path, MMDB_strerror(rc));
+            tern_set_err(err, errlen, "%s: not a valid MaxMind DB file (truncated or corrupt?): %s",
+                         path, MMDB_strerror(rc));
         free(db);
         return NULL;
     }
@@ -660,15 +653,15 @@ geoip_db_t *geoip_open(const char *path, char *err, size_t errlen)
     size_t tree = (size_t)m->metadata.node_count * m->full_record_byte_size;
     if (m->metadata_section < m->file_content + METADATA_MARKER_LEN ||
         m->file_content + tree + DATA_SEPARATOR_LEN > data_end) {
-        set_err(err, errlen, "%s: corrupt file: search tree runs into the metadata (truncated?)",
-                path);
+        tern_set_err(err, errlen,
+                     "%s: corrupt file: search tree runs into the metadata (truncated?)", path);
         goto fail;
     }
     db->data = m->file_content + tree + DATA_SEPARATOR_LEN;
     db->data_len = (uint32_t)(data_end - db->data);
     db->ip_version = m->metadata.ip_version;
     if (db->ip_version != 4 && db->ip_version != 6) {
-        set_err(err, errlen, "%s: unsupported ip_version %u", path, db->ip_version);
+        tern_set_err(err, errlen, "%s: unsupported ip_version %u", path, db->ip_version);
         goto fail;
     }
     if (check_tree(db, err, errlen, path) < 0 || detect_layout(db, err, errlen, path) < 0)

@@ -10,6 +10,9 @@
 #define TERN_COMMON_ERR_H
 
 #include <errno.h>
+#include <stddef.h>
+
+#include "tern/common/compiler.h"
 
 enum {
     TERN_EOK = 0,
@@ -35,5 +38,8 @@ enum {
 
 /** Text for a TERN_E* code or negated errno; never NULL. */
 const char *tern_strerror(int code);
+
+/** Format a message into the caller's err buffer (errlen bytes); err NULL or errlen 0: nothing. */
+void tern_set_err(char *err, size_t errlen, const char *fmt, ...) TERN_PRINTF(3, 4);
 
 #endif
