@@ -43,7 +43,6 @@
  */
 #include "tern/answer/answer.h"
 
-#include <netinet/in.h>
 #include <string.h>
 
 #include "tern/answer/select.h"
@@ -311,22 +310,6 @@ static size_t response_limit(const wire_query_t *q, bool edns, uint16_t adv, siz
     return lim < out_cap ? lim : out_cap;
 }
 
-/* The address geo decisions are about: a usable ECS option's, else the packet's source. */
-static void set_client(answer_ctx_t *ctx, const wire_ecs_t *ecs, const struct sockaddr *client)
-{
-    if (ecs && ecs->source_prefix > 0) {
-        answer_set_client(ctx, ecs->family == 1 ? AF_INET : AF_INET6, ecs->addr);
-    } else if (client && client->sa_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)client;
-        answer_set_client(ctx, AF_INET, (const uint8_t *)&a->sin_addr);
-    } else if (client && client->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)client;
-        answer_set_client(ctx, AF_INET6, a->sin6_addr.s6_addr);
-    } else {
-        answer_set_client(ctx, 0, NULL);
-    }
-}
-
 size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sockaddr *client,
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport)
@@ -353,8 +336,13 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     info->edns = edns;
     info->ecs = ecs != NULL;
     info->qtype = pr == WIRE_OK ? q->qtype : 0;
+    /* the client is resolved only if a steered RRset is reached (select.c): plain answers pay
+     * nothing for geo */
     ctx->view = v;
-    set_client(ctx, ecs, client);
+    ctx->q_ecs = ecs;
+    ctx->q_src = client;
+    ctx->ent = NULL;
+    ctx->scope = 0;
     uint16_t adv = cfg->edns_max_udp < UDP_MIN ? UDP_MIN : cfg->edns_max_udp;
 
     wire_writer_t *w = &ctx->writer;

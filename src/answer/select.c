@@ -15,6 +15,7 @@
 #include "tern/answer/select.h"
 
 #include <math.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -85,6 +86,25 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
         e->have_geo = e->have_asn = false;
     }
     ctx->ent = e;
+}
+
+/* The address geo decisions are about: a usable ECS option's, else the packet's source. Run once
+ * per query, at its first steered RRset (later ones in a CNAME chain reuse ctx->ent). */
+static void client_from_query(answer_ctx_t *ctx)
+{
+    const wire_ecs_t *ecs = ctx->q_ecs;
+    const struct sockaddr *src = ctx->q_src;
+    if (ecs && ecs->source_prefix > 0) {
+        answer_set_client(ctx, ecs->family == 1 ? AF_INET : AF_INET6, ecs->addr);
+    } else if (src && src->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)src;
+        answer_set_client(ctx, AF_INET, (const uint8_t *)&a->sin_addr);
+    } else if (src && src->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)src;
+        answer_set_client(ctx, AF_INET6, a->sin6_addr.s6_addr);
+    } else {
+        answer_set_client(ctx, 0, NULL);
+    }
 }
 
 static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
@@ -228,6 +248,8 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
 unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g,
                        uint32_t *offs)
 {
+    if (!ctx->ent)
+        client_from_query(ctx);
     uint16_t *c = ctx->cand;
     unsigned n = g->count;
     for (unsigned i = 0; i < n; i++)

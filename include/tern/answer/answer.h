@@ -117,7 +117,10 @@ typedef struct answer_ctx {
     int client_family; /* AF_INET, AF_INET6, or 0 = unknown */
     uint8_t client_addr[16];
     uint8_t scope;
-    answer_geo_entry_t *ent; /* the client's entry in geo_cache */
+    answer_geo_entry_t *ent;      /* the client's entry in geo_cache; NULL until a steered RRset
+                                     asks (then resolved from q_ecs / q_src) */
+    const wire_ecs_t *q_ecs;      /* this query's usable ECS option, or NULL */
+    const struct sockaddr *q_src; /* this query's source address, or NULL */
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
     uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */
