@@ -462,14 +462,14 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             goto fail;
         }
     }
-    /* Redis zones after the configured ones; a configured zone of the same name wins. */
-    size_t nfile = s->nz;
+    /* Redis zones after the configured ones; a configured zone of the same name wins. The file
+     * zones are indexed once, so 10,000 zones of each are matched in linear time. */
+    old_index_t files;
+    if (l->nrz && old_index_init(&files, s) < 0)
+        goto nomem;
     for (size_t i = 0; i < l->nrz; i++) {
         struct rzone *r = &l->rz[i];
-        bool dup = false;
-        for (size_t j = 0; j < nfile && !dup; j++)
-            dup = strcmp(s->z[j].key, r->key) == 0;
-        if (dup) {
+        if (find_key(&files, r->key)) {
             if (!r->conflict_logged)
                 log_err("redis: zone %s is also configured from a file; serving the file",
                         r->key[0] ? r->key : ".");
@@ -477,8 +477,10 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             continue;
         }
         struct zent *e = &s->z[s->nz++];
-        if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source)))
+        if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source))) {
+            free(files.slot);
             goto nomem;
+        }
         e->redis = true;
         e->format = CONFIG_ZONE_JSON;
         e->loaded = r->loaded;
@@ -493,10 +495,13 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         if ((rc = zone_table_add(s->table, e->zone)) < 0) {
             zone_free(e->zone);
             e->zone = NULL;
+            free(files.slot);
             snprintf(err, errlen, "redis zone %s: %s", r->key, tern_strerror(rc));
             goto fail;
         }
     }
+    if (l->nrz)
+        free(files.slot);
     if (cfg->asn_table) {
         struct asn_ref *prev = old ? old->asn : NULL;
         if (prev && strcmp(prev->dep.path, cfg->asn_table) == 0 &&
@@ -765,6 +770,25 @@ static bool redis_set_geo(loader_t *l, const struct snapshot *s)
     return true;
 }
 
+/* rz's index for redis_apply(): open addressing over key hashes, slot = index + 1, 0 = empty. */
+static uint32_t *rz_index(const loader_t *l, size_t extra, size_t *mask)
+{
+    size_t n = 16;
+    while (n < 2 * (l->nrz + extra))
+        n *= 2;
+    uint32_t *slot = calloc(n, sizeof(*slot));
+    if (!slot)
+        return NULL;
+    *mask = n - 1;
+    for (size_t i = 0; i < l->nrz; i++) {
+        size_t j = key_hash(l->rz[i].key) & *mask;
+        while (slot[j])
+            j = (j + 1) & *mask;
+        slot[j] = (uint32_t)i + 1;
+    }
+    return slot;
+}
+
 /* Loader thread: move the queued versions into rz. Returns how many changes were applied. */
 static size_t redis_apply(loader_t *l)
 {
@@ -775,49 +799,79 @@ static size_t redis_apply(loader_t *l)
     l->npend = l->cappend = 0;
     l->redis_dirty = false;
     pthread_mutex_unlock(&l->mu);
-    size_t applied = 0;
+    if (n == 0) {
+        free(p);
+        return 0;
+    }
+    size_t mask, applied = 0, lines = 0, gone = 0;
+    uint32_t *slot = NULL;
+    if (l->nrz + n > l->caprz) { /* room for every pending zone to be new: no realloc below */
+        struct rzone *r = realloc(l->rz, (l->nrz + n) * sizeof(*r));
+        if (r) {
+            l->rz = r;
+            l->caprz = l->nrz + n;
+        }
+    }
+    if (l->nrz + n > l->caprz || !(slot = rz_index(l, n, &mask))) {
+        log_err("redis: out of memory; %zu zone changes dropped (the next verify retries)", n);
+        for (size_t i = 0; i < n; i++) {
+            zone_free(p[i].zone);
+            free(p[i].key);
+        }
+        free(p);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < l->nrz && strcmp(l->rz[j].key, p[i].key) != 0)
-            j++;
-        if (!p[i].zone) { /* gone */
-            if (j < l->nrz) {
-                log_info("redis: zone %s removed", p[i].key);
-                zone_free(l->rz[j].zone);
-                free(l->rz[j].key);
-                l->rz[j] = l->rz[--l->nrz];
+        size_t h = key_hash(p[i].key) & mask;
+        while (slot[h] && strcmp(l->rz[slot[h] - 1].key, p[i].key) != 0)
+            h = (h + 1) & mask;
+        struct rzone *r = slot[h] ? &l->rz[slot[h] - 1] : NULL;
+        if (!p[i].zone) { /* gone: emptied now, compacted below (indexes stay valid meanwhile) */
+            if (r && r->zone) {
+                if (lines++ < LOG_ZONES_MAX) /* a full resync may change thousands */
+                    log_info("redis: zone %s removed", r->key);
+                zone_free(r->zone);
+                r->zone = NULL;
+                gone++;
                 applied++;
             }
             free(p[i].key);
             continue;
         }
-        if (j == l->nrz) {
-            if (l->nrz == l->caprz) {
-                size_t cap = l->caprz ? 2 * l->caprz : 16;
-                struct rzone *r = realloc(l->rz, cap * sizeof(*r));
-                if (!r) {
-                    log_err("redis: zone %s: out of memory; not served", p[i].key);
-                    zone_free(p[i].zone);
-                    free(p[i].key);
-                    continue;
-                }
-                l->rz = r;
-                l->caprz = cap;
-            }
-            l->rz[l->nrz++] = (struct rzone){.key = p[i].key};
-            log_info("redis: zone %s added (serial %u)", p[i].key, p[i].zone->serial);
+        if (!r) {
+            slot[h] = (uint32_t)l->nrz + 1;
+            r = &l->rz[l->nrz++];
+            *r = (struct rzone){.key = p[i].key};
         } else {
-            log_info("redis: zone %s updated (serial %u -> %u)", p[i].key, l->rz[j].zone->serial,
-                     p[i].zone->serial);
-            zone_free(l->rz[j].zone);
             free(p[i].key);
         }
-        struct rzone *r = &l->rz[j];
+        if (r->zone) {
+            if (lines++ < LOG_ZONES_MAX)
+                log_info("redis: zone %s updated (serial %u -> %u)", r->key, r->zone->serial,
+                         p[i].zone->serial);
+            zone_free(r->zone);
+        } else {
+            if (lines++ < LOG_ZONES_MAX)
+                log_info("redis: zone %s added (serial %u)", r->key, p[i].zone->serial);
+        }
         r->zone = p[i].zone;
         r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
         r->loaded = (int64_t)time(NULL);
         applied++;
     }
+    if (lines > LOG_ZONES_MAX)
+        log_info("redis: ... and %zu more zone changes", lines - LOG_ZONES_MAX);
+    if (gone) {
+        size_t k = 0;
+        for (size_t i = 0; i < l->nrz; i++) {
+            if (l->rz[i].zone)
+                l->rz[k++] = l->rz[i];
+            else
+                free(l->rz[i].key);
+        }
+        l->nrz = k;
+    }
+    free(slot);
     free(p);
     return applied;
 }
