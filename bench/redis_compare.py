@@ -382,6 +382,8 @@ def ensure_ternd(args):
     if not args.build:
         return os.path.exists(args.ternd)
     bd = os.path.dirname(os.path.abspath(args.ternd))
+    return benchrun.build_ternd(bd) and os.path.exists(args.ternd)
+    bd = os.path.dirname(os.path.abspath(args.ternd))
     try:
         if not os.path.exists(os.path.join(bd, "build.ninja")):
             subprocess.run(["cmake", "-S", ROOT, "-B", bd, "-G", "Ninja",

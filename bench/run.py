@@ -817,7 +817,11 @@ def ensure_reflector():
 def ensure_ternd(args):
     if os.path.exists(args.ternd) and not args.build:
         return True
-    bd = os.path.join(ROOT, "build-bench")
+    return build_ternd(os.path.join(ROOT, "build-bench")) and os.path.exists(args.ternd)
+
+
+def build_ternd(bd):
+    """Configure bd (Release) if needed and build ternd there; False (logged) on failure."""
     try:
         if not os.path.exists(os.path.join(bd, "build.ninja")):
             subprocess.run(["cmake", "-S", ROOT, "-B", bd, "-G", "Ninja",
@@ -828,7 +832,7 @@ def ensure_ternd(args):
     except subprocess.CalledProcessError as e:
         log("ternd build failed:\n" + (e.stdout or b"").decode()[-3000:])
         return False
-    return os.path.exists(args.ternd)
+    return True
 
 
 def main():
