@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "tern/common/compiler.h"
+#include "tern/common/hash.h"
 
 void answer_ctx_seed(answer_ctx_t *ctx, uint64_t seed)
 {
@@ -74,11 +75,10 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
     } else {
         ctx->client_family = 0;
     }
-    /* the cache slot: FNV-1a over the address bytes, folded to the table size */
-    uint32_t h = 2166136261u ^ (uint32_t)ctx->client_family;
-    for (size_t i = 0; i < sizeof(ctx->client_addr); i++)
-        h = (h ^ ctx->client_addr[i]) * 16777619u;
-    answer_geo_entry_t *e = &ctx->geo_cache[(h ^ h >> 16) & (ANSWER_GEO_CACHE - 1)];
+    /* the cache slot: the address bytes hashed, the family as the seed */
+    uint64_t h =
+        tern_hash64(ctx->client_addr, sizeof(ctx->client_addr), (uint64_t)ctx->client_family);
+    answer_geo_entry_t *e = &ctx->geo_cache[h & (ANSWER_GEO_CACHE - 1)];
     if (e->family != ctx->client_family ||
         memcmp(e->addr, ctx->client_addr, sizeof(e->addr)) != 0) {
         e->family = (uint8_t)ctx->client_family;

@@ -351,7 +351,7 @@ static const opt_t schema[] = {
 
 #define NOPTS TERN_ARRAY_SIZE(schema)
 
-typedef struct loader {
+typedef struct parse_ctx {
     config_t *c;
     yaml_document_t *doc;
     const char *path;
@@ -362,12 +362,12 @@ typedef struct loader {
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
     const yaml_node_t *geoip_by;           /* key node of what set geoip_db, if anything did */
     const char *geoip_by_name;             /* its name: geoip_db, geoip or handler: geoip */
-} loader_t;
+} parse_ctx_t;
 
-static int fail(loader_t *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
+static int fail(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
     TERN_PRINTF(4, 5);
 
-static int fail(loader_t *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
+static int fail(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
     int k = snprintf(l->err, l->errlen, "%s:%zu: %s%s", l->path, n->start_mark.line + 1,
                      key ? key : "", key ? ": " : "");
@@ -402,7 +402,7 @@ static bool is_null(const yaml_node_t *n)
     return s && (*s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
 }
 
-static const yaml_node_t *node(const loader_t *l, int id)
+static const yaml_node_t *node(const parse_ctx_t *l, int id)
 {
     return yaml_document_get_node(l->doc, id);
 }
@@ -467,7 +467,7 @@ static bool is_text(const yaml_node_t *n)
 }
 
 /* An integer in [min, max] at n, or an error naming key and field. */
-static int get_int(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int get_int(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                    long long min, long long max, long long *out)
 {
     const char *sep = field ? ": " : "";
@@ -482,7 +482,7 @@ static int get_int(loader_t *l, const yaml_node_t *n, const char *key, const cha
     return 0;
 }
 
-static int get_bool(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int get_bool(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                     bool *out)
 {
     if (!parse_bool(n, out))
@@ -492,7 +492,7 @@ static int get_bool(loader_t *l, const yaml_node_t *n, const char *key, const ch
 }
 
 /* One of names (count of them), as its index. */
-static int get_enum(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int get_enum(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                     const char *const *names, size_t count, size_t *out)
 {
     const char *sep = field ? ": " : "";
@@ -524,7 +524,7 @@ typedef struct field {
 
 /* Check that n is a mapping whose keys are among fields, each at most once, none refused, every
  * required one present; val[i] gets each field's value node or NULL. Errors are "key: ...". */
-static int get_fields(loader_t *l, const yaml_node_t *n, const char *key, const field_t *fields,
+static int get_fields(parse_ctx_t *l, const yaml_node_t *n, const char *key, const field_t *fields,
                       size_t nfields, const yaml_node_t **val)
 {
     const char *names[MAX_FIELDS];
@@ -577,10 +577,10 @@ static void item_key(char *buf, size_t len, const char *key, const yaml_node_t *
 }
 
 /* Call fn for n's items if it is a sequence, else for n itself (index 0). */
-typedef int (*item_fn)(loader_t *l, const opt_t *o, const yaml_node_t *parent, const yaml_node_t *n,
-                       size_t index);
+typedef int (*item_fn)(parse_ctx_t *l, const opt_t *o, const yaml_node_t *parent,
+                       const yaml_node_t *n, size_t index);
 
-static int each_item(loader_t *l, const opt_t *o, const yaml_node_t *n, item_fn fn)
+static int each_item(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n, item_fn fn)
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return fn(l, o, n, n, 0);
@@ -595,7 +595,7 @@ static int each_item(loader_t *l, const opt_t *o, const yaml_node_t *n, item_fn 
 }
 
 /* dir + path for a relative path (malloc'd), or a copy of path. NULL: out of memory. */
-static char *resolve_path(const loader_t *l, const char *path)
+static char *resolve_path(const parse_ctx_t *l, const char *path)
 {
     if (path[0] == '/' || !l->dir)
         return strdup(path);
@@ -640,7 +640,7 @@ static void store_uint(void *base, const opt_t *o, long long v)
     }
 }
 
-static int set_uint(loader_t *l, const opt_t *o, const yaml_node_t *n, bool allow_auto)
+static int set_uint(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n, bool allow_auto)
 {
     long long v = 0;
     if (allow_auto && n->type == YAML_SCALAR_NODE && strcmp(scalar(n), "auto") == 0) {
@@ -659,7 +659,7 @@ static int set_uint(loader_t *l, const opt_t *o, const yaml_node_t *n, bool allo
     return 0;
 }
 
-static int set_bool(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_bool(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     bool v;
     int r = get_bool(l, n, o->key, NULL, &v);
@@ -669,7 +669,7 @@ static int set_bool(loader_t *l, const opt_t *o, const yaml_node_t *n)
     return 0;
 }
 
-static int set_enum(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_enum(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     size_t v = 0;
     int r = get_enum(l, n, o->key, NULL, o->names, (size_t)o->max + 1, &v);
@@ -681,7 +681,7 @@ static int set_enum(loader_t *l, const opt_t *o, const yaml_node_t *n)
 
 /* An OPT_STR, OPT_PATH or OPT_ADDR value at n into *out, replacing it; null unsets it (NULL), and
  * so does "" for an empty_unsets option. Errors are "key: field: ..." (field may be NULL). */
-static int get_str(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int get_str(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                    const opt_t *o, char **out)
 {
     const char *sep = field ? ": " : "";
@@ -719,7 +719,7 @@ static int get_str(loader_t *l, const yaml_node_t *n, const char *key, const cha
     return 0;
 }
 
-static int set_str(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_str(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     return get_str(l, n, o->key, NULL, o, str_field(l->c, o));
 }
@@ -753,7 +753,8 @@ static bool same_endpoint(const config_listen_t *a, const config_listen_t *b)
  * protocols do not overlap (redins lists UDP and TCP separately). The same protocol twice on a
  * fixed port is an error: SO_REUSEPORT would let both bind and silently split the traffic. Port 0
  * entries are each their own ephemeral port and never merge. */
-static int put_listen(loader_t *l, const yaml_node_t *n, const char *key, const config_listen_t *e)
+static int put_listen(parse_ctx_t *l, const yaml_node_t *n, const char *key,
+                      const config_listen_t *e)
 {
     config_t *c = l->c;
     for (size_t i = 0; i < c->nlisten && listen_port(e) != 0; i++) {
@@ -780,7 +781,7 @@ static const field_t listen_fields[] = {
     {"tcp", "serve TCP, default true", false, NULL},
 };
 
-static int parse_address(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int parse_address(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                          config_listen_t *e)
 {
     const char *want = field ? "\"ADDR:PORT\"" : "\"ADDR:PORT\" or {address, udp, tcp}";
@@ -794,7 +795,7 @@ static int parse_address(loader_t *l, const yaml_node_t *n, const char *key, con
     return 0;
 }
 
-static int add_listen_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
+static int add_listen_item(parse_ctx_t *l, const opt_t *o, const yaml_node_t *parent,
                            const yaml_node_t *n, size_t index)
 {
     char key[64];
@@ -820,7 +821,7 @@ static int add_listen_item(loader_t *l, const opt_t *o, const yaml_node_t *paren
     return put_listen(l, n, key, &e);
 }
 
-static int set_listen(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_listen(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     l->c->nlisten = 0; /* the file's list replaces whatever was there */
     return each_item(l, o, n, add_listen_item);
@@ -834,7 +835,7 @@ static const field_t server_fields[] = {
     {"protocol", "udp or tcp, default udp", false, NULL},
 };
 
-static int add_server_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
+static int add_server_item(parse_ctx_t *l, const opt_t *o, const yaml_node_t *parent,
                            const yaml_node_t *n, size_t index)
 {
     static const char *const protocols[] = {"udp", "tcp"};
@@ -862,7 +863,7 @@ static int add_server_item(loader_t *l, const opt_t *o, const yaml_node_t *paren
     return put_listen(l, n, key, &e);
 }
 
-static int set_server(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_server(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     l->c->nlisten = 0;
     if (n->type != YAML_SEQUENCE_NODE && n->type != YAML_MAPPING_NODE)
@@ -884,7 +885,7 @@ static const field_t error_log_fields[] = {
     {"kafka", NULL, false, "logging to Kafka"},
 };
 
-static int set_error_log(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_error_log(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     const yaml_node_t *val[TERN_ARRAY_SIZE(error_log_fields)];
     size_t v = 0;
@@ -1025,7 +1026,7 @@ static int redis_set_host_port(config_redis_t *r, const char *s)
 
 /* The UNIX socket at path (resolved against the config's directory) for r; host and port are
  * cleared. Errors are "key: address: ...". */
-static int redis_set_unix(loader_t *l, const yaml_node_t *n, const char *key, config_redis_t *r,
+static int redis_set_unix(parse_ctx_t *l, const yaml_node_t *n, const char *key, config_redis_t *r,
                           const char *path)
 {
     char *copy = resolve_path(l, path);
@@ -1048,7 +1049,8 @@ static int redis_set_unix(loader_t *l, const yaml_node_t *n, const char *key, co
 
 /* tern's "address": "HOST:PORT", "[V6]:PORT", or an absolute path for a UNIX socket; null = the
  * default (127.0.0.1:6379). */
-static int get_redis_address(loader_t *l, const yaml_node_t *n, const char *key, config_redis_t *r)
+static int get_redis_address(parse_ctx_t *l, const yaml_node_t *n, const char *key,
+                             config_redis_t *r)
 {
     static const char want[] = "HOST:PORT, [V6]:PORT or /path/of/redis.sock";
     if (is_null(n)) {
@@ -1070,7 +1072,7 @@ static int get_redis_address(loader_t *l, const yaml_node_t *n, const char *key,
 }
 
 /* The key node of name in mapping n, or n itself when there is none. */
-static const yaml_node_t *key_node(const loader_t *l, const yaml_node_t *n, const char *name)
+static const yaml_node_t *key_node(const parse_ctx_t *l, const yaml_node_t *n, const char *name)
 {
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         const yaml_node_t *k = node(l, p->key);
@@ -1081,7 +1083,7 @@ static const yaml_node_t *key_node(const loader_t *l, const yaml_node_t *n, cons
 }
 
 /* tern's "redis:" mapping (or null: no Redis). The mapping replaces every earlier setting. */
-static int set_redis(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_redis(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     config_redis_t *r = &l->c->redis;
     field_t fields[RS_COUNT];
@@ -1191,7 +1193,7 @@ static const field_t redins_connection_fields[RC_COUNT] = {
 };
 
 /* A timeout of handler.redis or its connection into *out. */
-static int get_timeout(loader_t *l, const yaml_node_t *n, const char *key, const char *field,
+static int get_timeout(parse_ctx_t *l, const yaml_node_t *n, const char *key, const char *field,
                        unsigned *out)
 {
     long long v = 0;
@@ -1201,7 +1203,7 @@ static int get_timeout(loader_t *l, const yaml_node_t *n, const char *key, const
     return rc;
 }
 
-static int set_redins_connection(loader_t *l, const yaml_node_t *n, const yaml_node_t **rval,
+static int set_redins_connection(parse_ctx_t *l, const yaml_node_t *n, const yaml_node_t **rval,
                                  config_redis_t *r)
 {
     static const char key[] = "handler: redis: connection";
@@ -1235,7 +1237,7 @@ static int set_redins_connection(loader_t *l, const yaml_node_t *n, const yaml_n
     return 0;
 }
 
-static int set_redins_redis(loader_t *l, const yaml_node_t *n, config_redis_t *r)
+static int set_redins_redis(parse_ctx_t *l, const yaml_node_t *n, config_redis_t *r)
 {
     static const char key[] = "handler: redis";
     static const char *const nets[] = {"tcp", "unix"};
@@ -1312,7 +1314,7 @@ static int set_redins_redis(loader_t *l, const yaml_node_t *n, config_redis_t *r
 }
 
 /* k (named key) is about to set geoip_db: the first one in a file may, a second is an error. */
-static int claim_geoip(loader_t *l, const yaml_node_t *k, const char *key)
+static int claim_geoip(parse_ctx_t *l, const yaml_node_t *k, const char *key)
 {
     if (l->geoip_by)
         return fail(l, k, key, "conflicts with %s at line %zu (give one of them)", l->geoip_by_name,
@@ -1334,7 +1336,7 @@ static const field_t redins_geoip_fields[G_COUNT] = {
     [G_ASN_DB] = {"asn_db", "a MaxMind ASN DB", false, NULL},
 };
 
-static int set_redins_geoip(loader_t *l, const yaml_node_t *k, const yaml_node_t *n,
+static int set_redins_geoip(parse_ctx_t *l, const yaml_node_t *k, const yaml_node_t *n,
                             const char *key)
 {
     /* geoip_db's own row: a path resolved against the config's directory; "" = not given */
@@ -1380,7 +1382,7 @@ out:
     return rc;
 }
 
-static int set_geoip(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+static int set_geoip(parse_ctx_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     return set_redins_geoip(l, k, n, o->key);
 }
@@ -1424,7 +1426,7 @@ static const field_t handler_fields[H_COUNT] = {
 
 /* redins' handler: answering from Redis, so a handler block enables the Redis source even
  * without a redis mapping (redins' defaults are the source's: 127.0.0.1:6379, db 0). */
-static int set_handler(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_handler(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     config_redis_t *r = &l->c->redis;
     const yaml_node_t *val[H_COUNT];
@@ -1490,7 +1492,7 @@ static config_zone_format_t zone_format_of(const char *file)
     return n > 5 && strcasecmp(file + n - 5, ".json") == 0 ? CONFIG_ZONE_JSON : CONFIG_ZONE_RFC1035;
 }
 
-static int add_zone_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
+static int add_zone_item(parse_ctx_t *l, const opt_t *o, const yaml_node_t *parent,
                          const yaml_node_t *n, size_t index)
 {
     char key[64];
@@ -1523,7 +1525,7 @@ static int add_zone_item(loader_t *l, const opt_t *o, const yaml_node_t *parent,
     return r;
 }
 
-static int set_zones(loader_t *l, const opt_t *o, const yaml_node_t *n)
+static int set_zones(parse_ctx_t *l, const opt_t *o, const yaml_node_t *n)
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return fail(l, n, o->key, "expected a list of {origin, file}, got %s", node_kind(n));
@@ -1538,7 +1540,7 @@ static bool is_redins(const opt_t *o)
            o->type == OPT_GEOIP;
 }
 
-static int apply(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+static int apply(parse_ctx_t *l, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     switch (o->type) {
     case OPT_UINT:
@@ -1575,7 +1577,7 @@ static int apply(loader_t *l, const opt_t *o, const yaml_node_t *k, const yaml_n
     return TERN_EINVAL;
 }
 
-static int load_root(loader_t *l)
+static int load_root(parse_ctx_t *l)
 {
     const yaml_node_t *root = yaml_document_get_root_node(l->doc);
     if (!root)
@@ -1617,7 +1619,7 @@ static int load_root(loader_t *l)
 
 int config_load(config_t *c, const char *path, char *err, size_t errlen)
 {
-    loader_t l = {.c = c, .path = path, .err = err, .errlen = errlen};
+    parse_ctx_t l = {.c = c, .path = path, .err = err, .errlen = errlen};
     yaml_parser_t parser;
     yaml_document_t doc;
     int r = TERN_ENOMEM;

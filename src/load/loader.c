@@ -17,6 +17,7 @@
 #include "tern/common/arena.h"
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
 #include "tern/common/rcu.h"
@@ -38,7 +39,7 @@ struct dep {
 
 /* One configured zone of a snapshot. */
 struct zent {
-    char *key;  /* origin, lowercased, without the final dot: what "the same zone" means */
+    char *key;  /* origin_key(): what "the same zone" means */
     char *file; /* the path as configured; for a Redis zone, where it came from */
     config_zone_format_t format;
     bool redis; /* from the Redis source, not from the configuration */
@@ -145,18 +146,17 @@ struct loader {
     geoip_set_t rgeo;
 };
 
-static char *zone_key(const char *origin)
+/* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
+ * "." for the root), malloc'd; the one meaning of "the same zone" for file and Redis zones alike.
+ * NULL when out of memory or the origin does not parse (config and the Redis source have already
+ * refused such names). */
+static char *origin_key(const char *origin)
 {
-    size_t n = strlen(origin);
-    while (n > 1 && origin[n - 1] == '.')
-        n--;
-    char *k = malloc(n + 1);
-    if (!k)
+    char key[DNAME_KEY_MAX];
+    const char *why;
+    if (dname_key(origin, key, sizeof(key), &why) < 0)
         return NULL;
-    for (size_t i = 0; i < n; i++)
-        k[i] = (char)tolower((unsigned char)origin[i]);
-    k[n] = '\0';
-    return k;
+    return strdup(key);
 }
 
 static void zent_clear(struct zent *e)
@@ -237,14 +237,6 @@ typedef struct old_index {
     size_t mask;
 } old_index_t;
 
-static uint32_t key_hash(const char *k)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *k; k++)
-        h = (h ^ (uint8_t)*k) * 16777619u;
-    return h;
-}
-
 static int old_index_init(old_index_t *ix, const struct snapshot *old)
 {
     ix->old = old;
@@ -259,7 +251,7 @@ static int old_index_init(old_index_t *ix, const struct snapshot *old)
         return TERN_ENOMEM;
     ix->mask = n - 1;
     for (size_t i = 0; i < old->nz; i++) {
-        size_t j = key_hash(old->z[i].key) & ix->mask;
+        size_t j = tern_hash_str(old->z[i].key) & ix->mask;
         while (ix->slot[j])
             j = (j + 1) & ix->mask;
         ix->slot[j] = (uint32_t)i + 1;
@@ -272,7 +264,7 @@ static const struct zent *find_key(const old_index_t *ix, const char *key)
 {
     if (!ix->slot)
         return NULL;
-    for (size_t j = key_hash(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
+    for (size_t j = tern_hash_str(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
         if (strcmp(ix->old->z[ix->slot[j] - 1].key, key) == 0)
             return &ix->old->z[ix->slot[j] - 1];
     return NULL;
@@ -412,7 +404,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     for (size_t i = 0; i < cfg->nzones; i++) {
         const config_zone_t *cz = &cfg->zones[i];
         struct zent *e = &s->z[s->nz++];
-        if (!(e->key = zone_key(cz->origin)) || !(e->file = strdup(cz->file)))
+        if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file)))
             goto nomem;
         e->format = cz->format;
         const struct zent *prev = reusable(&ix, e->key, e->file, e->format, quick);
@@ -471,8 +463,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         struct rzone *r = &l->rz[i];
         if (find_key(&files, r->key)) {
             if (!r->conflict_logged)
-                log_err("redis: zone %s is also configured from a file; serving the file",
-                        r->key[0] ? r->key : ".");
+                log_err("redis: zone %s is also configured from a file; serving the file", r->key);
             r->conflict_logged = true;
             continue;
         }
@@ -490,15 +481,28 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         if (e->fresh)
             (*changed)++;
         e->zone = zone_retain(r->zone);
-        s->records += r->zone->rr_count;
-        s->bytes += arena_footprint(r->zone->arena);
         if ((rc = zone_table_add(s->table, e->zone)) < 0) {
             zone_free(e->zone);
             e->zone = NULL;
+            if (rc == TERN_EDUPZONE) {
+                /* Keys are canonical, so this is a second Redis entry for a zone already in the
+                 * table: skipped, never a reason to fail the file zones' reload. */
+                if (!r->conflict_logged)
+                    log_err("redis: zone %s is in the set twice; serving the first", r->key);
+                r->conflict_logged = true;
+                if (e->fresh)
+                    (*changed)--;
+                zent_clear(e);
+                memset(e, 0, sizeof(*e));
+                s->nz--;
+                continue;
+            }
             free(files.slot);
             snprintf(err, errlen, "redis zone %s: %s", r->key, tern_strerror(rc));
             goto fail;
         }
+        s->records += r->zone->rr_count;
+        s->bytes += arena_footprint(r->zone->arena);
     }
     if (l->nrz)
         free(files.slot);
@@ -684,7 +688,7 @@ static int redis_cfg_copy(config_redis_t *dst, const config_redis_t *src)
 /* Source thread: queue a zone version (or its removal) for the loader thread. */
 static void redis_queue(loader_t *l, const char *origin, zone_t *z)
 {
-    char *key = zone_key(origin);
+    char *key = origin_key(origin);
     pthread_mutex_lock(&l->mu);
     if (key && l->npend == l->cappend) {
         size_t cap = l->cappend ? 2 * l->cappend : 16;
@@ -781,7 +785,7 @@ static uint32_t *rz_index(const loader_t *l, size_t extra, size_t *mask)
         return NULL;
     *mask = n - 1;
     for (size_t i = 0; i < l->nrz; i++) {
-        size_t j = key_hash(l->rz[i].key) & *mask;
+        size_t j = tern_hash_str(l->rz[i].key) & *mask;
         while (slot[j])
             j = (j + 1) & *mask;
         slot[j] = (uint32_t)i + 1;
@@ -822,7 +826,7 @@ static size_t redis_apply(loader_t *l)
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
-        size_t h = key_hash(p[i].key) & mask;
+        size_t h = tern_hash_str(p[i].key) & mask;
         while (slot[h] && strcmp(l->rz[slot[h] - 1].key, p[i].key) != 0)
             h = (h + 1) & mask;
         struct rzone *r = slot[h] ? &l->rz[slot[h] - 1] : NULL;
@@ -1259,7 +1263,7 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx)
     for (size_t i = 0; i < n; i++) {
         const struct zent *e = &s->z[i];
         loader_zone_info_t info = {
-            .origin = e->key[0] ? e->key : ".",
+            .origin = e->key,
             .file = e->file,
             .serial = e->zone->serial,
             .records = e->zone->rr_count,

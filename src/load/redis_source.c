@@ -24,6 +24,7 @@
 
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
 
@@ -149,39 +150,6 @@ static void stats_update(redis_source_t *rs, void (*fn)(redis_source_stats_t *, 
 
 /* --- hashing: zone table keys and data digests --- */
 
-static uint64_t mix64(uint64_t x)
-{
-    /* splitmix64's finalizer: every input bit reaches every output bit */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-/* A fast 64-bit hash of n bytes (8 at a time): digests cover every byte of every zone. */
-static uint64_t hash64(const void *p, size_t n, uint64_t seed)
-{
-    const uint8_t *s = p;
-    uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    return mix64(h ^ w ^ ((uint64_t)n << 56));
-}
-
-static size_t str_hash(const char *s)
-{
-    return (size_t)hash64(s, strlen(s), 0x7a6f6e65ull);
-}
-
 /* Digest of one zone version: the config, plus the sum of one hash per label, so the order in
  * which HSCAN returns the labels does not matter. */
 #define DIGEST_NO_CONFIG 0x6e6f636f6e666967ull
@@ -190,12 +158,12 @@ static uint64_t digest_config(const redisReply *cfg)
 {
     if (!cfg || cfg->type != REDIS_REPLY_STRING)
         return DIGEST_NO_CONFIG;
-    return mix64(hash64(cfg->str, cfg->len, 0x636f6e666967ull));
+    return tern_mix64(tern_hash64(cfg->str, cfg->len, 0x636f6e666967ull));
 }
 
 static uint64_t digest_label(const redisReply *f, const redisReply *v)
 {
-    return mix64(hash64(v->str, v->len, hash64(f->str, f->len, 0x6c6162656cull)));
+    return tern_mix64(tern_hash64(v->str, v->len, tern_hash64(f->str, f->len, 0x6c6162656cull)));
 }
 
 /* --- the zone table --- */
@@ -218,7 +186,7 @@ static struct zst *zt_find(const redis_source_t *rs, const char *origin)
 {
     if (!rs->nbucket)
         return NULL;
-    for (struct zst *z = rs->bucket[str_hash(origin) & (rs->nbucket - 1)]; z; z = z->next)
+    for (struct zst *z = rs->bucket[tern_hash_str(origin) & (rs->nbucket - 1)]; z; z = z->next)
         if (strcmp(z->origin, origin) == 0)
             return z;
     return NULL;
@@ -234,7 +202,7 @@ static int zt_grow(redis_source_t *rs)
         struct zst *z = rs->bucket[i], *next;
         for (; z; z = next) {
             next = z->next;
-            size_t j = str_hash(z->origin) & (n - 1);
+            size_t j = tern_hash_str(z->origin) & (n - 1);
             z->next = b[j];
             b[j] = z;
         }
@@ -256,7 +224,7 @@ static struct zst *zt_add(redis_source_t *rs, const char *name, const char *orig
         free(z);
         return NULL;
     }
-    size_t j = str_hash(origin) & (rs->nbucket - 1);
+    size_t j = tern_hash_str(origin) & (rs->nbucket - 1);
     z->next = rs->bucket[j];
     rs->bucket[j] = z;
     rs->nzones++;
@@ -265,7 +233,7 @@ static struct zst *zt_add(redis_source_t *rs, const char *name, const char *orig
 
 static void zt_del(redis_source_t *rs, struct zst *z)
 {
-    struct zst **pp = &rs->bucket[str_hash(z->origin) & (rs->nbucket - 1)];
+    struct zst **pp = &rs->bucket[tern_hash_str(z->origin) & (rs->nbucket - 1)];
     while (*pp != z)
         pp = &(*pp)->next;
     *pp = z->next;
@@ -935,7 +903,7 @@ static int seen_add(seen_t *s, const char *label, size_t len)
 {
     if ((s->n + 1) * 2 > (s->mask ? s->mask + 1 : 0) && seen_grow(s) < 0)
         return TERN_ENOMEM;
-    uint64_t h = hash64(label, len, 0x7365656eull);
+    uint64_t h = tern_hash64(label, len, 0x7365656eull);
     size_t j = h & s->mask;
     for (; s->off[j]; j = (j + 1) & s->mask) {
         if (s->hash[j] != h)
@@ -966,7 +934,7 @@ static int seen_add(seen_t *s, const char *label, size_t len)
 }
 
 /* P redins:zones:<name>[:config] S */
-static char *zone_key(const redis_source_t *rs, const char *name, bool config)
+static char *redis_zone_key(const redis_source_t *rs, const char *name, bool config)
 {
     size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + sizeof(":config") + rs->slen;
     char *k = malloc(n);
@@ -990,7 +958,8 @@ static bool scan_reply_ok(const redisReply *r)
  */
 static int read_large(redis_source_t *rs, zbuild_t *b)
 {
-    char *kcfg = zone_key(rs, b->z->name, true), *khash = zone_key(rs, b->z->name, false);
+    char *kcfg = redis_zone_key(rs, b->z->name, true),
+         *khash = redis_zone_key(rs, b->z->name, false);
     seen_t seen = {0};
     redisReply *r = NULL;
     bool in_flight = false; /* an HSCAN whose reply is still to be read */
@@ -1129,8 +1098,8 @@ static int process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t m
     for (size_t i = 0; i < n && rc == 0; i += BATCH_ZONES) {
         size_t m = n - i < BATCH_ZONES ? n - i : BATCH_ZONES;
         for (size_t j = 0; j < m && rc == 0; j++) {
-            char *kcfg = zone_key(rs, list[i + j]->name, true);
-            char *khash = zone_key(rs, list[i + j]->name, false);
+            char *kcfg = redis_zone_key(rs, list[i + j]->name, true);
+            char *khash = redis_zone_key(rs, list[i + j]->name, false);
             const char *get[] = {"GET", kcfg, NULL};
             const char *scan[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
             if (!kcfg || !khash)

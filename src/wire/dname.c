@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 
 /* ASCII-only lowercase (RFC 4343): a table beats branches on the lookup path. */
 static const uint8_t lower_tab[256] = {
@@ -21,18 +22,6 @@ static const uint8_t lower_tab[256] = {
 /* The hash of the root name; every other suffix hash chains from it. */
 #define DNAME_HASH_ROOT 0x811c9dc5u
 
-/* murmur3's finaliser: a bijection, so chaining stays collision-free per step, and it spreads
- * the FNV state so that the low bits make good table indexes. */
-static inline uint32_t fmix32(uint32_t h)
-{
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
-}
-
 /* Hash of label (length byte + bytes, already lowercase) on top of the suffix hash below it. */
 static inline uint32_t label_hash(uint32_t parent, const uint8_t *label)
 {
@@ -40,7 +29,7 @@ static inline uint32_t label_hash(uint32_t parent, const uint8_t *label)
     unsigned n = (unsigned)label[0] + 1;
     for (unsigned i = 0; i < n; i++)
         h = (h ^ label[i]) * 0x01000193u;
-    return fmix32(h);
+    return tern_mix32(h);
 }
 
 int dname_check(const uint8_t *buf, size_t maxlen)
@@ -190,4 +179,99 @@ int dname_to_str(const uint8_t *name, char *dst, size_t dstlen)
 #undef PUT
     dst[o] = 0;
     return rc ? rc : (int)o;
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+int dname_from_str(const char *s, size_t len, bool relative, uint8_t *out, const char **why)
+{
+    size_t o = 0, i = 0;
+    if (len == 0) {
+        *why = "empty name";
+        return TERN_ESYNTAX;
+    }
+    if (!relative && len == 1 && s[0] == '.') {
+        out[0] = 0;
+        return 1;
+    }
+    while (i < len) {
+        size_t lab = o++;
+        size_t n = 0;
+        while (i < len && s[i] != '.') {
+            unsigned c = (unsigned char)s[i++];
+            if (c == 0) {
+                *why = "NUL byte in name";
+                return TERN_ESYNTAX;
+            }
+            if (c == '\\') {
+                if (i >= len) {
+                    *why = "dangling '\\' in name";
+                    return TERN_ESYNTAX;
+                }
+                if (is_digit(s[i])) {
+                    if (i + 2 >= len || !is_digit(s[i + 1]) || !is_digit(s[i + 2])) {
+                        *why = "bad \\DDD escape in name";
+                        return TERN_ESYNTAX;
+                    }
+                    c = (unsigned)(s[i] - '0') * 100 + (unsigned)(s[i + 1] - '0') * 10 +
+                        (unsigned)(s[i + 2] - '0');
+                    if (c > 255) {
+                        *why = "bad \\DDD escape in name";
+                        return TERN_ESYNTAX;
+                    }
+                    i += 3;
+                } else {
+                    c = (unsigned char)s[i++];
+                }
+            }
+            if (++n > DNAME_MAXLABEL) {
+                *why = "label longer than 63 bytes";
+                return TERN_ESYNTAX;
+            }
+            if (o + 1 >= DNAME_MAXLEN) {
+                *why = "name longer than 255 bytes";
+                return TERN_ESYNTAX;
+            }
+            out[o++] = (uint8_t)c;
+        }
+        if (n == 0) {
+            *why = "empty label in name";
+            return TERN_ESYNTAX;
+        }
+        out[lab] = (uint8_t)n;
+        if (i < len) { /* at a '.' */
+            i++;
+            if (i == len) {
+                if (relative) {
+                    *why = "a label of the zone is relative: no final dot";
+                    return TERN_ESYNTAX;
+                }
+                break;
+            }
+        }
+    }
+    if (relative)
+        return (int)o;
+    out[o++] = 0;
+    return (int)o;
+}
+
+int dname_key(const char *origin, char *out, size_t outlen, const char **why)
+{
+    uint8_t wire[DNAME_MAXLEN], lc[DNAME_MAXLEN];
+    int n = dname_from_str(origin, strlen(origin), false, wire, why);
+    if (n < 0)
+        return n;
+    (void)dname_lower(lc, wire);
+    int len = dname_to_str(lc, out, outlen);
+    if (len < 0) {
+        *why = "name too long for its key";
+        return len;
+    }
+    if (len > 1) /* "example.test." -> "example.test"; the root stays "." */
+        out[--len] = '\0';
+    return len;
 }

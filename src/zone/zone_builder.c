@@ -21,20 +21,9 @@
 #include <string.h>
 
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/log.h"
-
-#define T_A     1
-#define T_NS    2
-#define T_CNAME 5
-#define T_SOA   6
-#define T_PTR   12
-#define T_MX    15
-#define T_AAAA  28
-#define T_SRV   33
-#define T_DNAME 39
-#define T_OPT   41
-#define T_RRSIG 46
-#define T_NSEC  47
+#include "tern/wire/rr.h"
 
 #define NO_ID UINT32_MAX
 
@@ -45,10 +34,6 @@
  * larger ones (round-robin pools of hundreds of addresses) are sorted first so the cost stays
  * O(n log n). 16 keeps the quadratic case under ~120 short memcmp calls. */
 #define DEDUP_PAIRWISE_MAX 16
-
-/* First allocations of the growing arrays: small, because 10,000 tiny zones may be built one
- * after another, and doubling reaches a million entries in 17 steps. */
-#define GROW_MIN 16
 
 struct bname {
     uint32_t off;    /* lowercased wire name at names + off */
@@ -144,21 +129,6 @@ struct zone_builder {
 
     char err[512];
 };
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : GROW_MIN;
-    while (ncap < need)
-        ncap *= 2;
-    void *n = realloc(*p, ncap * elem);
-    if (!n)
-        return TERN_ENOMEM;
-    *p = n;
-    *cap = ncap;
-    return 0;
-}
 
 static void set_err(zone_builder_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
 static void set_err(zone_builder_t *b, const char *fmt, ...)
@@ -265,7 +235,7 @@ static int name_reserve(zone_builder_t *b, uint32_t count)
 {
     if (b->nm_slots && (uint64_t)count * 2 <= (uint64_t)b->nm_mask + 1)
         return 0;
-    uint64_t size = GROW_MIN;
+    uint64_t size = TERN_GROW_MIN;
     while (size < (uint64_t)count * 2)
         size *= 2;
     if (size > UINT32_MAX)
@@ -292,14 +262,14 @@ static int name_add(zone_builder_t *b, const uint8_t *lc, size_t len, uint32_t h
     if (rc < 0)
         return rc;
     size_t cap = b->nm_cap;
-    rc = grow((void **)&b->nm, &cap, (size_t)b->nm_count + 1, sizeof(*b->nm));
+    rc = tern_grow((void **)&b->nm, &cap, (size_t)b->nm_count + 1, sizeof(*b->nm));
     if (rc < 0)
         return rc;
     b->nm_cap = (uint32_t)cap;
     if (off == NO_ID) {
         if (b->names_len + len > UINT32_MAX)
             return TERN_ENOMEM;
-        rc = grow((void **)&b->names, &b->names_cap, b->names_len + len, 1);
+        rc = tern_grow((void **)&b->names, &b->names_cap, b->names_len + len, 1);
         if (rc < 0)
             return rc;
         off = b->names_len;
@@ -335,7 +305,7 @@ static int file_id(zone_builder_t *b, const char *file, uint32_t *id)
         }
     }
     size_t cap = b->file_cap;
-    int rc = grow((void **)&b->files, &cap, (size_t)b->file_count + 1, sizeof(*b->files));
+    int rc = tern_grow((void **)&b->files, &cap, (size_t)b->file_count + 1, sizeof(*b->files));
     if (rc < 0)
         return rc;
     b->file_cap = (uint32_t)cap;
@@ -364,20 +334,20 @@ static bool rdata_ok(uint16_t type, const uint8_t *rdata, size_t rdlen)
 {
     int end;
     switch (type) {
-    case T_A:
+    case WIRE_T_A:
         return rdlen == 4;
-    case T_AAAA:
+    case WIRE_T_AAAA:
         return rdlen == 16;
-    case T_NS:
-    case T_CNAME:
-    case T_PTR:
-    case T_DNAME:
+    case WIRE_T_NS:
+    case WIRE_T_CNAME:
+    case WIRE_T_PTR:
+    case WIRE_T_DNAME:
         return rdata_name(rdata, rdlen, 0) == (int)rdlen;
-    case T_MX:
+    case WIRE_T_MX:
         return rdata_name(rdata, rdlen, 2) == (int)rdlen;
-    case T_SRV:
+    case WIRE_T_SRV:
         return rdata_name(rdata, rdlen, 6) == (int)rdlen;
-    case T_SOA:
+    case WIRE_T_SOA:
         end = rdata_name(rdata, rdlen, 0);
         if (end < 0)
             return false;
@@ -450,7 +420,7 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
     }
     /* Type 0 is reserved; OPT and 128-255 (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA, ANY...) are
      * meta or query types (RFC 6895 §3.1) and never zone data. */
-    if (type == 0 || type == T_OPT || (type >= 128 && type <= 255)) {
+    if (type == 0 || type == WIRE_T_OPT || (type >= 128 && type <= 255)) {
         set_err(b, "%s: type %u is a meta or query type, not zone data", loc, type);
         return TERN_EINVAL;
     }
@@ -466,8 +436,8 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
     uint32_t fid;
     if (file_id(b, file, &fid) < 0)
         goto nomem;
-    if (grow((void **)&b->rr, &b->rr_cap, b->rr_count + 1, sizeof(*b->rr)) < 0 ||
-        grow((void **)&b->rdata, &b->rdata_cap, b->rdata_len + rdlen, 1) < 0)
+    if (tern_grow((void **)&b->rr, &b->rr_cap, b->rr_count + 1, sizeof(*b->rr)) < 0 ||
+        tern_grow((void **)&b->rdata, &b->rdata_cap, b->rdata_len + rdlen, 1) < 0)
         goto nomem;
     struct brr *r = &b->rr[b->rr_count++];
     r->rdoff = b->rdata_len;
@@ -512,7 +482,7 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
 {
     char loc[512];
     add_loc(b, file, line, loc, sizeof(loc));
-    if (type != T_A && type != T_AAAA) {
+    if (type != WIRE_T_A && type != WIRE_T_AAAA) {
         set_err(b, "%s: geo metadata on type %u (only A and AAAA are steered)", loc, type);
         return TERN_EINVAL;
     }
@@ -527,9 +497,11 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
         set_err(b, "%s: location %g,%g is not a latitude,longitude", loc, meta->lat, meta->lon);
         return TERN_EINVAL;
     }
-    if (grow((void **)&b->meta, &b->meta_cap, b->meta_count + 1, sizeof(*b->meta)) < 0 ||
-        grow((void **)&b->ccs, &b->cc_cap, b->cc_count + meta->ncountries, sizeof(*b->ccs)) < 0 ||
-        grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) < 0) {
+    if (tern_grow((void **)&b->meta, &b->meta_cap, b->meta_count + 1, sizeof(*b->meta)) < 0 ||
+        tern_grow((void **)&b->ccs, &b->cc_cap, b->cc_count + meta->ncountries, sizeof(*b->ccs)) <
+            0 ||
+        tern_grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) <
+            0) {
         set_err(b, "%s: out of memory", loc);
         return TERN_ENOMEM;
     }
@@ -560,7 +532,7 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
 {
     char loc[512];
     add_loc(b, NULL, 0, loc, sizeof(loc));
-    if (type != T_A && type != T_AAAA) {
+    if (type != WIRE_T_A && type != WIRE_T_AAAA) {
         set_err(b, "%s: a steering policy on type %u (only A and AAAA are steered)", loc, type);
         return TERN_EINVAL;
     }
@@ -582,8 +554,8 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
         set_err(b, "%s: %s is outside the zone", loc, n);
         return TERN_EOUTZONE;
     }
-    if (grow((void **)&b->pol, &b->pol_cap, b->pol_count + 1, sizeof(*b->pol)) < 0 ||
-        grow((void **)&b->polnames, &b->polnames_cap, b->polnames_len + len, 1) < 0) {
+    if (tern_grow((void **)&b->pol, &b->pol_cap, b->pol_count + 1, sizeof(*b->pol)) < 0 ||
+        tern_grow((void **)&b->polnames, &b->polnames_cap, b->polnames_len + len, 1) < 0) {
         set_err(b, "%s: out of memory", loc);
         return TERN_ENOMEM;
     }
@@ -745,7 +717,7 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
                          "lowest, %" PRIu32 " (RFC 2181 section 5.2)",
                          w1, nbuf, type, r->ttl);
             }
-            if (type == T_SOA) {
+            if (type == WIRE_T_SOA) {
                 if (id != 0) {
                     where(b, first, w1, sizeof(w1));
                     name_str(b, id, nbuf, sizeof(nbuf));
@@ -761,7 +733,7 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
                     goto fail;
                 }
             }
-            if (type == T_CNAME) {
+            if (type == WIRE_T_CNAME) {
                 cname = first;
                 if (r->kept > 1) {
                     where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
@@ -772,7 +744,7 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
                     rc = TERN_ECNAME;
                     goto fail;
                 }
-            } else if (type != T_RRSIG && type != T_NSEC) {
+            } else if (type != WIRE_T_RRSIG && type != WIRE_T_NSEC) {
                 /* RFC 4035 §2.5: RRSIG and NSEC are the only types allowed beside a CNAME */
                 if (!other || first < other)
                     other = first;
@@ -840,12 +812,12 @@ static uint32_t rd_u32(const uint8_t *p)
 /* Offset of the target name in NS/MX/SRV RDATA. */
 static size_t target_off(uint16_t type)
 {
-    return type == T_MX ? 2 : type == T_SRV ? 6 : 0;
+    return type == WIRE_T_MX ? 2 : type == WIRE_T_SRV ? 6 : 0;
 }
 
 static bool has_targets(uint16_t type)
 {
-    return type == T_NS || type == T_MX || type == T_SRV;
+    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
 }
 
 int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen)
@@ -896,9 +868,9 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     /* apex: exactly one SOA (checked in group_runs) and NS */
     const struct brun *soa_run = NULL, *ns_run = NULL;
     for (uint32_t r = b->nm[0].first; r != NO_ID; r = f.run_next[r]) {
-        if (f.runs[r].type == T_SOA)
+        if (f.runs[r].type == WIRE_T_SOA)
             soa_run = &f.runs[r];
-        if (f.runs[r].type == T_NS)
+        if (f.runs[r].type == WIRE_T_NS)
             ns_run = &f.runs[r];
     }
     if (!soa_run) {
@@ -1105,11 +1077,11 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             }
             if (nsets++ == 0)
                 nodes[id].rrsets = s;
-            if (r->type == T_NS && id != 0)
+            if (r->type == WIRE_T_NS && id != 0)
                 nodes[id].flags |= ZONE_NODE_DELEG;
-            if (id == 0 && r->type == T_SOA)
+            if (id == 0 && r->type == WIRE_T_SOA)
                 z->soa = s;
-            if (id == 0 && r->type == T_NS)
+            if (id == 0 && r->type == WIRE_T_NS)
                 z->apex_ns = s;
         }
         nodes[id].nrrsets = (uint8_t)nsets;

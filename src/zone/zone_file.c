@@ -44,7 +44,7 @@
 
 #define DEFAULT_TTL 3600u
 
-struct loader {
+struct zf_parser {
     zone_builder_t *b;
     uint32_t default_ttl;
     ldns_rdf *prev;     /* owner of the previous record, for entries with a blank owner */
@@ -66,7 +66,7 @@ struct src {
     unsigned first; /* first line of the current entry */
 };
 
-static int entry_put(struct loader *L, char c)
+static int entry_put(struct zf_parser *L, char c)
 {
     if (L->entry_len + 2 > L->entry_cap) {
         size_t cap = L->entry_cap ? L->entry_cap * 2 : 256;
@@ -85,7 +85,7 @@ static int entry_put(struct loader *L, char c)
  * Read the next entry into L->entry. Returns 1 (entry read, s->first is its first line), 0 at
  * the end of the file, or a negative code with L->err set.
  */
-static int read_entry(struct loader *L, struct src *s)
+static int read_entry(struct zf_parser *L, struct src *s)
 {
     int depth = 0;
     bool content = false;
@@ -196,10 +196,10 @@ static ldns_rdf *directive_name(const char *tok, const ldns_rdf *origin)
     return n;
 }
 
-static int load_file(struct loader *L, const char *path, const ldns_rdf *origin_in, unsigned depth,
-                     const char *from, unsigned from_line);
+static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *origin_in,
+                     unsigned depth, const char *from, unsigned from_line);
 
-static int do_include(struct loader *L, struct src *s, char *args, const ldns_rdf *origin,
+static int do_include(struct zf_parser *L, struct src *s, char *args, const ldns_rdf *origin,
                       unsigned depth)
 {
     char *file = next_token(&args);
@@ -246,7 +246,7 @@ static int do_include(struct loader *L, struct src *s, char *args, const ldns_rd
 }
 
 /* One directive ($ORIGIN, $TTL, $INCLUDE) in L->entry. *origin may be replaced. */
-static int directive(struct loader *L, struct src *s, ldns_rdf **origin, unsigned depth)
+static int directive(struct zf_parser *L, struct src *s, ldns_rdf **origin, unsigned depth)
 {
     char *p = L->entry;
     char *name = next_token(&p);
@@ -279,7 +279,7 @@ static int directive(struct loader *L, struct src *s, ldns_rdf **origin, unsigne
     return TERN_ESYNTAX;
 }
 
-static int record(struct loader *L, struct src *s, const ldns_rdf *origin)
+static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
 {
     ldns_rr *rr = NULL;
     uint32_t def = L->default_ttl ? L->default_ttl : TTL_ZERO_SENTINEL;
@@ -321,8 +321,8 @@ out:
     return rc;
 }
 
-static int load_file(struct loader *L, const char *path, const ldns_rdf *origin_in, unsigned depth,
-                     const char *from, unsigned from_line)
+static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *origin_in,
+                     unsigned depth, const char *from, unsigned from_line)
 {
     struct src s = {.path = path};
     ldns_rdf *origin = ldns_rdf_clone(origin_in);
@@ -379,7 +379,7 @@ int zone_file_load(const char *origin, const char *path, zone_t **out, char *err
 int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
                         zone_t **out, char *err, size_t errlen)
 {
-    struct loader L = {
+    struct zf_parser L = {
         .default_ttl = DEFAULT_TTL, .err = err, .errlen = errlen, .seen = seen, .seen_ctx = ctx};
     ldns_rdf *org = NULL;
     int rc = TERN_ENOMEM;

@@ -26,20 +26,10 @@
 #include <time.h>
 
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/log.h"
+#include "tern/wire/rr.h"
 #include "tern/zone/zone_builder.h"
-
-#define T_A     1
-#define T_NS    2
-#define T_CNAME 5
-#define T_SOA   6
-#define T_PTR   12
-#define T_MX    15
-#define T_TXT   16
-#define T_AAAA  28
-#define T_SRV   33
-#define T_TLSA  52
-#define T_CAA   257
 
 /* redins' default TTL (its handler config "default_ttl" defaults to 300). */
 #define DEFAULT_TTL 300u
@@ -170,23 +160,6 @@ static const char *type_name(const json_t *v)
     }
 }
 
-/* ---- growing arrays ---------------------------------------------------------------------- */
-
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * size);
-    if (!n)
-        return TERN_ENOMEM;
-    *p = n;
-    *cap = c;
-    return 0;
-}
-
 static void pend_reset(struct pend *p)
 {
     p->n = p->rdlen = p->ncc = p->nasn = 0;
@@ -203,7 +176,7 @@ static void pend_free(struct pend *p)
 
 static int rd_put(struct pend *p, const void *data, size_t len)
 {
-    if (grow((void **)&p->rd, &p->rdcap, p->rdlen + len, 1) < 0)
+    if (tern_grow((void **)&p->rd, &p->rdcap, p->rdlen + len, 1) < 0)
         return TERN_ENOMEM;
     if (len)
         memcpy(p->rd + p->rdlen, data, len);
@@ -227,7 +200,7 @@ static int rr_end(struct pend *p, uint16_t type, uint32_t ttl, size_t rdoff)
 {
     if (p->rdlen - rdoff > UINT16_MAX)
         return TERN_ERANGE;
-    if (grow((void **)&p->rr, &p->cap, p->n + 1, sizeof(*p->rr)) < 0)
+    if (tern_grow((void **)&p->rr, &p->cap, p->n + 1, sizeof(*p->rr)) < 0)
         return TERN_ENOMEM;
     p->rr[p->n++] = (struct prr){
         .type = type, .rdlen = (uint16_t)(p->rdlen - rdoff), .ttl = ttl, .rdoff = rdoff};
@@ -235,86 +208,6 @@ static int rr_end(struct pend *p, uint16_t type, uint32_t ttl, size_t rdoff)
 }
 
 /* ---- names ------------------------------------------------------------------------------- */
-
-/*
- * Presentation name s (len bytes) to wire form in out (room for DNAME_MAXLEN). relative: the
- * labels only (no root label, no final dot allowed), for a label of the zone; otherwise the name
- * is absolute whether or not it ends with "." and "." alone is the root. Escapes \DDD and \c as
- * in RFC 1035 §5.1. Returns the wire length, or -1 with *why set.
- */
-static int name_parse(const char *s, size_t len, bool relative, uint8_t *out, const char **why)
-{
-    size_t o = 0, i = 0;
-    if (len == 0) {
-        *why = "empty name";
-        return -1;
-    }
-    if (!relative && len == 1 && s[0] == '.') {
-        out[0] = 0;
-        return 1;
-    }
-    while (i < len) {
-        size_t lab = o++;
-        size_t n = 0;
-        while (i < len && s[i] != '.') {
-            unsigned c = (unsigned char)s[i++];
-            if (c == 0) {
-                *why = "NUL byte in name";
-                return -1;
-            }
-            if (c == '\\') {
-                if (i >= len) {
-                    *why = "dangling '\\' in name";
-                    return -1;
-                }
-                if (isdigit((unsigned char)s[i])) {
-                    if (i + 2 >= len || !isdigit((unsigned char)s[i + 1]) ||
-                        !isdigit((unsigned char)s[i + 2])) {
-                        *why = "bad \\DDD escape in name";
-                        return -1;
-                    }
-                    c = (unsigned)(s[i] - '0') * 100 + (unsigned)(s[i + 1] - '0') * 10 +
-                        (unsigned)(s[i + 2] - '0');
-                    if (c > 255) {
-                        *why = "bad \\DDD escape in name";
-                        return -1;
-                    }
-                    i += 3;
-                } else {
-                    c = (unsigned char)s[i++];
-                }
-            }
-            if (++n > DNAME_MAXLABEL) {
-                *why = "label longer than 63 bytes";
-                return -1;
-            }
-            if (o + 1 >= DNAME_MAXLEN) {
-                *why = "name longer than 255 bytes";
-                return -1;
-            }
-            out[o++] = (uint8_t)c;
-        }
-        if (n == 0) {
-            *why = "empty label in name";
-            return -1;
-        }
-        out[lab] = (uint8_t)n;
-        if (i < len) { /* at a '.' */
-            i++;
-            if (i == len) {
-                if (relative) {
-                    *why = "a label of the zone is relative: no final dot";
-                    return -1;
-                }
-                break;
-            }
-        }
-    }
-    if (relative)
-        return (int)o;
-    out[o++] = 0;
-    return (int)o;
-}
 
 /* ---- JSON access ------------------------------------------------------------------------- */
 
@@ -439,7 +332,7 @@ static int get_name(const struct ectx *e, json_t *obj, const char *base, const c
     *len = 0;
     if (rc < 0 || !s || slen == 0)
         return rc;
-    int n = name_parse(s, slen, false, out, &why);
+    int n = dname_from_str(s, slen, false, out, &why);
     if (n < 0)
         return fail(e, TERN_EINVAL, "%s: \"%s\": %s", join(path, sizeof(path), base, key),
                     quote(s, slen, q), why);
@@ -538,7 +431,7 @@ static int parse_countries(const struct ectx *e, struct pend *p, json_t *rec, co
     int rc = one_or_many(e, v, path, json_is_string(v), "string", COUNTRIES_MAX, &n);
     if (rc < 0)
         return rc;
-    if (grow((void **)&p->cc, &p->cccap, p->ncc + n, sizeof(*p->cc)) < 0)
+    if (tern_grow((void **)&p->cc, &p->cccap, p->ncc + n, sizeof(*p->cc)) < 0)
         return nomem(e);
     for (size_t i = 0; i < n; i++) {
         json_t *c = one_or_many_at(v, i, path, epath, sizeof(epath));
@@ -575,7 +468,7 @@ static int parse_asns(const struct ectx *e, struct pend *p, json_t *rec, const c
     int rc = one_or_many(e, v, path, json_is_number(v), "number", ASNS_MAX, &n);
     if (rc < 0)
         return rc;
-    if (grow((void **)&p->asn, &p->asncap, p->nasn + n, sizeof(*p->asn)) < 0)
+    if (tern_grow((void **)&p->asn, &p->asncap, p->nasn + n, sizeof(*p->asn)) < 0)
         return nomem(e);
     for (size_t i = 0; i < n; i++) {
         json_t *a = one_or_many_at(v, i, path, epath, sizeof(epath));
@@ -654,9 +547,9 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
                     uint16_t type)
 {
     const zone_json_opts_t *o = &e->zj->opts;
-    int family = type == T_A ? 4 : 6;
-    int af = type == T_A ? AF_INET : AF_INET6;
-    size_t alen = type == T_A ? 4 : 16;
+    int family = type == WIRE_T_A ? 4 : 6;
+    int af = type == WIRE_T_A ? AF_INET : AF_INET6;
+    size_t alen = type == WIRE_T_A ? 4 : 16;
     char path[PATH_MAX_LEN], q[QUOTE_MAX + 4];
     json_t *recs;
     uint32_t ttl;
@@ -685,7 +578,7 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
             bool v4 = strlen(s) == slen && inet_pton(AF_INET, s, other) == 1;
             return fail(e, TERN_EINVAL, "%s: \"%s\" is not an IPv%d address%s",
                         join(fpath, sizeof(fpath), path, "ip"), quote(s, slen, q), family,
-                        type == T_AAAA && v4 ? " (an IPv4 address belongs under \"a\")" : "");
+                        type == WIRE_T_AAAA && v4 ? " (an IPv4 address belongs under \"a\")" : "");
         }
         struct prr r = {0};
         uint64_t w = 0;
@@ -733,7 +626,7 @@ static int parse_cname(const struct ectx *e, struct pend *p, json_t *set, const 
     size_t nlen;
     uint32_t ttl;
     int rc;
-    const char *field_name = type == T_PTR ? "domain" : "host";
+    const char *field_name = type == WIRE_T_PTR ? "domain" : "host";
     if ((rc = get_ttl(e, set, key, &ttl)) < 0 ||
         (rc = get_name(e, set, key, field_name, name, &nlen)) < 0)
         return rc;
@@ -797,24 +690,25 @@ static int parse_hosted(const struct ectx *e, struct pend *p, json_t *set, const
         uint8_t name[DNAME_MAXLEN];
         size_t nlen;
         uint32_t pref = 0, prio = 0, weight = 0, port = 0;
-        if (type == T_MX) {
+        if (type == WIRE_T_MX) {
             if ((rc = get_u32(e, rec, path, "preference", UINT16_MAX, &pref)) < 0)
                 return rc;
-        } else if (type == T_SRV) {
+        } else if (type == WIRE_T_SRV) {
             if ((rc = get_u32(e, rec, path, "priority", UINT16_MAX, &prio)) < 0 ||
                 (rc = get_u32(e, rec, path, "weight", UINT16_MAX, &weight)) < 0 ||
                 (rc = get_u32(e, rec, path, "port", UINT16_MAX, &port)) < 0)
                 return rc;
         }
-        if ((rc = get_name(e, rec, path, type == T_SRV ? "target" : "host", name, &nlen)) < 0)
+        if ((rc = get_name(e, rec, path, type == WIRE_T_SRV ? "target" : "host", name, &nlen)) < 0)
             return rc;
         if (!nlen)
             continue;
         size_t rdoff = p->rdlen;
-        if (type == T_MX && rd_u16(p, (uint16_t)pref) < 0)
+        if (type == WIRE_T_MX && rd_u16(p, (uint16_t)pref) < 0)
             return nomem(e);
-        if (type == T_SRV && (rd_u16(p, (uint16_t)prio) < 0 || rd_u16(p, (uint16_t)weight) < 0 ||
-                              rd_u16(p, (uint16_t)port) < 0))
+        if (type == WIRE_T_SRV &&
+            (rd_u16(p, (uint16_t)prio) < 0 || rd_u16(p, (uint16_t)weight) < 0 ||
+             rd_u16(p, (uint16_t)port) < 0))
             return nomem(e);
         if (rd_put(p, name, nlen) < 0)
             return nomem(e);
@@ -923,10 +817,16 @@ static const struct {
     uint16_t type;
     parse_fn parse;
 } rrset_keys[] = {
-    {"a", T_A, parse_ip},         {"aaaa", T_AAAA, parse_ip}, {"cname", T_CNAME, parse_cname},
-    {"txt", T_TXT, parse_txt},    {"ns", T_NS, parse_hosted}, {"mx", T_MX, parse_hosted},
-    {"srv", T_SRV, parse_hosted}, {"caa", T_CAA, parse_caa},  {"ptr", T_PTR, parse_cname},
-    {"tlsa", T_TLSA, parse_tlsa},
+    {"a", WIRE_T_A, parse_ip},
+    {"aaaa", WIRE_T_AAAA, parse_ip},
+    {"cname", WIRE_T_CNAME, parse_cname},
+    {"txt", WIRE_T_TXT, parse_txt},
+    {"ns", WIRE_T_NS, parse_hosted},
+    {"mx", WIRE_T_MX, parse_hosted},
+    {"srv", WIRE_T_SRV, parse_hosted},
+    {"caa", WIRE_T_CAA, parse_caa},
+    {"ptr", WIRE_T_PTR, parse_cname},
+    {"tlsa", WIRE_T_TLSA, parse_tlsa},
 };
 
 /* ---- the zone ---------------------------------------------------------------------------- */
@@ -942,7 +842,7 @@ zone_json_t *zone_json_new(const char *origin, const char *source, const zone_js
     zone_json_t *zj = calloc(1, sizeof(*zj));
     if (!zj)
         goto nomem;
-    int n = origin ? name_parse(origin, strlen(origin), false, zj->origin, &why) : -1;
+    int n = origin ? dname_from_str(origin, strlen(origin), false, zj->origin, &why) : -1;
     if (n < 0) {
         snprintf(err, errlen, "%s: bad zone origin '%s'%s%s", source, origin ? origin : "",
                  why ? ": " : "", why ? why : "");
@@ -1090,7 +990,7 @@ static int commit(zone_json_t *zj, const struct ectx *e, const uint8_t *owner, b
         }
         if (rc < 0)
             return fail(e, rc, "%s", zone_builder_error(zj->b));
-        if (apex && r->type == T_NS)
+        if (apex && r->type == WIRE_T_NS)
             zj->apex_ns = true;
     }
     for (unsigned i = 0; i < p->npol; i++) {
@@ -1116,7 +1016,7 @@ static int label_obj(zone_json_t *zj, const char *label, json_t *obj, char *err,
         memcpy(owner, zj->origin, zj->origin_len);
     } else {
         const char *why;
-        int n = name_parse(label, strlen(label), true, owner, &why);
+        int n = dname_from_str(label, strlen(label), true, owner, &why);
         if (n < 0)
             return fail(&e, TERN_EINVAL, "bad label: %s", why);
         if ((size_t)n + zj->origin_len > DNAME_MAXLEN)
@@ -1137,7 +1037,7 @@ static int label_obj(zone_json_t *zj, const char *label, json_t *obj, char *err,
         size_t before = p->n;
         if ((rc = rrset_keys[k].parse(&e, p, set, rrset_keys[k].key, rrset_keys[k].type)) < 0)
             return rc;
-        if (rrset_keys[k].type == T_CNAME && p->n > before)
+        if (rrset_keys[k].type == WIRE_T_CNAME && p->n > before)
             cname = true;
     }
     /* RFC 1034 §3.6.2 (and RFC 2181 §10.1): caught here rather than by the builder's finish so
@@ -1177,8 +1077,8 @@ int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen)
         rc = TERN_ENOSOA;
         goto fail;
     }
-    rc = zone_builder_add(zj->b, zj->origin, T_SOA, 1, zj->soa_ttl, zj->soa_rdata, zj->soa_rdlen,
-                          NULL, 0);
+    rc = zone_builder_add(zj->b, zj->origin, WIRE_T_SOA, 1, zj->soa_ttl, zj->soa_rdata,
+                          zj->soa_rdlen, NULL, 0);
     if (rc < 0) {
         snprintf(err, errlen, "%s", zone_builder_error(zj->b));
         goto fail;
@@ -1190,8 +1090,8 @@ int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen)
         size_t mlen = dname_len(mname);
         char nbuf[DNAME_MAXLEN * 4 + 1];
         (void)dname_to_str(mname, nbuf, sizeof(nbuf));
-        rc = zone_builder_add(zj->b, zj->origin, T_NS, 1, zj->soa_ttl, mname, (uint16_t)mlen, NULL,
-                              0);
+        rc = zone_builder_add(zj->b, zj->origin, WIRE_T_NS, 1, zj->soa_ttl, mname, (uint16_t)mlen,
+                              NULL, 0);
         if (rc < 0) {
             snprintf(err, errlen, "%s", zone_builder_error(zj->b));
             goto fail;

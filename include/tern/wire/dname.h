@@ -70,4 +70,27 @@ bool dname_is_subdomain(const uint8_t *name, const uint8_t *parent);
  */
 int dname_to_str(const uint8_t *name, char *dst, size_t dstlen);
 
+/**
+ * Presentation name s (len bytes, not NUL-terminated) to an uncompressed wire name in out (room
+ * for DNAME_MAXLEN). relative: only labels, for a label of a zone (no root label written, a final
+ * dot refused); otherwise the name is absolute whether or not it ends with "." and "." alone is
+ * the root. Escapes \DDD and \c as in RFC 1035 §5.1. Returns the wire length, or TERN_ESYNTAX
+ * with *why set (a static string: "empty label in name", "label longer than 63 bytes", ...).
+ */
+int dname_from_str(const char *s, size_t len, bool relative, uint8_t *out,
+                   const char **why) TERN_WUR;
+
+/* Room for any dname_key() (every byte escaped as \DDD) and its NUL. */
+#define DNAME_KEY_MAX (DNAME_MAXLEN * 4 + 1)
+
+/**
+ * The canonical key of a zone origin given in presentation form: the name parsed (escapes
+ * resolved), lowercased and printed again without the final dot ("." for the root), so that
+ * "Example.TEST.", "example.test" and "\101xample.test" are one key. Every byte that is not
+ * printable ASCII is escaped (\DDD), so the key is safe to put in a log line. Returns the key's
+ * length, or a negative code with *why set (out then undefined). outlen >= DNAME_KEY_MAX always
+ * suffices.
+ */
+int dname_key(const char *origin, char *out, size_t outlen, const char **why) TERN_WUR;
+
 #endif

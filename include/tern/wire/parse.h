@@ -29,6 +29,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/wire/dname.h"
+#include "tern/wire/rr.h"
 
 #define WIRE_HDR_LEN 12
 
@@ -54,39 +55,6 @@ enum wire_rcode {
     WIRE_RC_REFUSED = 5,
     WIRE_RC_NOTAUTH = 9,
     WIRE_RC_BADVERS = 16, /* extended: upper 8 bits go in the OPT TTL */
-};
-
-enum wire_class {
-    WIRE_CLASS_IN = 1,
-    WIRE_CLASS_CH = 3,
-    WIRE_CLASS_NONE = 254,
-    WIRE_CLASS_ANY = 255
-};
-
-enum wire_type {
-    WIRE_T_A = 1,
-    WIRE_T_NS = 2,
-    WIRE_T_CNAME = 5,
-    WIRE_T_SOA = 6,
-    WIRE_T_PTR = 12,
-    WIRE_T_HINFO = 13,
-    WIRE_T_MX = 15,
-    WIRE_T_TXT = 16,
-    WIRE_T_AAAA = 28,
-    WIRE_T_SRV = 33,
-    WIRE_T_NAPTR = 35,
-    WIRE_T_DNAME = 39,
-    WIRE_T_OPT = 41,
-    WIRE_T_DS = 43,
-    WIRE_T_RRSIG = 46,
-    WIRE_T_NSEC = 47,
-    WIRE_T_DNSKEY = 48,
-    WIRE_T_TSIG = 250,
-    WIRE_T_IXFR = 251,
-    WIRE_T_AXFR = 252,
-    WIRE_T_MAILB = 253,
-    WIRE_T_MAILA = 254,
-    WIRE_T_ANY = 255,
 };
 
 enum wire_edns_opt { WIRE_EDNS_ECS = 8, WIRE_EDNS_COOKIE = 10 };

@@ -240,6 +240,58 @@ static void test_to_str(void **state)
     assert_int_equal(dname_to_str(n, small, 0), TERN_ENOSPC);
 }
 
+static void test_from_str(void **state)
+{
+    (void)state;
+    uint8_t w[DNAME_MAXLEN];
+    const char *why = NULL;
+    /* absolute with or without the final dot, escapes resolved */
+    assert_int_equal(dname_from_str("a\\.b.\\101x", 10, false, w, &why), 8);
+    assert_memory_equal(w, "\3a.b\2ex\0", 8); /* \\DDD is decimal */
+    assert_int_equal(dname_from_str("example.test.", 13, false, w, &why), 14);
+    assert_int_equal(dname_from_str(".", 1, false, w, &why), 1);
+    assert_int_equal(w[0], 0);
+    /* relative: labels only */
+    assert_int_equal(dname_from_str("www", 3, true, w, &why), 4);
+    assert_int_equal(dname_from_str("www.", 4, true, w, &why), TERN_ESYNTAX);
+    assert_string_equal(why, "a label of the zone is relative: no final dot");
+    assert_int_equal(dname_from_str("a..b", 4, false, w, &why), TERN_ESYNTAX);
+    assert_string_equal(why, "empty label in name");
+    assert_int_equal(dname_from_str("\\25x", 4, false, w, &why), TERN_ESYNTAX);
+    assert_int_equal(dname_from_str("\\256", 4, false, w, &why), TERN_ESYNTAX);
+    assert_int_equal(dname_from_str("", 0, false, w, &why), TERN_ESYNTAX);
+    char big[300];
+    memset(big, 'a', 64);
+    assert_int_equal(dname_from_str(big, 64, false, w, &why), TERN_ESYNTAX);
+    assert_string_equal(why, "label longer than 63 bytes");
+    for (int i = 0; i < 130; i++) {
+        big[2 * i] = 'a';
+        big[2 * i + 1] = '.';
+    }
+    assert_int_equal(dname_from_str(big, 260, false, w, &why), TERN_ESYNTAX);
+    assert_string_equal(why, "name longer than 255 bytes");
+}
+
+static void test_key(void **state)
+{
+    (void)state;
+    char k1[DNAME_KEY_MAX], k2[DNAME_KEY_MAX], k3[DNAME_KEY_MAX];
+    const char *why = NULL;
+    /* one zone, three spellings, one key */
+    assert_int_equal(dname_key("Example.TEST.", k1, sizeof(k1), &why), 12);
+    assert_int_equal(dname_key("example.test", k2, sizeof(k2), &why), 12);
+    assert_int_equal(dname_key("\\101xample.test.", k3, sizeof(k3), &why), 12);
+    assert_string_equal(k1, "example.test");
+    assert_string_equal(k2, k1);
+    assert_string_equal(k3, k1);
+    assert_int_equal(dname_key(".", k1, sizeof(k1), &why), 1);
+    assert_string_equal(k1, ".");
+    /* a control character is escaped: a key is safe in a log line */
+    assert_true(dname_key("a\\010b.test", k1, sizeof(k1), &why) > 0);
+    assert_string_equal(k1, "a\\010b.test");
+    assert_int_equal(dname_key("a..test", k1, sizeof(k1), &why), TERN_ESYNTAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +307,8 @@ int main(void)
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_subdomain),
         cmocka_unit_test(test_to_str),
+        cmocka_unit_test(test_from_str),
+        cmocka_unit_test(test_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
