@@ -104,6 +104,10 @@ enum {
     RS_CHANGES_CHANNEL,
     RS_DEFAULT_TTL,
     RS_MAX_TTL,
+    RS_MAX_VALUE_BYTES,
+    RS_MAX_LABELS,
+    RS_MAX_RRSET_RECORDS,
+    RS_MAX_ZONES,
     RS_COUNT
 };
 
@@ -168,6 +172,40 @@ static const opt_t redis_schema[RS_COUNT] = {
                     RFIELD(max_ttl),
                     .max = TTL_MAX,
                     .desc = "cap on every RRset's TTL (redins' max_ttl); 0 = none"},
+    /* Bounds on untrusted Redis data: whoever can write to Redis must not be able to make the
+     * source read or build without limit. The defaults fit a 1,000,000-label zone with room to
+     * spare; the maxima are Redis' own (512 MiB strings) or what a zone can index. */
+    [RS_MAX_VALUE_BYTES] = {.key = "max_value_bytes",
+                            .type = OPT_UINT,
+                            RFIELD(max_value_bytes),
+                            .def = 1 << 20,
+                            .min = 1024,
+                            .max = 512 << 20,
+                            .desc = "bytes of one label's JSON or a zone config; longer ones "
+                                    "are skipped and logged"},
+    [RS_MAX_LABELS] = {.key = "max_labels",
+                       .type = OPT_UINT,
+                       RFIELD(max_labels),
+                       .def = 4000000,
+                       .min = 1,
+                       .max = 100000000,
+                       .desc = "labels of one zone; a larger zone is rejected (its previous "
+                               "version keeps serving)"},
+    [RS_MAX_RRSET_RECORDS] = {.key = "max_rrset_records",
+                              .type = OPT_UINT,
+                              RFIELD(max_rrset_records),
+                              .def = 10000,
+                              .min = 1,
+                              .max = 65535,
+                              .desc = "records of one RRset; a label with more is skipped and "
+                                      "logged"},
+    [RS_MAX_ZONES] = {.key = "max_zones",
+                      .type = OPT_UINT,
+                      RFIELD(max_zones),
+                      .def = 100000,
+                      .min = 1,
+                      .max = 10000000,
+                      .desc = "zones read from the set; the ones beyond are skipped and logged"},
 };
 
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "redis_schema stores unsigned as 32 bits");
@@ -300,6 +338,13 @@ static const opt_t schema[] = {
      .min = 1,
      .max = PATH_MAX - 1,
      .desc = "IP-to-ASN table from 'ternctl asn compile', relative to the config; unset = none"},
+    {.key = "asn_db",
+     .type = OPT_PATH,
+     FIELD(asn_db),
+     .min = 1,
+     .max = PATH_MAX - 1,
+     .desc = "MaxMind ASN database (GeoLite2-ASN .mmdb), compiled into an ASN table cached "
+             "beside it; unset = none"},
     {.key = "geoip_db",
      .type = OPT_PATH,
      FIELD(geoip_db),
@@ -519,8 +564,8 @@ typedef struct field {
     const char *later; /* non-NULL: a redins key tern refuses for now; what it is for */
 } field_t;
 
-/* Nested mappings have at most this many fields (handler, its redis and tern's redis have 11). */
-#define MAX_FIELDS 12
+/* Nested mappings have at most this many fields (tern's redis has 15). */
+#define MAX_FIELDS 16
 
 /* Check that n is a mapping whose keys are among fields, each at most once, none refused, every
  * required one present; val[i] gets each field's value node or NULL. Errors are "key: ...". */
@@ -1811,7 +1856,9 @@ bool config_same_redis(const config_redis_t *a, const config_redis_t *b)
     if (a->enabled != b->enabled || a->port != b->port || a->db != b->db ||
         a->connect_timeout_ms != b->connect_timeout_ms ||
         a->read_timeout_ms != b->read_timeout_ms || a->zone_reload_s != b->zone_reload_s ||
-        a->default_ttl != b->default_ttl || a->max_ttl != b->max_ttl)
+        a->default_ttl != b->default_ttl || a->max_ttl != b->max_ttl ||
+        a->max_value_bytes != b->max_value_bytes || a->max_labels != b->max_labels ||
+        a->max_rrset_records != b->max_rrset_records || a->max_zones != b->max_zones)
         return false;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         if (!same_str(redis_str_value(a, i), redis_str_value(b, i)))

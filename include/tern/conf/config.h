@@ -38,6 +38,7 @@
  *   control_socket: /run/tern/ternd.sock        # unset = no control socket (ternctl)
  *   metrics_listen: "127.0.0.1:9153"            # Prometheus endpoint; unset = none
  *   asn_table: asn.bin                          # ternctl asn compile; unset = none
+ *   asn_db: GeoLite2-ASN.mmdb                   # or a MaxMind ASN DB, compiled and cached
  *   geoip_db: GeoLite2-City.mmdb                # MaxMind DB (IPv4, and IPv6 if a v6 DB)
  *   geoip_db_v6: geoip-v6.mmdb                  # a separate IPv6 DB; unset = geoip_db
  *   redis:                                      # zones kept in Redis (tern/load/redis_source.h)
@@ -50,6 +51,10 @@
  *     changes_channel: ~                        # ~ = P redins:zones:changed S; "" = none
  *     default_ttl: 300                          # TTL of RRsets without one; 0 = 300
  *     max_ttl: 0                                # cap on every TTL; 0 = none
+ *     max_value_bytes: 1048576                  # bounds on untrusted data: one value,
+ *     max_labels: 4000000                       #   labels per zone, records per RRset,
+ *     max_rrset_records: 10000                  #   zones in the set
+ *     max_zones: 100000
  *   (redis: ~ or no redis key: no Redis.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
@@ -138,6 +143,11 @@ typedef struct config_redis {
     char *changes_channel;       /* NULL = the default channel; "" = none */
     uint32_t default_ttl;        /* TTL of RRsets without one; 0 = 300 */
     uint32_t max_ttl;            /* cap on every RRset's TTL (redins' handler.max_ttl); 0 = none */
+    /* Bounds on untrusted data (each breach skipped, logged once and counted by the source) */
+    unsigned max_value_bytes;   /* bytes of one label's JSON or zone config; default 1 MiB */
+    unsigned max_labels;        /* labels per zone; default 4,000,000 */
+    unsigned max_rrset_records; /* records per RRset; default 10,000 (at most 65,535) */
+    unsigned max_zones;         /* zones read from the set; default 100,000 */
 } config_redis_t;
 
 /* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
@@ -167,6 +177,7 @@ typedef struct config {
     char *control_socket;    /* resolved path of the ternctl UNIX socket; NULL = disabled */
     char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
     char *asn_table;         /* resolved path of the compiled IP-to-ASN table; NULL = none */
+    char *asn_db;            /* resolved path of a MaxMind ASN .mmdb (compiled and cached) */
     char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
     config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */

@@ -335,8 +335,8 @@ static void test_example_has_every_option(void **state)
         else
             count++;
     }
-    assert_int_equal(count, 23);
-    assert_int_equal(nested, 11);
+    assert_int_equal(count, 24);
+    assert_int_equal(nested, 15);
 }
 
 static void test_redins_example_json(void **state)
@@ -636,9 +636,10 @@ static void test_redis_yaml(void **state)
 static void test_redis_errors(void **state)
 {
     (void)state;
-    static const char want_keys[] = "(want address, db, password, prefix, suffix, connect_timeout, "
-                                    "read_timeout, zone_reload, changes_channel, default_ttl, "
-                                    "max_ttl)";
+    static const char want_keys[] =
+        "(want address, db, password, prefix, suffix, connect_timeout, "
+        "read_timeout, zone_reload, changes_channel, default_ttl, "
+        "max_ttl, max_value_bytes, max_labels, max_rrset_records, max_zones)";
     char msg[512];
     /* wrong types */
     snprintf(msg, sizeof(msg), "redis: expected a mapping {%.*s}, got a plain scalar",
