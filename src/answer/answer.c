@@ -17,11 +17,17 @@
  *     chain ending below a delegation gets that referral's NS in authority and glue in
  *     additional, with AA still set; a chain leaving our zones ends there with NOERROR; the
  *     rcode follows the last lookup (RFC 6604 §2).
- *   - Chain limit: at most ANSWER_CNAME_MAX CNAMEs are written and followed; if the name
- *     reached after the last one is again a CNAME, the chain stops (NOERROR) and the resolver
- *     restarts from the last target, as RFC 1034 §3.6.2 lets it. A loop is cut as soon as a
- *     node's CNAME would be written a second time (its target is fixed, so from there on the
- *     chain only repeats — this holds for wildcard CNAMEs too).
+ *   - Chain limit: at most ANSWER_CNAME_MAX CNAMEs (written or synthesised from a DNAME) are
+ *     followed; if the name reached after the last one is again a CNAME or below a DNAME, the
+ *     chain stops (NOERROR) and the resolver restarts from the last target, as RFC 1034 §3.6.2
+ *     lets it. A loop is cut as soon as a node's CNAME or DNAME would be used a second time (a
+ *     CNAME's target is fixed, so from there on the chain only repeats — this holds for
+ *     wildcard CNAMEs too; a DNAME used twice is a loop or a name growing by a label per turn,
+ *     where NSD stops too).
+ *   - DNAME (RFC 6672): found on the closest-encloser walk (zone_lookup), so it costs nothing
+ *     more than the NXDOMAIN it replaces; the DNAME's owner is written as a pointer into the
+ *     current name, the synthesised CNAME's target is built in a per-worker buffer from the
+ *     current name's labels (their case kept) and the DNAME's target.
  *   - qtype CNAME, ANY, RRSIG and NSEC at a CNAME node do not follow the chain: the first two
  *     ask for the CNAME itself, the last two for data that may live beside it (RFC 4035 §2.5).
  *   - ANY (RFC 8482 §4.1): the node's first RRset in type order that is not an RRSIG. A CNAME
@@ -34,7 +40,9 @@
  *     with minimal-responses do); it keeps answers small and UDP-safe.
  *   - Additional section: A then AAAA of each distinct target node, in RR order; it stops at the
  *     first RRset that does not fit, without TC (RFC 2181 §9). For answers, targets below a
- *     delegation are skipped (not authoritative data); for referrals they are the glue.
+ *     delegation are skipped (not authoritative data). For referrals the glue below the cut
+ *     comes first and must fit, else TC (RFC 9471 §3, as Knot); then the in-zone addresses of
+ *     the other name servers (sibling glue), dropped without TC when they do not fit.
  *   - Truncation: the first answer/authority RRset that does not fit sets TC and nothing more is
  *     added; the rcode is the one decided so far, the OPT is still written (space was reserved).
  *
@@ -67,9 +75,6 @@
  * cut there rather than split, CHAOS answers are for humans. */
 #define TXT_STR_MAX 255u
 
-/* Meta and question-only types (RFC 6895 §3.1: 128-255); ANY (255) is served. */
-#define QTYPE_META_MIN 128u
-
 typedef struct resp {
     answer_ctx_t *ctx;
     wire_writer_t *w;
@@ -83,7 +88,7 @@ typedef struct resp {
 static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
                 const zone_rrset_t *rr)
 {
-    if (unlikely(rr->targets) && (rr->type == WIRE_T_A || rr->type == WIRE_T_AAAA)) {
+    if (unlikely(rr->ext.geo) && (rr->type == WIRE_T_A || rr->type == WIRE_T_AAAA)) {
         /* a geo-steered RRset: the client's share of it (select.h) */
         answer_ctx_t *ctx = r->ctx;
         const zone_geo_t *g = zone_rrset_geo(r->zone, rr);
@@ -101,15 +106,31 @@ static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t
     return false;
 }
 
-/* A/AAAA of the targets of an NS/MX/SRV RRset. glue: also targets below a delegation (a
- * referral's glue); otherwise those are not our authoritative data and are skipped. */
-static void put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, bool glue)
+/* Which targets of an NS/MX/SRV RRset put_additional() writes. */
+typedef enum {
+    ADD_ANSWER,  /* after an answer: our authoritative data only (no names below a cut) */
+    ADD_GLUE,    /* a referral's in-domain glue: names at or below its cut (RFC 9471: must fit,
+                    else TC) */
+    ADD_SIBLING, /* a referral's other in-zone targets (sibling glue, authoritative names):
+                    optional, dropped without TC */
+} add_mode_t;
+
+/* A/AAAA of the targets of NS/MX/SRV RRset rr (of zone z) that mode selects; cut is the
+ * referral's delegation point (ADD_GLUE, ADD_SIBLING). Returns false when an RRset did not fit:
+ * for ADD_GLUE that sets TC (RFC 9471 §3), otherwise the additional section just stops (RFC 2181
+ * §9). */
+static bool put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, add_mode_t mode,
+                           const zone_node_t *cut)
 {
-    if (!rr->targets)
-        return;
+    if (!zone_rrset_has_targets(rr))
+        return true;
     for (unsigned i = 0; i < rr->count; i++) {
         const zone_node_t *n = zone_rrset_target(z, rr, i);
-        if (!n || (n->cut && !glue))
+        if (!n)
+            continue;
+        bool below = n->cut != NULL, in_domain = below && n->cut == cut;
+        if ((mode == ADD_ANSWER && below) || (mode == ADD_GLUE && !in_domain) ||
+            (mode == ADD_SIBLING && in_domain))
             continue;
         bool dup = false;
         for (unsigned j = 0; j < i && !dup; j++)
@@ -122,10 +143,14 @@ static void put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, b
             if (s->type != WIRE_T_A && s->type != WIRE_T_AAAA)
                 continue;
             if (wire_write_rrset(r->w, WIRE_SEC_AR, 0, n->name, s->type, s->ttl, s->count,
-                                 s->rdata) != 0)
-                return; /* additional data is optional: stop, no TC */
+                                 s->rdata) != 0) {
+                if (mode == ADD_GLUE)
+                    r->tc = true;
+                return false;
+            }
         }
     }
+    return true;
 }
 
 /* The zone's negative-answer SOA (TTL already min(TTL, MINIMUM)) in authority: RFC 2308 §3. */
@@ -135,12 +160,13 @@ static void put_neg(resp_t *r, const zone_t *z)
         (void)put(r, WIRE_SEC_NS, 0, z->apex, z->neg_soa);
 }
 
-/* Referral (RFC 1034 §4.3.2 step 3b): the cut's NS in authority, glue in additional. */
+/* Referral (RFC 1034 §4.3.2 step 3b): the cut's NS in authority, then the glue below the cut
+ * (all of it or TC, RFC 9471), then in-zone addresses of the other name servers if they fit. */
 static void put_referral(resp_t *r, const zone_t *z, const zone_node_t *cut)
 {
     const zone_rrset_t *ns = zone_node_rrset(cut, WIRE_T_NS);
-    if (ns && put(r, WIRE_SEC_NS, 0, cut->name, ns))
-        put_additional(r, z, ns, true);
+    if (ns && put(r, WIRE_SEC_NS, 0, cut->name, ns) && put_additional(r, z, ns, ADD_GLUE, cut))
+        (void)put_additional(r, z, ns, ADD_SIBLING, cut);
 }
 
 static const zone_rrset_t *pick_any(const zone_node_t *n)
@@ -182,31 +208,96 @@ static const zone_t *lookup(answer_ctx_t *ctx, const zone_table_t *t, const dnam
     return z;
 }
 
-/* RFC 1034 §4.3.2 over the whole table, following CNAMEs; fills r. */
+/* The chain being followed: the current name, where it already is in the message, and the
+ * CNAME and DNAME owners used so far (loop detection). */
+typedef struct chase {
+    const dname_view_t *v; /* lowercased view of the current name */
+    const uint8_t *owner;  /* the current name as written (case kept), uncompressed */
+    uint16_t owner_off;    /* where the message holds it (0: write it from owner) */
+    unsigned hops;         /* CNAMEs written so far, synthesised ones included */
+    const zone_node_t *seen[ANSWER_CNAME_MAX];
+} chase_t;
+
+/* Whether node n's CNAME or DNAME was already used by this chain: from there on it can only
+ * repeat itself (a CNAME's target is fixed; a DNAME used twice is a loop or a name that grows
+ * with every turn, which NSD stops at the same point). */
+static bool chase_seen(const chase_t *c, const zone_node_t *n)
+{
+    for (unsigned i = 0; i < c->hops; i++)
+        if (c->seen[i] == n)
+            return true;
+    return false;
+}
+
+/* Move the chain to the name the CNAME just written points at: its target, uncompressed at
+ * target, sits in the message at the writer's last_name_off. */
+static void chase_to(answer_ctx_t *ctx, chase_t *c, const zone_node_t *n, const uint8_t *target)
+{
+    c->seen[c->hops++] = n;
+    c->owner = target;
+    c->owner_off = ctx->writer.last_name_off <= PTR_MAX_OFF ? ctx->writer.last_name_off : 0;
+    dname_view_init(&ctx->chase, target); /* the view of the old name is not needed any more */
+    c->v = &ctx->chase;
+}
+
+/* RFC 6672 §3.3: the name below DNAME owner n, at label `label` of the current name, is
+ * answered with the DNAME and a CNAME to the name with that suffix replaced by the DNAME's
+ * target (TTL the DNAME's, owner the name as asked). Returns true when the chain goes on from
+ * the new name; false when the answer is complete (YXDOMAIN, loop, limit, no room). */
+static bool synthesize(resp_t *r, chase_t *c, const zone_node_t *n, unsigned label)
+{
+    answer_ctx_t *ctx = r->ctx;
+    const zone_rrset_t *dn = zone_node_rrset(n, WIRE_T_DNAME);
+    if (c->hops == ANSWER_CNAME_MAX || chase_seen(c, n))
+        return false;
+    if (!put(r, WIRE_SEC_AN, 0, n->name, dn))
+        return false;
+    /* the new name: the labels above the owner as asked, then the target as written */
+    const uint8_t *target = dn->rdata + 2;
+    size_t prefix = c->v->off[label], tlen = (size_t)dn->rdata[0] << 8 | dn->rdata[1];
+    if (prefix + tlen > DNAME_MAXLEN) {
+        r->rcode = WIRE_RC_YXDOMAIN; /* §2.2: the result would not be a domain name */
+        return false;
+    }
+    /* the two buffers alternate: the current name may be the previous synthesis */
+    uint8_t *rd = ctx->synth[c->hops & 1];
+    rd[0] = (uint8_t)((prefix + tlen) >> 8);
+    rd[1] = (uint8_t)(prefix + tlen);
+    memcpy(rd + 2, c->owner, prefix);
+    memcpy(rd + 2 + prefix, target, tlen);
+    if (wire_write_rrset(r->w, WIRE_SEC_AN, c->owner_off, c->owner, WIRE_T_CNAME, dn->ttl, 1, rd) !=
+        0) {
+        r->tc = true;
+        return false;
+    }
+    chase_to(ctx, c, n, rd + 2);
+    /* qtype CNAME asked for the CNAME, and has it; every other type follows it (ANY too, as NSD
+     * and Knot do: nothing else lives at a synthesised name) */
+    return ctx->query.qtype != WIRE_T_CNAME;
+}
+
+/* RFC 1034 §4.3.2 over the whole table, following CNAMEs and DNAMEs; fills r. */
 static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
 {
     const wire_query_t *q = &ctx->query;
     const uint16_t qtype = q->qtype;
-    const dname_view_t *v = &q->name;
-    uint16_t owner_off = QNAME_OFF; /* the current name, already in the message */
-    const uint8_t *owner = q->qname;
-    const zone_node_t *seen[ANSWER_CNAME_MAX];
+    chase_t c = {.v = &q->name, .owner = q->qname, .owner_off = QNAME_OFF, .hops = 0};
 
-    for (unsigned hop = 0;; hop++) {
+    for (bool first = true;; first = false) {
         zone_lookup_t res;
-        const zone_t *z = lookup(ctx, t, v, qtype, &res);
+        const zone_t *z = lookup(ctx, t, c.v, qtype, &res);
         if (!z) {
-            if (hop == 0)
+            if (first)
                 r->rcode = WIRE_RC_REFUSED;
             return; /* the chain left our zones: the resolver takes it from here */
         }
-        if (hop == 0)
+        if (first)
             r->aa = true;
         r->zone = z;
 
         if (res.cut &&
             !(res.kind == ZONE_LOOKUP_EXACT && res.node == res.cut && qtype == WIRE_T_DS)) {
-            if (hop == 0)
+            if (first)
                 r->aa = false;
             put_referral(r, z, res.cut);
             return;
@@ -215,6 +306,11 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             r->rcode = WIRE_RC_NXDOMAIN;
             put_neg(r, z);
             return;
+        }
+        if (res.kind == ZONE_LOOKUP_DNAME) {
+            if (!synthesize(r, &c, res.node, res.encloser_label))
+                return;
+            continue;
         }
 
         /* EXACT or WILDCARD: the node's data, owned by the name asked (RFC 4592 §4.3: a
@@ -227,20 +323,11 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             rr = zone_node_rrset(n, qtype);
             const zone_rrset_t *cn;
             if (!rr && follows_cname(qtype) && (cn = zone_node_rrset(n, WIRE_T_CNAME))) {
-                if (hop == ANSWER_CNAME_MAX)
+                if (c.hops == ANSWER_CNAME_MAX || chase_seen(&c, n))
+                    return; /* limit, or a loop: every CNAME of it is already in the answer */
+                if (!put(r, WIRE_SEC_AN, c.owner_off, c.owner, cn))
                     return;
-                for (unsigned i = 0; i < hop; i++)
-                    if (seen[i] == n)
-                        return; /* loop: every CNAME of it is already in the answer */
-                seen[hop] = n;
-                if (!put(r, WIRE_SEC_AN, owner_off, owner, cn))
-                    return;
-                /* The target, uncompressed in the zone's RDATA (u16 RDLENGTH, then the name),
-                 * is the next name; in the message it sits at last_name_off. */
-                owner = cn->rdata + 2;
-                owner_off = r->w->last_name_off <= PTR_MAX_OFF ? r->w->last_name_off : 0;
-                dname_view_init(&ctx->chase, owner);
-                v = &ctx->chase;
+                chase_to(ctx, &c, n, cn->rdata + 2);
                 continue;
             }
         }
@@ -248,9 +335,8 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             put_neg(r, z); /* NODATA, also at empty non-terminals */
             return;
         }
-        if (put(r, WIRE_SEC_AN, owner_off, owner, rr) &&
-            (rr->type == WIRE_T_NS || rr->type == WIRE_T_MX || rr->type == WIRE_T_SRV))
-            put_additional(r, z, rr, false);
+        if (put(r, WIRE_SEC_AN, c.owner_off, c.owner, rr))
+            (void)put_additional(r, z, rr, ADD_ANSWER, NULL);
         return;
     }
 }
@@ -345,6 +431,10 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     ctx->scope = 0;
     uint16_t adv = cfg->edns_max_udp < UDP_MIN ? UDP_MIN : cfg->edns_max_udp;
 
+    /* NSD answers a message with several questions with a bare FORMERR: no flag copied (Knot
+     * sends nothing). One question or none keeps RD, as both do. */
+    if (pr == WIRE_FORMERR && q->qdcount > 1)
+        q->flags &= (uint16_t)~WIRE_FLAG_RD;
     wire_writer_t *w = &ctx->writer;
     wire_writer_init(w, out, response_limit(q, edns, adv, out_cap, transport), q);
     /* Header + question (<= 12 + 259) + OPT with ECS (<= 35) always fit 512 bytes; should the
@@ -355,22 +445,31 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     /* policy, then lookup */
     resp_t r = {.ctx = ctx, .w = w, .rcode = WIRE_RC_NOERROR, .aa = false, .tc = false};
     uint16_t qtype = q->qtype;
+    unsigned opcode = WIRE_OPCODE(q->flags);
     if (pr == WIRE_FORMERR)
-        r.rcode = WIRE_RC_FORMERR;
+        /* A header without a question is malformed for the opcodes we implement (QUERY, and
+         * NOTIFY, which we answer), and a request we do not implement for the others: NOTIMP,
+         * as NSD and Knot answer (and as DNS compliance tests expect of opcode 15). */
+        r.rcode = q->qdcount == 0 && opcode != WIRE_OP_QUERY && opcode != WIRE_OP_NOTIFY
+                      ? WIRE_RC_NOTIMP
+                      : WIRE_RC_FORMERR;
     else if (pr == WIRE_BADVERS)
         r.rcode = WIRE_RC_BADVERS;
-    else if (WIRE_OPCODE(q->flags) != WIRE_OP_QUERY)
+    else if (opcode == WIRE_OP_NOTIFY)
+        /* RFC 1996 §3.10: NOTIFY is for a secondary; tern is secondary for no zone (Knot
+         * answers NOTAUTH too) */
+        r.rcode = WIRE_RC_NOTAUTH;
+    else if (opcode != WIRE_OP_QUERY)
         r.rcode = WIRE_RC_NOTIMP;
     else if (qtype == WIRE_T_OPT) /* a pseudo-RR is no question (RFC 6891 §6.1.1) */
         r.rcode = WIRE_RC_FORMERR;
     else if (q->qclass == WIRE_CLASS_CH)
         answer_chaos(&r, q, cfg);
-    else if (q->qclass != WIRE_CLASS_IN)
-        r.rcode = WIRE_RC_REFUSED;
+    else if (q->qclass != WIRE_CLASS_IN && q->qclass != WIRE_CLASS_ANY)
+        r.rcode = WIRE_RC_REFUSED; /* QCLASS ANY: the IN data is all there is, as NSD and Knot */
     else if (qtype == WIRE_T_AXFR || qtype == WIRE_T_IXFR)
-        /* RFC 5936 §4.2: AXFR is TCP only; transfers themselves are not implemented yet. */
-        r.rcode = transport == ANSWER_TCP ? WIRE_RC_NOTIMP : WIRE_RC_FORMERR;
-    else if (qtype >= QTYPE_META_MIN && qtype < WIRE_T_ANY)
+        r.rcode = WIRE_RC_NOTIMP; /* zone transfers are not implemented yet, on any transport */
+    else if (qtype >= WIRE_T_META_MIN && qtype < WIRE_T_ANY)
         r.rcode = WIRE_RC_NOTIMP;
     else if (!t)
         r.rcode = WIRE_RC_REFUSED;
@@ -380,6 +479,10 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     /* write: the OPT last, in the room reserved before any RRset */
     if (edns) {
         uint8_t scope = ecs && ecs->source_prefix > 0 ? ctx->scope : 0;
+        /* An IPv4-mapped address in a family 2 option was looked up as IPv4: its scope is
+         * counted in the option's family, IPv6 bits (RFC 7871 §6) */
+        if (scope && ecs->family == 2 && ctx->client_mapped)
+            scope = (uint8_t)(scope + 96);
         int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, scope);
         (void)rc; /* cannot fail: its space was reserved */
     }

@@ -61,9 +61,11 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
 {
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
     ctx->scope = 0;
+    ctx->client_mapped = false;
     if (family == AF_INET6 && memcmp(addr, mapped, sizeof(mapped)) == 0) {
         family = AF_INET;
         addr += 12;
+        ctx->client_mapped = true;
     }
     memset(ctx->client_addr, 0, sizeof(ctx->client_addr));
     if (family == AF_INET) {

@@ -184,6 +184,7 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
      * the view is filled only with a question. */
     q->qtype = 0;
     q->qclass = 0;
+    q->qdcount = 0;
     q->has_question = false;
     q->qname = NULL;
     q->question_len = 0;
@@ -202,6 +203,7 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
     q->flags = flags;
 
     unsigned qd = rd16(pkt + 4), an = rd16(pkt + 6), ns = rd16(pkt + 8), ar = rd16(pkt + 10);
+    q->qdcount = (uint16_t)qd;
     if (qd != 1)
         return WIRE_FORMERR;
 

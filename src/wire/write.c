@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tern/common/err.h"
+#include "tern/wire/rdata.h"
 
 /* RFC 1035 §4.1.4: a pointer holds a 14-bit offset, so only names starting below this can be
  * pointed at. */
@@ -192,43 +193,6 @@ static int put_bytes(wire_writer_t *w, size_t end, const uint8_t *src, size_t n)
     return 0;
 }
 
-/*
- * RDATA layouts with compressible names (RFC 3597 §4: only the RFC 1035 types): fixed bytes
- * before the names, how many names, fixed bytes after. Everything else is copied verbatim.
- */
-typedef struct rd_layout {
-    uint8_t head;
-    uint8_t names;
-    uint8_t tail;
-} rd_layout_t;
-
-static bool rd_layout(uint16_t type, rd_layout_t *l)
-{
-    switch (type) {
-    case 2:  /* NS */
-    case 3:  /* MD */
-    case 4:  /* MF */
-    case 5:  /* CNAME */
-    case 7:  /* MB */
-    case 8:  /* MG */
-    case 9:  /* MR */
-    case 12: /* PTR */
-        *l = (rd_layout_t){0, 1, 0};
-        return true;
-    case 6: /* SOA: mname, rname, serial refresh retry expire minimum */
-        *l = (rd_layout_t){0, 2, 20};
-        return true;
-    case 14: /* MINFO: rmailbx, emailbx */
-        *l = (rd_layout_t){0, 2, 0};
-        return true;
-    case 15: /* MX: preference, exchange */
-        *l = (rd_layout_t){2, 1, 0};
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Where the name sits in the RDATA for w->last_name_off (write.h), or -1 for none. */
 static int rd_name_pos(uint16_t type, size_t rdlen)
 {
@@ -254,8 +218,8 @@ static int rd_name_pos(uint16_t type, size_t rdlen)
 static int put_rdata(wire_writer_t *w, size_t end, uint16_t type, const uint8_t *rd, size_t rdlen,
                      dname_view_t *v)
 {
-    rd_layout_t l;
-    if (rd_layout(type, &l) && rdlen >= (size_t)l.head + l.tail) {
+    wire_rdata_layout_t l;
+    if (wire_rdata_layout(type, &l) && l.compress && rdlen >= (size_t)l.head + l.tail) {
         /* Check the whole layout first so a bad RDATA is never half compressed. */
         size_t p = l.head;
         bool ok = true;

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "tern/common/compiler.h"
+
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
 {
     /* At most 2/3 full: a miss ends at an empty slot after a short run, within a cache line or
@@ -50,9 +52,15 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
         i = apex_label;
     }
     r->encloser = n;
+    r->encloser_label = i;
     r->cut = n->cut;
     if (i == 0) {
         r->kind = ZONE_LOOKUP_EXACT;
+        r->node = n;
+    } else if (unlikely(n->flags & ZONE_NODE_DNAME) && !n->cut) {
+        /* RFC 6672 §2.2: below a DNAME owner every name is rewritten; the builder keeps
+         * nothing below one, so the owner is always the closest encloser */
+        r->kind = ZONE_LOOKUP_DNAME;
         r->node = n;
     } else if (!n->cut && n->wildcard) {
         /* RFC 4592 §3.3.1: the source of synthesis is "*.<closest encloser>"; none below a cut */

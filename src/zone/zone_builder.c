@@ -23,6 +23,7 @@
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
+#include "tern/wire/rdata.h"
 #include "tern/wire/rr.h"
 
 #define NO_ID UINT32_MAX
@@ -569,13 +570,54 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
 
 /* ---- finish ---------------------------------------------------------------------------- */
 
+/* Everything finish() computes, pass by pass; each pass reads what the earlier ones filled. */
 struct fctx {
     zone_builder_t *b;
+    char *err;
+    size_t errlen;
+    char zname[DNAME_MAXLEN * 4 + 1]; /* the apex, for messages */
+
+    /* group_runs() */
     uint32_t *ord; /* record indexes grouped by owner, then type, then file order */
     struct brun *runs;
     size_t run_count;
-    uint32_t *run_next; /* per run: next run of the same owner, or NO_ID */
+    uint32_t *run_next;         /* per run: next run of the same owner, or NO_ID */
+    zone_geo_policy_t *run_pol; /* attach_policies(): per run its steering (all 0 = plain) */
+    uint32_t *bylabel;          /* order_by_labels(): name ids, parents before children */
+
+    /* measure() */
+    size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn;
+
+    /* allocate() and the fill passes: the zone, in its own arena */
+    arena_t *arena;
+    zone_t *z;
+    zone_node_t *nodes;
+    zone_slot_t *slot;
+    uint8_t *names;
+    zone_rrset_t *sets;
+    uint8_t *rd;
+    uint32_t *targets;
+    const uint8_t **tnames; /* target names, resolved once every node is in the table */
+    zone_geo_t *geo;
+    zone_geo_rr_t *geo_rr;
+    uint16_t *geo_cc;
+    uint32_t *geo_asn;
 };
+
+static int fail_msg(struct fctx *f, int rc, const char *fmt, ...) TERN_PRINTF(3, 4);
+static int fail_msg(struct fctx *f, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->err, f->errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int nomem(struct fctx *f)
+{
+    return fail_msg(f, TERN_ENOMEM, "zone %s: out of memory", f->zname);
+}
 
 /* qsort_r (glibc, _GNU_SOURCE) comparators: the context is the builder. */
 static int cmp_type_seq(const void *pa, const void *pb, void *ctx)
@@ -588,46 +630,79 @@ static int cmp_type_seq(const void *pa, const void *pb, void *ctx)
     return a < b ? -1 : a > b;
 }
 
-static int cmp_rdata_seq(const void *pa, const void *pb, void *ctx)
+/* dedup()'s view of a run: each RR's RDATA in canonical form (names lowercased, RFC 4034
+ * §6.2), so RRs that differ only in the case of a name inside them are one RR (RFC 2181 §5). */
+struct canon {
+    const uint8_t *bytes;
+    const size_t *off; /* per position in the run */
+    const uint16_t *len;
+};
+
+static int cmp_canon_seq(const void *pa, const void *pb, void *ctx)
 {
-    const zone_builder_t *zb = ctx;
+    const struct canon *c = ctx;
     uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-    const struct brr *ra = &zb->rr[a], *rb = &zb->rr[b];
-    if (ra->rdlen != rb->rdlen)
-        return ra->rdlen < rb->rdlen ? -1 : 1;
-    int c = memcmp(zb->rdata + ra->rdoff, zb->rdata + rb->rdoff, ra->rdlen);
-    if (c)
-        return c;
+    if (c->len[a] != c->len[b])
+        return c->len[a] < c->len[b] ? -1 : 1;
+    int d = memcmp(c->bytes + c->off[a], c->bytes + c->off[b], c->len[a]);
+    if (d)
+        return d;
     return a < b ? -1 : a > b;
 }
 
-static bool same_rdata(const zone_builder_t *b, const struct brr *x, const struct brr *y)
+static bool same_canon(const struct canon *c, uint32_t a, uint32_t b)
 {
-    return x->rdlen == y->rdlen && memcmp(b->rdata + x->rdoff, b->rdata + y->rdoff, x->rdlen) == 0;
+    return c->len[a] == c->len[b] &&
+           memcmp(c->bytes + c->off[a], c->bytes + c->off[b], c->len[a]) == 0;
 }
 
-/* Mark duplicates in ord[0..n) (one owner, one type, file order); the first of equals stays. */
-static int dedup(zone_builder_t *b, const uint32_t *ord, uint32_t n)
+/* Mark duplicates in ord[0..n) (one owner, one type, file order); the first of equals stays,
+ * with its own spelling. */
+static int dedup(zone_builder_t *b, const uint32_t *ord, uint32_t n, uint16_t type)
 {
+    if (n < 2)
+        return 0;
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += b->rr[ord[i]].rdlen;
+    uint8_t *bytes = malloc(total ? total : 1);
+    size_t *off = malloc((size_t)n * sizeof(*off));
+    uint16_t *len = malloc((size_t)n * sizeof(*len));
+    uint32_t *pos = malloc((size_t)n * sizeof(*pos));
+    int rc = TERN_ENOMEM;
+    if (!bytes || !off || !len || !pos)
+        goto out;
+    size_t o = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct brr *x = &b->rr[ord[i]];
+        wire_rdata_canon(type, b->rdata + x->rdoff, x->rdlen, bytes + o);
+        off[i] = o;
+        len[i] = x->rdlen;
+        pos[i] = i;
+        o += x->rdlen;
+    }
+    struct canon c = {bytes, off, len};
     if (n <= DEDUP_PAIRWISE_MAX) {
         for (uint32_t i = 1; i < n; i++)
             for (uint32_t j = 0; j < i; j++)
-                if (!b->rr[ord[j]].dup && same_rdata(b, &b->rr[ord[i]], &b->rr[ord[j]])) {
+                if (!b->rr[ord[j]].dup && same_canon(&c, i, j)) {
                     b->rr[ord[i]].dup = 1;
                     break;
                 }
-        return 0;
+    } else {
+        /* equal ones end up in file order: the earliest stays */
+        qsort_r(pos, n, sizeof(*pos), cmp_canon_seq, &c);
+        for (uint32_t i = 1; i < n; i++)
+            if (same_canon(&c, pos[i], pos[i - 1]))
+                b->rr[ord[pos[i]]].dup = 1;
     }
-    uint32_t *tmp = malloc((size_t)n * sizeof(*tmp));
-    if (!tmp)
-        return TERN_ENOMEM;
-    memcpy(tmp, ord, (size_t)n * sizeof(*tmp));
-    qsort_r(tmp, n, sizeof(*tmp), cmp_rdata_seq, b);
-    for (uint32_t i = 1; i < n; i++)
-        if (same_rdata(b, &b->rr[tmp[i]], &b->rr[tmp[i - 1]]))
-            b->rr[tmp[i]].dup = 1; /* equal ones are in file order: the earliest stays */
-    free(tmp);
-    return 0;
+    rc = 0;
+out:
+    free(bytes);
+    free(off);
+    free(len);
+    free(pos);
+    return rc;
 }
 
 /* Kept record number k (0-based) of run r. */
@@ -642,21 +717,152 @@ static const struct brr *run_kept(const zone_builder_t *b, const struct fctx *f,
     return NULL;
 }
 
-/* Steps 1 and 2: group, de-duplicate, pick TTLs, validate. */
-static int group_runs(struct fctx *f, char *err, size_t errlen)
+/* The first kept record of run r. */
+static const struct brr *run_first(const zone_builder_t *b, const struct fctx *f,
+                                   const struct brun *r)
+{
+    return run_kept(b, f, r, 0);
+}
+
+/* De-duplicate run r (of name id) and take its lowest TTL; the per-RRset limits. */
+static int measure_run(struct fctx *f, uint32_t id, struct brun *r)
 {
     zone_builder_t *b = f->b;
-    int rc = TERN_ENOMEM;
-    uint32_t *count = NULL;
-    char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1];
+    char w[600], nbuf[DNAME_MAXLEN * 4 + 1];
+    int rc = dedup(b, f->ord + r->start, r->n, r->type);
+    if (rc < 0)
+        return nomem(f);
+    r->kept = 0;
+    r->bytes = 0;
+    r->ttl = UINT32_MAX;
+    const struct brr *first = NULL;
+    bool ttl_differs = false;
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct brr *x = &b->rr[f->ord[r->start + i]];
+        if (x->dup)
+            continue;
+        if (!first)
+            first = x;
+        else if (x->ttl != first->ttl)
+            ttl_differs = true;
+        r->kept++;
+        r->bytes += 2u + x->rdlen;
+        if (x->ttl < r->ttl)
+            r->ttl = x->ttl;
+    }
+    if (r->kept > RRSET_MAX_RRS || r->bytes > UINT32_MAX / 2) {
+        where(b, first, w, sizeof(w));
+        name_str(b, id, nbuf, sizeof(nbuf));
+        return fail_msg(f, TERN_ELIMIT, "%s: RRset %s type %u has more than %u records", w, nbuf,
+                        r->type, RRSET_MAX_RRS);
+    }
+    if (ttl_differs) {
+        where(b, first, w, sizeof(w));
+        name_str(b, id, nbuf, sizeof(nbuf));
+        log_warn("%s: RRset %s type %u has records with different TTLs; using the lowest, %" PRIu32
+                 " (RFC 2181 section 5.2)",
+                 w, nbuf, r->type, r->ttl);
+    }
+    return 0;
+}
 
-    /* stable counting sort by owner id */
-    f->ord = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->ord));
-    count = calloc((size_t)b->nm_count + 1, sizeof(*count));
-    f->runs = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->runs));
-    f->run_next = malloc((b->rr_count ? b->rr_count : 1) * sizeof(*f->run_next));
-    if (!f->ord || !count || !f->runs || !f->run_next)
-        goto fail;
+/* The rules about one RRset alone: one SOA, at the apex; one CNAME per name. */
+static int check_run(struct fctx *f, uint32_t id, const struct brun *r)
+{
+    zone_builder_t *b = f->b;
+    char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1];
+    name_str(b, id, nbuf, sizeof(nbuf));
+    if (r->type == WIRE_T_SOA && id != 0) {
+        where(b, run_first(b, f, r), w1, sizeof(w1));
+        return fail_msg(f, TERN_EINVAL, "%s: SOA record %s is not at the zone apex", w1, nbuf);
+    }
+    if (r->type == WIRE_T_SOA && r->kept > 1) {
+        where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
+        return fail_msg(f, TERN_EINVAL, "%s: more than one SOA record at the apex %s", w1, nbuf);
+    }
+    if ((r->type == WIRE_T_CNAME || r->type == WIRE_T_DNAME) && r->kept > 1) {
+        /* RFC 6672 §2.4: like a CNAME, at most one DNAME per name */
+        where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
+        where(b, run_first(b, f, r), w2, sizeof(w2));
+        return fail_msg(f, TERN_ECNAME, "%s: second %s record at %s (first at %s)", w1,
+                        r->type == WIRE_T_CNAME ? "CNAME" : "DNAME", nbuf, w2);
+    }
+    return 0;
+}
+
+/* The rules about the RRsets of one name together. */
+static int check_name(struct fctx *f, uint32_t id)
+{
+    zone_builder_t *b = f->b;
+    char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1];
+    const struct brr *cname = NULL, *other = NULL, *ns = NULL, *dname = NULL;
+    unsigned nsets = 0;
+    for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f->run_next[ri]) {
+        const struct brun *r = &f->runs[ri];
+        const struct brr *first = run_first(b, f, r);
+        nsets++;
+        if (r->type == WIRE_T_CNAME)
+            cname = first;
+        else if (r->type != WIRE_T_RRSIG && r->type != WIRE_T_NSEC && (!other || first < other))
+            other = first; /* RFC 4035 §2.5: RRSIG and NSEC are all a CNAME may have beside it */
+        if (r->type == WIRE_T_NS)
+            ns = first;
+        if (r->type == WIRE_T_DNAME)
+            dname = first;
+    }
+    name_str(b, id, nbuf, sizeof(nbuf));
+    if (cname && other) {
+        /* blame whichever of the two came later in the file: the earlier one was legal when
+         * it was written */
+        const struct brr *late = cname > other ? cname : other;
+        const struct brr *early = cname > other ? other : cname;
+        where(b, late, w1, sizeof(w1));
+        where(b, early, w2, sizeof(w2));
+        return fail_msg(f, TERN_ECNAME, "%s: CNAME and other data at %s (type %u, see also %s)", w1,
+                        nbuf, late == cname ? early->type : late->type, w2);
+    }
+    /* a node stores its RRset count in one byte: 255 types at one name is already absurd */
+    if (nsets > UINT8_MAX) {
+        where(b, run_first(b, f, &f->runs[b->nm[id].first]), w1, sizeof(w1));
+        return fail_msg(f, TERN_ELIMIT, "%s: more than %u record types at one name", w1, UINT8_MAX);
+    }
+    const uint8_t *lc = b->names + b->nm[id].off;
+    if (ns && lc[0] == 1 && lc[1] == '*') {
+        /* RFC 4592 §4.2: a wildcard delegation would be answered as data by some servers and as
+         * a referral by others; tern refuses it, so the zone means one thing everywhere */
+        where(b, ns, w1, sizeof(w1));
+        return fail_msg(f, TERN_EINVAL,
+                        "%s: NS records at the wildcard %s: a wildcard cannot be a delegation "
+                        "(RFC 4592 section 4.2)",
+                        w1, nbuf);
+    }
+    if (ns && dname && id != 0) {
+        const struct brr *late = ns > dname ? ns : dname;
+        where(b, late, w1, sizeof(w1));
+        where(b, late == ns ? dname : ns, w2, sizeof(w2));
+        return fail_msg(f, TERN_EINVAL,
+                        "%s: DNAME and NS at %s (see also %s): only a zone apex may have both "
+                        "(RFC 6672 section 2.3)",
+                        w1, nbuf, w2);
+    }
+    return 0;
+}
+
+/* Group the records by owner (a stable counting sort on the name id), then by type; measure
+ * and check each RRset and each name. */
+static int group_runs(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    size_t nrec = b->rr_count ? b->rr_count : 1;
+    uint32_t *count = calloc((size_t)b->nm_count + 1, sizeof(*count));
+    f->ord = malloc(nrec * sizeof(*f->ord));
+    f->runs = malloc(nrec * sizeof(*f->runs));
+    f->run_next = malloc(nrec * sizeof(*f->run_next));
+    int rc = 0;
+    if (!f->ord || !count || !f->runs || !f->run_next) {
+        rc = nomem(f);
+        goto out;
+    }
     for (size_t i = 0; i < b->rr_count; i++)
         count[b->rr[i].name + 1]++;
     for (uint32_t i = 1; i <= b->nm_count; i++)
@@ -666,90 +872,20 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
     /* count[id] is now the end of id's group; the start is the previous end */
 
     size_t pos = 0;
-    for (uint32_t id = 0; id < b->nm_count; id++) {
+    for (uint32_t id = 0; id < b->nm_count && rc == 0; id++) {
         size_t end = count[id];
         if (end - pos > 1)
             qsort_r(f->ord + pos, end - pos, sizeof(*f->ord), cmp_type_seq, b);
         uint32_t prev_run = NO_ID;
-        const struct brr *cname = NULL, *other = NULL;
-        while (pos < end) {
+        while (pos < end && rc == 0) {
             uint16_t type = b->rr[f->ord[pos]].type;
             size_t s = pos;
             while (pos < end && b->rr[f->ord[pos]].type == type)
                 pos++;
             struct brun *r = &f->runs[f->run_count];
-            r->start = (uint32_t)s;
-            r->n = (uint32_t)(pos - s);
-            r->type = type;
-            rc = dedup(b, f->ord + s, r->n);
-            if (rc < 0)
-                goto fail;
-            r->kept = 0;
-            r->bytes = 0;
-            r->ttl = UINT32_MAX;
-            const struct brr *first = NULL;
-            bool ttl_differs = false;
-            for (uint32_t i = 0; i < r->n; i++) {
-                const struct brr *x = &b->rr[f->ord[s + i]];
-                if (x->dup)
-                    continue;
-                if (!first)
-                    first = x;
-                else if (x->ttl != first->ttl)
-                    ttl_differs = true;
-                r->kept++;
-                r->bytes += 2u + x->rdlen;
-                if (x->ttl < r->ttl)
-                    r->ttl = x->ttl;
-            }
-            if (r->kept > RRSET_MAX_RRS || r->bytes > UINT32_MAX / 2) {
-                where(b, first, w1, sizeof(w1));
-                name_str(b, id, nbuf, sizeof(nbuf));
-                snprintf(err, errlen, "%s: RRset %s type %u has more than %u records", w1, nbuf,
-                         type, RRSET_MAX_RRS);
-                rc = TERN_ELIMIT;
-                goto fail;
-            }
-            if (ttl_differs) {
-                where(b, first, w1, sizeof(w1));
-                name_str(b, id, nbuf, sizeof(nbuf));
-                log_warn("%s: RRset %s type %u has records with different TTLs; using the "
-                         "lowest, %" PRIu32 " (RFC 2181 section 5.2)",
-                         w1, nbuf, type, r->ttl);
-            }
-            if (type == WIRE_T_SOA) {
-                if (id != 0) {
-                    where(b, first, w1, sizeof(w1));
-                    name_str(b, id, nbuf, sizeof(nbuf));
-                    snprintf(err, errlen, "%s: SOA record %s is not at the zone apex", w1, nbuf);
-                    rc = TERN_EINVAL;
-                    goto fail;
-                }
-                if (r->kept > 1) {
-                    where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
-                    name_str(b, id, nbuf, sizeof(nbuf));
-                    snprintf(err, errlen, "%s: more than one SOA record at the apex %s", w1, nbuf);
-                    rc = TERN_EINVAL;
-                    goto fail;
-                }
-            }
-            if (type == WIRE_T_CNAME) {
-                cname = first;
-                if (r->kept > 1) {
-                    where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
-                    where(b, first, w2, sizeof(w2));
-                    name_str(b, id, nbuf, sizeof(nbuf));
-                    snprintf(err, errlen, "%s: second CNAME record at %s (first at %s)", w1, nbuf,
-                             w2);
-                    rc = TERN_ECNAME;
-                    goto fail;
-                }
-            } else if (type != WIRE_T_RRSIG && type != WIRE_T_NSEC) {
-                /* RFC 4035 §2.5: RRSIG and NSEC are the only types allowed beside a CNAME */
-                if (!other || first < other)
-                    other = first;
-            }
-            r->type = type;
+            *r = (struct brun){.start = (uint32_t)s, .n = (uint32_t)(pos - s), .type = type};
+            if ((rc = measure_run(f, id, r)) < 0 || (rc = check_run(f, id, r)) < 0)
+                break;
             f->run_next[f->run_count] = NO_ID;
             if (prev_run == NO_ID)
                 b->nm[id].first = (uint32_t)f->run_count;
@@ -758,32 +894,69 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
             prev_run = (uint32_t)f->run_count;
             f->run_count++;
         }
-        if (cname && other) {
-            /* blame whichever of the two came later in the file: the earlier one was legal
-             * when it was written */
-            const struct brr *late = cname > other ? cname : other;
-            const struct brr *early = cname > other ? other : cname;
-            where(b, late, w1, sizeof(w1));
-            where(b, early, w2, sizeof(w2));
-            name_str(b, id, nbuf, sizeof(nbuf));
-            snprintf(err, errlen, "%s: CNAME and other data at %s (type %u, see also %s)", w1, nbuf,
-                     late == cname ? early->type : late->type, w2);
-            rc = TERN_ECNAME;
-            goto fail;
-        }
+        if (rc == 0)
+            rc = check_name(f, id);
     }
+out:
     free(count);
-    return 0;
-fail:
-    free(count);
-    if (rc == TERN_ENOMEM)
-        snprintf(err, errlen, "zone %s: out of memory", b->source);
     return rc;
 }
 
-/* Step 3: every name's ancestors down to the apex become names too (empty non-terminals). */
-static int add_ents(zone_builder_t *b)
+/* The run of type at name id, or NULL. */
+static const struct brun *name_run(const struct fctx *f, uint32_t id, uint16_t type)
 {
+    for (uint32_t ri = f->b->nm[id].first; ri != NO_ID; ri = f->run_next[ri])
+        if (f->runs[ri].type == type)
+            return &f->runs[ri];
+    return NULL;
+}
+
+/* The apex gets name id 0 whatever the order of the records, so later passes can test
+ * "id == 0". TERN_ENOSOA when nothing was added at the apex at all. */
+static int apex_first(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    uint32_t apex_id = name_find(b, b->apex, b->apex_len, dname_hash(b->apex));
+    if (apex_id == NO_ID)
+        return fail_msg(f, TERN_ENOSOA, "%s: no SOA record at the apex of zone %s", b->source,
+                        f->zname);
+    if (apex_id == 0)
+        return 0;
+    /* swap ids 0 and apex_id everywhere: names, records and the interning table */
+    struct bname t = b->nm[0];
+    b->nm[0] = b->nm[apex_id];
+    b->nm[apex_id] = t;
+    for (size_t i = 0; i < b->rr_count; i++) {
+        if (b->rr[i].name == 0)
+            b->rr[i].name = apex_id;
+        else if (b->rr[i].name == apex_id)
+            b->rr[i].name = 0;
+    }
+    for (uint32_t i = 0; i <= b->nm_mask; i++) {
+        if (b->nm_slots[i].id == 0)
+            b->nm_slots[i].id = apex_id;
+        else if (b->nm_slots[i].id == apex_id)
+            b->nm_slots[i].id = 0;
+    }
+    return 0;
+}
+
+/* The apex has exactly one SOA (check_run()) and an NS RRset. */
+static int check_apex(struct fctx *f)
+{
+    if (!name_run(f, 0, WIRE_T_SOA))
+        return fail_msg(f, TERN_ENOSOA, "%s: no SOA record at the apex of zone %s", f->b->source,
+                        f->zname);
+    if (!name_run(f, 0, WIRE_T_NS))
+        return fail_msg(f, TERN_ENONS, "%s: no NS record at the apex of zone %s", f->b->source,
+                        f->zname);
+    return 0;
+}
+
+/* Every name's ancestors down to the apex become names too (empty non-terminals). */
+static int add_ents(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
     for (uint32_t id = 0; id < b->nm_count; id++) {
         struct bname *n = &b->nm[id];
         if (n->labels <= b->apex_labels)
@@ -794,19 +967,89 @@ static int add_ents(zone_builder_t *b)
         const uint8_t *p = b->names + poff;
         uint32_t ph = dname_hash(p);
         uint32_t pid = name_find(b, p, plen, ph);
-        if (pid == NO_ID) {
-            int rc = name_add(b, p, plen, ph, poff, &pid);
-            if (rc < 0)
-                return rc;
-        }
+        if (pid == NO_ID && name_add(b, p, plen, ph, poff, &pid) < 0)
+            return nomem(f);
         b->nm[id].parent = pid; /* n may have moved with the realloc in name_add */
     }
     return 0;
 }
 
-static uint32_t rd_u32(const uint8_t *p)
+/* Name ids by label count (a counting sort): every parent comes before its children. */
+static int order_by_labels(struct fctx *f)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    zone_builder_t *b = f->b;
+    uint32_t lcount[DNAME_MAXLABELS + 1] = {0};
+    f->bylabel = malloc((b->nm_count ? b->nm_count : 1) * sizeof(*f->bylabel));
+    if (!f->bylabel)
+        return nomem(f);
+    for (uint32_t id = 0; id < b->nm_count; id++)
+        lcount[b->nm[id].labels + 1]++;
+    for (unsigned i = 1; i <= DNAME_MAXLABELS; i++)
+        lcount[i] += lcount[i - 1];
+    for (uint32_t id = 0; id < b->nm_count; id++)
+        f->bylabel[lcount[b->nm[id].labels]++] = id;
+    return 0;
+}
+
+/* RFC 6672 §2.4: a DNAME owner may have no descendants — they would never be answered (the
+ * DNAME rewrites every name below it), like data below a zone cut. Refused with the place of the
+ * first record below and of the DNAME. */
+static int check_dname_occlusion(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    uint32_t *above = malloc((b->nm_count ? b->nm_count : 1) * sizeof(*above));
+    if (!above)
+        return nomem(f);
+    int rc = 0;
+    for (size_t k = 0; k < b->nm_count && rc == 0; k++) {
+        uint32_t id = f->bylabel[k];
+        above[id] = NO_ID;
+        if (id == 0)
+            continue;
+        uint32_t p = b->nm[id].parent;
+        above[id] = name_run(f, p, WIRE_T_DNAME) ? p : above[p];
+        if (above[id] == NO_ID || b->nm[id].first == NO_ID)
+            continue; /* an empty non-terminal: one of its descendants is reported */
+        char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1], dbuf[DNAME_MAXLEN * 4 + 1];
+        where(b, run_first(b, f, &f->runs[b->nm[id].first]), w1, sizeof(w1));
+        where(b, run_first(b, f, name_run(f, above[id], WIRE_T_DNAME)), w2, sizeof(w2));
+        name_str(b, id, nbuf, sizeof(nbuf));
+        name_str(b, above[id], dbuf, sizeof(dbuf));
+        rc = fail_msg(f, TERN_EINVAL,
+                      "%s: %s is below the DNAME at %s (%s) and would never be answered (RFC "
+                      "6672 section 2.4)",
+                      w1, nbuf, dbuf, w2);
+    }
+    free(above);
+    return rc;
+}
+
+/* Steering policies onto their runs, in the order set (the last one for an RRset wins). */
+static int attach_policies(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    f->run_pol = calloc(f->run_count ? f->run_count : 1, sizeof(*f->run_pol));
+    if (!f->run_pol)
+        return nomem(f);
+    for (size_t i = 0; i < b->pol_count; i++) {
+        const struct bpol *p = &b->pol[i];
+        const uint8_t *pn = b->polnames + p->owner;
+        uint32_t id = name_find(b, pn, p->len, dname_hash(pn));
+        for (uint32_t ri = id == NO_ID ? NO_ID : b->nm[id].first; ri != NO_ID; ri = f->run_next[ri])
+            if (f->runs[ri].type == p->type)
+                f->run_pol[ri] = p->p;
+    }
+    return 0;
+}
+
+static bool steered(const zone_geo_policy_t *p)
+{
+    return p->filter || p->count || p->order;
+}
+
+static bool has_targets(uint16_t type)
+{
+    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
 }
 
 /* Offset of the target name in NS/MX/SRV RDATA. */
@@ -815,193 +1058,98 @@ static size_t target_off(uint16_t type)
     return type == WIRE_T_MX ? 2 : type == WIRE_T_SRV ? 6 : 0;
 }
 
-static bool has_targets(uint16_t type)
+/* The size of every array of the zone. */
+static int measure(struct fctx *f)
 {
-    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
-}
-
-int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen)
-{
-    struct fctx f = {.b = b};
-    arena_t *arena = NULL;
-    uint32_t *bylabel = NULL;
-    const uint8_t **tnames = NULL;     /* target names, resolved once every node is in the table */
-    zone_geo_policy_t *run_pol = NULL; /* per run: its steering policy (all 0 = plain) */
-    int rc = TERN_ENOMEM;
-    char zname[DNAME_MAXLEN * 4 + 1];
-    (void)dname_to_str(b->apex, zname, sizeof(zname));
-    *out = NULL;
-    if (errlen)
-        err[0] = 0;
-
-    /* The apex gets id 0 whatever the order of the records, so checks can use "id == 0". */
-    uint32_t apex_hash = dname_hash(b->apex);
-    uint32_t apex_id = name_find(b, b->apex, b->apex_len, apex_hash);
-    if (apex_id == NO_ID) {
-        snprintf(err, errlen, "zone %s: no SOA record at the apex", zname);
-        rc = TERN_ENOSOA;
-        goto fail;
-    }
-    if (apex_id != 0) {
-        /* swap ids 0 and apex_id everywhere: names, records and the interning table */
-        struct bname t = b->nm[0];
-        b->nm[0] = b->nm[apex_id];
-        b->nm[apex_id] = t;
-        for (size_t i = 0; i < b->rr_count; i++) {
-            if (b->rr[i].name == 0)
-                b->rr[i].name = apex_id;
-            else if (b->rr[i].name == apex_id)
-                b->rr[i].name = 0;
-        }
-        for (uint32_t i = 0; i <= b->nm_mask; i++) {
-            if (b->nm_slots[i].id == 0)
-                b->nm_slots[i].id = apex_id;
-            else if (b->nm_slots[i].id == apex_id)
-                b->nm_slots[i].id = 0;
-        }
-    }
-
-    rc = group_runs(&f, err, errlen);
-    if (rc < 0)
-        goto fail;
-
-    /* apex: exactly one SOA (checked in group_runs) and NS */
-    const struct brun *soa_run = NULL, *ns_run = NULL;
-    for (uint32_t r = b->nm[0].first; r != NO_ID; r = f.run_next[r]) {
-        if (f.runs[r].type == WIRE_T_SOA)
-            soa_run = &f.runs[r];
-        if (f.runs[r].type == WIRE_T_NS)
-            ns_run = &f.runs[r];
-    }
-    if (!soa_run) {
-        snprintf(err, errlen, "zone %s: no SOA record at the apex", zname);
-        rc = TERN_ENOSOA;
-        goto fail;
-    }
-    if (!ns_run) {
-        snprintf(err, errlen, "zone %s: no NS record at the apex", zname);
-        rc = TERN_ENONS;
-        goto fail;
-    }
-
-    /* a node stores its RRset count in one byte: 255 types at one name is already absurd */
-    for (uint32_t id = 0; id < b->nm_count; id++) {
-        unsigned nsets = 0;
-        for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri])
-            nsets++;
-        if (nsets > UINT8_MAX) {
-            char w[320];
-            where(b, &b->rr[f.ord[f.runs[b->nm[id].first].start]], w, sizeof(w));
-            snprintf(err, errlen, "%s: more than %u record types at one name", w, UINT8_MAX);
-            rc = TERN_ELIMIT;
-            goto fail;
-        }
-    }
-
-    rc = add_ents(b);
-    if (rc < 0) {
-        snprintf(err, errlen, "zone %s: out of memory", zname);
-        goto fail;
-    }
-
-    /* steering policies onto their runs, in the order set (the last one for an RRset wins) */
-    run_pol = calloc(f.run_count ? f.run_count : 1, sizeof(*run_pol));
-    if (!run_pol) {
-        snprintf(err, errlen, "zone %s: out of memory", zname);
-        rc = TERN_ENOMEM;
-        goto fail;
-    }
-    for (size_t i = 0; i < b->pol_count; i++) {
-        const struct bpol *p = &b->pol[i];
-        const uint8_t *pn = b->polnames + p->owner;
-        uint32_t id = name_find(b, pn, p->len, dname_hash(pn));
-        for (uint32_t ri = id == NO_ID ? NO_ID : b->nm[id].first; ri != NO_ID; ri = f.run_next[ri])
-            if (f.runs[ri].type == p->type)
-                run_pol[ri] = p->p;
-    }
-
-    /* ---- sizes, then one allocation per array in the zone's arena ---- */
-    size_t nnodes = b->nm_count;
-    size_t ntargets = 0, nrr = 0, rdbytes = 0, ngeo = 0, ngeo_rr = 0, ngeo_cc = 0, ngeo_asn = 0;
-    for (size_t i = 0; i < f.run_count; i++) {
-        nrr += f.runs[i].kept;
-        rdbytes += f.runs[i].bytes;
-        if (has_targets(f.runs[i].type))
-            ntargets += f.runs[i].kept;
-        if (run_pol[i].filter || run_pol[i].count || run_pol[i].order) {
-            ngeo++;
-            ngeo_rr += f.runs[i].kept;
-            for (uint32_t k = 0; k < f.runs[i].n; k++) {
-                const struct brr *x = &b->rr[f.ord[f.runs[i].start + k]];
-                if (!x->dup && x->meta) {
-                    ngeo_cc += b->meta[x->meta - 1].ncc;
-                    ngeo_asn += b->meta[x->meta - 1].nasn;
-                }
+    zone_builder_t *b = f->b;
+    f->nnodes = b->nm_count;
+    for (size_t i = 0; i < f->run_count; i++) {
+        const struct brun *r = &f->runs[i];
+        f->nrr += r->kept;
+        f->rdbytes += r->bytes;
+        if (has_targets(r->type))
+            f->ntargets += r->kept;
+        if (!steered(&f->run_pol[i]))
+            continue;
+        f->ngeo++;
+        f->ngeo_rr += r->kept;
+        for (uint32_t k = 0; k < r->n; k++) {
+            const struct brr *x = &b->rr[f->ord[r->start + k]];
+            if (!x->dup && x->meta) {
+                f->ngeo_cc += b->meta[x->meta - 1].ncc;
+                f->ngeo_asn += b->meta[x->meta - 1].nasn;
             }
         }
     }
-    size_t slots = 2;
-    while (slots < nnodes + nnodes / 2) /* load factor <= 2/3 */
-        slots *= 2;
-    if (slots - 1 > UINT32_MAX) {
-        snprintf(err, errlen, "zone %s: too many names", zname);
-        rc = TERN_ELIMIT;
-        goto fail;
-    }
+    f->slots = 2;
+    while (f->slots < f->nnodes + f->nnodes / 2) /* load factor <= 2/3 */
+        f->slots *= 2;
+    if (f->slots - 1 > UINT32_MAX)
+        return fail_msg(f, TERN_ELIMIT, "zone %s: too many names", f->zname);
+    return 0;
+}
 
-    rc = TERN_ENOMEM;
-    arena = arena_create();
-    /* every array below in one chunk of the exact size (each rounded up to 16 bytes) */
+/* Every array in the zone's arena, in one chunk of the exact size. */
+static int allocate(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
     size_t need = 0;
     const size_t parts[] = {sizeof(zone_t),
-                            nnodes * sizeof(zone_node_t),
-                            slots * sizeof(zone_slot_t),
+                            f->nnodes * sizeof(zone_node_t),
+                            f->slots * sizeof(zone_slot_t),
                             b->names_len,
-                            (f.run_count + 1) * sizeof(zone_rrset_t),
-                            rdbytes,
-                            ntargets * sizeof(uint32_t),
+                            (f->run_count + 1) * sizeof(zone_rrset_t), /* +1: neg_soa */
+                            f->rdbytes,
+                            f->ntargets * sizeof(uint32_t),
                             strlen(b->source) + 1,
-                            ngeo * sizeof(zone_geo_t),
-                            ngeo_rr * sizeof(zone_geo_rr_t),
-                            ngeo_cc * sizeof(uint16_t),
-                            ngeo_asn * sizeof(uint32_t)};
+                            f->ngeo * sizeof(zone_geo_t),
+                            f->ngeo_rr * sizeof(zone_geo_rr_t),
+                            f->ngeo_cc * sizeof(uint16_t),
+                            f->ngeo_asn * sizeof(uint32_t)};
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
-    if (!arena || arena_reserve(arena, need) < 0)
-        goto nomem;
-    zone_t *z = arena_calloc(arena, 1, sizeof(*z));
-    zone_node_t *nodes = arena_calloc(arena, nnodes, sizeof(*nodes));
-    zone_slot_t *slot = arena_calloc(arena, slots, sizeof(*slot));
-    uint8_t *names = arena_memdup(arena, b->names, b->names_len);
-    zone_rrset_t *sets = arena_calloc(arena, f.run_count + 1, sizeof(*sets)); /* +1: neg_soa */
-    uint8_t *rd = arena_alloc(arena, rdbytes);
-    uint32_t *targets = arena_calloc(arena, ntargets, sizeof(*targets));
-    char *source = arena_memdup(arena, b->source, strlen(b->source) + 1);
-    zone_geo_t *geo = arena_calloc(arena, ngeo, sizeof(*geo));
-    zone_geo_rr_t *geo_rr = arena_calloc(arena, ngeo_rr, sizeof(*geo_rr));
-    uint16_t *geo_cc = arena_calloc(arena, ngeo_cc, sizeof(*geo_cc));
-    uint32_t *geo_asn = arena_calloc(arena, ngeo_asn, sizeof(*geo_asn));
-    tnames = malloc((ntargets ? ntargets : 1) * sizeof(*tnames));
-    if (!z || !nodes || !slot || !names || !sets || !rd || !targets || !source || !tnames || !geo ||
-        !geo_rr || !geo_cc || !geo_asn)
-        goto nomem;
-    z->geo = geo;
-    z->geo_count = (uint32_t)ngeo;
-
-    z->arena = arena;
+    f->arena = arena_create();
+    if (!f->arena || arena_reserve(f->arena, need) < 0)
+        return nomem(f);
+    arena_t *a = f->arena;
+    f->z = arena_calloc(a, 1, sizeof(*f->z));
+    f->nodes = arena_calloc(a, f->nnodes, sizeof(*f->nodes));
+    f->slot = arena_calloc(a, f->slots, sizeof(*f->slot));
+    f->names = arena_memdup(a, b->names, b->names_len);
+    f->sets = arena_calloc(a, f->run_count + 1, sizeof(*f->sets));
+    f->rd = arena_alloc(a, f->rdbytes);
+    f->targets = arena_calloc(a, f->ntargets, sizeof(*f->targets));
+    char *source = arena_memdup(a, b->source, strlen(b->source) + 1);
+    f->geo = arena_calloc(a, f->ngeo, sizeof(*f->geo));
+    f->geo_rr = arena_calloc(a, f->ngeo_rr, sizeof(*f->geo_rr));
+    f->geo_cc = arena_calloc(a, f->ngeo_cc, sizeof(*f->geo_cc));
+    f->geo_asn = arena_calloc(a, f->ngeo_asn, sizeof(*f->geo_asn));
+    f->tnames = malloc((f->ntargets ? f->ntargets : 1) * sizeof(*f->tnames));
+    if (!f->z || !f->nodes || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
+        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn)
+        return nomem(f);
+    zone_t *z = f->z;
+    z->arena = a;
     z->refs = 1;
     z->source = source;
-    z->node_slots = slot;
-    z->nodes = nodes;
-    z->targets = targets;
-    z->node_mask = (uint32_t)(slots - 1);
+    z->node_slots = f->slot;
+    z->nodes = f->nodes;
+    z->targets = f->targets;
+    z->node_mask = (uint32_t)(f->slots - 1);
+    z->geo = f->geo;
+    z->geo_count = (uint32_t)f->ngeo;
+    return 0;
+}
 
-    /* nodes and the hash table */
+/* Nodes and the name index. */
+static void fill_nodes(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
     unsigned max_labels = 0;
-    for (uint32_t id = 0; id < nnodes; id++) {
+    for (uint32_t id = 0; id < f->nnodes; id++) {
         const struct bname *bn = &b->nm[id];
-        zone_node_t *n = &nodes[id];
-        n->name = names + bn->off;
+        zone_node_t *n = &f->nodes[id];
+        n->name = f->names + bn->off;
         n->name_len = bn->len;
         n->labels = bn->labels;
         if (id == 0)
@@ -1012,158 +1160,193 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
             n->flags |= ZONE_NODE_ENT;
         if (bn->labels > max_labels)
             max_labels = bn->labels;
-        uint32_t i = bn->hash & z->node_mask;
-        while (slot[i].node)
-            i = (i + 1) & z->node_mask;
-        slot[i] = (zone_slot_t){.hash = bn->hash, .node = id + 1};
+        uint32_t i = bn->hash & f->z->node_mask;
+        while (f->slot[i].node)
+            i = (i + 1) & f->z->node_mask;
+        f->slot[i] = (zone_slot_t){.hash = bn->hash, .node = id + 1};
     }
+    f->z->max_labels = (uint8_t)max_labels;
+}
 
-    /* RRsets: runs are already in type order per owner, RRs in file order per run */
+/* Copy one kept RR's geo metadata to the zone. */
+static void fill_geo_rr(struct fctx *f, const struct brr *x, zone_geo_rr_t *gr, size_t *ccpos,
+                        size_t *asnpos)
+{
+    const zone_builder_t *b = f->b;
+    if (!x->meta)
+        return;
+    const struct bmeta *m = &b->meta[x->meta - 1];
+    gr->weight = m->weight;
+    gr->has_loc = m->has_loc;
+    memcpy(gr->loc, m->loc, sizeof(gr->loc));
+    gr->ncountries = m->ncc;
+    gr->nasns = m->nasn;
+    gr->countries = f->geo_cc + *ccpos;
+    gr->asns = f->geo_asn + *asnpos;
+    if (m->ncc)
+        memcpy(f->geo_cc + *ccpos, b->ccs + m->cc_off, m->ncc * sizeof(*f->geo_cc));
+    if (m->nasn)
+        memcpy(f->geo_asn + *asnpos, b->asns + m->asn_off, m->nasn * sizeof(*f->geo_asn));
+    *ccpos += m->ncc;
+    *asnpos += m->nasn;
+}
+
+/* RRsets: runs are already in type order per owner, RRs in file order per run; each node's
+ * RRsets are consecutive in sets[], so the node keeps a count, not links. */
+static void fill_rrsets(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    zone_t *z = f->z;
     size_t rdpos = 0, tpos = 0, spos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0;
-    for (uint32_t id = 0; id < nnodes; id++) {
+    for (uint32_t id = 0; id < f->nnodes; id++) {
+        zone_node_t *node = &f->nodes[id];
         unsigned nsets = 0;
-        for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f.run_next[ri]) {
-            const struct brun *r = &f.runs[ri];
-            /* each node's RRsets are consecutive in sets[]: the node keeps a count, not links */
-            zone_rrset_t *s = &sets[spos++];
+        for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f->run_next[ri]) {
+            const struct brun *r = &f->runs[ri];
+            zone_rrset_t *s = &f->sets[spos++];
             s->type = r->type;
             s->count = (uint16_t)r->kept;
             s->ttl = r->ttl;
             s->rdata_len = r->bytes;
-            s->rdata = rd + rdpos;
+            s->rdata = f->rd + rdpos;
             bool tg = has_targets(r->type);
-            s->targets = tg ? (uint32_t)tpos + 1 : 0;
-            const zone_geo_policy_t *pol = &run_pol[ri];
             zone_geo_t *g = NULL;
-            if (pol->filter || pol->count || pol->order) {
-                g = &geo[gpos++];
-                g->policy = *pol;
+            if (tg) {
+                s->ext.targets = (uint32_t)tpos + 1;
+            } else if (steered(&f->run_pol[ri])) {
+                g = &f->geo[gpos++];
+                g->policy = f->run_pol[ri];
                 g->count = (uint16_t)r->kept;
-                g->rr = geo_rr + grpos;
-                s->targets = (uint32_t)gpos; /* 1 + index */
+                g->rr = f->geo_rr + grpos;
+                s->ext.geo = (uint32_t)gpos; /* 1 + index */
             }
             for (uint32_t i = 0; i < r->n; i++) {
-                const struct brr *x = &b->rr[f.ord[r->start + i]];
+                const struct brr *x = &b->rr[f->ord[r->start + i]];
                 if (x->dup)
                     continue;
                 if (g) {
-                    zone_geo_rr_t *gr = &geo_rr[grpos++];
-                    gr->off = (uint32_t)(rd + rdpos - s->rdata);
-                    if (x->meta) {
-                        const struct bmeta *m = &b->meta[x->meta - 1];
-                        gr->weight = m->weight;
-                        gr->has_loc = m->has_loc;
-                        memcpy(gr->loc, m->loc, sizeof(gr->loc));
-                        gr->ncountries = m->ncc;
-                        gr->nasns = m->nasn;
-                        gr->countries = geo_cc + gcpos;
-                        gr->asns = geo_asn + gapos;
-                        if (m->ncc)
-                            memcpy(geo_cc + gcpos, b->ccs + m->cc_off, m->ncc * sizeof(*geo_cc));
-                        if (m->nasn)
-                            memcpy(geo_asn + gapos, b->asns + m->asn_off,
-                                   m->nasn * sizeof(*geo_asn));
-                        gcpos += m->ncc;
-                        gapos += m->nasn;
-                    }
+                    zone_geo_rr_t *gr = &f->geo_rr[grpos++];
+                    gr->off = (uint32_t)(f->rd + rdpos - s->rdata);
+                    fill_geo_rr(f, x, gr, &gcpos, &gapos);
                 }
-                rd[rdpos] = (uint8_t)(x->rdlen >> 8);
-                rd[rdpos + 1] = (uint8_t)x->rdlen;
+                f->rd[rdpos] = (uint8_t)(x->rdlen >> 8);
+                f->rd[rdpos + 1] = (uint8_t)x->rdlen;
                 if (x->rdlen)
-                    memcpy(rd + rdpos + 2, b->rdata + x->rdoff, x->rdlen);
+                    memcpy(f->rd + rdpos + 2, b->rdata + x->rdoff, x->rdlen);
                 if (tg)
-                    tnames[tpos++] = rd + rdpos + 2 + target_off(r->type);
+                    f->tnames[tpos++] = f->rd + rdpos + 2 + target_off(r->type);
                 rdpos += 2u + x->rdlen;
             }
             if (nsets++ == 0)
-                nodes[id].rrsets = s;
+                node->rrsets = s;
             if (r->type == WIRE_T_NS && id != 0)
-                nodes[id].flags |= ZONE_NODE_DELEG;
+                node->flags |= ZONE_NODE_DELEG;
+            if (r->type == WIRE_T_DNAME)
+                node->flags |= ZONE_NODE_DNAME;
             if (id == 0 && r->type == WIRE_T_SOA)
                 z->soa = s;
             if (id == 0 && r->type == WIRE_T_NS)
                 z->apex_ns = s;
         }
-        nodes[id].nrrsets = (uint8_t)nsets;
+        node->nrrsets = (uint8_t)nsets;
     }
+}
 
-    for (size_t i = 0; i < ntargets; i++) {
+/* NS/MX/SRV targets to nodes, now that every node is in the index. */
+static void resolve_targets(struct fctx *f)
+{
+    for (size_t i = 0; i < f->ntargets; i++) {
         uint8_t lc[DNAME_MAXLEN];
-        size_t len = dname_lower(lc, tnames[i]);
-        const zone_node_t *n = zone_find_node(z, lc, len, dname_hash(lc));
-        targets[i] = n ? (uint32_t)(n - nodes) + 1 : 0;
+        size_t len = dname_lower(lc, f->tnames[i]);
+        const zone_node_t *n = zone_find_node(f->z, lc, len, dname_hash(lc));
+        f->targets[i] = n ? (uint32_t)(n - f->nodes) + 1 : 0;
     }
+}
 
-    /* wildcard pointers: every "*.<name>" has its parent as a node (ENTs were added) */
-    for (uint32_t id = 0; id < nnodes; id++)
-        if ((nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
-            nodes[b->nm[id].parent].wildcard = id + 1;
-
-    /* cuts, parents before children (bucket order by label count). The cut recorded is the
-     * topmost delegation on the path from the apex: a delegation below another one is occluded
-     * (RFC 1034 §4.3.2 stops at the first cut going down), so for nested NS sets every node
-     * under the outer cut points at the outer one. */
-    bylabel = malloc(nnodes * sizeof(*bylabel));
-    uint32_t lcount[DNAME_MAXLABELS + 1] = {0};
-    if (!bylabel)
-        goto nomem;
-    for (uint32_t id = 0; id < nnodes; id++)
-        lcount[b->nm[id].labels + 1]++;
-    for (unsigned i = 1; i <= DNAME_MAXLABELS; i++)
-        lcount[i] += lcount[i - 1];
-    for (uint32_t id = 0; id < nnodes; id++)
-        bylabel[lcount[b->nm[id].labels]++] = id;
-    for (size_t k = 0; k < nnodes; k++) {
-        uint32_t id = bylabel[k];
-        zone_node_t *n = &nodes[id];
+/* Wildcard pointers, and cuts parents before children. The cut recorded is the topmost
+ * delegation on the path from the apex: a delegation below another one is occluded (RFC 1034
+ * §4.3.2 stops at the first cut going down), so for nested NS sets every node under the outer
+ * cut points at the outer one. */
+static void link_nodes(struct fctx *f)
+{
+    const zone_builder_t *b = f->b;
+    /* every "*.<name>" has its parent as a node (ENTs were added) */
+    for (uint32_t id = 0; id < f->nnodes; id++)
+        if ((f->nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
+            f->nodes[b->nm[id].parent].wildcard = id + 1;
+    for (size_t k = 0; k < f->nnodes; k++) {
+        uint32_t id = f->bylabel[k];
+        zone_node_t *n = &f->nodes[id];
         if (id == 0)
             continue;
-        const zone_node_t *pc = nodes[b->nm[id].parent].cut;
+        const zone_node_t *pc = f->nodes[b->nm[id].parent].cut;
         n->cut = pc ? pc : (n->flags & ZONE_NODE_DELEG) ? n : NULL;
     }
+}
 
-    /* zone fields */
-    z->apex_node = &nodes[0];
-    z->apex = nodes[0].name;
-    z->hash = b->nm[0].hash;
-    z->apex_len = nodes[0].name_len;
-    z->apex_labels = nodes[0].labels;
-    z->max_labels = (uint8_t)max_labels;
-    z->node_count = nnodes;
-    z->rr_count = nrr;
-    {
-        /* SOA RDATA: MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM (checked in add) */
-        const uint8_t *s = z->soa->rdata + 2;
-        size_t l = z->soa->rdata_len - 2;
-        z->serial = rd_u32(s + l - 20);
-        uint32_t minimum = rd_u32(s + l - 4);
-        zone_rrset_t *neg = &sets[f.run_count];
-        *neg = *z->soa;
-        neg->ttl = minimum < z->soa->ttl ? minimum : z->soa->ttl;
-        z->neg_soa = neg;
+static uint32_t rd_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The zone's own fields: apex, counts, serial and the negative-answer SOA. */
+static void fill_zone(struct fctx *f)
+{
+    zone_t *z = f->z;
+    const zone_node_t *apex = &f->nodes[0];
+    z->apex_node = apex;
+    z->apex = apex->name;
+    z->hash = f->b->nm[0].hash;
+    z->apex_len = apex->name_len;
+    z->apex_labels = apex->labels;
+    z->node_count = f->nnodes;
+    z->rr_count = f->nrr;
+    /* SOA RDATA: MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM (shape checked in add) */
+    const uint8_t *s = z->soa->rdata + 2;
+    size_t l = z->soa->rdata_len - 2;
+    z->serial = rd_u32(s + l - 20);
+    uint32_t minimum = rd_u32(s + l - 4);
+    zone_rrset_t *neg = &f->sets[f->run_count];
+    *neg = *z->soa;
+    neg->ttl = minimum < z->soa->ttl ? minimum : z->soa->ttl; /* RFC 2308 §3 */
+    z->neg_soa = neg;
+}
+
+static void fctx_free(struct fctx *f)
+{
+    free(f->run_pol);
+    free(f->tnames);
+    free(f->bylabel);
+    free(f->ord);
+    free(f->runs);
+    free(f->run_next);
+}
+
+int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen)
+{
+    struct fctx f = {.b = b, .err = err, .errlen = errlen};
+    int rc;
+    (void)dname_to_str(b->apex, f.zname, sizeof(f.zname));
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    /* validate, then complete the names, then build */
+    if ((rc = apex_first(&f)) < 0 || (rc = group_runs(&f)) < 0 || (rc = check_apex(&f)) < 0 ||
+        (rc = add_ents(&f)) < 0 || (rc = order_by_labels(&f)) < 0 ||
+        (rc = check_dname_occlusion(&f)) < 0 || (rc = attach_policies(&f)) < 0 ||
+        (rc = measure(&f)) < 0 || (rc = allocate(&f)) < 0) {
+        fctx_free(&f);
+        arena_destroy(f.arena);
+        zone_builder_free(b);
+        return rc;
     }
-
-    free(run_pol);
-    free(tnames);
-    free(bylabel);
-    free(f.ord);
-    free(f.runs);
-    free(f.run_next);
+    fill_nodes(&f);
+    fill_rrsets(&f);
+    resolve_targets(&f);
+    link_nodes(&f);
+    fill_zone(&f);
+    fctx_free(&f);
     zone_builder_free(b);
-    *out = z;
+    *out = f.z;
     return 0;
-
-nomem:
-    rc = TERN_ENOMEM;
-    snprintf(err, errlen, "zone %s: out of memory", zname);
-fail:
-    free(run_pol);
-    free(tnames);
-    free(bylabel);
-    free(f.ord);
-    free(f.runs);
-    free(f.run_next);
-    arena_destroy(arena);
-    zone_builder_free(b);
-    return rc;
 }

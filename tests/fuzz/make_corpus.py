@@ -5,7 +5,7 @@ libFuzzer dictionary fuzz_answer.dict (the zones' labels in wire form, types, ED
 The seeds cover the cases of the answer spec against fuzz.zone / fuzz_other.zone (exact
 matches, NODATA, ENT, NXDOMAIN, CNAME chains and loops, wildcards, delegations, DS, additional
 records, ANY, CHAOS, truncation) and of the parser (EDNS, ECS, cookies, malformed headers and
-names). Deterministic: running it again rewrites the same bytes.
+names), DNAME synthesis, loops and YXDOMAIN, glue that does not fit. Deterministic: running it again rewrites the same bytes.
 
     /usr/bin/python3 tests/fuzz/make_corpus.py [OUTDIR]     (the dictionary goes beside this file)
 """
@@ -102,6 +102,15 @@ def seeds():
     s["long_name"] = query("a123456789012345678901234567890123456789012345678901234567890."
                            "b123456789012345678901234567890123456789012345678901234567890."
                            "c123456789012345678901234567890123456789012345678901234567890." + Z)
+    s["dname"] = query("a.dname." + Z, "A")
+    s["dname_cname"] = query("A.DName." + Z, "CNAME")
+    s["dname_other_zone"] = query("www.dn-other." + Z, "A")
+    s["dname_loop"] = query("x.dn-loop." + Z, "A")
+    s["dname_grow"] = query("x.dn-grow." + Z, "A")
+    s["dname_yxdomain"] = query("y" * 60 + "." + "y" * 60 + ".dn-yx." + Z, "A")
+    s["glue_tc"] = query("x.bigdeleg." + Z, "A")
+    s["qclass_any"] = query("www." + Z, "A", "ANY")
+    s["opcode15_header_only"] = header(flags=15 << 11, qd=0)
     # EDNS options
     s["ecs_v4"] = header(ar=1) + question() + opt_rr(options=ecs(1, 24, 0, b"\xc0\x00\x02"))
     s["ecs_v6"] = header(ar=1) + question() + opt_rr(
@@ -132,7 +141,7 @@ def seeds():
 
 
 RR_TYPES = {"A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "MX": 15, "TXT": 16, "AAAA": 28, "SRV": 33,
-            "OPT": 41, "DS": 43, "IXFR": 251, "AXFR": 252, "ANY": 255}
+            "DNAME": 39, "OPT": 41, "DS": 43, "IXFR": 251, "AXFR": 252, "ANY": 255}
 
 
 def dictionary():

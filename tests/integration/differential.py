@@ -23,6 +23,8 @@ import argparse
 import os
 import shlex
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -31,6 +33,7 @@ import dns.exception
 import dns.flags
 import dns.message
 import dns.name
+import dns.opcode
 import dns.query
 import dns.rcode
 import dns.rdataclass
@@ -70,6 +73,9 @@ class Query:
         self.compare = list(PARTS)
         self.any_subset = False
         self.answer_rrs = None
+        self.opcode = None   # dns.opcode value, when not QUERY
+        self.flags = None    # exact header flags to send (names), when not dnspython's RD
+        self.qdcount = None  # QDCOUNT to send: 0 = header only, 2 = the question twice
         for w in words[2:]:
             key, _, value = w.partition("=")
             if key == "class":
@@ -82,6 +88,12 @@ class Query:
                 self.any_subset = value == "1"
             elif key == "answer_rrs":
                 self.answer_rrs = int(value)
+            elif key == "opcode":
+                self.opcode = int(value) if value.isdigit() else dns.opcode.from_text(value)
+            elif key == "flags":
+                self.flags = [f for f in value.upper().split(",") if f]
+            elif key == "qdcount":
+                self.qdcount = int(value)
             elif key == "transport":
                 self.transports = ["udp", "tcp"] if value == "both" else [value]
             elif key == "compare":
@@ -98,6 +110,10 @@ class Query:
 
     def label(self, edns):
         s = "%s %s" % (self.name, self.rdtype)
+        if self.opcode is not None:
+            s += " " + dns.opcode.to_text(self.opcode)
+        if self.qdcount is not None:
+            s += " qd=%d" % self.qdcount
         if self.rdclass != "IN":
             s += " " + self.rdclass
         if edns is not None:
@@ -110,7 +126,7 @@ class Query:
         """(transport, EDNS payload or None) pairs to send. A query without edns= is also sent
         over UDP with EDNS 1232, so every case is compared with and without EDNS."""
         out = [(tr, self.edns) for tr in self.transports]
-        if self.edns is None and "udp" in self.transports:
+        if self.edns is None and "udp" in self.transports and self.qdcount is None:
             out.append(("udp", 1232))
         return out
 
@@ -119,8 +135,31 @@ class Query:
         kw = {}
         if edns is not None:
             kw = dict(use_edns=0, payload=edns, want_dnssec=self.do)
-        return dns.message.make_query(dns.name.from_text(self.name), self.rdtype, self.rdclass,
-                                      **kw)
+        msg = dns.message.make_query(dns.name.from_text(self.name), self.rdtype, self.rdclass,
+                                     **kw)
+        if self.opcode is not None:
+            msg.set_opcode(self.opcode)
+        if self.flags is not None:
+            msg.flags = 0
+            for f in self.flags:
+                msg.flags |= dns.flags.from_text(f)
+            if self.opcode is not None:
+                msg.set_opcode(self.opcode)
+        return msg
+
+    def wire(self, edns):
+        """The query as bytes, with QDCOUNT rewritten when qdcount= asks for it."""
+        w = self.message(edns).to_wire()
+        if self.qdcount is None:
+            return w
+        qend = 12 + len(dns.name.from_text(self.name).to_wire()) + 4
+        question, rest = w[12:qend], w[qend:]
+        header = bytearray(w[:12])
+        header[4:6] = struct.pack("!H", self.qdcount)
+        if self.qdcount == 0:
+            header[10:12] = b"\0\0"  # the header alone
+            return bytes(header)
+        return bytes(header) + question * self.qdcount + rest
 
 
 def load_queries(path):
@@ -139,19 +178,70 @@ def ask(server, query, transport, edns):
     for _ in range(QUERY_TRIES):
         msg = query.message(edns)
         try:
+            if query.qdcount is not None:
+                return ask_raw(server, query.wire(edns), transport)
             if transport == "udp":
                 return dns.query.udp(msg, servers.LOOPBACK, port=server.port,
                                      timeout=QUERY_TIMEOUT, ignore_trailing=False)
             return dns.query.tcp(msg, servers.LOOPBACK, port=server.port, timeout=QUERY_TIMEOUT)
-        except dns.exception.Timeout:
+        except (dns.exception.Timeout, socket.timeout):
             continue
         except Exception as e:  # a malformed answer is a finding, not a crash of the test
             return "error: %s: %s" % (type(e).__name__, e)
     return "timeout"
 
 
+def ask_raw(server, wire, transport):
+    """Send bytes dnspython would not build (a header alone, two questions); parse the answer,
+    or summarise its header when dnspython cannot parse it (an opcode it does not know)."""
+    data = exchange(server, wire, transport)
+    try:
+        return dns.message.from_wire(data, ignore_trailing=False)
+    except ValueError:
+        return header_summary(data)
+
+
+def header_summary(data):
+    """The comparable parts of a response dnspython cannot parse, from its header alone."""
+    if len(data) < 12:
+        return "error: %d-byte response" % len(data)
+    _, flags, qd, an, ns, ar = struct.unpack("!6H", data[:12])
+    return {
+        "rcode": "%s opcode %d" % (dns.rcode.to_text(flags & 15), flags >> 11 & 15),
+        "flags": " ".join(n for n, bit in FLAG_BITS if flags & bit),
+        "question": ("QDCOUNT", qd),
+        "answer": ("ANCOUNT", an),
+        "authority": ("NSCOUNT", ns),
+        "additional": ("ARCOUNT", ar),
+        "edns": "unparsed",
+    }
+
+
+def answer_count(server, query, transport, edns):
+    """ANCOUNT of the server's response as sent (dnspython merges equal RRs when it parses)."""
+    data = exchange(server, query.wire(edns), transport)
+    return struct.unpack("!H", data[6:8])[0]
+
+
+def exchange(server, wire, transport):
+    """The response bytes of server to the query bytes wire."""
+    if transport == "udp":
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(QUERY_TIMEOUT)
+            s.sendto(wire, (servers.LOOPBACK, server.port))
+            data = s.recv(65535)
+    else:
+        with socket.create_connection((servers.LOOPBACK, server.port), QUERY_TIMEOUT) as s:
+            s.settimeout(QUERY_TIMEOUT)
+            s.sendall(struct.pack("!H", len(wire)) + wire)
+            head = s.recv(2, socket.MSG_WAITALL)
+            data = s.recv(struct.unpack("!H", head)[0], socket.MSG_WAITALL)
+    return data
+
+
 FLAG_BITS = (("qr", dns.flags.QR), ("aa", dns.flags.AA), ("tc", dns.flags.TC),
-             ("rd", dns.flags.RD), ("ra", dns.flags.RA))
+             ("rd", dns.flags.RD), ("ra", dns.flags.RA), ("ad", dns.flags.AD),
+             ("cd", dns.flags.CD))
 
 
 # presentation form of each (type, canonical rdata) seen, for printing differences
@@ -177,8 +267,12 @@ def summarize(resp):
     """The comparable parts of a response, as a dict part -> hashable value."""
     if isinstance(resp, str):
         return {p: resp for p in PARTS}
+    if isinstance(resp, dict):  # header_summary()
+        return resp
     return {
-        "rcode": dns.rcode.to_text(resp.rcode()),
+        "rcode": dns.rcode.to_text(resp.rcode()) + (
+            "" if resp.opcode() == dns.opcode.QUERY else " opcode " +
+            dns.opcode.to_text(resp.opcode())),
         "flags": " ".join(n for n, bit in FLAG_BITS if resp.flags & bit),
         "question": tuple((rr.name.to_text(), dns.rdataclass.to_text(rr.rdclass),
                            dns.rdatatype.to_text(rr.rdtype)) for rr in resp.question),
@@ -289,6 +383,10 @@ def run(queries, nsd, knot, tern, verbose):
             dn, dk = differences(rt, rn, q.compare), differences(rt, rk, q.compare)
             ok = not dn or not dk
             extra_problem = check_extra(q, rt, rn, rk)
+            if q.answer_rrs is not None and not extra_problem:
+                n = answer_count(tern, q, tr, edns)
+                if n != q.answer_rrs:
+                    extra_problem = "ANCOUNT %d, expected %d" % (n, q.answer_rrs)
             if extra_problem:
                 ok = False
             verdict = "ok" if ok else "FAIL"

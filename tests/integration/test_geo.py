@@ -156,6 +156,10 @@ def run_checks(c):
         c, "country.geo.test", se, ["2001:db8::1"], 32, rtype="AAAA"))
     check("country AAAA from AU: \"\" fallback", lambda: check_pick(
         c, "country.geo.test", au, ["2001:db8::2"], 24, rtype="AAAA"))
+    # an IPv4 client in an IPv6 option (::ffff:1.2.3.0/120) is looked up as IPv4: its /24 is a
+    # /120 in the option's family (RFC 7871 §6)
+    check("country AU, IPv4-mapped in family 2: scope /120", lambda: check_pick(
+        c, "country.geo.test", ("::ffff:1.2.3.0", 120), ["192.0.2.1"], 120))
     check("CNAME to a steered name", lambda: check_pick(
         c, "alias.geo.test", au, ["192.0.2.1"], 24))
     check("asn 64500", lambda: check_pick(c, "asn.geo.test", gb, ["192.0.2.11"], 24))

@@ -1,21 +1,30 @@
 /*
  * answer.h — the query pipeline: parse → policy → lookup → write, in one function.
  *
- * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode)
- * and RFC 8482 (minimal ANY):
+ * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode),
+ * RFC 6672 (DNAME) and RFC 8482 (minimal ANY):
  *   - exact match: AA, the RRset; NODATA (also at empty non-terminals): NOERROR, SOA in authority
  *     with TTL min(SOA TTL, MINIMUM); NXDOMAIN: the same SOA;
  *   - CNAME chains followed through every served zone, at most ANSWER_CNAME_MAX hops, loops
  *     stopped; qtype CNAME returns the CNAME alone; a target outside our zones ends the chain;
+ *   - DNAME: a name below a DNAME owner gets the DNAME and a CNAME synthesised from it (the
+ *     DNAME's TTL, the name as asked), and the chain goes on from the new name like any CNAME,
+ *     counted against the same limit; a DNAME used twice in one chain stops it; a synthesised
+ *     name longer than 255 bytes is YXDOMAIN with the DNAME alone; the owner answers for itself;
  *   - wildcards synthesise the answer with the query's own name and case;
- *   - delegations: referral without AA, NS in authority, glue in additional; DS at a delegation
- *     point is answered by the parent side;
- *   - additional section: A/AAAA of NS, MX and SRV targets in our data (never TC for it);
- *   - no zone: REFUSED; opcode other than QUERY: NOTIMP; class other than IN: REFUSED, except
- *     CHAOS TXT id.server. / hostname.bind. (identity) and version.bind. (version) when configured;
- *     AXFR/IXFR over UDP: FORMERR, over TCP: NOTIMP until zone transfer exists;
- *     ANY: one RRset of the name (RFC 8482 §4.1).
- *   - the question echoed exactly as sent, RD copied, RA never set.
+ *   - delegations: referral without AA, NS in authority, glue in additional — the glue below the
+ *     cut must fit or the response is truncated (TC, RFC 9471), other name servers' addresses
+ *     are added if they fit; DS at a delegation point is answered by the parent side;
+ *   - additional section after an answer: A/AAAA of NS, MX and SRV targets in our data (never
+ *     TC for it);
+ *   - no zone: REFUSED; class other than IN (and ANY, answered from IN as NSD and Knot do):
+ *     REFUSED, except CHAOS TXT id.server. / hostname.bind. (identity) and version.bind. /
+ *     version.server. (version) when configured; ANY: one RRset of the name (RFC 8482 §4.1);
+ *   - opcodes: NOTIFY is NOTAUTH (tern is secondary for no zone), any other but QUERY is
+ *     NOTIMP, also as a bare header without a question (QUERY and NOTIFY without one are
+ *     FORMERR); AXFR/IXFR: NOTIMP on every transport until zone transfer exists;
+ *   - FORMERR for several questions copies no flag (as NSD); otherwise the question is echoed
+ *     exactly as sent, RD copied, RA never set.
  *
  * Threading: every worker owns one answer_ctx_t and reads a zone_table_t snapshot; nothing here
  * allocates, locks or does I/O.
@@ -106,7 +115,10 @@ typedef struct answer_geo_entry {
 typedef struct answer_ctx {
     wire_query_t query;
     wire_writer_t writer;
-    dname_view_t chase;  /* CNAME target being followed */
+    dname_view_t chase; /* CNAME target being followed */
+    /* RDATA (u16 length + name) of the CNAMEs synthesised from DNAMEs; two, because a name
+     * synthesised from the previous one is built from its labels */
+    uint8_t synth[2][2 + DNAME_MAXLEN];
     dname_view_t parent; /* DS at a zone apex: the parent name, to find the parent zone */
     answer_info_t info;
     const answer_view_t *view; /* the snapshot of the query being answered */
@@ -116,10 +128,11 @@ typedef struct answer_ctx {
     uint64_t rng;      /* per-worker PRNG state (answer_ctx_seed) */
     int client_family; /* AF_INET, AF_INET6, or 0 = unknown */
     uint8_t client_addr[16];
-    uint8_t scope;
-    answer_geo_entry_t *ent;      /* the client's entry in geo_cache; NULL until a steered RRset
-                                     asks (then resolved from q_ecs / q_src) */
-    const wire_ecs_t *q_ecs;      /* this query's usable ECS option, or NULL */
+    uint8_t scope;           /* in bits of the client's family as looked up (IPv4 for mapped) */
+    bool client_mapped;      /* the client was an IPv4-mapped IPv6 address, looked up as IPv4 */
+    answer_geo_entry_t *ent; /* the client's entry in geo_cache; NULL until a steered RRset
+                                asks (then resolved from q_ecs / q_src) */
+    const wire_ecs_t *q_ecs; /* this query's usable ECS option, or NULL */
     const struct sockaddr *q_src; /* this query's source address, or NULL */
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */

@@ -6,6 +6,8 @@
  *
  * Rules (Knot-like):
  *   - fewer than 12 bytes, or QR=1: WIRE_DROP (no reply at all);
+ *   - QDCOUNT != 1: WIRE_FORMERR with q->qdcount set, so policy can tell a header-only message
+ *     of an unimplemented opcode (NOTIMP) from a malformed query;
  *   - QDCOUNT != 1, ANCOUNT != 0 or NSCOUNT != 0 (for opcode QUERY), a bad question name
  *     (label > 63, name > 255, a compression pointer, running past the end), a question cut short:
  *     WIRE_FORMERR;
@@ -53,6 +55,7 @@ enum wire_rcode {
     WIRE_RC_NXDOMAIN = 3,
     WIRE_RC_NOTIMP = 4,
     WIRE_RC_REFUSED = 5,
+    WIRE_RC_YXDOMAIN = 6,
     WIRE_RC_NOTAUTH = 9,
     WIRE_RC_BADVERS = 16, /* extended: upper 8 bits go in the OPT TTL */
 };
@@ -75,7 +78,8 @@ typedef struct wire_ecs {
 
 typedef struct wire_query {
     uint16_t id;
-    uint16_t flags; /* header flags word as received */
+    uint16_t flags;   /* header flags word as received */
+    uint16_t qdcount; /* QDCOUNT as received (a FORMERR when not 1) */
     uint16_t qtype;
     uint16_t qclass;
     bool has_question;    /* question parsed (may still be FORMERR for later sections) */

@@ -9,10 +9,10 @@
  *
  * Everything the answer path needs is computed at build time: lowercased names and their suffix
  * hashes, empty non-terminals as nodes, the wildcard child of each node, the zone cut above each
- * node, RRsets sorted by type in RDATA-sequence form (see wire/write.h), the targets of NS/MX/SRV
- * for additional-section processing, and the negative-answer SOA with TTL min(TTL, MINIMUM).
- * Lookups are hash probes — never scans — so a random-subdomain query costs about as much as a
- * hit.
+ * node, which nodes own a DNAME (nothing exists below one: the builder refuses such data), RRsets
+ * sorted by type in RDATA-sequence form (see wire/write.h), the targets of NS/MX/SRV for
+ * additional-section processing, and the negative-answer SOA with TTL min(TTL, MINIMUM). Lookups
+ * are hash probes — never scans — so a random-subdomain query costs about as much as a hit.
  */
 #ifndef TERN_ZONE_ZONE_H
 #define TERN_ZONE_ZONE_H
@@ -24,6 +24,7 @@
 #include "tern/common/arena.h"
 #include "tern/common/compiler.h"
 #include "tern/wire/dname.h"
+#include "tern/wire/rr.h"
 
 typedef struct zone_node zone_node_t;
 
@@ -80,10 +81,16 @@ typedef struct zone_rrset {
     uint16_t count;     /* RRs */
     uint32_t ttl;       /* one TTL per RRset (RFC 2181 §5.2: the lowest given) */
     uint32_t rdata_len; /* bytes of rdata */
-    /* NS, MX, SRV: 1 + the index in zone.targets of RR 0's target (RR i's is the next ones);
-     * read through zone_rrset_target(). A, AAAA: 1 + the index in zone.geo of the RRset's geo
-     * steering (zone_rrset_geo()), 0 for a plain RRset. 0 for other types. */
-    uint32_t targets;
+    /* What the zone keeps beside the RRset, by type (the tag is `type`; read it through
+     * zone_rrset_target() and zone_rrset_geo(), never directly):
+     *   NS, MX, SRV: targets = 1 + the index in zone.targets of RR 0's target name (RR i's is
+     *                the i-th after it), for additional-section processing;
+     *   A, AAAA:     geo = 1 + the index in zone.geo of the RRset's steering, 0 = plain;
+     *   other types: 0. */
+    union {
+        uint32_t targets;
+        uint32_t geo;
+    } ext;
     const uint8_t *rdata; /* RDATA sequence: per RR a u16 RDLENGTH + RDATA */
 } zone_rrset_t;
 
@@ -92,6 +99,7 @@ enum zone_node_flags {
     ZONE_NODE_DELEG = 1u << 1, /* NS below the apex: a zone cut (delegation point) */
     ZONE_NODE_ENT = 1u << 2,   /* empty non-terminal: no RRsets, exists because of a descendant */
     ZONE_NODE_WILD = 1u << 3,  /* the name's first label is "*" */
+    ZONE_NODE_DNAME = 1u << 4, /* has a DNAME RRset (RFC 6672); no node exists below it */
 };
 
 /* 32 bytes: the name's hash lives in the index slot (zone_slot_t), the wildcard child is an index;
@@ -157,12 +165,17 @@ typedef enum {
     ZONE_LOOKUP_EXACT,    /* node is the name's own node (may be an ENT, may be below a cut) */
     ZONE_LOOKUP_WILDCARD, /* node is the wildcard that covers the name (RFC 4592) */
     ZONE_LOOKUP_NXDOMAIN, /* no node and no wildcard; encloser is the closest encloser */
+    ZONE_LOOKUP_DNAME,    /* the name is below node, which owns a DNAME (RFC 6672 §2.2): the
+                             answer is the DNAME and a CNAME synthesised from it */
 } zone_lookup_kind_t;
 
 typedef struct zone_lookup {
     zone_lookup_kind_t kind;
-    const zone_node_t *node;     /* EXACT/WILDCARD: the matching node; NXDOMAIN: NULL */
+    const zone_node_t *node;     /* EXACT/WILDCARD: the matching node; DNAME: the DNAME's owner;
+                                    NXDOMAIN: NULL */
     const zone_node_t *encloser; /* closest encloser (the node itself for EXACT) */
+    unsigned encloser_label;     /* the label of the name where the encloser's name starts (0 for
+                                    EXACT): the labels before it are what a DNAME rewrites */
     const zone_node_t *cut;      /* delegation point at or above the name, or NULL. When set, the
                                     name is not authoritative data of this zone (a referral), except
                                     a DS query exactly at the cut (RFC 4035 §3.1.4.1). */
@@ -172,26 +185,35 @@ typedef struct zone_lookup {
  * Resolve name v inside zone z, whose apex is the suffix of v starting at label apex_label
  * (as zone_table_find() returns). Probes at most max_labels - apex_labels + 1 suffixes, each one
  * hash lookup; a wildcard is considered only below the closest encloser and never below a cut.
+ * A closest encloser that owns a DNAME (and is not below a cut) gives ZONE_LOOKUP_DNAME for every
+ * name below it: it is found on the same walk, no extra probe.
  */
 void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r);
+
+/** Whether s is an NS, MX or SRV RRset with additional-section targets (zone_rrset_t.ext). */
+static inline bool zone_rrset_has_targets(const zone_rrset_t *s)
+{
+    return (s->type == WIRE_T_NS || s->type == WIRE_T_MX || s->type == WIRE_T_SRV) &&
+           s->ext.targets != 0;
+}
 
 /** For RR i of an NS/MX/SRV RRset s of zone z: the node of its target name if it is in the zone,
  * else NULL (also for every other type). */
 static inline const zone_node_t *zone_rrset_target(const zone_t *z, const zone_rrset_t *s,
                                                    unsigned i)
 {
-    if (!s->targets)
+    if (!zone_rrset_has_targets(s))
         return NULL;
-    uint32_t n = z->targets[s->targets - 1 + i];
+    uint32_t n = z->targets[s->ext.targets - 1 + i];
     return n ? &z->nodes[n - 1] : NULL;
 }
 
 /** The geo steering of RRset s of zone z, or NULL for a plain RRset (and every type but A/AAAA). */
 static inline const zone_geo_t *zone_rrset_geo(const zone_t *z, const zone_rrset_t *s)
 {
-    if (!s->targets || (s->type != 1 && s->type != 28))
+    if ((s->type != WIRE_T_A && s->type != WIRE_T_AAAA) || !s->ext.geo)
         return NULL;
-    return &z->geo[s->targets - 1];
+    return &z->geo[s->ext.geo - 1];
 }
 
 /** Take one more reference to z (loader thread only). Returns z. */

@@ -7,12 +7,19 @@
  *
  * finish() computes everything listed in zone.h. Validation, each error naming file:line of the
  * offending record where one exists:
- *   - an SOA at the apex (exactly one RR) and NS at the apex are required;
- *   - CNAME beside any other data at one name, or more than one CNAME at a name, is an error;
- *   - records of class other than IN are an error;
+ *   - an SOA at the apex (exactly one RR) and NS at the apex are required ("no SOA" names the
+ *     source);
+ *   - CNAME beside any other data at one name, or more than one CNAME (or DNAME) at a name, is
+ *     an error;
+ *   - a name below a DNAME owner, and a DNAME beside NS anywhere but at the apex, are errors
+ *     (RFC 6672 §2.3, §2.4: such data would never be answered);
+ *   - NS at a wildcard name is an error (RFC 4592 §4.2: tern does not serve wildcard
+ *     delegations);
+ *   - records of class other than IN are an error.
  * Out-of-zone records are refused by add() with TERN_EOUTZONE so the loader can warn and go on.
- * Duplicate RRs (same owner, type, RDATA) are merged silently; TTLs within an RRset that differ
- * use the lowest, with a warning (RFC 2181 §5.2).
+ * Duplicate RRs (same owner, type, and RDATA compared in canonical form: names inside the RDATA
+ * case-insensitively, RFC 2181 §5 and RFC 4034 §6.2) are merged silently, the first spelling
+ * kept; TTLs within an RRset that differ use the lowest, with a warning (RFC 2181 §5.2).
  */
 #ifndef TERN_ZONE_ZONE_BUILDER_H
 #define TERN_ZONE_ZONE_BUILDER_H

@@ -519,6 +519,108 @@ static void test_cname_into_referral(void **state)
     ldns_pkt_free(p);
 }
 
+/* ---- DNAME (RFC 6672) ---- */
+
+static void test_dname_synthesis(void **state)
+{
+    (void)state;
+    /* the DNAME, a CNAME with the DNAME's TTL owned by the name as asked, then its target */
+    ldns_pkt *p = ASK(.name = "A.Dn.example.test.", .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_NOERROR, true, 3, 0, 0);
+    /* the DNAME's owner is a suffix of the question: written as a pointer to it */
+    check_rr(ldns_pkt_answer(p), 0, "Dn.example.test.", LDNS_RR_TYPE_DNAME, "tgt.example.test.");
+    check_rr(ldns_pkt_answer(p), 1, "A.Dn.example.test.", LDNS_RR_TYPE_CNAME,
+             "A.tgt.example.test.");
+    assert_int_equal(ttl_at(ldns_pkt_answer(p), 1), ttl_at(ldns_pkt_answer(p), 0));
+    check_rr(ldns_pkt_answer(p), 2, "A.tgt.example.test.", LDNS_RR_TYPE_A, "192.0.2.120");
+    check_question_echo();
+    ldns_pkt_free(p);
+    /* the target does not exist: NXDOMAIN after the synthesis (RFC 6604) */
+    p = ASK(.name = "b.dn.example.test.", .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_NXDOMAIN, true, 2, 1, 0);
+    ldns_pkt_free(p);
+    /* qtype CNAME: the synthesised CNAME is the answer, not followed */
+    p = ASK(.name = "a.dn.example.test.", .type = LDNS_RR_TYPE_CNAME);
+    check_head(p, LDNS_RCODE_NOERROR, true, 2, 0, 0);
+    ldns_pkt_free(p);
+}
+
+static void test_dname_owner_answers_itself(void **state)
+{
+    (void)state;
+    ldns_pkt *p = ASK(.name = "dn.example.test.", .type = LDNS_RR_TYPE_TXT);
+    check_head(p, LDNS_RCODE_NOERROR, true, 1, 0, 0);
+    check_rr(ldns_pkt_answer(p), 0, "dn.example.test.", LDNS_RR_TYPE_TXT, NULL);
+    ldns_pkt_free(p);
+    p = ASK(.name = "dn.example.test.", .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_NOERROR, true, 0, 1, 0); /* NODATA */
+    ldns_pkt_free(p);
+}
+
+static void test_dname_loop_and_chain(void **state)
+{
+    (void)state;
+    /* x.dnself -> x.dnself.dnself... : one synthesis, then the same DNAME again stops it */
+    ldns_pkt *p = ASK(.name = "x.dnself.example.test.", .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_NOERROR, true, 2, 0, 0);
+    ldns_pkt_free(p);
+    /* DNAME -> DNAME: both synthesised, then the data */
+    p = ASK(.name = "a.dnchain.example.test.", .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_NOERROR, true, 5, 0, 0);
+    check_rr(ldns_pkt_answer(p), 1, "a.dnchain.example.test.", LDNS_RR_TYPE_CNAME,
+             "a.dn.example.test.");
+    check_rr(ldns_pkt_answer(p), 3, "a.dn.example.test.", LDNS_RR_TYPE_CNAME,
+             "a.tgt.example.test.");
+    check_rr(ldns_pkt_answer(p), 4, "a.tgt.example.test.", LDNS_RR_TYPE_A, "192.0.2.120");
+    ldns_pkt_free(p);
+}
+
+static void test_dname_yxdomain(void **state)
+{
+    (void)state;
+    /* 2 x 61-byte labels + the 197-byte target: more than 255 bytes */
+    char name[300];
+    snprintf(name, sizeof(name), "%.60s.%.60s.dnyx.example.test.",
+             "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy",
+             "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
+    ldns_pkt *p = ASK(.name = name, .type = LDNS_RR_TYPE_A);
+    check_head(p, LDNS_RCODE_YXDOMAIN, true, 1, 0, 0);
+    check_rr(ldns_pkt_answer(p), 0, "dnyx.example.test.", LDNS_RR_TYPE_DNAME, NULL);
+    ldns_pkt_free(p);
+    /* one label fewer fits (and the answer needs more than 512 bytes) */
+    snprintf(name, sizeof(name), "%.30s.dnyx.example.test.",
+             "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
+    p = ASK(.name = name, .type = LDNS_RR_TYPE_A, .edns = true, .udp = 1232);
+    check_head(p, LDNS_RCODE_NXDOMAIN, true, 2, 1, 0);
+    ldns_pkt_free(p);
+}
+
+/* ---- glue (RFC 9471) ---- */
+
+static void test_glue_that_does_not_fit_sets_tc(void **state)
+{
+    (void)state;
+    /* ten in-domain name servers with A and AAAA: not all fit 512 bytes */
+    ldns_pkt *p = ASK(.name = "host.bigns.example.test.", .type = LDNS_RR_TYPE_A);
+    assert_int_equal(ldns_pkt_get_rcode(p), LDNS_RCODE_NOERROR);
+    assert_false(ldns_pkt_aa(p));
+    assert_true(ldns_pkt_tc(p));
+    assert_int_equal(count(ldns_pkt_authority(p)), 10);
+    assert_true(count(ldns_pkt_additional(p)) < 20);
+    ldns_pkt_free(p);
+    /* with room, all of it and no TC */
+    p = ASK(.name = "host.bigns.example.test.", .type = LDNS_RR_TYPE_A, .edns = true, .udp = 1232);
+    assert_false(ldns_pkt_tc(p));
+    assert_int_equal(count(ldns_pkt_additional(p)), 20);
+    ldns_pkt_free(p);
+    /* the same servers seen from another cut are sibling glue: dropped without TC */
+    p = ASK(.name = "host.sibns.example.test.", .type = LDNS_RR_TYPE_A);
+    assert_false(ldns_pkt_tc(p));
+    assert_int_equal(count(ldns_pkt_authority(p)), 10);
+    assert_true(count(ldns_pkt_additional(p)) < 20);
+    ldns_pkt_free(p);
+}
+
 /* ---- wildcards ---- */
 
 static void test_wildcard_answer(void **state)
@@ -793,8 +895,19 @@ static void test_other_class_refused(void **state)
     ldns_pkt *p = ASK(.name = "www.example.test.", .type = LDNS_RR_TYPE_A, .cls = LDNS_RR_CLASS_HS);
     check_head(p, LDNS_RCODE_REFUSED, false, 0, 0, 0);
     ldns_pkt_free(p);
-    p = ASK(.name = "www.example.test.", .type = LDNS_RR_TYPE_A, .cls = LDNS_RR_CLASS_ANY);
-    check_head(p, LDNS_RCODE_REFUSED, false, 0, 0, 0);
+}
+
+static void test_qclass_any_is_in(void **state)
+{
+    (void)state;
+    /* as NSD and Knot: the IN data answers QCLASS ANY */
+    ldns_pkt *p =
+        ASK(.name = "www.example.test.", .type = LDNS_RR_TYPE_A, .cls = LDNS_RR_CLASS_ANY);
+    check_head(p, LDNS_RCODE_NOERROR, true, 1, 0, 0);
+    check_question_echo();
+    ldns_pkt_free(p);
+    p = ASK(.name = "nope.example.test.", .type = LDNS_RR_TYPE_A, .cls = LDNS_RR_CLASS_ANY);
+    check_head(p, LDNS_RCODE_NXDOMAIN, true, 0, 1, 0);
     ldns_pkt_free(p);
 }
 
@@ -812,18 +925,72 @@ static void test_notimp_opcode(void **state)
 static void test_axfr_ixfr(void **state)
 {
     (void)state;
-    ldns_pkt *p = ASK(.name = "example.test.", .type = LDNS_RR_TYPE_AXFR);
-    check_head(p, LDNS_RCODE_FORMERR, false, 0, 0, 0);
+    /* no zone transfers yet: NOTIMP over UDP and TCP alike (AXFR over UDP is NOTIMP in NSD and
+     * Knot too) */
+    static const uint16_t types[] = {LDNS_RR_TYPE_AXFR, LDNS_RR_TYPE_IXFR};
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(types); i++) {
+        ldns_pkt *p = ASK(.name = "example.test.", .type = types[i]);
+        check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
+        ldns_pkt_free(p);
+        p = ASKTCP(.name = "example.test.", .type = types[i]);
+        check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
+        ldns_pkt_free(p);
+    }
+}
+
+static void test_notify_notauth(void **state)
+{
+    (void)state;
+    /* RFC 1996: NOTIFY is for secondaries; tern is secondary for no zone (Knot: NOTAUTH) */
+    ldns_pkt *p = ASK(.name = "example.test.", .type = LDNS_RR_TYPE_SOA, .opcode = 4);
+    check_head(p, LDNS_RCODE_NOTAUTH, false, 0, 0, 0);
+    assert_int_equal(ldns_pkt_get_opcode(p), 4);
+    check_question_echo();
     ldns_pkt_free(p);
-    p = ASK(.name = "example.test.", .type = LDNS_RR_TYPE_IXFR);
-    check_head(p, LDNS_RCODE_FORMERR, false, 0, 0, 0);
-    ldns_pkt_free(p);
-    p = ASKTCP(.name = "example.test.", .type = LDNS_RR_TYPE_AXFR);
-    check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
-    ldns_pkt_free(p);
-    p = ASKTCP(.name = "example.test.", .type = LDNS_RR_TYPE_IXFR);
-    check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
-    ldns_pkt_free(p);
+}
+
+/* A header alone (QDCOUNT 0) with the given opcode; the rcode of the answer. */
+static unsigned header_only(unsigned opcode, bool rd)
+{
+    memset(qbuf, 0, 12);
+    put16(qbuf, QID);
+    put16(qbuf + 2, opcode << 11 | (rd ? 0x0100 : 0));
+    qlen = 12;
+    outlen = answer_query(&(answer_view_t){.table = table, .cfg = *cfg}, &ctx, NULL, qbuf, qlen,
+                          out, sizeof(out), ANSWER_UDP);
+    assert_int_equal(outlen, 12);
+    assert_int_equal(out[2] >> 3 & 0xF, opcode);
+    assert_int_equal(!!(out[2] & 1), rd); /* RD copied */
+    return out[3] & 0xF;
+}
+
+static void test_header_only_opcodes(void **state)
+{
+    (void)state;
+    /* NOTIMP for what we do not implement (genreport's opcode 15 among them), FORMERR for the
+     * two we do (a QUERY or NOTIFY needs its question), as NSD and Knot answer */
+    assert_int_equal(header_only(15, true), LDNS_RCODE_NOTIMPL);
+    assert_int_equal(header_only(1, false), LDNS_RCODE_NOTIMPL);
+    assert_int_equal(header_only(2, true), LDNS_RCODE_NOTIMPL);
+    assert_int_equal(header_only(5, true), LDNS_RCODE_NOTIMPL);
+    assert_int_equal(header_only(0, true), LDNS_RCODE_FORMERR);
+    assert_int_equal(header_only(4, false), LDNS_RCODE_FORMERR);
+}
+
+static void test_two_questions_formerr_no_flags(void **state)
+{
+    (void)state;
+    /* QDCOUNT 2: FORMERR with no flag copied and no question, as NSD (Knot sends nothing) */
+    mkquery(&(qspec_t){.name = "www.example.test.", .type = LDNS_RR_TYPE_A});
+    memcpy(qbuf + qlen, qbuf + 12, qsection_len);
+    qlen += qsection_len;
+    put16(qbuf + 4, 2);
+    qbuf[3] |= 0x30; /* AD, CD */
+    outlen = answer_query(&(answer_view_t){.table = table, .cfg = *cfg}, &ctx, NULL, qbuf, qlen,
+                          out, sizeof(out), ANSWER_UDP);
+    assert_int_equal(outlen, 12);
+    assert_int_equal(out[2], 0x80); /* QR, opcode QUERY, no AA TC RD */
+    assert_int_equal(out[3], LDNS_RCODE_FORMERR);
 }
 
 static void test_meta_qtypes(void **state)
@@ -941,6 +1108,15 @@ int main(void)
         cmocka_unit_test(test_refused_outside_zones),
         cmocka_unit_test(test_formerr_from_parse),
         cmocka_unit_test(test_dropped),
+        cmocka_unit_test(test_qclass_any_is_in),
+        cmocka_unit_test(test_notify_notauth),
+        cmocka_unit_test(test_header_only_opcodes),
+        cmocka_unit_test(test_two_questions_formerr_no_flags),
+        cmocka_unit_test(test_dname_synthesis),
+        cmocka_unit_test(test_dname_owner_answers_itself),
+        cmocka_unit_test(test_dname_loop_and_chain),
+        cmocka_unit_test(test_dname_yxdomain),
+        cmocka_unit_test(test_glue_that_does_not_fit_sets_tc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,24 +12,15 @@
 #include <cmocka.h>
 
 #include "tern/common/err.h"
+#include "tern/wire/rr.h"
 #include "tern/zone/zone.h"
 #include "tern/zone/zone_builder.h"
 #include "zone_test_util.h"
 
-#define T_A     1
-#define T_NS    2
-#define T_CNAME 5
-#define T_SOA   6
-#define T_MX    15
-#define T_TXT   16
-#define T_AAAA  28
-#define T_SRV   33
-#define T_DS    43
-
 static void add_a(zone_builder_t *b, const char *owner, uint32_t ttl, uint8_t last, unsigned line)
 {
     uint8_t a[4] = {192, 0, 2, last};
-    assert_int_equal(add_raw(b, owner, T_A, ttl, a, 4, line), 0);
+    assert_int_equal(add_raw(b, owner, WIRE_T_A, ttl, a, 4, line), 0);
 }
 
 static void add_name_rr(zone_builder_t *b, const char *owner, uint16_t type, const void *pre,
@@ -47,8 +38,8 @@ static void add_soa_ns(zone_builder_t *b, const char *apex, uint32_t soa_ttl, ui
     snprintf(mname, sizeof(mname), "ns1.%s", apex);
     snprintf(rname, sizeof(rname), "hostmaster.%s", apex);
     size_t n = rdata_soa(rd, mname, rname, 2024010101, minimum);
-    assert_int_equal(add_raw(b, apex, T_SOA, soa_ttl, rd, n, 1), 0);
-    add_name_rr(b, apex, T_NS, NULL, 0, mname, 2);
+    assert_int_equal(add_raw(b, apex, WIRE_T_SOA, soa_ttl, rd, n, 1), 0);
+    add_name_rr(b, apex, WIRE_T_NS, NULL, 0, mname, 2);
 }
 
 /* The zone of most tests; see the line numbers for what each record is for. */
@@ -59,32 +50,33 @@ static zone_t *build_example(void)
     zone_builder_t *b = zone_builder_new(apex, "test.zone");
     assert_non_null(b);
     add_soa_ns(b, "example.test.", 3600, 300);
-    add_name_rr(b, "example.test.", T_NS, NULL, 0, "ns2.elsewhere.test.", 3);
+    add_name_rr(b, "example.test.", WIRE_T_NS, NULL, 0, "ns2.elsewhere.test.", 3);
     add_a(b, "ns1.example.test.", 3600, 1, 4);
     /* www: types added out of order, a duplicate, and a lower TTL on the second A */
     uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10};
-    assert_int_equal(add_raw(b, "WWW.example.test.", T_AAAA, 600, v6, 16, 5), 0);
-    assert_int_equal(add_raw(b, "www.example.test.", T_TXT, 600, "\x02hi", 3, 6), 0);
+    assert_int_equal(add_raw(b, "WWW.example.test.", WIRE_T_AAAA, 600, v6, 16, 5), 0);
+    assert_int_equal(add_raw(b, "www.example.test.", WIRE_T_TXT, 600, "\x02hi", 3, 6), 0);
     add_a(b, "www.example.test.", 600, 10, 7);
     add_a(b, "www.EXAMPLE.test.", 60, 11, 8);
     add_a(b, "www.example.test.", 600, 10, 9); /* duplicate of line 7 */
     /* a.b.c: b.c and c become empty non-terminals */
     add_a(b, "a.b.c.example.test.", 3600, 20, 10);
     /* wildcards: at the apex, and below the ENT c */
-    assert_int_equal(add_raw(b, "*.example.test.", T_TXT, 3600, "\x04wild", 5, 11), 0);
+    assert_int_equal(add_raw(b, "*.example.test.", WIRE_T_TXT, 3600, "\x04wild", 5, 11), 0);
     add_a(b, "*.c.example.test.", 3600, 21, 12);
     /* delegation sub with glue, a DS at the cut, an occluded wildcard and a nested cut */
-    add_name_rr(b, "sub.example.test.", T_NS, NULL, 0, "ns.sub.example.test.", 13);
+    add_name_rr(b, "sub.example.test.", WIRE_T_NS, NULL, 0, "ns.sub.example.test.", 13);
     add_a(b, "ns.sub.example.test.", 3600, 30, 14);
-    assert_int_equal(add_raw(b, "sub.example.test.", T_DS, 3600, "\x12\x34\x08\x02\xaa", 5, 15), 0);
+    assert_int_equal(
+        add_raw(b, "sub.example.test.", WIRE_T_DS, 3600, "\x12\x34\x08\x02\xaa", 5, 15), 0);
     add_a(b, "*.sub.example.test.", 3600, 31, 16);
-    add_name_rr(b, "deep.x.sub.example.test.", T_NS, NULL, 0, "ns1.example.test.", 17);
+    add_name_rr(b, "deep.x.sub.example.test.", WIRE_T_NS, NULL, 0, "ns1.example.test.", 17);
     /* additional-section targets */
-    add_name_rr(b, "mx.example.test.", T_MX, "\x00\x0a", 2, "www.example.test.", 18);
-    add_name_rr(b, "mx.example.test.", T_MX, "\x00\x14", 2, "mail.other.test.", 19);
-    add_name_rr(b, "_sip._tcp.example.test.", T_SRV, "\x00\x00\x00\x05\x13\xc4", 6,
+    add_name_rr(b, "mx.example.test.", WIRE_T_MX, "\x00\x0a", 2, "www.example.test.", 18);
+    add_name_rr(b, "mx.example.test.", WIRE_T_MX, "\x00\x14", 2, "mail.other.test.", 19);
+    add_name_rr(b, "_sip._tcp.example.test.", WIRE_T_SRV, "\x00\x00\x00\x05\x13\xc4", 6,
                 "WWW.example.test.", 20);
-    add_name_rr(b, "alias.example.test.", T_CNAME, NULL, 0, "www.example.test.", 21);
+    add_name_rr(b, "alias.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 21);
     zone_t *z = NULL;
     char err[256];
     int rc = zone_builder_finish(b, &z, err, sizeof(err));
@@ -122,8 +114,8 @@ static void test_zone_fields(void **state)
     assert_int_equal(z->serial, 2024010101);
     assert_ptr_equal(z->apex_node, find(z, "example.test."));
     assert_true(z->apex_node->flags & ZONE_NODE_APEX);
-    assert_ptr_equal(z->soa, zone_node_rrset(z->apex_node, T_SOA));
-    assert_ptr_equal(z->apex_ns, zone_node_rrset(z->apex_node, T_NS));
+    assert_ptr_equal(z->soa, zone_node_rrset(z->apex_node, WIRE_T_SOA));
+    assert_ptr_equal(z->apex_ns, zone_node_rrset(z->apex_node, WIRE_T_NS));
     assert_int_equal(z->apex_ns->count, 2);
     /* 21 RRs given, one duplicate */
     assert_int_equal(z->rr_count, 20);
@@ -155,7 +147,7 @@ static void test_neg_soa(void **state)
     zone_t *z = build_example();
     assert_int_equal(z->soa->ttl, 3600);
     assert_int_equal(z->neg_soa->ttl, 300); /* min(TTL, MINIMUM) */
-    assert_int_equal(z->neg_soa->type, T_SOA);
+    assert_int_equal(z->neg_soa->type, WIRE_T_SOA);
     assert_ptr_equal(z->neg_soa->rdata, z->soa->rdata);
     assert_int_equal(z->neg_soa->rdata_len, z->soa->rdata_len);
     zone_free(z);
@@ -179,18 +171,18 @@ static void test_sorted_merged_rrsets(void **state)
     const zone_node_t *www = find(z, "www.example.test.");
     assert_non_null(www);
     const zone_rrset_t *s = www->rrsets;
-    assert_int_equal(s->type, T_A);
+    assert_int_equal(s->type, WIRE_T_A);
     assert_int_equal(www->nrrsets, 3);
-    assert_int_equal(s[1].type, T_TXT);
-    assert_int_equal(s[2].type, T_AAAA);
+    assert_int_equal(s[1].type, WIRE_T_TXT);
+    assert_int_equal(s[2].type, WIRE_T_AAAA);
     /* A: duplicate merged, file order kept, lowest TTL */
     assert_int_equal(s->count, 2);
     assert_int_equal(s->ttl, 60);
     assert_int_equal(s->rdata_len, 12);
     assert_memory_equal(s->rdata, "\x00\x04\xc0\x00\x02\x0a\x00\x04\xc0\x00\x02\x0b", 12);
-    assert_int_equal(s->targets, 0);
-    assert_ptr_equal(zone_node_rrset(www, T_AAAA), &s[2]);
-    assert_null(zone_node_rrset(www, T_MX));
+    assert_null(zone_rrset_geo(z, &s[0])); /* plain, not steered */
+    assert_ptr_equal(zone_node_rrset(www, WIRE_T_AAAA), &s[2]);
+    assert_null(zone_node_rrset(www, WIRE_T_MX));
     assert_null(zone_node_rrset(www, 65535));
     zone_free(z);
 }
@@ -207,7 +199,7 @@ static void test_large_rrset_dedup(void **state)
     zone_t *z;
     char err[256];
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), 0);
-    const zone_rrset_t *s = zone_node_rrset(find(z, "p.pool.test."), T_A);
+    const zone_rrset_t *s = zone_node_rrset(find(z, "p.pool.test."), WIRE_T_A);
     assert_int_equal(s->count, 50);
     for (unsigned i = 0; i < 50; i++)
         assert_int_equal(s->rdata[i * 6 + 5], 200 - i);
@@ -310,7 +302,7 @@ static void test_lookup_delegation(void **state)
     assert_int_equal(r.kind, ZONE_LOOKUP_EXACT);
     assert_ptr_equal(r.node, sub);
     assert_ptr_equal(r.cut, sub);
-    assert_non_null(zone_node_rrset(sub, T_DS));
+    assert_non_null(zone_node_rrset(sub, WIRE_T_DS));
     /* glue below the cut: exact, but marked non-authoritative through cut */
     lookup(z, "ns.sub.example.test.", &r);
     assert_int_equal(r.kind, ZONE_LOOKUP_EXACT);
@@ -355,23 +347,24 @@ static void test_targets(void **state)
 {
     zone_t *z = build_example();
     const zone_rrset_t *ns = z->apex_ns;
-    assert_true(ns->targets != 0);
+    assert_true(zone_rrset_has_targets(ns));
     assert_ptr_equal(zone_rrset_target(z, ns, 0), find(z, "ns1.example.test."));
     assert_null(zone_rrset_target(z, ns, 1)); /* ns2.elsewhere.test is not ours */
-    const zone_rrset_t *mx = zone_node_rrset(find(z, "mx.example.test."), T_MX);
+    const zone_rrset_t *mx = zone_node_rrset(find(z, "mx.example.test."), WIRE_T_MX);
     assert_int_equal(mx->count, 2);
     assert_ptr_equal(zone_rrset_target(z, mx, 0), find(z, "www.example.test."));
     assert_null(zone_rrset_target(z, mx, 1));
     /* SRV target given in upper case still resolves */
-    const zone_rrset_t *srv = zone_node_rrset(find(z, "_sip._tcp.example.test."), T_SRV);
+    const zone_rrset_t *srv = zone_node_rrset(find(z, "_sip._tcp.example.test."), WIRE_T_SRV);
     assert_ptr_equal(zone_rrset_target(z, srv, 0), find(z, "www.example.test."));
     /* RDATA case preserved */
     assert_memory_equal(srv->rdata + 2 + 6, "\x03WWW", 4);
     /* delegation NS: target is the glue node */
-    const zone_rrset_t *dns = zone_node_rrset(find(z, "sub.example.test."), T_NS);
+    const zone_rrset_t *dns = zone_node_rrset(find(z, "sub.example.test."), WIRE_T_NS);
     assert_ptr_equal(zone_rrset_target(z, dns, 0), find(z, "ns.sub.example.test."));
     /* no targets for other types */
-    assert_int_equal(zone_node_rrset(find(z, "alias.example.test."), T_CNAME)->targets, 0);
+    assert_false(
+        zone_rrset_has_targets(zone_node_rrset(find(z, "alias.example.test."), WIRE_T_CNAME)));
     zone_free(z);
 }
 
@@ -382,7 +375,7 @@ static void test_builder_refuses(void **state)
     zone_builder_t *b = zone_builder_new(apex, "test.zone");
     uint8_t a[4] = {192, 0, 2, 1};
     wire_name(o, "www.example.test.");
-    assert_int_equal(zone_builder_add(b, o, T_A, 3, 60, a, 4, "f.zone", 7), TERN_EINVAL);
+    assert_int_equal(zone_builder_add(b, o, WIRE_T_A, 3, 60, a, 4, "f.zone", 7), TERN_EINVAL);
     assert_non_null(strstr(zone_builder_error(b), "f.zone:7:"));
     assert_non_null(strstr(zone_builder_error(b), "class 3"));
     assert_int_equal(zone_builder_add(b, o, 41, 1, 60, NULL, 0, "f.zone", 8), TERN_EINVAL);
@@ -391,16 +384,17 @@ static void test_builder_refuses(void **state)
     assert_int_equal(zone_builder_add(b, o, 255, 1, 60, NULL, 0, "f.zone", 9), TERN_EINVAL);
     assert_int_equal(zone_builder_add(b, o, 128, 1, 60, NULL, 0, "f.zone", 9), TERN_EINVAL);
     /* bad RDATA shape for a type the zone interprets */
-    assert_int_equal(zone_builder_add(b, o, T_A, 1, 60, a, 3, NULL, 0), TERN_EINVAL);
+    assert_int_equal(zone_builder_add(b, o, WIRE_T_A, 1, 60, a, 3, NULL, 0), TERN_EINVAL);
     assert_non_null(strstr(zone_builder_error(b), "zone test.zone"));
-    assert_int_equal(zone_builder_add(b, o, T_NS, 1, 60, (const uint8_t *)"\x03www", 4, NULL, 0),
-                     TERN_EINVAL);
+    assert_int_equal(
+        zone_builder_add(b, o, WIRE_T_NS, 1, 60, (const uint8_t *)"\x03www", 4, NULL, 0),
+        TERN_EINVAL);
     /* out of zone: refused, builder still usable; "notexample.test" is not a subdomain */
     wire_name(o, "www.notexample.test.");
-    assert_int_equal(zone_builder_add(b, o, T_A, 1, 60, a, 4, "f.zone", 10), TERN_EOUTZONE);
+    assert_int_equal(zone_builder_add(b, o, WIRE_T_A, 1, 60, a, 4, "f.zone", 10), TERN_EOUTZONE);
     assert_non_null(strstr(zone_builder_error(b), "outside zone"));
     wire_name(o, "test.");
-    assert_int_equal(zone_builder_add(b, o, T_A, 1, 60, a, 4, "f.zone", 11), TERN_EOUTZONE);
+    assert_int_equal(zone_builder_add(b, o, WIRE_T_A, 1, 60, a, 4, "f.zone", 11), TERN_EOUTZONE);
     /* types 256 and up are data, including ones nobody knows */
     wire_name(o, "x.example.test.");
     assert_int_equal(zone_builder_add(b, o, 65280, 1, 60, a, 4, "f.zone", 12), 0);
@@ -423,7 +417,7 @@ static void test_builder_validation(void **state)
     b = zone_builder_new(apex, "v.zone");
     uint8_t rd[600];
     size_t n = rdata_soa(rd, "ns1.example.test.", "h.example.test.", 1, 60);
-    assert_int_equal(add_raw(b, "example.test.", T_SOA, 60, rd, n, 1), 0);
+    assert_int_equal(add_raw(b, "example.test.", WIRE_T_SOA, 60, rd, n, 1), 0);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ENONS);
     assert_non_null(strstr(err, "no NS"));
 
@@ -440,14 +434,14 @@ static void test_builder_validation(void **state)
     /* SOA below the apex */
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
-    assert_int_equal(add_raw(b, "low.example.test.", T_SOA, 60, rd, n, 9), 0);
+    assert_int_equal(add_raw(b, "low.example.test.", WIRE_T_SOA, 60, rd, n, 9), 0);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_EINVAL);
     assert_non_null(strstr(err, "test.zone:9:"));
 
     /* CNAME beside RRSIG and NSEC is fine (RFC 4035), beside A it is not */
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "www.example.test.", 4);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 4);
     assert_int_equal(add_raw(b, "c.example.test.", 46, 60, "\x00\x05", 2, 5), 0);
     assert_int_equal(add_raw(b, "c.example.test.", 47, 60, "\x00\x06", 2, 6), 0);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), 0);
@@ -456,28 +450,28 @@ static void test_builder_validation(void **state)
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
     add_a(b, "c.example.test.", 60, 1, 4);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "www.example.test.", 5);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 5);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ECNAME);
     assert_non_null(strstr(err, "test.zone:5:"));
 
     /* CNAME at the apex collides with SOA/NS */
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
-    add_name_rr(b, "example.test.", T_CNAME, NULL, 0, "www.example.test.", 6);
+    add_name_rr(b, "example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 6);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ECNAME);
     assert_non_null(strstr(err, "test.zone:6:"));
 
     /* identical CNAMEs merge; different ones are an error */
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "www.example.test.", 4);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "www.example.test.", 5);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 4);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 5);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), 0);
     zone_free(z);
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "www.example.test.", 4);
-    add_name_rr(b, "c.example.test.", T_CNAME, NULL, 0, "ftp.example.test.", 5);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "www.example.test.", 4);
+    add_name_rr(b, "c.example.test.", WIRE_T_CNAME, NULL, 0, "ftp.example.test.", 5);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_ECNAME);
     assert_non_null(strstr(err, "test.zone:5:"));
 
@@ -485,13 +479,142 @@ static void test_builder_validation(void **state)
     b = zone_builder_new(apex, "v.zone");
     add_soa_ns(b, "example.test.", 60, 60);
     n = rdata_soa(rd, "ns1.example.test.", "h.example.test.", 2, 60);
-    assert_int_equal(add_raw(b, "example.test.", T_SOA, 60, rd, n, 8), 0);
+    assert_int_equal(add_raw(b, "example.test.", WIRE_T_SOA, 60, rd, n, 8), 0);
     assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), TERN_EINVAL);
     assert_non_null(strstr(err, "test.zone:8:"));
     assert_non_null(strstr(err, "SOA"));
 
     zone_builder_free(NULL);
     zone_free(NULL);
+}
+
+/* A zone of example.test. plus what add() puts in; finish()'s result and message. */
+static int finish_with(void (*add)(zone_builder_t *b), zone_t **z, char *err, size_t errlen)
+{
+    uint8_t apex[DNAME_MAXLEN];
+    wire_name(apex, "example.test.");
+    zone_builder_t *b = zone_builder_new(apex, "d.zone");
+    assert_non_null(b);
+    add_soa_ns(b, "example.test.", 60, 60);
+    add(b);
+    *z = NULL;
+    return zone_builder_finish(b, z, err, errlen);
+}
+
+static void add_dname_ok(zone_builder_t *b)
+{
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "t.example.test.", 10);
+    add_a(b, "d.example.test.", 60, 1, 11); /* the owner may have other data */
+    add_a(b, "a.t.example.test.", 60, 2, 12);
+}
+
+static void add_below_dname(zone_builder_t *b)
+{
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "t.example.test.", 10);
+    add_a(b, "x.y.d.example.test.", 60, 1, 11); /* below, with an ENT between */
+}
+
+static void add_dname_ns(zone_builder_t *b)
+{
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "t.example.test.", 10);
+    add_name_rr(b, "d.example.test.", WIRE_T_NS, NULL, 0, "ns.elsewhere.test.", 11);
+}
+
+static void add_two_dnames(zone_builder_t *b)
+{
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "t.example.test.", 10);
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "u.example.test.", 11);
+}
+
+static void add_dname_cname(zone_builder_t *b)
+{
+    add_name_rr(b, "d.example.test.", WIRE_T_CNAME, NULL, 0, "t.example.test.", 10);
+    add_name_rr(b, "d.example.test.", WIRE_T_DNAME, NULL, 0, "u.example.test.", 11);
+}
+
+static void add_wildcard_ns(zone_builder_t *b)
+{
+    add_name_rr(b, "*.w.example.test.", WIRE_T_NS, NULL, 0, "ns.elsewhere.test.", 10);
+}
+
+static void add_apex_dname(zone_builder_t *b)
+{
+    add_name_rr(b, "example.test.", WIRE_T_DNAME, NULL, 0, "other.test.", 10);
+}
+
+static void test_dname_build_and_lookup(void **state)
+{
+    (void)state;
+    zone_t *z;
+    char err[512];
+    assert_int_equal(finish_with(add_dname_ok, &z, err, sizeof(err)), 0);
+    const zone_node_t *d = find(z, "d.example.test.");
+    assert_true(d->flags & ZONE_NODE_DNAME);
+    zone_lookup_t r;
+    lookup(z, "a.b.D.example.test.", &r);
+    assert_int_equal(r.kind, ZONE_LOOKUP_DNAME);
+    assert_ptr_equal(r.node, d);
+    assert_int_equal(r.encloser_label, 2); /* "a.b." is what the DNAME rewrites */
+    lookup(z, "d.example.test.", &r);      /* the owner itself is exact */
+    assert_int_equal(r.kind, ZONE_LOOKUP_EXACT);
+    lookup(z, "x.t.example.test.", &r); /* no DNAME above: plain NXDOMAIN */
+    assert_int_equal(r.kind, ZONE_LOOKUP_NXDOMAIN);
+    zone_free(z);
+    /* DNAME and NS may meet at the apex only */
+    assert_int_equal(finish_with(add_apex_dname, &z, err, sizeof(err)), 0);
+    zone_free(z);
+}
+
+static void test_dname_validation(void **state)
+{
+    (void)state;
+    zone_t *z;
+    char err[512];
+    assert_int_equal(finish_with(add_below_dname, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_null(z);
+    assert_non_null(strstr(err, "test.zone:11: x.y.d.example.test. is below the DNAME at "
+                                "d.example.test. (test.zone:10)"));
+    assert_int_equal(finish_with(add_dname_ns, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "test.zone:11: DNAME and NS at d.example.test."));
+    assert_int_equal(finish_with(add_two_dnames, &z, err, sizeof(err)), TERN_ECNAME);
+    assert_non_null(strstr(err, "test.zone:11: second DNAME record at d.example.test."));
+    assert_int_equal(finish_with(add_dname_cname, &z, err, sizeof(err)), TERN_ECNAME);
+    assert_non_null(strstr(err, "test.zone:11: CNAME and other data"));
+    assert_int_equal(finish_with(add_wildcard_ns, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "test.zone:10: NS records at the wildcard *.w.example.test."));
+}
+
+static void add_case_dups(zone_builder_t *b)
+{
+    add_name_rr(b, "p.example.test.", 12, NULL, 0, "www.example.test.", 10);
+    add_name_rr(b, "p.example.test.", 12, NULL, 0, "WWW.Example.TEST.", 11);
+    add_name_rr(b, "m.example.test.", WIRE_T_MX, "\x00\x0a", 2, "Mail.example.test.", 12);
+    add_name_rr(b, "m.example.test.", WIRE_T_MX, "\x00\x0a", 2, "mail.EXAMPLE.test.", 13);
+    add_name_rr(b, "m.example.test.", WIRE_T_MX, "\x00\x14", 2, "mail.example.test.", 14);
+    /* text is data, not a name: case matters */
+    assert_int_equal(add_raw(b, "t.example.test.", WIRE_T_TXT, 60, "\001A", 2, 15), 0);
+    assert_int_equal(add_raw(b, "t.example.test.", WIRE_T_TXT, 60, "\001a", 2, 16), 0);
+    /* a pool larger than the pairwise limit goes through the sorted path */
+    for (unsigned i = 0; i < 40; i++) {
+        char host[64];
+        snprintf(host, sizeof(host), "%s%u.example.test.", i % 2 ? "HOST" : "host", i / 2);
+        add_name_rr(b, "ns-pool.example.test.", 12, NULL, 0, host, 20 + i);
+    }
+}
+
+static void test_dedup_ignores_case_of_names(void **state)
+{
+    (void)state;
+    zone_t *z;
+    char err[512];
+    assert_int_equal(finish_with(add_case_dups, &z, err, sizeof(err)), 0);
+    const zone_rrset_t *ptr = zone_node_rrset(find(z, "p.example.test."), 12);
+    assert_int_equal(ptr->count, 1);
+    assert_memory_equal(ptr->rdata + 2, "\x03www", 4); /* the first spelling stays */
+    assert_int_equal(zone_node_rrset(find(z, "m.example.test."), WIRE_T_MX)->count, 2);
+    assert_int_equal(zone_node_rrset(find(z, "t.example.test."), WIRE_T_TXT)->count, 2);
+    assert_int_equal(zone_node_rrset(find(z, "ns-pool.example.test."), 12)->count, 20);
+    zone_free(z);
 }
 
 static void test_root_zone(void **state)
@@ -533,10 +656,10 @@ static void test_builder_geo(void **state)
     zone_geo_policy_t pol = {.filter = ZONE_GEO_FILTER_COUNTRY,
                              .count = ZONE_GEO_COUNT_SINGLE,
                              .order = ZONE_GEO_ORDER_WEIGHTED};
-    assert_int_equal(zone_builder_set_policy(b, www, T_A, &pol), 0); /* before the RRs */
-    assert_int_equal(zone_builder_set_policy(b, ghost, T_A, &pol), 0);
+    assert_int_equal(zone_builder_set_policy(b, www, WIRE_T_A, &pol), 0); /* before the RRs */
+    assert_int_equal(zone_builder_set_policy(b, ghost, WIRE_T_A, &pol), 0);
     zone_geo_policy_t none = {0};
-    assert_int_equal(zone_builder_set_policy(b, plain, T_A, &none), 0);
+    assert_int_equal(zone_builder_set_policy(b, plain, WIRE_T_A, &none), 0);
     const uint16_t us_de[] = {ZONE_CC('U', 'S'), ZONE_CC('D', 'E')};
     const uint32_t asns[] = {64500, 0};
     zone_geo_meta_t m1 = {.weight = 10,
@@ -549,18 +672,18 @@ static void test_builder_geo(void **state)
                           .lon = 0};
     zone_geo_meta_t m2 = {.weight = 3};
     uint8_t a1[4] = {192, 0, 2, 1}, a2[4] = {192, 0, 2, 2};
-    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &m1, NULL, 0), 0);
-    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a2, 4, &m2, NULL, 0), 0);
-    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &m2, NULL, 0), 0);  /* dup */
-    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a2, 4, NULL, NULL, 0), 0); /* dup */
-    assert_int_equal(zone_builder_add_geo(b, plain, T_A, 60, a1, 4, &m1, NULL, 0), 0);
-    assert_int_equal(zone_builder_add_geo(b, www, T_NS, 60, a1, 4, &m1, NULL, 0), TERN_EINVAL);
-    assert_int_equal(zone_builder_set_policy(b, www, T_MX, &pol), TERN_EINVAL);
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_A, 60, a1, 4, &m1, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_A, 60, a2, 4, &m2, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_A, 60, a1, 4, &m2, NULL, 0), 0);  /* dup */
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_A, 60, a2, 4, NULL, NULL, 0), 0); /* dup */
+    assert_int_equal(zone_builder_add_geo(b, plain, WIRE_T_A, 60, a1, 4, &m1, NULL, 0), 0);
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_NS, 60, a1, 4, &m1, NULL, 0), TERN_EINVAL);
+    assert_int_equal(zone_builder_set_policy(b, www, WIRE_T_MX, &pol), TERN_EINVAL);
     zone_geo_meta_t bad = {.has_location = true, .lat = 91, .lon = 0};
-    assert_int_equal(zone_builder_add_geo(b, www, T_A, 60, a1, 4, &bad, NULL, 0), TERN_EINVAL);
+    assert_int_equal(zone_builder_add_geo(b, www, WIRE_T_A, 60, a1, 4, &bad, NULL, 0), TERN_EINVAL);
     uint8_t out[DNAME_MAXLEN];
     wire_name(out, "www.other.test.");
-    assert_int_equal(zone_builder_set_policy(b, out, T_A, &pol), TERN_EOUTZONE);
+    assert_int_equal(zone_builder_set_policy(b, out, WIRE_T_A, &pol), TERN_EOUTZONE);
 
     zone_t *z = NULL;
     char err[256];
@@ -570,7 +693,7 @@ static void test_builder_geo(void **state)
     size_t len = wire_name(lc, "www.geo.test.");
     const zone_node_t *n = zone_find_node(z, lc, len, dname_hash(lc));
     assert_non_null(n);
-    const zone_rrset_t *s = zone_node_rrset(n, T_A);
+    const zone_rrset_t *s = zone_node_rrset(n, WIRE_T_A);
     assert_int_equal(s->count, 2);
     const zone_geo_t *g = zone_rrset_geo(z, s);
     assert_non_null(g);
@@ -594,7 +717,7 @@ static void test_builder_geo(void **state)
 
     len = wire_name(lc, "plain.geo.test.");
     n = zone_find_node(z, lc, len, dname_hash(lc));
-    assert_null(zone_rrset_geo(z, zone_node_rrset(n, T_A)));
+    assert_null(zone_rrset_geo(z, zone_node_rrset(n, WIRE_T_A)));
     len = wire_name(lc, "ghost.geo.test.");
     assert_null(zone_find_node(z, lc, len, dname_hash(lc)));
     zone_free(z);
@@ -614,6 +737,9 @@ int main(void)
         cmocka_unit_test(test_lookup_delegation),
         cmocka_unit_test(test_lookup_nxdomain_long_name),
         cmocka_unit_test(test_targets),
+        cmocka_unit_test(test_dname_build_and_lookup),
+        cmocka_unit_test(test_dname_validation),
+        cmocka_unit_test(test_dedup_ignores_case_of_names),
         cmocka_unit_test(test_builder_refuses),
         cmocka_unit_test(test_builder_validation),
         cmocka_unit_test(test_builder_geo),
