@@ -112,25 +112,45 @@ static int write_pid_file(const char *path)
     return 0;
 }
 
-/* After binding: become the configured user and group, keeping no privileges. 0 or -1 (logged).
- * glibc applies set*id to every thread of the process. */
+/* A user or group given by name or as a number. */
+static bool numeric_id(const char *s, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > (unsigned long)UINT32_MAX - 1)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* After binding: become the configured user and group, with the user's supplementary groups
+ * (initgroups, as NSD and Knot do) and no privileges left. 0 or -1 (logged). glibc applies
+ * set*id to every thread of the process. */
 static int drop_privileges(const config_t *cfg)
 {
     if (!cfg->user && !cfg->group)
         return 0;
     uid_t uid = getuid();
     gid_t gid = getgid();
+    char name[256] = "";
+    unsigned long id;
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
+        if (!pw && numeric_id(cfg->user, &id))
+            pw = getpwuid((uid_t)id);
         if (!pw) {
             log_err("user '%s': no such user", cfg->user);
             return -1;
         }
         uid = pw->pw_uid;
         gid = pw->pw_gid;
+        snprintf(name, sizeof(name), "%s", pw->pw_name);
     }
     if (cfg->group) {
         struct group *gr = getgrnam(cfg->group);
+        if (!gr && numeric_id(cfg->group, &id))
+            gr = getgrgid((gid_t)id);
         if (!gr) {
             log_err("group '%s': no such group", cfg->group);
             return -1;
@@ -143,7 +163,8 @@ static int drop_privileges(const config_t *cfg)
         log_err("user/group given, but not started as root: cannot switch to them");
         return -1;
     }
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+    int g = name[0] ? initgroups(name, gid) : setgroups(1, &gid);
+    if (g < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
         log_err("cannot switch to uid %u gid %u: %s", (unsigned)uid, (unsigned)gid,
                 strerror(errno));
         return -1;
@@ -375,16 +396,21 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* The order NSD and Knot keep: read the config, bind, write the pid file, become the
+     * configured user, and only then read zones, databases and includes, so a reload (which
+     * runs as that user) sees exactly what startup saw and a zone file can never name a file
+     * only root may read. */
     const config_t *cfg;
     if (!(loader = loader_new(read_config, &cli))) {
         log_err("out of memory");
         goto out;
     }
-    if (loader_load(loader, &cfg) < 0)
+    if (loader_read_config(loader, &cfg) < 0)
         goto out;
-    log_set_level(cfg->log_level);
-    log_set_target(cfg->log_target);
     if (cli.check_only) {
+        /* as the server would: the zones are read as the configured user */
+        if (drop_privileges(cfg) < 0 || loader_load_zones(loader) < 0)
+            goto out;
         log_info("configuration OK");
         rc = 0;
         goto out;
@@ -393,7 +419,7 @@ int main(int argc, char **argv)
         log_err("no listen address: give --listen ADDR:PORT or 'listen:' in the config");
         goto out;
     }
-    if (!(srv = server_start(cfg, loader_published(loader))))
+    if (!(srv = server_bind(cfg, loader_published(loader))))
         goto out;
     if (cfg->metrics_listen && !(metrics = metrics_start(cfg->metrics_listen, loader, srv)))
         goto out;
@@ -411,6 +437,8 @@ int main(int argc, char **argv)
                 "as, or 'allow_root: true' (--allow-root) to stay root");
         goto out;
     }
+    if (loader_load_zones(loader) < 0 || server_run(srv) < 0)
+        goto out;
     loader_set_listener(loader, on_reload, NULL);
     if (loader_start(loader) < 0)
         goto out;

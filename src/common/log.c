@@ -74,6 +74,28 @@ int log_parse_target(const char *name, log_target_t *out)
     return 0;
 }
 
+/* Copy src to dst (dstlen bytes, NUL-terminated) with every control byte written as \DDD, as
+ * names are in presentation form (RFC 1035 §5.1): a zone, label or file name that holds a
+ * newline (a Redis set member can) must not start a forged line of its own. */
+static size_t escape_controls(char *dst, size_t dstlen, const char *src)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < dstlen; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            if (o + 5 > dstlen)
+                break;
+            dst[o++] = '\\';
+            dst[o++] = (char)('0' + *p / 100);
+            dst[o++] = (char)('0' + *p / 10 % 10);
+            dst[o++] = (char)('0' + *p % 10);
+        } else {
+            dst[o++] = (char)*p;
+        }
+    }
+    dst[o] = '\0';
+    return o;
+}
+
 void log_msg(log_level_t level, const char *fmt, ...)
 {
     if ((unsigned)level >= LOG_LVL_COUNT)
@@ -81,23 +103,19 @@ void log_msg(log_level_t level, const char *fmt, ...)
     if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed))
         return;
     int target = atomic_load_explicit(&log_target, memory_order_relaxed);
-    char buf[LOG_LINE_MAX];
+    char msg[LOG_LINE_MAX], buf[LOG_LINE_MAX];
     va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     if (target == LOG_TARGET_SYSLOG) {
         /* syslog carries ident, pid and priority itself */
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
+        escape_controls(buf, sizeof(buf), msg);
         syslog(syslog_priority[level], "%s", buf);
         return;
     }
     int n = snprintf(buf, sizeof(buf), "ternd: %s: ", log_level_names[level]);
-    va_start(ap, fmt);
-    int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof(buf) - 2)
-        len = sizeof(buf) - 2;
+    size_t len = (size_t)n + escape_controls(buf + n, sizeof(buf) - (size_t)n - 1, msg);
     buf[len++] = '\n';
     ssize_t w = write(target == LOG_TARGET_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, len);
     (void)w;

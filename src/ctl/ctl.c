@@ -391,6 +391,7 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         sb_line(body, "udp_dropped: %" PRIu64, s.udp_dropped);
         sb_line(body, "tcp_accepted: %" PRIu64, s.tcp_accepted);
         sb_line(body, "tcp_refused: %" PRIu64, s.tcp_refused);
+        sb_line(body, "tcp_accept_paused: %" PRIu64, s.tcp_accept_paused);
         sb_line(body, "tcp_queries: %" PRIu64, s.tcp_queries);
         sb_line(body, "tcp_closed_idle: %" PRIu64, s.tcp_closed_idle);
         sb_line(body, "tcp_closed_full: %" PRIu64, s.tcp_closed_full);

@@ -1129,33 +1129,49 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     return l;
 }
 
-int loader_load(loader_t *l, const config_t **cfg_out)
+int loader_read_config(loader_t *l, const config_t **cfg_out)
 {
-    char err[1024];
-    int64_t start = tern_monotonic_ms();
-    unsigned home = mem_thread_arena();
-    int rc = TERN_ENOMEM;
-    err[0] = '\0';
-    if (mem_thread_bind(l->arena) < 0)
-        home = MEM_NO_ARENA;
+    char err[1024] = "";
+    if (l->cfg0) {
+        *cfg_out = l->cfg0;
+        return 0;
+    }
     config_t *cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
         log_err("out of memory");
-        goto out;
+        return TERN_ENOMEM;
     }
-    rc = l->config_fn(l->config_ctx, cfg, err, sizeof(err));
+    int rc = l->config_fn(l->config_ctx, cfg, err, sizeof(err));
     if (rc < 0) {
         if (err[0])
             log_err("%s", err);
         config_free(cfg);
         free(cfg);
-        goto out;
+        return rc;
     }
     /* the configured log settings apply from the first line about the zones on */
     log_set_level(cfg->log_level);
     log_set_target(cfg->log_target);
     l->cfg0 = cfg;
     l->cfg_last = cfg;
+    *cfg_out = cfg;
+    return 0;
+}
+
+int loader_load_zones(loader_t *l)
+{
+    char err[1024];
+    int64_t start = tern_monotonic_ms();
+    unsigned home = mem_thread_arena();
+    int rc = TERN_EINVAL;
+    err[0] = '\0';
+    const config_t *cfg = l->cfg0;
+    if (!cfg || l->cur) {
+        log_err("loader: zones loaded twice or before the configuration");
+        return TERN_EINVAL;
+    }
+    if (mem_thread_bind(l->arena) < 0)
+        home = MEM_NO_ARENA;
     struct snapshot *s;
     size_t changed;
     rc = build(l, NULL, cfg, false, &s, &changed, err, sizeof(err));
@@ -1175,11 +1191,16 @@ int loader_load(loader_t *l, const config_t **cfg_out)
     l->stats.records = s->records;
     log_info("loaded %zu zones, %zu records (%.1f MiB) in %lld ms", s->nz, s->records,
              (double)s->bytes / (1 << 20), (long long)(tern_monotonic_ms() - start));
-    *cfg_out = cfg;
 out:
     if (home != MEM_NO_ARENA && mem_thread_bind(home) < 0)
         log_warn("cannot return to the main thread's arena");
     return rc;
+}
+
+int loader_load(loader_t *l, const config_t **cfg_out)
+{
+    int rc = loader_read_config(l, cfg_out);
+    return rc < 0 ? rc : loader_load_zones(l);
 }
 
 /* Startup: give the source the time to connect and read everything once, so the first answers

@@ -274,6 +274,9 @@ static void render_server(buf_t *b, const server_t *s)
         memcpy(&v, (const char *)&st + tcp[i].offset, sizeof(v));
         sample_label(b, "tern_tcp_connections_total", "event", tcp[i].event, v);
     }
+    family(b, "tern_tcp_accept_paused_total", "counter",
+           "Times accept() ran out of descriptors or memory and a listener paused for 100 ms.");
+    sample(b, "tern_tcp_accept_paused_total", st.tcp_accept_paused);
 
     family(b, "tern_edns_queries_total", "counter", "Queries with an EDNS OPT record.");
     sample(b, "tern_edns_queries_total", st.edns);

@@ -247,7 +247,7 @@ static void server_free(server_t *s)
     free(s);
 }
 
-server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
+server_t *server_bind(const config_t *cfg, const answer_view_t *const *view)
 {
     if (cfg->nlisten == 0 || cfg->workers == 0) {
         log_err("server: no listen address or no workers configured");
@@ -336,18 +336,6 @@ server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
                  epoll_add(wk->epfd, wk->tcp_fd[li], TAG_MAKE(TAG_LISTEN, 0, li)) < 0))
                 goto fail_epoll;
     }
-    for (unsigned w = 0; w < s->nworkers; w++) {
-        worker_t *wk = &s->workers[w];
-        int e = pthread_create(&wk->thread, NULL, worker_main, wk);
-        if (e != 0) {
-            log_err("cannot start worker %u: %s", w, strerror(e));
-            server_stop(s);
-            return NULL;
-        }
-        wk->started = true;
-    }
-    log_debug("server: %u workers, UDP via %s, allocator %s", s->nworkers, s->udp_ops->name,
-              mem_allocator());
     return s;
 
 fail_epoll:
@@ -359,6 +347,32 @@ fail:
     if (s)
         server_free(s);
     return NULL;
+}
+
+int server_run(server_t *s)
+{
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        int e = pthread_create(&wk->thread, NULL, worker_main, wk);
+        if (e != 0) {
+            log_err("cannot start worker %u: %s", w, strerror(e));
+            return -e;
+        }
+        wk->started = true;
+    }
+    log_debug("server: %u workers, UDP via %s, allocator %s", s->nworkers, s->udp_ops->name,
+              mem_allocator());
+    return 0;
+}
+
+server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
+{
+    server_t *s = server_bind(cfg, view);
+    if (s && server_run(s) < 0) {
+        server_stop(s);
+        return NULL;
+    }
+    return s;
 }
 
 uint16_t server_port(const server_t *s, size_t listen_index)

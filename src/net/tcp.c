@@ -35,10 +35,15 @@
  *   - the peer's EOF: the answers already due are written, then the connection is closed (a
  *     partial message is dropped); a reset or an I/O error closes at once. Counted
  *     tcp_closed_peer.
+ *   - accept() out of descriptors or memory: the listener leaves epoll for TCP_ACCEPT_PAUSE_MS
+ *     (worker.h) rather than spin a core on a socket that stays readable; counted
+ *     tcp_accept_paused, logged once per worker.
  * Every close is counted under exactly one reason, so tcp_accepted = open + the tcp_closed_*.
  * Interest stays level-triggered: EPOLLIN unless paused or at EOF, EPOLLOUT only while output is
  * pending; conn_arm() changes it only when it differs.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -46,6 +51,7 @@
 #include <unistd.h>
 
 #include "tern/common/err.h"
+#include "tern/common/log.h"
 #include "worker.h"
 
 /* answer_query() writes at most TCP_MSG_MAX - 2 bytes after the prefix: every answer fits an
@@ -403,6 +409,42 @@ void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
         conn_close(w, c, v);
 }
 
+/* Out of descriptors or memory: stop watching listener li for TCP_ACCEPT_PAUSE_MS (tcp_sweep()
+ * puts it back), count it, and say so once per worker. */
+static void accept_pause(worker_t *w, size_t li, int err)
+{
+    tcp_pool_t *p = &w->tcp;
+    struct epoll_event ev = {.events = 0};
+    ev.data.u64 = TAG_MAKE(TAG_LISTEN, 0, li);
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->tcp_fd[li], &ev) == 0) {
+        p->accept_paused |= 1u << li;
+        p->accept_resume_ms = w->now_ms + TCP_ACCEPT_PAUSE_MS;
+    }
+    NET_COUNT(w, tcp_accept_paused, 1);
+    if (!p->accept_logged) {
+        p->accept_logged = true;
+        log_warn("worker %u: accept: %s; new TCP connections wait %d ms at a time until "
+                 "descriptors are free (raise LimitNOFILE / ulimit -n, or lower "
+                 "tcp_max_connections); counted as tcp_accept_paused, logged once",
+                 w->id, strerror(err), TCP_ACCEPT_PAUSE_MS);
+    }
+}
+
+static void accept_resume(worker_t *w)
+{
+    tcp_pool_t *p = &w->tcp;
+    for (size_t li = 0; li < w->srv->nlisten; li++) {
+        if (!(p->accept_paused & (1u << li)))
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN};
+        ev.data.u64 = TAG_MAKE(TAG_LISTEN, 0, li);
+        if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->tcp_fd[li], &ev) == 0)
+            p->accept_paused &= ~(1u << li);
+    }
+    if (p->accept_paused) /* could not re-arm (ENOMEM): try again after another pause */
+        p->accept_resume_ms = w->now_ms + TCP_ACCEPT_PAUSE_MS;
+}
+
 void tcp_accept(worker_t *w, size_t li)
 {
     for (unsigned k = 0; k < TCP_ACCEPT_BATCH; k++) {
@@ -410,8 +452,11 @@ void tcp_accept(worker_t *w, size_t li)
         socklen_t plen = sizeof(peer);
         int fd =
             accept4(w->tcp_fd[li], (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return; /* EAGAIN; or EMFILE & co, which the rlimit raised at startup makes rare */
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(w, li, errno);
+            return; /* EAGAIN: nothing more waiting; ECONNABORTED and the like: next event */
+        }
         tcp_conn_t *c = w->tcp.free;
         if (!c) {
             NET_COUNT(w, tcp_refused, 1);
@@ -445,15 +490,22 @@ void tcp_sweep(worker_t *w)
         conn_close(w, w->tcp.lhead, CLOSE_LIFE);
     while (w->tcp.head && w->tcp.head->deadline_ms <= w->now_ms)
         conn_close(w, w->tcp.head, CLOSE_IDLE);
+    if (unlikely(w->tcp.accept_paused) && w->tcp.accept_resume_ms <= w->now_ms)
+        accept_resume(w);
 }
 
 int tcp_next_timeout(const worker_t *w)
 {
-    if (!w->tcp.head)
+    const tcp_pool_t *p = &w->tcp;
+    if (!p->head && !p->accept_paused)
         return -1;
-    int64_t next = w->tcp.head->deadline_ms;
-    if (w->tcp.lhead && w->tcp.lhead->life_ms < next)
-        next = w->tcp.lhead->life_ms;
+    int64_t next = INT64_MAX;
+    if (p->head)
+        next = p->head->deadline_ms;
+    if (p->lhead && p->lhead->life_ms < next)
+        next = p->lhead->life_ms;
+    if (p->accept_paused && p->accept_resume_ms < next)
+        next = p->accept_resume_ms;
     int64_t d = next - w->now_ms;
     if (d <= 0)
         return 0;

@@ -53,6 +53,12 @@
  * cannot starve established connections. */
 #define TCP_ACCEPT_BATCH 16
 
+/* accept() failing for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves
+ * the listener readable: retried at once, the level-triggered loop would spin a core. The
+ * listener is taken out of epoll for this long instead; 100 ms lets connections close and
+ * descriptors come back while a waiting client barely notices (its SYN is already queued). */
+#define TCP_ACCEPT_PAUSE_MS 100
+
 /* listen(2) backlog: absorbs connect bursts between two epoll rounds; the kernel caps it at
  * net.core.somaxconn. */
 #define TCP_LISTEN_BACKLOG 1024
@@ -122,10 +128,13 @@ typedef struct tcp_pool {
     tcp_conn_t *head, *tail;   /* open connections, earliest idle deadline first */
     tcp_conn_t *lhead, *ltail; /* open connections, oldest (earliest life_ms) first */
     uint32_t n;
-    uint32_t ring;   /* answers queued per connection at most: tcp_max_inflight, capped */
-    int64_t idle_ms; /* tcp_idle_timeout */
-    int64_t life_ms; /* tcp_max_lifetime */
-    uint8_t *out;    /* TCP_MSG_MAX bytes: answer_query() output before queueing */
+    uint32_t ring;            /* answers queued per connection at most: tcp_max_inflight, capped */
+    int64_t idle_ms;          /* tcp_idle_timeout */
+    int64_t life_ms;          /* tcp_max_lifetime */
+    uint8_t *out;             /* TCP_MSG_MAX bytes: answer_query() output before queueing */
+    uint32_t accept_paused;   /* listen indexes taken out of epoll after an accept() failure */
+    int64_t accept_resume_ms; /* when they go back in (TCP_ACCEPT_PAUSE_MS) */
+    bool accept_logged;       /* the first failure was logged; later ones are only counted */
 } tcp_pool_t;
 
 /* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums
@@ -191,10 +200,10 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg) TERN_WUR;
 void tcp_pool_free(tcp_pool_t *p);
 void tcp_accept(worker_t *w, size_t li);
 void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events);
-/** Close connections whose idle deadline or lifetime passed. */
+/** Close connections whose idle deadline or lifetime passed; put paused listeners back. */
 void tcp_sweep(worker_t *w);
-/** epoll_wait timeout in ms until the earliest idle or lifetime deadline, or -1 without
- * connections. */
+/** epoll_wait timeout in ms until the earliest idle or lifetime deadline or accept pause end, or
+ * -1 when there is none. */
 int tcp_next_timeout(const worker_t *w);
 
 #endif

@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/log.h"
 #include "tern/zone/zone_builder.h"
 
@@ -49,9 +51,7 @@ struct zf_parser {
     uint32_t default_ttl;
     ldns_rdf *prev;     /* owner of the previous record, for entries with a blank owner */
     ldns_buffer *rdbuf; /* RDATA scratch */
-    char *line;         /* getline buffer */
-    size_t line_cap;
-    char *entry; /* the joined entry */
+    char *entry;        /* the joined entry */
     size_t entry_len, entry_cap;
     char *err;
     size_t errlen;
@@ -59,12 +59,75 @@ struct zf_parser {
     void *seen_ctx;
 };
 
+/* Reads are this large: a 1,000,000-record file is ~50 MB, so about 800 reads. */
+#define ZONE_FILE_READ_CHUNK (64u << 10)
+
+/* One open file: read through a fixed buffer, a line at a time, never more than
+ * ZONE_FILE_ENTRY_MAX bytes of one line in memory, whatever the file holds. */
 struct src {
     const char *path;
-    FILE *fp;
-    unsigned line;  /* lines read so far */
-    unsigned first; /* first line of the current entry */
+    int fd;
+    char *buf; /* ZONE_FILE_READ_CHUNK bytes */
+    size_t pos, len;
+    bool eof;
+    char *line; /* the current line, without its end; ZONE_FILE_ENTRY_MAX + 1 bytes */
+    size_t line_len;
+    unsigned line_no; /* lines read so far */
+    unsigned first;   /* first line of the current entry */
 };
+
+/* The next line of s into s->line (the newline dropped). 1, 0 at the end of the file, or a
+ * negative code with the message set. A line too long or holding a NUL byte (a zone file is
+ * text; binary data is written as \DDD) fails at once, before the rest of it is read. */
+static int read_line(struct zf_parser *L, struct src *s)
+{
+    s->line_len = 0;
+    bool any = false;
+    for (;;) {
+        if (s->pos == s->len) {
+            if (s->eof)
+                break;
+            ssize_t n;
+            do
+                n = read(s->fd, s->buf, ZONE_FILE_READ_CHUNK);
+            while (n < 0 && errno == EINTR);
+            if (n < 0) {
+                snprintf(L->err, L->errlen, "%s:%u: read error: %s", s->path, s->line_no + 1,
+                         strerror(errno));
+                return TERN_EINVAL;
+            }
+            s->pos = 0;
+            s->len = (size_t)n;
+            s->eof = n == 0;
+            continue;
+        }
+        any = true;
+        const char *start = s->buf + s->pos;
+        size_t avail = s->len - s->pos;
+        const char *nl = memchr(start, '\n', avail);
+        size_t take = nl ? (size_t)(nl - start) : avail;
+        if (s->line_len + take > ZONE_FILE_ENTRY_MAX) {
+            snprintf(L->err, L->errlen, "%s:%u: line longer than %u bytes", s->path, s->line_no + 1,
+                     ZONE_FILE_ENTRY_MAX);
+            return TERN_ESYNTAX;
+        }
+        if (memchr(start, '\0', take)) {
+            snprintf(L->err, L->errlen, "%s:%u: NUL byte in the text (write it as \\000)", s->path,
+                     s->line_no + 1);
+            return TERN_ESYNTAX;
+        }
+        memcpy(s->line + s->line_len, start, take);
+        s->line_len += take;
+        s->pos += take + (nl ? 1 : 0);
+        if (nl)
+            break;
+    }
+    if (!any)
+        return 0;
+    s->line[s->line_len] = '\0';
+    s->line_no++;
+    return 1;
+}
 
 static int entry_put(struct zf_parser *L, char c)
 {
@@ -93,12 +156,10 @@ static int read_entry(struct zf_parser *L, struct src *s)
     if (L->entry)
         L->entry[0] = 0;
     for (;;) {
-        ssize_t got = getline(&L->line, &L->line_cap, s->fp);
-        if (got < 0) {
-            if (ferror(s->fp)) {
-                snprintf(L->err, L->errlen, "%s:%u: read error", s->path, s->line);
-                return TERN_EINVAL;
-            }
+        int got = read_line(L, s);
+        if (got < 0)
+            return got;
+        if (got == 0) {
             if (depth > 0) {
                 snprintf(L->err, L->errlen, "%s:%u: unbalanced '(' at end of file", s->path,
                          s->first);
@@ -106,20 +167,21 @@ static int read_entry(struct zf_parser *L, struct src *s)
             }
             return 0;
         }
-        s->line++;
         if (!content) {
-            s->first = s->line;
+            s->first = s->line_no;
             L->entry_len = 0;
         }
         bool quote = false;
-        for (ssize_t i = 0; i < got; i++) {
-            char c = L->line[i];
-            if (c == '\n' || (c == '\r' && i + 1 < got && L->line[i + 1] == '\n'))
-                break;
+        const char *line = s->line;
+        size_t n = s->line_len;
+        if (n && line[n - 1] == '\r')
+            n--;
+        for (size_t i = 0; i < n; i++) {
+            char c = line[i];
             if (c == ';' && !quote)
                 break;
-            if (c == '\\' && i + 1 < got && L->line[i + 1] != '\n') {
-                if (entry_put(L, c) < 0 || entry_put(L, L->line[++i]) < 0)
+            if (c == '\\' && i + 1 < n) {
+                if (entry_put(L, c) < 0 || entry_put(L, line[++i]) < 0)
                     goto nomem;
                 continue;
             }
@@ -129,7 +191,7 @@ static int read_entry(struct zf_parser *L, struct src *s)
                 if (c == '(') {
                     depth++;
                 } else if (--depth < 0) {
-                    snprintf(L->err, L->errlen, "%s:%u: unbalanced ')'", s->path, s->line);
+                    snprintf(L->err, L->errlen, "%s:%u: unbalanced ')'", s->path, s->line_no);
                     return TERN_ESYNTAX;
                 }
                 c = ' ';
@@ -140,7 +202,7 @@ static int read_entry(struct zf_parser *L, struct src *s)
                 goto nomem;
         }
         if (quote) {
-            snprintf(L->err, L->errlen, "%s:%u: unterminated quoted string", s->path, s->line);
+            snprintf(L->err, L->errlen, "%s:%u: unterminated quoted string", s->path, s->line_no);
             return TERN_ESYNTAX;
         }
         if (L->entry_len > ZONE_FILE_ENTRY_MAX) {
@@ -157,7 +219,7 @@ static int read_entry(struct zf_parser *L, struct src *s)
             return 1;
     }
 nomem:
-    snprintf(L->err, L->errlen, "%s:%u: out of memory", s->path, s->line);
+    snprintf(L->err, L->errlen, "%s:%u: out of memory", s->path, s->line_no);
     return TERN_ENOMEM;
 }
 
@@ -279,6 +341,45 @@ static int directive(struct zf_parser *L, struct src *s, ldns_rdf **origin, unsi
     return TERN_ESYNTAX;
 }
 
+/* A TTL ("3600", "1h30m") or a class ("IN", "CH", "CLASS3") token: what may stand between the
+ * owner and the type (RFC 1035 §5.1, in either order). */
+static bool ttl_or_class(const char *tok)
+{
+    const char *end = NULL;
+    (void)ldns_str2period(tok, &end);
+    if (end && end != tok && *end == '\0')
+        return true;
+    return ldns_get_rr_class_by_name(tok) != 0;
+}
+
+/* The type token of the entry e, or NULL: the owner (unless the entry starts with a blank, which
+ * means "the previous owner"), then at most a TTL and a class. tok has room for the token. */
+static const char *type_token(const char *e, char *tok, size_t len)
+{
+    char buf[256];
+    const char *p = e;
+    bool owner = *p != ' ' && *p != '\t';
+    for (int i = 0; i < 4; i++) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, " \t");
+        if (n == 0 || n >= sizeof(buf))
+            return NULL;
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        p += n;
+        if (owner) {
+            owner = false;
+            continue;
+        }
+        if (i < 3 && ttl_or_class(buf))
+            continue;
+        snprintf(tok, len, "%s", buf);
+        return tok;
+    }
+    return NULL;
+}
+
 static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
 {
     ldns_rr *rr = NULL;
@@ -286,6 +387,16 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
     int rc;
     ldns_status st = ldns_rr_new_frm_str(&rr, L->entry, def, (ldns_rdf *)origin, &L->prev);
     if (st != LDNS_STATUS_OK) {
+        char tok[256];
+        const char *type = type_token(L->entry, tok, sizeof(tok));
+        if (type && ldns_get_rr_type_by_name(type) == 0) {
+            /* ldns calls this "could not parse the RR's rdata": say what is wrong */
+            snprintf(L->err, L->errlen,
+                     "%s:%u: unknown type %s (write an unknown type as "
+                     "TYPEnnn with \\# RDATA, RFC 3597)",
+                     s->path, s->first, type);
+            return TERN_ESYNTAX;
+        }
         /* show the start of the entry: ldns's messages do not say which field was wrong */
         snprintf(L->err, L->errlen, "%s:%u: %s: '%.60s%s'", s->path, s->first,
                  ldns_get_errorstr_by_id(st), L->entry, strlen(L->entry) > 60 ? "..." : "");
@@ -324,34 +435,29 @@ out:
 static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *origin_in,
                      unsigned depth, const char *from, unsigned from_line)
 {
-    struct src s = {.path = path};
+    struct src s = {.path = path, .fd = -1};
     ldns_rdf *origin = ldns_rdf_clone(origin_in);
     int rc = TERN_ENOMEM;
-    if (!origin) {
+    if (!origin || !(s.buf = malloc(ZONE_FILE_READ_CHUNK)) ||
+        !(s.line = malloc(ZONE_FILE_ENTRY_MAX + 1))) {
         snprintf(L->err, L->errlen, "%s: out of memory", path);
         goto fail;
     }
-    s.fp = fopen(path, "r");
-    if (!s.fp) {
-        rc = -errno;
+    /* a regular file only: a FIFO must not hang the loader, a directory says so */
+    struct stat st;
+    char oerr[512];
+    s.fd = tern_open_regular(path, 0, &st, oerr, sizeof(oerr));
+    if (s.fd < 0) {
+        rc = s.fd;
         if (from)
-            snprintf(L->err, L->errlen, "%s:%u: $INCLUDE %s: %s", from, from_line, path,
-                     tern_strerror(rc));
+            snprintf(L->err, L->errlen, "%s:%u: $INCLUDE %s", from, from_line, oerr);
         else
-            snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
+            snprintf(L->err, L->errlen, "%s", oerr);
         goto fail;
     }
-    if (L->seen) {
-        struct stat st;
-        if (fstat(fileno(s.fp), &st) < 0) {
-            rc = -errno;
-            snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
-            goto fail;
-        }
-        if ((rc = L->seen(L->seen_ctx, path, &st)) < 0) {
-            snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
-            goto fail;
-        }
+    if (L->seen && (rc = L->seen(L->seen_ctx, path, &st)) < 0) {
+        snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
+        goto fail;
     }
     for (;;) {
         rc = read_entry(L, &s);
@@ -365,8 +471,10 @@ static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *orig
             break;
     }
 fail:
-    if (s.fp)
-        fclose(s.fp);
+    if (s.fd >= 0)
+        close(s.fd);
+    free(s.buf);
+    free(s.line);
     ldns_rdf_deep_free(origin);
     return rc;
 }
@@ -411,7 +519,6 @@ fail:
     ldns_buffer_free(L.rdbuf);
     ldns_rdf_deep_free(L.prev);
     ldns_rdf_deep_free(org);
-    free(L.line);
     free(L.entry);
     return rc;
 }

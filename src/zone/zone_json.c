@@ -24,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/wire/rr.h"
@@ -1117,9 +1119,15 @@ int zone_json_load_file(const char *origin, const char *path, const zone_json_op
     if (errlen)
         err[0] = 0;
 
-    FILE *fp = fopen(path, "r");
+    /* a regular file only (a FIFO must not hang the loader); jansson reads it as a stream */
+    struct stat st;
+    int fd = tern_open_regular(path, 0, &st, err, errlen);
+    if (fd < 0)
+        return fd;
+    FILE *fp = fdopen(fd, "r");
     if (!fp) {
         rc = -errno;
+        close(fd);
         snprintf(err, errlen, "%s: %s", path, tern_strerror(rc));
         return rc;
     }

@@ -62,11 +62,12 @@ def query_a(port, name="www.svc.test"):
 class Service:
     """ternd with NOTIFY_SOCKET pointing at our datagram socket."""
 
-    def __init__(self, binary, workdir, extra_args=(), allow_root=True):
+    def __init__(self, binary, workdir, extra_args=(), allow_root=True, keep_zone=False):
         self.dir = workdir
         self.port = servers.free_port()
         self.zone = os.path.join(workdir, "svc.zone")
-        write(self.zone, zone_text(1, "192.0.2.1"))
+        if not keep_zone:
+            write(self.zone, zone_text(1, "192.0.2.1"))
         self.sock_path = os.path.join(workdir, "notify.sock")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.sock_path)
@@ -170,14 +171,14 @@ def check_root(binary, workdir):
         expect("refusing to run as root" in s.log_text(), "no reason given:\n" + s.log_text())
     finally:
         s.stop()
-    # nobody must be able to read the zone on reload: a world-readable directory
+    # nobody must be able to read the zone: a world-readable directory
+    os.umask(0o022)
     d = os.path.join(workdir, "nobody")
     os.makedirs(d)
     os.chmod(workdir, 0o755)
     os.chmod(d, 0o755)
     s = Service(binary, d, extra_args=["--user", "nobody"], allow_root=False)
     try:
-        os.chmod(s.zone, 0o644)
         s.wait_for("READY", "1")
         with open("/proc/%d/status" % s.proc.pid) as f:
             uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
@@ -185,6 +186,39 @@ def check_root(binary, workdir):
         expect(query_a(s.port) == "192.0.2.1", "no answer after dropping to nobody")
     finally:
         s.stop()
+
+
+def check_zones_read_as_user(binary, workdir):
+    """Zones are read after dropping to the user: a zone file, or a file it includes, that only
+    root may read fails startup as it would fail a reload, naming the file."""
+    if os.geteuid() != 0:
+        print("  (not root: nothing to drop)")
+        return
+    os.umask(0o022)
+    os.chmod(workdir, 0o755)
+    secret = os.path.join(workdir, "secret.zone")
+    write(secret, "www2 A 192.0.2.66\n")
+    os.chmod(secret, 0o600)
+    for name in ("own", "include"):
+        d = os.path.join(workdir, name)
+        os.makedirs(d)
+        zone = os.path.join(d, "svc.zone")
+        if name == "own":
+            write(zone, zone_text(1, "192.0.2.1"))
+            os.chmod(zone, 0o600)
+        else:
+            write(zone, zone_text(1, "192.0.2.1") + "$INCLUDE %s\n" % secret)
+        s = Service(binary, d, extra_args=["--user", "nobody"], allow_root=False, keep_zone=True)
+        try:
+            rc = s.proc.wait(timeout=WAIT)
+            log = s.log_text()
+            expect(rc != 0, "%s: started although the user cannot read the zone" % name)
+            want = zone if name == "own" else secret
+            expect("%s: Permission denied" % want in log,
+                   "%s: the error does not name the unreadable file:\n%s" % (name, log))
+            expect("running as uid 65534" in log, "%s: not read as the user:\n%s" % (name, log))
+        finally:
+            s.stop()
 
 
 def check_unit(binary, workdir):
@@ -207,7 +241,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", required=True)
     args = ap.parse_args()
-    checks = [check_notify, check_root, check_unit]
+    checks = [check_notify, check_root, check_zones_read_as_user, check_unit]
     failed = 0
     for check in checks:
         workdir = tempfile.mkdtemp(prefix="tern-systemd-")

@@ -12,7 +12,10 @@ tcp_max_connections 8 and tcp_idle_timeout 2, then:
      connection every 250 ms: all must be answered promptly;
   4. the slow clients and the idle holders must be closed by the idle timeout (not earlier than
      it, not much later), the active client never;
-  5. once slots are free, fresh TCP connections are answered, and ternd is still running.
+  5. once slots are free, fresh TCP connections are answered, and ternd is still running;
+  6. a second ternd, limited to 48 descriptors, gets 80 connections: accept() fails with EMFILE,
+     the worker must not spin (CPU time measured), must log it once, and must take
+     connections again once they close.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the ternd started here is stopped.
@@ -42,6 +45,7 @@ import servers  # noqa: E402
 
 Failure = servers.Failure
 expect = servers.expect
+run_check = servers.run_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
@@ -292,6 +296,74 @@ def scenario(port, results):
                     raise
 
 
+NOFILE = 48        # descriptors ternd may hold in the EMFILE scenario (soft = hard)
+FLOOD = 80         # connections opened against it: more than it can hold
+
+
+class LimitedTernd(servers.Ternd):
+    """ternd under prlimit: RLIMIT_NOFILE soft = hard = NOFILE, so accept() hits EMFILE."""
+
+    def command(self):
+        return ["prlimit", "--nofile=%d:%d" % (NOFILE, NOFILE), "--"] + super().command()
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def emfile_scenario(binary, workdir, results):
+    """Out of descriptors, accept() fails with EMFILE while connections keep waiting: the worker
+    must pause the listener instead of spinning, say so once, and take connections again once
+    descriptors are free."""
+    zones = [(origin, os.path.join(DATA, f)) for origin, f in ZONES]
+    tern = LimitedTernd(os.path.join(workdir, "emfile"), zones, binary,
+                        extra_yaml="log_level: warning\n", workers=1)
+    held = []
+    try:
+        tern.start("diff.test")
+
+        def flood():
+            for _ in range(FLOOD):
+                held.append(socket.create_connection((servers.LOOPBACK, tern.port), timeout=2))
+            time.sleep(0.5)  # let the worker hit the limit
+            before = cpu_seconds(tern.proc.pid)
+            time.sleep(2.0)
+            used = cpu_seconds(tern.proc.pid) - before
+            expect(used < 0.5, "ternd used %.2f s of CPU in 2 s at EMFILE: spinning" % used)
+            log = tern.log_text()
+            expect(log.count("accept: Too many open files") == 1,
+                   "want exactly one 'accept: Too many open files' line:\n%s" % log)
+
+        def recovers():
+            for c in held:
+                c.close()
+            held.clear()
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    with connect(tern.port) as c:
+                        tcp_roundtrip(c, 0x4242)
+                    return
+                except (Failure, OSError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+
+        run_check(results, "emfile_no_spin_logged_once", flood)
+        run_check(results, "emfile_recovers", recovers)
+    except RuntimeError as e:
+        results.append(("emfile_start", str(e)))
+    finally:
+        for c in held:
+            c.close()
+        tern.stop()
+        bad = servers.clean_exit_result(tern)
+        if bad:
+            results.append(bad)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", default=os.environ.get("TERND"))
@@ -315,6 +387,7 @@ def main():
             print("0 passed, 1 failed")
             return 1
         scenario(tern.port, results)
+        emfile_scenario(binary, workdir, results)
 
         def alive():
             expect(tern.proc.poll() is None, "ternd exited (%s):\n%s"

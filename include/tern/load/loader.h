@@ -61,11 +61,23 @@ typedef struct loader_stats {
 loader_t *loader_new(loader_config_fn fn, void *ctx) TERN_WUR;
 
 /**
- * The initial load, on the calling thread: read the config and every zone, publish the first
- * view. 0, or a negative code after logging the error. On success *cfg points at the config
- * that was loaded (owned by the loader, valid until loader_free(); the server binds its listen
- * addresses and sizes its workers from it).
+ * The first read of the configuration, on the calling thread (as whoever started ternd: the
+ * server binds its sockets from it before dropping privileges). 0, or a negative code after
+ * logging the error. On success *cfg points at the config (owned by the loader, valid until
+ * loader_free(): listen addresses, workers, TCP limits and the identity to switch to). A second
+ * call returns the same config.
  */
+int loader_read_config(loader_t *l, const config_t **cfg) TERN_WUR;
+
+/**
+ * The initial load of every zone and database of that config, on the calling thread, and the
+ * first publish (and the Redis source's first read, bounded in time). Called after privileges
+ * are dropped, so startup reads exactly what a reload can. 0, or a negative code after logging
+ * the error.
+ */
+int loader_load_zones(loader_t *l) TERN_WUR;
+
+/** loader_read_config() then loader_load_zones(): for callers with no privileges to drop. */
 int loader_load(loader_t *l, const config_t **cfg) TERN_WUR;
 
 /** Where the current view is published, for the workers (read with tern_rcu_deref()). */

@@ -7,8 +7,9 @@
  * Workers share only the read-only zone table and configuration. The query path takes no lock
  * and allocates nothing.
  *
- * Lifecycle: server_start() binds every socket (failing fast with a clear message if one cannot
- * be bound) and starts the workers; server_stop() asks them to finish and joins them.
+ * Lifecycle: server_bind() binds every socket (failing fast with a clear message if one cannot
+ * be bound), server_run() starts the workers (server_start() does both); server_stop() asks them
+ * to finish and joins them.
  * What to answer from is read through *view, which the loader publishes with RCU
  * (tern/common/rcu.h): each worker is a QSBR reader, dereferences the view per event, reports a
  * quiescent state after it and is offline while blocked in epoll_wait.
@@ -71,18 +72,19 @@ enum {
 /* Counters summed over every worker. Each worker writes only its own copy (cache-line separated,
  * plain increments); server_stats() reads them without stopping anyone. */
 typedef struct server_stats {
-    uint64_t udp_received;    /* datagrams read */
-    uint64_t udp_sent;        /* responses the kernel accepted */
-    uint64_t udp_dropped;     /* truncated datagrams, no-answer queries, failed sends */
-    uint64_t tcp_accepted;    /* connections taken into the pool */
-    uint64_t tcp_refused;     /* connections closed at once because the pool was full */
-    uint64_t tcp_queries;     /* complete messages answered */
-    uint64_t tcp_closed_idle; /* closed by the idle timeout */
-    uint64_t tcp_closed_full; /* unused since backpressure pauses a non-reading peer (always 0) */
-    uint64_t tcp_closed_bad;  /* closed for a zero-length or unanswerable message */
-    uint64_t tcp_closed_life; /* closed at the total connection lifetime */
-    uint64_t tcp_closed_peer; /* closed by the peer, or after our answers to its EOF */
-    uint64_t queries_udp;     /* messages handed to the answer path, by transport */
+    uint64_t udp_received;      /* datagrams read */
+    uint64_t udp_sent;          /* responses the kernel accepted */
+    uint64_t udp_dropped;       /* truncated datagrams, no-answer queries, failed sends */
+    uint64_t tcp_accepted;      /* connections taken into the pool */
+    uint64_t tcp_refused;       /* connections closed at once because the pool was full */
+    uint64_t tcp_accept_paused; /* accept() out of descriptors/memory: listener paused 100 ms */
+    uint64_t tcp_queries;       /* complete messages answered */
+    uint64_t tcp_closed_idle;   /* closed by the idle timeout */
+    uint64_t tcp_closed_full;   /* unused since backpressure pauses a non-reading peer (always 0) */
+    uint64_t tcp_closed_bad;    /* closed for a zero-length or unanswerable message */
+    uint64_t tcp_closed_life;   /* closed at the total connection lifetime */
+    uint64_t tcp_closed_peer;   /* closed by the peer, or after our answers to its EOF */
+    uint64_t queries_udp;       /* messages handed to the answer path, by transport */
     uint64_t queries_tcp;
     uint64_t qtype[SERVER_QTYPE_COUNT]; /* answered queries by question type */
     uint64_t rcode[SERVER_RCODE_COUNT]; /* responses by rcode */
@@ -98,11 +100,19 @@ const char *server_qtype_name(unsigned slot);
 const char *server_rcode_name(unsigned slot);
 
 /**
- * Bind and start. cfg must outlive the server; *view (never NULL once started) is read by the
- * workers with tern_rcu_deref() for every event. A listen address with port 0 gets one ephemeral
- * port, the same for UDP and TCP and for every worker (see server_port()). Returns NULL after
- * logging why (address in use, bad address...).
+ * Bind every socket and prepare every worker without starting them: the part that may need root
+ * (ports below 1024), done before privileges are dropped. cfg must outlive the server; *view is
+ * read by the workers with tern_rcu_deref() for every event once they run. A listen address with
+ * port 0 gets one ephemeral port, the same for UDP and TCP and for every worker (see
+ * server_port()). Returns NULL after logging why (address in use, bad address...).
  */
+server_t *server_bind(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
+
+/** Start the workers of a bound server; *view must be published (not NULL) by then. 0, or a
+ * negative code after logging (server_stop() then cleans up). */
+int server_run(server_t *s) TERN_WUR;
+
+/** server_bind() then server_run(). NULL after logging why. */
 server_t *server_start(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
 
 /** The port bound for cfg->listen[listen_index] (the ephemeral one when 0 was configured). */

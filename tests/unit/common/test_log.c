@@ -125,6 +125,18 @@ static void test_long_message(void **state)
     assert_string_equal(nl + 1, "ternd: info: after\n");
 }
 
+/* A name holding a newline (a Redis set member can) must not forge a second line. */
+static void test_control_characters_escaped(void **state)
+{
+    (void)state;
+    static capture_t c;
+    capture_start(&c, STDERR_FILENO);
+    log_err("zone %s: bad", "evil.\nternd: info: reload ok\r\t\x7f");
+    assert_string_equal(
+        capture_end(&c),
+        "ternd: error: zone evil.\\010ternd: info: reload ok\\013\\009\\127: bad\n");
+}
+
 static void test_parse(void **state)
 {
     (void)state;
@@ -237,6 +249,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_set_level, reset, reset),
         cmocka_unit_test_setup_teardown(test_long_message, reset, reset),
         cmocka_unit_test_setup_teardown(test_parse, reset, reset),
+        cmocka_unit_test_setup_teardown(test_control_characters_escaped, reset, reset),
         cmocka_unit_test_setup_teardown(test_target_stdout, reset, reset),
         cmocka_unit_test_setup_teardown(test_target_syslog, reset, reset),
         cmocka_unit_test_setup_teardown(test_threads, reset, reset),

@@ -432,6 +432,7 @@ static const struct {
     {"tern_udp_sent_total", "counter"},
     {"tern_udp_dropped_total", "counter"},
     {"tern_tcp_connections_total", "counter"},
+    {"tern_tcp_accept_paused_total", "counter"},
     {"tern_edns_queries_total", "counter"},
     {"tern_ecs_queries_total", "counter"},
     {"tern_zones", "gauge"},

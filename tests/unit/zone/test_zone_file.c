@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -181,8 +183,8 @@ static void test_errors(void **state)
 {
     static const struct err_case cases[] = {
         {"err_syntax.zone", TERN_ESYNTAX, "err_syntax.zone:5:", "rdata"},
-        {"err_nosoa.zone", TERN_ENOSOA, NULL, "no SOA"},
-        {"err_nons.zone", TERN_ENONS, NULL, "no NS"},
+        {"err_nosoa.zone", TERN_ENOSOA, "err_nosoa.zone: no SOA", "zone example.test."},
+        {"err_nons.zone", TERN_ENONS, "err_nons.zone: no NS", "zone example.test."},
         {"err_cname_other.zone", TERN_ECNAME, "err_cname_other.zone:7:", "CNAME and other"},
         {"err_two_cname.zone", TERN_ECNAME, "err_two_cname.zone:6:", "second CNAME"},
         {"err_class.zone", TERN_EINVAL, "err_class.zone:6:", "class 3"},
@@ -210,6 +212,93 @@ static void test_errors(void **state)
     }
 }
 
+/* Write text to dir/name; returns the path (static buffer per call site). */
+static const char *write_file(const char *dir, const char *name, const char *text, char *path,
+                              size_t len)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Files that are not zone files must fail the load at once, without reading them whole: a FIFO
+ * (which would block the open for good), a directory, a 2 GB sparse file, a line without end,
+ * NUL bytes; and unknown types say so. */
+static void test_hostile_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tern-zf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[1024], inc[1024], err[512];
+    zone_t *z = NULL;
+    static const char head[] = "$TTL 60\n@ SOA ns h 1 2 3 4 5\n@ NS ns\nns A 192.0.2.1\n";
+
+    snprintf(path, sizeof(path), "%s/fifo.zone", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(zone_file_load("ex.test", path, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "fifo.zone: is not a regular file (a FIFO)"));
+    /* the same FIFO as an include: named with the line that includes it */
+    char text[256];
+    snprintf(text, sizeof(text), "%s$INCLUDE fifo.zone\n", head);
+    write_file(dir, "inc.zone", text, inc, sizeof(inc));
+    assert_int_equal(zone_file_load("ex.test", inc, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "inc.zone:5: $INCLUDE "));
+    assert_non_null(strstr(err, "is not a regular file"));
+
+    assert_int_equal(zone_file_load("ex.test", dir, &z, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, ": is a directory"));
+
+    /* 2 GB of holes: refused at its first bytes, memory untouched */
+    snprintf(path, sizeof(path), "%s/sparse.zone", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 2LL << 30), 0);
+    fclose(f);
+    long before = max_rss_kb();
+    assert_int_equal(zone_file_load("ex.test", path, &z, err, sizeof(err)), TERN_ESYNTAX);
+    assert_non_null(strstr(err, "sparse.zone:1: NUL byte"));
+    assert_true(max_rss_kb() - before < 64 * 1024);
+
+    /* one endless line: refused at the limit, not at the end */
+    snprintf(path, sizeof(path), "%s/long.zone", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(head, f);
+    for (int i = 0; i < 1 << 20; i++)
+        fputc('a', f);
+    fclose(f);
+    assert_int_equal(zone_file_load("ex.test", path, &z, err, sizeof(err)), TERN_ESYNTAX);
+    assert_non_null(strstr(err, "long.zone:5: line longer than"));
+
+    snprintf(text, sizeof(text), "%swww 60 IN FOO 1.2.3.4\n", head);
+    write_file(dir, "type.zone", text, path, sizeof(path));
+    assert_int_equal(zone_file_load("ex.test", path, &z, err, sizeof(err)), TERN_ESYNTAX);
+    assert_non_null(strstr(err, "type.zone:5: unknown type FOO"));
+    snprintf(text, sizeof(text), "%swww A 192.0.2.9\n  BAR x\n", head);
+    write_file(dir, "type2.zone", text, path, sizeof(path));
+    assert_int_equal(zone_file_load("ex.test", path, &z, err, sizeof(err)), TERN_ESYNTAX);
+    assert_non_null(strstr(err, "type2.zone:6: unknown type BAR"));
+    assert_null(z);
+
+    static const char *const names[] = {"fifo.zone", "inc.zone",  "sparse.zone",
+                                        "long.zone", "type.zone", "type2.zone"};
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(names); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 static void test_bad_origin(void **state)
 {
     zone_t *z;
@@ -228,7 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_zone),   cmocka_unit_test(test_origin_forms),
         cmocka_unit_test(test_default_ttl), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_bad_origin),
+        cmocka_unit_test(test_bad_origin),  cmocka_unit_test(test_hostile_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

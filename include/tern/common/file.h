@@ -1,0 +1,31 @@
+/*
+ * file.h — opening the files tern reads (zone files, their includes, databases) safely.
+ *
+ * Whatever path an operator or a zone names may turn out to be a FIFO (open(2) for reading blocks
+ * until a writer appears, and the loader thread with it, for good), a device, a directory or a
+ * huge sparse file. tern_open_regular() opens without blocking, accepts only regular files, and
+ * refuses one larger than the caller's bound before a byte is read, so a bad path fails a load
+ * with a message instead of hanging it or filling memory.
+ *
+ * Loader-side only (it blocks on disk I/O); thread-safe, no state.
+ */
+#ifndef TERN_COMMON_FILE_H
+#define TERN_COMMON_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "tern/common/compiler.h"
+
+/**
+ * Open path read-only (O_CLOEXEC, never blocking on a FIFO or device) and return the descriptor,
+ * in blocking mode again, with its fstat in *st. Refused, with a message naming the path in err:
+ * a directory ("is a directory"), anything not a regular file ("is not a regular file (a FIFO)"),
+ * a file larger than max_bytes when max_bytes > 0 (TERN_ELIMIT). Returns the descriptor or a
+ * negative TERN_E* code (a negated errno for open/fstat failures).
+ */
+int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, char *err,
+                      size_t errlen) TERN_WUR;
+
+#endif
