@@ -57,7 +57,8 @@
  *     max_zones: 100000
  *   (redis: ~ or no redis key: no Redis.)
  *
- * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
+ * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
+ * (src/conf/config_redins.c):
  *   "server": [{"ip": "127.0.0.1", "port": 1053, "protocol": "udp"}, ...]  → listen (entries
  *       with the same ip and port merge into one UDP+TCP listen entry); a single object works too
  *   "error_log": {"enable": true, "level": "info", "target": "stderr", "format": "text"} →
