@@ -336,16 +336,56 @@ static const opt_t schema[] = {
 
 /* ---- errors and nodes --------------------------------------------------------------------- */
 
+/* The longest message before escaping: two PATH_MAX paths (the file's name and a value) and the
+ * words around them. Callers' buffers are smaller, so nothing they could hold is cut here. */
+#define ERR_RAW_MAX (2 * PATH_MAX + 256)
+
+void config_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    if (len == 0)
+        return;
+    for (; *src; src++) {
+        unsigned char ch = (unsigned char)*src;
+        char esc[5] = {(char)ch, '\0'};
+        if (ch == '\n' || ch == '\r' || ch == '\t')
+            snprintf(esc, sizeof(esc), "\\%c", ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't');
+        else if (ch < 0x20 || ch == 0x7f)
+            snprintf(esc, sizeof(esc), "\\x%02x", ch);
+        size_t n = strlen(esc);
+        if (o + n >= len)
+            break; /* never half an escape */
+        memcpy(dst + o, esc, n);
+        o += n;
+    }
+    dst[o] = '\0';
+}
+
+/* fmt into err, escaped as config_escape() does. */
+static void set_err(char *err, size_t errlen, const char *fmt, ...) TERN_PRINTF(3, 4);
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    char raw[ERR_RAW_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    va_end(ap);
+    config_escape(err, errlen, raw);
+}
+
 int config_fail(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
-    int k = snprintf(pc->err, pc->errlen, "%s:%zu: %s%s", pc->path, n->start_mark.line + 1,
+    char raw[ERR_RAW_MAX];
+    int k = snprintf(raw, sizeof(raw), "%s:%zu: %s%s", pc->path, n->start_mark.line + 1,
                      key ? key : "", key ? ": " : "");
-    if (k >= 0 && (size_t)k < pc->errlen) {
+    if (k >= 0 && (size_t)k < sizeof(raw)) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(pc->err + k, pc->errlen - (size_t)k, fmt, ap);
+        vsnprintf(raw + k, sizeof(raw) - (size_t)k, fmt, ap);
         va_end(ap);
     }
+    config_escape(pc->err, pc->errlen, raw);
     return TERN_ESYNTAX;
 }
 
@@ -1128,7 +1168,7 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
     FILE *f = fopen(path, "r");
     if (!f) {
         int e = errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
     const char *slash = strrchr(path, '/');
@@ -1164,12 +1204,12 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
 
 syntax:;
     const char *what = parser.problem ? parser.problem : "cannot parse";
-    snprintf(err, errlen, "%s:%zu: YAML syntax error: %s%s%s", path, parser.problem_mark.line + 1,
-             what, parser.context ? " " : "", parser.context ? parser.context : "");
+    set_err(err, errlen, "%s:%zu: YAML syntax error: %s%s%s", path, parser.problem_mark.line + 1,
+            what, parser.context ? " " : "", parser.context ? parser.context : "");
     r = parser.error == YAML_MEMORY_ERROR ? TERN_ENOMEM : TERN_ESYNTAX;
 out:
     if (r == TERN_ENOMEM)
-        snprintf(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
     if (have_doc)
         yaml_document_delete(&doc);
     if (have_parser)

@@ -1252,6 +1252,55 @@ static void test_unknown_key(void **state)
     expect_error("Workers: 2\n", 1, "Workers: unknown key");
 }
 
+/* Keys, values and the file's name reach the log through error messages: their control
+ * characters come out escaped, never as a new line, a terminal sequence or a systemd field. */
+static void test_error_escapes(void **state)
+{
+    (void)state;
+    expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\nREADY=1: unknown key");
+    expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
+                 "zones[0]: unknown key \"t\\tx\\r\" (want origin, file, format)");
+    expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
+                 "log_level: expected error, warning, info or debug, got \"\\x1b[31mred\\x7f\"");
+    expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
+                 "handler: redis: ip: bad address \"a\\x01b\"");
+
+    /* the file's own name */
+    char dir[] = "/tmp/tern_conf_dir_XXXXXX", path[128], err[512] = "";
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/a\nb.yaml", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("workers: 0\n", f);
+    fclose(f);
+    config_t c;
+    config_init(&c);
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
+    char want[512];
+    snprintf(want, sizeof(want), "%s/a\\nb.yaml:1: workers: 0 is out of range 1..256", dir);
+    assert_string_equal(err, want);
+    config_free(&c);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/missing\x1b.yaml", dir);
+    assert_true(config_load(&c, path, err, sizeof(err)) < 0);
+    snprintf(want, sizeof(want), "%s/missing\\x1b.yaml: No such file or directory", dir);
+    assert_string_equal(err, want);
+    config_free(&c);
+    rmdir(dir);
+
+    /* a short buffer ends before an escape rather than in the middle of one */
+    const char *p = write_tmp("\"\\x01\": 1\n");
+    size_t plen = strlen(p);
+    char small[64];
+    assert_true(plen + 8 < sizeof(small));
+    config_init(&c);
+    assert_true(config_load(&c, p, small, plen + 6) < 0); /* room for "PATH:1: " and one byte */
+    snprintf(want, sizeof(want), "%s:1: ", p);
+    assert_string_equal(small, want);
+    config_free(&c);
+    unlink(p);
+}
+
 static void test_duplicate_key(void **state)
 {
     (void)state;
@@ -1725,6 +1774,7 @@ int main(void)
         cmocka_unit_test(test_bad_listen),
         cmocka_unit_test(test_listen_limit_in_file),
         cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_error_escapes),
         cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_bad_type),
         cmocka_unit_test(test_out_of_range),
