@@ -281,6 +281,7 @@ static const opt_t schema[] = {
      FIELD(asn_db),
      .min = 1,
      .max = PATH_MAX - 1,
+     .claim = CLAIM_ASN_DB,
      .desc = "MaxMind ASN database (GeoLite2-ASN .mmdb), compiled into an ASN table cached "
              "beside it; unset = none"},
     {.key = "geoip_db",
@@ -288,7 +289,7 @@ static const opt_t schema[] = {
      FIELD(geoip_db),
      .min = 1,
      .max = PATH_MAX - 1,
-     .group = GROUP_GEOIP,
+     .claim = CLAIM_GEOIP_DB,
      .desc = "MaxMind DB for clients' country/location (IPv6 too if a v6 DB); unset = none"},
     {.key = "geoip_db_v6",
      .type = OPT_PATH,
@@ -319,12 +320,9 @@ static const opt_t schema[] = {
     {.key = "handler",
      .type = OPT_HANDLER,
      .group = GROUP_REDIS,
-     .desc = "{redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db:"},
+     .desc = "{redis, zone_reload, max_ttl, geoip, ...}, into redis, geoip_db and asn_db:"},
     /* older redins kept geoip (and upstream and healthcheck, below) at the top level */
-    {.key = "geoip",
-     .type = OPT_GEOIP,
-     .group = GROUP_GEOIP,
-     .desc = "(older redins) {enable, db}, into geoip_db"},
+    {.key = "geoip", .type = OPT_GEOIP, .desc = "(older redins) {enable, db}, into geoip_db"},
     /* ... and those that do not (yet): refused, never ignored. */
     {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
     {.key = "upstream", .type = OPT_LATER, .desc = "forwarding to upstream resolvers"},
@@ -1002,13 +1000,13 @@ static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 }
 
 /* k (named key) is about to set geoip_db: the first one in a file may, a second is an error. */
-int config_claim_geoip(parse_ctx_t *pc, const yaml_node_t *k, const char *key)
+int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const char *key)
 {
-    if (pc->geoip_by)
+    if (pc->claimed[claim].by)
         return config_fail(pc, k, key, "conflicts with %s at line %zu (give one of them)",
-                           pc->geoip_by_name, line_of(pc->geoip_by));
-    pc->geoip_by = k;
-    pc->geoip_by_name = key;
+                           pc->claimed[claim].name, line_of(pc->claimed[claim].by));
+    pc->claimed[claim].by = k;
+    pc->claimed[claim].name = key;
     return 0;
 }
 
@@ -1138,13 +1136,14 @@ static int load_root(parse_ctx_t *pc)
                                line_of(pc->seen[i]));
         for (size_t j = 0; j < NOPTS && schema[i].group != GROUP_NONE; j++)
             if (pc->seen[j] && schema[j].group == schema[i].group &&
-                schema[i].group != GROUP_GEOIP && (is_redins(&schema[i]) || is_redins(&schema[j])))
+                (is_redins(&schema[i]) || is_redins(&schema[j])))
                 return config_fail(pc, k, scalar(k),
                                    "conflicts with %s at line %zu (give one of them)",
                                    schema[j].key, line_of(pc->seen[j]));
-        /* geoip_db itself always sets it (null included: it unsets what the file did not) */
-        if (schema[i].group == GROUP_GEOIP && !is_redins(&schema[i])) {
-            int r = config_claim_geoip(pc, k, schema[i].key);
+        /* geoip_db or asn_db itself always sets its field (null included: it unsets what the
+         * file did not); a redins geoip block claims only what it sets */
+        if (schema[i].claim != CLAIM_NONE) {
+            int r = config_claim(pc, schema[i].claim, k, schema[i].key);
             if (r < 0)
                 return r;
         }

@@ -43,11 +43,13 @@ typedef enum {
 } opt_type_t;
 
 /* Options that set the same fields share a group; a redins option and any other option of its
- * group may not both appear in one file (which one would win is a guess we refuse to make).
- * GROUP_GEOIP is finer: geoip_db, redins' geoip and handler.geoip may meet as long as only one
- * of them sets geoip_db (a redins geoip with enable false sets nothing); see
- * config_claim_geoip(). */
-enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS, GROUP_GEOIP };
+ * group may not both appear in one file (which one would win is a guess we refuse to make). */
+enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS };
+
+/* Fields that one option and a redins geoip block may both set: finer than a group, since
+ * geoip_db, redins' geoip and handler.geoip may meet as long as only one of them sets each field
+ * (a redins geoip with enable false sets nothing); see config_claim(). */
+typedef enum { CLAIM_NONE = 0, CLAIM_GEOIP_DB, CLAIM_ASN_DB, CLAIM_COUNT } claim_t;
 
 typedef struct opt {
     const char *key;
@@ -59,6 +61,7 @@ typedef struct opt {
     long long max;
     const char *const *names; /* OPT_ENUM: the values, max + 1 of them */
     int group;
+    claim_t claim;     /* the field this option sets, when a redins geoip may set it too */
     bool empty_unsets; /* OPT_STR: "" unsets too (redins writes "password": "" for none) */
     const char *desc;  /* OPT_LATER: what the redins key is for */
 } opt_t;
@@ -105,8 +108,10 @@ typedef struct parse_ctx {
     size_t errlen;
     const yaml_node_t **seen;              /* key node of each schema option given in the file */
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
-    const yaml_node_t *geoip_by;           /* key node of what set geoip_db, if anything did */
-    const char *geoip_by_name;             /* its name: geoip_db, geoip or handler: geoip */
+    struct {
+        const yaml_node_t *by; /* key node of what set the claimed field, if anything did */
+        const char *name;      /* its name: "geoip_db", "handler: geoip", ... */
+    } claimed[CLAIM_COUNT];
 } parse_ctx_t;
 
 /* A key of a nested mapping (a zone, a listen entry, a redins block). */
@@ -210,9 +215,9 @@ int config_each_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n, item
 int config_put_listen(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
                       const config_listen_t *e) TERN_WUR;
 
-/** k (named key) is about to set geoip_db: the first one in a file may, a second is an error
- * naming both lines. */
-int config_claim_geoip(parse_ctx_t *pc, const yaml_node_t *k, const char *key) TERN_WUR;
+/** k (named key, a string that outlives the parse) is about to set the field of claim: the first
+ * one in a file may, a second is an error naming both lines. */
+int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const char *key) TERN_WUR;
 
 /* ---- Redis settings ----------------------------------------------------------------------- */
 
@@ -240,7 +245,7 @@ int config_redins_server(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) 
 int config_redins_error_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /** redins "handler" (OPT_HANDLER) at n: replaces every redis setting (and enables Redis); its
- * geoip sets geoip_db. */
+ * geoip sets geoip_db and asn_db. */
 int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /** Older redins' top-level "geoip" (OPT_GEOIP) at n, whose key node is k. */

@@ -334,8 +334,9 @@ static int set_redins_redis(parse_ctx_t *pc, const yaml_node_t *n, config_redis_
 /* ---- geoip -------------------------------------------------------------------------------- */
 
 /* redins' geoip (handler.geoip, or the top-level geoip of older versions) at n, whose key node
- * is k; key names it in errors. enable false, or left out (redins' default), uses no database at
- * all, as in redins. */
+ * is k; key names it in errors, asn_key its asn_db. enable false, or left out (redins' default),
+ * uses no database at all, as in redins; enable true needs one of them (redins opened both and
+ * used what it could). */
 enum { G_ENABLE, G_DB, G_COUNTRY_DB, G_ASN_DB, G_COUNT };
 
 static const field_t redins_geoip_fields[G_COUNT] = {
@@ -345,10 +346,24 @@ static const field_t redins_geoip_fields[G_COUNT] = {
     [G_ASN_DB] = {"asn_db", "a MaxMind ASN DB", false, NULL},
 };
 
-static int set_redins_geoip(parse_ctx_t *pc, const yaml_node_t *k, const yaml_node_t *n,
-                            const char *key)
+/* *field = *path, once claim allows the key at k to set it. */
+static int put_claimed(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const char *key,
+                       char **path, char **field)
 {
-    /* geoip_db's own row: a path resolved against the config's directory; "" = not given */
+    int rc = config_claim(pc, claim, k, key);
+    if (rc < 0)
+        return rc;
+    free(*field);
+    *field = *path;
+    *path = NULL;
+    return 0;
+}
+
+static int set_redins_geoip(parse_ctx_t *pc, const yaml_node_t *k, const yaml_node_t *n,
+                            const char *key, const char *asn_key)
+{
+    /* geoip_db's and asn_db's own rows: a path resolved against the config's directory; "" = not
+     * given */
     static const opt_t db_opt = {
         .type = OPT_PATH, .min = 1, .max = PATH_MAX - 1, .empty_unsets = true};
     const yaml_node_t *val[G_COUNT];
@@ -369,23 +384,19 @@ static int set_redins_geoip(parse_ctx_t *pc, const yaml_node_t *k, const yaml_no
     }
     if (!enable)
         goto out;
-    if (path[G_ASN_DB]) {
-        rc = config_fail(pc, val[G_ASN_DB], key,
-                         "asn_db: MaxMind ASN databases are not read; compile ip2asn data with "
-                         "'ternctl asn compile -o asn.bin ...' and set asn_table");
-        goto out;
-    }
     size_t which = path[G_DB] ? G_DB : G_COUNTRY_DB;
-    if (!path[which]) {
+    if (!path[which] && !path[G_ASN_DB]) {
         rc = config_fail(pc, val[G_ENABLE], key,
-                         "enable: true needs db or country_db (the MaxMind DB)");
+                         "enable: true needs db, country_db or asn_db (a MaxMind DB)");
         goto out;
     }
-    if ((rc = config_claim_geoip(pc, k, key)) < 0)
+    if (path[which] &&
+        (rc = put_claimed(pc, CLAIM_GEOIP_DB, k, key, &path[which], &pc->c->geoip_db)) < 0)
         goto out;
-    free(pc->c->geoip_db);
-    pc->c->geoip_db = path[which];
-    path[which] = NULL;
+    /* asn_db's own line: the database, not the block, is what a direct asn_db competes with */
+    if (path[G_ASN_DB])
+        rc = put_claimed(pc, CLAIM_ASN_DB, config_key_node(pc, n, "asn_db"), asn_key,
+                         &path[G_ASN_DB], &pc->c->asn_db);
 out:
     for (size_t i = 0; i < G_COUNT; i++)
         free(path[i]);
@@ -394,7 +405,7 @@ out:
 
 int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
-    return set_redins_geoip(pc, k, n, o->key);
+    return set_redins_geoip(pc, k, n, o->key, "geoip: asn_db");
 }
 
 /* ---- handler ------------------------------------------------------------------------------ */
@@ -429,8 +440,8 @@ static const field_t handler_fields[H_COUNT] = {
     [H_LOG_SOURCE_LOCATION] = {"log_source_location", "ignored: it only adds to the event log",
                                false, NULL},
     [H_UPSTREAM_FALLBACK] = {"upstream_fallback", "false only: tern forwards nothing", false, NULL},
-    [H_GEOIP] = {"geoip", "{enable, db | country_db}, into geoip_db; for asn_db see asn_table",
-                 false, NULL},
+    [H_GEOIP] = {"geoip", "{enable, db | country_db, asn_db}, into geoip_db and asn_db", false,
+                 NULL},
     [H_LOG] = {"log", NULL, false, "the per-query event log"},
     [H_UPSTREAM] = {"upstream", NULL, false, "forwarding to upstream resolvers"},
     [H_HEALTHCHECK] = {"healthcheck", NULL, false, "health checks of answer addresses"},
@@ -488,8 +499,8 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
                 "zones and forwards nothing)");
     }
     if (val[H_GEOIP])
-        return set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP],
-                                "handler: geoip");
+        return set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP], "handler: geoip",
+                                "handler: geoip: asn_db");
     return 0;
 }
 

@@ -76,15 +76,17 @@
  *       "cache_timeout", "log_source_location" → accepted and ignored (every zone is in memory:
  *           there is no cache; there is no per-query event log to add the location to)
  *       "upstream_fallback": false → fine; true → error
- *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, geoip_db; asn_db is
- *           an error (compile an asn_table with ternctl asn compile instead)
+ *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, "db" (or
+ *           "country_db") → geoip_db and "asn_db" → asn_db (at least one of them); with enable
+ *           false or left out, neither (as in redins)
  *       "log", "upstream", "healthcheck" → errors, not supported yet
  *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
  * redins keys tern does not implement yet ("log", "upstream", "healthcheck", "ratelimit", and
  * error_log's "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing
  * is silently ignored. A file may not give both "listen" and "server", nor "error_log" with
- * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db twice ("geoip_db", and
- * redins' "geoip" or handler's "geoip" when enabled).
+ * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db or asn_db twice
+ * ("geoip_db" / "asn_db", and redins' "geoip" or handler's "geoip" when enabled and giving that
+ * database); the error names both lines.
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain

@@ -87,6 +87,21 @@ static config_t load_text(const char *text)
     return c;
 }
 
+/* Load text (valid) and check the MaxMind databases it sets; NULL = unset. */
+static void expect_dbs(const char *text, const char *geoip_db, const char *asn_db)
+{
+    config_t c = load_text(text);
+    if (geoip_db)
+        assert_string_equal(c.geoip_db, geoip_db);
+    else
+        assert_null(c.geoip_db);
+    if (asn_db)
+        assert_string_equal(c.asn_db, asn_db);
+    else
+        assert_null(c.asn_db);
+    config_free(&c);
+}
+
 static unsigned port_of(const config_listen_t *l)
 {
     if (l->addr.ss_family == AF_INET)
@@ -373,8 +388,9 @@ static void test_redins_example_json(void **state)
     /* max_ttl caps every TTL and is the TTL of RRsets without one, as in redins */
     assert_int_equal(c.redis.max_ttl, 3600);
     assert_int_equal(c.redis.default_ttl, 3600);
-    /* geoip with enable false: no database (its asn_db is not looked at) */
+    /* geoip with enable false: no database, neither the city nor the ASN one */
     assert_null(c.geoip_db);
+    assert_null(c.asn_db);
     assert_null(c.asn_table);
     config_free(&c);
 }
@@ -865,10 +881,16 @@ static void test_redins_handler(void **state)
                   "\"/usr/share/GeoIP/GeoLite2-City.mmdb\", \"asn_db\": \"\"}}}\n");
     assert_string_equal(c.geoip_db, "/usr/share/GeoIP/GeoLite2-City.mmdb");
     config_free(&c);
+    /* asn_db: the MaxMind ASN database, beside the city one or alone */
+    expect_dbs("{\"handler\": {\"geoip\": {\"enable\": true, \"country_db\": \"city.mmdb\", "
+               "\"asn_db\": \"GeoLite2-ASN.mmdb\"}}}\n",
+               "/tmp/city.mmdb", "/tmp/GeoLite2-ASN.mmdb");
+    expect_dbs("handler:\n  geoip: {enable: true, asn_db: /usr/share/GeoIP/asn.mmdb}\n", NULL,
+               "/usr/share/GeoIP/asn.mmdb");
+    expect_dbs("geoip:\n  enable: true\n  asn_db: asn.mmdb\n  db: city.mmdb\n", "/tmp/city.mmdb",
+               "/tmp/asn.mmdb");
     /* enable false, or left out as redins defaults it: nothing, whatever the files say */
-    c = load_text("handler:\n  geoip: {enable: false, db: a.mmdb, asn_db: asn.mmdb}\n");
-    assert_null(c.geoip_db);
-    config_free(&c);
+    expect_dbs("handler:\n  geoip: {enable: false, db: a.mmdb, asn_db: asn.mmdb}\n", NULL, NULL);
     c = load_text("handler:\n  geoip: {country_db: a.mmdb}\n");
     assert_null(c.geoip_db);
     config_free(&c);
@@ -1021,22 +1043,15 @@ static void test_redins_handler_errors(void **state)
     expect_error("handler:\n  geoip:\n    enable: \"true\"\n", 3,
                  "handler: geoip: enable: expected true or false, got a string");
     expect_error("handler:\n  geoip:\n    enable: true\n", 3,
-                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
-    expect_error("handler:\n  geoip:\n    enable: true\n    db: \"\"\n", 3,
-                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
+                 "handler: geoip: enable: true needs db, country_db or asn_db (a MaxMind DB)");
+    expect_error("handler:\n  geoip:\n    enable: true\n    db: \"\"\n    asn_db: \"\"\n", 3,
+                 "handler: geoip: enable: true needs db, country_db or asn_db (a MaxMind DB)");
     expect_error("handler:\n  geoip:\n    enable: true\n    db: [a]\n", 4,
                  "handler: geoip: db: expected a string, got a list");
     expect_error("handler:\n  geoip:\n    db: a.mmdb\n    country_db: b.mmdb\n", 4,
                  "handler: geoip: country_db: give db or country_db, not both");
-    expect_error("{\"handler\": {\"geoip\": {\"enable\": true,\n"
-                 "  \"country_db\": \"GeoLite2-City.mmdb\",\n"
-                 "  \"asn_db\": \"GeoLite2-ASN.mmdb\"}}}\n",
-                 3,
-                 "handler: geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn "
-                 "data with 'ternctl asn compile -o asn.bin ...' and set asn_table");
-    expect_error("geoip:\n  enable: true\n  asn_db: asn.mmdb\n  db: city.mmdb\n", 3,
-                 "geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn data with "
-                 "'ternctl asn compile -o asn.bin ...' and set asn_table");
+    expect_error("handler:\n  geoip:\n    enable: true\n    asn_db: [a]\n", 4,
+                 "handler: geoip: asn_db: expected a string, got a list");
     expect_error("geoip: {enable: 1}\n", 1,
                  "geoip: enable: expected true or false, got a plain scalar");
     /* one place for the geo database */
@@ -1052,6 +1067,32 @@ static void test_redins_handler_errors(void **state)
                  "geoip: conflicts with geoip_db at line 1 (give one of them)");
     expect_error("geoip: {enable: true, db: b.mmdb}\n\ngeoip_db: ~\n", 3,
                  "geoip_db: conflicts with geoip at line 1 (give one of them)");
+    /* one place for the ASN database: asn_db, or the asn_db of one enabled redins geoip */
+    expect_error("asn_db: a.mmdb\nhandler:\n  geoip:\n    enable: true\n    asn_db: b.mmdb\n", 5,
+                 "handler: geoip: asn_db: conflicts with asn_db at line 1 (give one of them)");
+    expect_error("{\"handler\": {\"geoip\": {\"enable\": true,\n"
+                 "  \"country_db\": \"GeoLite2-City.mmdb\",\n"
+                 "  \"asn_db\": \"GeoLite2-ASN.mmdb\"}},\n"
+                 " \"asn_db\": \"asn.mmdb\"}\n",
+                 4, "asn_db: conflicts with handler: geoip: asn_db at line 3 (give one of them)");
+    expect_error("geoip: {enable: true, asn_db: a.mmdb}\nasn_db: ~\n", 2,
+                 "asn_db: conflicts with geoip: asn_db at line 1 (give one of them)");
+    expect_error("geoip: {enable: true, asn_db: a.mmdb}\nhandler:\n  geoip: {enable: true, "
+                 "asn_db: b.mmdb}\n",
+                 3,
+                 "handler: geoip: asn_db: conflicts with geoip: asn_db at line 1 (give one of "
+                 "them)");
+    /* geoip_db is claimed before asn_db: a block that sets both names the first conflict */
+    expect_error("geoip_db: /a.mmdb\nasn_db: /b.mmdb\nhandler:\n  geoip:\n    enable: true\n"
+                 "    db: c.mmdb\n    asn_db: d.mmdb\n",
+                 4, "handler: geoip: conflicts with geoip_db at line 1 (give one of them)");
+    /* a redins geoip that sets only one of them competes only for that one */
+    expect_dbs("asn_db: /asn.mmdb\nhandler:\n  geoip: {enable: true, db: /city.mmdb}\n",
+               "/city.mmdb", "/asn.mmdb");
+    expect_dbs("geoip_db: /city.mmdb\nhandler:\n  geoip: {enable: true, asn_db: /asn.mmdb}\n",
+               "/city.mmdb", "/asn.mmdb");
+    expect_dbs("asn_db: /asn.mmdb\nhandler:\n  geoip: {enable: false, asn_db: b.mmdb}\n", NULL,
+               "/asn.mmdb");
     /* a disabled redins geoip sets nothing, so it is no rival */
     c = load_text("handler:\n  geoip: {enable: false, db: b.mmdb}\ngeoip_db: /a.mmdb\n");
     assert_string_equal(c.geoip_db, "/a.mmdb");
