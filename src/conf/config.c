@@ -152,6 +152,7 @@ static const opt_t schema[] = {
     {.key = "listen",
      .type = OPT_LISTEN,
      .group = GROUP_LISTEN,
+     .restart = true,
      .desc = "addresses to serve: \"ADDR:PORT\", \"[V6]:PORT\" or {address, udp, tcp}; one or a "
              "list"},
     {.key = "workers",
@@ -160,6 +161,7 @@ static const opt_t schema[] = {
      .def = 1,
      .min = 1,
      .max = CONFIG_MAX_WORKERS,
+     .restart = true,
      .desc = "worker threads, each with its own sockets; \"auto\" = one per usable CPU"},
     {.key = "zones",
      .type = OPT_ZONES,
@@ -189,6 +191,7 @@ static const opt_t schema[] = {
      .def = 10,
      .min = 1,
      .max = 3600,
+     .restart = true,
      .desc = "seconds a TCP connection may stay without a complete query or write progress"},
     /* Each connection preallocates two 64 KiB buffers; 65536 per worker is already 8 GiB. */
     {.key = "tcp_max_connections",
@@ -197,6 +200,7 @@ static const opt_t schema[] = {
      .def = 256,
      .min = 1,
      .max = 65536,
+     .restart = true,
      .desc = "TCP connections per worker; beyond this new connections are closed at once"},
     /* The idle timeout alone lets a peer that keeps querying hold a slot forever; a total
      * lifetime bounds that, as NSD bounds a session by tcp-timeout (default 120 s) and
@@ -208,6 +212,7 @@ static const opt_t schema[] = {
      .def = 120,
      .min = 1,
      .max = 86400,
+     .restart = true,
      .desc = "seconds a TCP connection may stay open from accept, however busy it is"},
     /* Answers queued but not yet taken by the kernel: past this a connection stops reading
      * (backpressure) until the peer takes its answers. 64 coalesces a pipelining client's answers
@@ -219,11 +224,13 @@ static const opt_t schema[] = {
      .def = 64,
      .min = 1,
      .max = 65535,
+     .restart = true,
      .desc = "answers queued on one TCP connection, unwritten, before it stops reading"},
     {.key = "udp_mmsg",
      .type = OPT_BOOL,
      FIELD(udp_mmsg),
      .def = 1,
+     .restart = true,
      .desc = "batch UDP with recvmmsg/sendmmsg; false = one recvmsg/sendmsg per datagram"},
     {.key = "log_level",
      .type = OPT_ENUM,
@@ -246,29 +253,34 @@ static const opt_t schema[] = {
      FIELD(user),
      .min = 1,
      .max = NAME_MAX_LEN,
+     .restart = true,
      .desc = "account (name or uid) to switch to once sockets are bound; unset = stay"},
     {.key = "group",
      .type = OPT_STR,
      FIELD(group),
      .min = 1,
      .max = NAME_MAX_LEN,
+     .restart = true,
      .desc = "group (name or gid) to switch to; unset = the user's primary group"},
     {.key = "allow_root",
      .type = OPT_BOOL,
      FIELD(allow_root),
      .def = 0,
+     .restart = true,
      .desc = "allow serving as root (no user, or user root); false refuses to"},
     {.key = "pid_file",
      .type = OPT_PATH,
      FIELD(pid_file),
      .min = 1,
      .max = PATH_MAX - 1,
+     .restart = true,
      .desc = "file to write the pid to, relative to the config file's directory; unset = none"},
     {.key = "control_socket",
      .type = OPT_PATH,
      FIELD(control_socket),
      .min = 1,
      .max = SUN_PATH_MAX,
+     .restart = true,
      .desc = "UNIX socket for ternctl, relative to the config file's directory; unset = none"},
     {.key = "asn_table",
      .type = OPT_PATH,
@@ -302,6 +314,7 @@ static const opt_t schema[] = {
      FIELD(metrics_listen),
      .min = 1,
      .max = sizeof(((config_listen_t *)0)->text) - 1,
+     .restart = true,
      .desc = "\"ADDR:PORT\" of the Prometheus HTTP endpoint (/metrics); unset = none"},
     {.key = "redis",
      .type = OPT_REDIS,
@@ -1328,9 +1341,11 @@ unsigned config_auto_workers(void)
     return n > CONFIG_MAX_WORKERS ? CONFIG_MAX_WORKERS : (unsigned)n;
 }
 
-bool config_same_listen(const config_t *a, const config_t *b)
+/* The same listen list: same length, and entry by entry (in order) the same address, port and
+ * udp/tcp flags; the text as written does not matter. */
+static bool same_listen_list(const config_t *a, const config_t *b)
 {
-    if (a->workers != b->workers || a->nlisten != b->nlisten)
+    if (a->nlisten != b->nlisten)
         return false;
     for (size_t i = 0; i < a->nlisten; i++) {
         const config_listen_t *x = &a->listen[i], *y = &b->listen[i];
@@ -1340,9 +1355,51 @@ bool config_same_listen(const config_t *a, const config_t *b)
     return true;
 }
 
+bool config_same_listen(const config_t *a, const config_t *b)
+{
+    return a->workers == b->workers && same_listen_list(a, b);
+}
+
 static bool same_str(const char *a, const char *b)
 {
     return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Whether a and b hold the same value of option o (one with a field of its own, or listen). */
+static bool same_value(const config_t *a, const config_t *b, const opt_t *o)
+{
+    switch (o->type) {
+    case OPT_LISTEN:
+        return same_listen_list(a, b);
+    case OPT_STR:
+    case OPT_PATH:
+    case OPT_ADDR:
+        return same_str(str_value(a, o), str_value(b, o));
+    case OPT_UINT:
+    case OPT_WORKERS:
+    case OPT_ENUM:
+    case OPT_BOOL:
+        return memcmp((const char *)a + o->offset, (const char *)b + o->offset, o->size) == 0;
+    default:
+        return true; /* no field of its own (zones, redis, the redins keys): never restart-only */
+    }
+}
+
+size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len)
+{
+    size_t n = 0, off = 0;
+    if (len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (!schema[i].restart || same_value(from, to, &schema[i]))
+            continue;
+        if (off < len) {
+            int k = snprintf(buf + off, len - off, "%s%s", n ? ", " : "", schema[i].key);
+            off += k < 0 ? len : (size_t)k;
+        }
+        n++;
+    }
+    return n;
 }
 
 bool config_same_redis(const config_redis_t *a, const config_redis_t *b)

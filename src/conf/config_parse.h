@@ -62,6 +62,7 @@ typedef struct opt {
     const char *const *names; /* OPT_ENUM: the values, max + 1 of them */
     int group;
     claim_t claim;     /* the field this option sets, when a redins geoip may set it too */
+    bool restart;      /* bound at startup: a reload that changes it cannot apply it */
     bool empty_unsets; /* OPT_STR: "" unsets too (redins writes "password": "" for none) */
     const char *desc;  /* OPT_LATER: what the redins key is for */
 } opt_t;

@@ -11,8 +11,12 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              ternd's pid, and is removed when SIGTERM ends ternd (exit 0, < 2 s)
   sigterm_exit / sigint_exit exit status 0 within 2 s
   reload_identity_version    SIGHUP applies a new identity/version (CHAOS id.server, version.bind)
-  reload_listen_restart_only a changed listen list + SIGHUP warns "apply only on restart"; the old
-                             port keeps answering, the new one is not served
+  reload_listen_restart_only a changed listen list + SIGHUP warns "listen changed; it applies
+                             only on restart"; the old port keeps answering, the new one is not
+                             served
+  reload_tcp_restart_only    tcp_max_lifetime changed + SIGHUP: the warning names it; then
+                             tcp_max_inflight too: one line names both (against the startup
+                             config); the reload itself succeeds
   reload_zones_add_remove    a zone added to the config is served after SIGHUP; removed, REFUSED
   reload_bad_config          invalid config (unknown key, line 3) + SIGHUP: "reload ... failed"
                              naming file:3, the old data keeps answering; fixed, it reloads
@@ -538,10 +542,11 @@ def check_reload_listen_restart_only(ctx):
     mark = t.mark()
     t.write_config(simple_config(new_port, [(ZONE_A, za)], 'identity: "two"\n'))
     t.signal(signal.SIGHUP)
-    warn = t.wait_log(lambda l: "apply only on restart" in l, mark)
-    expect(warn is not None, "no 'apply only on restart' warning within %.0f s after a listen "
+    warn = t.wait_log(lambda l: "only on restart" in l, mark)
+    expect(warn is not None, "no 'only on restart' warning within %.0f s after a listen "
            "change:\n%s" % (POLL_TIMEOUT, "\n".join(t.lines()[mark:])))
-    expect("listen" in warn, "the restart warning does not mention listen: %s" % warn)
+    expect("reload: listen changed; it applies only on restart" in warn,
+           "the restart warning does not name listen alone: %s" % warn)
     done = t.wait_log(lambda l: is_reload_ok(l) or is_reload_failed(l), mark)
     expect(done is not None and is_reload_ok(done), "the reload with a new listen list did not "
            "succeed: %s" % done)
@@ -552,6 +557,30 @@ def check_reload_listen_restart_only(ctx):
     expect_answers(ZONE_A, "a", port, tcp=True)
     expect_no_udp_answer(new_port, timeout=0.5)
     expect_tcp_refused(new_port)
+
+
+def check_reload_tcp_restart_only(ctx):
+    t = Tern(ctx, "retcp")
+    port = servers.free_port()
+    za = t.write_zone(ZONE_A, "a")
+    t.write_config(simple_config(port, [(ZONE_A, za)]))
+    t.start(answers(ZONE_A, "a", port))
+    t.wait_ready_line()
+    for extra, want in [
+            ("tcp_max_lifetime: 60\n",
+             "reload: tcp_max_lifetime changed; it applies only on restart"),
+            ("tcp_max_lifetime: 60\ntcp_max_inflight: 8\n",
+             "reload: tcp_max_lifetime, tcp_max_inflight changed; they apply only on restart")]:
+        mark = t.mark()
+        t.write_config(simple_config(port, [(ZONE_A, za)], extra))
+        t.signal(signal.SIGHUP)
+        done = t.wait_log(lambda l: is_reload_ok(l) or is_reload_failed(l), mark)
+        expect(done is not None and is_reload_ok(done), "the reload with %r did not succeed: %s"
+               % (extra, done))
+        warn = [l for l in t.lines()[mark:] if "only on restart" in l]
+        expect(len(warn) == 1 and want in warn[0], "after %r + SIGHUP, want one line with %r, "
+               "got %s" % (extra, want, warn))
+    expect_answers(ZONE_A, "a", port, tcp=True)
 
 
 def check_reload_zones_add_remove(ctx):
@@ -861,6 +890,7 @@ CHECKS = [
     ("sigint_exit", check_sigint_exit),
     ("reload_identity_version", check_reload_identity_version),
     ("reload_listen_restart_only", check_reload_listen_restart_only),
+    ("reload_tcp_restart_only", check_reload_tcp_restart_only),
     ("reload_zones_add_remove", check_reload_zones_add_remove),
     ("reload_bad_config", check_reload_bad_config),
     ("check_config", check_check_config),

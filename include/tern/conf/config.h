@@ -3,7 +3,8 @@
  *
  * Lifecycle: config_init() then config_load() and/or the command line (main.c) at startup
  * (control thread), read-only after; config_free() at exit. A reload loads a fresh config_t and
- * compares it with config_same_listen() (listen addresses and workers only change on restart).
+ * compares it with the running one: config_restart_only_changes() names the options that only
+ * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets).
  * Never read on the query path (workers get copies of what they need).
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
@@ -229,6 +230,15 @@ unsigned config_auto_workers(void);
  * reload, false means the new listen setup needs a restart.
  */
 bool config_same_listen(const config_t *a, const config_t *b);
+
+/**
+ * The options bound at startup (listen, workers, the tcp_* and udp_mmsg socket settings, user,
+ * group, allow_root, pid_file, control_socket, metrics_listen: the schema marks them) whose value
+ * differs between from and to, by key in schema order, comma-separated into buf ("tcp_max_lifetime,
+ * tcp_max_inflight"; "" when none; cut short if len is too small, 256 holds them all). Returns how
+ * many differ. At reload, a non-zero count means those settings apply only on restart.
+ */
+size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len);
 
 /**
  * Whether a and b are the same Redis settings: every field of config_redis_t equal (strings by

@@ -1642,6 +1642,81 @@ static void test_same_listen(void **state)
     config_free(&a);
 }
 
+/* Restart-only options changed between two configs, named in schema order. */
+static void expect_restart_only(const char *from, const char *to, size_t count, const char *keys)
+{
+    config_t a = load_text(from), b = load_text(to);
+    char buf[256];
+    size_t n = config_restart_only_changes(&a, &b, buf, sizeof(buf));
+    if (n != count || strcmp(buf, keys) != 0)
+        print_error("from '%s' to '%s': %zu '%s', want %zu '%s'\n", from, to, n, buf, count, keys);
+    assert_int_equal(n, count);
+    assert_string_equal(buf, keys);
+    config_free(&a);
+    config_free(&b);
+}
+
+static void test_restart_only_changes(void **state)
+{
+    (void)state;
+    static const char base[] = "listen: [\"127.0.0.1:53\"]\nworkers: 2\n";
+    char to[512];
+    /* the two that the old hand-written check missed */
+    snprintf(to, sizeof(to), "%stcp_max_lifetime: 60\ntcp_max_inflight: 8\n", base);
+    expect_restart_only(base, to, 2, "tcp_max_lifetime, tcp_max_inflight");
+    /* each restart-only option alone, with its name */
+    static const struct {
+        const char *text, *key;
+    } one[] = {
+        {"listen: [\"127.0.0.1:54\"]\nworkers: 2\n", "listen"},
+        {"listen: [{address: \"127.0.0.1:53\", tcp: false}]\nworkers: 2\n", "listen"},
+        {"listen: [\"127.0.0.1:53\"]\nworkers: 3\n", "workers"},
+        {"tcp_idle_timeout: 11\n", "tcp_idle_timeout"},
+        {"tcp_max_connections: 10\n", "tcp_max_connections"},
+        {"tcp_max_lifetime: 121\n", "tcp_max_lifetime"},
+        {"tcp_max_inflight: 65\n", "tcp_max_inflight"},
+        {"udp_mmsg: false\n", "udp_mmsg"},
+        {"user: nobody\n", "user"},
+        {"group: nogroup\n", "group"},
+        {"allow_root: true\n", "allow_root"},
+        {"pid_file: /run/t.pid\n", "pid_file"},
+        {"control_socket: /run/t.sock\n", "control_socket"},
+        {"metrics_listen: \"127.0.0.1:9153\"\n", "metrics_listen"},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(one); i++) {
+        snprintf(to, sizeof(to), "%s%s", strncmp(one[i].text, "listen", 6) ? base : "",
+                 one[i].text);
+        expect_restart_only(base, to, 1, one[i].key);
+        expect_restart_only(to, base, 1, one[i].key); /* and back */
+    }
+    /* what a reload applies is not listed; the text of a listen entry does not matter */
+    snprintf(to, sizeof(to),
+             "listen: [{address: \"127.0.0.1:53\"}]\nworkers: 2\nidentity: x\nversion: y\n"
+             "edns_max_udp: 1400\nlog_level: debug\nlog_target: stdout\nasn_table: a.bin\n"
+             "asn_db: a.mmdb\ngeoip_db: g.mmdb\ngeoip_db_v6: g6.mmdb\nredis: {db: 1}\n"
+             "zones: [{origin: a.test, file: a.zone}]\n");
+    expect_restart_only(base, to, 0, "");
+    /* all of them at once fit 256 bytes */
+    snprintf(to, sizeof(to),
+             "listen: [\"127.0.0.1:54\"]\nworkers: 3\ntcp_idle_timeout: 11\n"
+             "tcp_max_connections: 10\ntcp_max_lifetime: 121\ntcp_max_inflight: 65\n"
+             "udp_mmsg: false\nuser: nobody\ngroup: nogroup\nallow_root: true\n"
+             "pid_file: /run/t.pid\ncontrol_socket: /run/t.sock\n"
+             "metrics_listen: \"127.0.0.1:9153\"\n");
+    expect_restart_only(base, to, 13,
+                        "listen, workers, tcp_idle_timeout, tcp_max_connections, "
+                        "tcp_max_lifetime, tcp_max_inflight, udp_mmsg, user, group, allow_root, "
+                        "pid_file, control_socket, metrics_listen");
+    /* a short buffer is cut, the count is whole */
+    config_t a = load_text(base), b = load_text(to);
+    char small[12];
+    assert_int_equal(config_restart_only_changes(&a, &b, small, sizeof(small)), 13);
+    assert_string_equal(small, "listen, wor");
+    assert_int_equal(config_restart_only_changes(&a, &b, small, 0), 13);
+    config_free(&a);
+    config_free(&b);
+}
+
 static void test_copy(void **state)
 {
     (void)state;
@@ -1827,6 +1902,7 @@ int main(void)
         cmocka_unit_test(test_parse_listen),
         cmocka_unit_test(test_add_listen_limit),
         cmocka_unit_test(test_same_listen),
+        cmocka_unit_test(test_restart_only_changes),
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_schema_print),
     };
