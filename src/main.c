@@ -384,6 +384,11 @@ int main(int argc, char **argv)
         goto out;
     log_set_level(cfg->log_level);
     log_set_target(cfg->log_target);
+    char check_err[1024]; /* users, groups, run directories: fail here, not after binding */
+    if (config_check_runtime(cfg, !cli.check_only, check_err, sizeof(check_err)) < 0) {
+        log_err("%s", check_err);
+        goto out;
+    }
     if (cli.check_only) {
         log_info("configuration OK");
         rc = 0;

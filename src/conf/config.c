@@ -30,6 +30,7 @@
 
 #include "config_parse.h"
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 
 #define FIELD(f)  .offset = offsetof(config_t, f), .size = sizeof(((config_t *)0)->f)
 #define RFIELD(f) .offset = offsetof(config_redis_t, f), .size = sizeof(((config_redis_t *)0)->f)
@@ -344,6 +345,8 @@ static const opt_t schema[] = {
 };
 
 #define NOPTS TERN_ARRAY_SIZE(schema)
+
+_Static_assert(NOPTS <= CONFIG_MAX_OPTIONS, "config_t.origin has a slot for every option");
 
 /* ---- errors and nodes --------------------------------------------------------------------- */
 
@@ -1087,6 +1090,34 @@ static bool is_redins(const opt_t *o)
            o->type == OPT_GEOIP;
 }
 
+/* Whether o stores one value in a field of config_t of its own (and can have an origin). */
+static bool has_field(const opt_t *o)
+{
+    return is_str_opt(o) || o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_ENUM ||
+           o->type == OPT_BOOL;
+}
+
+/* A hash of o's value in c: equal later means the value is still the one the file gave. */
+static uint64_t value_hash(const config_t *c, const opt_t *o)
+{
+    if (is_str_opt(o)) {
+        const char *s = str_value(c, o);
+        return s ? tern_hash_str(s) : 0;
+    }
+    return tern_hash64((const char *)c + o->offset, o->size, 0);
+}
+
+size_t config_line_of(const config_t *c, const char *key)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strcmp(schema[i].key, key) == 0)
+            return has_field(&schema[i]) && c->origin[i].line &&
+                           c->origin[i].value == value_hash(c, &schema[i])
+                       ? c->origin[i].line
+                       : 0;
+    return 0;
+}
+
 static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     switch (o->type) {
@@ -1164,6 +1195,9 @@ static int load_root(parse_ctx_t *pc)
         int r = apply(pc, &schema[i], k, v);
         if (r < 0)
             return r;
+        if (has_field(&schema[i]))
+            pc->c->origin[i] =
+                (config_origin_t){(uint32_t)line_of(k), value_hash(pc->c, &schema[i])};
     }
     return 0;
 }
@@ -1183,6 +1217,11 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
         set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
+    /* this file's lines replace any earlier one's: an option it leaves alone has none */
+    free(c->file);
+    memset(c->origin, 0, sizeof(c->origin));
+    if (!(c->file = strdup(path)))
+        goto out;
     const char *slash = strrchr(path, '/');
     if (slash) {
         size_t n = (size_t)(slash - path) + 1;
@@ -1437,11 +1476,14 @@ int config_copy(config_t *dst, const config_t *src)
     *dst = *src;
     dst->zones = NULL;
     dst->nzones = 0;
+    dst->file = NULL;
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             *str_field(dst, &schema[i]) = NULL;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         *redis_str(&dst->redis, i) = NULL;
+    if (src->file && !(dst->file = strdup(src->file)))
+        goto fail;
     for (size_t i = 0; i < NOPTS; i++) {
         const char *s = is_str_opt(&schema[i]) ? str_value(src, &schema[i]) : NULL;
         if (s && !(*str_field(dst, &schema[i]) = strdup(s)))
@@ -1526,5 +1568,6 @@ void config_free(config_t *c)
             free(*str_field(c, &schema[i]));
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         free(*redis_str(&c->redis, i));
+    free(c->file);
     config_init(c);
 }

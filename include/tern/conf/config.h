@@ -158,6 +158,16 @@ typedef struct config_redis {
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
 
+/* More than the schema's options (config.c checks): each has an origin slot in config_t. */
+#define CONFIG_MAX_OPTIONS 48
+
+/* Where config_load() set an option, so that a check made later (config_check_runtime()) can
+ * name the line of a value it finds wrong. Read it through config_line_of(). */
+typedef struct config_origin {
+    uint32_t line;  /* 1-based line in config_t.file; 0 = not set by the file */
+    uint64_t value; /* a hash of the value set there: a different value now was set since */
+} config_origin_t;
+
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
     size_t nlisten;
@@ -185,6 +195,8 @@ typedef struct config {
     char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
     config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
+    char *file;              /* the config file last loaded; NULL = none */
+    config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
@@ -202,6 +214,28 @@ void config_init(config_t *c);
  * key). On error c may be partly filled; config_free() it as usual.
  */
 int config_load(config_t *c, const char *path, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * The line of c->file where option key (e.g. "user") got its current value, or 0 when the value
+ * did not come from that file: never set there, or replaced since (main.c applies the command
+ * line over the file). Only options with a value of their own have lines (not listen, zones,
+ * redis or redins' keys).
+ */
+size_t config_line_of(const config_t *c, const char *key);
+
+/**
+ * Check what the config names outside ternd before anything depends on it, so that a mistake
+ * is reported at startup (and by --check-config) instead of after binding: user and group must
+ * exist (as getpwnam()/getgrnam() see them), and the directories of pid_file and control_socket
+ * must exist or be creatable (their parent exists). With create_dirs, such a missing directory
+ * is created (one level, mode 0755) and, when running as root with user or group set, given to
+ * them, so the pid file can be removed and the socket made after privileges are dropped; an
+ * existing directory is never changed. Without create_dirs nothing is changed (--check-config):
+ * a directory to be created is only logged.
+ * Returns 0, or a negative TERN_E* code with every problem in err ("file:line: user 'x': no such
+ * user; ..."; a value not from the file names its flag instead, "user 'x' (--user): ...").
+ */
+int config_check_runtime(const config_t *c, bool create_dirs, char *err, size_t errlen) TERN_WUR;
 
 /**
  * Parse "ADDR:PORT" (IPv4) or "[V6]:PORT" into l, with udp and tcp true; a port is always

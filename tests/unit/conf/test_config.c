@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -38,6 +39,15 @@ static const char *write_tmp(const char *text)
     assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
     return tmp_path;
+}
+
+/* Write text to path (created or truncated). */
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 /* Load text and expect failure with exactly "<tmpfile>:<line>: <msg>". */
@@ -148,8 +158,12 @@ static void test_defaults(void **state)
     assert_null(c.redis.changes_channel);
     assert_int_equal(c.redis.default_ttl, 0);
     assert_int_equal(c.redis.max_ttl, 0);
-    /* an empty file changes nothing */
+    /* an empty file changes nothing but the name of the file last read (for config_line_of) */
+    assert_null(c.file);
     config_t e = load_text("");
+    assert_non_null(e.file);
+    free(e.file);
+    e.file = NULL;
     assert_true(memcmp(&c, &e, sizeof(c)) == 0);
     config_free(&e);
     config_free(&c);
@@ -1310,10 +1324,7 @@ static void test_error_escapes(void **state)
     char dir[] = "/tmp/tern_conf_dir_XXXXXX", path[128], err[512] = "";
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/a\nb.yaml", dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("workers: 0\n", f);
-    fclose(f);
+    write_file(path, "workers: 0\n");
     config_t c;
     config_init(&c);
     assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
@@ -1717,6 +1728,117 @@ static void test_restart_only_changes(void **state)
     config_free(&b);
 }
 
+/* config_line_of(): the line a value came from, as long as it is still that value. */
+static void test_line_of(void **state)
+{
+    (void)state;
+    config_t c = load_text("workers: 2\n\nuser: nobody\nlisten: [\"127.0.0.1:53\"]\n"
+                           "pid_file: /run/t.pid\n");
+    assert_non_null(c.file);
+    assert_int_equal(config_line_of(&c, "workers"), 1);
+    assert_int_equal(config_line_of(&c, "user"), 3);
+    assert_int_equal(config_line_of(&c, "pid_file"), 5);
+    assert_int_equal(config_line_of(&c, "group"), 0);  /* not in the file */
+    assert_int_equal(config_line_of(&c, "listen"), 0); /* no value of its own */
+    assert_int_equal(config_line_of(&c, "no_such_key"), 0);
+    config_t d;
+    assert_int_equal(config_copy(&d, &c), 0);
+    assert_string_equal(d.file, c.file);
+    assert_int_equal(config_line_of(&d, "user"), 3);
+    /* replaced after loading, as main.c does for --user and --workers: no longer the file's */
+    free(c.user);
+    c.user = strdup("nobody2");
+    c.workers = 3;
+    assert_int_equal(config_line_of(&c, "user"), 0);
+    assert_int_equal(config_line_of(&c, "workers"), 0);
+    assert_int_equal(config_line_of(&d, "user"), 3);
+    config_free(&c);
+    config_free(&d);
+    assert_null(d.file);
+}
+
+/* config_check_runtime() on c, expecting rc and exactly msg. */
+static void expect_runtime(const config_t *c, bool create, int rc, const char *msg)
+{
+    char err[1024] = "x";
+    int r = config_check_runtime(c, create, err, sizeof(err));
+    if (r != rc || strcmp(err, msg) != 0)
+        print_error("got %d '%s', want %d '%s'\n", r, err, rc, msg);
+    assert_int_equal(r, rc);
+    assert_string_equal(err, msg);
+}
+
+static void test_check_runtime(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tern_conf_run_XXXXXX", text[512], want[1024], path[300];
+    struct stat st;
+    assert_non_null(mkdtemp(dir));
+    /* accounts: from the file with their lines, every problem in one message, escaped */
+    snprintf(path, sizeof(path), "%s/ternd.yaml", dir);
+    write_file(path, "workers: 1\nuser: no-such-user\ngroup: \"no\\nsuch\"\n");
+    config_t c = load_ok(path);
+    snprintf(want, sizeof(want),
+             "%s:2: user 'no-such-user': no such user; %s:3: group 'no\\nsuch': no such group",
+             path, path);
+    expect_runtime(&c, false, TERN_ENOENT, want);
+    /* replaced by a flag: named by it */
+    free(c.user);
+    c.user = strdup("no-such-flag-user");
+    free(c.group);
+    c.group = NULL;
+    expect_runtime(&c, true, TERN_ENOENT, "user 'no-such-flag-user' (--user): no such user");
+    free(c.user);
+    c.user = strdup("nobody");
+    expect_runtime(&c, true, 0, "");
+    c.group = strdup("nogroup");
+    expect_runtime(&c, true, 0, "");
+    config_free(&c);
+    unlink(path);
+
+    /* directories: there; one level missing (created only when asked); two levels; a file */
+    snprintf(text, sizeof(text), "pid_file: %s/ternd.pid\ncontrol_socket: %s/run/ternd.sock\n", dir,
+             dir);
+    c = load_text(text);
+    expect_runtime(&c, false, 0, "");
+    snprintf(path, sizeof(path), "%s/run", dir);
+    assert_int_equal(stat(path, &st), -1); /* a check changes nothing */
+    c.user = strdup("nobody");
+    expect_runtime(&c, true, 0, "");
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0755);
+    if (geteuid() == 0) /* given to the account ternd becomes, so it can use it after the switch */
+        assert_int_equal(st.st_uid, 65534);
+    expect_runtime(&c, true, 0, ""); /* there now: left as it is */
+    rmdir(path);
+    config_free(&c);
+    snprintf(text, sizeof(text), "pid_file: %s/a/b/ternd.pid\n", dir);
+    c = load_text(text);
+    snprintf(want, sizeof(want),
+             "%s:1: pid_file '%s/a/b/ternd.pid': directory %s/a/b does not exist, nor does %s/a "
+             "to create it in",
+             tmp_path, dir, dir, dir);
+    expect_runtime(&c, true, TERN_ENOENT, want);
+    config_free(&c);
+    snprintf(path, sizeof(path), "%s/file", dir);
+    write_file(path, "");
+    snprintf(text, sizeof(text), "control_socket: %s/file/ternd.sock\n", dir);
+    c = load_text(text);
+    snprintf(want, sizeof(want),
+             "%s:1: control_socket '%s/file/ternd.sock': %s/file is not a directory", tmp_path, dir,
+             dir);
+    expect_runtime(&c, true, TERN_EINVAL, want);
+    config_free(&c);
+    unlink(path);
+    /* a relative path without a directory is in the cwd, which exists */
+    config_init(&c);
+    c.pid_file = strdup("ternd.pid");
+    expect_runtime(&c, false, 0, "");
+    config_free(&c);
+    rmdir(dir);
+}
+
 static void test_copy(void **state)
 {
     (void)state;
@@ -1904,6 +2026,8 @@ int main(void)
         cmocka_unit_test(test_same_listen),
         cmocka_unit_test(test_restart_only_changes),
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_line_of),
+        cmocka_unit_test(test_check_runtime),
         cmocka_unit_test(test_schema_print),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
