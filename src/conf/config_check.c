@@ -97,6 +97,8 @@ static int make_run_dir(const char *dir, uid_t uid, gid_t gid)
         ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0))
         rc = -errno;
     close(fd);
+    if (rc < 0)
+        rmdir(dir); /* not left half made: the next start would take it as it is */
     return rc;
 }
 
@@ -125,8 +127,10 @@ static void check_dir(report_t *r, const char *key, const char *path, bool creat
             "directory %s does not exist, nor does %s to create it in", dir, parent);
         return;
     }
+    char shown[PATH_MAX]; /* dir for the log lines, escaped as every message from the config is */
+    config_escape(shown, sizeof(shown), dir);
     if (!create) {
-        log_info("%s: directory %s does not exist; ternd will create it", key, dir);
+        log_info("%s: directory %s does not exist; ternd will create it", key, shown);
         return;
     }
     int rc = make_run_dir(dir, uid, gid);
@@ -135,7 +139,7 @@ static void check_dir(report_t *r, const char *key, const char *path, bool creat
     if (rc < 0)
         add(r, rc, key, NULL, path, "cannot create directory %s: %s", dir, strerror(-rc));
     else
-        log_info("created directory %s (for %s)", dir, key);
+        log_info("created directory %s (for %s)", shown, key);
 }
 
 int config_check_runtime(const config_t *c, bool create_dirs, char *err, size_t errlen)

@@ -790,6 +790,11 @@ def check_check_config_runtime(ctx):
     expect("directory %s/run does not exist; ternd will create it" % d in err,
            "--check-config does not say it will create the run directory:\n%s" % err)
     expect(not os.path.exists(os.path.join(d, "run")), "--check-config created the run directory")
+    # a directory name from the config reaches the log escaped, on one line
+    write_atomic(conf, base + 'pid_file: "r\\nun/ternd.pid"\n' + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc == 0 and "directory %s/r\\nun does not exist; ternd will create it" % d in err,
+           "--check-config with a newline in pid_file's directory: want it escaped:\n%s" % err)
     t = Tern(ctx, "runtime")
     port = servers.free_port()
     za = t.write_zone(ZONE_A, "run")
