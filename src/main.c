@@ -112,18 +112,6 @@ static int write_pid_file(const char *path)
     return 0;
 }
 
-/* A user or group given by name or as a number. */
-static bool numeric_id(const char *s, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || end == s || *end || v > (unsigned long)UINT32_MAX - 1)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* After binding: become the configured user and group, with the user's supplementary groups
  * (initgroups, as NSD and Knot do) and no privileges left. 0 or -1 (logged). glibc applies
  * set*id to every thread of the process. */
@@ -134,11 +122,8 @@ static int drop_privileges(const config_t *cfg)
     uid_t uid = getuid();
     gid_t gid = getgid();
     char name[256] = "";
-    unsigned long id;
     if (cfg->user) {
-        struct passwd *pw = getpwnam(cfg->user);
-        if (!pw && numeric_id(cfg->user, &id))
-            pw = getpwuid((uid_t)id);
+        const struct passwd *pw = config_user(cfg->user);
         if (!pw) {
             log_err("user '%s': no such user", cfg->user);
             return -1;
@@ -148,9 +133,7 @@ static int drop_privileges(const config_t *cfg)
         snprintf(name, sizeof(name), "%s", pw->pw_name);
     }
     if (cfg->group) {
-        struct group *gr = getgrnam(cfg->group);
-        if (!gr && numeric_id(cfg->group, &id))
-            gr = getgrgid((gid_t)id);
+        const struct group *gr = config_group(cfg->group);
         if (!gr) {
             log_err("group '%s': no such group", cfg->group);
             return -1;
@@ -407,6 +390,11 @@ int main(int argc, char **argv)
     }
     if (loader_read_config(loader, &cfg) < 0)
         goto out;
+    char check_err[1024]; /* users, groups, run directories: fail here, not after binding */
+    if (config_check_runtime(cfg, !cli.check_only, check_err, sizeof(check_err)) < 0) {
+        log_err("%s", check_err);
+        goto out;
+    }
     if (cli.check_only) {
         /* as the server would: the zones are read as the configured user */
         if (drop_privileges(cfg) < 0 || loader_load_zones(loader) < 0)

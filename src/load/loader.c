@@ -565,25 +565,14 @@ fail:
     return rc;
 }
 
-static bool same_str(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
 /* Options bound at startup: a reload that changes them cannot apply them, and says so. */
 static void warn_restart_only(const config_t *a, const config_t *b)
 {
-    if (!config_same_listen(a, b))
-        log_warn("reload: listen addresses or workers changed; they apply only on restart");
-    if (a->tcp_idle_timeout != b->tcp_idle_timeout ||
-        a->tcp_max_connections != b->tcp_max_connections || a->udp_mmsg != b->udp_mmsg)
-        log_warn("reload: TCP limits or udp_mmsg changed; they apply only on restart");
-    if (!same_str(a->user, b->user) || !same_str(a->group, b->group) ||
-        a->allow_root != b->allow_root || !same_str(a->pid_file, b->pid_file) ||
-        !same_str(a->control_socket, b->control_socket) ||
-        !same_str(a->metrics_listen, b->metrics_listen))
-        log_warn("reload: user, group, allow_root, pid_file, control_socket or metrics_listen "
-                 "changed; they apply only on restart");
+    char keys[256]; /* holds every restart-only key (tern/conf/config.h) */
+    size_t n = config_restart_only_changes(a, b, keys, sizeof(keys));
+    if (n)
+        log_warn("reload: %s changed; %s only on restart", keys,
+                 n == 1 ? "it applies" : "they apply");
 }
 
 static void set_error(loader_t *l, const char *msg)

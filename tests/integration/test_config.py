@@ -11,13 +11,25 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              ternd's pid, and is removed when SIGTERM ends ternd (exit 0, < 2 s)
   sigterm_exit / sigint_exit exit status 0 within 2 s
   reload_identity_version    SIGHUP applies a new identity/version (CHAOS id.server, version.bind)
-  reload_listen_restart_only a changed listen list + SIGHUP warns "apply only on restart"; the old
-                             port keeps answering, the new one is not served
+  reload_listen_restart_only a changed listen list + SIGHUP warns "listen changed; it applies
+                             only on restart"; the old port keeps answering, the new one is not
+                             served
+  reload_tcp_restart_only    tcp_max_lifetime changed + SIGHUP: the warning names it; then
+                             tcp_max_inflight too: one line names both (against the startup
+                             config); the reload itself succeeds
   reload_zones_add_remove    a zone added to the config is served after SIGHUP; removed, REFUSED
   reload_bad_config          invalid config (unknown key, line 3) + SIGHUP: "reload ... failed"
                              naming file:3, the old data keeps answering; fixed, it reloads
-  check_config               --check-config: conf/ternd.yaml is valid; an unknown key and a zone
-                             syntax error fail with file:line; no listen address needed
+  check_config               --check-config: conf/ternd.yaml is valid (its tern account is named
+                             with its line where it does not exist; with --user nobody it passes);
+                             an unknown key and a zone syntax error fail with file:line; no listen
+                             address needed
+  check_config_runtime       a user or group that does not exist: --check-config and startup exit
+                             1 naming file:line (or the --user/--group flag) before binding; a
+                             pid_file two missing levels down is an error with its line; one
+                             missing level is announced by --check-config (not created) and
+                             created (mode 755) by ternd, which writes its pid file and control
+                             socket there
   config_error_no_leak       a config error after options that allocate exits 1 with file:line
                              and nothing else (no LeakSanitizer report in ASan builds)
   root_refused               as root, no user and no allow_root: ternd refuses to serve and
@@ -42,7 +54,9 @@ sanitizer report in any ternd's output is a failure (ASan builds). Prints one li
 """
 
 import argparse
+import grp
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -538,10 +552,11 @@ def check_reload_listen_restart_only(ctx):
     mark = t.mark()
     t.write_config(simple_config(new_port, [(ZONE_A, za)], 'identity: "two"\n'))
     t.signal(signal.SIGHUP)
-    warn = t.wait_log(lambda l: "apply only on restart" in l, mark)
-    expect(warn is not None, "no 'apply only on restart' warning within %.0f s after a listen "
+    warn = t.wait_log(lambda l: "only on restart" in l, mark)
+    expect(warn is not None, "no 'only on restart' warning within %.0f s after a listen "
            "change:\n%s" % (POLL_TIMEOUT, "\n".join(t.lines()[mark:])))
-    expect("listen" in warn, "the restart warning does not mention listen: %s" % warn)
+    expect("reload: listen changed; it applies only on restart" in warn,
+           "the restart warning does not name listen alone: %s" % warn)
     done = t.wait_log(lambda l: is_reload_ok(l) or is_reload_failed(l), mark)
     expect(done is not None and is_reload_ok(done), "the reload with a new listen list did not "
            "succeed: %s" % done)
@@ -552,6 +567,30 @@ def check_reload_listen_restart_only(ctx):
     expect_answers(ZONE_A, "a", port, tcp=True)
     expect_no_udp_answer(new_port, timeout=0.5)
     expect_tcp_refused(new_port)
+
+
+def check_reload_tcp_restart_only(ctx):
+    t = Tern(ctx, "retcp")
+    port = servers.free_port()
+    za = t.write_zone(ZONE_A, "a")
+    t.write_config(simple_config(port, [(ZONE_A, za)]))
+    t.start(answers(ZONE_A, "a", port))
+    t.wait_ready_line()
+    for extra, want in [
+            ("tcp_max_lifetime: 60\n",
+             "reload: tcp_max_lifetime changed; it applies only on restart"),
+            ("tcp_max_lifetime: 60\ntcp_max_inflight: 8\n",
+             "reload: tcp_max_lifetime, tcp_max_inflight changed; they apply only on restart")]:
+        mark = t.mark()
+        t.write_config(simple_config(port, [(ZONE_A, za)], extra))
+        t.signal(signal.SIGHUP)
+        done = t.wait_log(lambda l: is_reload_ok(l) or is_reload_failed(l), mark)
+        expect(done is not None and is_reload_ok(done), "the reload with %r did not succeed: %s"
+               % (extra, done))
+        warn = [l for l in t.lines()[mark:] if "only on restart" in l]
+        expect(len(warn) == 1 and want in warn[0], "after %r + SIGHUP, want one line with %r, "
+               "got %s" % (extra, want, warn))
+    expect_answers(ZONE_A, "a", port, tcp=True)
 
 
 def check_reload_zones_add_remove(ctx):
@@ -633,11 +672,21 @@ def check_check_config(ctx):
     b = ctx.binary
     example = os.path.join(REPO, "conf", "ternd.yaml")
     expect(os.path.exists(example), "%s is missing" % example)
-    # the example runs as user "tern", which this machine need not have: check it as nobody,
-    # who reads the zones (--check-config reads them as the configured user, as ternd does)
-    as_user = ["--user", "nobody", "--group", "nogroup"] if AS_ROOT else []
-    rc, out, err = run_ternd(b, ["--check-config", "-c", "conf/ternd.yaml"] + as_user, cwd=REPO)
-    expect(rc == 0, "--check-config -c conf/ternd.yaml exited %d:\n%s%s" % (rc, out, err))
+    # the example runs as tern:tern; where that account does not exist, --check-config says so
+    # with the lines, and the rest of the file checks out with an account that does
+    with open(example) as f:
+        user_line = 1 + [l.split(":")[0] for l in f].index("user")
+    rc, out, err = run_ternd(b, ["--check-config", "-c", "conf/ternd.yaml"], cwd=REPO)
+    if have_account("tern", "tern"):
+        expect(rc == 0, "--check-config -c conf/ternd.yaml exited %d:\n%s%s" % (rc, out, err))
+    else:
+        expect(rc == 1 and "conf/ternd.yaml:%d: user 'tern': no such user" % user_line in err,
+               "--check-config -c conf/ternd.yaml without a tern account: want exit 1 naming "
+               "line %d, got %d:\n%s%s" % (user_line, rc, out, err))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", "conf/ternd.yaml", "--user", "nobody",
+                                 "--group", NOGROUP], cwd=REPO)
+    expect(rc == 0, "--check-config -c conf/ternd.yaml --user nobody exited %d:\n%s%s"
+           % (rc, out, err))
     d = os.path.join(ctx.workdir, "checkconfig")
     os.makedirs(d)
     za = os.path.join(d, "ok.zone")
@@ -678,6 +727,86 @@ def check_check_config(ctx):
         rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
         expect(rc == 0, "--check-config with a listen address in use exited %d:\n%s%s"
                % (rc, out, err))
+
+
+def have_account(user, group):
+    try:
+        pwd.getpwnam(user)
+        grp.getgrnam(group)
+        return True
+    except KeyError:
+        return False
+
+
+NOGROUP = "nogroup"  # Debian's group of nobody
+
+
+def check_check_config_runtime(ctx):
+    """What the config names outside ternd, reported by --check-config and at startup."""
+    b = ctx.binary
+    d = os.path.join(ctx.workdir, "runtime")
+    os.makedirs(d)
+    write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
+    conf = os.path.join(d, "accounts.yaml")
+    base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())
+    zones = zones_yaml([(ZONE_A, "ok.zone")])
+    allow = "allow_root: true\n" if AS_ROOT else ""
+    # lines 3 and 4: an account and a group that do not exist; both named, with their lines
+    write_atomic(conf, base + "user: no-such-tern-user\ngroup: no-such-tern-group\n" + zones + allow)
+    for args in (["--check-config", "-c", conf], ["-c", conf]):
+        rc, out, err = run_ternd(b, args)
+        expect(rc == 1, "ternd %s with a missing user exited %d:\n%s" % (" ".join(args), rc, err))
+        want = ("%s:3: user 'no-such-tern-user': no such user; %s:4: group 'no-such-tern-group': "
+                "no such group" % (conf, conf))
+        expect(want in err, "ternd %s: want %r in:\n%s" % (" ".join(args), want, err))
+        expect("listening" not in err, "ternd %s bound its sockets before saying so:\n%s"
+               % (" ".join(args), err))
+    # the same from the flags: named by the flag
+    write_atomic(conf, base + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf, "--user", "no-such-flag-user"])
+    expect(rc == 1 and "user 'no-such-flag-user' (--user): no such user" in err,
+           "--user no-such-flag-user: want \"user 'no-such-flag-user' (--user): no such user\":\n%s"
+           % err)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf, "--group", "no-such-flag-group"])
+    expect(rc == 1 and "group 'no-such-flag-group' (--group): no such group" in err,
+           "--group no-such-flag-group: no error naming the flag:\n%s" % err)
+    # a file value replaced by a flag is named by the flag, not by the file's line
+    write_atomic(conf, base + "user: nobody\n" + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf, "--user", "no-such-flag-user"])
+    expect(rc == 1 and "user 'no-such-flag-user' (--user)" in err and conf + ":3" not in err,
+           "--user over the file's user: want the flag named, not line 3:\n%s" % err)
+    # run directories: one missing level is created at startup (and only announced by
+    # --check-config); two missing levels are an error naming the line
+    write_atomic(conf, base + 'pid_file: "two/levels/ternd.pid"\n' + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    want = ("%s:3: pid_file '%s/two/levels/ternd.pid': directory %s/two/levels does not exist, "
+            "nor does %s/two to create it in" % (conf, d, d, d))
+    expect(rc == 1 and want in err, "--check-config with pid_file two levels down: want %r, got "
+           "%d:\n%s" % (want, rc, err))
+    write_atomic(conf, base + 'pid_file: "run/ternd.pid"\ncontrol_socket: "run/ternd.sock"\n'
+                 + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc == 0, "--check-config with a creatable run directory exited %d:\n%s" % (rc, err))
+    expect("directory %s/run does not exist; ternd will create it" % d in err,
+           "--check-config does not say it will create the run directory:\n%s" % err)
+    expect(not os.path.exists(os.path.join(d, "run")), "--check-config created the run directory")
+    # a directory name from the config reaches the log escaped, on one line
+    write_atomic(conf, base + 'pid_file: "r\\nun/ternd.pid"\n' + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc == 0 and "directory %s/r\\nun does not exist; ternd will create it" % d in err,
+           "--check-config with a newline in pid_file's directory: want it escaped:\n%s" % err)
+    t = Tern(ctx, "runtime")
+    port = servers.free_port()
+    za = t.write_zone(ZONE_A, "run")
+    t.write_config(simple_config(port, [(ZONE_A, za)],
+                                 'pid_file: "run/ternd.pid"\ncontrol_socket: "run/ternd.sock"\n'))
+    t.start(answers(ZONE_A, "run", port))
+    run = t.path("run")
+    ok, _ = poll(lambda: os.path.exists(os.path.join(run, "ternd.pid")), True)
+    expect(ok, "no pid file in the created %s:\n%s" % (run, t.log_text()))
+    mode = os.stat(run).st_mode & 0o7777
+    expect(mode == 0o755, "the created run directory has mode %o, want 755" % mode)
+    expect(os.path.exists(os.path.join(run, "ternd.sock")), "no control socket in %s" % run)
 
 
 def check_config_error_no_leak(ctx):
@@ -864,9 +993,11 @@ CHECKS = [
     ("sigint_exit", check_sigint_exit),
     ("reload_identity_version", check_reload_identity_version),
     ("reload_listen_restart_only", check_reload_listen_restart_only),
+    ("reload_tcp_restart_only", check_reload_tcp_restart_only),
     ("reload_zones_add_remove", check_reload_zones_add_remove),
     ("reload_bad_config", check_reload_bad_config),
     ("check_config", check_check_config),
+    ("check_config_runtime", check_check_config_runtime),
     ("config_error_no_leak", check_config_error_no_leak),
     ("root_refused", check_root_refused),
     ("cli", check_cli),

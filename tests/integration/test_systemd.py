@@ -8,7 +8,9 @@ A UNIX datagram socket stands in for systemd (NOTIFY_SOCKET); the checks read wh
   stop         SIGTERM -> STOPPING=1, exit 0 within a second
   root         as root without allow_root: refuses to run (exit 1, says why); with --user nobody
                the process runs as nobody and answers
-  unit         systemd-analyze verify accepts conf/ternd.service (ExecStart pointed at this ternd)
+  unit         the unit configured from conf/ternd.service.in in the build directory runs the
+               ternd of its install prefix, has RuntimeDirectory=tern with mode 0755, and
+               systemd-analyze verify accepts it (its ternd path pointed at this ternd)
 Every wait is bounded; only the processes started here are signalled, by PID.
 """
 
@@ -113,8 +115,8 @@ class Service:
         self.log.close()
 
 
-def check_notify(binary, workdir):
-    s = Service(binary, workdir)
+def check_notify(args, workdir):
+    s = Service(args.ternd, workdir)
     try:
         m, _ = s.wait_for("READY", "1")
         status = m.get("STATUS") or s.wait_for("STATUS")[0]["STATUS"]
@@ -160,7 +162,8 @@ def check_notify(binary, workdir):
         s.stop()
 
 
-def check_root(binary, workdir):
+def check_root(args, workdir):
+    binary = args.ternd
     if os.geteuid() != 0:
         print("  (not root: root refusal and --user are not testable here)")
         return
@@ -188,7 +191,7 @@ def check_root(binary, workdir):
         s.stop()
 
 
-def check_zones_read_as_user(binary, workdir):
+def check_zones_read_as_user(args, workdir):
     """Zones are read after dropping to the user: a zone file, or a file it includes, that only
     root may read fails startup as it would fail a reload, naming the file."""
     if os.geteuid() != 0:
@@ -208,7 +211,7 @@ def check_zones_read_as_user(binary, workdir):
             os.chmod(zone, 0o600)
         else:
             write(zone, zone_text(1, "192.0.2.1") + "$INCLUDE %s\n" % secret)
-        s = Service(binary, d, extra_args=["--user", "nobody"], allow_root=False, keep_zone=True)
+        s = Service(args.ternd, d, extra_args=["--user", "nobody"], allow_root=False, keep_zone=True)
         try:
             rc = s.proc.wait(timeout=WAIT)
             log = s.log_text()
@@ -221,15 +224,24 @@ def check_zones_read_as_user(binary, workdir):
             s.stop()
 
 
-def check_unit(binary, workdir):
+def check_unit(args, workdir):
     analyze = shutil.which("systemd-analyze")
     if not analyze:
         raise Failed("systemd-analyze not found (package systemd)")
+    with open(args.unit) as f:
+        text = f.read()
+    lines = dict(line.split("=", 1) for line in text.splitlines()
+                 if "=" in line and not line.startswith("#"))
+    for key in ("ExecStartPre", "ExecStart"):
+        cmd = lines.get(key, "").split()
+        expect(cmd and cmd[0] == args.installed_ternd, "%s=%s, want the installed %s"
+               % (key, lines.get(key), args.installed_ternd))
+    expect(lines.get("RuntimeDirectory") == "tern" and lines.get("RuntimeDirectoryMode") == "0755",
+           "want RuntimeDirectory=tern and RuntimeDirectoryMode=0755, got %r and %r"
+           % (lines.get("RuntimeDirectory"), lines.get("RuntimeDirectoryMode")))
     unit = os.path.join(workdir, "ternd.service")
-    with open(os.path.join(REPO, "conf", "ternd.service")) as f:
-        text = f.read().replace("/usr/sbin/ternd", os.path.abspath(binary))
     with open(unit, "w") as f:
-        f.write(text)
+        f.write(text.replace(args.installed_ternd, os.path.abspath(args.ternd)))
     p = subprocess.run([analyze, "verify", unit], capture_output=True, timeout=30)
     out = (p.stdout + p.stderr).decode("utf-8", "replace")
     # only complaints about this unit count (the host's own units may produce noise)
@@ -240,13 +252,16 @@ def check_unit(binary, workdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", required=True)
+    ap.add_argument("--unit", required=True, help="the configured ternd.service (build dir)")
+    ap.add_argument("--installed-ternd", required=True,
+                    help="where the install puts ternd (CMAKE_INSTALL_FULL_SBINDIR/ternd)")
     args = ap.parse_args()
     checks = [check_notify, check_root, check_zones_read_as_user, check_unit]
     failed = 0
     for check in checks:
         workdir = tempfile.mkdtemp(prefix="tern-systemd-")
         try:
-            check(args.ternd, workdir)
+            check(args, workdir)
             print("ok    %s" % check.__name__)
         except Failed as e:
             failed += 1

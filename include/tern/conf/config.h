@@ -3,7 +3,8 @@
  *
  * Lifecycle: config_init() then config_load() and/or the command line (main.c) at startup
  * (control thread), read-only after; config_free() at exit. A reload loads a fresh config_t and
- * compares it with config_same_listen() (listen addresses and workers only change on restart).
+ * compares it with the running one: config_restart_only_changes() names the options that only
+ * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets).
  * Never read on the query path (workers get copies of what they need).
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
@@ -57,7 +58,8 @@
  *     max_zones: 100000
  *   (redis: ~ or no redis key: no Redis.)
  *
- * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map:
+ * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
+ * (src/conf/config_redins.c):
  *   "server": [{"ip": "127.0.0.1", "port": 1053, "protocol": "udp"}, ...]  → listen (entries
  *       with the same ip and port merge into one UDP+TCP listen entry); a single object works too
  *   "error_log": {"enable": true, "level": "info", "target": "stderr", "format": "text"} →
@@ -75,15 +77,17 @@
  *       "cache_timeout", "log_source_location" → accepted and ignored (every zone is in memory:
  *           there is no cache; there is no per-query event log to add the location to)
  *       "upstream_fallback": false → fine; true → error
- *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, geoip_db; asn_db is
- *           an error (compile an asn_table with ternctl asn compile instead)
+ *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, "db" (or
+ *           "country_db") → geoip_db and "asn_db" → asn_db (at least one of them); with enable
+ *           false or left out, neither (as in redins)
  *       "log", "upstream", "healthcheck" → errors, not supported yet
  *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
  * redins keys tern does not implement yet ("log", "upstream", "healthcheck", "ratelimit", and
  * error_log's "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing
  * is silently ignored. A file may not give both "listen" and "server", nor "error_log" with
- * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db twice ("geoip_db", and
- * redins' "geoip" or handler's "geoip" when enabled).
+ * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db or asn_db twice
+ * ("geoip_db" / "asn_db", and redins' "geoip" or handler's "geoip" when enabled and giving that
+ * database); the error names both lines.
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain
@@ -154,6 +158,16 @@ typedef struct config_redis {
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
 
+/* More than the schema's options (config.c checks): each has an origin slot in config_t. */
+#define CONFIG_MAX_OPTIONS 48
+
+/* Where config_load() set an option, so that a check made later (config_check_runtime()) can
+ * name the line of a value it finds wrong. Read it through config_line_of(). */
+typedef struct config_origin {
+    uint32_t line;  /* 1-based line in config_t.file; 0 = not set by the file */
+    uint64_t value; /* a hash of the value set there: a different value now was set since */
+} config_origin_t;
+
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
     size_t nlisten;
@@ -181,6 +195,8 @@ typedef struct config {
     char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
     config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
+    char *file;              /* the config file last loaded; NULL = none */
+    config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
@@ -198,6 +214,38 @@ void config_init(config_t *c);
  * key). On error c may be partly filled; config_free() it as usual.
  */
 int config_load(config_t *c, const char *path, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * The line of c->file where option key (e.g. "user") got its current value, or 0 when the value
+ * did not come from that file: never set there, or replaced since (main.c applies the command
+ * line over the file). Only options with a value of their own have lines (not listen, zones,
+ * redis or redins' keys).
+ */
+size_t config_line_of(const config_t *c, const char *key);
+
+/**
+ * Check what the config names outside ternd before anything depends on it, so that a mistake
+ * is reported at startup (and by --check-config) instead of after binding: user and group must
+ * exist (as getpwnam()/getgrnam() see them), and the directories of pid_file and control_socket
+ * must exist or be creatable (their parent exists). With create_dirs, such a missing directory
+ * is created (one level, mode 0755) and, when running as root with user or group set, given to
+ * them, so the pid file can be removed and the socket made after privileges are dropped; an
+ * existing directory is never changed. Without create_dirs nothing is changed (--check-config):
+ * a directory to be created is only logged.
+ * Returns 0, or a negative TERN_E* code with every problem in err ("file:line: user 'x': no such
+ * user; ..."; a value not from the file names its flag instead, "user 'x' (--user): ...").
+ */
+int config_check_runtime(const config_t *c, bool create_dirs, char *err, size_t errlen) TERN_WUR;
+
+struct passwd;
+struct group;
+
+/** The account a `user` value names: a name, or else a number taken as a uid (the schema says
+ * "name or uid"). NULL when there is none. Not reentrant (getpwnam/getpwuid). */
+const struct passwd *config_user(const char *user);
+
+/** The group a `group` value names, by name or else gid; NULL when there is none. */
+const struct group *config_group(const char *group);
 
 /**
  * Parse "ADDR:PORT" (IPv4) or "[V6]:PORT" into l, with udp and tcp true; a port is always
@@ -226,6 +274,15 @@ unsigned config_auto_workers(void);
  * reload, false means the new listen setup needs a restart.
  */
 bool config_same_listen(const config_t *a, const config_t *b);
+
+/**
+ * The options bound at startup (listen, workers, the tcp_* and udp_mmsg socket settings, user,
+ * group, allow_root, pid_file, control_socket, metrics_listen: the schema marks them) whose value
+ * differs between from and to, by key in schema order, comma-separated into buf ("tcp_max_lifetime,
+ * tcp_max_inflight"; "" when none; cut short if len is too small, 256 holds them all). Returns how
+ * many differ. At reload, a non-zero count means those settings apply only on restart.
+ */
+size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len);
 
 /**
  * Whether a and b are the same Redis settings: every field of config_redis_t equal (strings by

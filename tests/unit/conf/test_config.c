@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -38,6 +39,15 @@ static const char *write_tmp(const char *text)
     assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
     return tmp_path;
+}
+
+/* Write text to path (created or truncated). */
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 /* Load text and expect failure with exactly "<tmpfile>:<line>: <msg>". */
@@ -87,6 +97,21 @@ static config_t load_text(const char *text)
     return c;
 }
 
+/* Load text (valid) and check the MaxMind databases it sets; NULL = unset. */
+static void expect_dbs(const char *text, const char *geoip_db, const char *asn_db)
+{
+    config_t c = load_text(text);
+    if (geoip_db)
+        assert_string_equal(c.geoip_db, geoip_db);
+    else
+        assert_null(c.geoip_db);
+    if (asn_db)
+        assert_string_equal(c.asn_db, asn_db);
+    else
+        assert_null(c.asn_db);
+    config_free(&c);
+}
+
 static unsigned port_of(const config_listen_t *l)
 {
     if (l->addr.ss_family == AF_INET)
@@ -133,8 +158,12 @@ static void test_defaults(void **state)
     assert_null(c.redis.changes_channel);
     assert_int_equal(c.redis.default_ttl, 0);
     assert_int_equal(c.redis.max_ttl, 0);
-    /* an empty file changes nothing */
+    /* an empty file changes nothing but the name of the file last read (for config_line_of) */
+    assert_null(c.file);
     config_t e = load_text("");
+    assert_non_null(e.file);
+    free(e.file);
+    e.file = NULL;
     assert_true(memcmp(&c, &e, sizeof(c)) == 0);
     config_free(&e);
     config_free(&c);
@@ -373,8 +402,9 @@ static void test_redins_example_json(void **state)
     /* max_ttl caps every TTL and is the TTL of RRsets without one, as in redins */
     assert_int_equal(c.redis.max_ttl, 3600);
     assert_int_equal(c.redis.default_ttl, 3600);
-    /* geoip with enable false: no database (its asn_db is not looked at) */
+    /* geoip with enable false: no database, neither the city nor the ASN one */
     assert_null(c.geoip_db);
+    assert_null(c.asn_db);
     assert_null(c.asn_table);
     config_free(&c);
 }
@@ -865,10 +895,16 @@ static void test_redins_handler(void **state)
                   "\"/usr/share/GeoIP/GeoLite2-City.mmdb\", \"asn_db\": \"\"}}}\n");
     assert_string_equal(c.geoip_db, "/usr/share/GeoIP/GeoLite2-City.mmdb");
     config_free(&c);
+    /* asn_db: the MaxMind ASN database, beside the city one or alone */
+    expect_dbs("{\"handler\": {\"geoip\": {\"enable\": true, \"country_db\": \"city.mmdb\", "
+               "\"asn_db\": \"GeoLite2-ASN.mmdb\"}}}\n",
+               "/tmp/city.mmdb", "/tmp/GeoLite2-ASN.mmdb");
+    expect_dbs("handler:\n  geoip: {enable: true, asn_db: /usr/share/GeoIP/asn.mmdb}\n", NULL,
+               "/usr/share/GeoIP/asn.mmdb");
+    expect_dbs("geoip:\n  enable: true\n  asn_db: asn.mmdb\n  db: city.mmdb\n", "/tmp/city.mmdb",
+               "/tmp/asn.mmdb");
     /* enable false, or left out as redins defaults it: nothing, whatever the files say */
-    c = load_text("handler:\n  geoip: {enable: false, db: a.mmdb, asn_db: asn.mmdb}\n");
-    assert_null(c.geoip_db);
-    config_free(&c);
+    expect_dbs("handler:\n  geoip: {enable: false, db: a.mmdb, asn_db: asn.mmdb}\n", NULL, NULL);
     c = load_text("handler:\n  geoip: {country_db: a.mmdb}\n");
     assert_null(c.geoip_db);
     config_free(&c);
@@ -1021,22 +1057,15 @@ static void test_redins_handler_errors(void **state)
     expect_error("handler:\n  geoip:\n    enable: \"true\"\n", 3,
                  "handler: geoip: enable: expected true or false, got a string");
     expect_error("handler:\n  geoip:\n    enable: true\n", 3,
-                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
-    expect_error("handler:\n  geoip:\n    enable: true\n    db: \"\"\n", 3,
-                 "handler: geoip: enable: true needs db or country_db (the MaxMind DB)");
+                 "handler: geoip: enable: true needs db, country_db or asn_db (a MaxMind DB)");
+    expect_error("handler:\n  geoip:\n    enable: true\n    db: \"\"\n    asn_db: \"\"\n", 3,
+                 "handler: geoip: enable: true needs db, country_db or asn_db (a MaxMind DB)");
     expect_error("handler:\n  geoip:\n    enable: true\n    db: [a]\n", 4,
                  "handler: geoip: db: expected a string, got a list");
     expect_error("handler:\n  geoip:\n    db: a.mmdb\n    country_db: b.mmdb\n", 4,
                  "handler: geoip: country_db: give db or country_db, not both");
-    expect_error("{\"handler\": {\"geoip\": {\"enable\": true,\n"
-                 "  \"country_db\": \"GeoLite2-City.mmdb\",\n"
-                 "  \"asn_db\": \"GeoLite2-ASN.mmdb\"}}}\n",
-                 3,
-                 "handler: geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn "
-                 "data with 'ternctl asn compile -o asn.bin ...' and set asn_table");
-    expect_error("geoip:\n  enable: true\n  asn_db: asn.mmdb\n  db: city.mmdb\n", 3,
-                 "geoip: asn_db: MaxMind ASN databases are not read; compile ip2asn data with "
-                 "'ternctl asn compile -o asn.bin ...' and set asn_table");
+    expect_error("handler:\n  geoip:\n    enable: true\n    asn_db: [a]\n", 4,
+                 "handler: geoip: asn_db: expected a string, got a list");
     expect_error("geoip: {enable: 1}\n", 1,
                  "geoip: enable: expected true or false, got a plain scalar");
     /* one place for the geo database */
@@ -1052,6 +1081,32 @@ static void test_redins_handler_errors(void **state)
                  "geoip: conflicts with geoip_db at line 1 (give one of them)");
     expect_error("geoip: {enable: true, db: b.mmdb}\n\ngeoip_db: ~\n", 3,
                  "geoip_db: conflicts with geoip at line 1 (give one of them)");
+    /* one place for the ASN database: asn_db, or the asn_db of one enabled redins geoip */
+    expect_error("asn_db: a.mmdb\nhandler:\n  geoip:\n    enable: true\n    asn_db: b.mmdb\n", 5,
+                 "handler: geoip: asn_db: conflicts with asn_db at line 1 (give one of them)");
+    expect_error("{\"handler\": {\"geoip\": {\"enable\": true,\n"
+                 "  \"country_db\": \"GeoLite2-City.mmdb\",\n"
+                 "  \"asn_db\": \"GeoLite2-ASN.mmdb\"}},\n"
+                 " \"asn_db\": \"asn.mmdb\"}\n",
+                 4, "asn_db: conflicts with handler: geoip: asn_db at line 3 (give one of them)");
+    expect_error("geoip: {enable: true, asn_db: a.mmdb}\nasn_db: ~\n", 2,
+                 "asn_db: conflicts with geoip: asn_db at line 1 (give one of them)");
+    expect_error("geoip: {enable: true, asn_db: a.mmdb}\nhandler:\n  geoip: {enable: true, "
+                 "asn_db: b.mmdb}\n",
+                 3,
+                 "handler: geoip: asn_db: conflicts with geoip: asn_db at line 1 (give one of "
+                 "them)");
+    /* geoip_db is claimed before asn_db: a block that sets both names the first conflict */
+    expect_error("geoip_db: /a.mmdb\nasn_db: /b.mmdb\nhandler:\n  geoip:\n    enable: true\n"
+                 "    db: c.mmdb\n    asn_db: d.mmdb\n",
+                 4, "handler: geoip: conflicts with geoip_db at line 1 (give one of them)");
+    /* a redins geoip that sets only one of them competes only for that one */
+    expect_dbs("asn_db: /asn.mmdb\nhandler:\n  geoip: {enable: true, db: /city.mmdb}\n",
+               "/city.mmdb", "/asn.mmdb");
+    expect_dbs("geoip_db: /city.mmdb\nhandler:\n  geoip: {enable: true, asn_db: /asn.mmdb}\n",
+               "/city.mmdb", "/asn.mmdb");
+    expect_dbs("asn_db: /asn.mmdb\nhandler:\n  geoip: {enable: false, asn_db: b.mmdb}\n", NULL,
+               "/asn.mmdb");
     /* a disabled redins geoip sets nothing, so it is no rival */
     c = load_text("handler:\n  geoip: {enable: false, db: b.mmdb}\ngeoip_db: /a.mmdb\n");
     assert_string_equal(c.geoip_db, "/a.mmdb");
@@ -1250,6 +1305,52 @@ static void test_unknown_key(void **state)
                  "listen[0]: keys must be strings, got a list");
     /* an option name is case-sensitive */
     expect_error("Workers: 2\n", 1, "Workers: unknown key");
+}
+
+/* Keys, values and the file's name reach the log through error messages: their control
+ * characters come out escaped, never as a new line, a terminal sequence or a systemd field. */
+static void test_error_escapes(void **state)
+{
+    (void)state;
+    expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\nREADY=1: unknown key");
+    expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
+                 "zones[0]: unknown key \"t\\tx\\r\" (want origin, file, format)");
+    expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
+                 "log_level: expected error, warning, info or debug, got \"\\x1b[31mred\\x7f\"");
+    expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
+                 "handler: redis: ip: bad address \"a\\x01b\"");
+
+    /* the file's own name */
+    char dir[] = "/tmp/tern_conf_dir_XXXXXX", path[128], err[512] = "";
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/a\nb.yaml", dir);
+    write_file(path, "workers: 0\n");
+    config_t c;
+    config_init(&c);
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
+    char want[512];
+    snprintf(want, sizeof(want), "%s/a\\nb.yaml:1: workers: 0 is out of range 1..256", dir);
+    assert_string_equal(err, want);
+    config_free(&c);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/missing\x1b.yaml", dir);
+    assert_true(config_load(&c, path, err, sizeof(err)) < 0);
+    snprintf(want, sizeof(want), "%s/missing\\x1b.yaml: No such file or directory", dir);
+    assert_string_equal(err, want);
+    config_free(&c);
+    rmdir(dir);
+
+    /* a short buffer ends before an escape rather than in the middle of one */
+    const char *p = write_tmp("\"\\x01\": 1\n");
+    size_t plen = strlen(p);
+    char small[64];
+    assert_true(plen + 8 < sizeof(small));
+    config_init(&c);
+    assert_true(config_load(&c, p, small, plen + 6) < 0); /* room for "PATH:1: " and one byte */
+    snprintf(want, sizeof(want), "%s:1: ", p);
+    assert_string_equal(small, want);
+    config_free(&c);
+    unlink(p);
 }
 
 static void test_duplicate_key(void **state)
@@ -1552,6 +1653,192 @@ static void test_same_listen(void **state)
     config_free(&a);
 }
 
+/* Restart-only options changed between two configs, named in schema order. */
+static void expect_restart_only(const char *from, const char *to, size_t count, const char *keys)
+{
+    config_t a = load_text(from), b = load_text(to);
+    char buf[256];
+    size_t n = config_restart_only_changes(&a, &b, buf, sizeof(buf));
+    if (n != count || strcmp(buf, keys) != 0)
+        print_error("from '%s' to '%s': %zu '%s', want %zu '%s'\n", from, to, n, buf, count, keys);
+    assert_int_equal(n, count);
+    assert_string_equal(buf, keys);
+    config_free(&a);
+    config_free(&b);
+}
+
+static void test_restart_only_changes(void **state)
+{
+    (void)state;
+    static const char base[] = "listen: [\"127.0.0.1:53\"]\nworkers: 2\n";
+    char to[512];
+    /* the two that the old hand-written check missed */
+    snprintf(to, sizeof(to), "%stcp_max_lifetime: 60\ntcp_max_inflight: 8\n", base);
+    expect_restart_only(base, to, 2, "tcp_max_lifetime, tcp_max_inflight");
+    /* each restart-only option alone, with its name */
+    static const struct {
+        const char *text, *key;
+    } one[] = {
+        {"listen: [\"127.0.0.1:54\"]\nworkers: 2\n", "listen"},
+        {"listen: [{address: \"127.0.0.1:53\", tcp: false}]\nworkers: 2\n", "listen"},
+        {"listen: [\"127.0.0.1:53\"]\nworkers: 3\n", "workers"},
+        {"tcp_idle_timeout: 11\n", "tcp_idle_timeout"},
+        {"tcp_max_connections: 10\n", "tcp_max_connections"},
+        {"tcp_max_lifetime: 121\n", "tcp_max_lifetime"},
+        {"tcp_max_inflight: 65\n", "tcp_max_inflight"},
+        {"udp_mmsg: false\n", "udp_mmsg"},
+        {"user: nobody\n", "user"},
+        {"group: nogroup\n", "group"},
+        {"allow_root: true\n", "allow_root"},
+        {"pid_file: /run/t.pid\n", "pid_file"},
+        {"control_socket: /run/t.sock\n", "control_socket"},
+        {"metrics_listen: \"127.0.0.1:9153\"\n", "metrics_listen"},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(one); i++) {
+        snprintf(to, sizeof(to), "%s%s", strncmp(one[i].text, "listen", 6) ? base : "",
+                 one[i].text);
+        expect_restart_only(base, to, 1, one[i].key);
+        expect_restart_only(to, base, 1, one[i].key); /* and back */
+    }
+    /* what a reload applies is not listed; the text of a listen entry does not matter */
+    snprintf(to, sizeof(to),
+             "listen: [{address: \"127.0.0.1:53\"}]\nworkers: 2\nidentity: x\nversion: y\n"
+             "edns_max_udp: 1400\nlog_level: debug\nlog_target: stdout\nasn_table: a.bin\n"
+             "asn_db: a.mmdb\ngeoip_db: g.mmdb\ngeoip_db_v6: g6.mmdb\nredis: {db: 1}\n"
+             "zones: [{origin: a.test, file: a.zone}]\n");
+    expect_restart_only(base, to, 0, "");
+    /* all of them at once fit 256 bytes */
+    snprintf(to, sizeof(to),
+             "listen: [\"127.0.0.1:54\"]\nworkers: 3\ntcp_idle_timeout: 11\n"
+             "tcp_max_connections: 10\ntcp_max_lifetime: 121\ntcp_max_inflight: 65\n"
+             "udp_mmsg: false\nuser: nobody\ngroup: nogroup\nallow_root: true\n"
+             "pid_file: /run/t.pid\ncontrol_socket: /run/t.sock\n"
+             "metrics_listen: \"127.0.0.1:9153\"\n");
+    expect_restart_only(base, to, 13,
+                        "listen, workers, tcp_idle_timeout, tcp_max_connections, "
+                        "tcp_max_lifetime, tcp_max_inflight, udp_mmsg, user, group, allow_root, "
+                        "pid_file, control_socket, metrics_listen");
+    /* a short buffer is cut, the count is whole */
+    config_t a = load_text(base), b = load_text(to);
+    char small[12];
+    assert_int_equal(config_restart_only_changes(&a, &b, small, sizeof(small)), 13);
+    assert_string_equal(small, "listen, wor");
+    assert_int_equal(config_restart_only_changes(&a, &b, small, 0), 13);
+    config_free(&a);
+    config_free(&b);
+}
+
+/* config_line_of(): the line a value came from, as long as it is still that value. */
+static void test_line_of(void **state)
+{
+    (void)state;
+    config_t c = load_text("workers: 2\n\nuser: nobody\nlisten: [\"127.0.0.1:53\"]\n"
+                           "pid_file: /run/t.pid\n");
+    assert_non_null(c.file);
+    assert_int_equal(config_line_of(&c, "workers"), 1);
+    assert_int_equal(config_line_of(&c, "user"), 3);
+    assert_int_equal(config_line_of(&c, "pid_file"), 5);
+    assert_int_equal(config_line_of(&c, "group"), 0);  /* not in the file */
+    assert_int_equal(config_line_of(&c, "listen"), 0); /* no value of its own */
+    assert_int_equal(config_line_of(&c, "no_such_key"), 0);
+    config_t d;
+    assert_int_equal(config_copy(&d, &c), 0);
+    assert_string_equal(d.file, c.file);
+    assert_int_equal(config_line_of(&d, "user"), 3);
+    /* replaced after loading, as main.c does for --user and --workers: no longer the file's */
+    free(c.user);
+    c.user = strdup("nobody2");
+    c.workers = 3;
+    assert_int_equal(config_line_of(&c, "user"), 0);
+    assert_int_equal(config_line_of(&c, "workers"), 0);
+    assert_int_equal(config_line_of(&d, "user"), 3);
+    config_free(&c);
+    config_free(&d);
+    assert_null(d.file);
+}
+
+/* config_check_runtime() on c, expecting rc and exactly msg. */
+static void expect_runtime(const config_t *c, bool create, int rc, const char *msg)
+{
+    char err[1024] = "x";
+    int r = config_check_runtime(c, create, err, sizeof(err));
+    if (r != rc || strcmp(err, msg) != 0)
+        print_error("got %d '%s', want %d '%s'\n", r, err, rc, msg);
+    assert_int_equal(r, rc);
+    assert_string_equal(err, msg);
+}
+
+static void test_check_runtime(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tern_conf_run_XXXXXX", text[512], want[1024], path[300];
+    struct stat st;
+    assert_non_null(mkdtemp(dir));
+    /* accounts: from the file with their lines, every problem in one message, escaped */
+    snprintf(path, sizeof(path), "%s/ternd.yaml", dir);
+    write_file(path, "workers: 1\nuser: no-such-user\ngroup: \"no\\nsuch\"\n");
+    config_t c = load_ok(path);
+    snprintf(want, sizeof(want),
+             "%s:2: user 'no-such-user': no such user; %s:3: group 'no\\nsuch': no such group",
+             path, path);
+    expect_runtime(&c, false, TERN_ENOENT, want);
+    /* replaced by a flag: named by it */
+    free(c.user);
+    c.user = strdup("no-such-flag-user");
+    free(c.group);
+    c.group = NULL;
+    expect_runtime(&c, true, TERN_ENOENT, "user 'no-such-flag-user' (--user): no such user");
+    free(c.user);
+    c.user = strdup("nobody");
+    expect_runtime(&c, true, 0, "");
+    c.group = strdup("nogroup");
+    expect_runtime(&c, true, 0, "");
+    config_free(&c);
+    unlink(path);
+
+    /* directories: there; one level missing (created only when asked); two levels; a file */
+    snprintf(text, sizeof(text), "pid_file: %s/ternd.pid\ncontrol_socket: %s/run/ternd.sock\n", dir,
+             dir);
+    c = load_text(text);
+    expect_runtime(&c, false, 0, "");
+    snprintf(path, sizeof(path), "%s/run", dir);
+    assert_int_equal(stat(path, &st), -1); /* a check changes nothing */
+    c.user = strdup("nobody");
+    expect_runtime(&c, true, 0, "");
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0755);
+    if (geteuid() == 0) /* given to the account ternd becomes, so it can use it after the switch */
+        assert_int_equal(st.st_uid, 65534);
+    expect_runtime(&c, true, 0, ""); /* there now: left as it is */
+    rmdir(path);
+    config_free(&c);
+    snprintf(text, sizeof(text), "pid_file: %s/a/b/ternd.pid\n", dir);
+    c = load_text(text);
+    snprintf(want, sizeof(want),
+             "%s:1: pid_file '%s/a/b/ternd.pid': directory %s/a/b does not exist, nor does %s/a "
+             "to create it in",
+             tmp_path, dir, dir, dir);
+    expect_runtime(&c, true, TERN_ENOENT, want);
+    config_free(&c);
+    snprintf(path, sizeof(path), "%s/file", dir);
+    write_file(path, "");
+    snprintf(text, sizeof(text), "control_socket: %s/file/ternd.sock\n", dir);
+    c = load_text(text);
+    snprintf(want, sizeof(want),
+             "%s:1: control_socket '%s/file/ternd.sock': %s/file is not a directory", tmp_path, dir,
+             dir);
+    expect_runtime(&c, true, TERN_EINVAL, want);
+    config_free(&c);
+    unlink(path);
+    /* a relative path without a directory is in the cwd, which exists */
+    config_init(&c);
+    c.pid_file = strdup("ternd.pid");
+    expect_runtime(&c, false, 0, "");
+    config_free(&c);
+    rmdir(dir);
+}
+
 static void test_copy(void **state)
 {
     (void)state;
@@ -1725,6 +2012,7 @@ int main(void)
         cmocka_unit_test(test_bad_listen),
         cmocka_unit_test(test_listen_limit_in_file),
         cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_error_escapes),
         cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_bad_type),
         cmocka_unit_test(test_out_of_range),
@@ -1736,7 +2024,10 @@ int main(void)
         cmocka_unit_test(test_parse_listen),
         cmocka_unit_test(test_add_listen_limit),
         cmocka_unit_test(test_same_listen),
+        cmocka_unit_test(test_restart_only_changes),
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_line_of),
+        cmocka_unit_test(test_check_runtime),
         cmocka_unit_test(test_schema_print),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,259 @@
+/*
+ * config_parse.h — private to src/conf: what the schema machinery (config.c) and the redins
+ * translation (config_redins.c) share to parse one config file.
+ *
+ * config.c owns the schema rows (opt_t), the YAML node helpers that turn a node into a checked
+ * value or a "file:line: key: message" error, and the Redis settings both tern's "redis:" and
+ * redins' "handler.redis" write. config_redins.c owns the mapping of redins' config.json keys
+ * (server, error_log, handler, geoip) onto config_t, and only calls in here. Nothing outside
+ * src/conf includes this header (it is not installed).
+ *
+ * Lifecycle and threading: a parse_ctx_t lives for one config_load() call, on the caller's
+ * thread; the libyaml document and every node pointer here die with that call.
+ */
+#ifndef TERN_CONF_CONFIG_PARSE_H
+#define TERN_CONF_CONFIG_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "tern/common/compiler.h"
+#include "tern/conf/config.h"
+
+typedef enum {
+    OPT_UINT,      /* plain integer in [min, max], stored in a field of `size` bytes */
+    OPT_BOOL,      /* plain true / false */
+    OPT_ENUM,      /* one of `names` (any scalar style); the index is stored like OPT_UINT */
+    OPT_STR,       /* any scalar of min..max bytes; plain null, ~ or empty = unset (NULL) */
+    OPT_PATH,      /* OPT_STR resolved against the config file's directory; max bounds the result */
+    OPT_ADDR,      /* OPT_STR that config_parse_listen() accepts */
+    OPT_WORKERS,   /* OPT_UINT or the string "auto" */
+    OPT_LISTEN,    /* a listen entry or a sequence of them */
+    OPT_ZONES,     /* a sequence of {origin, file} mappings */
+    OPT_SERVER,    /* redins: {ip, port, protocol} or a sequence of them, into listen */
+    OPT_ERROR_LOG, /* redins: {enable, level, target, format}, into log_level and log_target */
+    OPT_REDIS,     /* a mapping of config_redis_schema's keys into redis, or null for no Redis */
+    OPT_REDIS_ADDR, /* config_redis_schema: "HOST:PORT", "[V6]:PORT" or an absolute socket path */
+    OPT_HANDLER,    /* redins: {redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db */
+    OPT_GEOIP,      /* redins (older, top level): {enable, db}, into geoip_db */
+    OPT_LATER,      /* a redins key tern does not implement yet: always an error saying so */
+} opt_type_t;
+
+/* Options that set the same fields share a group; a redins option and any other option of its
+ * group may not both appear in one file (which one would win is a guess we refuse to make). */
+enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS };
+
+/* Fields that one option and a redins geoip block may both set: finer than a group, since
+ * geoip_db, redins' geoip and handler.geoip may meet as long as only one of them sets each field
+ * (a redins geoip with enable false sets nothing); see config_claim(). */
+typedef enum { CLAIM_NONE = 0, CLAIM_GEOIP_DB, CLAIM_ASN_DB, CLAIM_COUNT } claim_t;
+
+typedef struct opt {
+    const char *key;
+    opt_type_t type;
+    size_t offset; /* of the field in config_t */
+    size_t size;   /* of that field (OPT_UINT, OPT_WORKERS, OPT_ENUM) */
+    long long def; /* OPT_UINT, OPT_WORKERS, OPT_BOOL, OPT_ENUM */
+    long long min; /* OPT_UINT, OPT_WORKERS: value; OPT_STR, OPT_PATH, OPT_ADDR: length */
+    long long max;
+    const char *const *names; /* OPT_ENUM: the values, max + 1 of them */
+    int group;
+    claim_t claim;     /* the field this option sets, when a redins geoip may set it too */
+    bool restart;      /* bound at startup: a reload that changes it cannot apply it */
+    bool empty_unsets; /* OPT_STR: "" unsets too (redins writes "password": "" for none) */
+    const char *desc;  /* OPT_LATER: what the redins key is for */
+} opt_t;
+
+/* RFC 2181 §8: a TTL is at most 2^31 - 1 seconds. */
+#define TTL_MAX 2147483647LL
+/* Redis timeouts in milliseconds: a Redis that has not answered in ten minutes is gone by any
+ * measure. */
+#define REDIS_TIMEOUT_MAX 600000
+/* A verify interval of a week: longer is "never" in practice, which 0 says plainly. */
+#define ZONE_RELOAD_MAX 604800
+
+/* The keys of a tern "redis:" mapping, into config_t.redis (config_redis_schema's rows). The
+ * defaults are config_init()'s; 0 and NULL mean the source's own default
+ * (tern/load/redis_source.h), except zone_reload. */
+enum {
+    RS_ADDRESS,
+    RS_DB,
+    RS_PASSWORD,
+    RS_PREFIX,
+    RS_SUFFIX,
+    RS_CONNECT_TIMEOUT,
+    RS_READ_TIMEOUT,
+    RS_ZONE_RELOAD,
+    RS_CHANGES_CHANNEL,
+    RS_DEFAULT_TTL,
+    RS_MAX_TTL,
+    RS_MAX_VALUE_BYTES,
+    RS_MAX_LABELS,
+    RS_MAX_RRSET_RECORDS,
+    RS_MAX_ZONES,
+    RS_COUNT
+};
+
+extern const opt_t config_redis_schema[RS_COUNT];
+
+/* One config_load() call. */
+typedef struct parse_ctx {
+    config_t *c;
+    yaml_document_t *doc;
+    const char *path;
+    char *dir; /* directory of path with a trailing '/', or NULL for the cwd */
+    char *err;
+    size_t errlen;
+    const yaml_node_t **seen;              /* key node of each schema option given in the file */
+    size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
+    struct {
+        const yaml_node_t *by; /* key node of what set the claimed field, if anything did */
+        const char *name;      /* its name: "geoip_db", "handler: geoip", ... */
+    } claimed[CLAIM_COUNT];
+} parse_ctx_t;
+
+/* A key of a nested mapping (a zone, a listen entry, a redins block). */
+typedef struct field {
+    const char *key;
+    const char *desc; /* what the value is, for "missing" errors */
+    bool required;
+    const char *later; /* non-NULL: a redins key tern refuses for now; what it is for */
+} field_t;
+
+/* Nested mappings have at most this many fields (tern's redis has 15). */
+#define MAX_FIELDS 16
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static inline size_t line_of(const yaml_node_t *n)
+{
+    return n->start_mark.line + 1;
+}
+
+static inline const char *scalar(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static inline bool is_plain(const yaml_node_t *n)
+{
+    return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* YAML's null: ~, null or nothing at all, unquoted. */
+static inline bool is_null(const yaml_node_t *n)
+{
+    const char *s = is_plain(n) ? scalar(n) : NULL;
+    return s && (*s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
+}
+
+/* Scalar text without an embedded NUL (a "\0" escape would cut it short silently). */
+static inline bool is_text(const yaml_node_t *n)
+{
+    return n->type == YAML_SCALAR_NODE && strlen(scalar(n)) == n->data.scalar.length;
+}
+
+static inline const yaml_node_t *node(const parse_ctx_t *pc, int id)
+{
+    return yaml_document_get_node(pc->doc, id);
+}
+
+/** "a plain scalar", "a string", "a list", "a mapping" or "nothing", for type errors. */
+const char *config_node_kind(const yaml_node_t *n);
+
+/** The key node of name in mapping n, or n itself when there is none (an error's line). */
+const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, const char *name);
+
+/* ---- values: 0, or TERN_ESYNTAX with "file:line: key: field: message" in pc->err ---------- */
+
+/** src into dst (len bytes, always terminated, an escape never cut in half), with each control
+ * character (C0 and DEL) written as \n, \r, \t or \xHH: a key, a value or a file name must not
+ * end a log line early, drive the terminal, or add a field to systemd's STATUS=. */
+void config_escape(char *dst, size_t len, const char *src);
+
+/** Record an error at n's line: "path:line: key: <fmt>" (no "key: " when key is NULL), escaped
+ * by config_escape(). Always returns TERN_ESYNTAX. */
+int config_fail(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *fmt, ...)
+    TERN_PRINTF(4, 5);
+
+/** A plain integer in [min, max] at n; field (or NULL) names the key inside key. */
+int config_get_int(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *field,
+                   long long min, long long max, long long *out) TERN_WUR;
+
+/** A plain true or false at n. */
+int config_get_bool(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *field,
+                    bool *out) TERN_WUR;
+
+/** One of names (count of them) at n, as its index. */
+int config_get_enum(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *field,
+                    const char *const *names, size_t count, size_t *out) TERN_WUR;
+
+/** An OPT_STR, OPT_PATH or OPT_ADDR value of row o at n into *out, replacing (freeing) it; null
+ * unsets it, and so does "" when o->empty_unsets. TERN_ENOMEM too. */
+int config_get_str(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *field,
+                   const opt_t *o, char **out) TERN_WUR;
+
+/** Check that n is a mapping whose keys are among fields, each at most once, none refused
+ * (field_t.later), every required one present; val[i] gets each field's value node or NULL. */
+int config_get_fields(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const field_t *fields,
+                      size_t nfields, const yaml_node_t **val) TERN_WUR;
+
+/** "key" for a single item, "key[index]" for an item of a sequence (parent). */
+void config_item_key(char *buf, size_t len, const char *key, const yaml_node_t *parent,
+                     size_t index);
+
+typedef int (*item_fn)(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent,
+                       const yaml_node_t *n, size_t index);
+
+/** Call fn for n's items if it is a sequence, else for n itself (index 0); the first error. */
+int config_each_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n, item_fn fn) TERN_WUR;
+
+/** Append listen entry e (given at n), or merge it into an earlier entry for the same address
+ * and port when their protocols do not overlap; the same protocol twice is an error. */
+int config_put_listen(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                      const config_listen_t *e) TERN_WUR;
+
+/** k (named key, a string that outlives the parse) is about to set the field of claim: the first
+ * one in a file may, a second is an error naming both lines. */
+int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const char *key) TERN_WUR;
+
+/* ---- Redis settings ----------------------------------------------------------------------- */
+
+/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
+void config_redis_reset(config_redis_t *r);
+
+/** A host for hiredis: an IPv4 address or a DNS name. */
+bool config_is_host(const char *h);
+
+/** "HOST:PORT" or "[V6]:PORT", port 1..65535, into r's host and port; r's unix_path is
+ * cleared. 0, TERN_EINVAL (nothing changed) or TERN_ENOMEM. */
+int config_redis_set_host_port(config_redis_t *r, const char *s) TERN_WUR;
+
+/** The UNIX socket at path (resolved against the config's directory) for r; host and port are
+ * cleared. Errors are "key: address: ...". */
+int config_redis_set_unix(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_redis_t *r,
+                          const char *path) TERN_WUR;
+
+/* ---- redins' config.json (config_redins.c) ------------------------------------------------- */
+
+/** redins "server" (OPT_SERVER) at n: replaces the listen list. */
+int config_redins_server(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/** redins "error_log" (OPT_ERROR_LOG) at n: log_level and log_target. */
+int config_redins_error_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/** redins "handler" (OPT_HANDLER) at n: replaces every redis setting (and enables Redis); its
+ * geoip sets geoip_db and asn_db. */
+int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/** Older redins' top-level "geoip" (OPT_GEOIP) at n, whose key node is k. */
+int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                        const yaml_node_t *n) TERN_WUR;
+
+/** The rows of handler's keys for config_schema_print(), indented under "handler". */
+void config_redins_print_handler(FILE *out);
+
+#endif
