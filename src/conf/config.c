@@ -24,12 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <yaml.h>
 
 #include "config_parse.h"
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/hash.h"
 
 #define FIELD(f)  .offset = offsetof(config_t, f), .size = sizeof(((config_t *)0)->f)
@@ -48,6 +50,9 @@ _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) =
 /* Redis accepts much longer strings; 1024 bytes is beyond any real password, key prefix or
  * channel name and keeps messages about them printable. */
 #define REDIS_STR_MAX 1024
+/* A config of tens of thousands of zones is a few MiB; 64 MiB refuses a runaway file before
+ * libyaml builds a node tree of it. */
+#define CONFIG_FILE_MAX (64u << 20)
 
 const opt_t config_redis_schema[RS_COUNT] = {
     [RS_ADDRESS] = {.key = "address",
@@ -1211,9 +1216,16 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
     int r = TERN_ENOMEM;
     bool have_parser = false, have_doc = false;
 
-    FILE *f = fopen(path, "r");
+    /* a regular file of sane size only: the config is read again on the loader thread at every
+     * SIGHUP, where a FIFO would hang reloads for good and libyaml keeps the whole file */
+    struct stat st;
+    int fd = tern_open_regular(path, CONFIG_FILE_MAX, &st, err, errlen);
+    if (fd < 0)
+        return fd;
+    FILE *f = fdopen(fd, "r");
     if (!f) {
         int e = errno;
+        close(fd);
         set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }

@@ -1551,6 +1551,18 @@ static void test_syntax_error(void **state)
     unlink(path);
     assert_int_equal(config_load(&c, "/nonexistent/tern.yaml", err, sizeof(err)), TERN_ENOENT);
     assert_non_null(strstr(err, "/nonexistent/tern.yaml"));
+    /* read again at every SIGHUP on the loader thread: a FIFO must not hang it */
+    char fifo[] = "/tmp/tern-conf-fifo-XXXXXX";
+    assert_non_null(mkdtemp(fifo));
+    char fpath[64];
+    snprintf(fpath, sizeof(fpath), "%s/c.yaml", fifo);
+    assert_int_equal(mkfifo(fpath, 0600), 0);
+    assert_int_equal(config_load(&c, fpath, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "is not a regular file (a FIFO)"));
+    assert_int_equal(config_load(&c, fifo, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "is a directory"));
+    unlink(fpath);
+    rmdir(fifo);
     config_free(&c);
 
     /* a second document is not silently skipped */
