@@ -1219,9 +1219,12 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
     /* a regular file of sane size only: the config is read again on the loader thread at every
      * SIGHUP, where a FIFO would hang reloads for good and libyaml keeps the whole file */
     struct stat st;
-    int fd = tern_open_regular(path, CONFIG_FILE_MAX, &st, err, errlen);
-    if (fd < 0)
+    char oerr[ERR_RAW_MAX];
+    int fd = tern_open_regular(path, CONFIG_FILE_MAX, &st, oerr, sizeof(oerr));
+    if (fd < 0) {
+        set_err(err, errlen, "%s", oerr);
         return fd;
+    }
     FILE *f = fdopen(fd, "r");
     if (!f) {
         int e = errno;
