@@ -1299,16 +1299,21 @@ void loader_stop(loader_t *l)
 {
     if (!l)
         return;
-    if (l->redis) /* first: no callback may queue anything once the thread is gone */
+    /* The loader thread first: a reload in progress may be stopping, starting or resyncing the
+     * source (redis_follow), so stopping the source under it would free what it is using, or
+     * race it to stop the source twice and leave one it started after the stop. */
+    if (l->started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_broadcast(&l->wake);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+        l->started = false;
+    }
+    /* Then the source, from here alone. Until it is joined its callbacks only queue zones under
+     * l->mu (nobody applies them any more); loader_free()'s redis_clear() frees what they left. */
+    if (l->redis)
         redis_stop(l);
-    if (!l->started)
-        return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = true;
-    pthread_cond_broadcast(&l->wake);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->thread, NULL);
-    l->started = false;
 }
 
 void loader_free(loader_t *l)

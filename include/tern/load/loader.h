@@ -115,7 +115,11 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
 
-/** Stop and join the loader thread (a reload in progress finishes first). */
+/**
+ * Stop and join the loader thread (a reload in progress finishes first), then stop the Redis
+ * source, in that order: only the loader thread starts, restarts and stops the source while it
+ * runs. Any thread but the loader's own (not from a listener); loader_free() calls it too.
+ */
 void loader_stop(loader_t *l);
 
 /** Free the published view, the configs and the loader. Call after the workers have stopped. */
