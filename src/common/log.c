@@ -1,6 +1,7 @@
 #include "tern/common/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,4 +102,48 @@ void log_msg(log_level_t level, const char *fmt, ...)
     buf[len++] = '\n';
     ssize_t w = write(target == LOG_TARGET_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, len);
     (void)w;
+}
+
+/* The escape of byte c (see tern_escape()) into e; returns its length. */
+static size_t escape_byte(unsigned char c, char e[5])
+{
+    if (c == '\\' || c == '"') {
+        e[0] = '\\';
+        e[1] = (char)c;
+        return 2;
+    }
+    if (c < 0x20 || c >= 0x7f) {
+        snprintf(e, 5, "\\%03u", c);
+        return 4;
+    }
+    e[0] = (char)c;
+    return 1;
+}
+
+const char *tern_escape(char *dst, size_t dstlen, const void *s, size_t len)
+{
+    static const char cut[] = "...";
+    const size_t ncut = sizeof(cut) - 1;
+    const unsigned char *p = s;
+    char e[5];
+    size_t whole = 0, o = 0;
+    for (size_t i = 0; i < len; i++)
+        whole += escape_byte(p[i], e);
+    size_t room = dstlen - 1; /* the NUL aside */
+    bool cutting = whole > room;
+    if (cutting) /* keep room for "..." after the last whole escape */
+        room = room >= ncut ? room - ncut : 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t n = escape_byte(p[i], e);
+        if (o + n > room)
+            break;
+        memcpy(dst + o, e, n);
+        o += n;
+    }
+    if (cutting && o + ncut < dstlen) {
+        memcpy(dst + o, cut, ncut);
+        o += ncut;
+    }
+    dst[o] = '\0';
+    return dst;
 }
