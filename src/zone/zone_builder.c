@@ -27,9 +27,6 @@
 
 #define NO_ID UINT32_MAX
 
-/* RRsets with more RRs do not fit zone_rrset_t.count (nor any DNS message). */
-#define RRSET_MAX_RRS UINT16_MAX
-
 /* Runs of identical type at one owner up to this size are de-duplicated by comparing every pair;
  * larger ones (round-robin pools of hundreds of addresses) are sorted first so the cost stays
  * O(n log n). 16 keeps the quadratic case under ~120 short memcmp calls. */
@@ -458,6 +455,13 @@ nomem:
     return TERN_ENOMEM;
 }
 
+bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner)
+{
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, owner);
+    return name_find(b, lc, len, dname_hash(lc)) != NO_ID;
+}
+
 int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
                      uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
                      unsigned line)
@@ -702,11 +706,11 @@ static int group_runs(struct fctx *f, char *err, size_t errlen)
                 if (x->ttl < r->ttl)
                     r->ttl = x->ttl;
             }
-            if (r->kept > RRSET_MAX_RRS || r->bytes > UINT32_MAX / 2) {
+            if (r->kept > ZONE_BUILDER_MAX_RRSET_RRS || r->bytes > ZONE_BUILDER_MAX_RRSET_BYTES) {
                 where(b, first, w1, sizeof(w1));
                 name_str(b, id, nbuf, sizeof(nbuf));
                 snprintf(err, errlen, "%s: RRset %s type %u has more than %u records", w1, nbuf,
-                         type, RRSET_MAX_RRS);
+                         type, ZONE_BUILDER_MAX_RRSET_RRS);
                 rc = TERN_ELIMIT;
                 goto fail;
             }

@@ -566,6 +566,90 @@ static void test_bad_label_skipped(void **state)
     zone_free(z);
 }
 
+/* JSON of one label whose "a" RRset has n records (10.x.y.z), malloc'd. */
+static char *big_a_label(size_t n)
+{
+    size_t cap = 64 + n * 24, o = 0;
+    char *j = malloc(cap);
+    assert_non_null(j);
+    o += (size_t)snprintf(j, cap, "{\"a\": {\"ttl\": 60, \"records\": [");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(j + o, cap - o, "%s{\"ip\": \"10.%zu.%zu.%zu\"}", i ? "," : "",
+                              i >> 16 & 255, i >> 8 & 255, i & 255);
+    snprintf(j + o, cap - o, "]}}");
+    return j;
+}
+
+/* A label whose RRset is larger than a zone can hold, or than max_rrset_records, costs that label
+ * only: before, it reached the builder and every version of the zone failed at finish. */
+static void test_rrset_cap_costs_the_label(void **state)
+{
+    (void)state;
+    char err[512];
+    zone_json_t *zj = start(NULL, CONFIG);
+    label_ok(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.geo.example.test\"}]}}");
+    char *huge = big_a_label(70000);
+    assert_int_equal(zone_json_label(zj, "huge", huge, strlen(huge), err, sizeof(err)),
+                     TERN_ELIMIT);
+    assert_string_equal(err, "test: zone geo.example.test label huge: a.records: 70000 records, "
+                             "more than 65535 (what an RRset can hold)");
+    free(huge);
+    label_ok(zj, "www", "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}]}}");
+    zone_t *z = finish(zj);
+    assert_null(rrset(z, "huge." ORIGIN, 1));
+    assert_non_null(rrset(z, "www." ORIGIN, 1));
+    zone_free(z);
+
+    /* the configured cap: as many as it allows is fine, one more is not */
+    zone_json_opts_t opts = {.max_rrset_records = 3};
+    zj = start(&opts, CONFIG);
+    char *three = big_a_label(3), *four = big_a_label(4);
+    label_ok(zj, "three", three);
+    assert_int_equal(zone_json_label(zj, "four", four, strlen(four), err, sizeof(err)),
+                     TERN_ELIMIT);
+    assert_non_null(
+        strstr(err, "label four: a.records: 4 records, more than max_rrset_records (3)"));
+    /* every RRset type with records counts, not only addresses */
+    const char *txt = "{\"txt\": {\"records\": [{\"text\": \"1\"}, {\"text\": \"2\"}, "
+                      "{\"text\": \"3\"}, {\"text\": \"4\"}]}}";
+    assert_int_equal(zone_json_label(zj, "t", txt, strlen(txt), err, sizeof(err)), TERN_ELIMIT);
+    free(three);
+    free(four);
+    z = finish(zj);
+    assert_int_equal(rrset(z, "three." ORIGIN, 1)->count, 3);
+    assert_null(rrset(z, "four." ORIGIN, 1));
+    assert_null(rrset(z, "t." ORIGIN, 16));
+    zone_free(z);
+}
+
+/* Two labels naming one owner ("www", "WWW", "\119ww"): the second is refused, so a CNAME in one
+ * beside data in the other no longer fails the zone at finish. */
+static void test_same_owner_second_label_skipped(void **state)
+{
+    (void)state;
+    char err[512];
+    zone_json_t *zj = start(NULL, CONFIG);
+    label_ok(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.geo.example.test\"}]}}");
+    label_ok(zj, "www", "{\"cname\": {\"host\": \"web.geo.example.test\"}}");
+    const char *a = "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}]}}";
+    assert_int_equal(zone_json_label(zj, "WWW", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    assert_string_equal(err,
+                        "test: zone geo.example.test label WWW: www.geo.example.test. is given "
+                        "by another label already (labels that differ only in case or "
+                        "escapes name one owner)");
+    assert_int_equal(zone_json_label(zj, "\\119ww", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    assert_int_equal(zone_json_label(zj, "@", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    /* a label that added nothing (an address without "ip") claims no owner */
+    label_ok(zj, "empty", "{\"a\": {\"records\": [{\"weight\": 1}]}}");
+    label_ok(zj, "EMPTY", a);
+    zone_t *z = finish(zj);
+    assert_non_null(rrset(z, "www." ORIGIN, 5));
+    assert_null(rrset(z, "www." ORIGIN, 1));
+    assert_non_null(rrset(z, "empty." ORIGIN, 1));
+    assert_null(rrset(z, ORIGIN, 1));
+    zone_free(z);
+}
+
 static void test_value_errors(void **state)
 {
     static const struct {
@@ -917,6 +1001,8 @@ int main(void)
         cmocka_unit_test(test_filter_policies),
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_bad_label_skipped),
+        cmocka_unit_test(test_rrset_cap_costs_the_label),
+        cmocka_unit_test(test_same_owner_second_label_skipped),
         cmocka_unit_test(test_value_errors),
         cmocka_unit_test(test_soa_required),
         cmocka_unit_test(test_apex_ns_synthesised),
