@@ -566,20 +566,6 @@ static void test_bad_label_skipped(void **state)
     zone_free(z);
 }
 
-/* JSON of one label whose "a" RRset has n records (10.x.y.z), malloc'd. */
-static char *big_a_label(size_t n)
-{
-    size_t cap = 64 + n * 24, o = 0;
-    char *j = malloc(cap);
-    assert_non_null(j);
-    o += (size_t)snprintf(j, cap, "{\"a\": {\"ttl\": 60, \"records\": [");
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)snprintf(j + o, cap - o, "%s{\"ip\": \"10.%zu.%zu.%zu\"}", i ? "," : "",
-                              i >> 16 & 255, i >> 8 & 255, i & 255);
-    snprintf(j + o, cap - o, "]}}");
-    return j;
-}
-
 /* A label whose RRset is larger than a zone can hold, or than max_rrset_records, costs that label
  * only: before, it reached the builder and every version of the zone failed at finish. */
 static void test_rrset_cap_costs_the_label(void **state)
@@ -588,7 +574,7 @@ static void test_rrset_cap_costs_the_label(void **state)
     char err[512];
     zone_json_t *zj = start(NULL, CONFIG);
     label_ok(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.geo.example.test\"}]}}");
-    char *huge = big_a_label(70000);
+    char *huge = json_a_records(70000);
     assert_int_equal(zone_json_label(zj, "huge", huge, strlen(huge), err, sizeof(err)),
                      TERN_ELIMIT);
     assert_string_equal(err, "test: zone geo.example.test label huge: a.records: 70000 records, "
@@ -603,7 +589,7 @@ static void test_rrset_cap_costs_the_label(void **state)
     /* the configured cap: as many as it allows is fine, one more is not */
     zone_json_opts_t opts = {.max_rrset_records = 3};
     zj = start(&opts, CONFIG);
-    char *three = big_a_label(3), *four = big_a_label(4);
+    char *three = json_a_records(3), *four = json_a_records(4);
     label_ok(zj, "three", three);
     assert_int_equal(zone_json_label(zj, "four", four, strlen(four), err, sizeof(err)),
                      TERN_ELIMIT);
