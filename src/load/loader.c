@@ -931,6 +931,10 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.json.locate_ctx = l;
     rc.json.default_ttl = c->default_ttl;
     rc.json.max_ttl = c->max_ttl;
+    rc.max_value_bytes = c->max_value_bytes;
+    rc.max_labels = c->max_labels;
+    rc.max_rrset_records = c->max_rrset_records;
+    rc.max_zones = c->max_zones;
     redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
                                    .on_zone_gone = redis_on_gone,
                                    .on_state = redis_on_state,
@@ -1291,6 +1295,11 @@ void loader_get_stats(loader_t *l, loader_stats_t *out)
         out->redis_connected = st.connected;
         out->redis_zones = st.zones;
         out->redis_failed = st.failed;
+        out->redis_zones_skipped = st.zones_skipped;
+        out->redis_labels_skipped = st.labels_skipped;
+        out->redis_over_value_bytes = st.over_value_bytes;
+        out->redis_over_labels = st.over_labels;
+        out->redis_over_rrset_records = st.over_rrset_records;
     }
     pthread_mutex_unlock(&l->rs_mu);
 }
