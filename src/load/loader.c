@@ -700,7 +700,9 @@ static void redis_queue(loader_t *l, const char *origin, zone_t *z)
     }
     if (!key || l->npend == l->cappend) {
         pthread_mutex_unlock(&l->mu);
-        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)", origin);
+        char esc[TERN_ESCAPE_MAX(64)]; /* a key already (log-safe), but never trust a caller */
+        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)",
+                tern_escape(esc, sizeof(esc), origin, strlen(origin)));
         free(key);
         zone_free(z);
         return;

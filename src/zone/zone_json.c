@@ -959,9 +959,10 @@ static json_t *parse_text(const struct ectx *e, const char *json, size_t len)
 {
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
-    if (!root)
+    char text[TERN_ESCAPE_MAX(sizeof(je.text))];
+    if (!root) /* jansson quotes the input ("... near 'x'"), so escape it */
         fail(e, TERN_ESYNTAX, "JSON syntax error at line %d column %d: %s", je.line, je.column,
-             je.text);
+             tern_escape(text, sizeof(text), je.text, strlen(je.text)));
     return root;
 }
 

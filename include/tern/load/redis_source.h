@@ -44,8 +44,8 @@
  *   - built: on_zone(origin, zone) — ownership of the zone passes to the callback;
  *   - a bad label is skipped, the other labels are served: invalid JSON or values, an RRset over
  *     max_rrset_records (or the 65,535 an RRset can hold), a value over max_value_bytes, or a
- *     second label naming an owner an earlier one gave ("WWW" beside "www": the one read first
- *     stays, see zone_json_label()). So no label can make its zone fail: later changes to the
+ *     second label naming an owner an earlier one gave ("WWW" beside "www": the one HSCAN gave
+ *     first stays, see zone_json_label()). So no label can make its zone fail: later changes to the
  *     other labels keep applying;
  *   - no config, no valid SOA, a config over max_value_bytes, or more labels than max_labels:
  *     the whole version is rejected and logged, on_zone is not called — the caller keeps the
@@ -57,9 +57,10 @@
  *
  * Untrusted data: whoever can write to Redis decides what the source reads, so every name that
  * reaches a log line is printed by dname_key()/dname_to_str() or tern_escape() (a member holding
- * a newline cannot forge a line), and each breach of a bound is logged once — per zone and label
- * and kind, not at every verify or rebuild, again only after it was gone — and counted in
- * redis_source_stats_t.
+ * a newline cannot forge a line), and every bad label or breach of a bound is logged once per
+ * zone, label and kind: not again at each verify or rebuild while it lasts, anew only once it
+ * was fixed and came back. The breaches are counted in redis_source_stats_t the same way (each
+ * once); zones beyond max_zones are a gauge.
  *
  * Change notifications need Redis' notify-keyspace-events to hold K (keyspace) and the classes
  * g $ s h x (or A). At connect the source reads it with CONFIG GET and, when something is

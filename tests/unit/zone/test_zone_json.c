@@ -556,6 +556,12 @@ static void test_bad_label_skipped(void **state)
     assert_int_equal(zone_json_label(zj, "broken", syntax, strlen(syntax), err, sizeof(err)),
                      TERN_ESYNTAX);
     assert_non_null(strstr(err, "test: zone geo.example.test label broken: JSON syntax error"));
+    /* jansson quotes the input in its message, a newline too: the message stays one line */
+    const char *forged = "{\"a\": \"\\u12\nternd: error: forged\"}";
+    assert_int_equal(zone_json_label(zj, "forged", forged, strlen(forged), err, sizeof(err)),
+                     TERN_ESYNTAX);
+    assert_non_null(strstr(err, "invalid escape near '\\\"\\\\u12\\010'"));
+    assert_null(strchr(err, '\n'));
     label_ok(zj, "other", "{\"txt\": {\"records\": [{\"text\": \"fine\"}]}}");
     zone_t *z = finish(zj);
     assert_non_null(rrset(z, "good." ORIGIN, 1));
