@@ -1,6 +1,7 @@
 #include "tern/common/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,10 +75,7 @@ int log_parse_target(const char *name, log_target_t *out)
     return 0;
 }
 
-/* Copy src to dst (dstlen bytes, NUL-terminated) with every control byte written as \DDD, as
- * names are in presentation form (RFC 1035 §5.1): a zone, label or file name that holds a
- * newline (a Redis set member can) must not start a forged line of its own. */
-static size_t escape_controls(char *dst, size_t dstlen, const char *src)
+size_t tern_escape_controls(char *dst, size_t dstlen, const char *src)
 {
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < dstlen; p++) {
@@ -110,13 +108,57 @@ void log_msg(log_level_t level, const char *fmt, ...)
     va_end(ap);
     if (target == LOG_TARGET_SYSLOG) {
         /* syslog carries ident, pid and priority itself */
-        escape_controls(buf, sizeof(buf), msg);
+        tern_escape_controls(buf, sizeof(buf), msg);
         syslog(syslog_priority[level], "%s", buf);
         return;
     }
     int n = snprintf(buf, sizeof(buf), "ternd: %s: ", log_level_names[level]);
-    size_t len = (size_t)n + escape_controls(buf + n, sizeof(buf) - (size_t)n - 1, msg);
+    size_t len = (size_t)n + tern_escape_controls(buf + n, sizeof(buf) - (size_t)n - 1, msg);
     buf[len++] = '\n';
     ssize_t w = write(target == LOG_TARGET_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, len);
     (void)w;
+}
+
+/* The escape of byte c (see tern_escape()) into e; returns its length. */
+static size_t escape_byte(unsigned char c, char e[5])
+{
+    if (c == '\\' || c == '"') {
+        e[0] = '\\';
+        e[1] = (char)c;
+        return 2;
+    }
+    if (c < 0x20 || c >= 0x7f) {
+        snprintf(e, 5, "\\%03u", c);
+        return 4;
+    }
+    e[0] = (char)c;
+    return 1;
+}
+
+const char *tern_escape(char *dst, size_t dstlen, const void *s, size_t len)
+{
+    static const char cut[] = "...";
+    const size_t ncut = sizeof(cut) - 1;
+    const unsigned char *p = s;
+    char e[5];
+    size_t whole = 0, o = 0;
+    for (size_t i = 0; i < len; i++)
+        whole += escape_byte(p[i], e);
+    size_t room = dstlen - 1; /* the NUL aside */
+    bool cutting = whole > room;
+    if (cutting) /* keep room for "..." after the last whole escape */
+        room = room >= ncut ? room - ncut : 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t n = escape_byte(p[i], e);
+        if (o + n > room)
+            break;
+        memcpy(dst + o, e, n);
+        o += n;
+    }
+    if (cutting && o + ncut < dstlen) {
+        memcpy(dst + o, cut, ncut);
+        o += ncut;
+    }
+    dst[o] = '\0';
+    return dst;
 }

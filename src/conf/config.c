@@ -32,6 +32,7 @@
 #include "config_parse.h"
 #include "tern/common/err.h"
 #include "tern/common/file.h"
+#include "tern/common/log.h"
 #include "tern/common/hash.h"
 
 #define FIELD(f)  .offset = offsetof(config_t, f), .size = sizeof(((config_t *)0)->f)
@@ -359,28 +360,7 @@ _Static_assert(NOPTS <= CONFIG_MAX_OPTIONS, "config_t.origin has a slot for ever
  * words around them. Callers' buffers are smaller, so nothing they could hold is cut here. */
 #define ERR_RAW_MAX (2 * PATH_MAX + 256)
 
-void config_escape(char *dst, size_t len, const char *src)
-{
-    size_t o = 0;
-    if (len == 0)
-        return;
-    for (; *src; src++) {
-        unsigned char ch = (unsigned char)*src;
-        char esc[5] = {(char)ch, '\0'};
-        if (ch == '\n' || ch == '\r' || ch == '\t')
-            snprintf(esc, sizeof(esc), "\\%c", ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't');
-        else if (ch < 0x20 || ch == 0x7f)
-            snprintf(esc, sizeof(esc), "\\x%02x", ch);
-        size_t n = strlen(esc);
-        if (o + n >= len)
-            break; /* never half an escape */
-        memcpy(dst + o, esc, n);
-        o += n;
-    }
-    dst[o] = '\0';
-}
-
-/* fmt into err, escaped as config_escape() does. */
+/* fmt into err, its control characters escaped (tern_escape_controls()). */
 static void set_err(char *err, size_t errlen, const char *fmt, ...) TERN_PRINTF(3, 4);
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -390,7 +370,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
-    config_escape(err, errlen, raw);
+    (void)tern_escape_controls(err, errlen, raw);
 }
 
 int config_fail(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *fmt, ...)
@@ -404,7 +384,7 @@ int config_fail(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const ch
         vsnprintf(raw + k, sizeof(raw) - (size_t)k, fmt, ap);
         va_end(ap);
     }
-    config_escape(pc->err, pc->errlen, raw);
+    (void)tern_escape_controls(pc->err, pc->errlen, raw);
     return TERN_ESYNTAX;
 }
 

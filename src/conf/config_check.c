@@ -65,7 +65,7 @@ static void add(report_t *r, int rc, const char *key, const char *flag, const ch
     snprintf(msg, sizeof(msg), "%s%s%s '%s'%s: %s", r->off ? "; " : "", where, key, value, by,
              problem);
     if (r->off < r->len) {
-        config_escape(r->err + r->off, r->len - r->off, msg);
+        (void)tern_escape_controls(r->err + r->off, r->len - r->off, msg);
         r->off += strlen(r->err + r->off);
     }
     if (!r->rc)
@@ -130,7 +130,7 @@ static void check_dir(report_t *r, const char *key, const char *path, bool creat
         return;
     }
     char shown[PATH_MAX]; /* dir for the log lines, escaped as every message from the config is */
-    config_escape(shown, sizeof(shown), dir);
+    (void)tern_escape_controls(shown, sizeof(shown), dir);
     if (!create) {
         log_info("%s: directory %s does not exist; ternd will create it", key, shown);
         return;

@@ -169,13 +169,8 @@ const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, 
 
 /* ---- values: 0, or TERN_ESYNTAX with "file:line: key: field: message" in pc->err ---------- */
 
-/** src into dst (len bytes, always terminated, an escape never cut in half), with each control
- * character (C0 and DEL) written as \n, \r, \t or \xHH: a key, a value or a file name must not
- * end a log line early, drive the terminal, or add a field to systemd's STATUS=. */
-void config_escape(char *dst, size_t len, const char *src);
-
 /** Record an error at n's line: "path:line: key: <fmt>" (no "key: " when key is NULL), escaped
- * by config_escape(). Always returns TERN_ESYNTAX. */
+ * by tern_escape_controls(). Always returns TERN_ESYNTAX. */
 int config_fail(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *fmt, ...)
     TERN_PRINTF(4, 5);
 

@@ -264,6 +264,11 @@ static void reload_counters(sb_t *b, const loader_stats_t *st)
         sb_line(b, "redis_zones: %zu", st->redis_zones);
         sb_line(b, "redis_zones_rejected: %zu", st->redis_failed);
         sb_line(b, "redis_publishes: %" PRIu64, st->redis_publishes);
+        sb_line(b, "redis_zones_skipped: %zu", st->redis_zones_skipped);
+        sb_line(b, "redis_labels_skipped: %" PRIu64, st->redis_labels_skipped);
+        sb_line(b, "redis_over_max_value_bytes: %" PRIu64, st->redis_over_value_bytes);
+        sb_line(b, "redis_over_max_labels: %" PRIu64, st->redis_over_labels);
+        sb_line(b, "redis_over_max_rrset_records: %" PRIu64, st->redis_over_rrset_records);
     }
 }
 

@@ -689,7 +689,9 @@ static void redis_queue(loader_t *l, const char *origin, zone_t *z)
     }
     if (!key || l->npend == l->cappend) {
         pthread_mutex_unlock(&l->mu);
-        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)", origin);
+        char esc[TERN_ESCAPE_MAX(64)]; /* a key already (log-safe), but never trust a caller */
+        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)",
+                tern_escape(esc, sizeof(esc), origin, strlen(origin)));
         free(key);
         zone_free(z);
         return;
@@ -920,6 +922,10 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.json.locate_ctx = l;
     rc.json.default_ttl = c->default_ttl;
     rc.json.max_ttl = c->max_ttl;
+    rc.max_value_bytes = c->max_value_bytes;
+    rc.max_labels = c->max_labels;
+    rc.max_rrset_records = c->max_rrset_records;
+    rc.max_zones = c->max_zones;
     redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
                                    .on_zone_gone = redis_on_gone,
                                    .on_state = redis_on_state,
@@ -1301,6 +1307,11 @@ void loader_get_stats(loader_t *l, loader_stats_t *out)
         out->redis_connected = st.connected;
         out->redis_zones = st.zones;
         out->redis_failed = st.failed;
+        out->redis_zones_skipped = st.zones_skipped;
+        out->redis_labels_skipped = st.labels_skipped;
+        out->redis_over_value_bytes = st.over_value_bytes;
+        out->redis_over_labels = st.over_labels;
+        out->redis_over_rrset_records = st.over_rrset_records;
     }
     pthread_mutex_unlock(&l->rs_mu);
 }
@@ -1309,16 +1320,21 @@ void loader_stop(loader_t *l)
 {
     if (!l)
         return;
-    if (l->redis) /* first: no callback may queue anything once the thread is gone */
+    /* The loader thread first: a reload in progress may be stopping, starting or resyncing the
+     * source (redis_follow), so stopping the source under it would free what it is using, or
+     * race it to stop the source twice and leave one it started after the stop. */
+    if (l->started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_broadcast(&l->wake);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+        l->started = false;
+    }
+    /* Then the source, from here alone. Until it is joined its callbacks only queue zones under
+     * l->mu (nobody applies them any more); loader_free()'s redis_clear() frees what they left. */
+    if (l->redis)
         redis_stop(l);
-    if (!l->started)
-        return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = true;
-    pthread_cond_broadcast(&l->wake);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->thread, NULL);
-    l->started = false;
 }
 
 void loader_free(loader_t *l)

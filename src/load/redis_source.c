@@ -5,7 +5,6 @@
  */
 #include "tern/load/redis_source.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,9 +23,11 @@
 
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
+#include "tern/wire/dname.h"
 
 /* Zones per pipelined batch of a full read: one round trip per 64 zones instead of two per zone
  * (10,000 small zones read in ~160 round trips), while the replies in flight stay a few MB. */
@@ -52,8 +53,16 @@
  * the socket (a host gone, a partition) is noticed within PING_IDLE_MS + the read timeout. */
 #define PING_IDLE_MS 15000
 
-/* Bad labels logged one per line in one build; the rest are counted in one line. */
+/* New bad labels (or set members) logged one per line in one build (or read); the rest are
+ * counted in one line, so a zone full of bad labels cannot flood the log. */
 #define BAD_LABELS_LOGGED 10
+
+/* Other members naming one zone, and zones beyond max_zones, named in their one log line. */
+#define NAMES_LOGGED 3
+
+/* Untrusted text (a set member, a label) in a log line: tern_escape() into a buffer this large,
+ * enough for a whole domain name in presentation form. */
+#define ESC_MAX 1024
 
 /* Zone builds yield to the DNS workers when they share a CPU, as the loader's do. */
 #define SOURCE_NICE 10
@@ -62,16 +71,24 @@
 #define E_STOP (-ECANCELED)  /* stop() was called */
 #define E_CONN (-ECONNRESET) /* the connection is unusable; rs->why says why */
 
+/* Breaches of a zone's bounds that reject its version, logged once while they last (zst). */
+#define ZB_OVER_LABELS 1u /* more than max_labels */
+#define ZB_BIG_CONFIG  2u /* a config over max_value_bytes */
+
 /* One zone of the set. Keyed by origin; name is the set member the keys are built from. */
 struct zst {
-    char *name;   /* as in the set: "example.com." */
-    char *origin; /* lowercased, without the final dot: "example.com" ("." for the root) */
+    char *name;   /* as in the set: "example.com." (untrusted: tern_escape() it for logs) */
+    char *origin; /* its canonical key (dname_key): "example.com" ("." for the root) */
     uint64_t digest;
     bool have_digest; /* digest is that of the last version built or rejected */
     bool failed;      /* the last version read was rejected */
     bool served;      /* handed out by on_zone and not gone since */
     bool dirty;       /* in rs->dirty */
     uint64_t mark;    /* generation of the last set read / run that listed it */
+    uint64_t dups;    /* digest of the other members naming this zone, as last logged; 0 none */
+    unsigned breach;  /* ZB_* logged for the last version (cleared by one without) */
+    uint64_t *rep;    /* label breaches logged at the last build (label_report()), sorted */
+    size_t nrep;
     struct zst *next; /* hash chain */
 };
 
@@ -96,6 +113,7 @@ struct redis_source {
     char *k_pattern;   /* the keyspace channel pattern */
     char *channel;     /* the change channel, or NULL */
     size_t plen, slen; /* strlen(prefix), strlen(suffix) */
+    size_t max_value_bytes, max_labels, max_zones; /* bounds (json.max_rrset_records: the 4th) */
 
     /* shared with other threads */
     pthread_t thread;
@@ -123,6 +141,9 @@ struct redis_source {
     struct zst **bucket;
     size_t nbucket, nzones;
     uint64_t gen;
+    uint64_t *bad_members; /* hashes of the unparsable members logged at the last read, sorted */
+    size_t nbad_members;
+    size_t zones_skipped; /* beyond max_zones at the last read (logged when it changes) */
 
     struct zst **dirty;
     size_t ndirty, capdirty;
@@ -168,18 +189,27 @@ static uint64_t digest_label(const redisReply *f, const redisReply *v)
 
 /* --- the zone table --- */
 
-static char *origin_of(const char *name)
+/* The canonical key of set member name (n bytes) into key: what "the same zone" means here and in
+ * the loader. False when it is no domain name (empty, a NUL inside, a bad escape, too long). */
+static bool member_key(const char *name, size_t n, char key[DNAME_KEY_MAX])
 {
-    size_t n = strlen(name);
-    while (n > 1 && name[n - 1] == '.')
-        n--;
-    char *o = malloc(n + 1);
-    if (!o)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        o[i] = (char)tolower((unsigned char)name[i]);
-    o[n] = '\0';
-    return o;
+    char buf[DNAME_KEY_MAX];
+    const char *why;
+    if (n == 0 || n >= sizeof(buf) || memchr(name, '\0', n))
+        return false;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    return dname_key(buf, key, DNAME_KEY_MAX, &why) >= 0;
+}
+
+/* True when member name is written in the canonical form of its key: the key itself, or with the
+ * final dot redins writes ("example.com."). Such a member is served first when several name one
+ * zone, so the choice does not depend on the order Redis lists them in. */
+static bool member_canonical(const char *name, const char *key)
+{
+    size_t k = strlen(key);
+    return strcmp(name, key) == 0 ||
+           (strncmp(name, key, k) == 0 && name[k] == '.' && name[k + 1] == '\0');
 }
 
 static struct zst *zt_find(const redis_source_t *rs, const char *origin)
@@ -248,6 +278,7 @@ static void zt_del(redis_source_t *rs, struct zst *z)
     }
     free(z->name);
     free(z->origin);
+    free(z->rep);
     free(z);
 }
 
@@ -284,20 +315,17 @@ static void mark_dirty(redis_source_t *rs, struct zst *z)
     touch(rs);
 }
 
-/* The zone of set member name (n bytes), when it is the one we serve under its origin. */
-static struct zst *zone_by_name(redis_source_t *rs, const char *name, size_t n)
+/* The zone named name (n bytes), whatever its spelling; with exact, only when name is the very
+ * member it is read from (the keys of another member of the same zone are not its data). */
+static struct zst *zone_by_name(redis_source_t *rs, const char *name, size_t n, bool exact)
 {
-    char buf[1024];
-    if (n == 0 || n >= sizeof(buf))
+    char key[DNAME_KEY_MAX];
+    if (!member_key(name, n, key))
         return NULL;
-    memcpy(buf, name, n);
-    buf[n] = '\0';
-    char *o = origin_of(buf);
-    if (!o)
+    struct zst *z = zt_find(rs, key);
+    if (z && exact && !(strlen(z->name) == n && memcmp(z->name, name, n) == 0))
         return NULL;
-    struct zst *z = zt_find(rs, o);
-    free(o);
-    return z && strcmp(z->name, buf) == 0 ? z : NULL;
+    return z;
 }
 
 /* A keyspace event on key (P + inner + S). */
@@ -323,7 +351,7 @@ static void on_key_event(redis_source_t *rs, const char *key, size_t len)
     if (colon && !((size_t)(in + n - colon) == sizeof(":config") - 1 &&
                    memcmp(colon, ":config", sizeof(":config") - 1) == 0))
         return;
-    struct zst *z = zone_by_name(rs, in, colon ? (size_t)(colon - in) : n);
+    struct zst *z = zone_by_name(rs, in, colon ? (size_t)(colon - in) : n, true);
     if (z)
         mark_dirty(rs, z); /* a zone not (yet) in the set is read when the set names it */
 }
@@ -339,7 +367,7 @@ static void on_change_message(redis_source_t *rs, const char *msg, size_t len)
     /* the name may have been added to or removed from the set with it */
     rs->set_dirty = true;
     touch(rs);
-    struct zst *z = zone_by_name(rs, msg, len);
+    struct zst *z = zone_by_name(rs, msg, len, false); /* a writer may spell it another way */
     if (z)
         mark_dirty(rs, z);
 }
@@ -692,6 +720,9 @@ fail:
 
 /* --- building zones --- */
 
+/* Kinds of label breach, in the hash that remembers a report (label_report()). */
+typedef enum { LB_BAD = 1, LB_VALUE, LB_RRSET } label_breach_t;
+
 /* One read of one zone: its digest, and when building, the zone_json builder fed as data comes. */
 typedef struct zbuild {
     redis_source_t *rs;
@@ -699,10 +730,16 @@ typedef struct zbuild {
     zone_json_t *zj; /* NULL when only the digest is wanted, or after the build failed */
     bool build;      /* a build was wanted */
     uint64_t digest;
-    size_t labels, bad;
-    int rc;         /* TERN_ENOMEM aborts */
-    bool rejected;  /* set by zb_end() */
-    char err[1024]; /* why the version is rejected; "" if it is not */
+    size_t labels;   /* read so far; past max_labels the read stops */
+    size_t bad;      /* labels skipped */
+    size_t bad_new;  /* of those, not reported by the zone's last build: logged */
+    int rc;          /* TERN_ENOMEM aborts */
+    bool rejected;   /* set by zb_end() */
+    unsigned breach; /* ZB_* found in this version */
+    uint64_t *rep;   /* label breaches found (label_report()), for z->rep */
+    size_t nrep, caprep;
+    uint64_t over_value, over_rrset; /* breaches logged now, for the counters */
+    char err[1024];                  /* why the version is rejected; "" if it is not */
 } zbuild_t;
 
 static void zb_begin(zbuild_t *b, redis_source_t *rs, struct zst *z, bool build)
@@ -716,6 +753,15 @@ static void zb_begin(zbuild_t *b, redis_source_t *rs, struct zst *z, bool build)
             snprintf(b->err, sizeof(b->err), "%s: zone %s: cannot start the build", rs->where,
                      z->origin);
     }
+}
+
+/* Drop what zb_begin() and the reads gathered, when no zb_end() follows. */
+static void zb_abandon(zbuild_t *b)
+{
+    zone_json_free(b->zj);
+    b->zj = NULL;
+    free(b->rep);
+    b->rep = NULL;
 }
 
 static void zb_reject(zbuild_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
@@ -732,48 +778,108 @@ static void zb_reject(zbuild_t *b, const char *fmt, ...)
     b->zj = NULL;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool has_u64(const uint64_t *sorted, size_t n, uint64_t v)
+{
+    return n && bsearch(&v, sorted, n, sizeof(v), cmp_u64);
+}
+
+/*
+ * A breach of kind by label f of this build. Remembered for the zone's next build, and true when
+ * its last build did not report it already: then the caller logs and counts it. So a bad label
+ * is logged once, not again each time another label of its zone changes (every rebuild reads it
+ * again), and again only after it was fixed and broken anew.
+ */
+static bool label_report(zbuild_t *b, const redisReply *f, label_breach_t kind)
+{
+    uint64_t h = tern_hash64(f->str, f->len, 0x7265706f7274ull + (uint64_t)kind);
+    if (tern_grow((void **)&b->rep, &b->caprep, b->nrep + 1, sizeof(*b->rep)) == 0)
+        b->rep[b->nrep++] = h; /* out of memory: it is only logged again next time */
+    return !has_u64(b->z->rep, b->z->nrep, h);
+}
+
 /* The GET reply of the zone's config key (NIL when missing). */
 static void zb_config(zbuild_t *b, const redisReply *cfg)
 {
+    redis_source_t *rs = b->rs;
     b->digest += digest_config(cfg);
     if (cfg->type == REDIS_REPLY_ERROR) {
-        zb_reject(b, "%s: zone %s config: %s", b->rs->where, b->z->origin, cfg->str);
+        zb_reject(b, "%s: zone %s config: %s", rs->where, b->z->origin, cfg->str);
     } else if (cfg->type != REDIS_REPLY_STRING) {
+        char k[ESC_MAX];
         zb_reject(b, "%s: zone %s: no config (key %sredins:zones:%s:config%s is missing)",
-                  b->rs->where, b->z->origin, b->rs->prefix, b->z->name, b->rs->suffix);
+                  rs->where, b->z->origin, rs->prefix,
+                  tern_escape(k, sizeof(k), b->z->name, strlen(b->z->name)), rs->suffix);
+    } else if (cfg->len > rs->max_value_bytes) {
+        /* checked before parsing: the parse of an outsized value is the cost being bounded */
+        b->breach |= ZB_BIG_CONFIG;
+        zb_reject(b, "%s: zone %s config: %zu bytes, more than max_value_bytes (%zu)", rs->where,
+                  b->z->origin, cfg->len, rs->max_value_bytes);
     } else if (b->zj && zone_json_config(b->zj, cfg->str, cfg->len, b->err, sizeof(b->err)) < 0) {
-        zb_reject(b, "%s: zone %s config: invalid", b->rs->where, b->z->origin);
+        zb_reject(b, "%s: zone %s config: invalid", rs->where, b->z->origin);
     }
+}
+
+/* A skipped label: counted, and logged (the first few new ones of a build) if new. */
+static void label_skipped(zbuild_t *b, const redisReply *f, label_breach_t kind, const char *why)
+{
+    b->bad++;
+    if (!label_report(b, f, kind))
+        return;
+    if (kind == LB_VALUE)
+        b->over_value++;
+    else if (kind == LB_RRSET)
+        b->over_rrset++;
+    if (b->bad_new++ < BAD_LABELS_LOGGED)
+        log_warn("%s; label skipped", why);
 }
 
 /* One field/value pair of the hash. */
 static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
 {
-    if (!is_str(f) || !is_str(v))
+    redis_source_t *rs = b->rs;
+    if (!is_str(f) || !is_str(v) || b->breach & ZB_OVER_LABELS)
         return;
     b->digest += digest_label(f, v);
-    b->labels++;
+    if (++b->labels > rs->max_labels) {
+        /* the reads stop here: a digest of the labels so far still tells a change */
+        b->breach |= ZB_OVER_LABELS;
+        zb_reject(b, "%s: zone %s: more than max_labels (%zu) labels", rs->where, b->z->origin,
+                  rs->max_labels);
+        return;
+    }
     if (!b->zj)
         return;
-    char err[1024];
+    char err[1024], lab[ESC_MAX];
     err[0] = '\0';
-    int rc = strlen(f->str) != f->len
-                 ? TERN_EINVAL
-                 : zone_json_label(b->zj, f->str, v->str, v->len, err, sizeof(err));
+    if (memchr(f->str, '\0', f->len)) {
+        snprintf(err, sizeof(err), "%s: zone %s label %s: a NUL byte in the label", rs->where,
+                 b->z->origin, tern_escape(lab, sizeof(lab), f->str, f->len));
+        label_skipped(b, f, LB_BAD, err);
+        return;
+    }
+    if (v->len > rs->max_value_bytes) {
+        snprintf(err, sizeof(err),
+                 "%s: zone %s label %s: %zu bytes, more than max_value_bytes (%zu)", rs->where,
+                 b->z->origin, tern_escape(lab, sizeof(lab), f->str, f->len), v->len,
+                 rs->max_value_bytes);
+        label_skipped(b, f, LB_VALUE, err);
+        return;
+    }
+    int rc = zone_json_label(b->zj, f->str, v->str, v->len, err, sizeof(err));
     if (rc == 0)
         return;
     if (rc == TERN_ENOMEM) {
         b->rc = rc;
-        zb_reject(b, "%s: zone %s: out of memory", b->rs->where, b->z->origin);
+        zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
         return;
     }
-    if (b->bad++ < BAD_LABELS_LOGGED) {
-        if (err[0])
-            log_warn("%s; label skipped", err);
-        else
-            log_warn("%s: zone %s: a label with a NUL byte in its name; skipped", b->rs->where,
-                     b->z->origin);
-    }
+    label_skipped(b, f, rc == TERN_ELIMIT ? LB_RRSET : LB_BAD, err);
 }
 
 static void add_build(redis_source_stats_t *st, void *arg)
@@ -786,6 +892,40 @@ static void add_build(redis_source_stats_t *st, void *arg)
     st->labels_skipped += b->bad;
 }
 
+static void add_breaches(redis_source_stats_t *st, void *arg)
+{
+    const uint64_t *v = arg;
+    st->over_value_bytes += v[0];
+    st->over_labels += v[1];
+    st->over_rrset_records += v[2];
+}
+
+/* The label reports of this build become the zone's. A version rejected before all its labels
+ * were judged keeps the old ones too, so the labels it did not reach are not logged anew. */
+static void zb_keep_reports(zbuild_t *b, bool whole)
+{
+    struct zst *z = b->z;
+    if (!whole && z->nrep) {
+        if (tern_grow((void **)&b->rep, &b->caprep, b->nrep + z->nrep, sizeof(*b->rep)) < 0) {
+            free(b->rep); /* keep the old ones: at worst some labels are logged again */
+            b->rep = NULL;
+            return;
+        }
+        memcpy(b->rep + b->nrep, z->rep, z->nrep * sizeof(*z->rep));
+        b->nrep += z->nrep;
+    }
+    if (b->nrep)
+        qsort(b->rep, b->nrep, sizeof(*b->rep), cmp_u64);
+    size_t n = 0;
+    for (size_t i = 0; i < b->nrep; i++)
+        if (n == 0 || b->rep[i] != b->rep[n - 1])
+            b->rep[n++] = b->rep[i];
+    free(z->rep);
+    z->rep = b->rep;
+    z->nrep = n;
+    b->rep = NULL;
+}
+
 /*
  * The end of a build: hand the zone out, or reject the version. With unless_same, a zone whose
  * digest matches the last version is dropped silently (a change that changed nothing).
@@ -795,9 +935,10 @@ static int zb_end(zbuild_t *b, bool unless_same)
 {
     redis_source_t *rs = b->rs;
     struct zst *z = b->z;
-    if (b->bad > BAD_LABELS_LOGGED)
+    if (b->bad_new > BAD_LABELS_LOGGED)
         log_warn("%s: zone %s: %zu more labels skipped", rs->where, z->origin,
-                 b->bad - BAD_LABELS_LOGGED);
+                 b->bad_new - BAD_LABELS_LOGGED);
+    bool whole = b->zj != NULL; /* every label was judged */
     zone_t *zone = NULL;
     if (b->zj) {
         int rc = zone_json_finish(b->zj, &zone, b->err, sizeof(b->err));
@@ -809,6 +950,14 @@ static int zb_end(zbuild_t *b, bool unless_same)
                          tern_strerror(rc));
         }
     }
+    zb_keep_reports(b, whole);
+    /* a zone-level breach is logged and counted when it appears, not at each version with it */
+    unsigned fresh = b->breach & ~z->breach;
+    z->breach = b->breach;
+    uint64_t counts[3] = {b->over_value + !!(fresh & ZB_BIG_CONFIG), !!(fresh & ZB_OVER_LABELS),
+                          b->over_rrset};
+    if (counts[0] || counts[1] || counts[2])
+        stats_update(rs, add_breaches, counts);
     bool same = z->have_digest && z->digest == b->digest;
     if (b->rc == TERN_ENOMEM) {
         /* not the data's fault: try again at the next read */
@@ -827,8 +976,11 @@ static int zb_end(zbuild_t *b, bool unless_same)
     stats_update(rs, add_build, b);
     if (!zone) {
         z->failed = true;
-        log_err("%s; %s", b->err,
-                z->served ? "the previous version stays" : "the zone is not served");
+        if (!b->breach || fresh)
+            log_err("%s; %s", b->err,
+                    z->served ? "the previous version stays" : "the zone is not served");
+        else
+            log_debug("%s; still", b->err);
         return 2;
     }
     z->failed = false;
@@ -980,13 +1132,15 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
             goto out;
         in_flight = false;
         if (r->type == REDIS_REPLY_ERROR || !scan_reply_ok(r)) {
-            zb_reject(b, "%s: zone %s: HSCAN %s: %s", rs->where, b->z->origin, khash,
+            char k[ESC_MAX];
+            zb_reject(b, "%s: zone %s: HSCAN %s: %s", rs->where, b->z->origin,
+                      tern_escape(k, sizeof(k), khash, strlen(khash)),
                       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             b->digest = 0; /* unreadable: no digest to remember */
             break;
         }
         const char *cursor = r->element[0]->str;
-        if (strcmp(cursor, "0") != 0) {
+        if (strcmp(cursor, "0") != 0 && !(b->breach & ZB_OVER_LABELS)) {
             const char *next[] = {"HSCAN", khash, cursor, "COUNT", SCAN_COUNT, NULL};
             int done;
             if ((rc = append(rs, rs->cmd, next)) < 0)
@@ -1012,8 +1166,8 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
         }
         freeReplyObject(r);
         r = NULL;
-        if (b->rc != 0)
-            break;
+        if (b->rc != 0 || b->breach & ZB_OVER_LABELS)
+            break; /* over max_labels: the rest is not read, the version is rejected anyway */
     }
     /* stopped early with a chunk on its way: read it, so the next reply is the next command's */
     if (in_flight && (rc = get_reply(rs, rs->cmd, &r)) < 0)
@@ -1044,7 +1198,7 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
     }
     zb_begin(&b, rs, z, true);
     if ((rc = read_large(rs, &b)) < 0) {
-        zone_json_free(b.zj);
+        zb_abandon(&b);
         return rc;
     }
     count(cnt, zb_end(&b, mode != RUN_FORCE));
@@ -1138,15 +1292,21 @@ static int process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t m
 /* --- reading the set --- */
 
 typedef struct member {
-    char *origin;
-    const char *name;
+    char *key;        /* member_key() */
+    const char *name; /* as in the set (in the SMEMBERS reply) */
+    bool canonical;   /* member_canonical() */
 } member_t;
 
+/* By key; within one key the member served first: the canonical one, else the smallest. */
 static int member_cmp(const void *a, const void *b)
 {
     const member_t *x = a, *y = b;
-    int c = strcmp(x->origin, y->origin);
-    return c ? c : strcmp(x->name, y->name);
+    int c = strcmp(x->key, y->key);
+    if (c)
+        return c;
+    if (x->canonical != y->canonical)
+        return x->canonical ? -1 : 1;
+    return strcmp(x->name, y->name);
 }
 
 static void set_zone_counts(redis_source_stats_t *st, void *arg)
@@ -1154,6 +1314,158 @@ static void set_zone_counts(redis_source_stats_t *st, void *arg)
     const size_t *v = arg;
     st->zones = v[0];
     st->failed = v[1];
+}
+
+static void set_zones_skipped(redis_source_stats_t *st, void *arg)
+{
+    st->zones_skipped = *(const size_t *)arg;
+}
+
+/* Names to put in one log line: up to NAMES_LOGGED of them, each escaped and quoted, then how
+ * many more there are. Each cut to a few hundred bytes, so the line stays whole. */
+typedef struct name_list {
+    char text[NAMES_LOGGED * 260 + 32];
+    size_t len, count;
+} name_list_t;
+
+static void names_add(name_list_t *l, const char *name)
+{
+    if (l->count++ >= NAMES_LOGGED)
+        return;
+    char esc[256];
+    tern_escape(esc, sizeof(esc), name, strlen(name));
+    int n =
+        snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s\"%s\"", l->len ? ", " : "", esc);
+    if (n > 0)
+        l->len = strlen(l->text);
+}
+
+static const char *names_text(name_list_t *l)
+{
+    if (l->count > NAMES_LOGGED)
+        snprintf(l->text + l->len, sizeof(l->text) - l->len, " and %zu more",
+                 l->count - NAMES_LOGGED);
+    return l->text;
+}
+
+/* Set members that are no domain names: skipped, and logged when the last read did not have them
+ * already. hash takes over this read's (n of them). */
+static void bad_members_seen(redis_source_t *rs, uint64_t *hash, size_t n, size_t new_ones)
+{
+    if (new_ones > BAD_LABELS_LOGGED)
+        log_err("%s: %zu more members of %s are no domain names; skipped", rs->where,
+                new_ones - BAD_LABELS_LOGGED, rs->k_set);
+    if (n)
+        qsort(hash, n, sizeof(*hash), cmp_u64);
+    free(rs->bad_members);
+    rs->bad_members = hash;
+    rs->nbad_members = n;
+}
+
+/* g[0] is served for zone z; g[1..n) name it too. An error naming them, once per such set. */
+static void other_members(redis_source_t *rs, struct zst *z, const member_t *g, size_t n)
+{
+    uint64_t d = 0;
+    for (size_t k = 1; k < n; k++)
+        d += tern_hash64(g[k].name, strlen(g[k].name), 0x64757073ull) | 1;
+    if (d == z->dups)
+        return;
+    z->dups = d;
+    if (!d)
+        return;
+    name_list_t l = {0};
+    for (size_t k = 1; k < n; k++)
+        names_add(&l, g[k].name);
+    char esc[ESC_MAX];
+    log_err("%s: zone %s is named by %zu members of %s; serving \"%s\", ignoring %s (remove the "
+            "others)",
+            rs->where, z->origin, n, rs->k_set,
+            tern_escape(esc, sizeof(esc), g[0].name, strlen(g[0].name)), names_text(&l));
+}
+
+/*
+ * The members of the SMEMBERS reply that name zones, with their keys, sorted by member_cmp();
+ * the others are skipped and logged (bad_members_seen()). 0 or E_CONN (out of memory).
+ */
+static int members_of(redis_source_t *rs, const redisReply *reply, member_t **out, size_t *nout)
+{
+    size_t n = reply->elements, nm = 0, nbad = 0, bad_new = 0;
+    member_t *m = calloc(n ? n : 1, sizeof(*m));
+    uint64_t *bad = calloc(n ? n : 1, sizeof(*bad));
+    if (!m || !bad)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = reply->element[i];
+        char key[DNAME_KEY_MAX];
+        if (!is_str(e))
+            continue;
+        if (!member_key(e->str, e->len, key)) {
+            uint64_t h = tern_hash64(e->str, e->len, 0x6261646dull);
+            bad[nbad++] = h;
+            char esc[ESC_MAX];
+            if (!has_u64(rs->bad_members, rs->nbad_members, h) && bad_new++ < BAD_LABELS_LOGGED)
+                log_err("%s: member \"%s\" of %s is no domain name; skipped", rs->where,
+                        tern_escape(esc, sizeof(esc), e->str, e->len), rs->k_set);
+            continue;
+        }
+        if (!(m[nm].key = strdup(key)))
+            goto nomem;
+        m[nm].name = e->str;
+        m[nm++].canonical = member_canonical(e->str, key);
+    }
+    bad_members_seen(rs, bad, nbad, bad_new);
+    qsort(m, nm, sizeof(*m), member_cmp);
+    *out = m;
+    *nout = nm;
+    return 0;
+nomem:
+    for (size_t i = 0; m && i < nm; i++)
+        free(m[i].key);
+    free(m);
+    free(bad);
+    return fail(rs, "out of memory");
+}
+
+/* The zones of the table that the set read as generation gen no longer names: forgotten, and
+ * on_zone_gone for those handed out. 0 or E_CONN. */
+static int drop_gone(redis_source_t *rs, uint64_t gen, size_t kept)
+{
+    if (rs->nzones <= kept)
+        return 0;
+    struct zst **gone = malloc((rs->nzones - kept) * sizeof(*gone));
+    size_t ngone = 0;
+    if (!gone)
+        return fail(rs, "out of memory");
+    for (size_t b = 0; b < rs->nbucket; b++)
+        for (struct zst *z = rs->bucket[b]; z; z = z->next)
+            if (z->mark != gen)
+                gone[ngone++] = z;
+    for (size_t i = 0; i < ngone; i++) {
+        struct zst *z = gone[i];
+        log_info("%s: zone %s left the set%s", rs->where, z->origin,
+                 z->served ? "; no longer served" : "");
+        if (z->served)
+            rs->cb.on_zone_gone(rs->cb.ctx, z->origin);
+        zt_del(rs, z);
+    }
+    free(gone);
+    return 0;
+}
+
+/* Zones of the set not read for max_zones: logged when their number changes, and a gauge. */
+static void zones_skipped_now(redis_source_t *rs, size_t skipped, name_list_t *names)
+{
+    if (skipped == rs->zones_skipped)
+        return;
+    if (skipped)
+        log_err("%s: %s names more zones than max_zones (%zu): %zu not read (%s); the zones "
+                "read keep their place",
+                rs->where, rs->k_set, rs->max_zones, skipped, names_text(names));
+    else
+        log_info("%s: every zone of %s is read again (max_zones %zu)", rs->where, rs->k_set,
+                 rs->max_zones);
+    rs->zones_skipped = skipped;
+    stats_update(rs, set_zones_skipped, &skipped);
 }
 
 /*
@@ -1164,36 +1476,37 @@ static void set_zone_counts(redis_source_stats_t *st, void *arg)
 static int reconcile(redis_source_t *rs, const redisReply *reply, struct zst ***all, size_t *nall,
                      struct zst ***added, size_t *nadded)
 {
-    size_t n = reply->elements, nm = 0;
-    member_t *m = calloc(n ? n : 1, sizeof(*m));
+    size_t n = reply->elements, nm = 0, na = 0, nad = 0;
+    member_t *m = NULL;
     struct zst **a = calloc(n ? n : 1, sizeof(*a)), **ad = calloc(n ? n : 1, sizeof(*ad));
-    size_t na = 0, nad = 0;
     int rc = 0;
-    if (!m || !a || !ad) {
+    if (!a || !ad) {
         rc = fail(rs, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *e = reply->element[i];
-        if (!is_str(e) || e->len == 0 || strlen(e->str) != e->len)
-            continue;
-        if (!(m[nm].origin = origin_of(e->str))) {
-            rc = fail(rs, "out of memory");
-            goto out;
-        }
-        m[nm++].name = e->str;
-    }
-    qsort(m, nm, sizeof(*m), member_cmp);
+    if ((rc = members_of(rs, reply, &m, &nm)) < 0)
+        goto out;
+    /* max_zones: the zones already read keep their place, new ones take what room is left, in
+     * key order, so which zones are served does not change with the order Redis lists them in */
+    size_t known = 0, skipped = 0;
+    for (size_t i = 0; i < nm; i++)
+        if ((i == 0 || strcmp(m[i].key, m[i - 1].key) != 0) && zt_find(rs, m[i].key))
+            known++;
+    size_t room = rs->max_zones > known ? rs->max_zones - known : 0;
+    name_list_t over = {0};
     uint64_t gen = ++rs->gen;
-    for (size_t i = 0; i < nm; i++) {
-        if (i > 0 && strcmp(m[i].origin, m[i - 1].origin) == 0) {
-            log_warn("%s: the set holds both \"%s\" and \"%s\", the same zone; serving \"%s\"",
-                     rs->where, m[i - 1].name, m[i].name, a[na - 1]->name);
-            continue;
-        }
-        struct zst *z = zt_find(rs, m[i].origin);
+    for (size_t i = 0, j; i < nm; i = j) {
+        for (j = i + 1; j < nm && strcmp(m[j].key, m[i].key) == 0; j++)
+            ; /* m[i .. j) name one zone; m[i] is served */
+        struct zst *z = zt_find(rs, m[i].key);
         if (!z) {
-            if (!(z = zt_add(rs, m[i].name, m[i].origin))) {
+            if (room == 0) {
+                skipped++;
+                names_add(&over, m[i].key);
+                continue;
+            }
+            room--;
+            if (!(z = zt_add(rs, m[i].name, m[i].key))) {
                 rc = fail(rs, "out of memory");
                 goto out;
             }
@@ -1205,38 +1518,23 @@ static int reconcile(redis_source_t *rs, const redisReply *reply, struct zst ***
                 goto out;
             }
             free(z->name);
-            z->name = nm2; /* other keys now: read it as new */
+            z->name = nm2; /* other keys now: read it as new, its data judged anew */
             z->have_digest = false;
+            z->breach = 0;
+            free(z->rep);
+            z->rep = NULL;
+            z->nrep = 0;
             ad[nad++] = z;
         }
         z->mark = gen;
         a[na++] = z;
+        other_members(rs, z, m + i, j - i);
     }
-    /* the zones that left the set */
-    struct zst **gone = NULL;
-    size_t ngone = 0;
-    if (rs->nzones > na) {
-        if (!(gone = malloc((rs->nzones - na) * sizeof(*gone)))) {
-            rc = fail(rs, "out of memory");
-            goto out;
-        }
-        for (size_t b = 0; b < rs->nbucket; b++)
-            for (struct zst *z = rs->bucket[b]; z; z = z->next)
-                if (z->mark != gen)
-                    gone[ngone++] = z;
-    }
-    for (size_t i = 0; i < ngone; i++) {
-        struct zst *z = gone[i];
-        log_info("%s: zone %s left the set%s", rs->where, z->origin,
-                 z->served ? "; no longer served" : "");
-        if (z->served)
-            rs->cb.on_zone_gone(rs->cb.ctx, z->origin);
-        zt_del(rs, z);
-    }
-    free(gone);
+    zones_skipped_now(rs, skipped, &over);
+    rc = drop_gone(rs, gen, na);
 out:
     for (size_t i = 0; i < nm; i++)
-        free(m[i].origin);
+        free(m[i].key);
     free(m);
     if (rc == 0 && all) {
         *all = a;
@@ -1558,6 +1856,10 @@ void redis_source_config_init(redis_source_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->zone_reload_s = REDIS_SOURCE_DEFAULT_ZONE_RELOAD;
+    cfg->max_value_bytes = REDIS_SOURCE_DEFAULT_MAX_VALUE_BYTES;
+    cfg->max_labels = REDIS_SOURCE_DEFAULT_MAX_LABELS;
+    cfg->max_rrset_records = REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS;
+    cfg->max_zones = REDIS_SOURCE_DEFAULT_MAX_ZONES;
 }
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -1609,10 +1911,12 @@ static void source_free(redis_source_t *rs)
             next = z->next;
             free(z->name);
             free(z->origin);
+            free(z->rep);
             free(z);
         }
     }
     free(rs->bucket);
+    free(rs->bad_members);
     free(rs->dirty);
     free(rs->host);
     free(rs->unix_path);
@@ -1659,6 +1963,12 @@ redis_source_t *redis_source_start(const redis_source_config_t *cfg,
         cfg->read_timeout_ms ? cfg->read_timeout_ms : REDIS_SOURCE_DEFAULT_READ_TIMEOUT;
     rs->zone_reload = (int64_t)cfg->zone_reload_s * 1000;
     rs->json = cfg->json;
+    rs->json.max_rrset_records =
+        cfg->max_rrset_records ? cfg->max_rrset_records : REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS;
+    rs->max_value_bytes =
+        cfg->max_value_bytes ? cfg->max_value_bytes : REDIS_SOURCE_DEFAULT_MAX_VALUE_BYTES;
+    rs->max_labels = cfg->max_labels ? cfg->max_labels : REDIS_SOURCE_DEFAULT_MAX_LABELS;
+    rs->max_zones = cfg->max_zones ? cfg->max_zones : REDIS_SOURCE_DEFAULT_MAX_ZONES;
     rs->cb = *cb;
     rs->next_verify = INT64_MAX;
     if (oom || !rs->prefix || !rs->suffix)

@@ -316,9 +316,21 @@ static void render_loader(buf_t *b, loader_t *l)
         sample(b, "tern_redis_up", st.redis_connected ? 1 : 0);
         family(b, "tern_redis_zones", "gauge",
                "Zones in the Redis set at the last read, by state (rejected: invalid data, the "
-               "previous version keeps serving).");
+               "previous version keeps serving; skipped: beyond max_zones, not read).");
         sample_label(b, "tern_redis_zones", "state", "ok", st.redis_zones - st.redis_failed);
         sample_label(b, "tern_redis_zones", "state", "rejected", st.redis_failed);
+        sample_label(b, "tern_redis_zones", "state", "skipped", st.redis_zones_skipped);
+        family(b, "tern_redis_labels_skipped_total", "counter",
+               "Labels skipped in Redis zone builds (bad data or a bound), per build.");
+        sample(b, "tern_redis_labels_skipped_total", st.redis_labels_skipped);
+        family(b, "tern_redis_limit_breaches_total", "counter",
+               "Breaches of the bounds on Redis data, each counted once when logged, by bound.");
+        sample_label(b, "tern_redis_limit_breaches_total", "limit", "max_value_bytes",
+                     st.redis_over_value_bytes);
+        sample_label(b, "tern_redis_limit_breaches_total", "limit", "max_labels",
+                     st.redis_over_labels);
+        sample_label(b, "tern_redis_limit_breaches_total", "limit", "max_rrset_records",
+                     st.redis_over_rrset_records);
         family(b, "tern_redis_publishes_total", "counter",
                "Views published for Redis changes (between reloads).");
         sample(b, "tern_redis_publishes_total", st.redis_publishes);

@@ -28,9 +28,6 @@
 
 #define NO_ID UINT32_MAX
 
-/* RRsets with more RRs do not fit zone_rrset_t.count (nor any DNS message). */
-#define RRSET_MAX_RRS UINT16_MAX
-
 /* Runs of identical type at one owner up to this size are de-duplicated by comparing every pair;
  * larger ones (round-robin pools of hundreds of addresses) are sorted first so the cost stays
  * O(n log n). 16 keeps the quadratic case under ~120 short memcmp calls. */
@@ -459,6 +456,13 @@ nomem:
     return TERN_ENOMEM;
 }
 
+bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner)
+{
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, owner);
+    return name_find(b, lc, len, dname_hash(lc)) != NO_ID;
+}
+
 int zone_builder_add(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16_t rclass,
                      uint32_t ttl, const uint8_t *rdata, uint16_t rdlen, const char *file,
                      unsigned line)
@@ -750,11 +754,11 @@ static int measure_run(struct fctx *f, uint32_t id, struct brun *r)
         if (x->ttl < r->ttl)
             r->ttl = x->ttl;
     }
-    if (r->kept > RRSET_MAX_RRS || r->bytes > UINT32_MAX / 2) {
+    if (r->kept > ZONE_BUILDER_MAX_RRSET_RRS || r->bytes > ZONE_BUILDER_MAX_RRSET_BYTES) {
         where(b, first, w, sizeof(w));
         name_str(b, id, nbuf, sizeof(nbuf));
         return fail_msg(f, TERN_ELIMIT, "%s: RRset %s type %u has more than %u records", w, nbuf,
-                        r->type, RRSET_MAX_RRS);
+                        r->type, ZONE_BUILDER_MAX_RRSET_RRS);
     }
     if (ttl_differs) {
         where(b, first, w, sizeof(w));

@@ -128,18 +128,10 @@ static int fail(const struct ectx *e, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* s (len bytes) for a message: at most QUOTE_MAX bytes, non-printable bytes as '?'. */
+/* s (len bytes, untrusted) for a message: tern_escape()d, cut to about QUOTE_MAX bytes. */
 static const char *quote(const char *s, size_t len, char buf[QUOTE_MAX + 4])
 {
-    size_t n = len < QUOTE_MAX ? len : QUOTE_MAX;
-    for (size_t i = 0; i < n; i++)
-        buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
-    if (len > QUOTE_MAX) {
-        memcpy(buf + n, "...", 3);
-        n += 3;
-    }
-    buf[n] = 0;
-    return buf;
+    return tern_escape(buf, QUOTE_MAX + 4, s, len);
 }
 
 static const char *type_name(const json_t *v)
@@ -353,7 +345,17 @@ static int get_ttl(const struct ectx *e, json_t *set, const char *base, uint32_t
     return rc;
 }
 
-/* The "records" array of an RRset: *arr NULL when absent; every element must be an object. */
+/* The records one RRset of a label may give: opts->max_rrset_records, and never more than the
+ * builder takes (a larger RRset would fail the whole zone at finish). */
+static size_t rrset_cap(const zone_json_t *zj)
+{
+    uint32_t cap = zj->opts.max_rrset_records;
+    return cap && cap < ZONE_BUILDER_MAX_RRSET_RRS ? cap : ZONE_BUILDER_MAX_RRSET_RRS;
+}
+
+/* The "records" array of an RRset: *arr NULL when absent; every element must be an object, and
+ * there may be at most rrset_cap() of them (counted as given, before anything is rendered, so a
+ * huge array costs no more than its parse). */
 static int get_records(const struct ectx *e, json_t *set, const char *base, json_t **arr)
 {
     char path[PATH_MAX_LEN];
@@ -364,6 +366,11 @@ static int get_records(const struct ectx *e, json_t *set, const char *base, json
     join(path, sizeof(path), base, "records");
     if (!json_is_array(v))
         return fail(e, TERN_EINVAL, "%s: expected an array, got %s", path, type_name(v));
+    size_t cap = rrset_cap(e->zj);
+    if (json_array_size(v) > cap)
+        return fail(e, TERN_ELIMIT, "%s: %zu records, more than %s%zu%s", path, json_array_size(v),
+                    cap < ZONE_BUILDER_MAX_RRSET_RRS ? "max_rrset_records (" : "", cap,
+                    cap < ZONE_BUILDER_MAX_RRSET_RRS ? ")" : " (what an RRset can hold)");
     size_t i;
     json_t *r;
     json_array_foreach(v, i, r)
@@ -954,9 +961,10 @@ static json_t *parse_text(const struct ectx *e, const char *json, size_t len)
 {
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_ALLOW_NUL, &je);
-    if (!root)
+    char text[TERN_ESCAPE_MAX(sizeof(je.text))];
+    if (!root) /* jansson quotes the input ("... near 'x'"), so escape it */
         fail(e, TERN_ESYNTAX, "JSON syntax error at line %d column %d: %s", je.line, je.column,
-             je.text);
+             tern_escape(text, sizeof(text), je.text, strlen(je.text)));
     return root;
 }
 
@@ -1003,7 +1011,26 @@ static int commit(zone_json_t *zj, const struct ectx *e, const uint8_t *owner, b
     return 0;
 }
 
-static int label_obj(zone_json_t *zj, const char *label, json_t *obj, char *err, size_t errlen)
+/* The RDATA of each RRset the label rendered (with the length prefixes the zone stores) against
+ * what the builder takes: the other per-RRset limit that would otherwise fail the whole zone. */
+static int check_rrset_bytes(const struct ectx *e, const struct pend *p)
+{
+    for (size_t k = 0; k < sizeof(rrset_keys) / sizeof(rrset_keys[0]); k++) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < p->n; i++)
+            if (p->rr[i].type == rrset_keys[k].type)
+                bytes += 2u + p->rr[i].rdlen;
+        if (bytes > ZONE_BUILDER_MAX_RRSET_BYTES)
+            return fail(e, TERN_ELIMIT, "%s: %llu bytes of RDATA, more than an RRset can hold",
+                        rrset_keys[k].key, (unsigned long long)bytes);
+    }
+    return 0;
+}
+
+/* One label's object into the builder. one_owner: refuse a label whose owner an earlier label
+ * already gave (the incremental API's rule, see zone_json_label()). */
+static int label_obj(zone_json_t *zj, const char *label, json_t *obj, bool one_owner, char *err,
+                     size_t errlen)
 {
     char what[QUOTE_MAX + 16], q[QUOTE_MAX + 4];
     snprintf(what, sizeof(what), "label %s", quote(label, strlen(label), q));
@@ -1024,6 +1051,19 @@ static int label_obj(zone_json_t *zj, const char *label, json_t *obj, char *err,
         if ((size_t)n + zj->origin_len > DNAME_MAXLEN)
             return fail(&e, TERN_EINVAL, "bad label: name longer than 255 bytes");
         memcpy(owner + n, zj->origin, zj->origin_len);
+    }
+    /* "www" and "WWW" (or "\119ww") are two labels but one owner: their data together could
+     * break a rule of the zone (a CNAME beside the other's data, one RRset over its cap) that
+     * only finish() would see, failing every version of the zone. The first one added stays. */
+    if (one_owner && zone_builder_has_owner(zj->b, owner)) {
+        uint8_t lc[DNAME_MAXLEN];
+        char oname[DNAME_MAXLEN * 4 + 1];
+        (void)dname_lower(lc, owner);
+        (void)dname_to_str(lc, oname, sizeof(oname));
+        return fail(&e, TERN_EEXIST,
+                    "%s is given by another label already (labels that differ only in case "
+                    "or escapes name one owner)",
+                    oname);
     }
     if (!json_is_object(obj))
         return fail(&e, TERN_EINVAL, "expected an object, got %s", type_name(obj));
@@ -1047,6 +1087,8 @@ static int label_obj(zone_json_t *zj, const char *label, json_t *obj, char *err,
     if (cname && (p->n > 1 || apex))
         return fail(&e, TERN_EINVAL, "cname: a CNAME cannot be beside other data%s",
                     apex ? " (the apex has the SOA)" : "");
+    if ((rc = check_rrset_bytes(&e, p)) < 0)
+        return rc;
     if (field(obj, "aname"))
         log_warn("%s: zone %s %s: ANAME is not served yet, skipped", zj->source, zj->zname, what);
     return commit(zj, &e, owner, apex);
@@ -1063,7 +1105,7 @@ int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t
     json_t *root = parse_text(&e, json, len);
     if (!root)
         return TERN_ESYNTAX;
-    int rc = label_obj(zj, label, root, err, errlen);
+    int rc = label_obj(zj, label, root, true, err, errlen);
     json_decref(root);
     return rc;
 }
@@ -1183,7 +1225,7 @@ int zone_json_load_file(const char *origin, const char *path, const zone_json_op
         goto fail;
     json_object_foreach(recs, k, v)
     {
-        if ((rc = label_obj(zj, k, v, err, errlen)) < 0)
+        if ((rc = label_obj(zj, k, v, false, err, errlen)) < 0)
             goto fail;
     }
     json_decref(root);

@@ -793,7 +793,7 @@ def check_check_config_runtime(ctx):
     # a directory name from the config reaches the log escaped, on one line
     write_atomic(conf, base + 'pid_file: "r\\nun/ternd.pid"\n' + zones + allow)
     rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
-    expect(rc == 0 and "directory %s/r\\nun does not exist; ternd will create it" % d in err,
+    expect(rc == 0 and "directory %s/r\\010un does not exist; ternd will create it" % d in err,
            "--check-config with a newline in pid_file's directory: want it escaped:\n%s" % err)
     t = Tern(ctx, "runtime")
     port = servers.free_port()

@@ -15,6 +15,12 @@ redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspyth
                     rest of the zone is served
   no_soa            a zone whose config has no SOA is rejected whole, logged; an update that
                     breaks the SOA of a served zone keeps the previous version
+  one_zone_two_members  "\\101xample.test." and "example.test." in the set (one zone: \\101 is
+                    'e'): the canonical member is served, one error names both, once; a file
+                    zone edited and SIGHUP'd is reloaded (a duplicate must never fail a reload)
+  bad_label_not_frozen  a label of 70,000 records (over what an RRset holds) and a second label
+                    for one owner ("ALIAS" beside "alias" with a CNAME) are skipped and logged;
+                    the zone serves its other labels, and later changes to them arrive
   redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
                     was away (edited through a second, temporary redis-server on the saved dump):
                     the change arrives
@@ -240,8 +246,10 @@ def main():
         anchor = os.path.join(work, "anchor.zone")
         with open(anchor, "w") as f:
             f.write("$ORIGIN anchor.test.\n@ 60 IN SOA ns. h. 1 60 60 60 60\n@ 60 IN NS ns.\n")
+        # the bounds let a 70,000-record label (1.5 MB) through to the RRset limit itself
         extra = ('redis:\n  address: "%s:%d"\n  zone_reload: 600\n  connect_timeout: 500\n'
-                 '  read_timeout: 2000\n' % (LOOPBACK, redis.port))
+                 '  read_timeout: 2000\n  max_value_bytes: 4194304\n  max_rrset_records: 65535\n'
+                 % (LOOPBACK, redis.port))
         tern = Ternd(work, [("anchor.test.", anchor)], args.ternd, extra_yaml=extra)
         tern.start(ZONE)  # waits until the Redis zone answers
 
@@ -324,6 +332,65 @@ def main():
                    % addresses(tern.port, "x.three.test."))
 
         check("no_soa", no_soa)
+
+        def one_zone_two_members():
+            def labels(zone, ip):
+                return {"@": {"ns": {"records": [{"host": "ns1." + zone}]}},
+                        "ns1": {"a": {"records": [{"ip": "192.0.2.53"}]}},
+                        "www": {"a": {"records": [{"ip": ip}]}}}
+            # the member as redins could hold it: the same zone, an escape in its name
+            odd = "\\101xample.test."
+            redis.put_zone(odd, labels(odd, "192.0.2.201"),
+                           soa=dict(SOA, ns="ns1." + odd, MBox="h." + odd))
+            redis.put_zone("example.test.", labels("example.test.", "192.0.2.202"),
+                           soa=dict(SOA, ns="ns1.example.test.", MBox="h.example.test."))
+            time.sleep(LIVE_LIMIT)  # both members seen by the source
+            # a file zone edited, then SIGHUP: the reload must apply whatever the set holds
+            with open(anchor, "w") as f:
+                f.write("$ORIGIN anchor.test.\n@ 60 IN SOA ns. h. 2 60 60 60 60\n@ 60 IN NS ns.\n"
+                        "probe 60 IN A 192.0.2.250\n")
+            tern.proc.send_signal(signal.SIGHUP)
+            t = wait_for(tern.port, "probe.anchor.test.", ["192.0.2.250"], WAIT)
+            timings.append(("SIGHUP, file edited", t))
+            # the member written canonically is served, whatever order SMEMBERS gives
+            wait_for(tern.port, "www.example.test.", ["192.0.2.202"], WAIT)
+            log = tern.log_text(1 << 20)
+            lines = [ln for ln in log.splitlines() if "is named by 2 members" in ln]
+            expect(len(lines) == 1 and 'serving "example.test."' in lines[0]
+                   and 'ignoring "\\\\101xample.test."' in lines[0],
+                   "want one error naming both members, got %r" % lines)
+            redis.cmd("SREM", "redins:zones", odd)
+
+        check("one_zone_two_members", one_zone_two_members)
+
+        def bad_label_not_frozen():
+            zone = "huge.test."
+            pool = {"a": {"ttl": 60, "records": [
+                {"ip": "10.%d.%d.%d" % (i >> 16 & 255, i >> 8 & 255, i & 255)}
+                for i in range(70000)]}}
+            redis.put_zone(zone, {"@": {"ns": {"records": [{"host": "ns1.huge.test."}]}},
+                                  "ns1": {"a": {"records": [{"ip": "192.0.2.53"}]}},
+                                  "www": {"a": {"records": [{"ip": "192.0.2.1"}]}},
+                                  "pool": pool,
+                                  "alias": {"cname": {"host": "www.huge.test."}},
+                                  "ALIAS": {"a": {"records": [{"ip": "192.0.2.66"}]}}},
+                           soa=dict(SOA, ns="ns1.huge.test.", MBox="h.huge.test."))
+            wait_for(tern.port, "www.huge.test.", ["192.0.2.1"], WAIT)
+            expect(addresses(tern.port, "pool.huge.test.") == "NXDOMAIN",
+                   "the 70,000-record label answers %s" % addresses(tern.port, "pool.huge.test."))
+            for i in range(3):  # the zone is not frozen: every change arrives
+                ip = "192.0.2.%d" % (10 + i)
+                redis.cmd("HSET", "redins:zones:" + zone, "www",
+                          json.dumps({"a": {"records": [{"ip": ip}]}}))
+                t = wait_for(tern.port, "www.huge.test.", [ip], WAIT)
+                timings.append(("change beside a bad label", t))
+                expect(t <= 3.0, "a change beside the bad label took %.2f s" % t)
+            log = tern.log_text(1 << 20)
+            expect(sum("label pool" in ln and "70000 records" in ln for ln in log.splitlines()) == 1,
+                   "want one line about label pool:\n%s" % log[-3000:])
+            expect("is given by another label" in log, "no line about ALIAS beside alias")
+
+        check("bad_label_not_frozen", bad_label_not_frozen)
 
         def redis_down_up():
             redis.cmd("SAVE")

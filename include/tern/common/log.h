@@ -11,6 +11,8 @@
 #ifndef TERN_COMMON_LOG_H
 #define TERN_COMMON_LOG_H
 
+#include <stddef.h>
+
 #include "tern/common/compiler.h"
 
 typedef enum { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_level_t;
@@ -50,6 +52,29 @@ int log_parse_level(const char *name, log_level_t *out) TERN_WUR;
 int log_parse_target(const char *name, log_target_t *out) TERN_WUR;
 
 void log_msg(log_level_t level, const char *fmt, ...) TERN_PRINTF(2, 3);
+
+/* Room for tern_escape() of n bytes with nothing cut: every byte as \DDD, and the NUL. */
+#define TERN_ESCAPE_MAX(n) (4 * (size_t)(n) + 1)
+
+/**
+ * Untrusted text (len bytes of anything: a Redis key, a label, a set member) made safe to put in
+ * a log line, so that a value holding a newline cannot forge a line and a terminal escape reaches
+ * no terminal: bytes outside printable ASCII become \DDD (as in zone files), a backslash \\ and
+ * a double quote \", so the text can be quoted and read back unambiguously. Written to dst
+ * (dstlen > 0 bytes, always NUL-terminated); what does not fit is cut at a whole escape and
+ * "..." ends it. Returns dst, to be passed straight to log_*(). Names that parse as domain names
+ * have their own form (dname_key(), dname_to_str()); this is for what may not even parse.
+ */
+const char *tern_escape(char *dst, size_t dstlen, const void *s, size_t len);
+
+/**
+ * A whole message with its control characters (below 0x20, and 0x7f) written as \DDD, the rest
+ * (UTF-8, backslashes, quotes) as it is: what log_msg() does to every line, so that a zone, label
+ * or file name holding a newline never starts a forged line, and what error messages that end up
+ * elsewhere (systemd's STATUS=, ternctl) get too. dst has dstlen > 0 bytes and is always
+ * NUL-terminated; an escape is never cut in half. Returns the length written.
+ */
+size_t tern_escape_controls(char *dst, size_t dstlen, const char *src);
 
 #define log_err(...)   log_msg(LOG_LVL_ERR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_LVL_WARN, __VA_ARGS__)

@@ -55,6 +55,12 @@ typedef struct loader_stats {
     size_t redis_zones;       /* in the Redis set at the last read */
     size_t redis_failed;      /* of those, rejected (the previous version, if any, serves) */
     uint64_t redis_publishes; /* views published for Redis changes alone */
+    /* The bounds on untrusted Redis data (redis_source_stats_t has the details) */
+    size_t redis_zones_skipped;        /* beyond max_zones at the last read, not served */
+    uint64_t redis_labels_skipped;     /* labels skipped in builds (bad data, a bound) */
+    uint64_t redis_over_value_bytes;   /* breaches of max_value_bytes, each counted once */
+    uint64_t redis_over_labels;        /* of max_labels (zone versions rejected) */
+    uint64_t redis_over_rrset_records; /* of max_rrset_records (labels skipped) */
 } loader_stats_t;
 
 /** A loader reading its configuration through fn. NULL when out of memory. */
@@ -127,7 +133,11 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
 
-/** Stop and join the loader thread (a reload in progress finishes first). */
+/**
+ * Stop and join the loader thread (a reload in progress finishes first), then stop the Redis
+ * source, in that order: only the loader thread starts, restarts and stops the source while it
+ * runs. Any thread but the loader's own (not from a listener); loader_free() calls it too.
+ */
 void loader_stop(loader_t *l);
 
 /** Free the published view, the configs and the loader. Call after the workers have stopped. */

@@ -11,7 +11,14 @@
  *   P redins:zones:<zone> S         a hash: label → that label's RRsets as JSON ("@" = the apex)
  *   P redins:zones:<zone>:config S  a string: the zone's config JSON, with its SOA
  * <zone> is the set member exactly as written there; the origin handed to the callbacks is that
- * name lowercased, without the final dot ("example.com"; "." for the root) — the loader's key.
+ * name's canonical key (dname_key(): escapes resolved, lowercased, no final dot, "." for the root,
+ * unprintable bytes as \DDD) — the loader's key, and safe in a log line.
+ *
+ * One zone, one member: members are matched by their key, so "example.com.", "Example.COM" and
+ * "\101xample.com." are one zone. When the set names a zone more than once, one member is served —
+ * the one written in its canonical form ("example.com." or "example.com"), else the smallest in
+ * byte order — and an error naming the others is logged once (again only when they change); it
+ * never fails a read. A member that does not parse as a domain name is skipped, logged once.
  *
  * Lifecycle: redis_source_start() → (callbacks on the source thread) → redis_source_stop().
  *   1. Connect (connect_timeout_ms) and AUTH / SELECT; subscribe the second connection to the
@@ -35,13 +42,25 @@
  *
  * Outcomes per zone:
  *   - built: on_zone(origin, zone) — ownership of the zone passes to the callback;
- *   - a label with invalid JSON: skipped and logged with zone and label (the first few per build;
- *     the rest are counted), the other labels are served;
- *   - no config, no valid SOA, or a zone the builder refuses (a CNAME beside other data given by
- *     two labels, ...): the whole version is rejected and logged, on_zone is not called — the
- *     caller keeps the previous version; the same rejected data is not retried until it changes;
+ *   - a bad label is skipped, the other labels are served: invalid JSON or values, an RRset over
+ *     max_rrset_records (or the 65,535 an RRset can hold), a value over max_value_bytes, or a
+ *     second label naming an owner an earlier one gave ("WWW" beside "www": the one HSCAN gave
+ *     first stays, see zone_json_label()). So no label can make its zone fail: later changes to the
+ *     other labels keep applying;
+ *   - no config, no valid SOA, a config over max_value_bytes, or more labels than max_labels:
+ *     the whole version is rejected and logged, on_zone is not called — the caller keeps the
+ *     previous version; the same rejected data is not retried until it changes;
  *   - the same data as last time (a digest match): nothing is called;
- *   - the zone left the set: on_zone_gone(origin), if it had been handed out.
+ *   - the zone left the set: on_zone_gone(origin), if it had been handed out;
+ *   - beyond max_zones: zones new to the source are not read once it holds max_zones (the ones it
+ *     already serves keep their place; the rest in key order), until the set shrinks.
+ *
+ * Untrusted data: whoever can write to Redis decides what the source reads, so every name that
+ * reaches a log line is printed by dname_key()/dname_to_str() or tern_escape() (a member holding
+ * a newline cannot forge a line), and every bad label or breach of a bound is logged once per
+ * zone, label and kind: not again at each verify or rebuild while it lasts, anew only once it
+ * was fixed and came back. The breaches are counted in redis_source_stats_t the same way (each
+ * once); zones beyond max_zones are a gauge.
  *
  * Change notifications need Redis' notify-keyspace-events to hold K (keyspace) and the classes
  * g $ s h x (or A). At connect the source reads it with CONFIG GET and, when something is
@@ -88,6 +107,13 @@
 #define REDIS_SOURCE_DEFAULT_READ_TIMEOUT    5000 /* ms */
 #define REDIS_SOURCE_DEFAULT_ZONE_RELOAD     600  /* s (redins' handler "zone_reload") */
 
+/* Bounds on untrusted data, as the config schema's defaults: room for a 1,000,000-label zone and
+ * a few hundred addresses per RRset, far below what would exhaust memory or a builder. */
+#define REDIS_SOURCE_DEFAULT_MAX_VALUE_BYTES   (1u << 20) /* one label's JSON, or a zone config */
+#define REDIS_SOURCE_DEFAULT_MAX_LABELS        4000000u   /* labels of one zone */
+#define REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS 10000u     /* records of one RRset (<= 65,535) */
+#define REDIS_SOURCE_DEFAULT_MAX_ZONES         100000u    /* zones of the set */
+
 /*
  * Where the zones are and how to watch them. Strings are copied by start(); NULL and "" mean
  * "not set". Option names in the comments are redins' (handler.redis.* and handler.zone_reload).
@@ -105,10 +131,16 @@ typedef struct redis_source_config {
     uint32_t read_timeout_ms; /* "read_timeout" (redins: connection.read_timeout); 0 = 5000 */
     uint32_t zone_reload_s;   /* "zone_reload": verify every zone this often; 0 = never */
     const char *changes_channel; /* NULL: P redins:zones:changed S; "" : no change channel */
-    zone_json_opts_t json;       /* how zones are built (locate callback, default TTL) */
+    zone_json_opts_t json;       /* how zones are built (locate callback, default TTL); its
+                                    max_rrset_records is the one below */
+    /* Bounds on untrusted data (see "Untrusted data" above); 0 = the default. */
+    uint32_t max_value_bytes;   /* a label's JSON or a zone config longer: skipped / rejected */
+    uint32_t max_labels;        /* a zone with more labels: rejected whole */
+    uint32_t max_rrset_records; /* a label with a larger RRset: skipped (65,535 at most) */
+    uint32_t max_zones;         /* zones of the set beyond: not read */
 } redis_source_config_t;
 
-/** Fill cfg with the defaults above (zone_reload 600 s; everything else unset). */
+/** Fill cfg with the defaults above (zone_reload 600 s, the bounds; everything else unset). */
 void redis_source_config_init(redis_source_config_t *cfg);
 
 typedef struct redis_source_callbacks {
@@ -154,9 +186,15 @@ typedef struct redis_source_stats {
     uint64_t syncs;          /* full reads and verifies finished */
     uint64_t builds;         /* zones built and handed out */
     uint64_t rejected;       /* zone versions rejected */
-    uint64_t labels_skipped; /* labels skipped for bad JSON */
+    uint64_t labels_skipped; /* labels skipped in builds (bad data or a bound), per build */
     uint64_t disconnects;    /* connections lost */
     int64_t last_sync_ms;    /* duration of the last full read or verify; -1 before the first */
+    /* Breaches of the bounds, each counted once, when it is logged (a label that stays too large
+     * is not counted again at every rebuild of its zone) */
+    uint64_t over_value_bytes;   /* labels skipped and configs refused for max_value_bytes */
+    uint64_t over_labels;        /* zone versions rejected for max_labels */
+    uint64_t over_rrset_records; /* labels skipped for max_rrset_records (or 65,535) */
+    size_t zones_skipped;        /* zones of the set not read for max_zones, at the last read */
 } redis_source_stats_t;
 
 /** A consistent copy of the counters. Any thread. */

@@ -33,6 +33,12 @@
 
 typedef struct zone_builder zone_builder_t;
 
+/* The largest RRset finish() accepts: zone_rrset_t.count is 16 bits (no DNS message could carry
+ * more anyway), and its RDATA with the 2-byte length prefixes must stay far from 32-bit offsets.
+ * Exported so that a loader can refuse one source's data before it reaches the builder. */
+#define ZONE_BUILDER_MAX_RRSET_RRS   UINT16_MAX
+#define ZONE_BUILDER_MAX_RRSET_BYTES (UINT32_MAX / 2)
+
 /** Builder for the zone at origin (validated wire name; any case). source names it in messages. */
 zone_builder_t *zone_builder_new(const uint8_t *origin, const char *source) TERN_WUR;
 
@@ -73,6 +79,10 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
  */
 int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                             const zone_geo_policy_t *policy) TERN_WUR;
+
+/** True when an RR already added has owner (a validated wire name, any case) as its owner. For a
+ * loader that gives each owner from one place only (zone_json.h's Redis labels). */
+bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner);
 
 /**
  * Validate and build. On success *out is the new zone and 0 is returned. On failure a negative

@@ -59,6 +59,9 @@ typedef struct zone_json_opts {
     void *locate_ctx;
     uint32_t default_ttl; /* TTL for RRsets that give none (redins: 300); 0 = 300 */
     uint32_t max_ttl;     /* cap on every RRset's TTL (redins' handler max_ttl); 0 = none */
+    /* Records one RRset of a label may give, as given ("records" entries); a label with more is
+     * refused whole (TERN_ELIMIT). 0 or above 65,535: 65,535, what an RRset can hold. */
+    uint32_t max_rrset_records;
 } zone_json_opts_t;
 
 typedef struct zone_json zone_json_t;
@@ -75,18 +78,27 @@ int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err,
 
 /**
  * One label's RRsets (JSON text of len bytes). label is relative ("www", "a.b") or "@".
- * On error (bad JSON, bad value, out of zone) nothing of the label is added and err holds
- * "source: zone X label Y: message" naming the field (e.g. "a.records[2].ip"); the caller may go
- * on with other labels (the Redis source does; a file load stops). A CNAME beside other data in
- * the label is such an error (it costs the label, not the zone). Returns 0, TERN_ESYNTAX,
- * TERN_EINVAL or TERN_ENOMEM (after which part of the label may be in the zone: abandon it).
+ * On error nothing of the label is added and err holds "source: zone X label Y: message" naming
+ * the field (e.g. "a.records[2].ip"); the caller may go on with other labels (the Redis source
+ * does). Every rule one label could otherwise break only at zone_json_finish() — failing the
+ * whole zone, every version of it while the label stays — is checked here, so that it costs the
+ * label, never the zone:
+ *   - a CNAME beside other data in the label (TERN_EINVAL);
+ *   - an RRset of more than opts->max_rrset_records records, or more than an RRset can hold
+ *     (TERN_ELIMIT);
+ *   - an owner that an earlier label of this build already gave: "www" after "WWW" or
+ *     "\119ww" (TERN_EEXIST). The first one added stays, whatever it holds; one owner comes
+ *     from one label.
+ * Returns 0, TERN_ESYNTAX (bad JSON), TERN_EINVAL (a bad value, out of zone), TERN_ELIMIT,
+ * TERN_EEXIST, or TERN_ENOMEM (after which part of the label may be in the zone: abandon it).
  */
 int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t len, char *err,
                     size_t errlen) TERN_WUR;
 
 /** Build the zone (consumes zj). 0 with *out set, or a TERN_E* code and the message: TERN_ENOSOA
- * "source: zone X: no SOA (zone config missing)" when no config was given, else the builder's
- * (a CNAME beside other data at one owner given by two labels, ...). */
+ * "source: zone X: no SOA (zone config missing)" when no config was given, else the builder's.
+ * Labels given through zone_json_label() cannot make it fail (see there); only the zone as a
+ * whole can (no config, out of memory). */
 int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen) TERN_WUR;
 
 /** Abandon. NULL is a no-op. */
@@ -95,7 +107,8 @@ void zone_json_free(zone_json_t *zj);
 /**
  * Load a JSON zone file (format above). Syntax errors are "path:line:column: message"; a bad
  * label is "path: zone X label Y: message" and fails the whole file (a file is edited as a whole,
- * unlike Redis). 0 with *out, or a TERN_E* code.
+ * unlike Redis). Two labels naming one owner ("www", "WWW") merge here, and the builder judges
+ * the result (a CNAME beside the other's data fails the file). 0 with *out, or a TERN_E* code.
  */
 int zone_json_load_file(const char *origin, const char *path, const zone_json_opts_t *opts,
                         zone_t **out, char *err, size_t errlen) TERN_WUR;

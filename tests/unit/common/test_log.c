@@ -242,6 +242,34 @@ static void test_threads(void **state)
     assert_int_equal(lines, THREADS * LINES);
 }
 
+/* Untrusted text in a log line: one line whatever it holds, and readable back. */
+static void test_escape(void **state)
+{
+    (void)state;
+    char out[TERN_ESCAPE_MAX(64)];
+    static const char forged[] = "a.test.\nternd: error: forged\r\x1b[2J\"q\"\\\xff";
+    assert_string_equal(tern_escape(out, sizeof(out), forged, sizeof(forged) - 1),
+                        "a.test.\\010ternd: error: forged\\013\\027[2J\\\"q\\\"\\\\\\255");
+    /* a NUL inside is shown, not an end */
+    assert_string_equal(tern_escape(out, sizeof(out), "a\0b", 3), "a\\000b");
+    assert_string_equal(tern_escape(out, sizeof(out), "", 0), "");
+    /* too long: cut at a whole escape, and says so */
+    char small[10];
+    assert_string_equal(tern_escape(small, sizeof(small), "abcdefghijkl", 12), "abcdef...");
+    assert_string_equal(tern_escape(small, sizeof(small), "abcde\nfgh", 9), "abcde...");
+    assert_string_equal(tern_escape(small, sizeof(small), "abcdefghi", 9), "abcdefghi");
+    assert_string_equal(tern_escape(small, 1, "abc", 3), "");
+    /* through a log line: still one line */
+    capture_t c;
+    capture_start(&c, STDERR_FILENO);
+    char esc[TERN_ESCAPE_MAX(sizeof(forged))];
+    log_err("zone %s: skipped", tern_escape(esc, sizeof(esc), forged, sizeof(forged) - 1));
+    const char *text = capture_end(&c);
+    assert_non_null(strchr(text, '\n'));
+    assert_ptr_equal(strchr(text, '\n'), text + strlen(text) - 1);
+    assert_null(strchr(text, '\r'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +281,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_target_stdout, reset, reset),
         cmocka_unit_test_setup_teardown(test_target_syslog, reset, reset),
         cmocka_unit_test_setup_teardown(test_threads, reset, reset),
+        cmocka_unit_test_setup_teardown(test_escape, reset, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1312,13 +1312,13 @@ static void test_unknown_key(void **state)
 static void test_error_escapes(void **state)
 {
     (void)state;
-    expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\nREADY=1: unknown key");
+    expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\010READY=1: unknown key");
     expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
-                 "zones[0]: unknown key \"t\\tx\\r\" (want origin, file, format)");
+                 "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format)");
     expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
-                 "log_level: expected error, warning, info or debug, got \"\\x1b[31mred\\x7f\"");
+                 "log_level: expected error, warning, info or debug, got \"\\027[31mred\\127\"");
     expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
-                 "handler: redis: ip: bad address \"a\\x01b\"");
+                 "handler: redis: ip: bad address \"a\\001b\"");
 
     /* the file's own name */
     char dir[] = "/tmp/tern_conf_dir_XXXXXX", path[128], err[512] = "";
@@ -1329,13 +1329,13 @@ static void test_error_escapes(void **state)
     config_init(&c);
     assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_ESYNTAX);
     char want[512];
-    snprintf(want, sizeof(want), "%s/a\\nb.yaml:1: workers: 0 is out of range 1..256", dir);
+    snprintf(want, sizeof(want), "%s/a\\010b.yaml:1: workers: 0 is out of range 1..256", dir);
     assert_string_equal(err, want);
     config_free(&c);
     unlink(path);
     snprintf(path, sizeof(path), "%s/missing\x1b.yaml", dir);
     assert_true(config_load(&c, path, err, sizeof(err)) < 0);
-    snprintf(want, sizeof(want), "%s/missing\\x1b.yaml: No such file or directory", dir);
+    snprintf(want, sizeof(want), "%s/missing\\027.yaml: No such file or directory", dir);
     assert_string_equal(err, want);
     config_free(&c);
     rmdir(dir);
@@ -1791,7 +1791,7 @@ static void test_check_runtime(void **state)
     write_file(path, "workers: 1\nuser: no-such-user\ngroup: \"no\\nsuch\"\n");
     config_t c = load_ok(path);
     snprintf(want, sizeof(want),
-             "%s:2: user 'no-such-user': no such user; %s:3: group 'no\\nsuch': no such group",
+             "%s:2: user 'no-such-user': no such user; %s:3: group 'no\\010such': no such group",
              path, path);
     expect_runtime(&c, false, TERN_ENOENT, want);
     /* replaced by a flag: named by it */

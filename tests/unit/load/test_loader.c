@@ -1,7 +1,8 @@
 /*
  * test_loader.c — the loader: initial load, reloads that share unchanged zones, change detection
  * (edit in place, rename over, $INCLUDE), failures that keep the published view, coalesced
- * requests. Zone files are written by the tests into a fresh temporary directory.
+ * requests, and stopping while reloads restart the Redis source (a real redis-server on a free
+ * loopback port). Zone files are written by the tests into a fresh temporary directory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "redis_server.h"
 #include "test_util.h"
 
 #include "tern/common/err.h"
@@ -36,6 +38,10 @@ static struct {
     const char *identity;
     const char *asn;            /* file name in dir of the asn_table, or NULL */
     const char *geoip, *geoip6; /* file names in dir of geoip_db / geoip_db_v6, or NULL */
+    uint16_t redis_port;        /* non-zero: a Redis source on 127.0.0.1 at this port ... */
+    bool redis_flip;            /* ... whose db flips every second read, restarting the source */
+    unsigned redis_reads;
+    unsigned redis_max_zones, redis_max_rrset; /* bounds; 0 = the schema's defaults */
 } want;
 
 static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
@@ -71,6 +77,20 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
         snprintf(path, sizeof(path), "%s/%s", dir, want.file[i]);
         if (config_add_zone(cfg, want.origin[i], path) < 0)
             return TERN_ENOMEM;
+    }
+    if (want.redis_port) {
+        cfg->redis.enabled = true;
+        if (!(cfg->redis.host = strdup("127.0.0.1")))
+            return TERN_ENOMEM;
+        cfg->redis.port = want.redis_port;
+        cfg->redis.connect_timeout_ms = 500;
+        cfg->redis.read_timeout_ms = 1000;
+        cfg->redis.zone_reload_s = 0;
+        cfg->redis.db = want.redis_flip ? (want.redis_reads++ / 2) % 2 : 0;
+        if (want.redis_max_zones)
+            cfg->redis.max_zones = want.redis_max_zones;
+        if (want.redis_max_rrset)
+            cfg->redis.max_rrset_records = want.redis_max_rrset;
     }
     return 0;
 }
@@ -522,6 +542,100 @@ static void test_geoip_reload(void **state)
     loader_free(l);
 }
 
+/* A Redis zone, as redins keeps it, in the selected database of c. */
+static void put_redis_zone(redisContext *c, const char *zone, const char *www_ip)
+{
+    char cfg[256], v[128];
+    snprintf(cfg, sizeof(cfg),
+             "{\"soa\":{\"ttl\":300,\"mbox\":\"h.%s.\",\"ns\":\"ns1.%s.\",\"serial\":1}}", zone,
+             zone);
+    rsrv_cmd(c, "SET redins:zones:%s.:config %s", zone, cfg);
+    snprintf(v, sizeof(v), "{\"a\":{\"records\":[{\"ip\":\"%s\"}]}}", www_ip);
+    rsrv_cmd(c, "HSET redins:zones:%s. www %s", zone, v);
+    rsrv_cmd(c, "SADD redins:zones %s.", zone);
+}
+
+/*
+ * Stop while the loader thread is in a reload that stops and starts the Redis source (its db
+ * flips), and while Redis changes arrive: the loader thread must be joined before the source is
+ * stopped, or both threads stop it at once (a double free, a source started after the stop and
+ * never freed, a use after free). Meant for the ASan and TSan builds; bounded in count and time.
+ */
+static void test_stop_during_redis_reloads(void **state)
+{
+    (void)state;
+    redis_server_t srv;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_redis_zone(c, "r.test", "192.0.2.1");
+    rsrv_cmd(c, "SELECT 1");
+    put_redis_zone(c, "r.test", "192.0.2.2");
+    write_zone("a.zone", "a.test", 1, 1);
+    want.origin[0] = "a.test";
+    want.file[0] = "a.zone";
+    want.n = 1;
+    want.redis_port = srv.port;
+    want.redis_flip = true;
+    int64_t deadline = rsrv_now_ms() + 30000;
+    int rounds = 0;
+    for (; rounds < 24 && rsrv_now_ms() < deadline; rounds++) {
+        loader_t *l = loader_new(read_config, NULL);
+        assert_non_null(l);
+        const config_t *cfg;
+        assert_int_equal(loader_load(l, &cfg), 0);
+        assert_int_equal(loader_start(l), 0);
+        for (int k = 0; k < 4; k++) {
+            loader_request(l);
+            char ip[32];
+            snprintf(ip, sizeof(ip), "192.0.2.%d", 10 + (rounds * 4 + k) % 200);
+            put_redis_zone(c, "r.test", ip);
+        }
+        rsrv_sleep_ms(rounds % 4 * 3); /* stop at different points of the reloads */
+        loader_free(l);
+    }
+    print_message("%d rounds of start, reloads and stop\n", rounds);
+    assert_true(rounds >= 4);
+    redisFree(c);
+    rsrv_stop(&srv);
+}
+
+/* The bounds configured for Redis reach the source, and its counters loader_get_stats() (which
+ * ternctl status and /metrics show). */
+static void test_redis_bounds_reach_source(void **state)
+{
+    (void)state;
+    redis_server_t srv;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_redis_zone(c, "r.test", "192.0.2.1");
+    put_redis_zone(c, "s.test", "192.0.2.2");
+    rsrv_cmd(c, "HSET redins:zones:r.test. pool %s",
+             "{\"a\":{\"records\":[{\"ip\":\"192.0.2.7\"},{\"ip\":\"192.0.2.8\"},"
+             "{\"ip\":\"192.0.2.9\"}]}}");
+    write_zone("a.zone", "a.test", 1, 1);
+    want.origin[0] = "a.test";
+    want.file[0] = "a.zone";
+    want.n = 1;
+    want.redis_port = srv.port;
+    want.redis_max_zones = 1;
+    want.redis_max_rrset = 2;
+    loader_t *l = loader_new(read_config, NULL);
+    const config_t *cfg;
+    assert_int_equal(loader_load(l, &cfg), 0);
+    loader_stats_t st;
+    loader_get_stats(l, &st);
+    assert_true(st.redis_enabled);
+    assert_int_equal(st.zones, 2); /* a.test and r.test: s.test is beyond max_zones */
+    assert_int_equal(st.redis_zones, 1);
+    assert_int_equal(st.redis_zones_skipped, 1);
+    assert_int_equal(st.redis_over_rrset_records, 1);
+    assert_int_equal(st.redis_labels_skipped, 1);
+    assert_int_equal(st.redis_over_value_bytes + st.redis_over_labels, 0);
+    loader_free(l);
+    redisFree(c);
+    rsrv_stop(&srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +652,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_initial_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_asn_table_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_geoip_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_during_redis_reloads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redis_bounds_reach_source, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -317,9 +318,12 @@ static int setup(void **state)
     return 0;
 }
 
+static void cap_end_dump(bool dump);
+
 static int teardown(void **state)
 {
     (void)state;
+    cap_end_dump(true); /* a test that failed while capturing: show why */
     redis_source_stop(src);
     src = NULL;
     rsrv_stop(&srv);
@@ -898,6 +902,404 @@ static void test_unix_socket_and_no_config_command(void **state)
     tu_rmtree(dir);
 }
 
+/* --- log lines --- */
+
+/* stderr, where the source logs, captured in a file while a test runs (every line is one
+ * write(2), so reading the file any time sees whole lines). */
+static struct {
+    FILE *f;
+    int saved;
+} logcap = {.saved = -1};
+
+static void cap_begin(void)
+{
+    fflush(stderr);
+    logcap.f = tmpfile();
+    assert_non_null(logcap.f);
+    logcap.saved = dup(STDERR_FILENO);
+    assert_true(logcap.saved >= 0);
+    assert_true(dup2(fileno(logcap.f), STDERR_FILENO) >= 0);
+}
+
+/* Stop capturing; with dump, copy what was captured to the real stderr (cmocka's messages about
+ * a failure are in it too). */
+static void cap_end_dump(bool dump)
+{
+    if (logcap.saved < 0)
+        return;
+    fflush(stderr);
+    dup2(logcap.saved, STDERR_FILENO);
+    close(logcap.saved);
+    logcap.saved = -1;
+    char buf[4096];
+    ssize_t n;
+    for (off_t off = 0; dump && (n = pread(fileno(logcap.f), buf, sizeof(buf), off)) > 0; off += n)
+        fwrite(buf, 1, (size_t)n, stderr);
+    fclose(logcap.f);
+    logcap.f = NULL;
+}
+
+static void cap_end(void)
+{
+    cap_end_dump(false);
+}
+
+/* Lines logged so far that hold every one of the NULL-terminated strings given. */
+static unsigned log_lines(const char *first, ...)
+{
+    static char text[1 << 20];
+    ssize_t n = pread(fileno(logcap.f), text, sizeof(text) - 1, 0);
+    assert_true(n >= 0);
+    text[n] = '\0';
+    unsigned count = 0;
+    for (char *line = text, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end)
+            break;
+        *end = '\0';
+        bool all = true;
+        va_list ap;
+        va_start(ap, first);
+        for (const char *s = first; s && all; s = va_arg(ap, const char *))
+            all = strstr(line, s) != NULL;
+        va_end(ap);
+        count += all;
+        *end = '\n';
+    }
+    return count;
+}
+
+/* Wait (at most ms) until a counter of the source's stats reaches want. */
+static void wait_stat(size_t off, uint64_t want, int ms, const char *what)
+{
+    int64_t t0 = rsrv_now_ms();
+    for (;;) {
+        redis_source_stats_t st;
+        redis_source_get_stats(src, &st);
+        uint64_t v;
+        if (off == offsetof(redis_source_stats_t, zones_skipped))
+            v = st.zones_skipped;
+        else
+            memcpy(&v, (const char *)&st + off, sizeof(v));
+        if (v >= want)
+            return;
+        if (rsrv_now_ms() - t0 > ms)
+            fail_msg("%s: %llu, wanted %llu within %d ms", what, (unsigned long long)v,
+                     (unsigned long long)want, ms);
+        rsrv_sleep_ms(5);
+    }
+}
+#define WAIT_STAT(field, want, ms)                                                                 \
+    wait_stat(offsetof(redis_source_stats_t, field), want, ms, #field)
+
+/* A verify of everything, waited for (syncs counts them). */
+static void verify_now(void)
+{
+    unsigned before = counter(&got.syncs);
+    redis_source_resync(src, false);
+    wait_count(&got.syncs, before + 1, 3000, "verify");
+}
+
+/* --- one zone, one member --- */
+
+/* "\101xample.test." and "example.test." are one zone (\101 is 'e'): one of them is served, the
+ * one written canonically, whatever order SMEMBERS lists them in; the other is named in one error
+ * line, logged once however often the set is read. A member that is no name is skipped, logged
+ * once, escaped: a newline in it does not start a line of its own. */
+static void test_one_zone_one_member(void **state)
+{
+    (void)state;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    /* the data of "\101xample.test." names the zone as JSON would ("\\101" is invalid there) */
+    put_zone(c, "example.test", 1, "192.0.2.1");
+    rsrv_cmd(c, "RENAME redins:zones:example.test. redins:zones:\\101xample.test.");
+    rsrv_cmd(c, "RENAME redins:zones:example.test.:config redins:zones:\\101xample.test.:config");
+    rsrv_cmd(c, "SREM redins:zones example.test.");
+    rsrv_cmd(c, "SADD redins:zones \\101xample.test.");
+    put_zone(c, "example.test", 2, "192.0.2.2");
+    put_zone(c, "other.test", 1, "192.0.2.3");
+    rsrv_cmd(c, "SADD redins:zones %s", "x\nternd: error: forged..bad.");
+    cap_begin();
+    src = start_default();
+    wait_probe(
+        &(probe_t){
+            .origin = "example.test", .name = "www.example.test", .ip = "192.0.2.2", .serial = 2},
+        1000);
+    wait_versions("other.test", 1, 1000);
+    assert_int_equal(versions("\\101xample.test"), 0); /* never an origin of its own */
+    redis_source_stats_t st;
+    get_stats(&st);
+    assert_int_equal(st.zones, 2);
+    assert_int_equal(st.failed, 0);
+    /* the set is read again, fully and after an event: nothing logged again */
+    verify_now();
+    rsrv_cmd(c, "SADD redins:zones more.test.");
+    rsrv_sleep_ms(200);
+    verify_now();
+    assert_int_equal(log_lines("zone example.test is named by 2 members",
+                               "serving \"example.test.\"", "ignoring \"\\\\101xample.test.\"",
+                               NULL),
+                     1);
+    assert_int_equal(log_lines("x\\010ternd: error: forged..bad.", "no domain name", NULL), 1);
+    assert_int_equal(log_lines("forged", NULL), 1);
+    /* the served member's changes apply; the other member's keys are not its data */
+    unsigned v = versions("example.test");
+    set_a(c, "", "", "\\101xample.test", "www", "192.0.2.9");
+    rsrv_sleep_ms(300);
+    assert_int_equal(versions("example.test"), v);
+    set_a(c, "", "", "example.test", "www", "192.0.2.10");
+    wait_probe(&(probe_t){.origin = "example.test", .name = "www.example.test", .ip = "192.0.2.10"},
+               1000);
+    /* the canonical member leaves: the other one is served, from its own keys */
+    rsrv_cmd(c, "SREM redins:zones example.test.");
+    wait_probe(
+        &(probe_t){
+            .origin = "example.test", .name = "www.example.test", .ip = "192.0.2.9", .serial = 1},
+        1000);
+    assert_int_equal(gones("example.test"), 0);
+    cap_end();
+    redisFree(c);
+}
+
+/* --- bounds on untrusted data --- */
+
+/* A source on srv with the test defaults and the given bounds (0 = the default). */
+static redis_source_t *start_bounded(uint32_t value_bytes, uint32_t labels, uint32_t rrset,
+                                     uint32_t zones)
+{
+    redis_source_config_t cfg;
+    source_config(&cfg, srv.port);
+    if (value_bytes)
+        cfg.max_value_bytes = value_bytes;
+    if (labels)
+        cfg.max_labels = labels;
+    if (rrset)
+        cfg.max_rrset_records = rrset;
+    if (zones)
+        cfg.max_zones = zones;
+    redis_source_t *rs = start_source(&cfg);
+    wait_count(&got.syncs, 1, 10000, "initial read");
+    return rs;
+}
+
+static void hset_raw(redisContext *c, const char *zone, const char *label, const char *value)
+{
+    redisReply *r =
+        redisCommand(c, "HSET redins:zones:%s. %s %b", zone, label, value, strlen(value));
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+
+/* max_value_bytes: a longer label is skipped, a longer config rejects its zone; each is logged
+ * and counted once, though the zone is rebuilt and verified again. */
+static void test_bound_value_bytes(void **state)
+{
+    (void)state;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_zone(c, "v.test", 1, "192.0.2.1");
+    char *big = json_a_records(200); /* about 5 KB */
+    hset_raw(c, "v.test", "big", big);
+    put_zone(c, "vcfg.test", 1, "192.0.2.2");
+    char soa[512], pad[4001], cfg[8192];
+    snprintf(soa, sizeof(soa), CONFIG_FMT, "vcfg.test", "vcfg.test", 1u);
+    soa[strlen(soa) - 1] = '\0'; /* the config object stays open for one more key */
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    snprintf(cfg, sizeof(cfg), "%s,\"domain_id\":\"%s\"}", soa, pad);
+    rsrv_cmd(c, "SET redins:zones:vcfg.test.:config %s", cfg);
+    cap_begin();
+    src = start_bounded(2048, 0, 0, 0);
+    wait_probe(&(probe_t){.origin = "v.test", .name = "www.v.test", .ip = "192.0.2.1"}, 1000);
+    assert_true(probe(&(probe_t){.origin = "v.test", .name = "big.v.test", .absent = true}));
+    assert_int_equal(versions("vcfg.test"), 0);
+    WAIT_STAT(over_value_bytes, 2, 1000);
+    /* another label changes: the zone is rebuilt, the big label read again, not logged again */
+    set_a(c, "", "", "v.test", "www", "192.0.2.7");
+    wait_probe(&(probe_t){.origin = "v.test", .name = "www.v.test", .ip = "192.0.2.7"}, 1000);
+    rsrv_cmd(c, "HSET redins:zones:vcfg.test. www %s",
+             "{\"a\":{\"records\":[{\"ip\":\"192.0.2.8\"}]}}");
+    rsrv_sleep_ms(300);
+    verify_now();
+    redis_source_stats_t st;
+    get_stats(&st);
+    assert_int_equal(st.over_value_bytes, 2);
+    assert_int_equal(st.failed, 1);
+    assert_int_equal(log_lines("zone v.test label big", "more than max_value_bytes (2048)", NULL),
+                     1);
+    assert_int_equal(log_lines("zone vcfg.test config", "more than max_value_bytes (2048)", NULL),
+                     1);
+    /* fixed: served */
+    set_a(c, "", "", "v.test", "big", "192.0.2.99");
+    wait_probe(&(probe_t){.origin = "v.test", .name = "big.v.test", .ip = "192.0.2.99"}, 1000);
+    set_config(c, "", "", "vcfg.test", 3);
+    wait_probe(&(probe_t){.origin = "vcfg.test", .name = "www.vcfg.test", .ip = "192.0.2.8"}, 1000);
+    cap_end();
+    free(big);
+    redisFree(c);
+}
+
+/* Labels n0 .. n(count-1) of zone, in batches. */
+static void add_labels(redisContext *c, const char *zone, int from, int count)
+{
+    for (int i = from; i < from + count; i += 500) {
+        rsrv_cmd(c, "MULTI");
+        for (int j = i; j < from + count && j < i + 500; j++) {
+            char label[16], ip[32];
+            snprintf(label, sizeof(label), "n%d", j);
+            snprintf(ip, sizeof(ip), "10.1.%d.%d", j / 256 % 256, j % 256);
+            set_a(c, "", "", zone, label, ip);
+        }
+        rsrv_cmd(c, "EXEC");
+    }
+}
+
+/* max_labels: a zone with more is rejected whole, its previous version serving; logged and counted
+ * once while it stays too large; served again once it is not. Both read paths: one HSCAN reply
+ * (a small hash) and several (a large one, whose read stops at the bound). */
+static void test_bound_labels(void **state)
+{
+    (void)state;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_zone(c, "l.test", 1, "192.0.2.1"); /* 3 labels: @, ns1, www */
+    put_zone(c, "big.test", 1, "192.0.2.2");
+    add_labels(c, "big.test", 0, 3000);
+    cap_begin();
+    src = start_bounded(0, 2000, 0, 0);
+    wait_probe(&(probe_t){.origin = "l.test", .name = "www.l.test", .ip = "192.0.2.1"}, 1000);
+    assert_int_equal(versions("big.test"), 0);
+    WAIT_STAT(over_labels, 1, 2000);
+    assert_int_equal(log_lines("zone big.test", "more than max_labels (2000)", NULL), 1);
+    /* a change to the large zone that leaves it too large: no new line, no new count */
+    set_a(c, "", "", "big.test", "www", "192.0.2.22");
+    rsrv_sleep_ms(400);
+    verify_now();
+    redis_source_stats_t st;
+    get_stats(&st);
+    assert_int_equal(st.over_labels, 1);
+    assert_int_equal(log_lines("zone big.test", "more than max_labels", NULL), 1);
+    /* shrunk below the bound: served */
+    rsrv_cmd(c, "MULTI");
+    for (int j = 0; j < 1500; j++)
+        rsrv_cmd(c, "HDEL redins:zones:big.test. n%d", j);
+    rsrv_cmd(c, "EXEC");
+    wait_probe(&(probe_t){.origin = "big.test", .name = "www.big.test", .ip = "192.0.2.22"}, 3000);
+    redis_source_stop(src);
+    src = NULL;
+    rsrv_cmd(c, "SREM redins:zones big.test.");
+
+    /* the small path: the whole hash in the first reply; the served version stays */
+    got_reset();
+    src = start_bounded(0, 5, 0, 0);
+    wait_versions("l.test", 1, 1000);
+    set_a(c, "", "", "l.test", "a", "192.0.2.31");
+    set_a(c, "", "", "l.test", "b", "192.0.2.32");
+    wait_probe(&(probe_t){.origin = "l.test", .name = "b.l.test", .ip = "192.0.2.32"}, 1000);
+    set_a(c, "", "", "l.test", "c", "192.0.2.33"); /* 6 labels */
+    WAIT_STAT(over_labels, 1, 1000);
+    set_a(c, "", "", "l.test", "d", "192.0.2.34"); /* 7 */
+    rsrv_sleep_ms(300);
+    assert_true(probe(&(probe_t){.origin = "l.test", .name = "c.l.test", .absent = true}));
+    assert_true(probe(&(probe_t){.origin = "l.test", .name = "b.l.test", .ip = "192.0.2.32"}));
+    get_stats(&st);
+    assert_int_equal(st.over_labels, 1);
+    assert_int_equal(log_lines("zone l.test", "more than max_labels (5)", NULL), 1);
+    rsrv_cmd(c, "HDEL redins:zones:l.test. a b");
+    wait_probe(&(probe_t){.origin = "l.test", .name = "d.l.test", .ip = "192.0.2.34"}, 1000);
+    cap_end();
+    redisFree(c);
+}
+
+/* One bad label never freezes its zone: a label whose RRset is over max_rrset_records, over the
+ * 65,535 an RRset can hold (70,000 records), or whose owner another label gave ("WWW" beside
+ * "www" with a CNAME) is skipped; the zone is served, and later changes to its other labels keep
+ * applying. Logged and counted once per label. */
+static void test_bad_label_never_freezes_zone(void **state)
+{
+    (void)state;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_zone(c, "r.test", 1, "192.0.2.1");
+    char *pool = json_a_records(150), *huge = json_a_records(70000);
+    hset_raw(c, "r.test", "pool", pool);
+    hset_raw(c, "r.test", "huge", huge);
+    rsrv_cmd(c, "HSET redins:zones:r.test. alias %s", "{\"cname\":{\"host\":\"www.r.test.\"}}");
+    rsrv_cmd(c, "HSET redins:zones:r.test. ALIAS %s",
+             "{\"a\":{\"records\":[{\"ip\":\"192.0.2.66\"}]}}");
+    cap_begin();
+    src = start_bounded(4 << 20, 0, 100, 0);
+    wait_probe(&(probe_t){.origin = "r.test", .name = "www.r.test", .ip = "192.0.2.1"}, 5000);
+    assert_true(probe(&(probe_t){.origin = "r.test", .name = "pool.r.test", .absent = true}));
+    assert_true(probe(&(probe_t){.origin = "r.test", .name = "huge.r.test", .absent = true}));
+    assert_true(probe(&(probe_t){.origin = "r.test", .name = "alias.r.test"}));
+    redis_source_stats_t st;
+    get_stats(&st);
+    assert_int_equal(st.over_rrset_records, 2);
+    assert_int_equal(st.labels_skipped, 3);
+    assert_int_equal(st.failed, 0);
+    /* later changes to other labels apply, again and again */
+    for (int i = 0; i < 3; i++) {
+        char ip[32];
+        snprintf(ip, sizeof(ip), "192.0.2.%d", 100 + i);
+        set_a(c, "", "", "r.test", "www", ip);
+        wait_probe(&(probe_t){.origin = "r.test", .name = "www.r.test", .ip = ip}, 3000);
+    }
+    get_stats(&st);
+    assert_int_equal(st.over_rrset_records, 2);
+    assert_int_equal(st.rejected, 0);
+    assert_int_equal(log_lines("zone r.test label pool", "more than max_rrset_records (100)", NULL),
+                     1);
+    assert_int_equal(log_lines("zone r.test label huge", "70000 records", NULL), 1);
+    assert_int_equal(log_lines("label ", "alias.r.test. is given by another label", NULL), 1);
+    free(pool);
+    free(huge);
+    cap_end();
+    redisFree(c);
+}
+
+/* max_zones: once the source holds that many, zones new to it are not read (in key order); the
+ * ones it serves keep their place. Logged when the number skipped changes; a gauge. */
+static void test_bound_zones(void **state)
+{
+    (void)state;
+    rsrv_start(&srv, 0, NULL, NULL);
+    redisContext *c = rsrv_connect(&srv, NULL);
+    put_zone(c, "z9.test", 1, "192.0.2.9");
+    put_zone(c, "z8.test", 1, "192.0.2.8");
+    cap_begin();
+    src = start_bounded(0, 0, 0, 3);
+    wait_versions("z8.test", 1, 1000);
+    wait_versions("z9.test", 1, 1000);
+    /* four new zones (one set change, or a few): the first in key order gets the place left */
+    put_zone(c, "z1.test", 1, "192.0.2.1");
+    put_zone(c, "z2.test", 1, "192.0.2.2");
+    put_zone(c, "z3.test", 1, "192.0.2.3");
+    put_zone(c, "z4.test", 1, "192.0.2.4");
+    wait_versions("z1.test", 1, 1000);
+    WAIT_STAT(zones_skipped, 3, 1000);
+    verify_now();
+    assert_int_equal(versions("z2.test") + versions("z3.test") + versions("z4.test"), 0);
+    assert_int_equal(versions("z8.test") + versions("z9.test"), 2);
+    redis_source_stats_t st;
+    get_stats(&st);
+    assert_int_equal(st.zones, 3);
+    assert_int_equal(st.zones_skipped, 3);
+    assert_int_equal(log_lines("more zones than max_zones (3)", "3 not read",
+                               "\"z2.test\", \"z3.test\", \"z4.test\"", NULL),
+                     1);
+    /* a zone leaves: the next one in key order is read */
+    rsrv_cmd(c, "SREM redins:zones z9.test.");
+    wait_versions("z2.test", 1, 1000);
+    get_stats(&st);
+    assert_int_equal(st.zones_skipped, 2);
+    assert_int_equal(versions("z3.test"), 0);
+    cap_end();
+    redisFree(c);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -931,6 +1333,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zone_reload_interval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_zones, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unix_socket_and_no_config_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_zone_one_member, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_value_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_label_never_freezes_zone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_zones, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -556,6 +556,12 @@ static void test_bad_label_skipped(void **state)
     assert_int_equal(zone_json_label(zj, "broken", syntax, strlen(syntax), err, sizeof(err)),
                      TERN_ESYNTAX);
     assert_non_null(strstr(err, "test: zone geo.example.test label broken: JSON syntax error"));
+    /* jansson quotes the input in its message, a newline too: the message stays one line */
+    const char *forged = "{\"a\": \"\\u12\nternd: error: forged\"}";
+    assert_int_equal(zone_json_label(zj, "forged", forged, strlen(forged), err, sizeof(err)),
+                     TERN_ESYNTAX);
+    assert_non_null(strstr(err, "invalid escape near '\\\"\\\\u12\\010'"));
+    assert_null(strchr(err, '\n'));
     label_ok(zj, "other", "{\"txt\": {\"records\": [{\"text\": \"fine\"}]}}");
     zone_t *z = finish(zj);
     assert_non_null(rrset(z, "good." ORIGIN, 1));
@@ -563,6 +569,76 @@ static void test_bad_label_skipped(void **state)
     dname_view_t v;
     view_of(&v, "www." ORIGIN);
     assert_null(zone_find_node(z, v.lc, v.len, v.hash[0])); /* nothing of it, not even the TXT */
+    zone_free(z);
+}
+
+/* A label whose RRset is larger than a zone can hold, or than max_rrset_records, costs that label
+ * only: before, it reached the builder and every version of the zone failed at finish. */
+static void test_rrset_cap_costs_the_label(void **state)
+{
+    (void)state;
+    char err[512];
+    zone_json_t *zj = start(NULL, CONFIG);
+    label_ok(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.geo.example.test\"}]}}");
+    char *huge = json_a_records(70000);
+    assert_int_equal(zone_json_label(zj, "huge", huge, strlen(huge), err, sizeof(err)),
+                     TERN_ELIMIT);
+    assert_string_equal(err, "test: zone geo.example.test label huge: a.records: 70000 records, "
+                             "more than 65535 (what an RRset can hold)");
+    free(huge);
+    label_ok(zj, "www", "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}]}}");
+    zone_t *z = finish(zj);
+    assert_null(rrset(z, "huge." ORIGIN, 1));
+    assert_non_null(rrset(z, "www." ORIGIN, 1));
+    zone_free(z);
+
+    /* the configured cap: as many as it allows is fine, one more is not */
+    zone_json_opts_t opts = {.max_rrset_records = 3};
+    zj = start(&opts, CONFIG);
+    char *three = json_a_records(3), *four = json_a_records(4);
+    label_ok(zj, "three", three);
+    assert_int_equal(zone_json_label(zj, "four", four, strlen(four), err, sizeof(err)),
+                     TERN_ELIMIT);
+    assert_non_null(
+        strstr(err, "label four: a.records: 4 records, more than max_rrset_records (3)"));
+    /* every RRset type with records counts, not only addresses */
+    const char *txt = "{\"txt\": {\"records\": [{\"text\": \"1\"}, {\"text\": \"2\"}, "
+                      "{\"text\": \"3\"}, {\"text\": \"4\"}]}}";
+    assert_int_equal(zone_json_label(zj, "t", txt, strlen(txt), err, sizeof(err)), TERN_ELIMIT);
+    free(three);
+    free(four);
+    z = finish(zj);
+    assert_int_equal(rrset(z, "three." ORIGIN, 1)->count, 3);
+    assert_null(rrset(z, "four." ORIGIN, 1));
+    assert_null(rrset(z, "t." ORIGIN, 16));
+    zone_free(z);
+}
+
+/* Two labels naming one owner ("www", "WWW", "\119ww"): the second is refused, so a CNAME in one
+ * beside data in the other no longer fails the zone at finish. */
+static void test_same_owner_second_label_skipped(void **state)
+{
+    (void)state;
+    char err[512];
+    zone_json_t *zj = start(NULL, CONFIG);
+    label_ok(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.geo.example.test\"}]}}");
+    label_ok(zj, "www", "{\"cname\": {\"host\": \"web.geo.example.test\"}}");
+    const char *a = "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}]}}";
+    assert_int_equal(zone_json_label(zj, "WWW", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    assert_string_equal(err,
+                        "test: zone geo.example.test label WWW: www.geo.example.test. is given "
+                        "by another label already (labels that differ only in case or "
+                        "escapes name one owner)");
+    assert_int_equal(zone_json_label(zj, "\\119ww", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    assert_int_equal(zone_json_label(zj, "@", a, strlen(a), err, sizeof(err)), TERN_EEXIST);
+    /* a label that added nothing (an address without "ip") claims no owner */
+    label_ok(zj, "empty", "{\"a\": {\"records\": [{\"weight\": 1}]}}");
+    label_ok(zj, "EMPTY", a);
+    zone_t *z = finish(zj);
+    assert_non_null(rrset(z, "www." ORIGIN, 5));
+    assert_null(rrset(z, "www." ORIGIN, 1));
+    assert_non_null(rrset(z, "empty." ORIGIN, 1));
+    assert_null(rrset(z, ORIGIN, 1));
     zone_free(z);
 }
 
@@ -917,6 +993,8 @@ int main(void)
         cmocka_unit_test(test_filter_policies),
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_bad_label_skipped),
+        cmocka_unit_test(test_rrset_cap_costs_the_label),
+        cmocka_unit_test(test_same_owner_second_label_skipped),
         cmocka_unit_test(test_value_errors),
         cmocka_unit_test(test_soa_required),
         cmocka_unit_test(test_apex_ns_synthesised),

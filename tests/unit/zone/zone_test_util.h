@@ -1,11 +1,14 @@
 /*
- * zone_test_util.h — helpers shared by the zone unit tests: wire names from text, and a
- * builder shorthand. Header-only (static functions) so each test stays one executable.
+ * zone_test_util.h — helpers shared by the zone unit tests (and the Redis source's): wire names
+ * from text, a builder shorthand, redins JSON of a large RRset. Header-only (static functions) so
+ * each test stays one executable. Include after <cmocka.h>.
  */
 #ifndef TERN_TEST_ZONE_TEST_UTIL_H
 #define TERN_TEST_ZONE_TEST_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tern/wire/dname.h"
@@ -68,6 +71,20 @@ static inline size_t rdata_soa(uint8_t *dst, const char *mname, const char *rnam
         dst[o++] = (uint8_t)v[i];
     }
     return o;
+}
+
+/* redins JSON of one label whose "a" RRset has n records (10.x.y.z), malloc'd. */
+static inline char *json_a_records(size_t n)
+{
+    size_t cap = 64 + n * 24, o = 0;
+    char *j = malloc(cap);
+    assert_non_null(j);
+    o += (size_t)snprintf(j, cap, "{\"a\": {\"ttl\": 60, \"records\": [");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(j + o, cap - o, "%s{\"ip\": \"10.%zu.%zu.%zu\"}", i ? "," : "",
+                              i >> 16 & 255, i >> 8 & 255, i & 255);
+    snprintf(j + o, cap - o, "]}}");
+    return j;
 }
 
 #endif
