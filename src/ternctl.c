@@ -22,6 +22,7 @@
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/zone/zone_file.h"
@@ -165,8 +166,8 @@ static int asn_compile_cmd(int nargs, char **args)
         return EXIT_USAGE;
     }
     char err[1024] = "";
-    asn_table_compile_stats_t st;
-    int r = asn_table_compile_ex(inputs, n, out, &st, err, sizeof(err));
+    asn_compile_stats_t st;
+    int r = asn_compile(inputs, n, out, &st, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "ternctl: asn compile: %s\n", err[0] ? err : tern_strerror(r));
         return EXIT_ERROR;

@@ -1,13 +1,13 @@
 /*
- * asn_table.h — the IP → ASN range table: an offline compiler and an mmapped, read-only lookup.
+ * asn_table.h — the IP → ASN range table: a compiled file, mapped read-only, and its lookups.
  *
- * Owns: one compiled file (built by asn_table_compile(), typically from `ternctl`) and, once
- * opened, its read-only MAP_SHARED mapping. Nothing is copied onto the heap except the small
- * handle.
+ * Owns: once opened, one compiled table file's read-only MAP_SHARED mapping (the file is written
+ * by the offline compiler, tern/geo/asn_compile.h). Nothing is copied onto the heap except the
+ * small handle.
  *
- * Lifecycle: compile (offline, may allocate freely) → asn_table_open() on the loader thread
- * (validates everything once: sizes, order, checksum) → the handle is published with the rest of
- * a snapshot and is immutable from then on → after the RCU grace period asn_table_close().
+ * Lifecycle: asn_table_open() on the loader thread (validates everything once: sizes, order,
+ * checksum) → the handle is published with the rest of a snapshot and is immutable from then on →
+ * after the RCU grace period asn_table_close().
  * Threading: any number of workers may call the lookups concurrently; they never allocate, lock
  * or make a syscall (page faults on the mapping aside). They use AVX2 when the CPU has it (chosen
  * at open; TERN_ASN_TABLE_SCALAR=1 in the environment forces the portable code, for tests and
@@ -17,20 +17,6 @@
  * the same ASN are merged — so the *_prefix() lookups report the exact largest aligned block
  * around the address that one entry covers (the /64 edges the v6 layout splits an entry at, see
  * below, do not shorten it).
- *
- * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
- *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
- *   - ip-location-db CSV: start,end,asn,name   — exactly 4 fields; a field may be "quoted",
- *     with "" as an escaped quote, so names can contain commas.
- * A line containing a tab is TSV, otherwise CSV. start/end are IPv4 or IPv6 addresses of the
- * same family, start <= end; asn is a decimal u32 (an "AS" prefix is accepted). ASN 0 means
- * "not routed" and is kept as a range (it can punch a hole into an enclosing range).
- *
- * Overlaps (deterministic, independent of input order): every address belongs to the covering
- * range with the greatest start; among covering ranges with the same start, the narrower (smaller
- * end) wins; among identical ranges, the one read last wins (later line, later file). Addresses
- * covered by no range map to 0. Adjacent ranges with the same ASN are merged.
- * Names: per ASN, the first non-empty country and the first non-empty name seen are kept.
  *
  * File layout (all integers little-endian; offsets are from the file start; the arrays are used
  * in place, so the loader only supports little-endian hosts):
@@ -84,31 +70,6 @@
 #define ASN_TABLE_VERSION 3u /* 1: plain sorted arrays; 2: B+ tree, ASNs apart, 16-byte names */
 
 typedef struct asn_table asn_table_t;
-
-/** What a compile saw and produced (all counts). */
-typedef struct asn_table_compile_stats {
-    size_t lines;     /* data lines parsed (comments and blanks excluded) */
-    size_t ranges_v4; /* input ranges per family */
-    size_t ranges_v6;
-    size_t overlaps;   /* input ranges that overlapped a range still open when they started */
-    size_t entries_v4; /* entries written (after overlap resolution, gap filling and merging) */
-    size_t entries_v6;
-    size_t names; /* ASNs with a country or a name */
-} asn_table_compile_stats_t;
-
-/**
- * Compile n ip2asn inputs (paths, read in order) into one table file at out_path, written to
- * "<out_path>.tmp" then renamed, so a reader never sees half a file.
- * Returns 0; TERN_ESYNTAX with "file:line: message" in err for a bad line (invalid address,
- * mixed families, start > end, bad ASN, wrong field count); a negated errno for I/O (message
- * names the path); TERN_ENOMEM. err may be NULL. stats (may be NULL) is filled on success.
- */
-int asn_table_compile_ex(const char *const *inputs, size_t n, const char *out_path,
-                         asn_table_compile_stats_t *stats, char *err, size_t errlen) TERN_WUR;
-
-/** asn_table_compile_ex() without stats. */
-int asn_table_compile(const char *const *inputs, size_t n, const char *out_path, char *err,
-                      size_t errlen) TERN_WUR;
 
 /**
  * Map and validate a compiled table: magic, version, section bounds against the file size,

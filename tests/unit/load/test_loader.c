@@ -20,6 +20,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/load/loader.h"
@@ -362,8 +363,8 @@ static void write_asn(const char *name, uint32_t asn)
     snprintf(text, sizeof(text), "1.0.0.0,1.0.0.255,%u,\"Test %u\"\n", asn, asn);
     write_file("asn.csv", text);
     const char *in[] = {csv};
-    if (asn_table_compile(in, 1, out, err, sizeof(err)) < 0)
-        fail_msg("asn_table_compile: %s", err);
+    if (asn_compile(in, 1, out, NULL, err, sizeof(err)) < 0)
+        fail_msg("asn_compile: %s", err);
 }
 
 /* The ASN table rides with the view: shared while unchanged, re-mapped when rewritten, and a

@@ -1,0 +1,57 @@
+/*
+ * asn_compile.h — the ASN table compiler: IP-to-ASN data in, one compiled table file out (the
+ * layout of tern/geo/asn_table.h, which maps and looks it up).
+ *
+ * Owns: nothing between calls. A compile holds every input range in memory (about 40 bytes
+ * each: tens of MB for the full data sets), builds the file in one buffer, writes it to a
+ * temporary file beside the output and renames it over the output, so a reader mapping the old
+ * file (ternd) never sees half a file.
+ *
+ * Lifecycle: offline — `ternctl asn compile` — with no state kept; the result is opened with
+ * asn_table_open().
+ * Threading: no shared state: any thread may compile. It allocates and does file I/O, so never
+ * on a worker.
+ *
+ * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
+ *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
+ *   - ip-location-db CSV: start,end,asn,name   — exactly 4 fields; a field may be "quoted",
+ *     with "" as an escaped quote, so names can contain commas.
+ * A line containing a tab is TSV, otherwise CSV. start/end are IPv4 or IPv6 addresses of the
+ * same family, start <= end; asn is a decimal u32 (an "AS" prefix is accepted). ASN 0 means
+ * "not routed" and is kept as a range (it can punch a hole into an enclosing range).
+ *
+ * Overlaps (deterministic, independent of input order): every address belongs to the covering
+ * range with the greatest start; among covering ranges with the same start, the narrower (smaller
+ * end) wins; among identical ranges, the one read last wins (later line, later file). Addresses
+ * covered by no range map to 0. Adjacent ranges with the same ASN are merged.
+ * Names: per ASN, the first non-empty country and the first non-empty name seen are kept.
+ */
+#ifndef TERN_GEO_ASN_COMPILE_H
+#define TERN_GEO_ASN_COMPILE_H
+
+#include <stddef.h>
+
+#include "tern/common/compiler.h"
+
+/** What a compile saw and produced (all counts). */
+typedef struct asn_compile_stats {
+    size_t lines;     /* data lines parsed (comments and blanks excluded) */
+    size_t ranges_v4; /* input ranges per family */
+    size_t ranges_v6;
+    size_t overlaps;   /* input ranges that overlapped a range still open when they started */
+    size_t entries_v4; /* entries written (after overlap resolution, gap filling and merging) */
+    size_t entries_v6;
+    size_t names; /* ASNs with a country or a name */
+} asn_compile_stats_t;
+
+/**
+ * Compile n inputs (paths, read in order) into one table file at out_path, written to
+ * "<out_path>.tmp" then renamed, so a reader never sees half a file.
+ * Returns 0; TERN_ESYNTAX with "file:line: message" in err for a bad line (invalid address,
+ * mixed families, start > end, bad ASN, wrong field count); a negated errno for I/O (message
+ * names the path); TERN_ENOMEM. err may be NULL. stats (may be NULL) is filled on success.
+ */
+int asn_compile(const char *const *inputs, size_t n, const char *out_path,
+                asn_compile_stats_t *stats, char *err, size_t errlen) TERN_WUR;
+
+#endif
