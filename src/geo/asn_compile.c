@@ -1,8 +1,9 @@
 /*
  * asn_compile.c — see asn_compile.h. Inputs → ranges → boundaries → one table file.
  *
- * The passes: read the inputs into ranges (both families on 128-bit keys: an IPv4 address is just
- * a small key) and per-ASN names; resolve overlaps with one sweep over the ranges sorted by (start
+ * The passes: read each input, as its content says (asn_text.c or asn_mmdb.c), into a collection
+ * of ranges (both families on 128-bit keys: an IPv4 address is just a small key) and per-ASN
+ * names (asn_collect.h); resolve overlaps with one sweep over the ranges sorted by (start
  * asc, end desc, input order asc), keeping a stack of open ranges: the top of the stack is always
  * the winner under the rule documented in the header, and popping it hands the addresses back to
  * the range below. The output of that is a list of boundaries (start, asn), each running to the
@@ -12,7 +13,6 @@
  */
 #include "tern/geo/asn_compile.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,17 +21,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "asn_collect.h"
 #include "asn_format.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/geo/asn_table.h"
 
-__extension__ typedef unsigned __int128 u128;
-
-#define V4_MAX      ((u128)UINT32_MAX)
-#define V6_MAX      (~(u128)0)
-#define NAME_MAXLEN 65535u /* u16 length fields */
-#define CC_MAXLEN   65535u
+#define V4_MAX ((u128)UINT32_MAX)
+#define V6_MAX (~(u128)0)
 
 static void put_u16(uint8_t *p, uint16_t v)
 {
@@ -56,334 +53,6 @@ static void put_key(uint8_t *p, size_t ksize, uint64_t k)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * input collection
- */
-
-struct range {
-    u128 start, end;
-    size_t seq;
-    uint32_t asn;
-};
-
-struct ranges {
-    struct range *v;
-    size_t n, cap;
-};
-
-struct name_in {
-    uint32_t asn;
-    size_t seq;
-    size_t cc_off, cc_len, name_off, name_len; /* into struct compiler.str */
-};
-
-struct compiler {
-    struct ranges r4, r6;
-    struct name_in *names;
-    size_t n_names, cap_names;
-    char *str;
-    size_t str_len, str_cap;
-    size_t seq;
-};
-
-static int ranges_push(struct ranges *rs, const struct range *r)
-{
-    void *v = rs->v;
-    int rc = tern_grow(&v, &rs->cap, rs->n + 1, sizeof(*rs->v));
-    rs->v = v;
-    if (rc)
-        return rc;
-    rs->v[rs->n++] = *r;
-    return 0;
-}
-
-static int str_add(struct compiler *c, const char *s, size_t len, size_t *off)
-{
-    void *v = c->str;
-    int rc = tern_grow(&v, &c->str_cap, c->str_len + len + 1, 1);
-    c->str = v;
-    if (rc)
-        return rc;
-    *off = c->str_len;
-    if (len)
-        memcpy(c->str + c->str_len, s, len);
-    c->str_len += len;
-    return 0;
-}
-
-static int name_add(struct compiler *c, uint32_t asn, const char *cc, const char *name)
-{
-    size_t cc_len = cc ? strlen(cc) : 0, name_len = name ? strlen(name) : 0;
-    if (asn == 0 || (cc_len == 0 && name_len == 0))
-        return 0;
-    if (cc_len > CC_MAXLEN)
-        cc_len = CC_MAXLEN;
-    if (name_len > NAME_MAXLEN)
-        name_len = NAME_MAXLEN;
-    void *v = c->names;
-    int rc = tern_grow(&v, &c->cap_names, c->n_names + 1, sizeof(*c->names));
-    c->names = v;
-    if (rc)
-        return rc;
-    struct name_in *n = &c->names[c->n_names];
-    n->asn = asn;
-    n->seq = c->seq;
-    n->cc_len = cc_len;
-    n->name_len = name_len;
-    if ((rc = str_add(c, cc, cc_len, &n->cc_off)) ||
-        (rc = str_add(c, name, name_len, &n->name_off)))
-        return rc;
-    c->n_names++;
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * text inputs: iptoasn TSV and ip-location-db CSV
- */
-
-static char *trim(char *s)
-{
-    while (*s == ' ')
-        s++;
-    size_t n = strlen(s);
-    while (n && s[n - 1] == ' ')
-        s[--n] = '\0';
-    return s;
-}
-
-/* Split a CSV line in place. Quoted fields may contain commas and "" escapes. Returns the field
- * count (up to max; one more is reported as max + 1) or -1 on an unterminated quote. */
-static int split_csv(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        char *start = p, *w = p;
-        if (*p == '"') {
-            start = w = ++p;
-            for (;;) {
-                if (*p == '\0')
-                    return -1;
-                if (*p == '"') {
-                    if (p[1] == '"') {
-                        *w++ = '"';
-                        p += 2;
-                        continue;
-                    }
-                    p++;
-                    break;
-                }
-                *w++ = *p++;
-            }
-            while (*p == ' ')
-                p++;
-            if (*p != ',' && *p != '\0')
-                return -1;
-        } else {
-            while (*p != ',' && *p != '\0')
-                p++;
-            w = p;
-            while (w > start && w[-1] == ' ')
-                w--;
-        }
-        char sep = *p;
-        *w = '\0';
-        if (n < max)
-            f[n] = start;
-        n++;
-        if (sep == '\0')
-            break;
-        p++;
-    }
-    if (n > max)
-        return max + 1;
-    return n;
-}
-
-static int split_tsv(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        char *tab = strchr(p, '\t');
-        if (n < max)
-            f[n] = p;
-        n++;
-        if (!tab)
-            break;
-        *tab = '\0';
-        p = tab + 1;
-    }
-    if (n > max)
-        return max + 1;
-    for (int i = 0; i < n; i++)
-        f[i] = trim(f[i]);
-    return n;
-}
-
-/* 0 = v4, 1 = v6, -1 invalid */
-static int parse_addr(const char *s, u128 *out)
-{
-    if (strchr(s, ':')) {
-        uint8_t b[16];
-        if (inet_pton(AF_INET6, s, b) != 1)
-            return -1;
-        u128 v = 0;
-        for (int i = 0; i < 16; i++)
-            v = (v << 8) | b[i];
-        *out = v;
-        return 1;
-    }
-    struct in_addr a;
-    if (inet_pton(AF_INET, s, &a) != 1)
-        return -1;
-    *out = ntohl(a.s_addr);
-    return 0;
-}
-
-static bool parse_asn(const char *s, uint32_t *out)
-{
-    if ((s[0] == 'A' || s[0] == 'a') && (s[1] == 'S' || s[1] == 's'))
-        s += 2;
-    if (*s == '\0')
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-        if (v > UINT32_MAX)
-            return false;
-    }
-    *out = (uint32_t)v;
-    return true;
-}
-
-/* The fields of one line, split in place: start, end, asn, and country/name (NULL when absent). */
-struct fields {
-    char *f[5];
-    const char *cc, *name;
-};
-
-/* Split a TSV (any tab) or CSV line; TERN_ESYNTAX with "file:line: ..." on a wrong field count. */
-static int split_line(char *line, struct fields *fl, const char *file, size_t lineno, char *err,
-                      size_t errlen)
-{
-    int nf;
-    if (strchr(line, '\t')) {
-        nf = split_tsv(line, fl->f, 5);
-        if (nf < 3 || nf > 5) {
-            tern_set_err(err, errlen, "%s:%zu: expected 3 to 5 tab-separated fields, got %s%d",
-                         file, lineno, nf > 5 ? "more than " : "", nf > 5 ? 5 : nf);
-            return TERN_ESYNTAX;
-        }
-        fl->cc = nf > 3 ? fl->f[3] : NULL;
-        fl->name = nf > 4 ? fl->f[4] : NULL;
-        return 0;
-    }
-    nf = split_csv(line, fl->f, 4);
-    if (nf < 0) {
-        tern_set_err(err, errlen, "%s:%zu: unterminated or misplaced quote", file, lineno);
-        return TERN_ESYNTAX;
-    }
-    if (nf != 4) {
-        tern_set_err(err, errlen, "%s:%zu: expected 4 comma-separated fields, got %s%d", file,
-                     lineno, nf > 4 ? "more than " : "", nf > 4 ? 4 : nf);
-        return TERN_ESYNTAX;
-    }
-    fl->cc = NULL;
-    fl->name = fl->f[3];
-    return 0;
-}
-
-static int read_line(struct compiler *c, char *line, const char *file, size_t lineno, char *err,
-                     size_t errlen)
-{
-    struct fields fl = {.cc = NULL};
-    int rc = split_line(line, &fl, file, lineno, err, errlen);
-    if (rc)
-        return rc;
-    char **f = fl.f;
-    const char *cc = fl.cc;
-    struct range r = {.seq = c->seq};
-    u128 end;
-    int fam = parse_addr(f[0], &r.start);
-    if (fam < 0) {
-        tern_set_err(err, errlen, "%s:%zu: invalid start address '%s'", file, lineno, f[0]);
-        return TERN_ESYNTAX;
-    }
-    int fam2 = parse_addr(f[1], &end);
-    if (fam2 < 0) {
-        tern_set_err(err, errlen, "%s:%zu: invalid end address '%s'", file, lineno, f[1]);
-        return TERN_ESYNTAX;
-    }
-    if (fam != fam2) {
-        tern_set_err(err, errlen, "%s:%zu: start and end are of different address families", file,
-                     lineno);
-        return TERN_ESYNTAX;
-    }
-    r.end = end;
-    if (r.start > r.end) {
-        tern_set_err(err, errlen, "%s:%zu: start %s > end %s", file, lineno, f[0], f[1]);
-        return TERN_ESYNTAX;
-    }
-    if (!parse_asn(f[2], &r.asn)) {
-        tern_set_err(err, errlen, "%s:%zu: bad ASN '%s'", file, lineno, f[2]);
-        return TERN_ESYNTAX;
-    }
-    rc = ranges_push(fam ? &c->r6 : &c->r4, &r);
-    if (rc == 0 && cc && strcmp(cc, "None") == 0)
-        cc = NULL; /* iptoasn writes "None" for unrouted space */
-    if (rc == 0)
-        rc = name_add(c, r.asn, cc, fl.name);
-    if (rc)
-        tern_set_err(err, errlen, "%s:%zu: out of memory", file, lineno);
-    c->seq++;
-    return rc;
-}
-
-static int read_text(struct compiler *c, const char *path, asn_compile_stats_t *st, char *err,
-                     size_t errlen)
-{
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        int e = errno;
-        tern_set_err(err, errlen, "%s: %s", path, strerror(e));
-        return -e;
-    }
-    char *line = NULL;
-    size_t cap = 0, lineno = 0;
-    ssize_t len;
-    int rc = 0;
-    while ((len = getline(&line, &cap, fp)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if ((size_t)len != strlen(line)) {
-            tern_set_err(err, errlen, "%s:%zu: NUL byte in line", path, lineno);
-            rc = TERN_ESYNTAX;
-            break;
-        }
-        char *p = line;
-        while (*p == ' ')
-            p++;
-        if (*p == '\0' || *p == '#')
-            continue;
-        if ((rc = read_line(c, p, path, lineno, err, errlen)))
-            break;
-        st->lines++;
-    }
-    if (rc == 0 && ferror(fp)) {
-        rc = TERN_EINVAL;
-        tern_set_err(err, errlen, "%s: read error", path);
-    }
-    free(line);
-    fclose(fp);
-    return rc;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * overlap resolution
  */
 
@@ -399,7 +68,7 @@ struct bounds {
 
 static int range_cmp(const void *a, const void *b)
 {
-    const struct range *x = a, *y = b;
+    const struct asn_range *x = a, *y = b;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
     if (x->end != y->end)
@@ -429,7 +98,7 @@ static int emit(struct bounds *b, u128 key, uint32_t asn)
 }
 
 struct sweep {
-    const struct range **stack;
+    const struct asn_range **stack;
     size_t depth;
     u128 cur;  /* first address not yet assigned by a popped range */
     bool done; /* a range ending at the family's last address was popped */
@@ -440,7 +109,7 @@ struct sweep {
 static int flush(struct sweep *s, struct bounds *b, u128 p, bool all, u128 max)
 {
     while (s->depth && (all || s->stack[s->depth - 1]->end < p)) {
-        const struct range *t = s->stack[--s->depth];
+        const struct asn_range *t = s->stack[--s->depth];
         if (s->done || t->end < s->cur)
             continue; /* fully shadowed by a range above it */
         if (t->end == max) {
@@ -457,7 +126,7 @@ static int flush(struct sweep *s, struct bounds *b, u128 p, bool all, u128 max)
     return 0;
 }
 
-static int resolve(struct ranges *rs, u128 max, struct bounds *out, size_t *overlaps)
+static int resolve(struct asn_ranges *rs, u128 max, struct bounds *out, size_t *overlaps)
 {
     int rc = 0;
     struct sweep s = {.stack = NULL};
@@ -469,7 +138,7 @@ static int resolve(struct ranges *rs, u128 max, struct bounds *out, size_t *over
     if ((rc = emit(out, 0, 0)))
         goto done;
     for (size_t i = 0; i < rs->n; i++) {
-        const struct range *r = &rs->v[i];
+        const struct asn_range *r = &rs->v[i];
         if ((rc = flush(&s, out, r->start, false, max)))
             goto done;
         if (s.depth)
@@ -492,7 +161,7 @@ done:
 
 static int name_cmp(const void *a, const void *b)
 {
-    const struct name_in *x = a, *y = b;
+    const struct asn_name *x = a, *y = b;
     if (x->asn != y->asn)
         return x->asn < y->asn ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
@@ -500,7 +169,7 @@ static int name_cmp(const void *a, const void *b)
 
 /* Per ASN, keep the first non-empty country and name (in input order): c->names[0 .. *n) become
  * one record per ASN, sorted; *str_total is the bytes of strings they need. */
-static void merge_names(struct compiler *c, size_t *n, size_t *str_total)
+static void merge_names(asn_collect_t *c, size_t *n, size_t *str_total)
 {
     if (c->n_names)
         qsort(c->names, c->n_names, sizeof(*c->names), name_cmp);
@@ -514,7 +183,7 @@ static void merge_names(struct compiler *c, size_t *n, size_t *str_total)
                 nm = j;
         }
         /* reuse slot n_names: cc_* from cc, name_* from nm */
-        struct name_in m = {.asn = c->names[i].asn};
+        struct asn_name m = {.asn = c->names[i].asn};
         if (cc != SIZE_MAX) {
             m.cc_off = c->names[cc].cc_off;
             m.cc_len = c->names[cc].cc_len;
@@ -693,11 +362,11 @@ static void write_v6(uint8_t *buf, const struct plan *p, const struct bounds *b6
 }
 
 /* The name records (merged, sorted by ASN) and their strings. */
-static void write_names(uint8_t *buf, const struct plan *p, const struct compiler *c)
+static void write_names(uint8_t *buf, const struct plan *p, const asn_collect_t *c)
 {
     size_t so = 0;
     for (size_t i = 0; i < p->n_names; i++) {
-        const struct name_in *m = &c->names[i];
+        const struct asn_name *m = &c->names[i];
         uint8_t *rec = buf + p->names_off + NAME_REC * i;
         put_u32(rec, m->asn);
         put_u32(rec + 4, (uint32_t)so);
@@ -752,7 +421,7 @@ done:
 }
 
 /* The resolved boundaries and names as one file at out_path. */
-static int write_table(struct compiler *c, const struct bounds *b4, const struct bounds *b6,
+static int write_table(asn_collect_t *c, const struct bounds *b4, const struct bounds *b6,
                        const char *out_path, asn_compile_stats_t *st, char *err, size_t errlen)
 {
     size_t n_names, str_total;
@@ -786,15 +455,30 @@ static int write_table(struct compiler *c, const struct bounds *b4, const struct
  * public
  */
 
+/* Add one input, read as what its content says it is. */
+static int read_input(asn_collect_t *c, const char *path, asn_compile_stats_t *st, char *err,
+                      size_t errlen)
+{
+    int rc = asn_mmdb_sniff(path, err, errlen);
+    if (rc <= 0)
+        return rc < 0 ? rc : asn_text_read(c, path, st, err, errlen);
+    MMDB_s db;
+    if ((rc = asn_mmdb_open(path, &db, err, errlen)) < 0)
+        return rc;
+    rc = asn_mmdb_read(c, &db, path, st, err, errlen);
+    MMDB_close(&db);
+    return rc;
+}
+
 int asn_compile(const char *const *inputs, size_t n, const char *out_path,
                 asn_compile_stats_t *stats, char *err, size_t errlen)
 {
-    struct compiler c = {0};
+    asn_collect_t c = {0};
     struct bounds b4 = {0}, b6 = {0};
     asn_compile_stats_t st = {0};
     int rc = 0;
     for (size_t i = 0; i < n; i++)
-        if ((rc = read_text(&c, inputs[i], &st, err, errlen)))
+        if ((rc = read_input(&c, inputs[i], &st, err, errlen)))
             goto done;
     st.ranges_v4 = c.r4.n;
     st.ranges_v6 = c.r6.n;
@@ -810,9 +494,6 @@ int asn_compile(const char *const *inputs, size_t n, const char *out_path,
 done:
     free(b4.v);
     free(b6.v);
-    free(c.r4.v);
-    free(c.r6.v);
-    free(c.names);
-    free(c.str);
+    asn_collect_free(&c);
     return rc;
 }

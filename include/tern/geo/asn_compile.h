@@ -1,6 +1,7 @@
 /*
- * asn_compile.h — the ASN table compiler: IP-to-ASN data in, one compiled table file out (the
- * layout of tern/geo/asn_table.h, which maps and looks it up).
+ * asn_compile.h — the ASN table compiler: IP-to-ASN data (text files or a MaxMind ASN database)
+ * in, one compiled table file out (the layout of tern/geo/asn_table.h, which maps and looks it
+ * up).
  *
  * Owns: nothing between calls. A compile holds every input range in memory (about 40 bytes
  * each: tens of MB for the full data sets), builds the file in one buffer, writes it to a
@@ -12,13 +13,28 @@
  * Threading: no shared state: any thread may compile. It allocates and does file I/O, so never
  * on a worker.
  *
- * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
+ * Inputs, each recognised by its content (never its name): a file with the MaxMind DB metadata
+ * marker ("\xab\xcd\xefMaxMind.com") in its last 128 KiB is a MaxMind DB, any other text file is
+ * read line by line, binary data without the marker (a truncated .mmdb) is an error.
+ * Text (format detected per line; blank lines and lines starting with '#' are skipped):
  *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
  *   - ip-location-db CSV: start,end,asn,name   — exactly 4 fields; a field may be "quoted",
  *     with "" as an escaped quote, so names can contain commas.
  * A line containing a tab is TSV, otherwise CSV. start/end are IPv4 or IPv6 addresses of the
  * same family, start <= end; asn is a decimal u32 (an "AS" prefix is accepted). ASN 0 means
  * "not routed" and is kept as a range (it can punch a hole into an enclosing range).
+ * MaxMind DB (GeoLite2-ASN.mmdb; ip-location-db's asn mmdb packages — asn, dbip-asn,
+ * geolite2-asn, iptoasn-asn, iplocate-asn — have the same layout): each record is a map with
+ * autonomous_system_number (an unsigned integer of at most 32 bits) and, optionally,
+ * autonomous_system_organization (a string, kept as the name; there is no country). The whole
+ * search tree is walked with libmaxminddb; every network is one range. In an IPv6 tree the IPv4
+ * ranges are read once: from the IPv4 subtree at ::/96 (where libmaxminddb answers IPv4 lookups);
+ * records pointing back into it — MaxMind's aliases at ::ffff:0:0/96, 2001::/32 (Teredo) and
+ * 2002::/16 (6to4) — are skipped, so those IPv6 ranges map to no ASN; a file that stores IPv4
+ * only as IPv4-mapped networks (::ffff:a.b.c.d, nothing under ::/96) has those read as IPv4.
+ * A record without autonomous_system_number, with a value of another type or above 2^32 - 1, or
+ * that does not decode, fails the compile with "file: network N/L: message", as a bad text line
+ * does with "file:line: message".
  *
  * Overlaps (deterministic, independent of input order): every address belongs to the covering
  * range with the greatest start; among covering ranges with the same start, the narrower (smaller
@@ -35,7 +51,9 @@
 
 /** What a compile saw and produced (all counts). */
 typedef struct asn_compile_stats {
-    size_t lines;     /* data lines parsed (comments and blanks excluded) */
+    size_t lines;     /* text data lines parsed (comments and blanks excluded) */
+    size_t networks;  /* MaxMind DB networks (data records of the search tree) read */
+    size_t aliases;   /* MaxMind DB subtrees and networks skipped as copies of the IPv4 data */
     size_t ranges_v4; /* input ranges per family */
     size_t ranges_v6;
     size_t overlaps;   /* input ranges that overlapped a range still open when they started */
@@ -48,8 +66,10 @@ typedef struct asn_compile_stats {
  * Compile n inputs (paths, read in order) into one table file at out_path, written to
  * "<out_path>.tmp" then renamed, so a reader never sees half a file.
  * Returns 0; TERN_ESYNTAX with "file:line: message" in err for a bad line (invalid address,
- * mixed families, start > end, bad ASN, wrong field count); a negated errno for I/O (message
- * names the path); TERN_ENOMEM. err may be NULL. stats (may be NULL) is filled on success.
+ * mixed families, start > end, bad ASN, wrong field count); TERN_EMALF with "file: network N/L:
+ * message" for a bad MaxMind DB record, "file: corrupt search tree ..." or "file: not a valid
+ * MaxMind DB file ..." for a damaged database; a negated errno for I/O (message names the path);
+ * TERN_ENOMEM. err may be NULL. stats (may be NULL) is filled on success.
  */
 int asn_compile(const char *const *inputs, size_t n, const char *out_path,
                 asn_compile_stats_t *stats, char *err, size_t errlen) TERN_WUR;

@@ -161,4 +161,44 @@ static inline uint32_t table_lookup(const asn_table_t *t, u128 x, bool is6)
     return asn_table_lookup_v6(t, b);
 }
 
+/* The whole file at p, malloc'd; *len its size. */
+static inline unsigned char *slurp(const char *p, size_t *len)
+{
+    FILE *fp = fopen(p, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, fp), (size_t)n);
+    fclose(fp);
+    *len = (size_t)n;
+    return b;
+}
+
+/* tmpdir/name holds len bytes of data afterwards; returns its path. */
+static inline const char *write_bytes(const char *name, const void *data, size_t len)
+{
+    const char *p = path_of(name);
+    FILE *fp = fopen(p, "wb");
+    assert_non_null(fp);
+    if (len)
+        assert_int_equal(fwrite(data, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    return p;
+}
+
+/* The path of a MaxMind DB fixture written by tests/data/make_mmdb.pl (ctest's setup test puts
+ * them in TERN_GEOIP_DATA). */
+static inline const char *fixture(const char *name)
+{
+    static char buf[512];
+    const char *dir = getenv("TERN_GEOIP_DATA");
+    if (!dir || !*dir)
+        fail_msg("TERN_GEOIP_DATA is not set (run through ctest: it writes the fixtures)");
+    snprintf(buf, sizeof(buf), "%s/%s", dir, name);
+    return buf;
+}
+
 #endif

@@ -1,5 +1,7 @@
 /* Unit tests for the ASN compiler: both text formats, the overlap rule, boundaries and random
- * lookups against a naive scan of the input ranges, bad input lines, empty input. Lookups run
+ * lookups against a naive scan of the input ranges, bad input lines, empty input; MaxMind ASN
+ * databases (GeoLite2 and ip-location-db shapes, IPv4 inside IPv6 trees read once, bad records,
+ * damaged files) and inputs told apart by content. Lookups run
  * through both descents (AVX2 where the CPU has it, and the portable one forced by
  * TERN_ASN_TABLE_SCALAR). Fixtures are generated into a mkdtemp() directory. */
 #include <setjmp.h>
@@ -341,6 +343,199 @@ static void test_empty_input(void **state)
     asn_table_close(NULL);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* MaxMind DB inputs (fixtures from tests/data/make_mmdb.pl) */
+
+/* Compile one input file at path into out.asn and open it; st may be NULL. */
+static asn_table_t *compile_path(const char *path, asn_compile_stats_t *st)
+{
+    const char *inputs[] = {path}, *out = path_of("out.asn");
+    errbuf[0] = '\0';
+    if (asn_compile(inputs, 1, out, st, errbuf, sizeof(errbuf)) < 0)
+        fail_msg("compile %s: %s", path, errbuf);
+    return open_mode(out, 0);
+}
+
+static void expect_name(const asn_table_t *t, uint32_t asn, const char *want)
+{
+    const char *name;
+    size_t len;
+    if (!want) {
+        assert_int_equal(asn_table_info(t, asn, NULL, NULL, NULL, NULL), TERN_ENOENT);
+        return;
+    }
+    assert_int_equal(asn_table_info(t, asn, NULL, NULL, &name, &len), 0);
+    if (len != strlen(want) || memcmp(name, want, len) != 0)
+        fail_msg("AS%u: name '%.*s', want '%s'", asn, (int)len, name, want);
+}
+
+static uint32_t look4p(const asn_table_t *t, const char *s, uint8_t *prefix)
+{
+    return asn_table_lookup_v4_prefix(t, v4(s), prefix);
+}
+
+/* GeoLite2-ASN's shape: IPv4 read once from ::/96; the aliases MaxMind points back into it
+ * (::ffff:0:0/96, 2001::/32, 2002::/16) are skipped, not read as copies. */
+static void test_mmdb_geolite(void **state)
+{
+    (void)state;
+    asn_compile_stats_t st;
+    asn_table_t *t = compile_path(fixture("asn_geolite.mmdb"), &st);
+    assert_int_equal(st.lines, 0);
+    assert_int_equal(st.networks, 7);
+    assert_int_equal(st.aliases, 3);
+    assert_int_equal(st.ranges_v4, 5); /* each IPv4 network once */
+    assert_int_equal(st.ranges_v6, 2);
+    assert_int_equal(st.overlaps, 0);
+    uint8_t p;
+    assert_int_equal(look4p(t, "1.0.0.1", &p), 13335);
+    assert_int_equal(p, 24);
+    assert_int_equal(look4p(t, "1.0.5.1", &p), 38803);
+    assert_int_equal(p, 22);
+    assert_int_equal(asn_table_lookup_v4(t, v4("1.0.1.0")), 0);
+    assert_int_equal(asn_table_lookup_v4(t, v4("10.1.255.255")), 64501);
+    assert_int_equal(asn_table_lookup_v4(t, v4("81.2.69.200")), 64500);
+    assert_int_equal(asn_table_lookup_v4(t, v4("8.8.8.8")), 15169);
+    assert_int_equal(look6(t, "2001:4860::1"), 15169);
+    assert_int_equal(look6(t, "2a02:1234:ffff::1"), 64502);
+    assert_int_equal(look6(t, "::ffff:1.0.0.1"), 0); /* aliases: no copies in v6 */
+    assert_int_equal(look6(t, "2002:100:1::"), 0);   /* 6to4 of 1.0.0.1 */
+    assert_int_equal(look6(t, "2001:0:100:1::"), 0); /* Teredo */
+    assert_int_equal(look6(t, "::1.0.0.1"), 0);      /* the IPv4 subtree is IPv4 only */
+    expect_name(t, 13335, "CLOUDFLARENET");
+    expect_name(t, 64500, "Example 64500");
+    expect_name(t, 64501, NULL); /* no organization in the record */
+    asn_table_close(t);
+}
+
+/* ip-location-db's asn-ipv4.mmdb shape: an IPv4 tree; adjacent networks of one ASN merge. */
+static void test_mmdb_flat4(void **state)
+{
+    (void)state;
+    asn_compile_stats_t st;
+    asn_table_t *t = compile_path(fixture("asn_flat4.mmdb"), &st);
+    assert_int_equal(st.networks, 5);
+    assert_int_equal(st.aliases, 0);
+    assert_int_equal(st.ranges_v6, 0);
+    uint8_t p;
+    assert_int_equal(look4p(t, "1.0.1.7", &p), 13335);
+    assert_int_equal(p, 23); /* 1.0.0.0/24 + 1.0.1.0/24: one ASN, two records */
+    assert_int_equal(look4p(t, "9.9.9.9", &p), 19281);
+    assert_int_equal(p, 32);
+    assert_int_equal(asn_table_lookup_v4(t, v4("9.9.9.10")), 0);
+    assert_int_equal(asn_table_lookup_v4(t, v4("192.0.2.1")), 0); /* ASN 0: not routed */
+    assert_int_equal(asn_table_lookup_v4(t, v4("223.255.255.255")), UINT32_MAX);
+    assert_int_equal(look6(t, "2001:db8::1"), 0);
+    expect_name(t, 13335, "Cloudflare, Inc.");
+    expect_name(t, 0, NULL);
+    expect_name(t, UINT32_MAX, "Largest ASN");
+    asn_table_close(t);
+}
+
+/* An IPv6 tree without the IPv4 subtree, IPv4 stored as IPv4-mapped networks: read as IPv4. */
+static void test_mmdb_flat6_mapped(void **state)
+{
+    (void)state;
+    asn_compile_stats_t st;
+    asn_table_t *t = compile_path(fixture("asn_flat6.mmdb"), &st);
+    assert_int_equal(st.aliases, 0);
+    assert_int_equal(st.ranges_v4, 1);
+    uint8_t p;
+    assert_int_equal(look4p(t, "5.6.7.8", &p), 64510);
+    assert_int_equal(p, 24);
+    assert_int_equal(look6(t, "::ffff:5.6.7.8"), 0);
+    assert_int_equal(look6(t, "2001:db8::1"), 64511);
+    assert_int_equal(look6(t, "2001:db8:0:1::4"), 64511);
+    assert_int_equal(look6(t, "2001:db8:0:1::5"), 64512);
+    assert_int_equal(look6(t, "2001:db8:1::"), 0);
+    assert_int_equal(look6(t, "ffff:ffff:ffff:ffff:1::1"), 64513);
+    expect_name(t, 64512, "One Address");
+    asn_table_close(t);
+}
+
+static void expect_compile_fails(const char *path, int code, const char *msg)
+{
+    const char *inputs[] = {path};
+    errbuf[0] = '\0';
+    assert_int_equal(asn_compile(inputs, 1, path_of("bad.asn"), NULL, errbuf, sizeof(errbuf)),
+                     code);
+    if (!strstr(errbuf, msg))
+        fail_msg("got '%s', want '%s'", errbuf, msg);
+    assert_int_equal(access(path_of("bad.asn"), F_OK), -1); /* nothing written */
+}
+
+/* A bad record fails the compile and names the file, the network and what is wrong. */
+static void test_mmdb_bad_records(void **state)
+{
+    (void)state;
+    expect_compile_fails(fixture("asn_bad_type.mmdb"), TERN_EMALF,
+                         "asn_bad_type.mmdb: network 1.2.3.0/24: autonomous_system_number is a "
+                         "string, not an unsigned integer");
+    expect_compile_fails(fixture("asn_bad_range.mmdb"), TERN_EMALF,
+                         "asn_bad_range.mmdb: network 1.2.4.0/24: autonomous_system_number "
+                         "4294967296 does not fit 32 bits");
+    expect_compile_fails(fixture("nested6.mmdb"), TERN_EMALF,
+                         "nested6.mmdb: network 1.2.3.0/24: no autonomous_system_number "
+                         "(database type 'GeoLite2-City' is not an ASN database?)");
+}
+
+/* Damaged files: truncated (no metadata), metadata alone, a record out of range, a cycle. */
+static void test_mmdb_damaged(void **state)
+{
+    (void)state;
+    size_t len;
+    unsigned char *good = slurp(fixture("asn_geolite.mmdb"), &len);
+    unsigned char *b = malloc(len);
+    assert_non_null(b);
+    expect_compile_fails(write_bytes("head.mmdb", good, len / 2), TERN_EMALF,
+                         "head.mmdb: binary data without a MaxMind DB metadata marker");
+    const char marker[] = "\xab\xcd\xefMaxMind.com";
+    const unsigned char *m = memmem(good, len, marker, sizeof(marker) - 1);
+    assert_non_null(m);
+    expect_compile_fails(write_bytes("tail.mmdb", m, len - (size_t)(m - good)), TERN_EMALF,
+                         "tail.mmdb: not a valid MaxMind DB file (truncated or corrupt?)");
+    /* 28-bit records, 7 bytes a node: node 0's left record is bytes 0-2 and byte 3's top
+     * nibble. Far beyond the data section: */
+    memcpy(b, good, len);
+    b[0] ^= 0xFF;
+    expect_compile_fails(write_bytes("far.mmdb", b, len), TERN_EMALF,
+                         "far.mmdb: corrupt search tree at network ::/1: the record points "
+                         "outside the data section");
+    /* node 1 (at ::/1) pointing back to itself: a cycle, which must not be walked (forever, or
+     * exponentially); libmaxminddb itself refuses only records back to the root */
+    memcpy(b, good, len);
+    assert_int_equal(b[2], 1); /* node 0's left record is node 1 */
+    b[7] = b[8] = 0;
+    b[9] = 1;
+    b[10] &= 0x0F;
+    expect_compile_fails(write_bytes("cycle.mmdb", b, len), TERN_EMALF,
+                         "cycle.mmdb: corrupt search tree at network ::/2: a node reached twice");
+    free(b);
+    free(good);
+}
+
+/* The kind of an input is its content, not its name; text and MaxMind DB inputs mix (the later
+ * input wins an identical range, as between text files). */
+static void test_input_kind_by_content(void **state)
+{
+    (void)state;
+    size_t len;
+    unsigned char *db = slurp(fixture("asn_flat4.mmdb"), &len);
+    const char *as_csv = write_bytes("asn.csv", db, len);
+    free(db);
+    const char *as_mmdb = write_file("text.mmdb", "9.9.9.9,9.9.9.9,64999,\"Later\"\n");
+    const char *inputs[] = {as_csv, as_mmdb}, *out = path_of("mixed.asn");
+    asn_compile_stats_t st;
+    if (asn_compile(inputs, 2, out, &st, errbuf, sizeof(errbuf)) < 0)
+        fail_msg("compile: %s", errbuf);
+    assert_int_equal(st.networks, 5);
+    assert_int_equal(st.lines, 1);
+    asn_table_t *t = open_mode(out, 0);
+    assert_int_equal(asn_table_lookup_v4(t, v4("9.9.9.9")), 64999);
+    assert_int_equal(asn_table_lookup_v4(t, v4("1.0.0.1")), 13335);
+    asn_table_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -352,6 +547,12 @@ int main(void)
         cmocka_unit_test(test_random_v6),
         cmocka_unit_test(test_bad_lines),
         cmocka_unit_test(test_empty_input),
+        cmocka_unit_test(test_mmdb_geolite),
+        cmocka_unit_test(test_mmdb_flat4),
+        cmocka_unit_test(test_mmdb_flat6_mapped),
+        cmocka_unit_test(test_mmdb_bad_records),
+        cmocka_unit_test(test_mmdb_damaged),
+        cmocka_unit_test(test_input_kind_by_content),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -290,21 +290,6 @@ static void test_prefix_v6_exhaustive(void **state)
 
 /* ------------------------------------------------------------------------------------------ */
 
-static unsigned char *slurp(const char *p, size_t *len)
-{
-    FILE *fp = fopen(p, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
-}
-
 static void expect_open_fails(const unsigned char *data, size_t len, const char *msg)
 {
     const char *p = path_of("corrupt.asn");
