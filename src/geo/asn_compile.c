@@ -14,17 +14,20 @@
 #include "tern/geo/asn_compile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "asn_collect.h"
 #include "asn_format.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
+#include "tern/common/hash.h"
 #include "tern/geo/asn_table.h"
 
 #define V4_MAX ((u128)UINT32_MAX)
@@ -285,12 +288,13 @@ static void tree_fill(uint8_t *sec, const struct tree_layout *L, size_t ksize, s
 struct plan {
     struct tree_layout L4, L6;
     size_t n4, n6, ne, nsub, n6_bounds, n_names, str_total;
-    size_t v4_off, v6_off, exc_off, names_off, strings_off, total;
+    size_t v4_off, v6_off, exc_off, names_off, strings_off, src_off, total;
+    bool has_src; /* a source record ends the file */
 };
 
 /* Lay the file out; TERN_ERANGE when a count does not fit its u32 field. */
 static int plan_table(const struct bounds *b4, const struct bounds *b6, size_t n_names,
-                      size_t str_total, struct plan *p)
+                      size_t str_total, bool has_src, struct plan *p)
 {
     struct v6_out count = {0};
     v6_build(b6, &count);
@@ -300,7 +304,8 @@ static int plan_table(const struct bounds *b4, const struct bounds *b6, size_t n
                        .nsub = count.s,
                        .n6_bounds = b6->n,
                        .n_names = n_names,
-                       .str_total = str_total};
+                       .str_total = str_total,
+                       .has_src = has_src};
     if (p->n4 > UINT32_MAX || p->n6_bounds > UINT32_MAX || p->n6 > UINT32_MAX ||
         p->nsub > UINT32_MAX || n_names > UINT32_MAX || str_total > UINT32_MAX ||
         !asn_format_tree_layout(p->n4, V4_PER_LEAF, V4_LEAF, V4_FAN, &p->L4) ||
@@ -311,7 +316,8 @@ static int plan_table(const struct bounds *b4, const struct bounds *b6, size_t n
     p->exc_off = p->v6_off + p->L6.total;
     p->names_off = asn_format_align8(p->exc_off + asn_format_exc_size(p->ne, p->nsub));
     p->strings_off = p->names_off + p->n_names * NAME_REC;
-    p->total = p->strings_off + str_total;
+    p->src_off = asn_format_align8(p->strings_off + str_total);
+    p->total = has_src ? p->src_off + SRC_SIZE : p->strings_off + str_total;
     return 0;
 }
 
@@ -319,7 +325,7 @@ static void write_header(uint8_t *buf, const struct plan *p)
 {
     memcpy(buf + HDR_MAGIC, ASN_TABLE_MAGIC, 8);
     put_u32(buf + HDR_VERSION, ASN_TABLE_VERSION);
-    put_u32(buf + HDR_FLAGS, 0);
+    put_u32(buf + HDR_FLAGS, p->has_src ? ASN_F_SOURCE : 0);
     put_u32(buf + HDR_V4_COUNT, (uint32_t)p->n4);
     put_u32(buf + HDR_V6_COUNT, (uint32_t)p->n6);
     put_u32(buf + HDR_NAME_COUNT, (uint32_t)p->n_names);
@@ -381,53 +387,94 @@ static void write_names(uint8_t *buf, const struct plan *p, const asn_collect_t 
     }
 }
 
-/* Write len bytes to "<path>.tmp", fsync, rename over path: a reader sees the old file or the
- * whole new one. The temporary file is removed on failure. */
+/* The source record (layout in asn_format.h). */
+static void write_source(uint8_t *buf, const struct plan *p, const asn_table_source_t *src)
+{
+    uint8_t *r = buf + p->src_off;
+    put_u64(r + SRC_FILE_SIZE, src->size);
+    put_u64(r + SRC_HASH, src->hash);
+    put_u64(r + SRC_DEV, src->dev);
+    put_u64(r + SRC_INO, src->ino);
+    put_u64(r + SRC_MTIME, (uint64_t)src->mtime_sec);
+    put_u32(r + SRC_MTIME_NS, src->mtime_nsec);
+    put_u32(r + SRC_COMPILER, src->compiler);
+    put_u64(r + SRC_CTIME, (uint64_t)src->ctime_sec);
+    put_u32(r + SRC_CTIME_NS, src->ctime_nsec);
+}
+
+/* Attempts at a fresh temporary name: only a stale file of an earlier process with our pid can
+ * be in the way, and the counter moves past it. */
+#define TEMP_TRIES 16
+
+/* A new temporary file beside path, "<path>.tmp.<pid>.<n>", created exclusively with mode 0666
+ * less the umask (as fopen would): ternctl and a ternd compiling the same cache at once each
+ * write their own file, and the last rename wins whole. The fd, or a negated errno. */
+static int open_temp(const char *path, char *tmp, size_t len)
+{
+    static unsigned seq; /* the loader thread and ternctl: names only need to differ */
+    int e = EEXIST;
+    for (int i = 0; i < TEMP_TRIES && e == EEXIST; i++) {
+        snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0)
+            return fd;
+        e = errno;
+    }
+    return -e;
+}
+
+/* Write len bytes to a temporary file, fsync, rename over path: a reader sees the old file or
+ * the whole new one. The temporary file is removed on failure. */
 static int write_file_atomic(const char *path, const uint8_t *buf, size_t len, char *err,
                              size_t errlen)
 {
-    int rc = 0;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    size_t tlen = strlen(path) + 48;
+    char *tmp = malloc(tlen);
     if (!tmp) {
         tern_set_err(err, errlen, "%s: out of memory", path);
         return TERN_ENOMEM;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp || fwrite(buf, 1, len, fp) != len || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        rc = errno ? -errno : TERN_EINVAL;
+    int rc = 0, fd = open_temp(path, tmp, tlen);
+    if (fd < 0) {
+        rc = fd;
         tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
-        if (fp)
-            fclose(fp);
-        unlink(tmp);
         goto done;
     }
-    if (fclose(fp) != 0) {
+    for (size_t off = 0; off < len && rc == 0;) {
+        ssize_t n = write(fd, buf + off, len - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            rc = -errno;
+    }
+    if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
-        tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
-        unlink(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0) {
         rc = -errno;
         tern_set_err(err, errlen, "%s: rename: %s", path, strerror(-rc));
-        unlink(tmp);
+    } else if (rc < 0) {
+        tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
     }
+    if (rc < 0)
+        unlink(tmp);
 done:
     free(tmp);
     return rc;
 }
 
-/* The resolved boundaries and names as one file at out_path. */
+/* The resolved boundaries and names as one file at out_path, ending with src's record unless
+ * src is NULL. */
 static int write_table(asn_collect_t *c, const struct bounds *b4, const struct bounds *b6,
-                       const char *out_path, asn_compile_stats_t *st, char *err, size_t errlen)
+                       const asn_table_source_t *src, const char *out_path, asn_compile_stats_t *st,
+                       char *err, size_t errlen)
 {
     size_t n_names, str_total;
     struct plan p;
     merge_names(c, &n_names, &str_total);
-    if (plan_table(b4, b6, n_names, str_total, &p) < 0) {
+    if (plan_table(b4, b6, n_names, str_total, src != NULL, &p) < 0) {
         tern_set_err(err, errlen, "%s: table too large", out_path);
         return TERN_ERANGE;
     }
@@ -440,6 +487,8 @@ static int write_table(asn_collect_t *c, const struct bounds *b4, const struct b
     write_v4(buf, &p, b4);
     write_v6(buf, &p, b6);
     write_names(buf, &p, c);
+    if (src)
+        write_source(buf, &p, src);
     put_u32(buf + HDR_CRC, asn_format_crc32(buf + HDR_SIZE, p.total - HDR_SIZE));
     int rc = write_file_atomic(out_path, buf, p.total, err, errlen);
     free(buf);
@@ -452,48 +501,185 @@ static int write_table(asn_collect_t *c, const struct bounds *b4, const struct b
 }
 
 /* ---------------------------------------------------------------------------------------------
- * public
+ * sources
  */
 
-/* Add one input, read as what its content says it is. */
-static int read_input(asn_collect_t *c, const char *path, asn_compile_stats_t *st, char *err,
-                      size_t errlen)
+/* Whether st still describes the file r was compiled from: same identity, size and times (an
+ * unknown identity, ino 0, never matches). */
+static bool same_stat(const asn_table_source_t *r, const struct stat *st)
+{
+    return r->ino != 0 && r->dev == (uint64_t)st->st_dev && r->ino == (uint64_t)st->st_ino &&
+           r->size == (uint64_t)st->st_size && r->mtime_sec == (int64_t)st->st_mtim.tv_sec &&
+           r->mtime_nsec == (uint32_t)st->st_mtim.tv_nsec &&
+           r->ctime_sec == (int64_t)st->st_ctim.tv_sec &&
+           r->ctime_nsec == (uint32_t)st->st_ctim.tv_nsec;
+}
+
+/* The source record of db, opened from path: the size and hash of the very bytes mapped, and the
+ * file's identity and times from before (a stat taken before the open) — kept only when path
+ * still shows them after the open, so a file replaced in between is never vouched for by
+ * identity; the record then matches by content alone. */
+static void source_of(const MMDB_s *db, const char *path, const struct stat *before,
+                      asn_table_source_t *src)
+{
+    struct stat after;
+    *src = (asn_table_source_t){
+        .size = (uint64_t)db->file_size,
+        .hash = tern_hash64(db->file_content, (size_t)db->file_size, ASN_TABLE_SOURCE_SEED),
+        .compiler = ASN_COMPILE_REVISION,
+    };
+    asn_table_source_t id = {
+        .size = src->size,
+        .dev = (uint64_t)before->st_dev,
+        .ino = (uint64_t)before->st_ino,
+        .mtime_sec = (int64_t)before->st_mtim.tv_sec,
+        .mtime_nsec = (uint32_t)before->st_mtim.tv_nsec,
+        .ctime_sec = (int64_t)before->st_ctim.tv_sec,
+        .ctime_nsec = (uint32_t)before->st_ctim.tv_nsec,
+    };
+    if (stat(path, &after) == 0 && same_stat(&id, &after)) {
+        src->dev = id.dev;
+        src->ino = id.ino;
+        src->mtime_sec = id.mtime_sec;
+        src->mtime_nsec = id.mtime_nsec;
+        src->ctime_sec = id.ctime_sec;
+        src->ctime_nsec = id.ctime_nsec;
+    }
+}
+
+/* Add one input, read as what its content says it is. When src is not NULL and the input is a
+ * MaxMind DB, *src is its source record and *has_src is set. */
+static int read_input(asn_collect_t *c, const char *path, asn_compile_stats_t *st,
+                      asn_table_source_t *src, bool *has_src, char *err, size_t errlen)
 {
     int rc = asn_mmdb_sniff(path, err, errlen);
     if (rc <= 0)
         return rc < 0 ? rc : asn_text_read(c, path, st, err, errlen);
+    struct stat before = {0};
+    if (stat(path, &before) != 0)
+        before.st_ino = 0; /* no identity: the open says what is wrong */
     MMDB_s db;
     if ((rc = asn_mmdb_open(path, &db, err, errlen)) < 0)
         return rc;
     rc = asn_mmdb_read(c, &db, path, st, err, errlen);
+    if (rc == 0 && src) {
+        source_of(&db, path, &before, src);
+        *has_src = true;
+    }
     MMDB_close(&db);
     return rc;
 }
+
+/* Resolve what c holds and write the table to out_path (with src's record unless NULL). */
+static int compile_collected(asn_collect_t *c, const asn_table_source_t *src, const char *out_path,
+                             asn_compile_stats_t *st, char *err, size_t errlen)
+{
+    struct bounds b4 = {0}, b6 = {0};
+    int rc;
+    st->ranges_v4 = c->r4.n;
+    st->ranges_v6 = c->r6.n;
+    if ((rc = resolve(&c->r4, V4_MAX, &b4, &st->overlaps)) ||
+        (rc = resolve(&c->r6, V6_MAX, &b6, &st->overlaps)))
+        tern_set_err(err, errlen, "%s: out of memory", out_path);
+    else
+        rc = write_table(c, &b4, &b6, src, out_path, st, err, errlen);
+    free(b4.v);
+    free(b6.v);
+    return rc;
+}
+
+/* The source record of the valid table at path, compiled by this revision; false if there is
+ * none (no file, not a valid table, compiled from text or by another revision). */
+static bool cache_source(const char *path, asn_table_source_t *out)
+{
+    asn_table_t *t = asn_table_open(path, NULL, 0);
+    bool ok = t && asn_table_source(t, out) == 0 && out->compiler == ASN_COMPILE_REVISION;
+    asn_table_close(t);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * public
+ */
 
 int asn_compile(const char *const *inputs, size_t n, const char *out_path,
                 asn_compile_stats_t *stats, char *err, size_t errlen)
 {
     asn_collect_t c = {0};
-    struct bounds b4 = {0}, b6 = {0};
     asn_compile_stats_t st = {0};
+    asn_table_source_t src;
+    bool has_src = false;
     int rc = 0;
-    for (size_t i = 0; i < n; i++)
-        if ((rc = read_input(&c, inputs[i], &st, err, errlen)))
-            goto done;
-    st.ranges_v4 = c.r4.n;
-    st.ranges_v6 = c.r6.n;
-    if ((rc = resolve(&c.r4, V4_MAX, &b4, &st.overlaps)) ||
-        (rc = resolve(&c.r6, V6_MAX, &b6, &st.overlaps))) {
-        tern_set_err(err, errlen, "%s: out of memory", out_path);
-        goto done;
-    }
-    if ((rc = write_table(&c, &b4, &b6, out_path, &st, err, errlen)))
-        goto done;
-    if (stats)
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = read_input(&c, inputs[i], &st, n == 1 ? &src : NULL, &has_src, err, errlen);
+    if (rc == 0)
+        rc = compile_collected(&c, has_src ? &src : NULL, out_path, &st, err, errlen);
+    if (rc == 0 && stats)
         *stats = st;
-done:
-    free(b4.v);
-    free(b6.v);
     asn_collect_free(&c);
     return rc;
+}
+
+bool asn_compile_source_unchanged(const asn_table_t *t, const char *mmdb_path)
+{
+    asn_table_source_t r;
+    struct stat st;
+    return asn_table_source(t, &r) == 0 && r.compiler == ASN_COMPILE_REVISION &&
+           stat(mmdb_path, &st) == 0 && same_stat(&r, &st);
+}
+
+char *asn_compile_default_cache(const char *mmdb_path)
+{
+    size_t n = strlen(mmdb_path);
+    char *p = malloc(n + sizeof(ASN_COMPILE_CACHE_SUFFIX));
+    if (p) {
+        memcpy(p, mmdb_path, n);
+        memcpy(p + n, ASN_COMPILE_CACHE_SUFFIX, sizeof(ASN_COMPILE_CACHE_SUFFIX));
+    }
+    return p;
+}
+
+int asn_compile_cached(const char *mmdb_path, const char *cache_path, asn_compile_stats_t *stats,
+                       bool *rebuilt, char *err, size_t errlen)
+{
+    asn_compile_stats_t st = {0};
+    asn_table_source_t have, src;
+    asn_collect_t c = {0};
+    struct stat before;
+    MMDB_s db;
+    int rc;
+    *rebuilt = false;
+    if (stat(mmdb_path, &before) != 0) {
+        rc = -errno;
+        tern_set_err(err, errlen, "%s: %s", mmdb_path, strerror(-rc));
+        return rc;
+    }
+    bool cached = cache_source(cache_path, &have);
+    if (cached && same_stat(&have, &before))
+        goto done; /* the very file it was compiled from, untouched */
+    if ((rc = asn_mmdb_open(mmdb_path, &db, err, errlen)) < 0)
+        return rc;
+    source_of(&db, mmdb_path, &before, &src);
+    if (cached && have.size == src.size && have.hash == src.hash) {
+        MMDB_close(&db); /* touched, copied or restored: the same bytes */
+        goto done;
+    }
+    rc = asn_mmdb_read(&c, &db, mmdb_path, &st, err, errlen);
+    MMDB_close(&db); /* the collection holds copies of the names */
+    if (rc == 0)
+        rc = compile_collected(&c, &src, cache_path, &st, err, errlen);
+    asn_collect_free(&c);
+    if (rc == -EACCES || rc == -EROFS || rc == -EPERM)
+        tern_set_err(err, errlen,
+                     "cannot write the compiled table %s (%s): set asn_table: to a writable path "
+                     "for it, or compile it where it may be written with 'ternctl asn compile -o "
+                     "%s %s'",
+                     cache_path, strerror(-rc), cache_path, mmdb_path);
+    if (rc < 0)
+        return rc;
+    *rebuilt = true;
+done:
+    if (stats)
+        *stats = st;
+    return 0;
 }

@@ -40,6 +40,26 @@ enum {
     HDR_SIZE = 96,
 };
 
+/* Header flags. ASN_F_SOURCE: the payload ends with a source record (below). */
+#define ASN_F_SOURCE 1u
+#define ASN_F_KNOWN  ASN_F_SOURCE
+
+/* The source record: the last SRC_SIZE bytes of a table compiled from one MaxMind DB, after
+ * every section (8-aligned). Field offsets: */
+enum {
+    SRC_FILE_SIZE = 0, /* u64 the source's size in bytes */
+    SRC_HASH = 8,      /* u64 tern_hash64() of its bytes */
+    SRC_DEV = 16,      /* u64 st_dev, u64 st_ino, as when it was compiled (0: unknown) */
+    SRC_INO = 24,
+    SRC_MTIME = 32, /* i64 seconds, u32 nanoseconds */
+    SRC_MTIME_NS = 40,
+    SRC_COMPILER = 44, /* u32 the compiler revision that wrote the table */
+    SRC_CTIME = 48,    /* i64 seconds, u32 nanoseconds, u32 0 */
+    SRC_CTIME_NS = 56,
+    SRC_PAD = 60,
+    SRC_SIZE = 64,
+};
+
 #define NAME_REC 12u /* { u32 asn, u32 str_off, u16 country_len, u16 name_len } */
 
 /*

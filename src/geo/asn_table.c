@@ -96,6 +96,7 @@ struct slot {
 struct asn_table {
     const uint8_t *map;
     size_t size;
+    uint32_t flags; /* ASN_F_* */
     struct tree v4, v6;
     /* The lookups, compiled once per descent (AVX2 or portable) and chosen at open. */
     uint32_t (*look4)(const struct asn_table *t, uint32_t addr);
@@ -469,6 +470,7 @@ static bool v6_exc_check(const asn_table_t *t, size_t leaves)
 
 /* What a header says, once its sections are known to lie inside the file. */
 struct header {
+    uint32_t flags;
     size_t n4, n6, nn, ne, nsub;
     uint64_t v4_off, v6_off, exc_off, names_off, str_off, str_len;
     struct tree_layout L4, L6;
@@ -528,6 +530,23 @@ static int check_header(const uint8_t *m, size_t size, const char *path, struct 
                      path, (unsigned long long)payload, size - HDR_SIZE);
         return TERN_EINVAL;
     }
+    /* the sections end where a source record starts */
+    h->flags = get_u32(m + HDR_FLAGS);
+    if (h->flags & ~ASN_F_KNOWN) {
+        tern_set_err(err, errlen, "%s: unsupported flags 0x%x (written by a newer tern?)", path,
+                     h->flags);
+        return TERN_EINVAL;
+    }
+    size_t end = size;
+    if (h->flags & ASN_F_SOURCE) {
+        if (size - HDR_SIZE < SRC_SIZE || get_u32(m + size - SRC_SIZE + SRC_PAD) != 0) {
+            tern_set_err(err, errlen,
+                         "%s: corrupt header: the flags announce a source record that is not there",
+                         path);
+            return TERN_EINVAL;
+        }
+        end = size - SRC_SIZE;
+    }
     h->n4 = get_u32(m + HDR_V4_COUNT);
     h->n6 = get_u32(m + HDR_V6_COUNT);
     h->nn = get_u32(m + HDR_NAME_COUNT);
@@ -542,11 +561,11 @@ static int check_header(const uint8_t *m, size_t size, const char *path, struct 
     if (h->n4 == 0 || h->n6 == 0 ||
         !asn_format_tree_layout(h->n4, V4_PER_LEAF, V4_LEAF, V4_FAN, &h->L4) ||
         !asn_format_tree_layout(h->n6, V6_PER_LEAF, V6_LEAF, V6_FAN, &h->L6) ||
-        !section_ok(h->v4_off, h->L4.total, size, 128) ||
-        !section_ok(h->v6_off, h->L6.total, size, 128) ||
-        !section_ok(h->exc_off, asn_format_exc_size(h->ne, h->nsub), size, 8) ||
-        !section_ok(h->names_off, (uint64_t)h->nn * NAME_REC, size, 4) ||
-        !section_ok(h->str_off, h->str_len, size, 1)) {
+        !section_ok(h->v4_off, h->L4.total, end, 128) ||
+        !section_ok(h->v6_off, h->L6.total, end, 128) ||
+        !section_ok(h->exc_off, asn_format_exc_size(h->ne, h->nsub), end, 8) ||
+        !section_ok(h->names_off, (uint64_t)h->nn * NAME_REC, end, 4) ||
+        !section_ok(h->str_off, h->str_len, end, 1)) {
         tern_set_err(err, errlen, "%s: corrupt header: a section lies outside the file", path);
         return TERN_EINVAL;
     }
@@ -562,6 +581,7 @@ static void table_init(asn_table_t *t, const uint8_t *m, size_t size, const stru
 {
     t->map = m;
     t->size = size;
+    t->flags = h->flags;
     t->n4 = h->n4;
     t->n6 = h->n6;
     t->ne = h->ne;
@@ -724,4 +744,21 @@ void asn_table_counts(const asn_table_t *t, size_t *v4, size_t *v6, size_t *name
         *v6 = t->n6_bounds;
     if (names)
         *names = t->n_names;
+}
+
+int asn_table_source(const asn_table_t *t, asn_table_source_t *out)
+{
+    if (!(t->flags & ASN_F_SOURCE))
+        return TERN_ENOENT;
+    const uint8_t *r = t->map + t->size - SRC_SIZE; /* room checked at open */
+    out->size = get_u64(r + SRC_FILE_SIZE);
+    out->hash = get_u64(r + SRC_HASH);
+    out->dev = get_u64(r + SRC_DEV);
+    out->ino = get_u64(r + SRC_INO);
+    out->mtime_sec = (int64_t)get_u64(r + SRC_MTIME);
+    out->mtime_nsec = get_u32(r + SRC_MTIME_NS);
+    out->compiler = get_u32(r + SRC_COMPILER);
+    out->ctime_sec = (int64_t)get_u64(r + SRC_CTIME);
+    out->ctime_nsec = get_u32(r + SRC_CTIME_NS);
+    return 0;
 }

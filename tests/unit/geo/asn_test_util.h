@@ -201,4 +201,23 @@ static inline const char *fixture(const char *name)
     return buf;
 }
 
+/* CRC-32 (IEEE) written independently of the table's, to forge files with a right checksum. */
+static inline uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/* Recompute the payload checksum of the table file image b (len bytes) after a patch. */
+static inline void refresh_crc(unsigned char *b, size_t len)
+{
+    uint32_t crc = crc32_ieee(b + 96, len - 96);
+    memcpy(b + 80, &crc, 4); /* little-endian, as the file */
+}
+
 #endif

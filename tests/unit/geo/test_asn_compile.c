@@ -1,7 +1,8 @@
 /* Unit tests for the ASN compiler: both text formats, the overlap rule, boundaries and random
  * lookups against a naive scan of the input ranges, bad input lines, empty input; MaxMind ASN
  * databases (GeoLite2 and ip-location-db shapes, IPv4 inside IPv6 trees read once, bad records,
- * damaged files) and inputs told apart by content. Lookups run
+ * damaged files) and inputs told apart by content; the cache of a database (reuse, rebuild on a
+ * change, damaged input or cache, an unwritable directory). Lookups run
  * through both descents (AVX2 where the CPU has it, and the portable one forced by
  * TERN_ASN_TABLE_SCALAR). Fixtures are generated into a mkdtemp() directory. */
 #include <setjmp.h>
@@ -18,6 +19,9 @@
 #include "asn_test_util.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
@@ -536,6 +540,157 @@ static void test_input_kind_by_content(void **state)
     asn_table_close(t);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* the cache: asn_compile_cached() */
+
+/* tmpdir/to holds fixture name (its first cut bytes if cut > 0), put there by rename as
+ * geoipupdate does; returns its path. */
+static const char *put_fixture(const char *name, const char *to, size_t cut)
+{
+    size_t len;
+    unsigned char *b = slurp(fixture(name), &len);
+    char part[64];
+    snprintf(part, sizeof(part), "%s.part", to);
+    const char *tmp = write_bytes(part, b, cut ? cut : len);
+    free(b);
+    char dst[512];
+    snprintf(dst, sizeof(dst), "%s", path_of(to));
+    assert_int_equal(rename(tmp, dst), 0);
+    return path_of(to);
+}
+
+/* asn_compile_cached(db, cache) must succeed and rebuild (or not) as want says. */
+static void cached_ok(const char *db, const char *cache, bool want_rebuilt, size_t want_networks)
+{
+    bool rebuilt = !want_rebuilt;
+    asn_compile_stats_t st;
+    errbuf[0] = '\0';
+    if (asn_compile_cached(db, cache, &st, &rebuilt, errbuf, sizeof(errbuf)) < 0)
+        fail_msg("cached: %s", errbuf);
+    if (rebuilt != want_rebuilt)
+        fail_msg("rebuilt %d, want %d", rebuilt, want_rebuilt);
+    assert_int_equal(st.networks, want_networks);
+}
+
+/* The ASN the cache answers for 81.2.69.1 (AS64500 in asn_geolite, AS64501 in _b). */
+static uint32_t cache_london(const char *cache)
+{
+    asn_table_t *t = open_mode(cache, 0);
+    uint32_t asn = asn_table_lookup_v4(t, v4("81.2.69.1"));
+    asn_table_close(t);
+    return asn;
+}
+
+static ino_t inode_of(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_ino;
+}
+
+/* Reused while the database is the same (untouched, or touched with the same bytes), compiled
+ * again when it is replaced; a damaged replacement fails and leaves the cache as it was. */
+static void test_cached_reuse_and_rebuild(void **state)
+{
+    (void)state;
+    char db[512], *cache;
+    snprintf(db, sizeof(db), "%s", put_fixture("asn_geolite.mmdb", "GeoLite2-ASN.mmdb", 0));
+    assert_non_null(cache = asn_compile_default_cache(db));
+    assert_non_null(strstr(cache, "/GeoLite2-ASN.mmdb.tern-asn"));
+
+    cached_ok(db, cache, true, 7);
+    assert_int_equal(cache_london(cache), 64500);
+    asn_table_t *t = open_mode(cache, 0);
+    assert_true(asn_compile_source_unchanged(t, db));
+    ino_t ino = inode_of(cache);
+    cached_ok(db, cache, false, 0); /* same file: by identity, nothing read */
+    assert_int_equal(inode_of(cache), ino);
+
+    struct timespec ts[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    assert_int_equal(utimensat(AT_FDCWD, db, ts, 0), 0);
+    assert_false(asn_compile_source_unchanged(t, db)); /* touched: the loader asks again */
+    cached_ok(db, cache, false, 0);                    /* the same bytes: kept */
+    assert_int_equal(inode_of(cache), ino);
+    asn_table_close(t);
+
+    put_fixture("asn_geolite_b.mmdb", "GeoLite2-ASN.mmdb", 0); /* a new release */
+    cached_ok(db, cache, true, 7);
+    assert_int_equal(cache_london(cache), 64501);
+
+    put_fixture("asn_geolite.mmdb", "GeoLite2-ASN.mmdb", 1000); /* truncated */
+    bool rebuilt = true;
+    assert_int_equal(asn_compile_cached(db, cache, NULL, &rebuilt, errbuf, sizeof(errbuf)),
+                     TERN_EMALF);
+    assert_false(rebuilt);
+    assert_non_null(strstr(errbuf, "GeoLite2-ASN.mmdb: not a valid MaxMind DB file"));
+    assert_int_equal(cache_london(cache), 64501); /* untouched */
+    free(cache);
+}
+
+/* What is at the cache path is only reused when it is a valid table of this very database by
+ * this compiler: a table ternctl compiled from it is; a damaged one, a text-compiled one, or one
+ * from another compiler revision is compiled again. */
+static void test_cached_validates(void **state)
+{
+    (void)state;
+    const char *db = fixture("asn_geolite_b.mmdb"), *cache = path_of("asn.cache");
+    const char *inputs[] = {db};
+    assert_int_equal(asn_compile(inputs, 1, cache, NULL, errbuf, sizeof(errbuf)), 0);
+    cached_ok(db, cache, false, 0); /* ternctl asn compile -o CACHE DB */
+
+    size_t len;
+    unsigned char *good = slurp(cache, &len), *b = malloc(len);
+    assert_non_null(b);
+    memcpy(b, good, len);
+    b[len / 2] ^= 1; /* bit rot: checksum mismatch */
+    write_bytes("asn.cache", b, len);
+    cached_ok(db, cache, true, 7);
+
+    memcpy(b, good, len);
+    b[len - 64 + 44] ^= 1; /* the compiler revision (the record layout in asn_table.h) */
+    refresh_crc(b, len);
+    write_bytes("asn.cache", b, len);
+    cached_ok(db, cache, true, 7);
+    free(b);
+    free(good);
+
+    asn_table_close(compile_open("81.2.69.0,81.2.69.255,1,\"text\"\n", NULL));
+    const char *text_table = path_of("out.asn");
+    cached_ok(db, text_table, true, 7); /* an asn_table compiled from text: replaced */
+    assert_int_equal(cache_london(text_table), 64501);
+    cached_ok(fixture("asn_geolite.mmdb"), text_table, true, 7); /* another database */
+    assert_int_equal(cache_london(text_table), 64500);
+}
+
+/* A cache that cannot be written says how to fix it: set asn_table, or compile it elsewhere. */
+static void test_cached_unwritable(void **state)
+{
+    (void)state;
+    char dir[512], cache[600];
+    /* root passes permission checks: sysfs refuses new files to everyone */
+    if (geteuid() == 0) {
+        snprintf(cache, sizeof(cache), "/sys/tern-asn-test.tern-asn");
+    } else {
+        snprintf(dir, sizeof(dir), "%s", path_of("ro"));
+        assert_int_equal(mkdir(dir, 0555), 0);
+        snprintf(cache, sizeof(cache), "%s/asn.tern-asn", dir);
+    }
+    bool rebuilt = true;
+    int rc = asn_compile_cached(fixture("asn_geolite.mmdb"), cache, NULL, &rebuilt, errbuf,
+                                sizeof(errbuf));
+    assert_true(rc == -EACCES || rc == -EROFS || rc == -EPERM);
+    assert_false(rebuilt);
+    char want[700];
+    snprintf(want, sizeof(want), "cannot write the compiled table %s", cache);
+    if (!strstr(errbuf, want) || !strstr(errbuf, "set asn_table: to a writable path") ||
+        !strstr(errbuf, "ternctl asn compile -o"))
+        fail_msg("got '%s'", errbuf);
+    assert_int_equal(
+        asn_compile_cached(path_of("none.mmdb"), cache, NULL, &rebuilt, errbuf, sizeof(errbuf)),
+        -ENOENT);
+    assert_non_null(strstr(errbuf, "none.mmdb: No such file or directory"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +708,9 @@ int main(void)
         cmocka_unit_test(test_mmdb_bad_records),
         cmocka_unit_test(test_mmdb_damaged),
         cmocka_unit_test(test_input_kind_by_content),
+        cmocka_unit_test(test_cached_reuse_and_rebuild),
+        cmocka_unit_test(test_cached_validates),
+        cmocka_unit_test(test_cached_unwritable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

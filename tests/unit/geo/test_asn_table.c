@@ -1,7 +1,8 @@
 /* Unit tests for the mapped ASN table: the ECS prefixes against a brute force over every address
  * of generated tables (both descents: AVX2 where the CPU has it, and the portable one forced by
- * TERN_ASN_TABLE_SCALAR), and files the loader must refuse: truncated, foreign, corrupt, or with
- * broken search invariants under a right checksum. Tables are compiled (asn_compile) into a
+ * TERN_ASN_TABLE_SCALAR), files the loader must refuse: truncated, foreign, corrupt, or with
+ * broken search invariants under a right checksum, and the source record of a table compiled from
+ * a MaxMind DB (fixtures from tests/data/make_mmdb.pl). Tables are compiled (asn_compile) into a
  * mkdtemp() directory. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,9 +18,11 @@
 #include "asn_test_util.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* ECS prefixes: against the definition, by brute force over the naive model */
@@ -351,17 +354,6 @@ static void test_corrupt_files(void **state)
     free(good);
 }
 
-static uint32_t crc32_ieee(const unsigned char *p, size_t n)
-{
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
-    }
-    return crc ^ 0xFFFFFFFFu;
-}
-
 static uint64_t get64(const unsigned char *p)
 {
     uint64_t v;
@@ -375,8 +367,7 @@ static void expect_corrupt(const unsigned char *good, unsigned char *b, size_t l
 {
     memcpy(b, good, len);
     memcpy(b + off, &v, n); /* little-endian, as the file */
-    uint32_t crc = crc32_ieee(b + 96, len - 96);
-    memcpy(b + 80, &crc, 4);
+    refresh_crc(b, len);
     expect_open_fails(b, len, "corrupt table");
 }
 
@@ -428,12 +419,83 @@ static void test_corrupt_structure(void **state)
     free(good);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* source records */
+
+/* A table compiled from one MaxMind DB ends with a record of it; other tables have none. */
+static void test_source_record(void **state)
+{
+    (void)state;
+    const char *db = fixture("asn_geolite.mmdb");
+    const char *inputs[] = {db, write_file("more.csv", "9.9.9.0,9.9.9.255,19281,\"Quad9\"\n")};
+    const char *out = path_of("src.asn");
+    assert_int_equal(asn_compile(inputs, 1, out, NULL, errbuf, sizeof(errbuf)), 0);
+    asn_table_t *t = open_mode(out, 0);
+    asn_table_source_t r;
+    assert_int_equal(asn_table_source(t, &r), 0);
+    size_t len;
+    unsigned char *bytes = slurp(db, &len);
+    struct stat st;
+    assert_int_equal(stat(db, &st), 0);
+    assert_int_equal(r.size, len);
+    assert_true(r.hash == tern_hash64(bytes, len, ASN_TABLE_SOURCE_SEED));
+    assert_int_equal(r.dev, st.st_dev);
+    assert_int_equal(r.ino, st.st_ino);
+    assert_int_equal(r.mtime_sec, st.st_mtim.tv_sec);
+    assert_int_equal(r.mtime_nsec, st.st_mtim.tv_nsec);
+    assert_int_equal(r.ctime_sec, st.st_ctim.tv_sec);
+    assert_int_equal(r.compiler, ASN_COMPILE_REVISION);
+    assert_int_equal(asn_table_lookup_v4(t, v4("1.0.0.1")), 13335); /* the record is no section */
+    asn_table_close(t);
+    free(bytes);
+
+    assert_int_equal(asn_compile(inputs, 2, out, NULL, errbuf, sizeof(errbuf)), 0);
+    t = open_mode(out, 0); /* two inputs: no one source */
+    assert_int_equal(asn_table_source(t, &r), TERN_ENOENT);
+    asn_table_close(t);
+    assert_int_equal(asn_compile(inputs + 1, 1, out, NULL, errbuf, sizeof(errbuf)), 0);
+    t = open_mode(out, 0); /* text */
+    assert_int_equal(asn_table_source(t, &r), TERN_ENOENT);
+    asn_table_close(t);
+}
+
+/* Flags the reader does not know, and a source flag without its record, are refused. */
+static void test_source_flags(void **state)
+{
+    (void)state;
+    const char *inputs[] = {fixture("asn_geolite.mmdb")}, *out = path_of("src.asn");
+    assert_int_equal(asn_compile(inputs, 1, out, NULL, errbuf, sizeof(errbuf)), 0);
+    size_t len;
+    unsigned char *good = slurp(out, &len), *b = malloc(len);
+    assert_non_null(b);
+    assert_int_equal(good[12], 1); /* ASN_F_SOURCE */
+    memcpy(b, good, len);
+    b[12] = 3;
+    refresh_crc(b, len);
+    expect_open_fails(b, len, "unsupported flags 0x3");
+    memcpy(b, good, len);
+    b[len - 1] = 1; /* the record's reserved word */
+    refresh_crc(b, len);
+    expect_open_fails(b, len, "the flags announce a source record that is not there");
+    free(b);
+    free(good);
+
+    /* a text-compiled table (its strings run to the end) claiming a record */
+    asn_table_close(compile_open("1.0.0.0,1.0.0.255,13335,\"a name long enough\"\n", NULL));
+    good = slurp(path_of("out.asn"), &len);
+    good[12] = 1;
+    refresh_crc(good, len);
+    expect_open_fails(good, len, "corrupt header");
+    free(good);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_examples),      cmocka_unit_test(test_prefix_v4_exhaustive),
         cmocka_unit_test(test_prefix_v6_exhaustive), cmocka_unit_test(test_corrupt_files),
-        cmocka_unit_test(test_corrupt_structure),
+        cmocka_unit_test(test_corrupt_structure),    cmocka_unit_test(test_source_record),
+        cmocka_unit_test(test_source_flags),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
