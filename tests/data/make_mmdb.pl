@@ -19,6 +19,9 @@
 #                      networks of one ASN (merged by the compiler), a /32, ASN 0;
 #   asn_flat6.mmdb     ip-location-db asn-ipv6.mmdb-like: IPv6 tree without aliases, 32-bit
 #                      records, IPv4 data stored as IPv4-mapped ::ffff:a.b.c.d networks;
+#   asn_random.mmdb    3000 random, partly nested networks of both families (seeded), IPv6 tree
+#                      with aliases: test_asn_compile.c checks the compiled table against
+#                      libmaxminddb's own lookups;
 #   asn_bad_type.mmdb  autonomous_system_number as a string;
 #   asn_bad_range.mmdb autonomous_system_number above 2^32 (uint64).
 # The networks and values are mirrored in test_geoip.c and test_asn_compile.c; change both
@@ -236,8 +239,9 @@ sub asn {
         ( defined $org ? ( autonomous_system_organization => $org ) : () ) };
 }
 
+# GeoLite2-ASN's shape: an IPv6 tree with the IPv4 subtree aliased, 28-bit records.
 sub geolite_asn {
-    my ( $name, $london ) = @_;
+    my ( $name, $networks ) = @_;
     write_db(
         $name,
         ip_version         => 6,
@@ -245,7 +249,15 @@ sub geolite_asn {
         database_type      => 'GeoLite2-ASN',
         alias_ipv6_to_ipv4 => 1,
         types              => \%asn_types,
-        networks           => [
+        networks           => $networks,
+    );
+}
+
+sub geolite_asn_release {
+    my ( $name, $london ) = @_;
+    geolite_asn(
+        $name,
+        [
             '1.0.0.0/24'     => asn( 13335, 'CLOUDFLARENET' ),
             '1.0.4.0/22'     => asn( 38803, 'Wirefreebroadband' ),
             '8.8.8.0/24'     => asn( 15169, 'GOOGLE' ),
@@ -256,8 +268,8 @@ sub geolite_asn {
         ],
     );
 }
-geolite_asn( 'asn_geolite.mmdb',   64500 );
-geolite_asn( 'asn_geolite_b.mmdb', 64501 );
+geolite_asn_release( 'asn_geolite.mmdb',   64500 );
+geolite_asn_release( 'asn_geolite_b.mmdb', 64501 );
 
 write_db(
     'asn_flat4.mmdb',
@@ -310,3 +322,29 @@ write_db(
         '1.2.4.0/24' => asn( 4294967296, 'too large' ),
     ],
 );
+
+# Random networks, narrower ones nested into (and replacing parts of) wider ones. Seeded: the same
+# file every run. IPv4 in 10.0.0.0/8 and around, IPv6 in 2001:db8::/32 and around, lengths from
+# /8 to /32 and /16 to /128 so that boundaries fall inside /64s too.
+{
+    srand(20261125);
+    my @nets;
+    for my $i ( 1 .. 2000 ) {
+        my $len  = 8 + int( rand(25) );
+        my $addr = ( 10 << 24 ) + int( rand( 1 << 24 ) ) + ( $i % 7 == 0 ? int( rand(8) ) << 24 : 0 );
+        $addr &= ~( ( 1 << ( 32 - $len ) ) - 1 ) & 0xFFFFFFFF;
+        push @nets, sprintf( '%d.%d.%d.%d/%d',
+            ( $addr >> 24 ) & 255, ( $addr >> 16 ) & 255, ( $addr >> 8 ) & 255, $addr & 255, $len );
+    }
+    for my $i ( 1 .. 1000 ) {
+        my $len = 16 + int( rand(113) );
+        my @w = ( 0x2001, 0x0db8 + int( rand(4) ), map { int( rand(65536) ) } 1 .. 6 );
+        for my $b ( $len .. 127 ) {    # clear the host bits
+            $w[ int( $b / 16 ) ] &= ~( 1 << ( 15 - $b % 16 ) ) & 0xFFFF;
+        }
+        push @nets, join( ':', map { sprintf '%x', $_ } @w ) . "/$len";
+    }
+    @nets = sort { ( split m{/}, $a )[1] <=> ( split m{/}, $b )[1] } @nets;  # wide first: nest
+    geolite_asn( 'asn_random.mmdb',
+        [ map { ( $nets[$_] => asn( 1 + int( rand(40) ), 'AS ' . ( $_ % 50 ) ) ) } 0 .. $#nets ] );
+}

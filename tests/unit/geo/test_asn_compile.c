@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <maxminddb.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -457,6 +458,81 @@ static void test_mmdb_flat6_mapped(void **state)
     asn_table_close(t);
 }
 
+/* libmaxminddb's answer for a (4 or 16 bytes, by fam): the ASN, 0 when none, and in *len the
+ * prefix length of the network holding a, counted in the tree (from ::/0 in an IPv6 tree). */
+static uint32_t mmdb_asn(const MMDB_s *db, int fam, const uint8_t *a, unsigned *len)
+{
+    struct sockaddr_storage ss = {0};
+    if (fam == AF_INET) {
+        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+        sa->sin_family = AF_INET;
+        memcpy(&sa->sin_addr, a, 4);
+    } else {
+        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
+        sa->sin6_family = AF_INET6;
+        memcpy(&sa->sin6_addr, a, 16);
+    }
+    int e;
+    MMDB_lookup_result_s r = MMDB_lookup_sockaddr(db, (struct sockaddr *)&ss, &e);
+    assert_int_equal(e, MMDB_SUCCESS);
+    *len = r.netmask;
+    MMDB_entry_data_s d;
+    if (!r.found_entry ||
+        MMDB_get_value(&r.entry, &d, "autonomous_system_number", (char *)NULL) != MMDB_SUCCESS)
+        return 0;
+    return d.uint32;
+}
+
+/* The copies of the IPv4 data in an IPv6 tree that the table leaves without ASN: the subtree at
+ * ::/96 itself (an IPv6 client is never there) and MaxMind's aliases of it. */
+static bool v4_copy(u128 x)
+{
+    return x >> 32 == 0 || x >> 32 == 0xffff || x >> 96 == 0x20010000u || x >> 112 == 0x2002;
+}
+
+/* Every network of a random database, enumerated through libmaxminddb's own lookups (each
+ * answer's netmask gives the next address to ask), checked at its first and last address against
+ * the compiled table: tern answers what libmaxminddb answers, IPv4 and IPv6, down to /128s. */
+static void test_mmdb_vs_libmaxminddb(void **state)
+{
+    (void)state;
+    MMDB_s db;
+    assert_int_equal(MMDB_open(fixture("asn_random.mmdb"), MMDB_MODE_MMAP, &db), MMDB_SUCCESS);
+    asn_table_t *t = compile_path(fixture("asn_random.mmdb"), NULL);
+    size_t nets = 0;
+    for (u128 x = 0;; nets++) {
+        uint8_t a[4] = {(uint8_t)(x >> 24), (uint8_t)(x >> 16), (uint8_t)(x >> 8), (uint8_t)x};
+        unsigned len;
+        uint32_t want = mmdb_asn(&db, AF_INET, a, &len);
+        u128 last = x | (((u128)1 << (128 - len)) - 1); /* len counts from ::/0 */
+        if (asn_table_lookup_v4(t, (uint32_t)x) != want ||
+            asn_table_lookup_v4(t, (uint32_t)last) != want)
+            fail_msg("IPv4 %08x/%u: want AS%u", (unsigned)x, len - 96, want);
+        if ((uint32_t)last == UINT32_MAX)
+            break;
+        x = (uint32_t)last + 1;
+    }
+    assert_true(nets > 1000);
+    for (u128 x = 0;; nets++) {
+        uint8_t a[16], b[16];
+        to_bytes(x, a);
+        unsigned len;
+        uint32_t want = mmdb_asn(&db, AF_INET6, a, &len);
+        u128 last = len == 0 ? ~(u128)0 : x | ((((u128)1 << (127 - (len - 1))) - 1));
+        to_bytes(last, b);
+        if (v4_copy(x))
+            want = 0;
+        if (asn_table_lookup_v6(t, a) != want || asn_table_lookup_v6(t, b) != want)
+            fail_msg("IPv6 network %u (/%u): want AS%u", (unsigned)nets, len, want);
+        if (last == ~(u128)0)
+            break;
+        x = last + 1;
+    }
+    assert_true(nets > 20000);
+    asn_table_close(t);
+    MMDB_close(&db);
+}
+
 static void expect_compile_fails(const char *path, int code, const char *msg)
 {
     const char *inputs[] = {path};
@@ -705,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_mmdb_geolite),
         cmocka_unit_test(test_mmdb_flat4),
         cmocka_unit_test(test_mmdb_flat6_mapped),
+        cmocka_unit_test(test_mmdb_vs_libmaxminddb),
         cmocka_unit_test(test_mmdb_bad_records),
         cmocka_unit_test(test_mmdb_damaged),
         cmocka_unit_test(test_input_kind_by_content),
