@@ -67,11 +67,11 @@ int asn_text_read(asn_collect_t *c, const char *path, asn_compile_stats_t *st, c
                   size_t errlen) TERN_WUR;
 
 /**
- * asn_mmdb.c: what the file at path is, by its content: 1 a MaxMind DB (its metadata marker is
- * in the last 128 KiB), 0 text. A negated errno when it cannot be read, TERN_EMALF for binary
- * data without the marker (a truncated .mmdb, say); err says which.
+ * asn_mmdb.c: what the file at path is, by its content: *is_mmdb true for a MaxMind DB (its
+ * metadata marker is in the last 128 KiB), false for text. 0; a negated errno when it cannot be
+ * read, TERN_EMALF for binary data without the marker (a truncated .mmdb, say); err says which.
  */
-int asn_mmdb_sniff(const char *path, char *err, size_t errlen) TERN_WUR;
+int asn_mmdb_sniff(const char *path, bool *is_mmdb, char *err, size_t errlen) TERN_WUR;
 
 /**
  * asn_mmdb.c: MMDB_open(path) in MMDB_MODE_MMAP, with a message naming the path and what is

@@ -552,8 +552,9 @@ static void source_of(const MMDB_s *db, const char *path, const struct stat *bef
 static int read_input(asn_collect_t *c, const char *path, asn_compile_stats_t *st,
                       asn_table_source_t *src, bool *has_src, char *err, size_t errlen)
 {
-    int rc = asn_mmdb_sniff(path, err, errlen);
-    if (rc <= 0)
+    bool is_mmdb;
+    int rc = asn_mmdb_sniff(path, &is_mmdb, err, errlen);
+    if (rc < 0 || !is_mmdb)
         return rc < 0 ? rc : asn_text_read(c, path, st, err, errlen);
     struct stat before = {0};
     if (stat(path, &before) != 0)

@@ -27,7 +27,9 @@
 #include "tern/common/err.h"
 
 /* libmaxminddb looks for the metadata marker in a file's last 128 KiB: the format's own bound
- * on the metadata size, so a MaxMind DB is recognised by the same test it opens with. */
+ * on the metadata size, so a MaxMind DB is recognised by the same test it opens with. The marker
+ * starts with bytes no UTF-8 text holds (0xAB cannot start a character), so no CSV is taken for
+ * a database. */
 #define METADATA_WINDOW (128u * 1024u)
 static const char METADATA_MARKER[] = "\xab\xcd\xefMaxMind.com";
 
@@ -62,8 +64,9 @@ static ssize_t read_at(int fd, void *buf, size_t len, off_t off)
     return (ssize_t)got;
 }
 
-int asn_mmdb_sniff(const char *path, char *err, size_t errlen)
+int asn_mmdb_sniff(const char *path, bool *is_mmdb, char *err, size_t errlen)
 {
+    *is_mmdb = false;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int rc = -errno;
@@ -83,7 +86,7 @@ int asn_mmdb_sniff(const char *path, char *err, size_t errlen)
     }
     ssize_t n = read_at(fd, buf, tail, (off_t)(size - tail));
     if (n >= 0 && memmem(buf, (size_t)n, METADATA_MARKER, sizeof(METADATA_MARKER) - 1)) {
-        rc = 1;
+        *is_mmdb = true;
         goto done;
     }
     if (n >= 0)
