@@ -28,8 +28,10 @@ if [ ! -f "$data/package/asn-ipv4.csv" ] || [ ! -f "$data/package/asn-ipv6.csv" 
 fi
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$bd" --target tern_geo tern_common >/dev/null
+# libmaxminddb: the compiler reads MaxMind ASN databases too (asn_compile.h)
 cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/asn_bench" \
-    "$here/asn_bench.c" "$bd/src/geo/libtern_geo.a" "$bd/src/common/libtern_common.a"
+    "$here/asn_bench.c" "$bd/src/geo/libtern_geo.a" "$bd/src/common/libtern_common.a" \
+    $(pkg-config --libs libmaxminddb)
 
 # median of every "label  table X  prefix Y  bsearch Z  M lookups/s" figure, labels in order
 medians() {

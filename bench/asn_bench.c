@@ -1,10 +1,10 @@
 /*
  * asn_bench.c — size, compile time, lookup rate and exactness of the IP → ASN table
- * (src/geo/asn_table.c) on a real data set.
+ * (src/geo/asn_table.c, compiled by src/geo/asn_compile.c) on a real data set.
  *
  * Usage: asn_bench OUT.asn LOOKUPS INPUT.csv...   (bench/asn.sh runs it on ip-location-db/asn)
  *
- * 1. compiles the inputs with asn_table_compile_ex() (timed) and opens the result;
+ * 1. compiles the inputs with asn_compile() (timed) and opens the result;
  * 2. lookups/s per family, best of ROUNDS passes over a pre-generated address array of LOOKUPS
  *    addresses, for three lookups on the same array: the table (asn_table_lookup_v4/v6), the
  *    table with the ECS prefix (asn_table_lookup_v4/v6_prefix), and a plain branchless binary
@@ -25,7 +25,7 @@
  *    asc), and for an address the backward scan from the last start <= address picks the first
  *    range that covers it — greatest start, then smallest end, then latest input — stopping as
  *    soon as the prefix maximum of the ends says no earlier range can cover it (→ 0). That is
- *    the overlap rule documented in asn_table.h. The same addresses through the *_prefix()
+ *    the overlap rule documented in asn_compile.h. The same addresses through the *_prefix()
  *    lookups: the ASN must match, and the prefix must be exact by its definition — no boundary
  *    of the reference (an address whose ASN differs from the one before it) inside the block,
  *    one inside the block twice as large. Prints the mismatch counts; exit 1 if not 0.
@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -489,9 +490,9 @@ int main(int argc, char **argv)
     size_t ni = (size_t)argc - 3;
     char err[512];
 
-    asn_table_compile_stats_t st;
+    asn_compile_stats_t st;
     double t0 = now();
-    if (asn_table_compile_ex(inputs, ni, out, &st, err, sizeof(err)) != 0) {
+    if (asn_compile(inputs, ni, out, &st, err, sizeof(err)) != 0) {
         fprintf(stderr, "compile: %s\n", err);
         return 2;
     }

@@ -22,6 +22,7 @@
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/zone/zone_file.h"
@@ -61,8 +62,9 @@ static void usage(FILE *out)
             "  check-zone ORIGIN FILE\n"
             "                      load one zone file\n"
             "  asn compile -o OUT INPUT...\n"
-            "                      compile ip2asn data (iptoasn TSV or ip-location-db CSV)\n"
-            "                      into the binary range table ternd maps\n"
+            "                      compile ip2asn data (iptoasn TSV, ip-location-db CSV, or a\n"
+            "                      MaxMind ASN database such as GeoLite2-ASN.mmdb) into the\n"
+            "                      binary range table ternd maps\n"
             "  asn lookup FILE IP  print the ASN, country and name of IP in a compiled table\n"
             "  geoip lookup FILE IP\n"
             "                      print the country, coordinates and network of IP in a\n"
@@ -165,16 +167,20 @@ static int asn_compile_cmd(int nargs, char **args)
         return EXIT_USAGE;
     }
     char err[1024] = "";
-    asn_table_compile_stats_t st;
-    int r = asn_table_compile_ex(inputs, n, out, &st, err, sizeof(err));
+    asn_compile_stats_t st;
+    int r = asn_compile(inputs, n, out, &st, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "ternctl: asn compile: %s\n", err[0] ? err : tern_strerror(r));
         return EXIT_ERROR;
     }
-    printf("OK: %s: %zu lines, %zu IPv4 and %zu IPv6 ranges (%zu overlapping), %zu + %zu "
-           "entries, %zu names\n",
-           out, st.lines, st.ranges_v4, st.ranges_v6, st.overlaps, st.entries_v4, st.entries_v6,
-           st.names);
+    printf("OK: %s: ", out);
+    if (st.lines || !st.networks)
+        printf("%zu lines, ", st.lines);
+    if (st.networks)
+        printf("%zu MaxMind DB networks (%zu copies of the IPv4 data skipped), ", st.networks,
+               st.aliases);
+    printf("%zu IPv4 and %zu IPv6 ranges (%zu overlapping), %zu + %zu entries, %zu names\n",
+           st.ranges_v4, st.ranges_v6, st.overlaps, st.entries_v4, st.entries_v6, st.names);
     return EXIT_OK;
 }
 

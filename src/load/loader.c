@@ -21,6 +21,7 @@
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
 #include "tern/common/rcu.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/load/redis_source.h"
@@ -352,6 +353,80 @@ static bool locate(void *ctx, int family, const uint8_t *addr, double *lat, doub
 }
 
 /*
+ * The ASN table of cfg. asn_table alone: that file, mapped. asn_db: the MaxMind ASN database
+ * compiled into asn_table when that is set too, else into "<asn_db>.tern-asn" beside it
+ * (asn_compile_cached(): reused while it matches the database, compiled again when the database
+ * changed), then mapped. prev is shared while its file is unchanged and, with asn_db, the
+ * database is still the one it was compiled from. A database or table that fails leaves prev
+ * answering (the reload fails with the reason). The compile runs here, on the loader thread.
+ */
+static int asn_ref_get(struct asn_ref *prev, const config_t *cfg, bool quick, struct asn_ref **out,
+                       char *err, size_t errlen)
+{
+    const char *role = cfg->asn_db ? "asn_db" : "asn_table";
+    char *path = cfg->asn_table ? strdup(cfg->asn_table) : asn_compile_default_cache(cfg->asn_db);
+    char aerr[512] = "";
+    struct asn_ref *a = NULL;
+    bool rebuilt = false;
+    asn_compile_stats_t cst;
+    int64_t t0 = tern_monotonic_ms();
+    int rc = TERN_ENOMEM;
+    if (!path)
+        goto nomem;
+    bool same = prev && strcmp(prev->dep.path, path) == 0;
+    if (same && (quick || (dep_unchanged(&prev->dep) &&
+                           (!cfg->asn_db || asn_compile_source_unchanged(prev->t, cfg->asn_db)))))
+        goto share;
+    if (cfg->asn_db) {
+        if ((rc = asn_compile_cached(cfg->asn_db, path, &cst, &rebuilt, aerr, sizeof(aerr))) < 0)
+            goto fail;
+        if (!rebuilt && same && dep_unchanged(&prev->dep))
+            goto share; /* the database was touched, not changed */
+    }
+    struct stat st;
+    if (!(a = calloc(1, sizeof(*a))))
+        goto nomem;
+    /* stat first: a file replaced in between is seen as changed by the next reload */
+    if (stat(path, &st) < 0 || !(a->t = asn_table_open(path, aerr, sizeof(aerr)))) {
+        rc = TERN_EINVAL;
+        if (!aerr[0])
+            snprintf(aerr, sizeof(aerr), "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    a->refs = 1;
+    dep_set(&a->dep, &st);
+    a->dep.path = path;
+    *out = a;
+    size_t v4, v6, names;
+    asn_table_counts(a->t, &v4, &v6, &names);
+    if (rebuilt)
+        log_info("asn_db %s: compiled into %s in %lld ms: %zu networks, %zu IPv4 and %zu IPv6 "
+                 "entries, %zu names",
+                 cfg->asn_db, path, (long long)(tern_monotonic_ms() - t0), cst.networks, v4, v6,
+                 names);
+    else if (cfg->asn_db)
+        log_info("asn_db %s: mapped %s (compiled before from this file), %zu IPv4 and %zu IPv6 "
+                 "entries, %zu names",
+                 cfg->asn_db, path, v4, v6, names);
+    else
+        log_info("asn_table %s: mapped, %zu IPv4 and %zu IPv6 entries, %zu names", path, v4, v6,
+                 names);
+    return 0;
+share:
+    prev->refs++;
+    *out = prev;
+    free(path);
+    return 0;
+nomem:
+    snprintf(aerr, sizeof(aerr), "out of memory");
+fail:
+    snprintf(err, errlen, "%s: %s", role, aerr[0] ? aerr : tern_strerror(rc));
+    free(a);
+    free(path);
+    return rc;
+}
+
+/*
  * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
  * 0 with *out, or a negative code with the message in err.
  */
@@ -506,40 +581,9 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     }
     if (l->nrz)
         free(files.slot);
-    if (cfg->asn_table) {
-        struct asn_ref *prev = old ? old->asn : NULL;
-        if (prev && strcmp(prev->dep.path, cfg->asn_table) == 0 &&
-            (quick || dep_unchanged(&prev->dep))) {
-            prev->refs++;
-            s->asn = prev;
-        } else {
-            char aerr[512] = "";
-            struct stat st;
-            struct asn_ref *a = calloc(1, sizeof(*a));
-            if (!a)
-                goto nomem;
-            /* stat first: a file replaced in between is seen as changed by the next reload */
-            if (stat(cfg->asn_table, &st) < 0 ||
-                !(a->t = asn_table_open(cfg->asn_table, aerr, sizeof(aerr)))) {
-                snprintf(err, errlen, "asn_table: %s", aerr[0] ? aerr : strerror(errno));
-                free(a);
-                rc = TERN_EINVAL;
-                goto fail;
-            }
-            a->refs = 1;
-            dep_set(&a->dep, &st);
-            if (!(a->dep.path = strdup(cfg->asn_table))) {
-                asn_table_close(a->t);
-                free(a);
-                goto nomem;
-            }
-            s->asn = a;
-            size_t v4, v6, names;
-            asn_table_counts(a->t, &v4, &v6, &names);
-            log_info("asn_table %s: mapped, %zu IPv4 and %zu IPv6 entries, %zu names",
-                     cfg->asn_table, v4, v6, names);
-        }
-    }
+    if ((cfg->asn_table || cfg->asn_db) &&
+        (rc = asn_ref_get(old ? old->asn : NULL, cfg, quick, &s->asn, err, errlen)) < 0)
+        goto fail;
     if (zone_table_freeze(s->table) < 0)
         goto nomem;
     s->view.table = s->table;

@@ -9,7 +9,23 @@
 #   asn.mmdb      GeoLite2-ASN-like: neither layout (must be refused);
 #   shape.mmdb    "country" and "latitude"-like names of the wrong shape (a country string, no
 #                 location map): neither layout either.
-# The networks and values are mirrored in test_geoip.c; change both together.
+# and the ASN databases test_asn_compile.c and the ASN tests compile (autonomous_system_number,
+# autonomous_system_organization at the top of each record, as GeoLite2-ASN and ip-location-db's
+# asn mmdb packages both store them):
+#   asn_geolite.mmdb   GeoLite2-ASN-like: IPv6 tree, IPv4 subtree at ::/96 aliased from
+#                      ::ffff:0:0/96, 2001::/32 and 2002::/16, 28-bit records;
+#   asn_geolite_b.mmdb the same with 81.2.69.0/24 moved from AS64500 to AS64501 (a "new release");
+#   asn_flat4.mmdb     ip-location-db asn-ipv4.mmdb-like: IPv4 tree, 24-bit records, adjacent
+#                      networks of one ASN (merged by the compiler), a /32, ASN 0;
+#   asn_flat6.mmdb     ip-location-db asn-ipv6.mmdb-like: IPv6 tree without aliases, 32-bit
+#                      records, IPv4 data stored as IPv4-mapped ::ffff:a.b.c.d networks;
+#   asn_random.mmdb    3000 random, partly nested networks of both families (seeded), IPv6 tree
+#                      with aliases: test_asn_compile.c checks the compiled table against
+#                      libmaxminddb's own lookups;
+#   asn_bad_type.mmdb  autonomous_system_number as a string;
+#   asn_bad_range.mmdb autonomous_system_number above 2^32 (uint64).
+# The networks and values are mirrored in test_geoip.c and test_asn_compile.c; change both
+# together.
 # Each file is written to NAME.tmp and renamed, so a reader never sees half a file.
 use strict;
 use warnings;
@@ -210,3 +226,125 @@ write_db(
         '81.2.69.128/26' => { country => 'GB', continent => 'EU', location => '51.5,-0.09' },
     ],
 );
+
+# --- ASN databases ------------------------------------------------------------------------------
+my %asn_types = (
+    autonomous_system_number       => 'uint32',
+    autonomous_system_organization => 'utf8_string',
+);
+
+sub asn {
+    my ( $number, $org ) = @_;
+    return { autonomous_system_number => $number,
+        ( defined $org ? ( autonomous_system_organization => $org ) : () ) };
+}
+
+# GeoLite2-ASN's shape: an IPv6 tree with the IPv4 subtree aliased, 28-bit records.
+sub geolite_asn {
+    my ( $name, $networks ) = @_;
+    write_db(
+        $name,
+        ip_version         => 6,
+        record_size        => 28,
+        database_type      => 'GeoLite2-ASN',
+        alias_ipv6_to_ipv4 => 1,
+        types              => \%asn_types,
+        networks           => $networks,
+    );
+}
+
+sub geolite_asn_release {
+    my ( $name, $london ) = @_;
+    geolite_asn(
+        $name,
+        [
+            '1.0.0.0/24'     => asn( 13335, 'CLOUDFLARENET' ),
+            '1.0.4.0/22'     => asn( 38803, 'Wirefreebroadband' ),
+            '8.8.8.0/24'     => asn( 15169, 'GOOGLE' ),
+            '10.1.0.0/16'    => asn(64501),                               # no organization
+            '81.2.69.0/24'   => asn( $london, "Example $london" ),
+            '2001:4860::/32' => asn( 15169, 'GOOGLE' ),
+            '2a02:1234::/32' => asn( 64502, 'Example Stockholm' ),
+        ],
+    );
+}
+geolite_asn_release( 'asn_geolite.mmdb',   64500 );
+geolite_asn_release( 'asn_geolite_b.mmdb', 64501 );
+
+write_db(
+    'asn_flat4.mmdb',
+    ip_version    => 4,
+    record_size   => 24,
+    database_type => 'asn',
+    types         => \%asn_types,
+    networks      => [
+        '1.0.0.0/24'      => asn( 13335, 'Cloudflare, Inc.' ),
+        '1.0.1.0/24'      => asn( 13335, 'Cloudflare' ),    # same ASN, another record: merged
+        '9.9.9.9/32'      => asn( 19281, 'Quad9' ),
+        '192.0.2.0/24'    => asn( 0,     'Not routed' ),
+        '223.255.255.0/24' => asn( 4294967295, 'Largest ASN' ),
+    ],
+);
+
+write_db(
+    'asn_flat6.mmdb',
+    ip_version    => 6,
+    record_size   => 32,
+    database_type => 'asn',
+    types         => \%asn_types,
+    networks      => [
+        '::ffff:5.6.7.0/120'     => asn( 64510, 'Mapped Four' ),
+        '2001:db8::/48'          => asn( 64511, 'Doc Six' ),
+        '2001:db8:0:1::5/128'    => asn( 64512, 'One Address' ),
+        'ffff:ffff:ffff:ffff::/64' => asn( 64513, 'Top' ),
+    ],
+);
+
+write_db(
+    'asn_bad_type.mmdb',
+    ip_version    => 4,
+    record_size   => 24,
+    database_type => 'asn',
+    types         => { autonomous_system_number => 'utf8_string',
+        autonomous_system_organization => 'utf8_string' },
+    networks      => [ '1.2.3.0/24' => { autonomous_system_number => 'AS13335' } ],
+);
+
+write_db(
+    'asn_bad_range.mmdb',
+    ip_version    => 4,
+    record_size   => 24,
+    database_type => 'asn',
+    types         => { autonomous_system_number => 'uint64',
+        autonomous_system_organization => 'utf8_string' },
+    networks      => [
+        '1.2.3.0/24' => asn( 1, 'fine' ),
+        '1.2.4.0/24' => asn( 4294967296, 'too large' ),
+    ],
+);
+
+# Random networks, narrower ones nested into (and replacing parts of) wider ones. Seeded: the same
+# file every run. IPv4 in 10.0.0.0/8 and around, IPv6 in 2001:db8::/32 and around, lengths from
+# /8 to /32 and /16 to /128 so that boundaries fall inside /64s too.
+{
+    srand(20261125);
+    my @nets;
+    for my $i ( 1 .. 2000 ) {
+        my $len  = 8 + int( rand(25) );
+        my $addr = ( 10 << 24 ) + int( rand( 1 << 24 ) ) + ( $i % 7 == 0 ? int( rand(8) ) << 24 : 0 );
+        $addr &= ~( ( 1 << ( 32 - $len ) ) - 1 ) & 0xFFFFFFFF;
+        push @nets, sprintf( '%d.%d.%d.%d/%d',
+            ( $addr >> 24 ) & 255, ( $addr >> 16 ) & 255, ( $addr >> 8 ) & 255, $addr & 255, $len );
+    }
+    for my $i ( 1 .. 1000 ) {
+        my $len = 16 + int( rand(113) );
+        my @w = ( 0x2001, 0x0db8 + int( rand(4) ), map { int( rand(65536) ) } 1 .. 6 );
+        for my $b ( $len .. 127 ) {    # clear the host bits
+            $w[ int( $b / 16 ) ] &= ~( 1 << ( 15 - $b % 16 ) ) & 0xFFFF;
+        }
+        push @nets, join( ':', map { sprintf '%x', $_ } @w ) . "/$len";
+    }
+    @nets = sort { ( split m{/}, $a )[1] <=> ( split m{/}, $b )[1] } @nets;  # wide first: nest
+    geolite_asn( 'asn_random.mmdb',
+        [ map { ( $nets[$_] => asn( 1 + int( rand(40) ), 'AS ' . ( $_ % 50 ) ) ) } 0 .. $#nets ] );
+}

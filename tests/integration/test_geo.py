@@ -12,7 +12,11 @@ and ASNs (dnspython):
     network, the ASN range), 0 for plain data and for a source prefix of 0;
   - no ECS option in the query: none in the response, the packet's source address decides;
   - weighted single answers follow the weights (never a zero-weight record), rr rotates;
-  - IPv6 clients are located through the IPv6 data.
+  - IPv6 clients are located through the IPv6 data;
+  - asn_db: a second ternd given a MaxMind ASN database (GeoLite2-ASN-like, from make_mmdb.pl)
+    compiles it beside the .mmdb and steers by it; after the database is replaced by rename with
+    a release mapping the client's network to another ASN, SIGHUP changes the answer; a
+    truncated replacement fails the reload and the last table keeps answering.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the ternd started here is stopped.
@@ -25,9 +29,11 @@ import collections
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import dns.edns
 import dns.message
@@ -215,6 +221,77 @@ def run_checks(c):
     return results
 
 
+def wait_for(pred, what, timeout=5.0):
+    """Poll pred() (every 50 ms) until it is true; Failure(what) after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise Failure(what)
+        time.sleep(0.05)
+
+
+def asn_db_checks(args, work, data, zone):
+    """A ternd with asn_db (no asn_table): the compiled cache, steering, a new release, a bad one."""
+    d = os.path.join(work, "asn_db")
+    os.makedirs(d)
+    db = os.path.join(d, "GeoLite2-ASN.mmdb")
+    cache = db + ".tern-asn"
+    shutil.copy(os.path.join(data, "asn_geolite.mmdb"), db)
+    tern = Ternd(d, [(ORIGIN, zone)], args.ternd, extra_yaml='asn_db: "%s"\n' % db)
+    results = []
+
+    def check(name, fn):
+        run_check(results, name, fn)
+
+    def replace_db(src, cut=None):
+        with open(src, "rb") as f:
+            blob = f.read()
+        with open(db + ".new", "wb") as f:
+            f.write(blob[:cut] if cut else blob)
+        os.replace(db + ".new", db)  # as geoipupdate does
+
+    london = ("81.2.69.0", 24)  # AS64500 in asn_geolite.mmdb, AS64501 in asn_geolite_b.mmdb
+    c = Client(tern.port)
+    try:
+        tern.start(ORIGIN)
+        check("asn_db: compiled beside the .mmdb", lambda: expect(
+            os.path.exists(cache) and "compiled into %s" % cache in tern.log_text(),
+            "no %s or no compile line in the log:\n%s" % (cache, tern.log_text())))
+        check("asn_db: ternctl asn lookup on the cache", lambda: expect(
+            "81.2.69.1 AS64500 - Example 64500" in subprocess.run(
+                [args.ternctl, "asn", "lookup", cache, "81.2.69.1"], capture_output=True,
+                text=True, timeout=30).stdout, "ternctl asn lookup %s 81.2.69.1" % cache))
+        check("asn_db: AS64500 from the .mmdb", lambda: check_pick(
+            c, "asn.geo.test", london, ["192.0.2.11"], 24))
+        check("asn_db: no ASN in the .mmdb: fallback", lambda: check_pick(
+            c, "asn.geo.test", ("1.2.3.0", 24), ["192.0.2.13"], None))
+
+        def new_release():
+            replace_db(os.path.join(data, "asn_geolite_b.mmdb"))
+            tern.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: c.ask("asn.geo.test", "A", london)[0] == ["192.0.2.12"],
+                     "the answer did not change after SIGHUP:\n%s" % tern.log_text())
+            check_pick(c, "asn.geo.test", london, ["192.0.2.12"], 24)
+
+        check("asn_db: replaced + SIGHUP: AS64501", new_release)
+
+        def bad_release():
+            replace_db(os.path.join(data, "asn_geolite.mmdb"), cut=1000)
+            tern.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "failed: asn_db: %s: not a valid MaxMind DB file" % db
+                     in tern.log_text(), "no failed reload in the log:\n%s" % tern.log_text())
+            check_pick(c, "asn.geo.test", london, ["192.0.2.12"], 24)
+
+        check("asn_db: truncated + SIGHUP: old table kept", bad_release)
+        tern.stop()
+        r = clean_exit_result(tern)
+        if r:
+            results.append(r)
+    finally:
+        tern.stop()
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", default=os.environ.get("TERND"))
@@ -241,6 +318,7 @@ def main():
         tern = Ternd(work, [(ORIGIN, zone)], args.ternd, extra_yaml=extra)
         tern.start(ORIGIN)
         results = run_checks(Client(tern.port))
+        results += asn_db_checks(args, work, data, zone)
         out = subprocess.run([args.ternctl, "geoip", "lookup", os.path.join(data, "nested6.mmdb"),
                               "81.2.69.130"], capture_output=True, text=True, timeout=30)
         want = "country GB location 51.5142,-0.0931 network /26"

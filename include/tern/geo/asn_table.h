@@ -1,13 +1,13 @@
 /*
- * asn_table.h — the IP → ASN range table: an offline compiler and an mmapped, read-only lookup.
+ * asn_table.h — the IP → ASN range table: a compiled file, mapped read-only, and its lookups.
  *
- * Owns: one compiled file (built by asn_table_compile(), typically from `ternctl`) and, once
- * opened, its read-only MAP_SHARED mapping. Nothing is copied onto the heap except the small
- * handle.
+ * Owns: once opened, one compiled table file's read-only MAP_SHARED mapping (the file is written
+ * by the offline compiler, tern/geo/asn_compile.h). Nothing is copied onto the heap except the
+ * small handle.
  *
- * Lifecycle: compile (offline, may allocate freely) → asn_table_open() on the loader thread
- * (validates everything once: sizes, order, checksum) → the handle is published with the rest of
- * a snapshot and is immutable from then on → after the RCU grace period asn_table_close().
+ * Lifecycle: asn_table_open() on the loader thread (validates everything once: sizes, order,
+ * checksum) → the handle is published with the rest of a snapshot and is immutable from then on →
+ * after the RCU grace period asn_table_close().
  * Threading: any number of workers may call the lookups concurrently; they never allocate, lock
  * or make a syscall (page faults on the mapping aside). They use AVX2 when the CPU has it (chosen
  * at open; TERN_ASN_TABLE_SCALAR=1 in the environment forces the portable code, for tests and
@@ -18,24 +18,10 @@
  * around the address that one entry covers (the /64 edges the v6 layout splits an entry at, see
  * below, do not shorten it).
  *
- * Inputs (format detected per line; blank lines and lines starting with '#' are skipped):
- *   - iptoasn.com TSV:   start \t end \t asn \t country \t name   (country, name optional)
- *   - ip-location-db CSV: start,end,asn,name   — exactly 4 fields; a field may be "quoted",
- *     with "" as an escaped quote, so names can contain commas.
- * A line containing a tab is TSV, otherwise CSV. start/end are IPv4 or IPv6 addresses of the
- * same family, start <= end; asn is a decimal u32 (an "AS" prefix is accepted). ASN 0 means
- * "not routed" and is kept as a range (it can punch a hole into an enclosing range).
- *
- * Overlaps (deterministic, independent of input order): every address belongs to the covering
- * range with the greatest start; among covering ranges with the same start, the narrower (smaller
- * end) wins; among identical ranges, the one read last wins (later line, later file). Addresses
- * covered by no range map to 0. Adjacent ranges with the same ASN are merged.
- * Names: per ASN, the first non-empty country and the first non-empty name seen are kept.
- *
  * File layout (all integers little-endian; offsets are from the file start; the arrays are used
  * in place, so the loader only supports little-endian hosts):
  *   header, 96 bytes:
- *     0  char[8] magic "TERNASN1"     8 u32 version (3)       12 u32 flags (0)
+ *     0  char[8] magic "TERNASN1"     8 u32 version (3)       12 u32 flags (bit 0: source)
  *    16  u32 v4_count                20 u32 v6_count (main)   24 u32 name_count   28 u32 exc_count
  *    32  u64 v4_off                  40 u64 v6_off            48 u64 names_off
  *    56  u64 strings_off             64 u64 strings_len       72 u64 payload_len
@@ -71,6 +57,13 @@
  *   names (4-aligned): name_count records of 12 bytes sorted by asn:
  *                { u32 asn, u32 str_off, u16 country_len, u16 name_len }
  *   strings:     country bytes then name bytes at strings_off + str_off, not NUL-terminated.
+ *   source record (flags bit 0; written when the table was compiled from one MaxMind DB, so that
+ *                a cache can tell whether it still matches its source): the last 64 bytes of the
+ *                file, after every section, covered by the checksum:
+ *                { u64 size, u64 hash (tern_hash64() of the source's bytes, seed
+ *                ASN_TABLE_SOURCE_SEED), u64 st_dev, u64 st_ino, i64 mtime s, u32 mtime ns,
+ *                u32 compiler revision, i64 ctime s, u32 ctime ns, u32 0 }. Other flag bits are
+ *                refused. A reader of version 3 that predates the flag ignores the record.
  */
 #ifndef TERN_GEO_ASN_TABLE_H
 #define TERN_GEO_ASN_TABLE_H
@@ -80,41 +73,26 @@
 
 #include "tern/common/compiler.h"
 
-#define ASN_TABLE_MAGIC   "TERNASN1"
-#define ASN_TABLE_VERSION 3u /* 1: plain sorted arrays; 2: B+ tree, ASNs apart, 16-byte names */
+#define ASN_TABLE_MAGIC       "TERNASN1"
+#define ASN_TABLE_VERSION     3u /* 1: plain sorted arrays; 2: B+ tree, ASNs apart, 16-byte names */
+#define ASN_TABLE_SOURCE_SEED 0x7465726e61736e31ull /* "ternasn1": tern_hash64()'s seed */
 
 typedef struct asn_table asn_table_t;
 
-/** What a compile saw and produced (all counts). */
-typedef struct asn_table_compile_stats {
-    size_t lines;     /* data lines parsed (comments and blanks excluded) */
-    size_t ranges_v4; /* input ranges per family */
-    size_t ranges_v6;
-    size_t overlaps;   /* input ranges that overlapped a range still open when they started */
-    size_t entries_v4; /* entries written (after overlap resolution, gap filling and merging) */
-    size_t entries_v6;
-    size_t names; /* ASNs with a country or a name */
-} asn_table_compile_stats_t;
-
-/**
- * Compile n ip2asn inputs (paths, read in order) into one table file at out_path, written to
- * "<out_path>.tmp" then renamed, so a reader never sees half a file.
- * Returns 0; TERN_ESYNTAX with "file:line: message" in err for a bad line (invalid address,
- * mixed families, start > end, bad ASN, wrong field count); a negated errno for I/O (message
- * names the path); TERN_ENOMEM. err may be NULL. stats (may be NULL) is filled on success.
- */
-int asn_table_compile_ex(const char *const *inputs, size_t n, const char *out_path,
-                         asn_table_compile_stats_t *stats, char *err, size_t errlen) TERN_WUR;
-
-/** asn_table_compile_ex() without stats. */
-int asn_table_compile(const char *const *inputs, size_t n, const char *out_path, char *err,
-                      size_t errlen) TERN_WUR;
+/** The source record of a table compiled from one MaxMind DB (see the layout above). */
+typedef struct asn_table_source {
+    uint64_t size, hash; /* the source's size and tern_hash64() of its bytes */
+    uint64_t dev, ino;   /* its st_dev and st_ino when it was compiled */
+    int64_t mtime_sec, ctime_sec;
+    uint32_t mtime_nsec, ctime_nsec;
+    uint32_t compiler; /* the compiler revision that wrote the table (asn_compile.h) */
+} asn_table_source_t;
 
 /**
  * Map and validate a compiled table: magic, version, section bounds against the file size,
- * ordering of the starts, name records, and the payload checksum. Returns a handle, or NULL with
- * a message in err (e.g. "x.asn: truncated ...", "bad magic", "unsupported version 2",
- * "checksum mismatch"). err may be NULL.
+ * ordering of the starts, name records, flags, the source record's place, and the payload
+ * checksum. Returns a handle, or NULL with a message in err (e.g. "x.asn: truncated ...", "bad
+ * magic", "unsupported version 2", "checksum mismatch"). err may be NULL.
  */
 asn_table_t *asn_table_open(const char *path, char *err, size_t errlen) TERN_WUR;
 
@@ -146,5 +124,11 @@ int asn_table_info(const asn_table_t *t, uint32_t asn, const char **country, siz
 
 /** Entry counts of the v4 and v6 sections (for ctl/stats). Either pointer may be NULL. */
 void asn_table_counts(const asn_table_t *t, size_t *v4, size_t *v6, size_t *names);
+
+/**
+ * The source record of t into *out: 0, or TERN_ENOENT when the table has none (compiled from
+ * text inputs, or from several files).
+ */
+int asn_table_source(const asn_table_t *t, asn_table_source_t *out) TERN_WUR;
 
 #endif

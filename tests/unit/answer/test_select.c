@@ -24,6 +24,7 @@
 #include "tern/answer/select.h"
 #include "tern/common/err.h"
 #include "tern/common/mem.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/zone/zone_builder.h"
@@ -172,7 +173,7 @@ static int setup(void **state)
           f);
     fclose(f);
     const char *in[] = {csv};
-    if (asn_table_compile(in, 1, tbl, err, sizeof(err)) < 0 ||
+    if (asn_compile(in, 1, tbl, NULL, err, sizeof(err)) < 0 ||
         !(asns = asn_table_open(tbl, err, sizeof(err)))) {
         fprintf(stderr, "%s\n", err);
         return -1;

@@ -1,8 +1,9 @@
 /*
  * test_loader.c — the loader: initial load, reloads that share unchanged zones, change detection
  * (edit in place, rename over, $INCLUDE), failures that keep the published view, coalesced
- * requests, and stopping while reloads restart the Redis source (a real redis-server on a free
- * loopback port). Zone files are written by the tests into a fresh temporary directory.
+ * requests; the ASN table from asn_table or compiled from asn_db, and the MaxMind DBs; and
+ * stopping while reloads restart the Redis source (a real redis-server on a free loopback port).
+ * Zone files are written by the tests into a fresh temporary directory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
+#include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/load/loader.h"
@@ -37,6 +39,7 @@ static struct {
     bool fail;
     const char *identity;
     const char *asn;            /* file name in dir of the asn_table, or NULL */
+    const char *asn_db;         /* file name in dir of the asn_db (a MaxMind ASN DB), or NULL */
     const char *geoip, *geoip6; /* file names in dir of geoip_db / geoip_db_v6, or NULL */
     uint16_t redis_port;        /* non-zero: a Redis source on 127.0.0.1 at this port ... */
     bool redis_flip;            /* ... whose db flips every second read, restarting the source */
@@ -58,6 +61,12 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
         char path[256];
         snprintf(path, sizeof(path), "%s/%s", dir, want.asn);
         if (!(cfg->asn_table = strdup(path)))
+            return TERN_ENOMEM;
+    }
+    if (want.asn_db) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", dir, want.asn_db);
+        if (!(cfg->asn_db = strdup(path)))
             return TERN_ENOMEM;
     }
     if (want.geoip) {
@@ -382,8 +391,20 @@ static void write_asn(const char *name, uint32_t asn)
     snprintf(text, sizeof(text), "1.0.0.0,1.0.0.255,%u,\"Test %u\"\n", asn, asn);
     write_file("asn.csv", text);
     const char *in[] = {csv};
-    if (asn_table_compile(in, 1, out, err, sizeof(err)) < 0)
-        fail_msg("asn_table_compile: %s", err);
+    if (asn_compile(in, 1, out, NULL, err, sizeof(err)) < 0)
+        fail_msg("asn_compile: %s", err);
+}
+
+/* A reload fails naming what and why, and table kept still answers asn for addr. */
+static void expect_asn_reload_fails(loader_t *l, const char *what, const char *why,
+                                    const asn_table_t *kept, uint32_t addr, uint32_t asn)
+{
+    loader_stats_t st;
+    assert_false(loader_reload_wait(l, &st));
+    assert_non_null(strstr(st.last_error, what));
+    assert_non_null(strstr(st.last_error, why));
+    assert_ptr_equal(current(l)->asn, kept);
+    assert_int_equal(asn_table_lookup_v4(current(l)->asn, addr), asn);
 }
 
 /* The ASN table rides with the view: shared while unchanged, re-mapped when rewritten, and a
@@ -423,12 +444,7 @@ static void test_asn_table_reload(void **state)
     fclose(in);
     assert_int_equal(fclose(outf), 0);
     assert_int_equal(rename(part, path), 0);
-    loader_stats_t st;
-    assert_false(loader_reload_wait(l, &st));
-    assert_non_null(strstr(st.last_error, "asn_table"));
-    assert_non_null(strstr(st.last_error, "truncated"));
-    assert_ptr_equal(current(l)->asn, t1);
-    assert_int_equal(asn_table_lookup_v4(current(l)->asn, 0x01000001), 64500);
+    expect_asn_reload_fails(l, "asn_table", "truncated", t1, 0x01000001, 64500);
 
     /* unset in the config: no table */
     want.asn = NULL;
@@ -636,6 +652,63 @@ static void test_redis_bounds_reach_source(void **state)
     rsrv_stop(&srv);
 }
 
+static ino_t inode_in_dir(const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_ino;
+}
+
+/* asn_db: the MaxMind ASN database compiled beside it (<file>.tern-asn) and mapped; shared while
+ * unchanged, compiled and mapped anew when replaced, a truncated replacement fails the reload with
+ * the old table answering; a new loader (a restart) reuses the cache; with asn_table set too, the
+ * cache lives there. */
+static void test_asn_db_reload(void **state)
+{
+    (void)state;
+    put_mmdb("asn_geolite.mmdb", "GeoLite2-ASN.mmdb", -1);
+    want.asn_db = "GeoLite2-ASN.mmdb";
+    loader_t *l = two_zones();
+    const asn_table_t *t0 = current(l)->asn;
+    assert_non_null(t0);
+    assert_int_equal(asn_table_lookup_v4(t0, 0x51024501), 64500); /* 81.2.69.1 */
+    ino_t cache_ino = inode_in_dir("GeoLite2-ASN.mmdb.tern-asn");
+
+    assert_true(loader_reload_wait(l, NULL));
+    assert_ptr_equal(current(l)->asn, t0); /* unchanged: the same mapping, nothing compiled */
+    assert_int_equal(inode_in_dir("GeoLite2-ASN.mmdb.tern-asn"), cache_ino);
+
+    put_mmdb("asn_geolite_b.mmdb", "GeoLite2-ASN.mmdb", -1); /* a new release, by rename */
+    assert_true(loader_reload_wait(l, NULL));
+    const asn_table_t *t1 = current(l)->asn;
+    assert_ptr_not_equal(t1, t0);
+    assert_int_equal(asn_table_lookup_v4(t1, 0x51024501), 64501);
+    cache_ino = inode_in_dir("GeoLite2-ASN.mmdb.tern-asn");
+
+    put_mmdb("asn_geolite.mmdb", "GeoLite2-ASN.mmdb", 1000); /* truncated */
+    expect_asn_reload_fails(l, "asn_db: ", "GeoLite2-ASN.mmdb: not a valid MaxMind DB file", t1,
+                            0x51024501, 64501);
+    assert_int_equal(inode_in_dir("GeoLite2-ASN.mmdb.tern-asn"), cache_ino); /* kept */
+    loader_free(l);
+
+    put_mmdb("asn_geolite_b.mmdb", "GeoLite2-ASN.mmdb", -1); /* the same bytes as the cache */
+    l = two_zones(); /* a restart: the cache is current by content, so it is mapped as it is */
+    assert_int_equal(asn_table_lookup_v4(current(l)->asn, 0x51024501), 64501);
+    assert_int_equal(inode_in_dir("GeoLite2-ASN.mmdb.tern-asn"), cache_ino);
+
+    want.asn = "asn-cache.bin"; /* asn_table names where the compiled table lives */
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(asn_table_lookup_v4(current(l)->asn, 0x51024501), 64501);
+    inode_in_dir("asn-cache.bin");
+    want.asn = NULL;
+    want.asn_db = NULL;
+    assert_true(loader_reload_wait(l, NULL));
+    assert_null(current(l)->asn);
+    loader_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -654,6 +727,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_geoip_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_during_redis_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_bounds_reach_source, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_asn_db_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
