@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 
 /* libmaxminddb looks for the metadata marker in a file's last 128 KiB: the format's own bound
  * on the metadata size, so a MaxMind DB is recognised by the same test it opens with. The marker
@@ -67,17 +68,12 @@ static ssize_t read_at(int fd, void *buf, size_t len, off_t off)
 int asn_mmdb_sniff(const char *path, bool *is_mmdb, char *err, size_t errlen)
 {
     *is_mmdb = false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int rc = -errno;
-        tern_set_err(err, errlen, "%s: %s", path, strerror(-rc));
-        return rc;
-    }
     struct stat st;
+    int fd = tern_open_regular(path, 0, &st, err, errlen); /* a FIFO or directory: say so */
+    if (fd < 0)
+        return fd;
     int rc = 0;
     char *buf = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        goto done; /* not a regular file: read as text, which says what is wrong with it */
     size_t size = (size_t)st.st_size, tail = size < METADATA_WINDOW ? size : METADATA_WINDOW;
     if (!(buf = malloc(tail ? tail : 1))) {
         tern_set_err(err, errlen, "%s: out of memory", path);

@@ -22,6 +22,7 @@
 
 #include "asn_format.h"
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 
 static uint16_t get_u16(const uint8_t *p)
 {
@@ -480,17 +481,9 @@ struct header {
 static int map_file(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen)
 {
     struct stat sb;
-    int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = -errno;
-        tern_set_err(err, errlen, "%s: %s", path, strerror(-rc));
-        return rc;
-    }
-    if (fstat(fd, &sb) != 0) {
-        rc = -errno;
-        tern_set_err(err, errlen, "%s: %s", path, strerror(-rc));
-        goto done;
-    }
+    int rc = 0, fd = tern_open_regular(path, 0, &sb, err, errlen); /* a FIFO must not block */
+    if (fd < 0)
+        return fd;
     *size = (size_t)sb.st_size;
     if (*size < HDR_SIZE) {
         tern_set_err(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", path, *size,

@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/types.h>
 
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 
 static char *trim(char *s)
 {
@@ -217,9 +220,14 @@ static int read_line(asn_collect_t *c, char *line, const char *file, size_t line
 int asn_text_read(asn_collect_t *c, const char *path, asn_compile_stats_t *st, char *err,
                   size_t errlen)
 {
-    FILE *fp = fopen(path, "r");
+    struct stat sb;
+    int fd = tern_open_regular(path, 0, &sb, err, errlen);
+    if (fd < 0)
+        return fd;
+    FILE *fp = fdopen(fd, "r");
     if (!fp) {
         int e = errno;
+        close(fd);
         tern_set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }

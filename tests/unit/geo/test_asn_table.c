@@ -349,6 +349,13 @@ static void test_corrupt_files(void **state)
     assert_null(asn_table_open(path_of("missing.asn"), errbuf, sizeof(errbuf)));
     assert_non_null(strstr(errbuf, "missing.asn"));
     assert_null(asn_table_open(path_of("missing.asn"), NULL, 0));
+    /* replaced by a FIFO or a directory: refused at once, never a blocked open */
+    assert_int_equal(mkfifo(path_of("fifo.asn"), 0600), 0);
+    assert_null(asn_table_open(path_of("fifo.asn"), errbuf, sizeof(errbuf)));
+    assert_non_null(strstr(errbuf, "is not a regular file (a FIFO)"));
+    unlink(path_of("fifo.asn"));
+    assert_null(asn_table_open("/tmp", errbuf, sizeof(errbuf)));
+    assert_non_null(strstr(errbuf, "is a directory"));
 
     free(b);
     free(good);
