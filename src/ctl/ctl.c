@@ -30,7 +30,9 @@
 #include <unistd.h>
 
 #include "tern/common/clock.h"
+#include "tern/common/buf.h"
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/ctl/ctl.h"
 
@@ -78,44 +80,15 @@ static void fmt_time(char *buf, size_t cap, int64_t t)
 
 /* --- response buffer */
 
-typedef struct sb {
-    char *p;
-    size_t len, cap; /* p holds len bytes and a NUL */
-    bool oom;        /* an append failed: the response becomes "error: out of memory" */
-} sb_t;
+/* Responses are bounded by CTL_MAX_RESPONSE; an append beyond it (or out of memory) fails the
+ * buffer and the response becomes "error: out of memory". */
+typedef tern_buf_t sb_t;
 
-static bool sb_reserve(sb_t *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (b->len + extra + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra + 1) { /* doubles: at most ~15 passes below the limit */
-        if (cap > CTL_MAX_RESPONSE) {
-            b->oom = true;
-            return false;
-        }
-        cap *= 2;
+#define SB_INIT                                                                                    \
+    {                                                                                              \
+        .max = CTL_MAX_RESPONSE + 1                                                                \
     }
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static void sb_append(sb_t *b, const char *data, size_t len)
-{
-    if (!sb_reserve(b, len))
-        return;
-    memcpy(b->p + b->len, data, len);
-    b->len += len;
-    b->p[b->len] = '\0';
-}
+#define sb_append tern_buf_append
 
 /* Append one printf-formatted line and its "\n". Control characters that came in through a name,
  * a path or an error message are written as '?', so one line stays one line. */
@@ -126,7 +99,7 @@ static void sb_line(sb_t *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || !sb_reserve(b, (size_t)n + 1))
+    if (n < 0 || !tern_buf_reserve(b, (size_t)n + 1))
         return;
     va_start(ap, fmt);
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
@@ -163,15 +136,9 @@ static void zlist_add(void *ctx, const loader_zone_info_t *zi)
     zlist_t *l = ctx;
     if (l->oom)
         return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        zinfo_t *z = realloc(l->z, cap * sizeof(*z));
-        if (!z) {
-            l->oom = true;
-            return;
-        }
-        l->z = z;
-        l->cap = cap;
+    if (tern_grow((void **)&l->z, &l->cap, l->n + 1, sizeof(*l->z)) < 0) {
+        l->oom = true;
+        return;
     }
     zinfo_t *e = &l->z[l->n];
     *e = (zinfo_t){.serial = zi->serial,
@@ -317,7 +284,7 @@ static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
         return;
     }
     size_t changed = 0, removed = 0;
-    sb_t lines = {0};
+    sb_t lines = SB_INIT;
     for (size_t i = 0; i < after.n; i++) {
         const zinfo_t *z = &after.z[i], *p = zlist_find(sorted_before, before.n, z->origin);
         if (p && p->version == z->version)
@@ -342,11 +309,11 @@ static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
     sb_line(body, "zones_changed: %zu", changed);
     sb_line(body, "zones_unchanged: %zu", after.n - changed);
     sb_line(body, "zones_removed: %zu", removed);
-    if (lines.oom)
-        body->oom = true;
+    if (lines.failed)
+        body->failed = true;
     else if (lines.len)
         sb_append(body, lines.p, lines.len);
-    free(lines.p);
+    tern_buf_free(&lines);
     free(sorted_before);
     free(sorted_after);
     zlist_free(&before);
@@ -499,9 +466,9 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
         }
         log_debug("control socket: %s", argv[0]);
         char err[1024] = "";
-        sb_t body = {0};
+        sb_t body = SB_INIT;
         commands[i].fn(c, argv, &body, err, sizeof(err));
-        if (body.oom) {
+        if (body.failed) {
             sb_line(resp, "error: out of memory");
         } else {
             if (err[0])
@@ -511,7 +478,7 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
             if (body.len)
                 sb_append(resp, body.p, body.len);
         }
-        free(body.p);
+        tern_buf_free(&body);
         return;
     }
     sb_line(resp, "error: unknown command '%.64s' (commands: reload, status, stats, zone NAME)",
@@ -616,18 +583,18 @@ static void serve(ctl_t *c, int fd)
     int n = read_request(c, fd, req, sizeof(req));
     if (n == RD_CLOSED || n == RD_STOP)
         return;
-    sb_t resp = {0};
+    sb_t resp = SB_INIT;
     if (n == RD_TIMEOUT)
         sb_line(&resp, "error: no request within %d ms", CTL_IO_TIMEOUT_MS);
     else if (n == RD_LONG)
         sb_line(&resp, "error: request longer than %d bytes", CTL_MAX_REQUEST);
     else
         dispatch(c, req, &resp);
-    if (resp.oom)
+    if (resp.failed || !resp.p)
         write_response(c, fd, "error: out of memory\n", strlen("error: out of memory\n"));
     else
         write_response(c, fd, resp.p, resp.len);
-    free(resp.p);
+    tern_buf_free(&resp);
 }
 
 static void *ctl_main(void *arg)

@@ -17,6 +17,7 @@
 #include "tern/common/arena.h"
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/common/mem.h"
@@ -198,14 +199,8 @@ static void dep_set(struct dep *d, const struct stat *st)
 static int dep_add(void *ctx, const char *path, const struct stat *st)
 {
     struct zent *e = ctx;
-    if (e->ndeps == e->capdeps) {
-        size_t cap = e->capdeps ? 2 * e->capdeps : 4;
-        struct dep *d = realloc(e->deps, cap * sizeof(*d));
-        if (!d)
-            return TERN_ENOMEM;
-        e->deps = d;
-        e->capdeps = cap;
-    }
+    if (tern_grow((void **)&e->deps, &e->capdeps, e->ndeps + 1, sizeof(*e->deps)) < 0)
+        return TERN_ENOMEM;
     struct dep *d = &e->deps[e->ndeps];
     if (!(d->path = strdup(path)))
         return TERN_ENOMEM;
@@ -723,15 +718,7 @@ static void redis_queue(loader_t *l, const char *origin, zone_t *z)
 {
     char *key = origin_key(origin);
     pthread_mutex_lock(&l->mu);
-    if (key && l->npend == l->cappend) {
-        size_t cap = l->cappend ? 2 * l->cappend : 16;
-        struct rpend *p = realloc(l->pend, cap * sizeof(*p));
-        if (p) {
-            l->pend = p;
-            l->cappend = cap;
-        }
-    }
-    if (!key || l->npend == l->cappend) {
+    if (!key || tern_grow((void **)&l->pend, &l->cappend, l->npend + 1, sizeof(*l->pend)) < 0) {
         pthread_mutex_unlock(&l->mu);
         char esc[TERN_ESCAPE_MAX(64)]; /* a key already (log-safe), but never trust a caller */
         log_err("redis: zone %s: out of memory; change dropped (the next resync retries)",

@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include "tern/common/buf.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
@@ -93,80 +94,23 @@ struct metrics {
 
 /* ---- body buffer ---------------------------------------------------------------------------- */
 
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    bool fail; /* out of memory or over BODY_MAX: the request answers 500 */
-} buf_t;
+typedef tern_buf_t buf_t;
 
-static bool buf_init(buf_t *b)
+/* A new body that may grow to BODY_MAX. */
+static void buf_init(buf_t *b)
 {
-    *b = (buf_t){.p = malloc(BODY_INITIAL), .cap = BODY_INITIAL};
-    b->fail = !b->p;
-    if (b->p)
-        b->p[0] = '\0';
-    return !b->fail;
+    tern_buf_init(b, BODY_MAX);
+    (void)tern_buf_reserve(b, BODY_INITIAL);
 }
 
-/* Make room for need more bytes (terminating NUL included). */
-static bool buf_reserve(buf_t *b, size_t need)
-{
-    if (b->fail)
-        return false;
-    if (b->cap - b->len >= need)
-        return true;
-    if (need > BODY_MAX - b->len) {
-        b->fail = true;
-        return false;
-    }
-    size_t cap = b->cap * 2 > b->len + need ? b->cap * 2 : b->len + need;
-    if (cap > BODY_MAX)
-        cap = BODY_MAX;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->fail = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static void put(buf_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
-static void put(buf_t *b, const char *fmt, ...)
-{
-    /* At most two rounds: if the first does not fit, the second has exactly the room it asked. */
-    for (int round = 0; round < 2 && !b->fail; round++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->fail = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        buf_reserve(b, (size_t)n + 1);
-    }
-}
-
-static void put_bytes(buf_t *b, const char *s, size_t n)
-{
-    if (!buf_reserve(b, n + 1))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
+#define put       tern_buf_printf
+#define put_bytes tern_buf_append
 
 /* A label value as the exposition format wants it: backslash, double quote and newline escaped. */
 static void put_label_value(buf_t *b, const char *v)
 {
     size_t n = strlen(v);
-    if (!buf_reserve(b, 2 * n + 1))
+    if (!tern_buf_reserve(b, 2 * n))
         return;
     char *o = b->p + b->len;
     for (size_t i = 0; i < n; i++) {
@@ -339,19 +283,16 @@ static void render_loader(buf_t *b, loader_t *l)
     /* Both per-zone families from one pass under the loader's lock, so they list the same
      * zones even if a reload publishes right after; tern_zones is that pass's count. */
     zone_lines_t zl = {.serial = b};
-    if (!buf_init(&zl.records)) {
-        b->fail = true;
-        return;
-    }
+    buf_init(&zl.records);
     family(b, "tern_zone_serial", "gauge", "SOA serial of each served zone.");
     size_t n = loader_zones(l, on_zone, &zl);
     family(b, "tern_zones", "gauge", "Zones served.");
     sample(b, "tern_zones", n);
     family(b, "tern_zone_records", "gauge", "Records in each served zone.");
-    if (zl.records.fail)
-        b->fail = true;
-    put_bytes(b, zl.records.p, zl.records.len);
-    free(zl.records.p);
+    if (zl.records.failed)
+        b->failed = true;
+    put_bytes(b, zl.records.p ? zl.records.p : "", zl.records.len);
+    tern_buf_free(&zl.records);
 }
 
 static void render(buf_t *b, const metrics_t *m)
@@ -412,17 +353,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return answer_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n", NULL);
 
     buf_t b;
-    if (buf_init(&b))
-        render(&b, m);
-    if (b.fail) {
-        free(b.p);
+    buf_init(&b);
+    render(&b, m);
+    if (b.failed || !b.p) {
+        tern_buf_free(&b);
         log_warn("metrics: cannot render the exposition (out of memory or over %u bytes)",
                  BODY_MAX);
         return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics\n", NULL);
     }
     struct MHD_Response *r = mhd.MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
     if (!r) {
-        free(b.p);
+        tern_buf_free(&b);
         return MHD_NO;
     }
     enum MHD_Result ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);

@@ -25,6 +25,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/file.h"
+#include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/zone/zone_builder.h"
 
@@ -131,14 +132,8 @@ static int read_line(struct zf_parser *L, struct src *s)
 
 static int entry_put(struct zf_parser *L, char c)
 {
-    if (L->entry_len + 2 > L->entry_cap) {
-        size_t cap = L->entry_cap ? L->entry_cap * 2 : 256;
-        char *n = realloc(L->entry, cap);
-        if (!n)
-            return TERN_ENOMEM;
-        L->entry = n;
-        L->entry_cap = cap;
-    }
+    if (tern_grow((void **)&L->entry, &L->entry_cap, L->entry_len + 2, 1) < 0)
+        return TERN_ENOMEM;
     L->entry[L->entry_len++] = c;
     L->entry[L->entry_len] = 0;
     return 0;

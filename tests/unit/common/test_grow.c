@@ -1,4 +1,4 @@
-/* test_grow.c — the growable-array helper and the common hash. */
+/* test_grow.c — the growable array and text buffer, and the common hash. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "tern/common/buf.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/common/hash.h"
@@ -59,12 +60,43 @@ static void test_hash(void **state)
     assert_true(tern_mix32(1) != tern_mix32(2));
 }
 
+static void test_buf(void **state)
+{
+    (void)state;
+    tern_buf_t b;
+    tern_buf_init(&b, 0);
+    tern_buf_append(&b, NULL, 0); /* nothing to add: fine, and nothing allocated yet */
+    assert_false(b.failed);
+    tern_buf_printf(&b, "%s=%d", "a", 1);
+    tern_buf_append(&b, "xyz", 2);
+    assert_string_equal(b.p, "a=1xy");
+    assert_int_equal(b.len, 5);
+    for (int i = 0; i < 1000; i++)
+        tern_buf_printf(&b, "%04d", i);
+    assert_int_equal(b.len, 4005);
+    assert_false(b.failed);
+    tern_buf_free(&b);
+    assert_null(b.p);
+
+    /* a bound: what passes it fails the buffer, and later appends do nothing */
+    tern_buf_init(&b, 8);
+    tern_buf_append(&b, "1234567", 7);
+    assert_false(b.failed);
+    tern_buf_append(&b, "8", 1);
+    assert_true(b.failed);
+    tern_buf_printf(&b, "more");
+    assert_string_equal(b.p, "1234567");
+    assert_true(b.cap <= 8);
+    tern_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow_doubles_and_keeps),
         cmocka_unit_test(test_grow_overflow),
         cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_buf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
