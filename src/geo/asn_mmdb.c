@@ -312,9 +312,9 @@ static int add(struct walk *w, bool v6, u128 a, u128 b, uint32_t asn, const char
  * inside either /96 is IPv4 only, so no IPv4 network is added twice. */
 static int add_network(struct walk *w, const struct frame *f)
 {
-    uint32_t asn;
-    const char *org;
-    size_t org_len;
+    uint32_t asn = 0; /* set by decode() on success; gcc -O2 cannot see it */
+    const char *org = NULL;
+    size_t org_len = 0;
     int rc = decode(w, f, &asn, &org, &org_len);
     if (rc < 0)
         return rc;

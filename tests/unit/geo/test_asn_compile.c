@@ -723,7 +723,9 @@ static void test_cached_validates(void **state)
     cached_ok(db, cache, true, 7);
 
     memcpy(b, good, len);
-    b[len - 64 + 44] ^= 1; /* the compiler revision (the record layout in asn_table.h) */
+    assert_true(len > 64);
+    size_t rev = len > 64 ? len - 64 + 44 : 0; /* (gcc -O2 cannot see the assertion) */
+    b[rev] ^= 1; /* the compiler revision (the record layout in asn_table.h) */
     refresh_crc(b, len);
     write_bytes("asn.cache", b, len);
     cached_ok(db, cache, true, 7);
