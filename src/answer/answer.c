@@ -409,6 +409,7 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     info->edns = false;
     info->ecs = false;
     info->qtype = 0;
+    info->health_fail_open = 0;
 
     /* parse */
     wire_parse_result_t pr = wire_parse_query(q, pkt, len);

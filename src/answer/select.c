@@ -220,6 +220,26 @@ static unsigned keep_asn(const zone_geo_t *g, uint16_t *c, unsigned n, uint32_t 
     return k ? k : n;
 }
 
+/* Keep the candidates of the highest health rank present (health.h): redins' FilterHealthcheck
+ * in one pass. Every record fully down is also "the highest rank": all are kept (fail open) and
+ * counted. Each rank is read once, so a state change in the middle cannot empty the set. */
+static unsigned keep_healthy(answer_ctx_t *ctx, const zone_geo_t *g, uint16_t *c, unsigned n)
+{
+    unsigned best = HEALTH_RANK_DOWN, k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned r = health_ep_rank(g->rr[c[i]].health);
+        if (r > best) {
+            best = r;
+            k = 0;
+        }
+        if (r == best)
+            c[k++] = c[i];
+    }
+    if (best == HEALTH_RANK_DOWN && n > 0)
+        ctx->info.health_fail_open++;
+    return k;
+}
+
 /* Keep the located candidates nearest to the client e (all of them on exact ties). */
 static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
                              const answer_geo_entry_t *e)
@@ -256,6 +276,8 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
     unsigned n = g->count;
     for (unsigned i = 0; i < n; i++)
         c[i] = (uint16_t)i;
+    if (g->health)
+        n = keep_healthy(ctx, g, c, n);
 
     switch (g->policy.filter) {
     case ZONE_GEO_FILTER_COUNTRY:

@@ -379,6 +379,7 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         sb_line(body, "dropped_qr: %" PRIu64, s.dropped_qr);
         sb_line(body, "edns: %" PRIu64, s.edns);
         sb_line(body, "ecs: %" PRIu64, s.ecs);
+        sb_line(body, "health_fail_open: %" PRIu64, s.health_fail_open);
     }
     if (c->loader) {
         loader_stats_t st;

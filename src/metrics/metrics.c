@@ -226,6 +226,9 @@ static void render_server(buf_t *b, const server_t *s)
     sample(b, "tern_edns_queries_total", st.edns);
     family(b, "tern_ecs_queries_total", "counter", "Queries with an EDNS Client Subnet option.");
     sample(b, "tern_ecs_queries_total", st.ecs);
+    family(b, "tern_health_fail_open_total", "counter",
+           "Health-checked RRsets answered whole because every record was down (fail open).");
+    sample(b, "tern_health_fail_open_total", st.health_fail_open);
 }
 
 static void render_loader(buf_t *b, loader_t *l)

@@ -100,6 +100,8 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
         NET_COUNT(w, edns, 1);
     if (info->ecs)
         NET_COUNT(w, ecs, 1);
+    if (unlikely(info->health_fail_open))
+        NET_COUNT(w, health_fail_open, info->health_fail_open);
 }
 
 void *worker_main(void *arg)

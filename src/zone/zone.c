@@ -80,6 +80,10 @@ zone_t *zone_retain(zone_t *z)
 
 void zone_free(zone_t *z)
 {
-    if (z && --z->refs == 0)
-        arena_destroy(z->arena);
+    if (!z || --z->refs != 0)
+        return;
+    /* after the grace period: no worker can read an endpoint's rank through this zone now */
+    for (uint32_t i = 0; i < z->health_count; i++)
+        health_ep_release(z->health[i]);
+    arena_destroy(z->arena);
 }

@@ -8,7 +8,9 @@
  *   2. per (owner, type) run: drop duplicate RDATA, take the lowest TTL, validate
  *      (SOA, CNAME, limits);
  *   3. insert every missing ancestor between a name and the apex as an empty non-terminal;
- *   4. size and allocate the zone in its own arena, fill nodes, the node hash table, the
+ *   4. attach steering policies and health endpoints (given per RR, or found by the health hook
+ *      for records checked by address) to their A/AAAA runs;
+ *   5. size and allocate the zone in its own arena, fill nodes, the node hash table, the
  *      RRsets (type order, file order inside), wildcard and cut pointers, NS/MX/SRV targets.
  */
 #include "tern/zone/zone_builder.h"
@@ -70,6 +72,7 @@ struct bmeta {
     uint8_t ncc;
     uint8_t has_loc;
     float loc[3];
+    health_ep_t *health; /* one of the builder's references (eps), or NULL */
 };
 
 /* A steering policy set for (owner, type); the owner is resolved to a name in finish, so a
@@ -124,6 +127,11 @@ struct zone_builder {
     char **files;
     uint32_t file_count, file_cap;
     uint32_t last_file;
+
+    zone_builder_health_fn health_fn;
+    void *health_ctx;
+    health_ep_t **eps; /* every health reference the builder holds, released with it */
+    size_t eps_count, eps_cap;
 
     char err[512];
 };
@@ -194,7 +202,25 @@ void zone_builder_free(zone_builder_t *b)
     free(b->pol);
     free(b->polnames);
     free(b->source);
+    for (size_t i = 0; i < b->eps_count; i++)
+        health_ep_release(b->eps[i]);
+    free(b->eps);
     free(b);
+}
+
+void zone_builder_set_health(zone_builder_t *b, zone_builder_health_fn fn, void *ctx)
+{
+    b->health_fn = fn;
+    b->health_ctx = ctx;
+}
+
+/* Keep one reference to ep (already taken) until the builder is freed. */
+static int keep_ep(zone_builder_t *b, health_ep_t *ep)
+{
+    if (tern_grow((void **)&b->eps, &b->eps_cap, b->eps_count + 1, sizeof(*b->eps)) < 0)
+        return TERN_ENOMEM;
+    b->eps[b->eps_count++] = ep;
+    return 0;
 }
 
 const char *zone_builder_error(const zone_builder_t *b)
@@ -503,6 +529,7 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
         return TERN_EINVAL;
     }
     if (tern_grow((void **)&b->meta, &b->meta_cap, b->meta_count + 1, sizeof(*b->meta)) < 0 ||
+        tern_grow((void **)&b->eps, &b->eps_cap, b->eps_count + 1, sizeof(*b->eps)) < 0 ||
         tern_grow((void **)&b->ccs, &b->cc_cap, b->cc_count + meta->ncountries, sizeof(*b->ccs)) <
             0 ||
         tern_grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) <
@@ -526,6 +553,11 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
         memcpy(b->ccs + b->cc_count, meta->countries, meta->ncountries * sizeof(*b->ccs));
     if (meta->nasns)
         memcpy(b->asns + b->asn_count, meta->asns, meta->nasns * sizeof(*b->asns));
+    if (meta->health) {
+        health_ep_retain(meta->health); /* room was made above: cannot fail now */
+        b->eps[b->eps_count++] = meta->health;
+        m->health = meta->health;
+    }
     b->cc_count += meta->ncountries;
     b->asn_count += meta->nasns;
     b->meta_count++;
@@ -587,10 +619,12 @@ struct fctx {
     size_t run_count;
     uint32_t *run_next;         /* per run: next run of the same owner, or NO_ID */
     zone_geo_policy_t *run_pol; /* attach_policies(): per run its steering (all 0 = plain) */
+    health_ep_t **rr_health;    /* attach_health(): per record its endpoint, or NULL */
+    bool *run_health;           /* attach_health(): the run has a checked RR */
     uint32_t *bylabel;          /* order_by_labels(): name ids, parents before children */
 
     /* measure() */
-    size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn;
+    size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn, nhealth;
 
     /* allocate() and the fill passes: the zone, in its own arena */
     arena_t *arena;
@@ -606,6 +640,7 @@ struct fctx {
     zone_geo_rr_t *geo_rr;
     uint16_t *geo_cc;
     uint32_t *geo_asn;
+    health_ep_t **health; /* the zone's endpoint list, nhealth slots (fill_health()) */
 };
 
 static int fail_msg(struct fctx *f, int rc, const char *fmt, ...) TERN_PRINTF(3, 4);
@@ -1046,9 +1081,54 @@ static int attach_policies(struct fctx *f)
     return 0;
 }
 
+/* Each kept A/AAAA record's health endpoint: the one given with its geo metadata, else the
+ * hook's (checks by address). Runs with a checked record are steered even without a policy. */
+static int attach_health(struct fctx *f)
+{
+    zone_builder_t *b = f->b;
+    if (b->eps_count == 0 && !b->health_fn)
+        return 0;
+    f->rr_health = calloc(b->rr_count ? b->rr_count : 1, sizeof(*f->rr_health));
+    f->run_health = calloc(f->run_count ? f->run_count : 1, sizeof(*f->run_health));
+    if (!f->rr_health || !f->run_health)
+        return nomem(f);
+    for (size_t ri = 0; ri < f->run_count; ri++) {
+        const struct brun *r = &f->runs[ri];
+        if (r->type != WIRE_T_A && r->type != WIRE_T_AAAA)
+            continue;
+        for (uint32_t k = 0; k < r->n; k++) {
+            uint32_t idx = f->ord[r->start + k];
+            const struct brr *x = &b->rr[idx];
+            if (x->dup)
+                continue;
+            health_ep_t *ep = x->meta ? b->meta[x->meta - 1].health : NULL;
+            if (!ep && b->health_fn) {
+                ep = b->health_fn(b->health_ctx, b->names + b->nm[x->name].off, x->type,
+                                  b->rdata + x->rdoff);
+                if (ep && keep_ep(b, ep) < 0) {
+                    health_ep_release(ep);
+                    return nomem(f);
+                }
+            }
+            if (ep) {
+                f->rr_health[idx] = ep;
+                f->run_health[ri] = true;
+                f->nhealth++;
+            }
+        }
+    }
+    return 0;
+}
+
 static bool steered(const zone_geo_policy_t *p)
 {
     return p->filter || p->count || p->order;
+}
+
+/* A run that gets a zone_geo_t: a steering policy, or a health-checked record. */
+static bool run_steered(const struct fctx *f, size_t ri)
+{
+    return steered(&f->run_pol[ri]) || (f->run_health && f->run_health[ri]);
 }
 
 static bool has_targets(uint16_t type)
@@ -1073,7 +1153,7 @@ static int measure(struct fctx *f)
         f->rdbytes += r->bytes;
         if (has_targets(r->type))
             f->ntargets += r->kept;
-        if (!steered(&f->run_pol[i]))
+        if (!run_steered(f, i))
             continue;
         f->ngeo++;
         f->ngeo_rr += r->kept;
@@ -1109,7 +1189,8 @@ static int allocate(struct fctx *f)
                             f->ngeo * sizeof(zone_geo_t),
                             f->ngeo_rr * sizeof(zone_geo_rr_t),
                             f->ngeo_cc * sizeof(uint16_t),
-                            f->ngeo_asn * sizeof(uint32_t)};
+                            f->ngeo_asn * sizeof(uint32_t),
+                            f->nhealth * sizeof(health_ep_t *)};
     for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
     f->arena = arena_create();
@@ -1128,9 +1209,10 @@ static int allocate(struct fctx *f)
     f->geo_rr = arena_calloc(a, f->ngeo_rr, sizeof(*f->geo_rr));
     f->geo_cc = arena_calloc(a, f->ngeo_cc, sizeof(*f->geo_cc));
     f->geo_asn = arena_calloc(a, f->ngeo_asn, sizeof(*f->geo_asn));
+    f->health = arena_calloc(a, f->nhealth, sizeof(*f->health));
     f->tnames = malloc((f->ntargets ? f->ntargets : 1) * sizeof(*f->tnames));
     if (!f->z || !f->nodes || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
-        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn)
+        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn || !f->health)
         return nomem(f);
     zone_t *z = f->z;
     z->arena = a;
@@ -1201,7 +1283,7 @@ static void fill_rrsets(struct fctx *f)
 {
     zone_builder_t *b = f->b;
     zone_t *z = f->z;
-    size_t rdpos = 0, tpos = 0, spos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0;
+    size_t rdpos = 0, tpos = 0, spos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0, hpos = 0;
     for (uint32_t id = 0; id < f->nnodes; id++) {
         zone_node_t *node = &f->nodes[id];
         unsigned nsets = 0;
@@ -1217,9 +1299,10 @@ static void fill_rrsets(struct fctx *f)
             zone_geo_t *g = NULL;
             if (tg) {
                 s->ext.targets = (uint32_t)tpos + 1;
-            } else if (steered(&f->run_pol[ri])) {
+            } else if (run_steered(f, ri)) {
                 g = &f->geo[gpos++];
                 g->policy = f->run_pol[ri];
+                g->health = f->run_health && f->run_health[ri];
                 g->count = (uint16_t)r->kept;
                 g->rr = f->geo_rr + grpos;
                 s->ext.geo = (uint32_t)gpos; /* 1 + index */
@@ -1232,6 +1315,10 @@ static void fill_rrsets(struct fctx *f)
                     zone_geo_rr_t *gr = &f->geo_rr[grpos++];
                     gr->off = (uint32_t)(f->rd + rdpos - s->rdata);
                     fill_geo_rr(f, x, gr, &gcpos, &gapos);
+                    health_ep_t *ep = f->rr_health ? f->rr_health[f->ord[r->start + i]] : NULL;
+                    gr->health = ep;
+                    if (ep)
+                        f->health[hpos++] = ep;
                 }
                 f->rd[rdpos] = (uint8_t)(x->rdlen >> 8);
                 f->rd[rdpos + 1] = (uint8_t)x->rdlen;
@@ -1316,8 +1403,30 @@ static void fill_zone(struct fctx *f)
     z->neg_soa = neg;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (health_ep_t *const *)a, y = (uintptr_t) * (health_ep_t *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The zone's endpoints, each once, each with a reference of the zone's own. */
+static void fill_health(struct fctx *f)
+{
+    size_t n = 0;
+    qsort(f->health, f->nhealth, sizeof(*f->health), cmp_ptr);
+    for (size_t i = 0; i < f->nhealth; i++)
+        if (i == 0 || f->health[i] != f->health[i - 1])
+            f->health[n++] = f->health[i];
+    for (size_t i = 0; i < n; i++)
+        health_ep_retain(f->health[i]);
+    f->z->health = f->health;
+    f->z->health_count = (uint32_t)n;
+}
+
 static void fctx_free(struct fctx *f)
 {
+    free(f->rr_health);
+    free(f->run_health);
     free(f->run_pol);
     free(f->tnames);
     free(f->bylabel);
@@ -1338,7 +1447,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     if ((rc = apex_first(&f)) < 0 || (rc = group_runs(&f)) < 0 || (rc = check_apex(&f)) < 0 ||
         (rc = add_ents(&f)) < 0 || (rc = order_by_labels(&f)) < 0 ||
         (rc = check_dname_occlusion(&f)) < 0 || (rc = attach_policies(&f)) < 0 ||
-        (rc = measure(&f)) < 0 || (rc = allocate(&f)) < 0) {
+        (rc = attach_health(&f)) < 0 || (rc = measure(&f)) < 0 || (rc = allocate(&f)) < 0) {
         fctx_free(&f);
         arena_destroy(f.arena);
         zone_builder_free(b);
@@ -1349,6 +1458,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     resolve_targets(&f);
     link_nodes(&f);
     fill_zone(&f);
+    fill_health(&f);
     fctx_free(&f);
     zone_builder_free(b);
     *out = f.z;

@@ -74,6 +74,13 @@ struct ppol {
     zone_geo_policy_t policy;
 };
 
+/* An A/AAAA RRset's enabled health_check: every record of it gets an endpoint of this spec with
+ * its own address (commit()). The uri and host point into the label's JSON, alive until then. */
+struct phc {
+    bool on;
+    health_spec_t spec;
+};
+
 /* The pending label; its arrays are reused from one label to the next (a Redis zone is fed
  * label by label, 100,000 of them for a large one). */
 struct pend {
@@ -87,6 +94,7 @@ struct pend {
     size_t nasn, asncap;
     struct ppol pol[2];
     unsigned npol;
+    struct phc hc[2]; /* [0] A, [1] AAAA */
 };
 
 struct zone_json {
@@ -158,6 +166,7 @@ static void pend_reset(struct pend *p)
 {
     p->n = p->rdlen = p->ncc = p->nasn = 0;
     p->npol = 0;
+    p->hc[0].on = p->hc[1].on = false;
 }
 
 static void pend_free(struct pend *p)
@@ -552,6 +561,134 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
     return 0;
 }
 
+/* redins' health_check of an A/AAAA RRset (handler/healthcheck.go), with tern's additions:
+ *   enable (false: ignored), protocol http|https|ping|icmp (and tcp), uri, port (redins built
+ *   its URL without it; tern checks it: 80 http, 443 https when left out), up_count,
+ *   down_count (redins' sign: -3 or 3 are the same), timeout (ms; 0 or none: 1000);
+ *   tern: method HEAD|GET, expect (a status code or a list), tls_verify (default true), host
+ *   (the Host header and TLS name; default the owner).
+ * Disabled or absent: hc->on false. A bad value of an enabled check fails the label. */
+static int parse_health(const struct ectx *e, json_t *set, const char *base, struct phc *hc)
+{
+    char path[PATH_MAX_LEN], q[QUOTE_MAX + 4], why[128];
+    json_t *o;
+    bool enable = false;
+    int rc = get_obj(e, set, base, "health_check", &o);
+    hc->on = false;
+    if (rc < 0 || !o)
+        return rc;
+    join(path, sizeof(path), base, "health_check");
+    if ((rc = get_bool(e, o, path, "enable", &enable)) < 0 || !enable)
+        return rc;
+    health_spec_t *sp = &hc->spec;
+    health_spec_init(sp);
+    const char *str;
+    size_t len;
+    char fpath[PATH_MAX_LEN];
+    if ((rc = get_str(e, o, path, "protocol", &str, &len)) < 0)
+        return rc;
+    if (str && len) {
+        int proto = health_proto_parse(str, len);
+        if (proto < 0)
+            return fail(e, TERN_EINVAL,
+                        "%s: \"%s\" is not a check protocol (http, https, tcp, "
+                        "ping or icmp)",
+                        join(fpath, sizeof(fpath), path, "protocol"), quote(str, len, q));
+        sp->proto = (uint8_t)proto;
+    }
+    sp->port = health_spec_default_port(sp->proto);
+    static const struct {
+        const char *key;
+        long long min, max;
+    } ints[] = {{"port", 0, 65535},
+                {"up_count", INT32_MIN, INT32_MAX},
+                {"down_count", INT32_MIN, INT32_MAX},
+                {"timeout", INT32_MIN, INT32_MAX}};
+    long long v[4];
+    bool found[4];
+    for (size_t i = 0; i < 4; i++) {
+        json_t *x = field(o, ints[i].key);
+        found[i] = x != NULL;
+        if (!x)
+            continue;
+        join(fpath, sizeof(fpath), path, ints[i].key);
+        if (!json_is_integer(x))
+            return fail(e, TERN_EINVAL, "%s: expected an integer, got %s", fpath, type_name(x));
+        v[i] = json_integer_value(x);
+        if (v[i] < ints[i].min || v[i] > ints[i].max)
+            return fail(e, TERN_EINVAL, "%s: %lld is out of range", fpath, v[i]);
+    }
+    if (found[0])
+        sp->port = (uint16_t)v[0];
+    if (sp->proto == HEALTH_TCP && !found[0])
+        return fail(e, TERN_EINVAL, "%s: a tcp check needs a port",
+                    join(fpath, sizeof(fpath), path, "port"));
+    if (sp->proto == HEALTH_ICMP)
+        sp->port = 0; /* redins' data carries a port for ping checks too: it means nothing */
+    if (found[1])
+        sp->up_count = v[1] > INT16_MAX ? INT16_MAX : v[1] < INT16_MIN ? INT16_MIN : (int16_t)v[1];
+    if (found[2]) {
+        long long d = v[2] > 0 ? -v[2] : v[2]; /* redins negates a positive down_count */
+        sp->down_count = d < INT16_MIN ? INT16_MIN : (int16_t)d;
+    }
+    if (found[3]) {
+        if (v[3] < 0)
+            return fail(e, TERN_EINVAL, "%s: %lld is negative (milliseconds)",
+                        join(fpath, sizeof(fpath), path, "timeout"), v[3]);
+        sp->timeout_ms = v[3] == 0           ? HEALTH_DEFAULT_TIMEOUT_MS
+                         : v[3] > UINT32_MAX ? UINT32_MAX
+                                             : (uint32_t)v[3];
+    }
+    if ((rc = get_str(e, o, path, "uri", &str, &len)) < 0)
+        return rc;
+    if (str && len) {
+        if (strlen(str) != len)
+            return fail(e, TERN_EINVAL, "%s: contains a NUL",
+                        join(fpath, sizeof(fpath), path, "uri"));
+        sp->uri = str;
+    }
+    if ((rc = get_str(e, o, path, "method", &str, &len)) < 0)
+        return rc;
+    if (str && len) {
+        if (len == 4 && memcmp(str, "HEAD", 4) == 0)
+            sp->method = HEALTH_HEAD;
+        else if (len == 3 && memcmp(str, "GET", 3) == 0)
+            sp->method = HEALTH_GET;
+        else
+            return fail(e, TERN_EINVAL, "%s: \"%s\" is not HEAD or GET",
+                        join(fpath, sizeof(fpath), path, "method"), quote(str, len, q));
+    }
+    json_t *x = field(o, "expect");
+    if (x) {
+        size_t n;
+        join(fpath, sizeof(fpath), path, "expect");
+        if ((rc = one_or_many(e, x, fpath, json_is_integer(x), "integer", HEALTH_MAX_EXPECT, &n)) <
+            0)
+            return rc;
+        for (size_t i = 0; i < n; i++) {
+            char epath[PATH_MAX_LEN];
+            json_t *c = one_or_many_at(x, i, fpath, epath, sizeof(epath));
+            if (!json_is_integer(c) || json_integer_value(c) < 100 || json_integer_value(c) > 599)
+                return fail(e, TERN_EINVAL, "%s: expected an HTTP status code (100..599)", epath);
+            sp->expect[sp->nexpect++] = (uint16_t)json_integer_value(c);
+        }
+    }
+    if ((rc = get_bool(e, o, path, "tls_verify", &sp->tls_verify)) < 0)
+        return rc;
+    if ((rc = get_str(e, o, path, "host", &str, &len)) < 0)
+        return rc;
+    if (str && len) {
+        if (strlen(str) != len)
+            return fail(e, TERN_EINVAL, "%s: contains a NUL",
+                        join(fpath, sizeof(fpath), path, "host"));
+        sp->host = str;
+    }
+    if (health_spec_check(sp, why, sizeof(why)) < 0)
+        return fail(e, TERN_EINVAL, "%s: %s", path, why);
+    hc->on = true;
+    return 0;
+}
+
 static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const char *key,
                     uint16_t type)
 {
@@ -566,9 +703,9 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
     bool has_pol;
     int rc;
     if ((rc = get_ttl(e, set, key, &ttl)) < 0 || (rc = get_records(e, set, key, &recs)) < 0 ||
-        (rc = parse_filter(e, set, key, &pol, &has_pol)) < 0)
+        (rc = parse_filter(e, set, key, &pol, &has_pol)) < 0 ||
+        (rc = parse_health(e, set, key, &p->hc[type == WIRE_T_AAAA])) < 0)
         return rc;
-    /* "health_check" is accepted and ignored: health checks are not implemented yet */
     size_t i, added = 0;
     json_t *rec;
     json_array_foreach(recs, i, rec)
@@ -982,6 +1119,33 @@ int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err, s
 }
 
 /* Add what the label rendered into zj->p to the builder. */
+/* The endpoint that checks record r of the label at owner, as its RRset's health_check says:
+ * the check's spec with r's address, and the owner as host unless the check names one
+ * (redins keys its state by owner and address). *ep NULL when unchecked. */
+static int record_health(zone_json_t *zj, const struct ectx *e, const uint8_t *owner,
+                         const struct prr *r, health_ep_t **ep)
+{
+    const struct phc *hc = &zj->p.hc[r->type == WIRE_T_AAAA];
+    *ep = NULL;
+    if (!hc->on || !zj->opts.health)
+        return 0;
+    health_spec_t sp = hc->spec;
+    char host[DNAME_MAXLEN * 4 + 1];
+    sp.family = r->type == WIRE_T_A ? 4 : 6;
+    memcpy(sp.addr, zj->p.rd + r->rdoff, r->rdlen);
+    if (!sp.host) {
+        uint8_t lc[DNAME_MAXLEN];
+        (void)dname_lower(lc, owner);
+        size_t n = dname_to_str(lc, host, sizeof(host)) > 0 ? strlen(host) : 0;
+        if (n > 1 && host[n - 1] == '.')
+            host[n - 1] = '\0';
+        sp.host = host;
+    }
+    if (!(*ep = health_intern(zj->opts.health, &sp)))
+        return nomem(e);
+    return 0;
+}
+
 static int commit(zone_json_t *zj, const struct ectx *e, const uint8_t *owner, bool apex)
 {
     struct pend *p = &zj->p;
@@ -992,8 +1156,11 @@ static int commit(zone_json_t *zj, const struct ectx *e, const uint8_t *owner, b
             zone_geo_meta_t m = r->meta;
             m.countries = m.ncountries ? p->cc + r->cc_off : NULL;
             m.asns = m.nasns ? p->asn + r->asn_off : NULL;
+            if ((rc = record_health(zj, e, owner, r, &m.health)) < 0)
+                return rc;
             rc = zone_builder_add_geo(zj->b, owner, r->type, r->ttl, p->rd + r->rdoff, r->rdlen, &m,
                                       NULL, 0);
+            health_ep_release(m.health); /* the builder holds its own */
         } else {
             rc = zone_builder_add(zj->b, owner, r->type, 1, r->ttl, p->rd + r->rdoff, r->rdlen,
                                   NULL, 0);

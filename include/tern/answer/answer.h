@@ -88,6 +88,7 @@ typedef struct answer_info {
     bool ecs;       /* ... with a valid EDNS Client Subnet option */
     uint16_t qtype; /* as asked (0 when dropped) */
     answer_outcome_t outcome;
+    uint16_t health_fail_open; /* health-checked RRsets served whole: every record down */
 } answer_info_t;
 
 /* What the geo filters looked up for one client address (select.c), kept per worker: resolvers

@@ -3,6 +3,11 @@
  * what order (redins' filters, with the improvements the README lists).
  *
  * Pipeline per RRset, all over the RRset's indexes in a per-worker scratch array:
+ *   0. health (only RRsets with health checks): keep the records of the highest health rank
+ *      present — redins' FilterHealthcheck; when every record is down, all of them (fail open,
+ *      counted in answer_info_t.health_fail_open). One relaxed byte load per record. The
+ *      filters below then run on what is left, as in redins (a down record in the client's
+ *      country falls back like a record of another country);
  *   1. filter (zone_geo_filter_t), each step keeping the records that match the client, else
  *      those that list nothing (redins' fallback: no country / "" / ASN 0), else all:
  *        country      — records whose country list holds the client's country;

@@ -104,6 +104,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
+#include "tern/health/health.h"
 
 /* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
  * keeps the array fixed-size. */
@@ -154,6 +155,39 @@ typedef struct config_redis {
     unsigned max_zones;         /* zones read from the set; default 100,000 */
 } config_redis_t;
 
+/* One entry of health.checks: a check attached by address to the A/AAAA records of any zone
+ * (file, JSON or Redis) that have no health_check of their own (tern/health/health.h). */
+typedef struct config_health_check {
+    health_spec_t spec; /* family and addr set; uri and host malloc'd and owned here (or NULL:
+                           uri "/", host the record's owner for http/https, none for tcp/icmp) */
+    char *owner;        /* only records at this owner (lowercase, no final dot); NULL = any */
+    unsigned line;      /* where the entry starts in the config file, for messages */
+} config_health_check_t;
+
+typedef enum {
+    CONFIG_HEALTH_LOG_FILE = 0, /* log_path */
+    CONFIG_HEALTH_LOG_STDOUT,
+    CONFIG_HEALTH_LOG_STDERR,
+} config_health_log_target_t;
+
+/* Health checking (tern's "health:" block, or redins' healthcheck block). */
+typedef struct config_health {
+    bool enabled;               /* the block is given and not disabled (enable: false) */
+    unsigned check_interval_ms; /* between checks of one endpoint; default 10000 (redins' block:
+                                   check_interval s x 1000, default 600 s as in redins) */
+    unsigned max_requests;      /* checks in flight at once; default 100 (redins: 10) */
+    unsigned max_pending;       /* redins' max_pending_requests: accepted; no queue to bound */
+    unsigned update_interval_s; /* how long a state written to Redis lives (EX); default 600 */
+    char *ca_file;              /* CA bundle for https checks; NULL = the system's */
+    config_redis_t redis;       /* state shared in redins' keys; redis.enabled false = none */
+    bool log_enabled;           /* one line per check result (redins' healthcheck log) */
+    unsigned log_target;        /* config_health_log_target_t */
+    bool log_json;              /* format json (default) or text */
+    char *log_path;             /* CONFIG_HEALTH_LOG_FILE: resolved path */
+    config_health_check_t *checks;
+    size_t nchecks;
+} config_health_t;
+
 /* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
@@ -195,6 +229,7 @@ typedef struct config {
     char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
     config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
+    config_health_t health;  /* health checks; health.enabled false = none */
     char *file;              /* the config file last loaded; NULL = none */
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
@@ -290,6 +325,13 @@ size_t config_restart_only_changes(const config_t *from, const config_t *to, cha
  * must restart with the new settings.
  */
 bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
+
+/**
+ * Whether a and b attach the same checks to records: enabled alike and the same checks list
+ * (entry by entry: spec, owner). At reload, false means every zone must be built again so its
+ * records get the new endpoints; the other health settings apply without rebuilding.
+ */
+bool config_same_health_checks(const config_health_t *a, const config_health_t *b);
 
 /**
  * Deep copy of src into dst (strings, zones and the redis strings duplicated). dst must hold no

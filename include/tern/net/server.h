@@ -93,6 +93,7 @@ typedef struct server_stats {
     uint64_t dropped_qr;                /* QR set: no response */
     uint64_t edns;                      /* queries with EDNS */
     uint64_t ecs;                       /* ... with an EDNS Client Subnet option */
+    uint64_t health_fail_open;          /* health-checked RRsets served whole: all down */
 } server_stats_t;
 
 /** Lower-case name of a qtype slot ("a", "aaaa", "other") or rcode slot ("noerror"...). */

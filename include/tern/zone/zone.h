@@ -23,6 +23,7 @@
 
 #include "tern/common/arena.h"
 #include "tern/common/compiler.h"
+#include "tern/health/health.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 
@@ -31,8 +32,10 @@ typedef struct zone_node zone_node_t;
 /*
  * Geo steering of one A or AAAA RRset (redins' "filter"; the selection itself is in answer/).
  * A steered RRset keeps all its RRs in rdata, in the order given; per RR it has the metadata the
- * filters read. Coordinates are turned into unit vectors at build time, so "nearest" is the
- * largest dot product (great-circle distance is monotonic in it).
+ * filters read, and the endpoint whose health decides whether the RR is served at all. An RRset
+ * with health checks but no policy is steered too (policy all defaults: every healthy RR).
+ * Coordinates are turned into unit vectors at build time, so "nearest" is the largest dot product
+ * (great-circle distance is monotonic in it).
  */
 typedef enum {
     ZONE_GEO_FILTER_NONE = 0,
@@ -67,10 +70,12 @@ typedef struct zone_geo_rr {
     uint16_t nasns;     /* asns[0 .. nasns) */
     const uint16_t *countries;
     const uint32_t *asns;
+    const health_ep_t *health; /* the RR's health-checked endpoint, or NULL (always up) */
 } zone_geo_rr_t;
 
 typedef struct zone_geo {
     zone_geo_policy_t policy;
+    bool health;    /* some RR has a health check: select the healthiest first (select.h) */
     uint16_t count; /* RRs, == the RRset's count */
     const zone_geo_rr_t *rr;
 } zone_geo_t;
@@ -142,8 +147,12 @@ typedef struct zone {
     /* Targets of the NS/MX/SRV records: 1 + the index in nodes of the target name when it is in
      * this zone, else 0. Used for additional-section A/AAAA and glue. */
     const uint32_t *targets;
-    const zone_geo_t *geo; /* geo-steered A/AAAA RRsets (zone_rrset_t.targets), geo_count */
+    const zone_geo_t *geo; /* steered A/AAAA RRsets (zone_rrset_t.ext.geo), geo_count */
     uint32_t geo_count;
+    /* The health-checked endpoints the zone's RRs point at, each once, each holding one
+     * reference (health.h) that zone_free() drops. */
+    health_ep_t *const *health;
+    uint32_t health_count;
     size_t node_count;
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */

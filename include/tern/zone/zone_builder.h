@@ -59,7 +59,8 @@ typedef struct zone_geo_meta {
     const uint32_t *asns;      /* 0 = redins' 0 (the fallback set) */
     size_t nasns;              /* at most 65535 */
     bool has_location;
-    double lat, lon; /* degrees, when has_location */
+    double lat, lon;     /* degrees, when has_location */
+    health_ep_t *health; /* the RR's health check, or NULL; the builder takes its own reference */
 } zone_geo_meta_t;
 
 /**
@@ -79,6 +80,18 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
  */
 int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                             const zone_geo_policy_t *policy) TERN_WUR;
+
+/**
+ * Health checks by address (ternd.yaml's health: checks): called by finish() for every kept A and
+ * AAAA RR that was not given a check through zone_geo_meta_t.health, with its lowercased owner
+ * and its address (4 or 16 bytes by type). Returns a new reference to the endpoint that checks
+ * it (the builder keeps it, the zone holds its own), or NULL: not checked.
+ */
+typedef health_ep_t *(*zone_builder_health_fn)(void *ctx, const uint8_t *owner, uint16_t type,
+                                               const uint8_t *addr);
+
+/** Set the health hook (before finish). */
+void zone_builder_set_health(zone_builder_t *b, zone_builder_health_fn fn, void *ctx);
 
 /** True when an RR already added has owner (a validated wire name, any case) as its owner. For a
  * loader that gives each owner from one place only (zone_json.h's Redis labels). */

@@ -19,7 +19,10 @@
  *                         "filter": {"count": "multi"|"single", "order": "none"|"weighted"|"rr",
  *                                    "geo_filter": "none"|"country"|"location"|"asn"|
  *                                                  "asn+country"},
- *                         "health_check": {...}},
+ *                         "health_check": {"enable", "protocol": "http"|"https"|"ping"|"icmp"|
+ *                                          "tcp", "uri", "port", "up_count", "down_count",
+ *                                          "timeout", and tern's "method": "HEAD"|"GET",
+ *                                          "expect": code|[codes], "tls_verify", "host"}},
  *            "cname": {"ttl", "host"}, "txt": {"ttl", "records": [{"text"}]},
  *            "ns": {"ttl", "records": [{"host"}]},
  *            "mx": {"ttl", "records": [{"host", "preference"}]},
@@ -33,9 +36,15 @@
  * it when answering); an RRset TTL of 0 or none is opts->default_ttl; SOA timers left out are
  * redins' defaults (refresh 86400, retry 7200, expire 3600, minttl 300) and a serial left out is
  * the load time. Where tern differs: without an NS RRset at the apex one NS naming the SOA's
- * primary is added (the builder needs one; logged at info); "aname" is skipped with a warning and
- * "health_check" ignored (neither is implemented yet); "dnssec" true is served unsigned (warned);
+ * primary is added (the builder needs one; logged at info); "aname" is skipped with a warning
+ * (not implemented yet); "dnssec" true is served unsigned (warned);
  * a filter value other than those listed is an error, where redins would fall back to a default.
+ * An enabled health_check gives each record of its RRset an endpoint (tern/health/health.h) keyed
+ * by the check, the record's address and the owner (the HTTP Host, as redins sends it), so the
+ * RRset is served health-first (answer/select.h); its port is checked (redins ignored it: 80
+ * for http and 443 for https when left out), a down_count of 3 means -3 as in redins, a timeout
+ * of 0 means the default 1000 ms, and a bad value (port 0, an unknown protocol, a negative
+ * timeout) fails the label with its path ("a.health_check.port"). A disabled check is ignored.
  *
  * Lifecycle: loader thread only (new → config → label* → finish, or free); not thread-safe.
  */
@@ -47,6 +56,7 @@
 #include <stdint.h>
 
 #include "tern/common/compiler.h"
+#include "tern/health/health.h"
 #include "tern/zone/zone.h"
 
 /* Locates a record's address at build time (for the "location" filter): family 4 or 6, addr 4 or
@@ -62,6 +72,9 @@ typedef struct zone_json_opts {
     /* Records one RRset of a label may give, as given ("records" entries); a label with more is
      * refused whole (TERN_ELIMIT). 0 or above 65,535: 65,535, what an RRset can hold. */
     uint32_t max_rrset_records;
+    /* Where enabled health_checks intern their endpoints; NULL: health checking is off, checks
+     * are still validated, no record is checked (redins with healthcheck disabled) */
+    health_registry_t *health;
 } zone_json_opts_t;
 
 typedef struct zone_json zone_json_t;
