@@ -133,7 +133,8 @@ void health_spec_describe(const health_spec_t *s, char *buf, size_t len)
     if (s->proto == HEALTH_ICMP)
         snprintf(buf, len, "%s icmp%s%s", ip, s->host ? " " : "", s->host ? s->host : "");
     else
-        snprintf(buf, len, "%s%s%s:%u %s%s%s%s", l, ip, r, s->port, health_proto_name(s->proto),
+        snprintf(buf, len, "%s%s%s:%u %s%s%s%s%s", l, ip, r, s->port, health_proto_name(s->proto),
+                 s->uri && s->proto != HEALTH_TCP ? " " : "",
                  s->uri && s->proto != HEALTH_TCP ? s->uri : "", s->host ? " " : "",
                  s->host ? s->host : "");
 }
@@ -146,6 +147,12 @@ void health_spec_describe(const health_spec_t *s, char *buf, size_t len)
 static size_t alen(const health_spec_t *s)
 {
     return s->family == 6 ? 16 : 4;
+}
+
+/* "/" and no uri are one uri. */
+static const char *uri_of(const health_spec_t *s)
+{
+    return s->uri && strcmp(s->uri, "/") != 0 ? s->uri : NULL;
 }
 
 static uint64_t spec_hash(const health_spec_t *s)
@@ -164,8 +171,8 @@ static uint64_t spec_hash(const health_spec_t *s)
     memcpy(fixed + n, s->addr, alen(s)), n += alen(s);
     uint64_t h = tern_hash64(fixed, n, 0x6865616c7468ull);
     h = tern_hash64(s->expect, s->nexpect * sizeof(s->expect[0]), h);
-    if (s->uri)
-        h = tern_hash64(s->uri, strlen(s->uri), h ^ 1);
+    if (uri_of(s))
+        h = tern_hash64(uri_of(s), strlen(uri_of(s)), h ^ 1);
     if (s->host)
         h = tern_hash64(s->host, strlen(s->host), h ^ 2);
     return h;
@@ -174,12 +181,6 @@ static uint64_t spec_hash(const health_spec_t *s)
 static bool str_eq(const char *a, const char *b)
 {
     return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-/* "/" and no uri are one uri. */
-static const char *uri_of(const health_spec_t *s)
-{
-    return s->uri && strcmp(s->uri, "/") != 0 ? s->uri : NULL;
 }
 
 static bool spec_eq(const health_spec_t *a, const health_spec_t *b)

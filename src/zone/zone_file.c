@@ -482,6 +482,13 @@ int zone_file_load(const char *origin, const char *path, zone_t **out, char *err
 int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
                         zone_t **out, char *err, size_t errlen)
 {
+    return zone_file_load_health(origin, path, seen, ctx, NULL, NULL, out, err, errlen);
+}
+
+int zone_file_load_health(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
+                          zone_builder_health_fn health, void *health_ctx, zone_t **out, char *err,
+                          size_t errlen)
+{
     struct zf_parser L = {
         .default_ttl = DEFAULT_TTL, .err = err, .errlen = errlen, .seen = seen, .seen_ctx = ctx};
     ldns_rdf *org = NULL;
@@ -503,6 +510,8 @@ int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn 
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
+    if (health)
+        zone_builder_set_health(L.b, health, health_ctx);
     rc = load_file(&L, path, org, 0, NULL, 0);
     if (rc < 0)
         goto fail;

@@ -1008,6 +1008,8 @@ zone_json_t *zone_json_new(const char *origin, const char *source, const zone_js
     zj->b = zone_builder_new(zj->origin, source);
     if (!zj->source || !zj->b)
         goto nomem;
+    if (zj->opts.health_fn)
+        zone_builder_set_health(zj->b, zj->opts.health_fn, zj->opts.health_ctx);
     return zj;
 nomem:
     snprintf(err, errlen, "%s: out of memory", source);

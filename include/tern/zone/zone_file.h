@@ -14,6 +14,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
+#include "tern/zone/zone_builder.h"
 
 /**
  * Load the zone origin (presentation form, e.g. "example.test" or "example.test.") from path.
@@ -31,5 +32,11 @@ typedef int (*zone_file_seen_fn)(void *ctx, const char *path, const struct stat 
  */
 int zone_file_load_seen(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
                         zone_t **out, char *err, size_t errlen) TERN_WUR;
+
+/** zone_file_load_seen() with health checks by address: health (may be NULL) is handed to the
+ * zone builder (zone_builder_set_health()) with health_ctx. */
+int zone_file_load_health(const char *origin, const char *path, zone_file_seen_fn seen, void *ctx,
+                          zone_builder_health_fn health, void *health_ctx, zone_t **out, char *err,
+                          size_t errlen) TERN_WUR;
 
 #endif

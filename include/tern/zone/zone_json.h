@@ -58,6 +58,7 @@
 #include "tern/common/compiler.h"
 #include "tern/health/health.h"
 #include "tern/zone/zone.h"
+#include "tern/zone/zone_builder.h"
 
 /* Locates a record's address at build time (for the "location" filter): family 4 or 6, addr 4 or
  * 16 bytes. Returns true with lat/lon in degrees, false when unknown. */
@@ -75,6 +76,10 @@ typedef struct zone_json_opts {
     /* Where enabled health_checks intern their endpoints; NULL: health checking is off, checks
      * are still validated, no record is checked (redins with healthcheck disabled) */
     health_registry_t *health;
+    /* Checks by address for records without a health_check of their own (ternd.yaml's
+     * health: checks), handed to the builder (zone_builder_set_health()); NULL = none */
+    zone_builder_health_fn health_fn;
+    void *health_ctx;
 } zone_json_opts_t;
 
 typedef struct zone_json zone_json_t;

@@ -27,6 +27,7 @@
 #include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
+#include "tern/health/health.h"
 #include "tern/zone/zone_builder.h"
 #include "test_util.h"
 #include "zone/zone_test_util.h"
@@ -45,6 +46,7 @@ typedef struct rr_spec {
     uint32_t asn[2]; /* up to 2, 0-terminated unless asn0 */
     bool asn0;       /* the list is exactly {0} */
     const char *loc; /* address to locate through the DB, NULL = none */
+    health_ep_t *ep; /* its health check, NULL = none */
 } rr_spec_t;
 
 static zone_t *zone;
@@ -93,8 +95,12 @@ static const zone_geo_t *build(const rr_spec_t *rr, size_t n, zone_geo_policy_t 
             al[na++] = 0;
         for (int k = 0; k < 2 && rr[i].asn[k]; k++)
             al[na++] = rr[i].asn[k];
-        zone_geo_meta_t m = {
-            .weight = rr[i].weight, .countries = cc, .ncountries = ncc, .asns = al, .nasns = na};
+        zone_geo_meta_t m = {.weight = rr[i].weight,
+                             .countries = cc,
+                             .ncountries = ncc,
+                             .asns = al,
+                             .nasns = na,
+                             .health = rr[i].ep};
         if (rr[i].loc) {
             uint8_t a[4];
             assert_int_equal(inet_pton(AF_INET, rr[i].loc, a), 1);
@@ -390,14 +396,84 @@ static void test_cache_generation(void **state)
 }
 
 /* Selecting allocates nothing (the per-worker ctx holds all scratch). */
+/* An endpoint checking 192.0.2.<last>:80 (rank "unknown" until an override says otherwise). */
+static health_ep_t *endpoint(health_registry_t *r, uint8_t last)
+{
+    health_spec_t s;
+    health_spec_init(&s);
+    uint8_t a[4] = {192, 0, 2, last};
+    memcpy(s.addr, a, 4);
+    health_ep_t *e = health_intern(r, &s);
+    assert_non_null(e);
+    return e;
+}
+
+static void force(health_registry_t *r, uint8_t last, health_override_t st)
+{
+    uint8_t a[4] = {192, 0, 2, last};
+    assert_int_equal(health_set_override(r, 4, a, 0, st), 1);
+}
+
+/* Health first, then the geo filter on what is left (redins' Filter()); fail open counted. */
+static void test_health(void **state)
+{
+    (void)state;
+    health_registry_t *r = health_registry_new();
+    health_ep_t *e1 = endpoint(r, 1), *e2 = endpoint(r, 2), *e3 = endpoint(r, 3);
+    const rr_spec_t rr[] = {{.last = 1, .cc = "AU", .ep = e1},
+                            {.last = 2, .cc = "GB", .ep = e2},
+                            {.last = 3, .ep = e3}};
+    const zone_geo_t *g = build(rr, 3, (zone_geo_policy_t){.filter = ZONE_GEO_FILTER_COUNTRY});
+    assert_true(g->health);
+    assert_int_equal(zone->health_count, 3);
+    health_ep_release(e1); /* the zone holds its own references */
+    health_ep_release(e2);
+    health_ep_release(e3);
+    uint8_t out[8];
+    const char *gb = "81.2.69.130";
+    /* all unknown: the same rank, geo as usual */
+    ctx.info.health_fail_open = 0;
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 2);
+    /* the GB record is down: the GB client falls back to the record with no country */
+    force(r, 2, HEALTH_FORCE_DOWN);
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 3);
+    /* that one too: only AU is healthy, and the country filter keeps all it is given */
+    force(r, 3, HEALTH_FORCE_DOWN);
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(ctx.info.health_fail_open, 0);
+    /* every record down: all of them are candidates again (fail open), and it is counted */
+    force(r, 1, HEALTH_FORCE_DOWN);
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(ctx.info.health_fail_open, 1);
+    /* a record fully up beats the ones still being checked */
+    force(r, 1, HEALTH_FORCE_UP);
+    force(r, 2, HEALTH_AUTO);
+    force(r, 3, HEALTH_AUTO);
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 1);
+    force(r, 1, HEALTH_AUTO);
+    assert_int_equal(pick(g, gb, out), 1);
+    assert_int_equal(out[0], 2);
+    zone_free(zone);
+    zone = NULL;
+    health_registry_free(r); /* every endpoint went with the zone */
+}
+
 static void test_no_alloc(void **state)
 {
     (void)state;
     const uint64_t *alloc, *dealloc;
     if (mem_thread_counters(&alloc, &dealloc) != 0)
         skip();
-    const rr_spec_t rr[] = {{.last = 1, .cc = "AU", .asn = {64500}, .loc = "1.2.3.10"},
-                            {.last = 2, .cc = "GB", .loc = "81.2.69.130", .weight = 2}};
+    /* health-checked records too: one relaxed load each, nothing allocated */
+    health_registry_t *hr = health_registry_new();
+    health_ep_t *e1 = endpoint(hr, 1), *e2 = endpoint(hr, 2);
+    const rr_spec_t rr[] = {{.last = 1, .cc = "AU", .asn = {64500}, .loc = "1.2.3.10", .ep = e1},
+                            {.last = 2, .cc = "GB", .loc = "81.2.69.130", .weight = 2, .ep = e2}};
     const zone_geo_t *g[4];
     const uint8_t *rd[4];
     zone_t *keep[4];
@@ -420,6 +496,9 @@ static void test_no_alloc(void **state)
     assert_int_equal(*alloc, a0);
     for (int i = 0; i < 4; i++)
         zone_free(keep[i]);
+    health_ep_release(e1);
+    health_ep_release(e2);
+    health_registry_free(hr);
 }
 
 int main(void)
@@ -432,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_asn),
         cmocka_unit_test(test_location),
         cmocka_unit_test(test_cache_generation),
+        cmocka_unit_test(test_health),
         cmocka_unit_test(test_no_alloc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

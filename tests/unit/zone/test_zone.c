@@ -723,6 +723,81 @@ static void test_builder_geo(void **state)
     zone_free(z);
 }
 
+/* The builder's health hook: records at 192.0.2.10 are checked, by one endpoint per owner. */
+struct hook_ctx {
+    health_registry_t *r;
+    unsigned calls;
+};
+
+static health_ep_t *hook(void *ctx, const uint8_t *owner, uint16_t type, const uint8_t *addr)
+{
+    struct hook_ctx *h = ctx;
+    h->calls++;
+    assert_true(type == WIRE_T_A || type == WIRE_T_AAAA);
+    if (type != WIRE_T_A || addr[3] != 10)
+        return NULL;
+    char name[300];
+    assert_true(dname_to_str(owner, name, sizeof(name)) > 0);
+    name[strlen(name) - 1] = '\0';
+    health_spec_t s;
+    health_spec_init(&s);
+    memcpy(s.addr, addr, 4);
+    s.host = name;
+    return health_intern(h->r, &s);
+}
+
+static void count_fn(void *ctx, const health_ep_info_t *i)
+{
+    (void)i;
+    ++*(size_t *)ctx;
+}
+
+static void test_builder_health_hook(void **state)
+{
+    (void)state;
+    struct hook_ctx h = {.r = health_registry_new()};
+    uint8_t apex[DNAME_MAXLEN];
+    wire_name(apex, "example.test.");
+    zone_builder_t *b = zone_builder_new(apex, "hook.zone");
+    add_soa_ns(b, "example.test.", 3600, 300);
+    add_a(b, "ns1.example.test.", 3600, 1, 3);
+    add_a(b, "www.example.test.", 60, 10, 4); /* checked */
+    add_a(b, "www.example.test.", 60, 11, 5); /* same RRset, not checked: always up */
+    add_a(b, "www.example.test.", 60, 10, 6); /* a duplicate: one RR, one endpoint */
+    add_a(b, "api.example.test.", 60, 10, 7); /* another owner: its own endpoint (Host) */
+    uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 10};
+    assert_int_equal(add_raw(b, "www.example.test.", WIRE_T_AAAA, 60, v6, 16, 8), 0);
+    zone_builder_set_health(b, hook, &h);
+    zone_t *z;
+    char err[256];
+    assert_int_equal(zone_builder_finish(b, &z, err, sizeof(err)), 0);
+    assert_int_equal(h.calls, 5); /* ns1, www x2, api, www AAAA */
+    const zone_node_t *www = find(z, "www.example.test.");
+    const zone_rrset_t *a = zone_node_rrset(www, WIRE_T_A);
+    const zone_geo_t *g = zone_rrset_geo(z, a);
+    assert_non_null(g);
+    assert_true(g->health);
+    assert_int_equal(g->policy.filter, ZONE_GEO_FILTER_NONE);
+    assert_int_equal(g->count, 2);
+    assert_non_null(g->rr[0].health);
+    assert_null(g->rr[1].health);
+    assert_null(zone_rrset_geo(z, zone_node_rrset(www, WIRE_T_AAAA)));
+    assert_null(zone_rrset_geo(z, zone_node_rrset(find(z, "ns1.example.test."), WIRE_T_A)));
+    const zone_geo_t *ga =
+        zone_rrset_geo(z, zone_node_rrset(find(z, "api.example.test."), WIRE_T_A));
+    assert_non_null(ga);
+    assert_ptr_not_equal(ga->rr[0].health, g->rr[0].health);
+    assert_int_equal(z->health_count, 2);
+    size_t n = 0;
+    health_each(h.r, count_fn, &n);
+    assert_int_equal(n, 2);
+    zone_free(z); /* the zone's references, and the builder's before them, are gone */
+    n = 0;
+    health_each(h.r, count_fn, &n);
+    assert_int_equal(n, 0);
+    health_registry_free(h.r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_builder_refuses),
         cmocka_unit_test(test_builder_validation),
         cmocka_unit_test(test_builder_geo),
+        cmocka_unit_test(test_builder_health_hook),
         cmocka_unit_test(test_root_zone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

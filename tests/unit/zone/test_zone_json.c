@@ -730,6 +730,97 @@ static void test_value_errors(void **state)
     zone_free(z);
 }
 
+static void count_ep(void *ctx, const health_ep_info_t *i)
+{
+    (void)i;
+    ++*(size_t *)ctx;
+}
+
+/* redins' health_check: each record of the RRset gets an endpoint keyed by the check, its
+ * address and the owner; bad values fail the label with their path; a disabled check (or health
+ * checking off: no registry) checks nothing. */
+static void test_health_check(void **state)
+{
+    (void)state;
+    health_registry_t *r = health_registry_new();
+    zone_json_opts_t o = {.health = r};
+    zone_t *z =
+        one_label(&o, "www",
+                  "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}, {\"ip\": \"192.0.2.2\"}],"
+                  " \"health_check\": {\"enable\": true, \"protocol\": \"https\", \"uri\": \"/hc\","
+                  " \"up_count\": 2, \"down_count\": 4, \"timeout\": 500, \"expect\": [200, 204],"
+                  " \"tls_verify\": false}},"
+                  " \"aaaa\": {\"records\": [{\"ip\": \"2001:db8::1\"}],"
+                  " \"health_check\": {\"enable\": false, \"protocol\": \"nonsense\"}}}");
+    const zone_geo_t *g = geo(z, "www." ORIGIN, 1);
+    assert_non_null(g); /* steered for health alone */
+    assert_true(g->health);
+    assert_int_equal(g->count, 2);
+    assert_non_null(g->rr[0].health);
+    assert_ptr_not_equal(g->rr[0].health, g->rr[1].health);
+    assert_null(geo(z, "www." ORIGIN, 28)); /* the disabled check: a plain RRset */
+    assert_int_equal(z->health_count, 2);
+    size_t n = 0;
+    assert_int_equal(health_each(r, count_ep, &n), 2);
+    /* the same data built again (a reload) shares the endpoints */
+    zone_t *z2 =
+        one_label(&o, "www",
+                  "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}, {\"ip\": \"192.0.2.2\"}],"
+                  " \"health_check\": {\"enable\": true, \"protocol\": \"https\", \"uri\": \"/hc\","
+                  " \"up_count\": 2, \"down_count\": -4, \"timeout\": 500, \"expect\": [200, 204],"
+                  " \"tls_verify\": false}}}");
+    assert_ptr_equal(geo(z2, "www." ORIGIN, 1)->rr[0].health, g->rr[0].health);
+    assert_int_equal(health_each(r, count_ep, &n), 2);
+    zone_free(z);
+    zone_free(z2);
+    assert_int_equal(health_each(r, count_ep, &n), 0);
+
+    /* no registry: validated, not checked */
+    z = one_label(NULL, "www",
+                  "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}],"
+                  " \"health_check\": {\"enable\": true, \"port\": 8080}}}");
+    assert_null(geo(z, "www." ORIGIN, 1));
+    zone_free(z);
+    health_registry_free(r);
+
+    static const struct {
+        const char *json;
+        const char *want;
+    } bad[] = {
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"port\": 0}}}",
+         "a.health_check: port 0 is not a port"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"protocol\": \"ftp\"}}}",
+         "a.health_check.protocol: \"ftp\" is not a check protocol"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"timeout\": -5}}}",
+         "a.health_check.timeout: -5 is negative"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"up_count\": 0}}}",
+         "a.health_check: up_count 0 is out of range"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"protocol\": \"tcp\"}}}",
+         "a.health_check.port: a tcp check needs a port"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"uri\": \"health\"}}}",
+         "a.health_check: uri must start with '/'"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"method\": \"POST\"}}}",
+         "a.health_check.method: \"POST\" is not HEAD or GET"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "true, \"expect\": [200, 700]}}}",
+         "a.health_check.expect[1]: expected an HTTP status code"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": {\"enable\": "
+         "\"yes\"}}}",
+         "a.health_check.enable: expected true or false"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": []}}",
+         "a.health_check: expected an object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        label_err(bad[i].json, TERN_EINVAL, bad[i].want);
+}
+
 static void test_soa_required(void **state)
 {
     char err[512];
@@ -843,7 +934,7 @@ static void test_warnings(void **state)
              " \"txt\": {\"records\": [{\"text\": \"t\"}]}}");
     label_ok(zj, "hc",
              "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": "
-             "{\"enable\": true, \"uri\": \"/\", \"port\": 80}}}");
+             "{\"enable\": true, \"uri\": \"/\", \"port\": 80}}}"); /* no registry: no check */
     zone_t *z = finish(zj);
     cap_end(&c, log, sizeof(log));
     assert_non_null(strstr(log, "warning: test: zone geo.example.test label al: ANAME is not "
@@ -996,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_rrset_cap_costs_the_label),
         cmocka_unit_test(test_same_owner_second_label_skipped),
         cmocka_unit_test(test_value_errors),
+        cmocka_unit_test(test_health_check),
         cmocka_unit_test(test_soa_required),
         cmocka_unit_test(test_apex_ns_synthesised),
         cmocka_unit_test(test_max_ttl),

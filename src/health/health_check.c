@@ -1,0 +1,907 @@
+/*
+ * health_check.c — the checker thread (see health_check.h).
+ *
+ * One loop: take the endpoints that are due (at most max_requests in flight), ask Redis who
+ * checks them (when configured), start their checks, then wait in curl_multi_poll() for any of
+ * them — the curl handles and, as extra descriptors, the TCP and ICMP sockets — or for the next
+ * due time, a wakeup (new endpoint, override, new settings, stop) or a deadline. Results go to
+ * the registry (rank, log of state changes), to the log file and, batched, to Redis.
+ *
+ * Decisions, and why:
+ *   - The due scan walks the registry's list under its mutex; it runs at most every
+ *     SCAN_MIN_MS (checks due within that window start together) or when woken, so 10,000
+ *     endpoints on a 1 s interval cost ~100 scans a second, not one per completed check.
+ *   - A fresh connection per HTTP check (no keep-alive): a check must see what a new client
+ *     sees — a server that stopped accepting is down even if an old connection still works.
+ *   - libcurl never resolves a name here: the URL's host is the owner (Host header and TLS name)
+ *     and CONNECT_TO sends the connection to the record's address literal.
+ */
+#include "tern/health/health_check.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/icmp6.h>
+#include <netinet/in.h>
+#include <netinet/ip_icmp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "health_int.h"
+#include "health_redis.h"
+#include "tern/common/clock.h"
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+
+/* Due checks are gathered at most this often (or at once when woken): a check that starts up
+ * to 10 ms late changes nothing, and the scan walks every endpoint. */
+#define SCAN_MIN_MS 10
+/* With nothing due, look again at least this often (settings, Redis reconnects). */
+#define IDLE_MAX_MS 1000
+/* An endpoint another node is checking right now is read again this long after its timeout. */
+#define WAIT_SLACK_MS 250
+/* curl's error buffer. */
+#define ERRBUF CURL_ERROR_SIZE
+
+struct settings {
+    unsigned interval_ms;
+    unsigned max_requests;
+    unsigned update_interval_s;
+    char *ca_file;
+    config_redis_t redis; /* strings owned; enabled false = none */
+    bool log_enabled;
+    unsigned log_target;
+    bool log_json;
+    char *log_path;
+};
+
+struct job {
+    struct ep *e; /* referenced while busy */
+    bool busy;
+    CURL *easy;
+    struct curl_slist *connect_to;
+    int fd;    /* tcp, icmp */
+    bool sent; /* icmp: the request went out */
+    uint16_t seq;
+    int64_t start_us, deadline_us;
+    char err[ERRBUF];
+};
+
+struct health_checker {
+    health_registry_t *reg;
+    pthread_t thread;
+    bool started;
+    int stop;   /* atomic */
+    int rescan; /* atomic: look for due endpoints at once */
+
+    pthread_mutex_t mu; /* pending settings and stats */
+    struct settings pending;
+    bool have_pending;
+    health_checker_stats_t st;
+
+    /* checker thread only */
+    CURLM *multi;
+    struct settings cur;
+    bool have_cur;
+    struct job **jobs; /* each allocated once: curl keeps pointers into them */
+    unsigned njobs, nbusy;
+    hredis_t *redis;
+    FILE *log;
+    bool log_stdio;
+    bool icmp_logged;
+    uint16_t echo_seq;
+    hredis_result_t *pub; /* results waiting for Redis */
+    unsigned npub, cappub;
+};
+
+/* ---- settings --------------------------------------------------------------------------- */
+
+static void settings_free(struct settings *s)
+{
+    free(s->ca_file);
+    free(s->log_path);
+    free(s->redis.host);
+    free(s->redis.unix_path);
+    free(s->redis.password);
+    free(s->redis.prefix);
+    free(s->redis.suffix);
+    free(s->redis.changes_channel);
+    memset(s, 0, sizeof(*s));
+}
+
+static int copy_str(char **dst, const char *src)
+{
+    *dst = NULL;
+    return src && !(*dst = strdup(src)) ? TERN_ENOMEM : 0;
+}
+
+static int settings_copy(struct settings *d, const config_health_t *h)
+{
+    memset(d, 0, sizeof(*d));
+    d->interval_ms = h->check_interval_ms ? h->check_interval_ms : 10000;
+    d->max_requests = h->max_requests ? h->max_requests : 1;
+    d->update_interval_s = h->update_interval_s;
+    d->log_enabled = h->log_enabled;
+    d->log_target = h->log_target;
+    d->log_json = h->log_json;
+    d->redis = h->redis;
+    d->redis.host = d->redis.unix_path = d->redis.password = NULL;
+    d->redis.prefix = d->redis.suffix = d->redis.changes_channel = NULL;
+    if (copy_str(&d->ca_file, h->ca_file) < 0 || copy_str(&d->log_path, h->log_path) < 0 ||
+        copy_str(&d->redis.host, h->redis.host) < 0 ||
+        copy_str(&d->redis.unix_path, h->redis.unix_path) < 0 ||
+        copy_str(&d->redis.password, h->redis.password) < 0 ||
+        copy_str(&d->redis.prefix, h->redis.prefix) < 0 ||
+        copy_str(&d->redis.suffix, h->redis.suffix) < 0) {
+        settings_free(d);
+        return TERN_ENOMEM;
+    }
+    return 0;
+}
+
+int health_checker_configure(health_checker_t *c, const config_health_t *cfg)
+{
+    struct settings s;
+    if (settings_copy(&s, cfg) < 0)
+        return TERN_ENOMEM;
+    pthread_mutex_lock(&c->mu);
+    if (c->have_pending)
+        settings_free(&c->pending);
+    c->pending = s;
+    c->have_pending = true;
+    pthread_mutex_unlock(&c->mu);
+    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE);
+    if (c->multi)
+        curl_multi_wakeup(c->multi);
+    return 0;
+}
+
+static void open_log(health_checker_t *c)
+{
+    if (c->log && !c->log_stdio)
+        fclose(c->log);
+    c->log = NULL;
+    c->log_stdio = false;
+    if (!c->cur.log_enabled)
+        return;
+    if (c->cur.log_target == CONFIG_HEALTH_LOG_STDOUT) {
+        c->log = stdout;
+        c->log_stdio = true;
+    } else if (c->cur.log_target == CONFIG_HEALTH_LOG_STDERR) {
+        c->log = stderr;
+        c->log_stdio = true;
+    } else if (c->cur.log_path) {
+        c->log = fopen(c->cur.log_path, "ae");
+        if (!c->log)
+            log_err("health: log %s: %s; check results are not logged", c->cur.log_path,
+                    strerror(errno));
+    }
+}
+
+static bool same_redis(const config_redis_t *a, const config_redis_t *b)
+{
+    if (!a->enabled || !b->enabled)
+        return a->enabled == b->enabled;
+    config_redis_t x = *a, y = *b;
+    /* only what the connection uses */
+    x.zone_reload_s = y.zone_reload_s = 0;
+    return config_same_redis(&x, &y);
+}
+
+/* Take pending settings, if any (checker thread). */
+static void apply_settings(health_checker_t *c)
+{
+    struct settings s;
+    pthread_mutex_lock(&c->mu);
+    bool have = c->have_pending;
+    if (have) {
+        s = c->pending;
+        c->have_pending = false;
+        c->st.redis_enabled = s.redis.enabled;
+        if (!s.redis.enabled)
+            c->st.redis_connected = false;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!have)
+        return;
+    bool redis_changed = !c->have_cur || !same_redis(&c->cur.redis, &s.redis);
+    if (c->have_cur)
+        settings_free(&c->cur);
+    c->cur = s;
+    c->have_cur = true;
+    if (redis_changed) {
+        hredis_free(c->redis);
+        c->redis = s.redis.enabled ? hredis_new(&s.redis) : NULL;
+        if (s.redis.enabled && !c->redis)
+            log_err("health: out of memory for the redis client; checking locally");
+    }
+    open_log(c); /* every reload: reopens a rotated file */
+    /* jobs grow with max_requests; a smaller value just starts fewer */
+    if (s.max_requests > c->njobs) {
+        struct job **j = realloc(c->jobs, s.max_requests * sizeof(*j));
+        if (j) {
+            c->jobs = j;
+            while (c->njobs < s.max_requests && (j[c->njobs] = calloc(1, sizeof(**j)))) {
+                j[c->njobs]->fd = -1;
+                c->njobs++;
+            }
+        }
+    }
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One result line (redins' healthcheck log fields, and tern's state and latency). */
+static void log_result(health_checker_t *c, const struct ep *e, int status, const char *state,
+                       bool ok, const char *err, uint32_t latency_us, int64_t when)
+{
+    if (!c->log)
+        return;
+    char t[40];
+    hredis_format_time(when, t, sizeof(t));
+    const health_spec_t *s = &e->spec;
+    int rc;
+    if (c->cur.log_json) {
+        json_t *o = json_object();
+        if (!o)
+            return;
+        json_object_set_new(o, "time", json_string(t));
+        json_object_set_new(o, "log_type", json_string("healthcheck"));
+        json_object_set_new(o, "ip", json_string(e->addr_text));
+        json_object_set_new(o, "port", json_integer(s->port));
+        json_object_set_new(o, "host", json_string(s->host ? s->host : ""));
+        json_object_set_new(o, "domain_uuid", json_string(""));
+        json_object_set_new(o, "protocol", json_string(health_proto_name(s->proto)));
+        json_object_set_new(o, "uri", json_string(s->uri ? s->uri : "/"));
+        json_object_set_new(o, "status", json_integer(status));
+        json_object_set_new(o, "state", json_string(state));
+        json_object_set_new(o, "ok", json_boolean(ok));
+        json_object_set_new(o, "latency_ms", json_real(latency_us / 1000.0));
+        json_object_set_new(o, "error", json_string(ok || !err ? "" : err));
+        char *line = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        rc = line ? fprintf(c->log, "%s\n", line) : -1;
+        free(line);
+    } else {
+        char d[HEALTH_RKEY_MAX];
+        health_spec_describe(s, d, sizeof(d));
+        rc = fprintf(c->log, "%s healthcheck %s status %d %s %.3f ms%s%s\n", t, d, status, state,
+                     latency_us / 1000.0, ok ? "" : " error: ", ok || !err ? "" : err);
+    }
+    if (rc < 0) {
+        pthread_mutex_lock(&c->mu);
+        c->st.log_dropped++;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* Queue an own result for Redis (flushed once per loop). */
+static void queue_publish(health_checker_t *c, struct ep *e, int status, int64_t when,
+                          const char *err)
+{
+    if (!c->redis)
+        return;
+    if (c->npub == c->cappub) {
+        unsigned n = c->cappub ? c->cappub * 2 : 64;
+        hredis_result_t *p = realloc(c->pub, n * sizeof(*p));
+        if (!p)
+            return;
+        c->pub = p;
+        c->cappub = n;
+    }
+    health_ep_retain(&e->pub); /* until published */
+    char *copy = err && *err ? strdup(err) : NULL;
+    c->pub[c->npub++] = (hredis_result_t){.e = e, .status = status, .wall_ms = when, .error = copy};
+}
+
+static void flush_publish(health_checker_t *c)
+{
+    if (!c->npub)
+        return;
+    if (hredis_ready(c->redis, tern_monotonic_ms()))
+        (void)hredis_publish(c->redis, c->pub, c->npub, c->cur.update_interval_s);
+    for (unsigned i = 0; i < c->npub; i++) {
+        free((char *)c->pub[i].error);
+        health_ep_release((health_ep_t *)&c->pub[i].e->pub);
+    }
+    c->npub = 0;
+}
+
+/* The end of job j: record, log, queue for Redis, free the job. */
+static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
+{
+    struct ep *e = j->e;
+    int64_t now_us = tern_monotonic_us(), when = wall_ms();
+    uint32_t lat = (uint32_t)(now_us - j->start_us);
+    health_registry_t *r = c->reg;
+    pthread_mutex_lock(&r->mu);
+    health_ep_result(e, ok, err, lat, when);
+    e->in_flight = false;
+    e->due_ms = now_us / 1000 + c->cur.interval_ms;
+    int status = e->status;
+    const char *state = health_ep_state(e);
+    pthread_mutex_unlock(&r->mu);
+    log_result(c, e, status, state, ok, err, lat, when);
+    queue_publish(c, e, status, when, ok ? NULL : err);
+    pthread_mutex_lock(&c->mu);
+    c->st.checks++;
+    if (!ok)
+        c->st.failures++;
+    c->st.in_flight = --c->nbusy;
+    pthread_mutex_unlock(&c->mu);
+    if (j->easy) {
+        curl_multi_remove_handle(c->multi, j->easy);
+        curl_easy_cleanup(j->easy);
+        j->easy = NULL;
+    }
+    curl_slist_free_all(j->connect_to);
+    j->connect_to = NULL;
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = -1;
+    j->busy = false;
+    j->e = NULL;
+    health_ep_release(&e->pub);
+    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE); /* a slot is free */
+}
+
+/* ---- starting checks --------------------------------------------------------------------- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p, (void)ctx;
+    return size * n;
+}
+
+/* A name libcurl takes as a URL host as it is. */
+static bool url_host(const char *h)
+{
+    return h && *h &&
+           strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789-._ABCDEFGHIJKLMNOPQRSTUVWXYZ") ==
+               strlen(h);
+}
+
+static int start_http(health_checker_t *c, struct job *j)
+{
+    const health_spec_t *s = &j->e->spec;
+    const char *scheme = s->proto == HEALTH_HTTPS ? "https" : "http";
+    char ip[64], url[HEALTH_URI_MAX + 400], ct[400];
+    snprintf(ip, sizeof(ip), s->family == 6 ? "[%s]" : "%s", j->e->addr_text);
+    const char *uri = s->uri ? s->uri : "/";
+    bool named = url_host(s->host);
+    snprintf(url, sizeof(url), "%s://%s:%u%s", scheme, named ? s->host : ip, s->port, uri);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return TERN_ENOMEM;
+    j->easy = h;
+    if (named) {
+        snprintf(ct, sizeof(ct), "%s:%u:%s:%u", s->host, s->port, ip, s->port);
+        if (!(j->connect_to = curl_slist_append(NULL, ct)))
+            return TERN_ENOMEM;
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, j->connect_to);
+    }
+    j->err[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, j);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, j->err);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "tern-health/" TERN_VERSION);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    /* a GET body is read and thrown away; a health page is small, the timeout bounds a big one */
+    if (s->method == HEALTH_GET)
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    else
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (s->proto == HEALTH_HTTPS) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, s->tls_verify ? 1L : 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, s->tls_verify ? 2L : 0L);
+        if (c->cur.ca_file)
+            curl_easy_setopt(h, CURLOPT_CAINFO, c->cur.ca_file);
+    }
+    return curl_multi_add_handle(c->multi, h) == CURLM_OK ? 0 : TERN_ENOMEM;
+}
+
+static void sockaddr_of(const struct ep *e, struct sockaddr_storage *ss, socklen_t *len)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (e->spec.family == 6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(e->spec.port);
+        memcpy(&a->sin6_addr, e->spec.addr, 16);
+        *len = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(e->spec.port);
+        memcpy(&a->sin_addr, e->spec.addr, 4);
+        *len = sizeof(*a);
+    }
+}
+
+/* TCP: a non-blocking connect; done when the socket turns writable. Returns 1 when the result
+ * is already known (j->err set on failure, "" on success), 0 when it is pending. */
+static int start_tcp(struct job *j)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    sockaddr_of(j->e, &ss, &len);
+    j->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (j->fd < 0) {
+        snprintf(j->err, sizeof(j->err), "socket: %s", strerror(errno));
+        return 1;
+    }
+    if (connect(j->fd, (struct sockaddr *)&ss, len) == 0) {
+        j->err[0] = '\0';
+        return 1;
+    }
+    if (errno != EINPROGRESS) {
+        snprintf(j->err, sizeof(j->err), "connect: %s", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static uint16_t csum(const uint8_t *p, size_t n)
+{
+    uint32_t s = 0;
+    for (size_t i = 0; i + 1 < n; i += 2)
+        s += (uint32_t)p[i] << 8 | p[i + 1];
+    if (n & 1)
+        s += (uint32_t)p[n - 1] << 8;
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~s;
+}
+
+/* ICMP echo through a ping socket (the kernel sets the identifier and, for IPv6, the checksum).
+ * Returns as start_tcp(). */
+static int start_icmp(health_checker_t *c, struct job *j)
+{
+    bool v6 = j->e->spec.family == 6;
+    j->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                   v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
+    if (j->fd < 0) {
+        if (errno == EACCES || errno == EPERM) {
+            snprintf(j->err, sizeof(j->err),
+                     "ICMP echo: this system forbids unprivileged ping sockets to group %ld "
+                     "(allow it with sysctl net.ipv4.ping_group_range=\"%ld %ld\", or use a tcp "
+                     "check)",
+                     (long)getegid(), (long)getegid(), (long)getegid());
+            if (!c->icmp_logged)
+                log_err("health: %s", j->err);
+            c->icmp_logged = true;
+        } else {
+            snprintf(j->err, sizeof(j->err), "ICMP socket: %s", strerror(errno));
+        }
+        return 1;
+    }
+    uint8_t pkt[24] = {v6 ? ICMP6_ECHO_REQUEST : ICMP_ECHO, 0, 0, 0, 0, 0};
+    j->seq = ++c->echo_seq;
+    pkt[6] = (uint8_t)(j->seq >> 8);
+    pkt[7] = (uint8_t)j->seq;
+    memcpy(pkt + 8, "tern-health-chk!", 16);
+    if (!v6) {
+        uint16_t s = csum(pkt, sizeof(pkt));
+        pkt[2] = (uint8_t)(s >> 8);
+        pkt[3] = (uint8_t)s;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    sockaddr_of(j->e, &ss, &len);
+    ((struct sockaddr_in *)&ss)->sin_port = 0;
+    if (v6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    if (sendto(j->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&ss, len) < 0) {
+        snprintf(j->err, sizeof(j->err), "ICMP echo: %s", strerror(errno));
+        return 1;
+    }
+    j->sent = true;
+    return 0;
+}
+
+/* Start the check of e (referenced by the caller, handed to the job). */
+static void start(health_checker_t *c, struct ep *e)
+{
+    struct job *j = NULL;
+    for (unsigned i = 0; i < c->njobs && !j; i++)
+        if (!c->jobs[i]->busy)
+            j = c->jobs[i];
+    if (!j) { /* cannot happen: the scan takes no more than the free slots */
+        pthread_mutex_lock(&c->reg->mu);
+        e->in_flight = false;
+        pthread_mutex_unlock(&c->reg->mu);
+        health_ep_release(&e->pub);
+        return;
+    }
+    memset(j, 0, sizeof(*j));
+    j->fd = -1;
+    j->e = e;
+    j->busy = true;
+    j->start_us = tern_monotonic_us();
+    j->deadline_us = j->start_us + (int64_t)e->spec.timeout_ms * 1000;
+    pthread_mutex_lock(&c->mu);
+    c->st.in_flight = ++c->nbusy;
+    pthread_mutex_unlock(&c->mu);
+    int done;
+    switch (e->spec.proto) {
+    case HEALTH_HTTP:
+    case HEALTH_HTTPS:
+        if (start_http(c, j) < 0) {
+            snprintf(j->err, sizeof(j->err), "cannot start the request (out of memory)");
+            done = 1;
+        } else {
+            done = 0;
+        }
+        break;
+    case HEALTH_TCP:
+        done = start_tcp(j);
+        break;
+    default:
+        done = start_icmp(c, j);
+        break;
+    }
+    if (done)
+        finish(c, j, j->err[0] == '\0', j->err);
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+/* The endpoints due now, marked in flight and referenced, up to room of them; *next gets the
+ * earliest due time of the others. */
+static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsigned room,
+                         int64_t *next)
+{
+    unsigned n = 0;
+    int64_t soonest = now + IDLE_MAX_MS;
+    health_registry_t *r = c->reg;
+    pthread_mutex_lock(&r->mu);
+    for (struct ep *e = r->head; e; e = e->next) {
+        if (e->in_flight)
+            continue;
+        if (e->due_ms > now) {
+            if (e->due_ms < soonest)
+                soonest = e->due_ms;
+            continue;
+        }
+        if (n == room) {
+            soonest = now; /* more are due: look again once a slot frees */
+            continue;
+        }
+        e->in_flight = true;
+        e->refs++;
+        out[n++] = e;
+    }
+    pthread_mutex_unlock(&r->mu);
+    *next = soonest;
+    return n;
+}
+
+/* Gather due endpoints, settle the ones Redis says another node has, start the rest. */
+static int64_t schedule(health_checker_t *c, int64_t now)
+{
+    unsigned room = c->njobs > c->nbusy ? c->njobs - c->nbusy : 0;
+    if (c->cur.max_requests < c->njobs) {
+        unsigned cap = c->cur.max_requests > c->nbusy ? c->cur.max_requests - c->nbusy : 0;
+        room = cap < room ? cap : room;
+    }
+    int64_t next;
+    struct ep **due = room ? malloc(room * sizeof(*due)) : NULL;
+    unsigned n = take_due(c, now, due, due ? room : 0, &next);
+    if (n == 0) {
+        free(due);
+        return next;
+    }
+    hredis_state_t *st = NULL;
+    if (c->redis && hredis_ready(c->redis, now) && (st = calloc(n, sizeof(*st))) &&
+        hredis_claim(c->redis, due, n, c->cur.interval_ms, wall_ms(), st) < 0) {
+        free(st);
+        st = NULL;
+    }
+    int64_t wall = wall_ms();
+    for (unsigned i = 0; i < n; i++) {
+        struct ep *e = due[i];
+        if (!st || st[i].decision == HREDIS_CHECK) {
+            start(c, e);
+            continue;
+        }
+        pthread_mutex_lock(&c->reg->mu);
+        if (st[i].decision == HREDIS_ADOPT) {
+            health_ep_adopt(e, st[i].status, st[i].lastcheck, st[i].error);
+            int64_t due_in = st[i].lastcheck + c->cur.interval_ms - wall;
+            e->due_ms = now + (due_in > SCAN_MIN_MS ? due_in : SCAN_MIN_MS);
+        } else {
+            e->due_ms = now + e->spec.timeout_ms + WAIT_SLACK_MS;
+        }
+        e->in_flight = false;
+        if (e->due_ms < next)
+            next = e->due_ms;
+        pthread_mutex_unlock(&c->reg->mu);
+        if (st[i].decision == HREDIS_ADOPT) {
+            pthread_mutex_lock(&c->mu);
+            c->st.adopted++;
+            pthread_mutex_unlock(&c->mu);
+        }
+        health_ep_release(&e->pub);
+    }
+    free(st);
+    free(due);
+    return next;
+}
+
+/* TCP or ICMP job j's socket reported revents. */
+static void on_socket(health_checker_t *c, struct job *j, short revents)
+{
+    if (j->e->spec.proto == HEALTH_TCP) {
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (getsockopt(j->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+            soerr = errno;
+        if (soerr == 0 && !(revents & (POLLERR | POLLHUP)))
+            finish(c, j, true, NULL);
+        else {
+            snprintf(j->err, sizeof(j->err), "connect: %s", strerror(soerr ? soerr : ECONNRESET));
+            finish(c, j, false, j->err);
+        }
+        return;
+    }
+    uint8_t buf[256];
+    for (;;) {
+        ssize_t k = recv(j->fd, buf, sizeof(buf), 0);
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;
+            snprintf(j->err, sizeof(j->err), "ICMP echo: %s", strerror(errno));
+            finish(c, j, false, j->err);
+            return;
+        }
+        bool v6 = j->e->spec.family == 6;
+        if (k >= 8 && buf[0] == (v6 ? ICMP6_ECHO_REPLY : ICMP_ECHOREPLY) &&
+            ((uint16_t)buf[6] << 8 | buf[7]) == j->seq) {
+            finish(c, j, true, NULL);
+            return;
+        }
+    }
+}
+
+static void harvest_curl(health_checker_t *c)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(c->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct job *j = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+        if (!j || !j->busy)
+            continue;
+        CURLcode rc = m->data.result;
+        if (rc != CURLE_OK) {
+            if (!j->err[0])
+                snprintf(j->err, sizeof(j->err), "%s", curl_easy_strerror(rc));
+            finish(c, j, false, j->err);
+            continue;
+        }
+        long code = 0;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+        const health_spec_t *s = &j->e->spec;
+        bool ok = false;
+        if (s->nexpect == 0) {
+            ok = code == 200 || code == 301 || code == 302;
+        } else {
+            for (unsigned i = 0; i < s->nexpect && !ok; i++)
+                ok = code == s->expect[i];
+        }
+        if (!ok)
+            snprintf(j->err, sizeof(j->err), "HTTP status %ld", code);
+        finish(c, j, ok, j->err);
+    }
+}
+
+static void *run(void *arg)
+{
+    health_checker_t *c = arg;
+    int64_t next_scan = 0;
+    struct curl_waitfd *fds = NULL;
+    struct job **fdjob = NULL;
+    unsigned fdcap = 0;
+    while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+        apply_settings(c);
+        int64_t now = tern_monotonic_ms();
+        if (c->have_cur &&
+            (now >= next_scan || __atomic_exchange_n(&c->rescan, 0, __ATOMIC_ACQ_REL))) {
+            int64_t due = schedule(c, now);
+            now = tern_monotonic_ms();
+            next_scan = due > now + SCAN_MIN_MS ? due : now + SCAN_MIN_MS;
+        }
+        /* the sockets of TCP and ICMP checks, beside curl's own */
+        if (fdcap < c->njobs) {
+            struct curl_waitfd *f = realloc(fds, c->njobs * sizeof(*f));
+            struct job **fj = f ? realloc(fdjob, c->njobs * sizeof(*fj)) : NULL;
+            if (f)
+                fds = f;
+            if (fj) {
+                fdjob = fj;
+                fdcap = c->njobs;
+            }
+        }
+        unsigned nfd = 0;
+        int64_t wake = next_scan;
+        for (unsigned i = 0; i < c->njobs && i < fdcap; i++) {
+            struct job *j = c->jobs[i];
+            if (!j->busy)
+                continue;
+            if (j->deadline_us / 1000 + 1 < wake)
+                wake = j->deadline_us / 1000 + 1;
+            if (j->fd < 0)
+                continue;
+            fds[nfd] = (struct curl_waitfd){
+                .fd = j->fd,
+                .events = j->e->spec.proto == HEALTH_TCP ? CURL_WAIT_POLLOUT : CURL_WAIT_POLLIN};
+            fdjob[nfd++] = j;
+        }
+        int64_t wait = wake - tern_monotonic_ms();
+        wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;
+        flush_publish(c);
+        (void)curl_multi_poll(c->multi, fds, nfd, (int)wait, NULL);
+        int running;
+        (void)curl_multi_perform(c->multi, &running);
+        harvest_curl(c);
+        for (unsigned i = 0; i < nfd; i++)
+            if (fds[i].revents && fdjob[i]->busy && fdjob[i]->fd == fds[i].fd)
+                on_socket(c, fdjob[i], fds[i].revents);
+        int64_t now_us = tern_monotonic_us();
+        for (unsigned i = 0; i < c->njobs; i++) {
+            struct job *j = c->jobs[i];
+            if (!j->busy || now_us < j->deadline_us || j->easy)
+                continue; /* curl enforces its own timeout */
+            snprintf(j->err, sizeof(j->err), "%s: no answer within %u ms",
+                     j->e->spec.proto == HEALTH_TCP ? "connect" : "ICMP echo",
+                     j->e->spec.timeout_ms);
+            finish(c, j, false, j->err);
+        }
+        flush_publish(c);
+        if (c->log)
+            fflush(c->log);
+        if (c->redis) {
+            pthread_mutex_lock(&c->mu);
+            c->st.redis_connected = hredis_connected(c->redis);
+            c->st.redis_errors = hredis_errors(c->redis);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    free(fds);
+    free(fdjob);
+    return NULL;
+}
+
+/* The registry's wakeup (under its mutex): a new endpoint or override. */
+static void wake(void *ctx)
+{
+    health_checker_t *c = ctx;
+    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE);
+    curl_multi_wakeup(c->multi);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void init_curl(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+health_checker_t *health_checker_new(health_registry_t *r)
+{
+    pthread_once(&curl_once, init_curl);
+    if (curl_init_rc != CURLE_OK) {
+        log_err("health: libcurl: %s", curl_easy_strerror(curl_init_rc));
+        return NULL;
+    }
+    health_checker_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->reg = r;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (!(c->multi = curl_multi_init())) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->wake = wake;
+    r->wake_ctx = c;
+    pthread_mutex_unlock(&r->mu);
+    return c;
+}
+
+int health_checker_start(health_checker_t *c)
+{
+    int rc = pthread_create(&c->thread, NULL, run, c);
+    if (rc != 0) {
+        log_err("health: cannot start the checker thread: %s", strerror(rc));
+        return -rc;
+    }
+    c->started = true;
+    return 0;
+}
+
+void health_checker_free(health_checker_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->reg->mu);
+    c->reg->wake = NULL;
+    c->reg->wake_ctx = NULL;
+    pthread_mutex_unlock(&c->reg->mu);
+    if (c->started) {
+        __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+        curl_multi_wakeup(c->multi);
+        pthread_join(c->thread, NULL);
+    }
+    for (unsigned i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        if (!j->busy) {
+            free(j);
+            continue;
+        }
+        if (j->easy) {
+            curl_multi_remove_handle(c->multi, j->easy);
+            curl_easy_cleanup(j->easy);
+        }
+        curl_slist_free_all(j->connect_to);
+        if (j->fd >= 0)
+            close(j->fd);
+        pthread_mutex_lock(&c->reg->mu);
+        j->e->in_flight = false;
+        pthread_mutex_unlock(&c->reg->mu);
+        health_ep_release(&j->e->pub);
+        free(j);
+    }
+    flush_publish(c);
+    free(c->pub);
+    free(c->jobs);
+    curl_multi_cleanup(c->multi);
+    hredis_free(c->redis);
+    if (c->log && !c->log_stdio)
+        fclose(c->log);
+    if (c->have_cur)
+        settings_free(&c->cur);
+    if (c->have_pending)
+        settings_free(&c->pending);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void health_checker_stats(health_checker_t *c, health_checker_stats_t *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->st;
+    pthread_mutex_unlock(&c->mu);
+}
