@@ -8,11 +8,12 @@
  * config_schema_print() shows. Nested mappings (a zone, a listen entry) have small field tables
  * of their own, checked by config_get_fields(), so an unknown or duplicate key is an error at any
  * depth. The "redis" mapping has a schema of its own (config_redis_schema, the same opt_t rows
- * with offsets into config_redis_t).
+ * with offsets into config_redis_t), and so has "health" (config_health.c's rows, offsets into
+ * config_health_t), which this file only finds, copies, frees, compares and prints.
  *
- * redins' config.json keys (server, error_log, handler, geoip) have rows in the schema, so they
- * are found, refused twice and printed like any option, but what they map onto is
- * config_redins.c's business; config_parse.h is what the two files share.
+ * redins' config.json keys (server, error_log, handler, geoip, healthcheck) have rows in the
+ * schema, so they are found, refused twice and printed like any option, but what they map onto
+ * is config_redins.c's business; config_parse.h is what the three files share.
  */
 #include "tern/conf/config.h"
 
@@ -327,6 +328,11 @@ static const opt_t schema[] = {
      .type = OPT_REDIS,
      .group = GROUP_REDIS,
      .desc = "zones kept in Redis (redins' layout): a mapping of these keys; unset or ~ = none"},
+    {.key = "health",
+     .type = OPT_HEALTH,
+     .group = GROUP_HEALTH,
+     .claim = CLAIM_HEALTH,
+     .desc = "health checks of A/AAAA answers: a mapping of these keys; unset or ~ = none"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
@@ -341,12 +347,16 @@ static const opt_t schema[] = {
      .type = OPT_HANDLER,
      .group = GROUP_REDIS,
      .desc = "{redis, zone_reload, max_ttl, geoip, ...}, into redis, geoip_db and asn_db:"},
-    /* older redins kept geoip (and upstream and healthcheck, below) at the top level */
+    /* older redins kept geoip, healthcheck (and upstream, below) at the top level */
     {.key = "geoip", .type = OPT_GEOIP, .desc = "(older redins) {enable, db}, into geoip_db"},
+    {.key = "healthcheck",
+     .type = OPT_HEALTHCHECK,
+     .group = GROUP_HEALTH,
+     .claim = CLAIM_HEALTH,
+     .desc = "(older redins) {enable, max_requests, ..., redis, log}, into health:"},
     /* ... and those that do not (yet): refused, never ignored. */
     {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
     {.key = "upstream", .type = OPT_LATER, .desc = "forwarding to upstream resolvers"},
-    {.key = "healthcheck", .type = OPT_LATER, .desc = "health checks of answer addresses"},
     {.key = "ratelimit", .type = OPT_LATER, .desc = "per-client rate limits"},
 };
 
@@ -695,6 +705,52 @@ static int set_str(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
     return config_get_str(pc, n, o->key, NULL, o, str_field(pc->c, o));
 }
 
+/* The value of a nested schema's row o at n into its field in base: "key: o->key: ...". */
+int config_get_row(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const opt_t *o,
+                   void *base)
+{
+    char *field = (char *)base + o->offset;
+    long long v = 0;
+    size_t e = 0;
+    bool b = false;
+    int rc;
+    switch (o->type) {
+    case OPT_UINT:
+        if ((rc = config_get_int(pc, n, key, o->key, o->min, o->max, &v)) == 0)
+            store_uint(base, o, v);
+        return rc;
+    case OPT_BOOL:
+        if ((rc = config_get_bool(pc, n, key, o->key, &b)) == 0)
+            memcpy(field, &b, sizeof(b));
+        return rc;
+    case OPT_ENUM:
+        if ((rc = config_get_enum(pc, n, key, o->key, o->names, (size_t)o->max + 1, &e)) == 0)
+            store_uint(base, o, (long long)e);
+        return rc;
+    case OPT_STR:
+    case OPT_PATH:
+    case OPT_ADDR:
+        return config_get_str(pc, n, key, o->key, o, (char **)(void *)field);
+    default:
+        return TERN_EINVAL; /* the caller parses the others itself */
+    }
+}
+
+void config_set_defaults(void *base, const opt_t *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const opt_t *o = &rows[i];
+        if (o->size == 0)
+            continue; /* no field of its own: its owner stores it */
+        if (o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_ENUM) {
+            store_uint(base, o, o->def);
+        } else if (o->type == OPT_BOOL) {
+            bool v = o->def != 0;
+            memcpy((char *)base + o->offset, &v, sizeof(v));
+        }
+    }
+}
+
 /* ---- listen ------------------------------------------------------------------------------- */
 
 static uint16_t listen_port(const config_listen_t *e)
@@ -828,9 +884,20 @@ void config_redis_reset(config_redis_t *r)
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         free(*redis_str(r, i));
     memset(r, 0, sizeof(*r));
-    for (size_t i = 0; i < RS_COUNT; i++)
-        if (config_redis_schema[i].type == OPT_UINT)
-            store_uint(r, &config_redis_schema[i], config_redis_schema[i].def);
+    config_set_defaults(r, config_redis_schema, RS_COUNT);
+}
+
+int config_redis_copy(config_redis_t *dst, const config_redis_t *src)
+{
+    *dst = *src;
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
+        *redis_str(dst, i) = NULL;
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++) {
+        const char *s = redis_str_value(src, i);
+        if (s && !(*redis_str(dst, i) = strdup(s)))
+            return TERN_ENOMEM;
+    }
+    return 0;
 }
 
 /* A host for hiredis: an IPv4 address or a DNS name (hiredis resolves it when it connects).
@@ -946,10 +1013,11 @@ const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, 
     return n;
 }
 
-/* tern's "redis:" mapping (or null: no Redis). The mapping replaces every earlier setting. */
-static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* A tern Redis mapping (or null: no Redis) of the first nrows rows of config_redis_schema into
+ * r, replacing every earlier setting. */
+int config_get_redis(parse_ctx_t *pc, const yaml_node_t *n, const char *key, size_t nrows,
+                     config_redis_t *r)
 {
-    config_redis_t *r = &pc->c->redis;
     field_t fields[RS_COUNT];
     const yaml_node_t *val[RS_COUNT];
     int rc;
@@ -957,6 +1025,38 @@ static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         config_redis_reset(r);
         return 0;
     }
+    /* the zone source's settings where only a connection is wanted (health's redis) */
+    for (size_t j = nrows; n->type == YAML_MAPPING_NODE && j < RS_COUNT; j++) {
+        const yaml_node_t *k = config_key_node(pc, n, config_redis_schema[j].key);
+        if (k != n)
+            return config_fail(pc, k, key,
+                               "%s: not a key of %s (it sets the Redis zone source: give it in "
+                               "the top-level redis)",
+                               config_redis_schema[j].key, key);
+    }
+    for (size_t i = 0; i < nrows; i++)
+        fields[i] = (field_t){config_redis_schema[i].key, config_redis_schema[i].desc, false, NULL};
+    if ((rc = config_get_fields(pc, n, key, fields, nrows, val)) < 0)
+        return rc;
+    config_redis_reset(r);
+    r->enabled = true;
+    for (size_t i = 0; i < nrows; i++) {
+        const opt_t *f = &config_redis_schema[i];
+        if (!val[i])
+            continue;
+        if (f->type == OPT_REDIS_ADDR)
+            rc = get_redis_address(pc, val[i], key, r);
+        else
+            rc = config_get_row(pc, val[i], key, f, r);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* tern's "redis:" mapping (or null: no Redis). The mapping replaces every earlier setting. */
+static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+{
     /* redins' keys here are a redins config's handler.redis moved up a level: say where they go */
     static const char *const redins_keys[] = {"ip", "port", "net", "connection"};
     for (size_t j = 0; n->type == YAML_MAPPING_NODE && j < TERN_ARRAY_SIZE(redins_keys); j++) {
@@ -967,37 +1067,7 @@ static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
                                "address: \"HOST:PORT\", or move the block under handler)",
                                redins_keys[j]);
     }
-    for (size_t i = 0; i < RS_COUNT; i++)
-        fields[i] = (field_t){config_redis_schema[i].key, config_redis_schema[i].desc, false, NULL};
-    if ((rc = config_get_fields(pc, n, o->key, fields, RS_COUNT, val)) < 0)
-        return rc;
-    config_redis_reset(r);
-    r->enabled = true;
-    for (size_t i = 0; i < RS_COUNT; i++) {
-        const opt_t *f = &config_redis_schema[i];
-        long long v = 0;
-        if (!val[i])
-            continue;
-        switch (f->type) {
-        case OPT_UINT:
-            if ((rc = config_get_int(pc, val[i], o->key, f->key, f->min, f->max, &v)) == 0)
-                store_uint(r, f, v);
-            break;
-        case OPT_STR:
-            rc = config_get_str(pc, val[i], o->key, f->key, f,
-                                (char **)(void *)((char *)r + f->offset));
-            break;
-        case OPT_REDIS_ADDR:
-            rc = get_redis_address(pc, val[i], o->key, r);
-            break;
-        default:
-            rc = TERN_EINVAL;
-            break;
-        }
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return config_get_redis(pc, n, o->key, RS_COUNT, &pc->c->redis);
 }
 
 /* k (named key) is about to set geoip_db: the first one in a file may, a second is an error. */
@@ -1072,7 +1142,7 @@ static int set_zones(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 static bool is_redins(const opt_t *o)
 {
     return o->type == OPT_SERVER || o->type == OPT_ERROR_LOG || o->type == OPT_HANDLER ||
-           o->type == OPT_GEOIP;
+           o->type == OPT_GEOIP || o->type == OPT_HEALTHCHECK;
 }
 
 /* Whether o stores one value in a field of config_t of its own (and can have an origin). */
@@ -1132,7 +1202,12 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
         return config_redins_handler(pc, o, n);
     case OPT_GEOIP:
         return config_redins_geoip(pc, o, k, n);
+    case OPT_HEALTH:
+        return config_health(pc, o, n);
+    case OPT_HEALTHCHECK:
+        return config_redins_healthcheck(pc, o, n);
     case OPT_REDIS_ADDR:
+    case OPT_CUSTOM:
         break;
     case OPT_LATER:
         return config_fail(pc, k, o->key, "redins option not supported yet (%s)", o->desc);
@@ -1451,19 +1526,35 @@ bool config_same_redis(const config_redis_t *a, const config_redis_t *b)
     return true;
 }
 
+/* The same check: every field of the spec (strings by content), and the same owner. */
+static bool same_check(const config_health_check_t *x, const config_health_check_t *y)
+{
+    const health_spec_t *a = &x->spec, *b = &y->spec;
+    size_t alen = a->family == 6 ? 16 : 4;
+    return a->proto == b->proto && a->family == b->family && a->method == b->method &&
+           a->tls_verify == b->tls_verify && a->nexpect == b->nexpect && a->port == b->port &&
+           a->up_count == b->up_count && a->down_count == b->down_count &&
+           a->timeout_ms == b->timeout_ms && memcmp(a->addr, b->addr, alen) == 0 &&
+           memcmp(a->expect, b->expect, a->nexpect * sizeof(a->expect[0])) == 0 &&
+           same_str(a->uri, b->uri) && same_str(a->host, b->host) && same_str(x->owner, y->owner);
+}
+
+bool config_same_health_checks(const config_health_t *a, const config_health_t *b)
+{
+    if (a->enabled != b->enabled || a->nchecks != b->nchecks)
+        return false;
+    for (size_t i = 0; i < a->nchecks; i++)
+        if (!same_check(&a->checks[i], &b->checks[i]))
+            return false;
+    return true;
+}
+
 void config_init(config_t *c)
 {
     memset(c, 0, sizeof(*c));
-    for (size_t i = 0; i < NOPTS; i++) {
-        const opt_t *o = &schema[i];
-        if (o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_ENUM) {
-            store_uint(c, o, o->def);
-        } else if (o->type == OPT_BOOL) {
-            bool v = o->def != 0;
-            memcpy((char *)c + o->offset, &v, sizeof(v));
-        }
-    }
-    config_redis_reset(&c->redis); /* its strings are NULL after the memset */
+    config_set_defaults(c, schema, NOPTS);
+    config_redis_reset(&c->redis);   /* its strings are NULL after the memset */
+    config_health_reset(&c->health); /* and so are health's */
 }
 
 int config_copy(config_t *dst, const config_t *src)
@@ -1475,8 +1566,9 @@ int config_copy(config_t *dst, const config_t *src)
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             *str_field(dst, &schema[i]) = NULL;
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
-        *redis_str(&dst->redis, i) = NULL;
+    /* nothing of redis and health is dst's yet: what the copies below fail to make stays NULL */
+    memset(&dst->redis, 0, sizeof(dst->redis));
+    memset(&dst->health, 0, sizeof(dst->health));
     if (src->file && !(dst->file = strdup(src->file)))
         goto fail;
     for (size_t i = 0; i < NOPTS; i++) {
@@ -1484,11 +1576,9 @@ int config_copy(config_t *dst, const config_t *src)
         if (s && !(*str_field(dst, &schema[i]) = strdup(s)))
             goto fail;
     }
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++) {
-        const char *s = redis_str_value(&src->redis, i);
-        if (s && !(*redis_str(&dst->redis, i) = strdup(s)))
-            goto fail;
-    }
+    if (config_redis_copy(&dst->redis, &src->redis) < 0 ||
+        config_health_copy(&dst->health, &src->health) < 0)
+        goto fail;
     for (size_t i = 0; i < src->nzones; i++)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
                                    src->zones[i].format) < 0)
@@ -1529,6 +1619,20 @@ static void print_opt(FILE *out, int depth, const opt_t *o)
     }
 }
 
+/* health's rows under it, and the rows of its log and of one of its checks under those. */
+static void print_health(FILE *out)
+{
+    for (size_t j = 0; j < HS_COUNT; j++) {
+        print_opt(out, 1, &config_health_schema[j]);
+        if (j == HS_LOG)
+            for (size_t k = 0; k < HL_COUNT; k++)
+                print_opt(out, 2, &config_health_log_schema[k]);
+        if (j == HS_CHECKS)
+            for (size_t k = 0; k < HC_COUNT; k++)
+                print_opt(out, 2, &config_health_check_schema[k]);
+    }
+}
+
 void config_schema_print(FILE *out)
 {
     bool redins_header = false;
@@ -1546,8 +1650,12 @@ void config_schema_print(FILE *out)
         if (o->type == OPT_REDIS)
             for (size_t j = 0; j < RS_COUNT; j++)
                 print_opt(out, 1, &config_redis_schema[j]);
+        if (o->type == OPT_HEALTH)
+            print_health(out);
         if (o->type == OPT_HANDLER)
             config_redins_print_handler(out);
+        if (o->type == OPT_HEALTHCHECK)
+            config_redins_print_healthcheck(out, 1);
     }
 }
 
@@ -1561,8 +1669,8 @@ void config_free(config_t *c)
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             free(*str_field(c, &schema[i]));
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
-        free(*redis_str(&c->redis, i));
+    config_redis_reset(&c->redis);
+    config_health_reset(&c->health);
     free(c->file);
     config_init(c);
 }

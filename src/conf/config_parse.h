@@ -4,9 +4,10 @@
  *
  * config.c owns the schema rows (opt_t), the YAML node helpers that turn a node into a checked
  * value or a "file:line: key: message" error, and the Redis settings both tern's "redis:" and
- * redins' "handler.redis" write. config_redins.c owns the mapping of redins' config.json keys
- * (server, error_log, handler, geoip) onto config_t, and only calls in here. Nothing outside
- * src/conf includes this header (it is not installed).
+ * redins' "handler.redis" write. config_health.c owns tern's "health:" block (its rows, its
+ * checks) and config_health_t's defaults and copies. config_redins.c owns the mapping of redins'
+ * config.json keys (server, error_log, handler, geoip, healthcheck) onto config_t, and only calls
+ * in here. Nothing outside src/conf includes this header (it is not installed).
  *
  * Lifecycle and threading: a parse_ctx_t lives for one config_load() call, on the caller's
  * thread; the libyaml document and every node pointer here die with that call.
@@ -39,22 +40,28 @@ typedef enum {
     OPT_REDIS_ADDR, /* config_redis_schema: "HOST:PORT", "[V6]:PORT" or an absolute socket path */
     OPT_HANDLER,    /* redins: {redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db */
     OPT_GEOIP,      /* redins (older, top level): {enable, db}, into geoip_db */
-    OPT_LATER,      /* a redins key tern does not implement yet: always an error saying so */
+    OPT_HEALTH,     /* a mapping of config_health_schema's keys into health, or null for none */
+    OPT_HEALTHCHECK, /* redins (older, top level): {enable, max_requests, ...}, into health */
+    OPT_CUSTOM,      /* a nested value with a parser of its own (health's log, checks, a check's
+                        address and expect): the row names and describes it, its owner parses it */
+    OPT_LATER,       /* a redins key tern does not implement yet: always an error saying so */
 } opt_type_t;
 
 /* Options that set the same fields share a group; a redins option and any other option of its
  * group may not both appear in one file (which one would win is a guess we refuse to make). */
-enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS };
+enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS, GROUP_HEALTH };
 
-/* Fields that one option and a redins geoip block may both set: finer than a group, since
- * geoip_db, redins' geoip and handler.geoip may meet as long as only one of them sets each field
- * (a redins geoip with enable false sets nothing); see config_claim(). */
-typedef enum { CLAIM_NONE = 0, CLAIM_GEOIP_DB, CLAIM_ASN_DB, CLAIM_COUNT } claim_t;
+/* Fields that one option and a redins block nested in another may both set: finer than a
+ * group, since geoip_db, redins' geoip and handler.geoip may meet as long as only one of them
+ * sets each field (a redins geoip with enable false sets nothing), and handler.healthcheck
+ * competes with health and the top-level healthcheck, not with handler's other keys; see
+ * config_claim(). */
+typedef enum { CLAIM_NONE = 0, CLAIM_GEOIP_DB, CLAIM_ASN_DB, CLAIM_HEALTH, CLAIM_COUNT } claim_t;
 
 typedef struct opt {
     const char *key;
     opt_type_t type;
-    size_t offset; /* of the field in config_t */
+    size_t offset; /* of the field in config_t (or in the struct a nested schema fills) */
     size_t size;   /* of that field (OPT_UINT, OPT_WORKERS, OPT_ENUM) */
     long long def; /* OPT_UINT, OPT_WORKERS, OPT_BOOL, OPT_ENUM */
     long long min; /* OPT_UINT, OPT_WORKERS: value; OPT_STR, OPT_PATH, OPT_ADDR: length */
@@ -98,6 +105,11 @@ enum {
 };
 
 extern const opt_t config_redis_schema[RS_COUNT];
+
+/* The leading rows of config_redis_schema (address .. read_timeout): where Redis is and how to
+ * talk to it, all that health's redis takes; the rows from RS_ZONE_RELOAD on are the zone
+ * source's. */
+#define RS_CONNECTION_COUNT RS_ZONE_RELOAD
 
 /* One config_load() call. */
 typedef struct parse_ctx {
@@ -196,6 +208,16 @@ int config_get_str(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const
 int config_get_fields(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const field_t *fields,
                       size_t nfields, const yaml_node_t **val) TERN_WUR;
 
+/** The value of row o (OPT_UINT, OPT_BOOL, OPT_ENUM, OPT_STR, OPT_PATH or OPT_ADDR) at n into
+ * its field in base (the struct o's schema describes), checked against o's bounds; errors are
+ * "key: o->key: ...". */
+int config_get_row(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const opt_t *o,
+                   void *base) TERN_WUR;
+
+/** The defaults of the count rows at rows (OPT_UINT, OPT_WORKERS, OPT_ENUM, OPT_BOOL) into their
+ * fields in base; other rows, and rows without a field (size 0), are left alone. */
+void config_set_defaults(void *base, const opt_t *rows, size_t count);
+
 /** "key" for a single item, "key[index]" for an item of a sequence (parent). */
 void config_item_key(char *buf, size_t len, const char *key, const yaml_node_t *parent,
                      size_t index);
@@ -220,6 +242,16 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 /** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
 void config_redis_reset(config_redis_t *r);
 
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
+int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+
+/** A tern Redis mapping at n (or null: no Redis) into r, replacing every setting: the first
+ * nrows rows of config_redis_schema (RS_COUNT for "redis:", RS_CONNECTION_COUNT for health's);
+ * a key of a later row is an error ("not a key of <key>"). */
+int config_get_redis(parse_ctx_t *pc, const yaml_node_t *n, const char *key, size_t nrows,
+                     config_redis_t *r) TERN_WUR;
+
 /** A host for hiredis: an IPv4 address or a DNS name. */
 bool config_is_host(const char *h);
 
@@ -231,6 +263,63 @@ int config_redis_set_host_port(config_redis_t *r, const char *s) TERN_WUR;
  * cleared. Errors are "key: address: ...". */
 int config_redis_set_unix(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_redis_t *r,
                           const char *path) TERN_WUR;
+
+/* ---- health (config_health.c) ------------------------------------------------------------- */
+
+/* The keys of tern's "health:" mapping (config_health_schema's rows, offsets into
+ * config_health_t). Their defaults are those of a given block; config_health_reset() clears
+ * enabled and log_enabled, since no block means no checks and no log. */
+enum {
+    HS_ENABLE,
+    HS_CHECK_INTERVAL,
+    HS_MAX_REQUESTS,
+    HS_UPDATE_INTERVAL,
+    HS_CA_FILE,
+    HS_REDIS,
+    HS_LOG,
+    HS_CHECKS,
+    HS_COUNT
+};
+
+/* The keys of health's "log:" mapping. */
+enum { HL_ENABLE, HL_TARGET, HL_PATH, HL_FORMAT, HL_COUNT };
+
+/* The keys of one entry of health's "checks:" list (into a health_spec_t, parsed by hand: its
+ * fields are of every width, and several keys only apply to some protocols). */
+enum {
+    HC_ADDRESS,
+    HC_OWNER,
+    HC_PROTOCOL,
+    HC_PORT,
+    HC_URI,
+    HC_METHOD,
+    HC_HOST,
+    HC_EXPECT,
+    HC_TLS_VERIFY,
+    HC_TIMEOUT,
+    HC_UP_COUNT,
+    HC_DOWN_COUNT,
+    HC_COUNT
+};
+
+extern const opt_t config_health_schema[HS_COUNT];
+extern const opt_t config_health_log_schema[HL_COUNT];
+extern const opt_t config_health_check_schema[HC_COUNT];
+
+/* "file", "stdout", "stderr" by config_health_log_target_t; "json", "text" by !log_json. */
+extern const char *const config_health_log_targets[3];
+extern const char *const config_health_log_formats[2];
+
+/** Free h's strings and checks and set it to the defaults: no health checks (enabled false), no
+ * log, no Redis; check_interval 10000 ms, max_requests 100, update_interval 600 s. */
+void config_health_reset(config_health_t *h);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_health_reset() frees. */
+int config_health_copy(config_health_t *dst, const config_health_t *src) TERN_WUR;
+
+/** tern's "health" (OPT_HEALTH) at n: replaces every health setting; null = no health checks. */
+int config_health(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /* ---- redins' config.json (config_redins.c) ------------------------------------------------- */
 
@@ -248,7 +337,14 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
                         const yaml_node_t *n) TERN_WUR;
 
+/** Older redins' top-level "healthcheck" (OPT_HEALTHCHECK) at n: replaces every health
+ * setting, with redins' defaults. */
+int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
 /** The rows of handler's keys for config_schema_print(), indented under "handler". */
 void config_redins_print_handler(FILE *out);
+
+/** The rows of healthcheck's keys for config_schema_print(), indented by depth. */
+void config_redins_print_healthcheck(FILE *out, int depth);
 
 #endif

@@ -3,11 +3,12 @@
  *
  * A redins config is JSON, so it parses as YAML with everything else; this file maps its keys
  * onto config_t: "server" entries become listen addresses, "error_log" log_level/log_target,
- * "handler" the Redis source (its "redis" block, zone_reload, max_ttl, ...) and "geoip" (in the
- * handler, or at the top level in older redins) geoip_db. What redins has and tern does not is an
- * error naming the key, never silently ignored. The schema, the node helpers and the Redis
- * settings both "redis:" and "handler.redis" write live in config.c (config_parse.h); nothing
- * here holds state beyond one config_load() call.
+ * "handler" the Redis source (its "redis" block, zone_reload, max_ttl, ...), "geoip" (in the
+ * handler, or at the top level in older redins) geoip_db, and "healthcheck" (in the handler, or
+ * at the top level in older redins) health. What redins has and tern does not is an error naming
+ * the key, never silently ignored. The schema, the node helpers and the Redis settings both
+ * "redis:" and "handler.redis" write live in config.c, health's rows in config_health.c
+ * (config_parse.h); nothing here holds state beyond one config_load() call.
  */
 #include <arpa/inet.h>
 #include <limits.h>
@@ -200,14 +201,16 @@ static int get_timeout(parse_ctx_t *pc, const yaml_node_t *n, const char *key, c
     return rc;
 }
 
-static int set_redins_connection(parse_ctx_t *pc, const yaml_node_t *n, const yaml_node_t **rval,
-                                 config_redis_t *r)
+/* rkey names the redis block ("handler: redis"), whose fields are rval. */
+static int set_redins_connection(parse_ctx_t *pc, const yaml_node_t *n, const char *rkey,
+                                 const yaml_node_t **rval, config_redis_t *r)
 {
-    static const char key[] = "handler: redis: connection";
+    char key[96];
     const yaml_node_t *val[RC_COUNT];
     long long v;
     bool b;
     int rc;
+    snprintf(key, sizeof(key), "%s: connection", rkey);
     if ((rc = config_get_fields(pc, n, key, redins_connection_fields, RC_COUNT, val)) < 0)
         return rc;
     for (size_t i = 0; i < RC_COUNT; i++) {
@@ -218,9 +221,8 @@ static int set_redins_connection(parse_ctx_t *pc, const yaml_node_t *n, const ya
             const yaml_node_t *outer =
                 rval[i == RC_CONNECT_TIMEOUT ? RR_CONNECT_TIMEOUT : RR_READ_TIMEOUT];
             if (outer)
-                return config_fail(pc, val[i], key,
-                                   "%s: given twice (also handler: redis: %s at line %zu)", f, f,
-                                   line_of(outer));
+                return config_fail(pc, val[i], key, "%s: given twice (also %s: %s at line %zu)", f,
+                                   rkey, f, line_of(outer));
             rc =
                 get_timeout(pc, val[i], key, f,
                             i == RC_CONNECT_TIMEOUT ? &r->connect_timeout_ms : &r->read_timeout_ms);
@@ -295,9 +297,11 @@ static int set_redins_endpoint(parse_ctx_t *pc, const char *key, const yaml_node
     return rc;
 }
 
-static int set_redins_redis(parse_ctx_t *pc, const yaml_node_t *n, config_redis_t *r)
+/* A redins redis block (handler.redis, healthcheck.redis) named key at n into r, over what r
+ * holds (the caller resets it). */
+static int set_redins_redis(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                            config_redis_t *r)
 {
-    static const char key[] = "handler: redis";
     const yaml_node_t *val[RR_COUNT];
     long long v = 0;
     int rc;
@@ -327,7 +331,7 @@ static int set_redins_redis(parse_ctx_t *pc, const yaml_node_t *n, config_redis_
         (rc = get_timeout(pc, val[RR_READ_TIMEOUT], key, "read_timeout", &r->read_timeout_ms)) < 0)
         return rc;
     if (val[RR_CONNECTION])
-        return set_redins_connection(pc, val[RR_CONNECTION], val, r);
+        return set_redins_connection(pc, val[RR_CONNECTION], key, val, r);
     return 0;
 }
 
@@ -408,6 +412,190 @@ int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, c
     return set_redins_geoip(pc, k, n, o->key, "geoip: asn_db");
 }
 
+/* ---- healthcheck -------------------------------------------------------------------------- */
+
+/* redins' README defaults for what its healthcheck block leaves out (enable's is false: no
+ * checks). update_interval's default is health's own (600 s, redins' config.json value). */
+#define REDINS_HC_MAX_REQUESTS   10
+#define REDINS_HC_CHECK_INTERVAL 600 /* seconds */
+
+enum {
+    RH_ENABLE,
+    RH_MAX_REQUESTS,
+    RH_MAX_PENDING,
+    RH_UPDATE_INTERVAL,
+    RH_CHECK_INTERVAL,
+    RH_REDIS,
+    RH_LOG,
+    RH_COUNT
+};
+
+/* desc: what config_schema_print() says each maps to. */
+static const field_t healthcheck_fields[RH_COUNT] = {
+    [RH_ENABLE] = {"enable", "into health: enable; default false (no checks), as in redins", false,
+                   NULL},
+    [RH_MAX_REQUESTS] = {"max_requests", "into health: max_requests (1..100000); default 10", false,
+                         NULL},
+    [RH_MAX_PENDING] = {"max_pending_requests",
+                        "accepted and kept: tern's checker has no queue for it to bound", false,
+                        NULL},
+    [RH_UPDATE_INTERVAL] = {"update_interval", "into health: update_interval (s); default 600",
+                            false, NULL},
+    [RH_CHECK_INTERVAL] = {"check_interval",
+                           "seconds (1..86400), into health: check_interval_ms; default 600", false,
+                           NULL},
+    [RH_REDIS] = {"redis", "as handler's redis, into health: redis; default 127.0.0.1:6379", false,
+                  NULL},
+    [RH_LOG] = {"log", "{enable, level (ignored), target: file|stdout|stderr, format, path}", false,
+                NULL},
+};
+
+/* redins' logger settings (its "log" blocks). One check result is one line whatever the level,
+ * and the lines go to a file or a standard stream: the rest is refused, saying why. */
+enum {
+    RL_ENABLE,
+    RL_LEVEL,
+    RL_TARGET,
+    RL_FORMAT,
+    RL_PATH,
+    RL_TIME_FORMAT,
+    RL_SENTRY,
+    RL_SYSLOG,
+    RL_KAFKA,
+    RL_COUNT
+};
+
+static const field_t redins_log_fields[RL_COUNT] = {
+    [RL_ENABLE] = {"enable", "true or false, default false", false, NULL},
+    [RL_LEVEL] = {"level", "ignored: every check result is one line", false, NULL},
+    [RL_TARGET] = {"target", "file, stdout or stderr, default stdout", false, NULL},
+    [RL_FORMAT] = {"format", "json or text, default text", false, NULL},
+    [RL_PATH] = {"path", "the file of target file", false, NULL},
+    [RL_TIME_FORMAT] = {"time_format", NULL, false, "timestamps: every line carries tern's own"},
+    [RL_SENTRY] = {"sentry", NULL, false,
+                   "logging to Sentry: check results go to a file or a standard stream"},
+    [RL_SYSLOG] = {"syslog", NULL, false,
+                   "logging to syslog: check results go to a file or a standard stream"},
+    [RL_KAFKA] = {"kafka", NULL, false,
+                  "logging to Kafka: check results go to a file or a standard stream"},
+};
+
+/* healthcheck.log (named key) at n into h's log settings; redins' defaults: off, stdout, text. */
+static int set_redins_health_log(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                                 config_health_t *h)
+{
+    /* health's own path row: resolved against the config's directory; "" = none */
+    static const opt_t path_opt = {
+        .type = OPT_PATH, .min = 1, .max = PATH_MAX - 1, .empty_unsets = true};
+    const yaml_node_t *val[RL_COUNT];
+    char *path = NULL;
+    size_t v = 0;
+    int rc;
+    if ((rc = config_get_fields(pc, n, key, redins_log_fields, RL_COUNT, val)) < 0)
+        return rc;
+    h->log_enabled = false;
+    h->log_target = CONFIG_HEALTH_LOG_STDOUT;
+    h->log_json = false;
+    if (val[RL_ENABLE] &&
+        (rc = config_get_bool(pc, val[RL_ENABLE], key, "enable", &h->log_enabled)) < 0)
+        return rc;
+    if (val[RL_LEVEL] && (rc = config_get_enum(pc, val[RL_LEVEL], key, "level", log_level_names,
+                                               LOG_LVL_COUNT, &v)) < 0)
+        return rc;
+    if (val[RL_TARGET]) {
+        static const char *const elsewhere[] = {"udp", "syslog", "kafka", "sentry"};
+        for (size_t i = 0; is_text(val[RL_TARGET]) && i < TERN_ARRAY_SIZE(elsewhere); i++)
+            if (strcmp(scalar(val[RL_TARGET]), elsewhere[i]) == 0)
+                return config_fail(pc, val[RL_TARGET], key,
+                                   "target: \"%s\" is not supported (check results go to a file, "
+                                   "stdout or stderr)",
+                                   elsewhere[i]);
+        if ((rc = config_get_enum(pc, val[RL_TARGET], key, "target", config_health_log_targets,
+                                  TERN_ARRAY_SIZE(config_health_log_targets), &v)) < 0)
+            return rc;
+        h->log_target = (unsigned)v;
+    }
+    if (val[RL_FORMAT]) {
+        if ((rc = config_get_enum(pc, val[RL_FORMAT], key, "format", config_health_log_formats,
+                                  TERN_ARRAY_SIZE(config_health_log_formats), &v)) < 0)
+            return rc;
+        h->log_json = v == 0;
+    }
+    if (val[RL_PATH] && (rc = config_get_str(pc, val[RL_PATH], key, "path", &path_opt, &path)) < 0)
+        return rc;
+    /* redins' logger only opens the path of target file; elsewhere it is left unused */
+    if (h->log_target != CONFIG_HEALTH_LOG_FILE) {
+        free(path);
+        return 0;
+    }
+    if (!path && h->log_enabled)
+        return config_fail(pc, val[RL_TARGET], key, "target: file needs path, the log file");
+    free(h->log_path);
+    h->log_path = path;
+    return 0;
+}
+
+/* A redins healthcheck block named key at n: every health setting, from redins' defaults. */
+static int set_redins_health(parse_ctx_t *pc, const yaml_node_t *n, const char *key)
+{
+    const opt_t *rows = config_health_schema;
+    config_health_t *h = &pc->c->health;
+    const yaml_node_t *val[RH_COUNT];
+    char sub[64];
+    long long v = 0;
+    int rc;
+    if ((rc = config_get_fields(pc, n, key, healthcheck_fields, RH_COUNT, val)) < 0)
+        return rc;
+    config_health_reset(h);
+    h->max_requests = REDINS_HC_MAX_REQUESTS;
+    h->check_interval_ms = REDINS_HC_CHECK_INTERVAL * 1000;
+    /* redins' checker always kept its states in Redis: its defaults are the source's */
+    h->redis.enabled = true;
+    if (val[RH_ENABLE] &&
+        (rc = config_get_bool(pc, val[RH_ENABLE], key, "enable", &h->enabled)) < 0)
+        return rc;
+    if (val[RH_MAX_REQUESTS]) {
+        const opt_t *o = &rows[HS_MAX_REQUESTS];
+        if ((rc = config_get_int(pc, val[RH_MAX_REQUESTS], key, "max_requests", o->min, o->max,
+                                 &v)) < 0)
+            return rc;
+        h->max_requests = (unsigned)v;
+    }
+    if (val[RH_MAX_PENDING]) {
+        if ((rc = config_get_int(pc, val[RH_MAX_PENDING], key, "max_pending_requests", 0, INT32_MAX,
+                                 &v)) < 0)
+            return rc;
+        h->max_pending = (unsigned)v;
+    }
+    if (val[RH_UPDATE_INTERVAL]) {
+        const opt_t *o = &rows[HS_UPDATE_INTERVAL];
+        if ((rc = config_get_int(pc, val[RH_UPDATE_INTERVAL], key, "update_interval", o->min,
+                                 o->max, &v)) < 0)
+            return rc;
+        h->update_interval_s = (unsigned)v;
+    }
+    if (val[RH_CHECK_INTERVAL]) {
+        /* seconds, within health's bounds in milliseconds (100 ms .. a day: 1 s .. a day) */
+        const opt_t *o = &rows[HS_CHECK_INTERVAL];
+        if ((rc = config_get_int(pc, val[RH_CHECK_INTERVAL], key, "check_interval",
+                                 (o->min + 999) / 1000, o->max / 1000, &v)) < 0)
+            return rc;
+        h->check_interval_ms = (unsigned)(v * 1000);
+    }
+    snprintf(sub, sizeof(sub), "%s: redis", key);
+    if (val[RH_REDIS] && (rc = set_redins_redis(pc, val[RH_REDIS], sub, &h->redis)) < 0)
+        return rc;
+    snprintf(sub, sizeof(sub), "%s: log", key);
+    if (val[RH_LOG])
+        return set_redins_health_log(pc, val[RH_LOG], sub, h);
+    return 0;
+}
+
+int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+{
+    return set_redins_health(pc, n, o->key);
+}
+
 /* ---- handler ------------------------------------------------------------------------------ */
 
 enum {
@@ -419,9 +607,9 @@ enum {
     H_LOG_SOURCE_LOCATION,
     H_UPSTREAM_FALLBACK,
     H_GEOIP,
+    H_HEALTHCHECK,
     H_LOG,
     H_UPSTREAM,
-    H_HEALTHCHECK,
     H_COUNT
 };
 
@@ -442,9 +630,12 @@ static const field_t handler_fields[H_COUNT] = {
     [H_UPSTREAM_FALLBACK] = {"upstream_fallback", "false only: tern forwards nothing", false, NULL},
     [H_GEOIP] = {"geoip", "{enable, db | country_db, asn_db}, into geoip_db and asn_db", false,
                  NULL},
+    [H_HEALTHCHECK] = {"healthcheck",
+                       "{enable, max_requests, ..., redis, log}, into health: as "
+                       "healthcheck below",
+                       false, NULL},
     [H_LOG] = {"log", NULL, false, "the per-query event log"},
     [H_UPSTREAM] = {"upstream", NULL, false, "forwarding to upstream resolvers"},
-    [H_HEALTHCHECK] = {"healthcheck", NULL, false, "health checks of answer addresses"},
 };
 
 /* redins' handler: answering from Redis, so a handler block enables the Redis source even
@@ -460,7 +651,7 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         return rc;
     config_redis_reset(r);
     r->enabled = true;
-    if (val[H_REDIS] && (rc = set_redins_redis(pc, val[H_REDIS], r)) < 0)
+    if (val[H_REDIS] && (rc = set_redins_redis(pc, val[H_REDIS], "handler: redis", r)) < 0)
         return rc;
     if (val[H_ZONE_RELOAD]) {
         if ((rc = config_get_int(pc, val[H_ZONE_RELOAD], o->key, "zone_reload", 1, ZONE_RELOAD_MAX,
@@ -498,19 +689,37 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
                 "upstream_fallback: true is not supported (tern answers from its own "
                 "zones and forwards nothing)");
     }
-    if (val[H_GEOIP])
-        return set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP], "handler: geoip",
-                                "handler: geoip: asn_db");
+    if (val[H_GEOIP] && (rc = set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP],
+                                               "handler: geoip", "handler: geoip: asn_db")) < 0)
+        return rc;
+    if (val[H_HEALTHCHECK]) {
+        static const char hkey[] = "handler: healthcheck";
+        if ((rc = config_claim(pc, CLAIM_HEALTH, config_key_node(pc, n, "healthcheck"), hkey)) < 0)
+            return rc;
+        return set_redins_health(pc, val[H_HEALTHCHECK], hkey);
+    }
     return 0;
+}
+
+/* The fields of a redins block, indented by depth (1: under a top-level key). */
+static void print_fields(FILE *out, int depth, const field_t *fields, size_t count)
+{
+    for (size_t j = 0; j < count; j++) {
+        const field_t *f = &fields[j];
+        int indent = 2 + 2 * depth, width = 20 - 2 * depth;
+        if (f->later)
+            fprintf(out, "%*s%-*s not supported yet: %s\n", indent, "", width, f->key, f->later);
+        else
+            fprintf(out, "%*s%-*s %s\n", indent, "", width, f->key, f->desc);
+    }
 }
 
 void config_redins_print_handler(FILE *out)
 {
-    for (size_t j = 0; j < H_COUNT; j++) {
-        const field_t *f = &handler_fields[j];
-        if (f->later)
-            fprintf(out, "    %-18s not supported yet: %s\n", f->key, f->later);
-        else
-            fprintf(out, "    %-18s %s\n", f->key, f->desc);
-    }
+    print_fields(out, 1, handler_fields, H_COUNT);
+}
+
+void config_redins_print_healthcheck(FILE *out, int depth)
+{
+    print_fields(out, depth, healthcheck_fields, RH_COUNT);
 }

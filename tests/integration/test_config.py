@@ -42,6 +42,12 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              "handler"; handler.upstream is refused ("not supported yet")
   redins_json_merge          udp + tcp "server" entries for one ip:port become one UDP+TCP
                              listener
+  health_config              --check-config (and startup) of bad health: blocks exit 1 naming
+                             file:line and the key (a check's port 0, protocol ftp, a duplicate
+                             check, a zone-source key in health's redis, a log without path,
+                             health beside redins' healthcheck, handler.healthcheck's log target
+                             kafka); a valid health block and a redins handler.healthcheck pass,
+                             a log path whose directory does not exist included
   log_level_error_*          log_level: error hides the info lines (listening on, loaded, ready)
                              and the server still answers
   log_target_stdout          log_target: stdout puts every log line on stdout, none on stderr
@@ -939,6 +945,85 @@ def check_redins_json_merge(ctx):
            "want one 'listening on 127.0.0.1:%d (udp, tcp)' line, got %s" % (port, lines))
 
 
+def check_health_config(ctx):
+    """Health-check settings are validated by --check-config and at startup, with file:line."""
+    b = ctx.binary
+    d = os.path.join(ctx.workdir, "health")
+    os.makedirs(d)
+    write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
+    zones = zones_yaml([(ZONE_A, "ok.zone")])
+    allow = "allow_root: true\n" if AS_ROOT else ""
+    base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())  # lines 1, 2
+    bad = [
+        ("port.yaml",
+         "health:\n"                       # 3
+         "  check_interval_ms: 5000\n"     # 4
+         "  checks:\n"                     # 5
+         "    - address: 192.0.2.1\n"      # 6
+         "    - address: 192.0.2.2\n"      # 7
+         "      protocol: https\n"         # 8
+         "    - address: 192.0.2.3\n"      # 9
+         "      port: 0\n",                # 10
+         10, "health: checks[2]: port: 0 is out of range 1..65535"),
+        ("proto.yaml",
+         "health:\n  checks:\n    - address: \"2001:db8::1\"\n      protocol: ftp\n",
+         6, 'health: checks[0]: protocol: expected http, https, tcp, icmp or ping, got "ftp"'),
+        ("twice.yaml",
+         "health:\n  checks:\n    - {address: 192.0.2.1, protocol: tcp, port: 22}\n"
+         "    - {address: 192.0.2.1, protocol: tcp, port: 22, timeout: 5}\n",
+         6, "health: checks[1]: 192.0.2.1:22 tcp is given twice (first at line 5)"),
+        ("redis.yaml",
+         "health:\n  redis:\n    address: 127.0.0.1:6379\n    zone_reload: 60\n",
+         6, "health: redis: zone_reload: not a key of health: redis"),
+        ("log.yaml",
+         "health:\n  log:\n    format: text\n",
+         5, 'health: log: missing "path" (target file writes to it)'),
+        ("both.yaml",
+         "health: {}\nhealthcheck:\n  enable: false\n",
+         4, "healthcheck: conflicts with health at line 3 (give one of them)"),
+        ("handler.yaml",
+         "handler:\n  healthcheck:\n    enable: true\n    log:\n      target: kafka\n",
+         7, 'handler: healthcheck: log: target: "kafka" is not supported'),
+    ]
+    for name, text, line, want in bad:
+        conf = os.path.join(d, name)
+        write_atomic(conf, base + text + zones + allow)
+        for args in (["--check-config", "-c", conf], ["-c", conf]):
+            rc, out, err = run_ternd(b, args)  # raises on a sanitizer (leak) report
+            expect(rc == 1, "ternd %s exited %d, want 1:\n%s" % (" ".join(args), rc, err))
+            full = "%s:%d: %s" % (conf, line, want)
+            expect(full in err, "ternd %s: want %r in:\n%s" % (" ".join(args), full, err))
+            expect("listening" not in err, "ternd %s bound its sockets before the error:\n%s"
+                   % (" ".join(args), err))
+    # valid: every kind of check, a log file in a directory that does not exist (yet)
+    conf = os.path.join(d, "good.yaml")
+    write_atomic(conf, base +
+                 "health:\n"
+                 "  check_interval_ms: 1000\n"
+                 "  log: {target: file, path: nowhere/yet/health.log, format: text}\n"
+                 "  checks:\n"
+                 "    - {address: 127.0.0.1, owner: www.cfg.test, uri: /health, expect: [200, 204]}\n"
+                 "    - {address: \"::1\", protocol: https, tls_verify: false}\n"
+                 "    - {address: 127.0.0.1, protocol: tcp, port: 22}\n"
+                 "    - {address: 127.0.0.1, protocol: icmp}\n" + zones + allow)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc == 0, "--check-config of a valid health block exited %d:\n%s" % (rc, err))
+    expect(not os.path.exists(os.path.join(d, "nowhere")),
+           "--check-config created the health log's directory")
+    # valid: redins' healthcheck in handler, with its own Redis and a log file
+    conf = os.path.join(d, "redins.json")
+    write_atomic(conf, '{\n  "handler": {\n    "healthcheck": {\n      "enable": true,\n'
+                 '      "max_requests": 10, "max_pending_requests": 100,\n'
+                 '      "update_interval": 600, "check_interval": 600,\n'
+                 '      "redis": {"ip": "127.0.0.1", "port": 6379, "prefix": "healthcheck_",\n'
+                 '                "connection": {"connect_timeout": 500}},\n'
+                 '      "log": {"enable": true, "level": "info", "target": "file",\n'
+                 '              "format": "json", "path": "nowhere/healthcheck.log"}}},\n'
+                 '  "zones": [{"origin": "%s", "file": "ok.zone"}]\n}\n' % ZONE_A)
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc == 0, "--check-config of redins' handler.healthcheck exited %d:\n%s" % (rc, err))
+
+
 INFO_LINE = re.compile(r"^ternd: (info|warning|debug):")
 
 
@@ -1003,6 +1088,7 @@ CHECKS = [
     ("cli", check_cli),
     ("redins_json", check_redins_json),
     ("redins_json_merge", check_redins_json_merge),
+    ("health_config", check_health_config),
     ("log_level_error_no_listening", check_log_level_error_no_listening),
     ("log_level_error_no_info", check_log_level_error_no_info),
     ("log_target_stdout", check_log_target_stdout),

@@ -57,6 +57,32 @@
  *     max_rrset_records: 10000                  #   zones in the set
  *     max_zones: 100000
  *   (redis: ~ or no redis key: no Redis.)
+ *   health:                                     # health checks (tern/health/health.h)
+ *     enable: true                              # default true in a given block; false = none
+ *     check_interval_ms: 10000                  # between checks of one endpoint, 100..86400000
+ *     max_requests: 100                         # checks in flight at once, 1..100000
+ *     update_interval: 600                      # s a state written to Redis lives, 1..604800
+ *     ca_file: /etc/ssl/certs/ca-certificates.crt  # https; unset = the system's
+ *     redis: {address: "127.0.0.1:6379"}        # share states in redins' keys; the keys of
+ *                                               #   redis up to read_timeout; unset or ~ = none
+ *     log: {enable: true, target: file, path: health.log, format: json}  # one line per result
+ *                                               #   target file|stdout|stderr (default file, then
+ *                                               #   path is required); format json|text
+ *     checks:                                   # by address, for A/AAAA records of any zone
+ *       - address: 192.0.2.1                    # required: IPv4 or IPv6
+ *         owner: www.example.test               # only records at this name; default any
+ *         protocol: http                        # http | https | tcp | icmp (ping); default http
+ *         port: 80                              # default 80/443; tcp: required; icmp: none
+ *         uri: /health                          # http(s): default "/"
+ *         method: HEAD                          # http(s): HEAD | GET
+ *         host: www.example.test                # http(s): default the record's owner
+ *         expect: [200, 204]                    # http(s): 100..599, at most 8; 200, 301, 302
+ *         tls_verify: true                      # https
+ *         timeout: 1000                         # ms, 1..60000
+ *         up_count: 3                           # 1..1000
+ *         down_count: 3                         # 1..1000 (or -3, redins' sign); stored negative
+ *   (health: ~ or no health key: no health checks. An entry with the address, port, protocol and
+ *   owner of an earlier one is an error.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -80,14 +106,31 @@
  *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, "db" (or
  *           "country_db") → geoip_db and "asn_db" → asn_db (at least one of them); with enable
  *           false or left out, neither (as in redins)
- *       "log", "upstream", "healthcheck" → errors, not supported yet
+ *       "healthcheck": {...} → health, as the top-level "healthcheck" below
+ *       "log", "upstream" → errors, not supported yet
  *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
- * redins keys tern does not implement yet ("log", "upstream", "healthcheck", "ratelimit", and
- * error_log's "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing
- * is silently ignored. A file may not give both "listen" and "server", nor "error_log" with
- * "log_level"/"log_target", nor "handler" with "redis", nor set geoip_db or asn_db twice
- * ("geoip_db" / "asn_db", and redins' "geoip" or handler's "geoip" when enabled and giving that
- * database); the error names both lines.
+ *   "healthcheck" (older redins, top level; newer ones have it in handler) → health, replacing
+ *       every health setting, with redins' defaults:
+ *       "enable" → health.enabled (default false: no checks, as in redins)
+ *       "max_requests" → health.max_requests (1..100000, default 10 as in redins' README)
+ *       "max_pending_requests" → health.max_pending (kept; tern's checker has no queue to bound)
+ *       "update_interval" → health.update_interval_s (1..604800, default 600)
+ *       "check_interval" (s) → health.check_interval_ms = s x 1000 (1..86400 s, default 600 s)
+ *       "redis" → health.redis, exactly as handler's redis (uperdis' or redigo's keys); redins
+ *           always kept the states in Redis: without it, 127.0.0.1:6379
+ *       "log": {"enable" (default false), "level" (accepted, ignored: every result is one line),
+ *           "target": "file"|"stdout"|"stderr" (default stdout), "format": "json"|"text"
+ *           (default text), "path" (used with target file, required then)} → health.log_*;
+ *           its "sentry", "syslog", "kafka", "time_format" and targets udp, syslog, kafka, sentry
+ *           are errors saying why
+ *       (redins has no per-address checks: the zones' health_check objects are its checks)
+ * redins keys tern does not implement yet ("log", "upstream", "ratelimit", and error_log's
+ * "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing is silently
+ * ignored. A file may not give both "listen" and "server", nor "error_log" with
+ * "log_level"/"log_target", nor "handler" with "redis", nor "health" with a redins "healthcheck"
+ * (top level or handler's), nor two of those, nor set geoip_db or asn_db twice ("geoip_db" /
+ * "asn_db", and redins' "geoip" or handler's "geoip" when enabled and giving that database); the
+ * error names both lines.
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain

@@ -1,13 +1,15 @@
 /*
  * test_config.c — the YAML/JSON config: valid files (tests/data/conf, conf/ternd.yaml,
  * conf/redins-example.json), the redins-style keys, the Redis source's settings (tern's "redis:"
- * and redins' "handler"), and every kind of error with its line.
+ * and redins' "handler"), health checking (tern's "health:" and redins' "healthcheck"), and every
+ * kind of error with its line.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +160,22 @@ static void test_defaults(void **state)
     assert_null(c.redis.changes_channel);
     assert_int_equal(c.redis.default_ttl, 0);
     assert_int_equal(c.redis.max_ttl, 0);
+    /* no health checks; a block's defaults are there for when one is given */
+    assert_false(c.health.enabled);
+    assert_int_equal(c.health.check_interval_ms, 10000);
+    assert_int_equal(c.health.max_requests, 100);
+    assert_int_equal(c.health.max_pending, 0);
+    assert_int_equal(c.health.update_interval_s, 600);
+    assert_null(c.health.ca_file);
+    assert_false(c.health.redis.enabled);
+    assert_null(c.health.redis.host);
+    assert_null(c.health.redis.prefix);
+    assert_false(c.health.log_enabled);
+    assert_int_equal(c.health.log_target, CONFIG_HEALTH_LOG_FILE);
+    assert_true(c.health.log_json);
+    assert_null(c.health.log_path);
+    assert_null(c.health.checks);
+    assert_int_equal(c.health.nchecks, 0);
     /* an empty file changes nothing but the name of the file last read (for config_line_of) */
     assert_null(c.file);
     config_t e = load_text("");
@@ -285,7 +303,45 @@ static void test_example_ternd_yaml(void **state)
     assert_false(c.redis.enabled);
     assert_null(c.redis.host);
     assert_int_equal(c.redis.zone_reload_s, 600);
+    /* "health: ~": no health checks */
+    assert_false(c.health.enabled);
+    assert_int_equal(c.health.nchecks, 0);
+    assert_false(c.health.log_enabled);
     config_free(&c);
+}
+
+/* conf/ternd.yaml into yaml (len bytes). */
+static void read_example(char *yaml, size_t len)
+{
+    FILE *f = fopen(conf_path("ternd.yaml"), "r");
+    assert_non_null(f);
+    size_t n = fread(yaml, 1, len - 1, f);
+    assert_true(feof(f)); /* all of it */
+    fclose(f);
+    yaml[n] = '\0';
+}
+
+/* The commented-out "# name:" block of conf/ternd.yaml ("# name:" and the lines under it,
+ * "#   key: ...") into block without their "# "; returns how many lines. */
+static size_t example_block(const char *name, char *block, size_t len)
+{
+    static char yaml[32768];
+    char head[64];
+    read_example(yaml, sizeof(yaml));
+    snprintf(head, sizeof(head), "\n# %s:\n", name);
+    const char *line = strstr(yaml, head);
+    assert_non_null(line);
+    line++;
+    size_t off = 0, lines = 0;
+    do {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        off += (size_t)snprintf(block + off, len - off, "%.*s\n", (int)(end - line - 2), line + 2);
+        assert_true(off < len);
+        lines++;
+        line = end + 1;
+    } while (strncmp(line, "#   ", 4) == 0);
+    return lines;
 }
 
 /* The commented-out "# redis:" block of conf/ternd.yaml, uncommented, is a valid config that
@@ -293,27 +349,8 @@ static void test_example_ternd_yaml(void **state)
 static void test_example_redis_block(void **state)
 {
     (void)state;
-    char yaml[16384], block[4096] = "";
-    FILE *f = fopen(conf_path("ternd.yaml"), "r");
-    assert_non_null(f);
-    size_t n = fread(yaml, 1, sizeof(yaml) - 1, f);
-    fclose(f);
-    yaml[n] = '\0';
-    const char *line = strstr(yaml, "\n# redis:\n");
-    assert_non_null(line);
-    line++;
-    size_t off = 0, lines = 0;
-    /* "# redis:" and the lines under it, "#   key: ...", without their "# " */
-    do {
-        const char *end = strchr(line, '\n');
-        assert_non_null(end);
-        off += (size_t)snprintf(block + off, sizeof(block) - off, "%.*s\n", (int)(end - line - 2),
-                                line + 2);
-        assert_true(off < sizeof(block));
-        lines++;
-        line = end + 1;
-    } while (strncmp(line, "#   ", 4) == 0);
-    assert_true(lines > 11);
+    char block[4096] = "";
+    assert_true(example_block("redis", block, sizeof(block)) > 11);
     config_t c = load_text(block);
     assert_true(c.redis.enabled);
     assert_string_equal(c.redis.host, "127.0.0.1");
@@ -332,40 +369,151 @@ static void test_example_redis_block(void **state)
     config_free(&c);
 }
 
-/* Every key of the schema appears in conf/ternd.yaml, uncommented; the keys of redis in its
- * commented example block. */
+/* The commented-out "# health:" block of conf/ternd.yaml, uncommented, is a valid config that
+ * sets what its comments say. */
+static void test_example_health_block(void **state)
+{
+    (void)state;
+    char block[8192] = "";
+    assert_true(example_block("health", block, sizeof(block)) > 30);
+    config_t c = load_text(block);
+    config_health_t *h = &c.health;
+    assert_true(h->enabled);
+    assert_int_equal(h->check_interval_ms, 10000);
+    assert_int_equal(h->max_requests, 100);
+    assert_int_equal(h->update_interval_s, 600);
+    assert_string_equal(h->ca_file, "/etc/ssl/certs/ca-certificates.crt");
+    assert_true(h->redis.enabled);
+    assert_string_equal(h->redis.host, "127.0.0.1");
+    assert_int_equal(h->redis.port, 6379);
+    assert_string_equal(h->redis.prefix, "healthcheck_");
+    assert_string_equal(h->redis.suffix, "_healthcheck");
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_FILE);
+    assert_string_equal(h->log_path, "/var/log/tern/health.log");
+    assert_true(h->log_json);
+    assert_int_equal(h->nchecks, 3);
+    const config_health_check_t *k = &h->checks[0];
+    const health_spec_t *sp = &k->spec;
+    const uint8_t v4[4] = {192, 0, 2, 1};
+    assert_int_equal(sp->family, 4);
+    assert_memory_equal(sp->addr, v4, 4);
+    assert_string_equal(k->owner, "www.example.test");
+    assert_int_equal(sp->proto, HEALTH_HTTPS);
+    assert_int_equal(sp->port, 8443);
+    assert_string_equal(sp->uri, "/health");
+    assert_int_equal(sp->method, HEALTH_GET);
+    assert_string_equal(sp->host, "www.example.test");
+    assert_int_equal(sp->nexpect, 2);
+    assert_int_equal(sp->expect[0], 200);
+    assert_int_equal(sp->expect[1], 204);
+    assert_true(sp->tls_verify);
+    assert_int_equal(sp->timeout_ms, 2000);
+    assert_int_equal(sp->up_count, 2);
+    assert_int_equal(sp->down_count, -5);
+    /* its line in the block */
+    const char *at = strstr(block, "- address: 192.0.2.1");
+    assert_non_null(at);
+    unsigned line = 1;
+    for (const char *p = block; p < at; p++)
+        line += *p == '\n';
+    assert_int_equal(k->line, line);
+    k = &h->checks[1];
+    assert_int_equal(k->spec.family, 6);
+    assert_int_equal(k->spec.proto, HEALTH_TCP);
+    assert_int_equal(k->spec.port, 5432);
+    assert_null(k->owner);
+    assert_null(k->spec.uri);
+    assert_null(k->spec.host);
+    assert_true(k->line > h->checks[0].line);
+    k = &h->checks[2];
+    assert_int_equal(k->spec.proto, HEALTH_ICMP);
+    assert_int_equal(k->spec.port, 0);
+    assert_int_equal(k->spec.timeout_ms, 1000);
+    assert_int_equal(k->spec.up_count, 3);
+    assert_int_equal(k->spec.down_count, -3);
+    config_free(&c);
+}
+
+/* Whether block (len bytes, lines of "#...") has a line "#", indent - 1 spaces and "key:": a key
+ * as deep as --help indents it. A list item's keys count at the depth of its "- ". */
+static bool block_has_key(const char *block, size_t len, size_t indent, const char *key)
+{
+    const char *end = block + len;
+    size_t item = SIZE_MAX; /* spaces before the "- " of the list item we are in */
+    for (const char *line = block; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *p = line + 1;
+        size_t spaces = strspn(p, " ");
+        p += spaces;
+        if (p[0] == '-' && p[1] == ' ') {
+            item = spaces;
+            p += 2;
+        } else if (item != SIZE_MAX && spaces == item + 2 && *p != '#') {
+            spaces = item;
+        } else if (*p != '#') {
+            item = SIZE_MAX;
+        }
+        if (spaces + 1 == indent && strncmp(p, key, strlen(key)) == 0 && p[strlen(key)] == ':')
+            return true;
+        line = nl ? nl + 1 : end;
+    }
+    return false;
+}
+
+/* Every key of the schema appears in conf/ternd.yaml, uncommented; the keys of redis and health
+ * (and of health's log and checks) in their commented example blocks. */
 static void test_example_has_every_option(void **state)
 {
     (void)state;
-    char help[8192] = "", yaml[16384] = "";
+    static char help[16384], yaml[32768];
+    memset(help, 0, sizeof(help));
     FILE *f = fmemopen(help, sizeof(help) - 1, "w");
     assert_non_null(f);
     config_schema_print(f);
     fclose(f);
-    f = fopen(conf_path("ternd.yaml"), "r");
-    assert_non_null(f);
-    size_t n = fread(yaml, 1, sizeof(yaml) - 1, f);
-    fclose(f);
-    yaml[n] = '\0';
+    read_example(yaml, sizeof(yaml));
     /* the native options: schema lines before the redins section */
     char *end = strstr(help, "\nredins");
     assert_non_null(end);
     *end = '\0';
     size_t count = 0, nested = 0;
+    const char *block = NULL;
+    size_t block_len = 0;
     for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
         char key[64], want[80];
-        bool sub = strncmp(line, "    ", 4) == 0; /* a key of the mapping above */
+        size_t indent = strspn(line, " ");
         assert_int_equal(sscanf(line, " %63s", key), 1);
-        snprintf(want, sizeof(want), sub ? "\n#   %s:" : "\n%s:", key);
-        if (!strstr(yaml, want))
-            fail_msg("conf/ternd.yaml lacks %s '%s'", sub ? "redis key" : "option", key);
-        if (sub)
-            nested++;
-        else
+        if (indent == 2) {
+            snprintf(want, sizeof(want), "\n%s:", key);
+            if (!strstr(yaml, want))
+                fail_msg("conf/ternd.yaml lacks option '%s'", key);
             count++;
+            /* its commented block, if it has keys: "# key:" and the "#" lines after it */
+            snprintf(want, sizeof(want), "\n# %s:\n", key);
+            block = strstr(yaml, want);
+            block_len = 0;
+            if (block) {
+                block++;
+                const char *p = block;
+                while (*p == '#') {
+                    const char *nl = strchr(p, '\n');
+                    assert_non_null(nl);
+                    p = nl + 1;
+                }
+                block_len = (size_t)(p - block);
+            }
+            continue;
+        }
+        /* a key of the mapping above (indent 4), or of a mapping in it (indent 6) */
+        if (!block || !block_has_key(block, block_len, indent, key))
+            fail_msg("conf/ternd.yaml lacks key '%s' (indent %zu) in its example block", key,
+                     indent);
+        nested++;
     }
-    assert_int_equal(count, 24);
-    assert_int_equal(nested, 15);
+    assert_int_equal(count, 25);
+    /* redis 15; health 8, its log 4, a check 12 */
+    assert_int_equal(nested, 15 + 8 + 4 + 12);
 }
 
 static void test_redins_example_json(void **state)
@@ -406,6 +554,28 @@ static void test_redins_example_json(void **state)
     assert_null(c.geoip_db);
     assert_null(c.asn_db);
     assert_null(c.asn_table);
+    /* handler.healthcheck: its own Redis (the same keys as handler's), check_interval in s */
+    const config_health_t *h = &c.health;
+    assert_true(h->enabled);
+    assert_int_equal(h->max_requests, 10);
+    assert_int_equal(h->max_pending, 100);
+    assert_int_equal(h->update_interval_s, 600);
+    assert_int_equal(h->check_interval_ms, 600000);
+    assert_null(h->ca_file);
+    assert_true(h->redis.enabled);
+    assert_string_equal(h->redis.host, "127.0.0.1");
+    assert_int_equal(h->redis.port, 6379);
+    assert_int_equal(h->redis.db, 0);
+    assert_null(h->redis.password);
+    assert_string_equal(h->redis.prefix, "healthcheck_");
+    assert_string_equal(h->redis.suffix, "_healthcheck");
+    assert_int_equal(h->redis.connect_timeout_ms, 500);
+    assert_int_equal(h->redis.read_timeout_ms, 500);
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_FILE);
+    assert_true(h->log_json);
+    assert_string_equal(h->log_path, "/var/log/redins/healthcheck.log");
+    assert_int_equal(h->nchecks, 0); /* redins' checks are the zones' health_check objects */
     config_free(&c);
 }
 
@@ -478,11 +648,6 @@ static void test_redins_not_supported(void **state)
                  "handler: log: not supported yet (the per-query event log)");
     expect_error("{\"handler\": {\n  \"upstream\": [{\"ip\": \"1.1.1.1\", \"port\": 53}]}}\n", 2,
                  "handler: upstream: not supported yet (forwarding to upstream resolvers)");
-    expect_error("handler:\n  healthcheck: {enable: false}\n", 2,
-                 "handler: healthcheck: not supported yet (health checks of answer addresses)");
-    expect_error("\n\nhealthcheck: {}\n", 3,
-                 "healthcheck: redins option not supported yet (health checks of answer "
-                 "addresses)");
     expect_error("{\"ratelimit\": {\"enable\": true, \"rate\": 60}}", 1,
                  "ratelimit: redins option not supported yet (per-client rate limits)");
 
@@ -928,10 +1093,11 @@ static void test_redins_handler_errors(void **state)
     (void)state;
     expect_error("handler: []\n", 1,
                  "handler: expected a mapping {redis, zone_reload, max_ttl, default_ttl, "
-                 "cache_timeout, log_source_location, upstream_fallback, geoip}, got a list");
+                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck}, got "
+                 "a list");
     expect_error("handler:\n  zone_reload: 60\n  dnssec: true\n", 3,
                  "handler: unknown key \"dnssec\" (want redis, zone_reload, max_ttl, default_ttl, "
-                 "cache_timeout, log_source_location, upstream_fallback, geoip)");
+                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck)");
     expect_error("handler:\n  zone_reload: 60\n  zone_reload: 61\n", 3,
                  "handler: duplicate key \"zone_reload\" (first at line 2)");
     /* types and ranges */
@@ -1196,6 +1362,824 @@ static void test_same_redis(void **state)
     config_init(&a);
     config_init(&b);
     assert_true(config_same_redis(&a.redis, &b.redis));
+    config_free(&a);
+    config_free(&b);
+}
+
+/* ---- health ------------------------------------------------------------------------------- */
+
+static void expect_v4(const health_spec_t *sp, uint8_t a, uint8_t b, uint8_t c, uint8_t d)
+{
+    const uint8_t want[4] = {a, b, c, d};
+    assert_int_equal(sp->family, 4);
+    assert_memory_equal(sp->addr, want, 4);
+}
+
+/* tern's "health:" block: every key, the protocols, defaults and normalised names. */
+static void test_health_yaml(void **state)
+{
+    (void)state;
+    config_t c = load_text("health:\n"                           /* 1 */
+                           "  enable: true\n"                    /* 2 */
+                           "  check_interval_ms: 100\n"          /* 3 */
+                           "  max_requests: 100000\n"            /* 4 */
+                           "  update_interval: 604800\n"         /* 5 */
+                           "  ca_file: certs/ca.pem\n"           /* 6 */
+                           "  redis:\n"                          /* 7 */
+                           "    address: \"[::1]:6380\"\n"       /* 8 */
+                           "    db: 2\n"                         /* 9 */
+                           "    password: pw\n"                  /* 10 */
+                           "    prefix: hc_\n"                   /* 11 */
+                           "    suffix: _hc\n"                   /* 12 */
+                           "    connect_timeout: 100\n"          /* 13 */
+                           "    read_timeout: 200\n"             /* 14 */
+                           "  log:\n"                            /* 15 */
+                           "    target: stderr\n"                /* 16 */
+                           "    format: text\n"                  /* 17 */
+                           "  checks:\n"                         /* 18 */
+                           "    - address: 192.0.2.1\n"          /* 19 */
+                           "      owner: WWW.Example.Test.\n"    /* 20 */
+                           "      protocol: http\n"              /* 21 */
+                           "      uri: /health?x=1\n"            /* 22 */
+                           "      method: GET\n"                 /* 23 */
+                           "      host: Backend.Example.Test.\n" /* 24 */
+                           "      expect: 204\n"                 /* 25 */
+                           "      timeout: 60000\n"              /* 26 */
+                           "      up_count: 1000\n"              /* 27 */
+                           "      down_count: -1000\n"           /* 28 */
+                           "    - {address: \"2001:db8::1\", protocol: https, port: 8443,\n"
+                           "       expect: [200, 204, 301], tls_verify: false, down_count: 1}\n"
+                           "    - {address: 192.0.2.1, protocol: tcp, port: 22}\n" /* 31 */
+                           "    - {address: 192.0.2.1, protocol: ping}\n"          /* 32 */
+                           "    - {address: 192.0.2.1, owner: \"*.example.test\"}\n"
+                           "    - {address: 192.0.2.1, protocol: icmp, owner: a.test}\n"
+                           "    - {address: 192.0.2.1}\n"
+                           "    - {address: \"2001:db8::1\", protocol: https}\n");
+    const config_health_t *h = &c.health;
+    assert_true(h->enabled);
+    assert_int_equal(h->check_interval_ms, 100);
+    assert_int_equal(h->max_requests, 100000);
+    assert_int_equal(h->update_interval_s, 604800);
+    assert_int_equal(h->max_pending, 0);
+    assert_string_equal(h->ca_file, "/tmp/certs/ca.pem"); /* relative to the config's directory */
+    assert_true(h->redis.enabled);
+    assert_string_equal(h->redis.host, "::1");
+    assert_int_equal(h->redis.port, 6380);
+    assert_int_equal(h->redis.db, 2);
+    assert_string_equal(h->redis.password, "pw");
+    assert_string_equal(h->redis.prefix, "hc_");
+    assert_string_equal(h->redis.suffix, "_hc");
+    assert_int_equal(h->redis.connect_timeout_ms, 100);
+    assert_int_equal(h->redis.read_timeout_ms, 200);
+    assert_false(c.redis.enabled); /* the zone source is another matter */
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_STDERR);
+    assert_false(h->log_json);
+    assert_null(h->log_path);
+    assert_int_equal(h->nchecks, 8);
+    /* 0: every http key; names lowercased, without their final dot */
+    const config_health_check_t *k = &h->checks[0];
+    expect_v4(&k->spec, 192, 0, 2, 1);
+    assert_int_equal(k->line, 19);
+    assert_string_equal(k->owner, "www.example.test");
+    assert_int_equal(k->spec.proto, HEALTH_HTTP);
+    assert_int_equal(k->spec.port, 80);
+    assert_string_equal(k->spec.uri, "/health?x=1");
+    assert_int_equal(k->spec.method, HEALTH_GET);
+    assert_string_equal(k->spec.host, "backend.example.test");
+    assert_int_equal(k->spec.nexpect, 1);
+    assert_int_equal(k->spec.expect[0], 204);
+    assert_int_equal(k->spec.timeout_ms, 60000);
+    assert_int_equal(k->spec.up_count, 1000);
+    assert_int_equal(k->spec.down_count, -1000);
+    /* 1: IPv6, https, a positive down_count stored negative */
+    k = &h->checks[1];
+    const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 1};
+    assert_int_equal(k->spec.family, 6);
+    assert_memory_equal(k->spec.addr, v6, 16);
+    assert_int_equal(k->line, 29);
+    assert_int_equal(k->spec.proto, HEALTH_HTTPS);
+    assert_int_equal(k->spec.port, 8443);
+    assert_int_equal(k->spec.nexpect, 3);
+    assert_int_equal(k->spec.expect[2], 301);
+    assert_false(k->spec.tls_verify);
+    assert_int_equal(k->spec.down_count, -1);
+    assert_null(k->owner);
+    assert_null(k->spec.uri);
+    assert_null(k->spec.host);
+    /* 2: tcp; 3: ping is icmp, without a port; the same address as 0 on other protocols */
+    k = &h->checks[2];
+    assert_int_equal(k->spec.proto, HEALTH_TCP);
+    assert_int_equal(k->spec.port, 22);
+    assert_int_equal(k->line, 31);
+    k = &h->checks[3];
+    assert_int_equal(k->spec.proto, HEALTH_ICMP);
+    assert_int_equal(k->spec.port, 0);
+    assert_int_equal(k->line, 32);
+    /* 4, 5, 6: the same address and protocol as others, for other owners (or any) */
+    assert_string_equal(h->checks[4].owner, "*.example.test");
+    assert_string_equal(h->checks[5].owner, "a.test");
+    k = &h->checks[6];
+    assert_null(k->owner);
+    /* every default */
+    expect_v4(&k->spec, 192, 0, 2, 1);
+    assert_int_equal(k->spec.proto, HEALTH_HTTP);
+    assert_int_equal(k->spec.port, 80);
+    assert_int_equal(k->spec.method, HEALTH_HEAD);
+    assert_int_equal(k->spec.nexpect, 0);
+    assert_true(k->spec.tls_verify);
+    assert_int_equal(k->spec.timeout_ms, 1000);
+    assert_int_equal(k->spec.up_count, 3);
+    assert_int_equal(k->spec.down_count, -3);
+    /* https defaults to 443 */
+    assert_int_equal(h->checks[7].spec.port, 443);
+
+    /* a later file's health replaces all of it; null turns it off */
+    char err[512];
+    const char *path = write_tmp("health:\n  log: {path: health.log}\n");
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+    unlink(path);
+    assert_true(h->enabled);
+    assert_int_equal(h->nchecks, 0);
+    assert_null(h->checks);
+    assert_null(h->ca_file);
+    assert_false(h->redis.enabled);
+    assert_int_equal(h->check_interval_ms, 10000);
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_FILE);
+    assert_true(h->log_json);
+    assert_string_equal(h->log_path, "/tmp/health.log");
+    path = write_tmp("health: ~\n");
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+    unlink(path);
+    assert_false(h->enabled);
+    assert_false(h->log_enabled);
+    assert_null(h->log_path);
+    config_free(&c);
+
+    /* {}: checks from the zones only, with every default */
+    c = load_text("health: {}\n");
+    assert_true(c.health.enabled);
+    assert_int_equal(c.health.nchecks, 0);
+    assert_false(c.health.log_enabled);
+    assert_false(c.health.redis.enabled);
+    config_free(&c);
+    c = load_text("{\"health\": {\"checks\": [{\"address\": \"192.0.2.9\", \"protocol\": \"tcp\",\n"
+                  "  \"port\": 443}], \"redis\": {}, \"log\": null, \"ca_file\": null}}\n");
+    assert_true(c.health.enabled);
+    assert_int_equal(c.health.nchecks, 1);
+    assert_int_equal(c.health.checks[0].line, 1);
+    assert_true(c.health.redis.enabled);
+    assert_null(c.health.redis.host);
+    assert_false(c.health.log_enabled);
+    config_free(&c);
+    /* enable false: nothing checked, but the block is read (and checked) all the same */
+    c = load_text("health:\n  enable: false\n  checks:\n    - address: 192.0.2.1\n");
+    assert_false(c.health.enabled);
+    assert_int_equal(c.health.nchecks, 1);
+    config_free(&c);
+    /* an empty list, null checks, a log that is off needs no path, and the other streams */
+    c = load_text("health:\n  checks: []\n  log: {enable: false}\n");
+    assert_int_equal(c.health.nchecks, 0);
+    assert_false(c.health.log_enabled);
+    config_free(&c);
+    c = load_text("health:\n  checks:\n  log: {target: stdout, path: ~}\n");
+    assert_int_equal(c.health.nchecks, 0);
+    assert_true(c.health.log_enabled);
+    assert_int_equal(c.health.log_target, CONFIG_HEALTH_LOG_STDOUT);
+    config_free(&c);
+    /* a redis by UNIX socket, and the zone source's Redis beside it */
+    c = load_text("redis: {address: 10.0.0.1:6379}\nhealth:\n  redis: {address: /run/r.sock}\n");
+    assert_string_equal(c.redis.host, "10.0.0.1");
+    assert_string_equal(c.health.redis.unix_path, "/run/r.sock");
+    assert_null(c.health.redis.host);
+    config_free(&c);
+}
+
+/* Every mistake in a health block, with its line. */
+static void test_health_errors(void **state)
+{
+    (void)state;
+    static const char want_keys[] = "enable, check_interval_ms, max_requests, update_interval, "
+                                    "ca_file, redis, log, checks";
+    static const char check_keys[] = "address, owner, protocol, port, uri, method, host, expect, "
+                                     "tls_verify, timeout, up_count, down_count";
+    char msg[512];
+    /* the block */
+    snprintf(msg, sizeof(msg), "health: expected a mapping {%s}, got a plain scalar", want_keys);
+    expect_error("health: true\n", 1, msg);
+    snprintf(msg, sizeof(msg), "health: unknown key \"interval\" (want %s)", want_keys);
+    expect_error("health:\n  interval: 5\n", 2, msg);
+    expect_error("health:\n  enable: true\n  enable: false\n", 3,
+                 "health: duplicate key \"enable\" (first at line 2)");
+    expect_error("health: {}\nhealth: {}\n", 2, "health: duplicate key (first at line 1)");
+    expect_error("health:\n  enable: yes\n", 2,
+                 "health: enable: expected true or false, got a plain scalar");
+    expect_error("health:\n  check_interval_ms: 99\n", 2,
+                 "health: check_interval_ms: 99 is out of range 100..86400000");
+    expect_error("health:\n  check_interval_ms: 86400001\n", 2,
+                 "health: check_interval_ms: 86400001 is out of range 100..86400000");
+    expect_error("health:\n  check_interval_ms: 10s\n", 2,
+                 "health: check_interval_ms: expected an integer, got \"10s\"");
+    expect_error("health:\n  max_requests: 0\n", 2,
+                 "health: max_requests: 0 is out of range 1..100000");
+    expect_error("health:\n  max_requests: 100001\n", 2,
+                 "health: max_requests: 100001 is out of range 1..100000");
+    expect_error("health:\n  update_interval: 0\n", 2,
+                 "health: update_interval: 0 is out of range 1..604800");
+    expect_error("health:\n  update_interval: 604801\n", 2,
+                 "health: update_interval: 604801 is out of range 1..604800");
+    expect_error("health:\n  ca_file: [a]\n", 2, "health: ca_file: expected a string, got a list");
+    expect_error("health:\n  ca_file: \"\"\n", 2, "health: ca_file: must not be empty");
+    /* its redis: the connection's keys only */
+    expect_error("health:\n  redis:\n    address: 127.0.0.1:6379\n    zone_reload: 60\n", 4,
+                 "health: redis: zone_reload: not a key of health: redis (it sets the Redis zone "
+                 "source: give it in the top-level redis)");
+    expect_error("health:\n  redis: {max_zones: 1}\n", 2,
+                 "health: redis: max_zones: not a key of health: redis (it sets the Redis zone "
+                 "source: give it in the top-level redis)");
+    expect_error("health:\n  redis:\n    changes_channel: x\n", 3,
+                 "health: redis: changes_channel: not a key of health: redis (it sets the Redis "
+                 "zone source: give it in the top-level redis)");
+    expect_error("health:\n  redis:\n    ip: 127.0.0.1\n", 3,
+                 "health: redis: unknown key \"ip\" (want address, db, password, prefix, suffix, "
+                 "connect_timeout, read_timeout)");
+    expect_error("health:\n  redis: 5\n", 2,
+                 "health: redis: expected a mapping {address, db, password, prefix, suffix, "
+                 "connect_timeout, read_timeout}, got a plain scalar");
+    expect_error("health:\n  redis:\n    address: localhost\n", 3,
+                 "health: redis: address: bad address \"localhost\" (want HOST:PORT, [V6]:PORT or "
+                 "/path/of/redis.sock)");
+    expect_error("health:\n  redis:\n    db: 1024\n", 3,
+                 "health: redis: db: 1024 is out of range 0..1023");
+    expect_error("health:\n  redis:\n    read_timeout: 600001\n", 3,
+                 "health: redis: read_timeout: 600001 is out of range 0..600000");
+    /* its log */
+    expect_error("health:\n  log: stderr\n", 2,
+                 "health: log: expected a mapping {enable, target, path, format}, got a plain "
+                 "scalar");
+    expect_error("health:\n  log:\n    level: info\n", 3,
+                 "health: log: unknown key \"level\" (want enable, target, path, format)");
+    expect_error("health:\n  log:\n    target: syslog\n", 3,
+                 "health: log: target: expected file, stdout or stderr, got \"syslog\"");
+    expect_error("health:\n  log:\n    format: xml\n", 3,
+                 "health: log: format: expected json or text, got \"xml\"");
+    expect_error("health:\n  log:\n    enable: 1\n", 3,
+                 "health: log: enable: expected true or false, got a plain scalar");
+    expect_error("health:\n  log:\n    format: text\n", 3,
+                 "health: log: missing \"path\" (target file writes to it)");
+    expect_error("health:\n  log:\n    target: stdout\n    path: x.log\n", 4,
+                 "health: log: path: only with target file (not stdout)");
+    expect_error("health:\n  log:\n    path: [x]\n", 3,
+                 "health: log: path: expected a string, got a list");
+    /* checks: the list */
+    expect_error("health:\n  checks: {address: 192.0.2.1}\n", 2,
+                 "health: checks: expected a list of {address, protocol, ...}, got a mapping");
+    snprintf(msg, sizeof(msg), "health: checks[0]: expected a mapping {%s}, got a plain scalar",
+             check_keys);
+    expect_error("health:\n  checks:\n    - 192.0.2.1\n", 3, msg);
+    snprintf(msg, sizeof(msg), "health: checks[0]: unknown key \"interval\" (want %s)", check_keys);
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      interval: 5\n", 4, msg);
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      port: 80\n      port: 81\n",
+                 5, "health: checks[0]: duplicate key \"port\" (first at line 4)");
+    expect_error("health:\n  checks:\n    - protocol: tcp\n      port: 22\n", 3,
+                 "health: checks[0]: missing \"address\" (required: the IPv4 or IPv6 address "
+                 "checked, in A/AAAA records)");
+    /* address */
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1:80\n", 3,
+                 "health: checks[0]: address: bad address \"192.0.2.1:80\" (want an IPv4 or IPv6 "
+                 "address, no port)");
+    expect_error("health:\n  checks:\n    - address: www.example.test\n", 3,
+                 "health: checks[0]: address: bad address \"www.example.test\" (want an IPv4 or "
+                 "IPv6 address, no port)");
+    expect_error("health:\n  checks:\n    - address: \"[2001:db8::1]\"\n", 3,
+                 "health: checks[0]: address: bad address \"[2001:db8::1]\" (want an IPv4 or IPv6 "
+                 "address, no port)");
+    expect_error("health:\n  checks:\n    - address: [192.0.2.1]\n", 3,
+                 "health: checks[0]: address: expected an IPv4 or IPv6 address, got a list");
+    /* protocol and port (the line of the value, and the index of the entry) */
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      protocol: ftp\n", 4,
+                 "health: checks[0]: protocol: expected http, https, tcp, icmp or ping, got "
+                 "\"ftp\"");
+    expect_error("health:\n"
+                 "  checks:\n"
+                 "    - address: 192.0.2.1\n"
+                 "    - address: 192.0.2.2\n"
+                 "      protocol: https\n"
+                 "    - address: 192.0.2.3\n"
+                 "      port: 0\n",
+                 7, "health: checks[2]: port: 0 is out of range 1..65535");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, port: 65536}\n", 3,
+                 "health: checks[0]: port: 65536 is out of range 1..65535");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      protocol: icmp\n"
+                 "      port: 7\n",
+                 5, "health: checks[0]: port: an icmp check has no port");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      protocol: tcp\n", 3,
+                 "health: checks[0]: missing \"port\" (a tcp check needs one)");
+    /* keys that mean nothing to the protocol */
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: tcp, port: 22,\n"
+                 "       uri: /}\n",
+                 4, "health: checks[0]: uri: only for http and https checks (not tcp)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: ping, expect: 200}\n", 3,
+                 "health: checks[0]: expect: only for http and https checks (not icmp)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: icmp, method: GET}\n", 3,
+                 "health: checks[0]: method: only for http and https checks (not icmp)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: tcp, port: 1,\n"
+                 "       host: a.test}\n",
+                 4, "health: checks[0]: host: only for http and https checks (not tcp)");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      tls_verify: false\n", 4,
+                 "health: checks[0]: tls_verify: only for https checks (not http)");
+    /* http settings */
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      method: get\n", 4,
+                 "health: checks[0]: method: expected HEAD or GET, got \"get\"");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      uri: health\n", 3,
+                 "health: checks[0]: uri must start with '/'");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      uri: \"/a b\"\n", 3,
+                 "health: checks[0]: uri contains a space or control character");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      uri: \"\"\n", 4,
+                 "health: checks[0]: uri: must not be empty");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      expect: 600\n", 4,
+                 "health: checks[0]: expect: 600 is out of range 100..599");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      expect: \"200\"\n", 4,
+                 "health: checks[0]: expect: expected an integer, got \"200\"");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      expect:\n        - 200\n"
+                 "        - 99\n",
+                 6, "health: checks[0]: expect[1]: 99 is out of range 100..599");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n      expect: []\n", 4,
+                 "health: checks[0]: expect: an empty list (give the status codes meaning up)");
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n"
+                 "      expect: [200, 201, 202, 203, 204, 205, 206, 207, 208]\n",
+                 4, "health: checks[0]: expect: 9 status codes, more than the 8 allowed");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: https, tls_verify: 0}\n",
+                 3, "health: checks[0]: tls_verify: expected true or false, got a plain scalar");
+    /* numbers */
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, timeout: 0}\n", 3,
+                 "health: checks[0]: timeout: 0 is out of range 1..60000");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, timeout: 60001}\n", 3,
+                 "health: checks[0]: timeout: 60001 is out of range 1..60000");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, up_count: 0}\n", 3,
+                 "health: checks[0]: up_count: 0 is out of range 1..1000");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, up_count: 1001}\n", 3,
+                 "health: checks[0]: up_count: 1001 is out of range 1..1000");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, down_count: 0}\n", 3,
+                 "health: checks[0]: down_count: 0 is out of range 1..1000 (or -1000..-1)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, down_count: 1001}\n", 3,
+                 "health: checks[0]: down_count: 1001 is out of range 1..1000 (or -1000..-1)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, down_count: -1001}\n", 3,
+                 "health: checks[0]: down_count: -1001 is out of range 1..1000 (or -1000..-1)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, down_count: 1.5}\n", 3,
+                 "health: checks[0]: down_count: expected an integer, got \"1.5\"");
+    /* names */
+    static const char *const bad_owners[] = {"bad name", "a..b", ".a", ".", "a/b", "a:b", "é.test"};
+    for (size_t i = 0; i < sizeof(bad_owners) / sizeof(bad_owners[0]); i++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "health:\n  checks:\n    - address: 192.0.2.1\n"
+                 "      owner: \"%s\"\n",
+                 bad_owners[i]);
+        snprintf(msg, sizeof(msg),
+                 "health: checks[0]: owner: \"%s\" is not a domain name (letters, digits, '-', "
+                 "'_', '*' and dots; at most 253 characters)",
+                 bad_owners[i]);
+        expect_error(text, 4, msg);
+    }
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, owner: \"\"}\n", 3,
+                 "health: checks[0]: owner: must not be empty");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, host: \"*.a.test\"}\n", 3,
+                 "health: checks[0]: host: \"*.a.test\" is not a domain name (letters, digits, "
+                 "'-', '_' and dots; at most 253 characters)");
+    /* a label of 64, a name of 254; 63 and 253 (with a final dot) are fine */
+    char label[80], name[300], text[512];
+    memset(label, 'a', 64);
+    label[64] = '\0';
+    snprintf(text, sizeof(text), "health:\n  checks:\n    - {address: 192.0.2.1, owner: %s.test}\n",
+             label);
+    snprintf(msg, sizeof(msg),
+             "health: checks[0]: owner: \"%s.test\" is not a domain name (letters, digits, '-', "
+             "'_', '*' and dots; at most 253 characters)",
+             label);
+    expect_error(text, 3, msg);
+    memset(name, 0, sizeof(name));
+    for (size_t i = 0; i < 4; i++)
+        memset(name + i * 64, 'a', 63), name[i * 64 + 63] = '.';
+    name[253] = '\0'; /* 4 labels: 63+1+63+1+63+1+61 = 253 */
+    snprintf(text, sizeof(text), "health:\n  checks:\n    - {address: 192.0.2.1, owner: %s.}\n",
+             name);
+    config_t c = load_text(text);
+    assert_int_equal(strlen(c.health.checks[0].owner), 253);
+    config_free(&c);
+    snprintf(text, sizeof(text), "health:\n  checks:\n    - {address: 192.0.2.1, owner: %sa}\n",
+             name);
+    snprintf(msg, sizeof(msg),
+             "health: checks[0]: owner: \"%sa\" is not a domain name (letters, digits, '-', '_', "
+             "'*' and dots; at most 253 characters)",
+             name);
+    expect_error(text, 3, msg);
+    /* the same address, port, protocol and owner twice: the second names the first's line */
+    expect_error("health:\n  checks:\n    - address: 192.0.2.1\n"
+                 "    - {address: 192.0.2.1, port: 80}\n",
+                 4, "health: checks[1]: 192.0.2.1:80 http is given twice (first at line 3)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, owner: www.example.test}\n"
+                 "    - {address: 192.0.2.2, owner: www.example.test}\n"
+                 "    - {address: 192.0.2.1, owner: WWW.Example.Test., uri: /other}\n",
+                 5,
+                 "health: checks[2]: 192.0.2.1:80 http for www.example.test is given twice (first "
+                 "at line 3)");
+    expect_error("health:\n  checks:\n    - {address: \"2001:db8::1\", protocol: https}\n"
+                 "    - {address: \"2001:db8:0:0::1\", protocol: https, port: 443}\n",
+                 4, "health: checks[1]: [2001:db8::1]:443 https is given twice (first at line 3)");
+    expect_error("health:\n  checks:\n    - {address: 192.0.2.1, protocol: icmp}\n"
+                 "    - {address: 192.0.2.1, protocol: ping, timeout: 5}\n",
+                 4, "health: checks[1]: 192.0.2.1 icmp is given twice (first at line 3)");
+}
+
+/* A file of many checks: fine up to the bound, and the one past it is named. */
+static void test_health_many_checks(void **state)
+{
+    (void)state;
+    size_t len = 10001 * 40 + 64, off = 0;
+    char *text = malloc(len);
+    assert_non_null(text);
+    off += (size_t)snprintf(text, len, "health:\n  checks:\n");
+    for (unsigned i = 0; i < 10000; i++)
+        off += (size_t)snprintf(text + off, len - off, "    - {address: 10.0.%u.%u}\n", i / 256,
+                                i % 256);
+    config_t c = load_text(text);
+    assert_int_equal(c.health.nchecks, 10000);
+    config_free(&c);
+    snprintf(text + off, len - off, "    - {address: 10.1.0.0}\n");
+    expect_error(text, 10003,
+                 "health: checks: more than 10000 checks (give the rest in the zones' "
+                 "health_check)");
+    free(text);
+}
+
+/* redins' healthcheck, at the top level (older redins) and in handler (newer): every key, the
+ * redins defaults, seconds into milliseconds, the redis block as handler's. */
+static void test_redins_healthcheck(void **state)
+{
+    (void)state;
+    config_t c = load_text("{\n"
+                           "  \"healthcheck\": {\n"
+                           "    \"enable\": true,\n"
+                           "    \"max_requests\": 5,\n"
+                           "    \"max_pending_requests\": 50,\n"
+                           "    \"update_interval\": 601,\n"
+                           "    \"check_interval\": 30,\n"
+                           "    \"redis\": {\"ip\": \"10.0.0.5\", \"port\": 6380, \"password\": "
+                           "\"\",\n"
+                           "      \"prefix\": \"healthcheck_\", \"suffix\": \"_healthcheck\",\n"
+                           "      \"connect_timeout\": 100, \"read_timeout\": 200},\n"
+                           "    \"log\": {\"enable\": true, \"level\": \"info\", \"target\": "
+                           "\"file\",\n"
+                           "      \"format\": \"json\", \"path\": \"healthcheck.log\"}\n"
+                           "  }\n"
+                           "}\n");
+    const config_health_t *h = &c.health;
+    assert_true(h->enabled);
+    assert_int_equal(h->max_requests, 5);
+    assert_int_equal(h->max_pending, 50);
+    assert_int_equal(h->update_interval_s, 601);
+    assert_int_equal(h->check_interval_ms, 30000);
+    assert_true(h->redis.enabled);
+    assert_string_equal(h->redis.host, "10.0.0.5");
+    assert_int_equal(h->redis.port, 6380);
+    assert_null(h->redis.password);
+    assert_string_equal(h->redis.prefix, "healthcheck_");
+    assert_string_equal(h->redis.suffix, "_healthcheck");
+    assert_int_equal(h->redis.connect_timeout_ms, 100);
+    assert_int_equal(h->redis.read_timeout_ms, 200);
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_FILE);
+    assert_true(h->log_json);
+    assert_string_equal(h->log_path, "/tmp/healthcheck.log");
+    assert_int_equal(h->nchecks, 0);
+    assert_false(c.redis.enabled); /* no handler: no zones from Redis */
+    config_free(&c);
+
+    /* redins' defaults: off, 10 in flight, every 600 s, states in the default Redis */
+    c = load_text("healthcheck: {}\n");
+    assert_false(h->enabled);
+    assert_int_equal(h->max_requests, 10);
+    assert_int_equal(h->max_pending, 0);
+    assert_int_equal(h->update_interval_s, 600);
+    assert_int_equal(h->check_interval_ms, 600000);
+    assert_true(h->redis.enabled);
+    assert_null(h->redis.host);
+    assert_int_equal(h->redis.port, 0);
+    assert_false(h->log_enabled);
+    assert_null(h->log_path);
+    config_free(&c);
+    /* a redins log's defaults: off, stdout, text; path only means something with target file */
+    c = load_text("healthcheck:\n  enable: true\n  log: {enable: true}\n");
+    assert_true(h->enabled);
+    assert_true(h->log_enabled);
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_STDOUT);
+    assert_false(h->log_json);
+    config_free(&c);
+    c = load_text("healthcheck:\n  log: {enable: true, target: stderr, path: /tmp/x.log, "
+                  "format: text, level: debug}\n");
+    assert_int_equal(h->log_target, CONFIG_HEALTH_LOG_STDERR);
+    assert_null(h->log_path);
+    config_free(&c);
+    c = load_text("healthcheck:\n  log: {enable: false, target: file}\n");
+    assert_false(h->log_enabled);
+    assert_null(h->log_path);
+    config_free(&c);
+    /* both bounds of check_interval */
+    c = load_text("healthcheck: {check_interval: 1}\n");
+    assert_int_equal(h->check_interval_ms, 1000);
+    config_free(&c);
+    c = load_text("healthcheck: {check_interval: 86400}\n");
+    assert_int_equal(h->check_interval_ms, 86400000);
+    config_free(&c);
+
+    /* newer redins: in handler, with uperdis' redis (address, net, connection) */
+    c = load_text("handler:\n"
+                  "  redis: {address: \"10.0.0.1:6379\"}\n"
+                  "  healthcheck:\n"
+                  "    enable: true\n"
+                  "    check_interval: 10\n"
+                  "    redis:\n"
+                  "      address: \"10.0.0.2:6379\"\n"
+                  "      net: tcp\n"
+                  "      db: 3\n"
+                  "      connection: {connect_timeout: 300, read_timeout: 400,\n"
+                  "                   max_idle_connections: 10, wait_for_connection: true}\n");
+    assert_true(c.redis.enabled);
+    assert_string_equal(c.redis.host, "10.0.0.1");
+    assert_true(h->enabled);
+    assert_int_equal(h->check_interval_ms, 10000);
+    assert_string_equal(h->redis.host, "10.0.0.2");
+    assert_int_equal(h->redis.port, 6379);
+    assert_int_equal(h->redis.db, 3);
+    assert_int_equal(h->redis.connect_timeout_ms, 300);
+    assert_int_equal(h->redis.read_timeout_ms, 400);
+    config_free(&c);
+    c = load_text("handler:\n  healthcheck:\n    redis: {net: unix, address: run/redis.sock}\n");
+    assert_string_equal(h->redis.unix_path, "/tmp/run/redis.sock");
+    assert_null(h->redis.host);
+    assert_false(h->enabled);
+    config_free(&c);
+}
+
+static void test_redins_healthcheck_errors(void **state)
+{
+    (void)state;
+    static const char keys[] = "enable, max_requests, max_pending_requests, update_interval, "
+                               "check_interval, redis, log";
+    char msg[512];
+    snprintf(msg, sizeof(msg), "healthcheck: expected a mapping {%s}, got a list", keys);
+    expect_error("healthcheck: []\n", 1, msg);
+    snprintf(msg, sizeof(msg), "healthcheck: unknown key \"checks\" (want %s)", keys);
+    expect_error("healthcheck:\n  checks: []\n", 2, msg);
+    snprintf(msg, sizeof(msg), "handler: healthcheck: unknown key \"interval\" (want %s)", keys);
+    expect_error("handler:\n  healthcheck:\n    interval: 5\n", 3, msg);
+    expect_error("healthcheck:\n  enable: \"true\"\n", 2,
+                 "healthcheck: enable: expected true or false, got a string");
+    expect_error("healthcheck:\n  check_interval: 0\n", 2,
+                 "healthcheck: check_interval: 0 is out of range 1..86400");
+    expect_error("healthcheck:\n  check_interval: 86401\n", 2,
+                 "healthcheck: check_interval: 86401 is out of range 1..86400");
+    expect_error("healthcheck:\n  max_requests: 0\n", 2,
+                 "healthcheck: max_requests: 0 is out of range 1..100000");
+    expect_error("healthcheck:\n  max_pending_requests: -1\n", 2,
+                 "healthcheck: max_pending_requests: -1 is out of range 0..2147483647");
+    expect_error("healthcheck:\n  update_interval: 0\n", 2,
+                 "healthcheck: update_interval: 0 is out of range 1..604800");
+    /* its redis, as handler's */
+    expect_error("handler:\n  healthcheck:\n    redis:\n      port: 0\n", 4,
+                 "handler: healthcheck: redis: port: 0 is out of range 1..65535");
+    expect_error("healthcheck:\n  redis:\n    host: 127.0.0.1\n", 3,
+                 "healthcheck: redis: unknown key \"host\" (want ip, port, address, net, db, "
+                 "password, prefix, suffix, connect_timeout, read_timeout, connection)");
+    expect_error("healthcheck:\n  redis:\n    connect_timeout: 1\n"
+                 "    connection: {connect_timeout: 2}\n",
+                 4,
+                 "healthcheck: redis: connection: connect_timeout: given twice (also healthcheck: "
+                 "redis: connect_timeout at line 3)");
+    expect_error("handler:\n  healthcheck:\n    redis:\n      connection: {pool: 1}\n", 4,
+                 "handler: healthcheck: redis: connection: unknown key \"pool\" (want "
+                 "max_idle_connections, max_active_connections, connect_timeout, read_timeout, "
+                 "idle_keep_alive, max_keep_alive, wait_for_connection)");
+    expect_error("healthcheck:\n  redis: {net: unix}\n", 2,
+                 "healthcheck: redis: net: unix needs address, the socket's path");
+    /* its log */
+    expect_error("healthcheck:\n  log: {kafka: {}}\n", 2,
+                 "healthcheck: log: kafka: not supported yet (logging to Kafka: check results go "
+                 "to a file or a standard stream)");
+    expect_error("handler:\n  healthcheck:\n    log:\n      sentry: {enable: false}\n", 4,
+                 "handler: healthcheck: log: sentry: not supported yet (logging to Sentry: check "
+                 "results go to a file or a standard stream)");
+    expect_error("healthcheck:\n  log: {syslog: {}}\n", 2,
+                 "healthcheck: log: syslog: not supported yet (logging to syslog: check results go "
+                 "to a file or a standard stream)");
+    expect_error("healthcheck:\n  log: {time_format: x}\n", 2,
+                 "healthcheck: log: time_format: not supported yet (timestamps: every line carries "
+                 "tern's own)");
+    expect_error(
+        "healthcheck:\n  log:\n    target: kafka\n", 3,
+        "healthcheck: log: target: \"kafka\" is not supported (check results go to a file, "
+        "stdout or stderr)");
+    expect_error("healthcheck:\n  log:\n    target: udp\n", 3,
+                 "healthcheck: log: target: \"udp\" is not supported (check results go to a file, "
+                 "stdout or stderr)");
+    expect_error("healthcheck:\n  log:\n    target: tty\n", 3,
+                 "healthcheck: log: target: expected file, stdout or stderr, got \"tty\"");
+    expect_error("healthcheck:\n  log:\n    enable: true\n    target: file\n", 4,
+                 "healthcheck: log: target: file needs path, the log file");
+    expect_error(
+        "healthcheck:\n  log:\n    level: verbose\n", 3,
+        "healthcheck: log: level: expected error, warning, info or debug, got \"verbose\"");
+    expect_error("healthcheck:\n  log:\n    format: xml\n", 3,
+                 "healthcheck: log: format: expected json or text, got \"xml\"");
+    expect_error("healthcheck:\n  log:\n    colour: red\n", 3,
+                 "healthcheck: log: unknown key \"colour\" (want enable, level, target, format, "
+                 "path)");
+}
+
+/* tern's health and redins' healthcheck (either place) set the same settings: one per file. */
+static void test_health_conflicts(void **state)
+{
+    (void)state;
+    expect_error("health: {}\nhealthcheck: {enable: false}\n", 2,
+                 "healthcheck: conflicts with health at line 1 (give one of them)");
+    expect_error("healthcheck: {}\n\nhealth: ~\n", 3,
+                 "health: conflicts with healthcheck at line 1 (give one of them)");
+    expect_error("health: {}\nhandler:\n  healthcheck: {enable: true}\n", 3,
+                 "handler: healthcheck: conflicts with health at line 1 (give one of them)");
+    expect_error("handler:\n  zone_reload: 60\n  healthcheck: {}\nhealth: {}\n", 4,
+                 "health: conflicts with handler: healthcheck at line 3 (give one of them)");
+    expect_error("healthcheck: {}\nhandler:\n  healthcheck: {}\n", 3,
+                 "handler: healthcheck: conflicts with healthcheck at line 1 (give one of them)");
+    expect_error("{\"handler\": {\n  \"healthcheck\": {\"enable\": true}},\n"
+                 " \"healthcheck\": {\"enable\": true}}\n",
+                 3,
+                 "healthcheck: conflicts with handler: healthcheck at line 2 (give one of them)");
+    /* handler without healthcheck beside health is fine, and so is each file alone */
+    config_t c = load_text("handler: {zone_reload: 60}\nhealth: {}\n");
+    assert_true(c.health.enabled);
+    assert_true(c.redis.enabled);
+    char err[512];
+    const char *path = write_tmp("healthcheck: {enable: true}\n");
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0); /* a second file replaces */
+    unlink(path);
+    assert_true(c.health.enabled);
+    assert_int_equal(c.health.max_requests, 10);
+    config_free(&c);
+}
+
+static const char health_text[] =
+    "health:\n"
+    "  ca_file: /etc/ca.pem\n"
+    "  redis: {address: \"[::1]:6380\", password: pw, prefix: p, suffix: s}\n"
+    "  log: {path: /var/log/h.log}\n"
+    "  checks:\n"
+    "    - {address: 192.0.2.1, owner: www.example.test, uri: /h, host: h.example.test,\n"
+    "       expect: [200, 204], method: GET, timeout: 10, up_count: 2, down_count: 4}\n"
+    "    - {address: \"2001:db8::1\", protocol: https, tls_verify: false}\n"
+    "    - {address: 192.0.2.2, protocol: tcp, port: 22}\n";
+
+/* config_copy() copies every health string; each copy frees on its own (ASan checks both). */
+static void test_health_copy(void **state)
+{
+    (void)state;
+    config_t a = load_text(health_text), b;
+    assert_int_equal(config_copy(&b, &a), 0);
+    assert_true(config_same_health_checks(&a.health, &b.health));
+    assert_int_equal(b.health.nchecks, 3);
+    assert_ptr_not_equal(b.health.checks, a.health.checks);
+    assert_ptr_not_equal(b.health.ca_file, a.health.ca_file);
+    assert_ptr_not_equal(b.health.log_path, a.health.log_path);
+    assert_ptr_not_equal(b.health.redis.host, a.health.redis.host);
+    assert_ptr_not_equal(b.health.checks[0].owner, a.health.checks[0].owner);
+    assert_ptr_not_equal(b.health.checks[0].spec.uri, a.health.checks[0].spec.uri);
+    assert_ptr_not_equal(b.health.checks[0].spec.host, a.health.checks[0].spec.host);
+    assert_true(config_same_redis(&a.health.redis, &b.health.redis));
+    config_free(&a);
+    assert_false(a.health.enabled);
+    assert_null(a.health.checks);
+    const config_health_t *h = &b.health;
+    assert_true(h->enabled);
+    assert_string_equal(h->ca_file, "/etc/ca.pem");
+    assert_string_equal(h->log_path, "/var/log/h.log");
+    assert_string_equal(h->redis.host, "::1");
+    assert_string_equal(h->redis.password, "pw");
+    assert_string_equal(h->redis.prefix, "p");
+    assert_string_equal(h->redis.suffix, "s");
+    assert_string_equal(h->checks[0].owner, "www.example.test");
+    assert_string_equal(h->checks[0].spec.uri, "/h");
+    assert_string_equal(h->checks[0].spec.host, "h.example.test");
+    assert_int_equal(h->checks[0].spec.expect[1], 204);
+    assert_int_equal(h->checks[0].line, 6);
+    assert_int_equal(h->checks[1].spec.family, 6);
+    assert_null(h->checks[1].owner);
+    assert_int_equal(h->checks[2].spec.port, 22);
+    /* a copy of the copy, then both freed */
+    assert_int_equal(config_copy(&a, &b), 0);
+    assert_true(config_same_health_checks(&a.health, &b.health));
+    config_free(&b);
+    config_free(&a);
+    /* no health at all */
+    config_init(&a);
+    assert_int_equal(config_copy(&b, &a), 0);
+    assert_null(b.health.checks);
+    assert_true(config_same_health_checks(&a.health, &b.health));
+    config_free(&b);
+    config_free(&a);
+}
+
+/* config_same_health_checks: enabled alike and the same checks, entry by entry; the other
+ * health settings do not count. */
+static void test_same_health_checks(void **state)
+{
+    (void)state;
+    config_t a = load_text(health_text), b = load_text(health_text);
+    assert_true(config_same_health_checks(&a.health, &b.health));
+    config_health_t *h = &b.health;
+    health_spec_t *sp = &h->checks[0].spec;
+#define DIFFERS(lvalue, value)                                                                     \
+    do {                                                                                           \
+        __typeof__(lvalue) saved = (lvalue);                                                       \
+        (lvalue) = (value);                                                                        \
+        assert_false(config_same_health_checks(&a.health, h));                                     \
+        assert_false(config_same_health_checks(h, &a.health));                                     \
+        (lvalue) = saved;                                                                          \
+        assert_true(config_same_health_checks(&a.health, h));                                      \
+    } while (0)
+    DIFFERS(h->enabled, false);
+    DIFFERS(h->nchecks, 2);
+    DIFFERS(sp->proto, HEALTH_HTTPS);
+    DIFFERS(sp->family, 6);
+    DIFFERS(sp->addr[3], 9);
+    DIFFERS(sp->port, 81);
+    DIFFERS(sp->method, HEALTH_HEAD);
+    DIFFERS(sp->tls_verify, false);
+    DIFFERS(sp->nexpect, 1);
+    DIFFERS(sp->expect[1], 205);
+    DIFFERS(sp->up_count, 3);
+    DIFFERS(sp->down_count, -3);
+    DIFFERS(sp->timeout_ms, 1000);
+    DIFFERS(h->checks[1].spec.addr[15], 2);
+    DIFFERS(h->checks[2].spec.port, 23);
+    /* strings: another value, NULL (unless it is) */
+    char other[] = "other";
+    DIFFERS(sp->uri, other);
+    DIFFERS(sp->uri, NULL);
+    DIFFERS(sp->host, other);
+    DIFFERS(sp->host, NULL);
+    DIFFERS(h->checks[0].owner, other);
+    DIFFERS(h->checks[0].owner, NULL);
+    DIFFERS(h->checks[1].owner, other);
+    /* where it was written does not matter, nor do the settings other than the checks */
+    h->checks[0].line = 99;
+    h->check_interval_ms = 5;
+    h->max_requests = 1;
+    h->log_enabled = false;
+    h->redis.enabled = false;
+    assert_true(config_same_health_checks(&a.health, h));
+#undef DIFFERS
+    config_free(&b);
+    /* the same checks written differently */
+    b = load_text(
+        "health:\n"
+        "  checks:\n"
+        "    - address: 192.0.2.1\n"
+        "      owner: WWW.EXAMPLE.TEST.\n"
+        "      protocol: http\n"
+        "      port: 80\n"
+        "      uri: /h\n"
+        "      host: h.example.test.\n"
+        "      expect:\n"
+        "        - 200\n"
+        "        - 204\n"
+        "      method: GET\n"
+        "      timeout: 10\n"
+        "      up_count: 2\n"
+        "      down_count: -4\n"
+        "    - {address: \"2001:db8:0::1\", protocol: https, port: 443, tls_verify: false}\n"
+        "    - {address: 192.0.2.2, protocol: tcp, port: 22}\n");
+    assert_true(config_same_health_checks(&a.health, &b.health));
+    config_free(&b);
+    /* the same checks in another order are other checks */
+    b = load_text("health:\n"
+                  "  checks:\n"
+                  "    - {address: 192.0.2.2, protocol: tcp, port: 22}\n"
+                  "    - {address: 192.0.2.1, owner: www.example.test, uri: /h, "
+                  "host: h.example.test,\n"
+                  "       expect: [200, 204], method: GET, timeout: 10, up_count: 2, "
+                  "down_count: 4}\n"
+                  "    - {address: \"2001:db8::1\", protocol: https, tls_verify: false}\n");
+    assert_false(config_same_health_checks(&a.health, &b.health));
+    config_free(&b);
+    /* disabled against enabled with no checks; two configs without health */
+    config_free(&a);
+    a = load_text("health: {}\n");
+    config_init(&b);
+    assert_false(config_same_health_checks(&a.health, &b.health));
+    config_free(&a);
+    config_init(&a);
+    assert_true(config_same_health_checks(&a.health, &b.health));
     config_free(&a);
     config_free(&b);
 }
@@ -1922,7 +2906,8 @@ static void test_copy(void **state)
 static void test_schema_print(void **state)
 {
     (void)state;
-    char buf[12288] = "";
+    static char buf[16384];
+    memset(buf, 0, sizeof(buf));
     FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
     assert_non_null(f);
     config_schema_print(f);
@@ -1950,6 +2935,7 @@ static void test_schema_print(void **state)
                                        "geoip_db",
                                        "geoip_db_v6",
                                        "redis",
+                                       "health",
                                        "server",
                                        "error_log",
                                        "handler",
@@ -1996,6 +2982,26 @@ static void test_schema_print(void **state)
     assert_non_null(strstr(handler, "\n    cache_timeout      ignored"));
     assert_non_null(strstr(handler, "\n    log                not supported yet: the per-query"));
     assert_non_null(strstr(buf, "\n  geoip                (older redins) {enable, db}"));
+    /* health's keys under it, and its log's and a check's under those */
+    const char *health = strstr(buf, "\n  health ");
+    assert_non_null(health);
+    assert_non_null(strstr(health,
+                           "\n    check_interval_ms  milliseconds between two checks of one "
+                           "endpoint [100..86400000, default 10000]"));
+    assert_non_null(strstr(health, "\n    max_requests       "));
+    assert_non_null(strstr(health, "\n    redis              "));
+    assert_non_null(strstr(health, "\n      target           where the lines go [file, stdout or "
+                                   "stderr, default file]"));
+    assert_non_null(strstr(health, "\n      protocol         what is checked [http, https, tcp, "
+                                   "icmp or ping, default http]"));
+    assert_non_null(strstr(health, "\n      down_count       "));
+    assert_true(strstr(health, "\n      down_count ") < strstr(buf, "\nredins"));
+    /* redins' healthcheck, at the top level and in handler */
+    const char *hc = strstr(buf, "\n  healthcheck ");
+    assert_non_null(hc);
+    assert_non_null(strstr(hc, "\n    max_pending_requests accepted"));
+    assert_non_null(strstr(hc, "\n    check_interval     seconds"));
+    assert_non_null(strstr(handler, "\n    healthcheck        {enable, max_requests"));
     assert_non_null(strstr(buf, "not supported yet: per-client rate limits"));
     /* every line is one option, well under a terminal's width plus the description */
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
@@ -2010,6 +3016,7 @@ int main(void)
         cmocka_unit_test(test_valid_json),
         cmocka_unit_test(test_example_ternd_yaml),
         cmocka_unit_test(test_example_redis_block),
+        cmocka_unit_test(test_example_health_block),
         cmocka_unit_test(test_example_has_every_option),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),
@@ -2020,6 +3027,14 @@ int main(void)
         cmocka_unit_test(test_redins_handler),
         cmocka_unit_test(test_redins_handler_errors),
         cmocka_unit_test(test_same_redis),
+        cmocka_unit_test(test_health_yaml),
+        cmocka_unit_test(test_health_errors),
+        cmocka_unit_test(test_health_many_checks),
+        cmocka_unit_test(test_redins_healthcheck),
+        cmocka_unit_test(test_redins_healthcheck_errors),
+        cmocka_unit_test(test_health_conflicts),
+        cmocka_unit_test(test_health_copy),
+        cmocka_unit_test(test_same_health_checks),
         cmocka_unit_test(test_listen_forms),
         cmocka_unit_test(test_bad_listen),
         cmocka_unit_test(test_listen_limit_in_file),
