@@ -1,7 +1,8 @@
 /*
  * ternctl.c — control a running ternd over its UNIX socket, or check a config or zone offline.
  *
- *   ternctl [-s SOCKET | -c CONFIG] [-t SECONDS] reload|status|stats|zone ZONE
+ *   ternctl [-s SOCKET | -c CONFIG] [-t SECONDS] reload|status|stats|zone ZONE|health
+ *   ternctl ... health set ADDR[:PORT] up|down|auto
  *   ternctl check-config FILE
  *   ternctl check-zone ORIGIN FILE
  *
@@ -56,6 +57,11 @@ static void usage(FILE *out)
             "  stats               query counters (by transport, qtype, rcode) and reload "
             "counters\n"
             "  zone ZONE           one zone's serial, records, size, load time and file\n"
+            "  health              every health-checked endpoint: state, counter, override,\n"
+            "                      last result and error\n"
+            "  health set ADDR[:PORT] up|down|auto\n"
+            "                      force endpoints up or down (kept across reloads), or give\n"
+            "                      them back to their checks\n"
             "\n"
             "Offline (no server needed):\n"
             "  check-config FILE   parse the config and load every zone it lists\n"
@@ -422,6 +428,18 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         snprintf(request, sizeof(request), "%s", cmd);
+    } else if (strcmp(cmd, "health") == 0) {
+        if (nargs == 1) {
+            snprintf(request, sizeof(request), "health");
+        } else if (nargs == 4 && strcmp(args[1], "set") == 0 && plain_word(args[2]) &&
+                   (strcmp(args[3], "up") == 0 || strcmp(args[3], "down") == 0 ||
+                    strcmp(args[3], "auto") == 0)) {
+            snprintf(request, sizeof(request), "health set %s %s", args[2], args[3]);
+        } else {
+            fprintf(stderr, "ternctl: usage: ternctl health | ternctl health set ADDR[:PORT] "
+                            "up|down|auto\n");
+            return EXIT_USAGE;
+        }
     } else if (strcmp(cmd, "zone") == 0) {
         if (nargs != 2 || !plain_word(args[1])) {
             fprintf(stderr, "ternctl: usage: ternctl zone ZONE (one name, no spaces)\n");

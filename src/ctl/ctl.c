@@ -12,6 +12,7 @@
  * line per zone, and building it whole means the loader's lock (loader_zones()) is held only to
  * copy the zone list, never while a client reads.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -430,20 +431,168 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
     zlist_free(&zl);
 }
 
+/* --- health */
+
+static const char *const override_names[] = {"auto", "up", "down"};
+
+static void health_line(void *ctx, const health_ep_info_t *i)
+{
+    sb_t *b = ctx;
+    const health_spec_t *s = i->spec;
+    char ip[INET6_ADDRSTRLEN], addr[INET6_ADDRSTRLEN + 8], t[32];
+    inet_ntop(s->family == 6 ? AF_INET6 : AF_INET, s->addr, ip, sizeof(ip));
+    if (s->proto == HEALTH_ICMP)
+        snprintf(addr, sizeof(addr), "%s", ip);
+    else
+        snprintf(addr, sizeof(addr), s->family == 6 ? "[%s]:%u" : "%s:%u", ip, s->port);
+    if (i->last_check)
+        fmt_time(t, sizeof(t), i->last_check / 1000);
+    else
+        snprintf(t, sizeof(t), "never");
+    sb_line(b,
+            "endpoint: %s protocol %s host %s uri %s state %s status %d/%d..%d override %s "
+            "last_check %s last_result %s by %s latency_ms %.3f checks %" PRIu64
+            " failures %" PRIu64 " error %s",
+            addr, health_proto_name(s->proto), s->host ? s->host : "-",
+            s->proto == HEALTH_HTTP || s->proto == HEALTH_HTTPS ? (s->uri ? s->uri : "/") : "-",
+            i->state, i->status, s->down_count, s->up_count, override_names[i->override % 3], t,
+            !i->checked  ? "none"
+            : i->last_ok ? "ok"
+                         : "failed",
+            !i->checked      ? "-"
+            : i->last_remote ? "redis"
+                             : "self",
+            i->latency_us / 1000.0, i->checks, i->failures, i->error[0] ? i->error : "-");
+}
+
+struct health_count {
+    size_t up, down, other;
+};
+
+static void health_tally(void *ctx, const health_ep_info_t *i)
+{
+    struct health_count *n = ctx;
+    if (i->rank == HEALTH_RANK_UP)
+        n->up++;
+    else if (i->rank == HEALTH_RANK_DOWN)
+        n->down++;
+    else
+        n->other++;
+}
+
+/* "ADDR", "ADDR:PORT" or "[V6]:PORT" into family, addr and port (0 = every port). */
+static bool parse_endpoint(const char *text, int *family, uint8_t *addr, uint16_t *port)
+{
+    char host[INET6_ADDRSTRLEN + 1];
+    const char *p = NULL;
+    size_t n = strlen(text);
+    *port = 0;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || (size_t)(close - text - 1) >= sizeof(host) || close[1] != ':')
+            return false;
+        memcpy(host, text + 1, (size_t)(close - text - 1));
+        host[close - text - 1] = '\0';
+        p = close + 2;
+    } else if (strchr(text, ':') && strchr(text, ':') == strrchr(text, ':')) {
+        const char *colon = strchr(text, ':');
+        if ((size_t)(colon - text) >= sizeof(host))
+            return false;
+        memcpy(host, text, (size_t)(colon - text));
+        host[colon - text] = '\0';
+        p = colon + 1;
+    } else {
+        if (n >= sizeof(host))
+            return false;
+        memcpy(host, text, n + 1);
+    }
+    if (p) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (*p == '\0' || *end || v == 0 || v > 65535)
+            return false;
+        *port = (uint16_t)v;
+    }
+    if (inet_pton(AF_INET, host, addr) == 1)
+        *family = 4;
+    else if (inet_pton(AF_INET6, host, addr) == 1)
+        *family = 6;
+    else
+        return false;
+    return true;
+}
+
+static void cmd_health(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    health_registry_t *r = c->loader ? loader_health(c->loader) : NULL;
+    if (!r) {
+        snprintf(err, errlen, "no health checks here");
+        return;
+    }
+    if (argv[1]) {
+        /* health set ADDR[:PORT] up|down|auto */
+        int family;
+        uint8_t addr[16];
+        uint16_t port;
+        size_t state = 0;
+        while (state < 3 && strcmp(argv[3], override_names[state]) != 0)
+            state++;
+        if (strcmp(argv[1], "set") != 0 || state == 3 ||
+            !parse_endpoint(argv[2], &family, addr, &port)) {
+            snprintf(err, errlen, "usage: health | health set ADDR[:PORT] up|down|auto");
+            return;
+        }
+        int n = health_set_override(r, family, addr, port,
+                                    state == 1   ? HEALTH_FORCE_UP
+                                    : state == 2 ? HEALTH_FORCE_DOWN
+                                                 : HEALTH_AUTO);
+        if (n < 0) {
+            snprintf(err, errlen, "out of memory");
+            return;
+        }
+        log_info("health: %s set %s by the control socket (%d endpoints now)", argv[2],
+                 override_names[state], n);
+        sb_line(body, "override: %s %s", argv[2], override_names[state]);
+        sb_line(body, "matched: %d", n);
+        return;
+    }
+    struct health_count n = {0};
+    health_checker_stats_t st;
+    bool checker = loader_health_stats(c->loader, &st);
+    size_t total = health_each(r, health_tally, &n);
+    sb_line(body, "endpoints: %zu", total);
+    sb_line(body, "up: %zu", n.up);
+    sb_line(body, "down: %zu", n.down);
+    sb_line(body, "between: %zu", n.other);
+    sb_line(body, "checker: %s", checker ? "yes" : "no");
+    sb_line(body, "checks: %" PRIu64, st.checks);
+    sb_line(body, "failures: %" PRIu64, st.failures);
+    sb_line(body, "in_flight: %" PRIu32, st.in_flight);
+    sb_line(body, "adopted: %" PRIu64, st.adopted);
+    sb_line(body, "redis: %s",
+            !st.redis_enabled    ? "none"
+            : st.redis_connected ? "connected"
+                                 : "disconnected");
+    sb_line(body, "redis_errors: %" PRIu64, st.redis_errors);
+    (void)health_each(r, health_line, body);
+}
+
 static const struct {
     const char *name;
-    unsigned nargs; /* exactly */
+    unsigned min_args, max_args;
     const char *usage;
     cmd_fn fn;
 } commands[] = {
-    {"reload", 0, "reload", cmd_reload},
-    {"status", 0, "status", cmd_status},
-    {"stats", 0, "stats", cmd_stats},
-    {"zone", 1, "zone NAME", cmd_zone},
+    {"reload", 0, 0, "reload", cmd_reload},
+    {"status", 0, 0, "status", cmd_status},
+    {"stats", 0, 0, "stats", cmd_stats},
+    {"zone", 1, 1, "zone NAME", cmd_zone},
+    {"health", 0, 3, "health | health set ADDR[:PORT] up|down|auto", cmd_health},
 };
 
-/* A maximum of words in a request: the longest command takes one argument; more is an error. */
-#define CTL_MAX_WORDS 4
+/* A maximum of words in a request: the longest command takes three arguments; more is an
+ * error. */
+#define CTL_MAX_WORDS 5
 
 /* The whole response to one request line (NUL-terminated, without its "\n"). */
 static void dispatch(ctl_t *c, char *line, sb_t *resp)
@@ -455,13 +604,14 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
          w = strtok_r(NULL, " \t", &save))
         argv[argc++] = w;
     if (argc == 0) {
-        sb_line(resp, "error: empty request (commands: reload, status, stats, zone NAME)");
+        sb_line(resp, "error: empty request (commands: reload, status, stats, zone NAME, health)");
         return;
     }
     for (size_t i = 0; i < TERN_ARRAY_SIZE(commands); i++) {
         if (strcmp(argv[0], commands[i].name) != 0)
             continue;
-        if (argc != commands[i].nargs + 1) {
+        if (argc < commands[i].min_args + 1 || argc > commands[i].max_args + 1 ||
+            (commands[i].fn == cmd_health && argc != 1 && argc != 4)) {
             sb_line(resp, "error: usage: %s", commands[i].usage);
             return;
         }
@@ -482,7 +632,8 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
         tern_buf_free(&body);
         return;
     }
-    sb_line(resp, "error: unknown command '%.64s' (commands: reload, status, stats, zone NAME)",
+    sb_line(resp,
+            "error: unknown command '%.64s' (commands: reload, status, stats, zone NAME, health)",
             argv[0]);
 }
 

@@ -724,6 +724,7 @@ static void harvest_curl(health_checker_t *c)
 static void *run(void *arg)
 {
     health_checker_t *c = arg;
+    (void)pthread_setname_np(pthread_self(), "tern-health"); /* for top -H and the bench */
     int64_t next_scan = 0;
     struct curl_waitfd *fds = NULL;
     struct job **fdjob = NULL;

@@ -25,10 +25,14 @@
 #include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
+#include "tern/health/health.h"
+#include "tern/health/health_check.h"
 #include "tern/load/redis_source.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
+
+#include "health_index.h"
 
 /* One file a zone was read from, as it was when read. */
 struct dep {
@@ -146,6 +150,16 @@ struct loader {
                               callbacks never take it */
     struct geo_ref *rgeo_v4, *rgeo_v6;
     geoip_set_t rgeo;
+
+    /* Health checks (tern/health/health.h): every zone's endpoints live in one registry; the
+     * checker probes them once health checking is enabled. The Redis source's builds find
+     * ternd.yaml's checks by address through rhidx, swapped under health_mu after a reload. */
+    health_registry_t *health;
+    health_checker_t *checker;
+    bool checker_started;
+    pthread_mutex_t health_mu;
+    health_index_t *rhidx;
+    bool redis_health; /* the source was started with health checks on */
 };
 
 /* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
@@ -429,6 +443,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
                  struct snapshot **out, size_t *changed, char *err, size_t errlen)
 {
     int rc = TERN_ENOMEM;
+    health_index_t *hx = NULL;
     *out = NULL;
     *changed = 0;
     err[0] = '\0';
@@ -466,9 +481,19 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     s->view.geoip.v6 = s->geo_v6                                           ? s->geo_v6->db
                        : s->geo_v4 && geoip_ip_version(s->geo_v4->db) == 6 ? s->geo_v4->db
                                                                            : NULL;
+    /* Health checks by address: every zone is built again when they change (or when health
+     * checking is turned on or off), so its records point at the right endpoints. */
+    bool nomem_hx;
+    hx = health_index_new(l->health, &cfg->health, &nomem_hx);
+    if (nomem_hx)
+        goto nomem;
+    bool health_changed = old && !config_same_health_checks(&l->cfg_last->health, &cfg->health);
     const zone_json_opts_t jopts = {
         .locate = s->view.geoip.v4 || s->view.geoip.v6 ? locate : NULL,
         .locate_ctx = &s->view.geoip,
+        .health = cfg->health.enabled ? l->health : NULL,
+        .health_fn = hx ? health_index_lookup : NULL,
+        .health_ctx = hx,
     };
 
     for (size_t i = 0; i < cfg->nzones; i++) {
@@ -478,7 +503,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             goto nomem;
         e->format = cz->format;
         const struct zent *prev = reusable(&ix, e->key, e->file, e->format, quick);
-        if (prev && cz->format == CONFIG_ZONE_JSON && geo_changed)
+        if (prev && ((cz->format == CONFIG_ZONE_JSON && geo_changed) || health_changed))
             prev = NULL;
         zone_t *z;
         if (prev) {
@@ -499,7 +524,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
                     goto nomem;
                 rc = zone_json_load_file(cz->origin, cz->file, &jopts, &z, err, errlen);
             } else {
-                rc = zone_file_load_seen(cz->origin, cz->file, dep_add, e, &z, err, errlen);
+                rc = zone_file_load_health(cz->origin, cz->file, dep_add, e,
+                                           hx ? health_index_lookup : NULL, hx, &z, err, errlen);
             }
             if (rc < 0) {
                 if (!err[0])
@@ -593,6 +619,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
     free(ix.slot);
+    health_index_free(hx);
     *out = s;
     return 0;
 nomem:
@@ -600,6 +627,7 @@ nomem:
     snprintf(err, errlen, "out of memory");
 fail:
     free(ix.slot);
+    health_index_free(hx);
     snapshot_free(s);
     return rc;
 }
@@ -772,6 +800,32 @@ static bool redis_locate(void *ctx, int family, const uint8_t *addr, double *lat
     bool ok = (l->rgeo.v4 || l->rgeo.v6) && locate(&l->rgeo, family, addr, lat, lon);
     pthread_mutex_unlock(&l->geo_mu);
     return ok;
+}
+
+/* Source thread: the endpoint of a Redis zone's record by ternd.yaml's checks. */
+static health_ep_t *redis_health(void *ctx, const uint8_t *owner, uint16_t type,
+                                 const uint8_t *addr)
+{
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->health_mu);
+    health_ep_t *ep = health_index_lookup(l->rhidx, owner, type, addr);
+    pthread_mutex_unlock(&l->health_mu);
+    return ep;
+}
+
+/* Loader thread: the checks by address Redis zones are built with, from cfg. */
+static int redis_set_health(loader_t *l, const config_t *cfg)
+{
+    bool nomem;
+    health_index_t *x = health_index_new(l->health, &cfg->health, &nomem);
+    if (nomem)
+        return TERN_ENOMEM;
+    pthread_mutex_lock(&l->health_mu);
+    health_index_t *old = l->rhidx;
+    l->rhidx = x;
+    pthread_mutex_unlock(&l->health_mu);
+    health_index_free(old);
+    return 0;
 }
 
 /* Loader thread: point the source's locate callback at snapshot s's databases. True when they
@@ -951,6 +1005,10 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.changes_channel = c->changes_channel;
     rc.json.locate = redis_locate;
     rc.json.locate_ctx = l;
+    rc.json.health = cfg->health.enabled ? l->health : NULL;
+    rc.json.health_fn = redis_health;
+    rc.json.health_ctx = l;
+    l->redis_health = cfg->health.enabled;
     rc.json.default_ttl = c->default_ttl;
     rc.json.max_ttl = c->max_ttl;
     rc.max_value_bytes = c->max_value_bytes;
@@ -985,11 +1043,14 @@ static int redis_start(loader_t *l, const config_t *cfg)
 }
 
 /* After a build: start, restart, stop or resync the source as cfg says. geo_changed: the
- * databases records are located with changed (rebuild every Redis zone). */
+ * databases records are located with changed, or the health checks by address changed (rebuild
+ * every Redis zone). Turning health checking on or off restarts the source: its builds intern
+ * the zones' own health_checks only when it is on. */
 static void redis_follow(loader_t *l, const config_t *cfg, bool geo_changed)
 {
     bool want = cfg->redis.enabled;
-    if (l->redis && (!want || !config_same_redis(&l->redis_cfg, &cfg->redis))) {
+    if (l->redis && (!want || !config_same_redis(&l->redis_cfg, &cfg->redis) ||
+                     l->redis_health != cfg->health.enabled)) {
         log_info("redis: settings changed; %s", want ? "reconnecting" : "source stopped");
         redis_stop(l);
         redis_clear(l);
@@ -1025,6 +1086,17 @@ static void redis_publish(loader_t *l)
               (long long)(tern_monotonic_ms() - start));
 }
 
+/* Hand cfg's health settings to the checker, and start it the first time they enable it. */
+static void health_follow(loader_t *l, const config_t *cfg)
+{
+    if (!l->checker)
+        return;
+    if (health_checker_configure(l->checker, &cfg->health) < 0)
+        log_err("health: out of memory; the checker keeps its previous settings");
+    if (cfg->health.enabled && !l->checker_started && l->started)
+        l->checker_started = health_checker_start(l->checker) == 0;
+}
+
 /* One reload on the loader thread. */
 static void reload(loader_t *l)
 {
@@ -1056,6 +1128,12 @@ static void reload(loader_t *l)
     bool geo_changed = false;
     if (ok) {
         geo_changed = redis_set_geo(l, s);
+        if (!config_same_health_checks(&l->cfg_last->health, &cfg->health)) {
+            geo_changed = true; /* the Redis zones too are built again */
+            if (redis_set_health(l, cfg) < 0)
+                log_err("health: out of memory; Redis zones keep their previous checks");
+        }
+        health_follow(l, cfg);
         redis_follow(l, cfg, geo_changed);
         if (l->cfg_last != l->cfg0) {
             config_free(l->cfg_last);
@@ -1150,8 +1228,14 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->geo_mu, NULL);
     pthread_mutex_init(&l->rs_mu, NULL);
+    pthread_mutex_init(&l->health_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
+    /* before any other thread exists: the checker initialises libcurl (and OpenSSL) */
+    if (!(l->health = health_registry_new()) || !(l->checker = health_checker_new(l->health))) {
+        loader_free(l);
+        return NULL;
+    }
     return l;
 }
 
@@ -1206,6 +1290,16 @@ int loader_load_zones(loader_t *l)
         goto out;
     }
     publish(l, s);
+    if (l->checker && health_checker_configure(l->checker, &cfg->health) < 0) {
+        log_err("health: out of memory");
+        rc = TERN_ENOMEM;
+        goto out;
+    }
+    if (redis_set_health(l, cfg) < 0) {
+        log_err("health: out of memory");
+        rc = TERN_ENOMEM;
+        goto out;
+    }
     if (cfg->redis.enabled) {
         (void)redis_set_geo(l, s);
         if (redis_start(l, cfg) == 0 && redis_wait_first(l)) {
@@ -1277,6 +1371,8 @@ int loader_start(loader_t *l)
         return -e;
     }
     l->started = true;
+    /* the checker runs once zones are loaded and health checking is on */
+    health_follow(l, l->cfg_last);
     return 0;
 }
 
@@ -1366,6 +1462,10 @@ void loader_stop(loader_t *l)
      * l->mu (nobody applies them any more); loader_free()'s redis_clear() frees what they left. */
     if (l->redis)
         redis_stop(l);
+    /* the checker last: a reload no longer configures or starts it */
+    health_checker_free(l->checker);
+    l->checker = NULL;
+    l->checker_started = false;
 }
 
 void loader_free(loader_t *l)
@@ -1378,7 +1478,9 @@ void loader_free(loader_t *l)
     free(l->pend);
     geo_ref_put(l->rgeo_v4);
     geo_ref_put(l->rgeo_v6);
-    snapshot_free(l->cur);
+    snapshot_free(l->cur); /* its zones drop their endpoints */
+    health_index_free(l->rhidx);
+    health_registry_free(l->health);
     if (l->cfg_last && l->cfg_last != l->cfg0) {
         config_free(l->cfg_last);
         free(l->cfg_last);
@@ -1389,8 +1491,24 @@ void loader_free(loader_t *l)
     }
     pthread_mutex_destroy(&l->geo_mu);
     pthread_mutex_destroy(&l->rs_mu);
+    pthread_mutex_destroy(&l->health_mu);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->wake);
     pthread_cond_destroy(&l->done);
     free(l);
+}
+
+health_registry_t *loader_health(loader_t *l)
+{
+    return l->health;
+}
+
+bool loader_health_stats(loader_t *l, health_checker_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    /* the checker is freed only by loader_stop(), after the control and metrics threads stop */
+    if (!l->checker)
+        return false;
+    health_checker_stats(l->checker, out);
+    return true;
 }

@@ -298,6 +298,108 @@ static void render_loader(buf_t *b, loader_t *l)
     tern_buf_free(&zl.records);
 }
 
+/* ---- health checks ---------------------------------------------------------------------- */
+
+/* One per-endpoint family: which value of each endpoint it shows. */
+typedef enum { HF_UP, HF_STATUS, HF_CHECKS, HF_FAILURES, HF_LATENCY } health_field_t;
+
+struct health_pass {
+    buf_t *b;
+    const char *name;
+    health_field_t field;
+    size_t by_rank[4];
+};
+
+static void health_sample(void *ctx, const health_ep_info_t *i)
+{
+    struct health_pass *h = ctx;
+    const health_spec_t *s = i->spec;
+    char ip[INET6_ADDRSTRLEN], ep[INET6_ADDRSTRLEN + 8];
+    inet_ntop(s->family == 6 ? AF_INET6 : AF_INET, s->addr, ip, sizeof(ip));
+    snprintf(ep, sizeof(ep), s->family == 6 ? "[%s]:%u" : "%s:%u", ip, s->port);
+    put(h->b, "%s{endpoint=\"", h->name);
+    put_label_value(h->b, s->proto == HEALTH_ICMP ? ip : ep);
+    put(h->b, "\",protocol=\"%s\",host=\"", health_proto_name(s->proto));
+    put_label_value(h->b, s->host ? s->host : "");
+    switch (h->field) {
+    case HF_UP:
+        put(h->b, "\"} %d\n", i->rank == HEALTH_RANK_UP);
+        break;
+    case HF_STATUS:
+        put(h->b, "\"} %d\n", i->status);
+        break;
+    case HF_CHECKS:
+        put(h->b, "\"} %" PRIu64 "\n", i->checks);
+        break;
+    case HF_FAILURES:
+        put(h->b, "\"} %" PRIu64 "\n", i->failures);
+        break;
+    case HF_LATENCY:
+        put(h->b, "\"} %u.%06u\n", i->latency_us / 1000000, i->latency_us % 1000000);
+        break;
+    }
+}
+
+static void health_count(void *ctx, const health_ep_info_t *i)
+{
+    struct health_pass *h = ctx;
+    h->by_rank[i->rank & 3]++;
+}
+
+/* Only once there are endpoints: a server without health checks shows none of this. */
+static void render_health(buf_t *b, loader_t *l)
+{
+    health_registry_t *r = loader_health(l);
+    struct health_pass h = {.b = b};
+    if (!r || health_each(r, health_count, &h) == 0)
+        return;
+    family(b, "tern_health_endpoints", "gauge",
+           "Health-checked endpoints by state (between: failing or recovering, still ranked).");
+    sample_label(b, "tern_health_endpoints", "state", "up", h.by_rank[HEALTH_RANK_UP]);
+    sample_label(b, "tern_health_endpoints", "state", "between",
+                 h.by_rank[HEALTH_RANK_MIDDLE] + h.by_rank[HEALTH_RANK_NEAR]);
+    sample_label(b, "tern_health_endpoints", "state", "down", h.by_rank[HEALTH_RANK_DOWN]);
+    static const struct {
+        const char *name, *type, *help;
+        health_field_t field;
+    } fams[] = {
+        {"tern_health_endpoint_up", "gauge", "1 when the endpoint is up (or forced up), else 0.",
+         HF_UP},
+        {"tern_health_endpoint_status", "gauge",
+         "The endpoint's counter, from down_count (negative) to up_count.", HF_STATUS},
+        {"tern_health_endpoint_checks_total", "counter", "Checks this node made of the endpoint.",
+         HF_CHECKS},
+        {"tern_health_endpoint_failures_total", "counter", "Of those, the ones that failed.",
+         HF_FAILURES},
+        {"tern_health_endpoint_latency_seconds", "gauge", "How long the last own check took.",
+         HF_LATENCY},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(fams); i++) {
+        family(b, fams[i].name, fams[i].type, fams[i].help);
+        h.name = fams[i].name;
+        h.field = fams[i].field;
+        (void)health_each(r, health_sample, &h);
+    }
+    health_checker_stats_t st;
+    if (!loader_health_stats(l, &st))
+        return;
+    family(b, "tern_health_checks_total", "counter",
+           "Checks this node made, by result (adopted: results of other nodes read from Redis).");
+    sample_label(b, "tern_health_checks_total", "result", "ok", st.checks - st.failures);
+    sample_label(b, "tern_health_checks_total", "result", "failed", st.failures);
+    sample_label(b, "tern_health_checks_total", "result", "adopted", st.adopted);
+    family(b, "tern_health_checks_in_flight", "gauge", "Checks running now.");
+    sample(b, "tern_health_checks_in_flight", st.in_flight);
+    if (st.redis_enabled) {
+        family(b, "tern_health_redis_up", "gauge",
+               "1 while connected to the Redis that shares health state.");
+        sample(b, "tern_health_redis_up", st.redis_connected ? 1 : 0);
+        family(b, "tern_health_redis_errors_total", "counter",
+               "Redis commands or connections for health state that failed.");
+        sample(b, "tern_health_redis_errors_total", st.redis_errors);
+    }
+}
+
 static void render(buf_t *b, const metrics_t *m)
 {
     family(b, "tern_build_info", "gauge", "Always 1; the version is in the label.");
@@ -307,6 +409,7 @@ static void render(buf_t *b, const metrics_t *m)
     put(b, "tern_start_time_seconds %" PRId64 "\n", m->start_time);
     render_server(b, m->server);
     render_loader(b, m->loader);
+    render_health(b, m->loader);
 }
 
 /* ---- HTTP ----------------------------------------------------------------------------------- */

@@ -103,82 +103,11 @@ QUERIES = [("mig.test.", "SOA"), ("mig.test.", "NS"), ("mig.test.", "MX"), ("mig
            ("mail.mig.test.", "A"), ("x.nope.mig.test.", "AAAA")]
 
 
-class Redis:
-    """A redis-server of our own, and a minimal RESP client for it."""
-
-    def __init__(self, workdir, port=None, name="redis"):
-        self.dir = os.path.join(workdir, name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = port or servers.free_port()
-        self.proc = None
-        self.sock = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", LOOPBACK, "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--notify-keyspace-events", "KEA",
-             "--logfile", os.path.join(self.dir, "redis.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            try:
-                self.sock = socket.create_connection((LOOPBACK, self.port), timeout=1)
-                if self.cmd("PING") == "PONG":
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start on port %d" % self.port)
-
-    def stop(self):
-        if self.sock:
-            self.sock.close()
-            self.sock = None
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=WAIT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=WAIT)
-
-    def cmd(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
-        f = self.sock.makefile("rb")
-        try:
-            return self._reply(f)
-        finally:
-            f.close()
-
-    def _reply(self, f):
-        line = f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError("redis: " + rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = f.read(n + 2)[:-2]
-            return data.decode()
-        if kind == b"*":
-            return [self._reply(f) for _ in range(int(rest))]
-        raise RuntimeError("redis: bad reply %r" % line)
+class Redis(servers.Redis):
+    """servers.Redis whose zones get this test's SOA unless told otherwise."""
 
     def put_zone(self, zone, labels, soa=SOA):
-        cfg = {"soa": soa} if soa is not None else {"domain_id": "x"}
-        self.cmd("SET", "redins:zones:%s:config" % zone, json.dumps(cfg))
-        for label, value in labels.items():
-            text = value if isinstance(value, str) else json.dumps(value)
-            self.cmd("HSET", "redins:zones:%s" % zone, label, text)
-        self.cmd("SADD", "redins:zones", zone)
+        super().put_zone(zone, labels, soa)
 
 
 def ask(port, name, rtype):

@@ -1,5 +1,5 @@
 /*
- * ctl.h — the control socket ternctl talks to: reload, status, stats, zone status.
+ * ctl.h — the control socket ternctl talks to: reload, status, stats, zone status, health.
  *
  * Owns one UNIX stream socket (the config's control_socket, mode 0660) and one thread that serves
  * it. Never a worker: the query path does not know the control socket exists, and every response
@@ -39,6 +39,16 @@
  *   zone NAME             zone, serial, records, bytes, loaded, file of that zone (NAME is
  *                         case-insensitive, the final dot optional); "error: zone NAME is not
  *                         served" otherwise
+ *   health                endpoints, up, down, between (counts by rank), checker, checks,
+ *                         failures, in_flight, adopted (results read from Redis), redis (none,
+ *                         connected, disconnected), redis_errors, then one line per endpoint:
+ *                         "endpoint: ADDR[:PORT] protocol P host H uri U state S status N/D..U
+ *                         override auto|up|down last_check TIME|never last_result ok|failed|none
+ *                         by self|redis|- latency_ms F checks N failures N error TEXT|-"
+ *   health set ADDR[:PORT] up|down|auto
+ *                         force every endpoint at ADDR (and PORT, if given) up or down, or give
+ *                         it back to its checks; kept across reloads and for endpoints that
+ *                         appear later: override, matched (endpoints now)
  *
  * Times are UTC, ISO 8601 ("2026-11-23T10:00:00Z"). Control characters in names, paths and error
  * messages are written as '?', so a response line never splits. Key names are stable: scripts

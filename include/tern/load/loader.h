@@ -30,6 +30,8 @@
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
+#include "tern/health/health.h"
+#include "tern/health/health_check.h"
 
 typedef struct loader loader_t;
 
@@ -132,6 +134,13 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
 
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
+
+/** The registry of every health-checked endpoint (tern/health/health.h): for listing them and
+ * for administrative overrides. Valid until loader_free(). Any thread. */
+health_registry_t *loader_health(loader_t *l);
+
+/** The checker's counters; false (zeros) when there is no checker (after loader_stop()). */
+bool loader_health_stats(loader_t *l, health_checker_stats_t *out);
 
 /**
  * Stop and join the loader thread (a reload in progress finishes first), then stop the Redis

@@ -400,7 +400,30 @@ static void test_bad_requests(void **state)
     (void)state;
     char *r = call("bogus");
     assert_string_equal(r, "error: unknown command 'bogus' (commands: reload, status, stats, "
-                           "zone NAME)\n");
+                           "zone NAME, health)\n");
+    free(r);
+    /* health: the list (no endpoint in these zones), and set with what it needs only */
+    r = call("health");
+    static const char head[] = "ok\nendpoints: 0\nup: 0\ndown: 0\n";
+    assert_true(strncmp(r, head, sizeof(head) - 1) == 0);
+    free(r);
+    static const char *const bad_health[] = {"health set 192.0.2.1",
+                                             "health set 192.0.2.1 sideways",
+                                             "health set 300.0.0.1 up",
+                                             "health set 192.0.2.1:0 up",
+                                             "health set [::1] up",
+                                             "health get 192.0.2.1 up",
+                                             "health set 192.0.2.1:99999 down"};
+    for (size_t i = 0; i < sizeof(bad_health) / sizeof(bad_health[0]); i++) {
+        r = call(bad_health[i]);
+        assert_true(strncmp(r, "error: usage: health", 20) == 0);
+        free(r);
+    }
+    r = call("health set [2001:db8::1]:443 down");
+    assert_string_equal(r, "ok\noverride: [2001:db8::1]:443 down\nmatched: 0\n");
+    free(r);
+    r = call("health set 192.0.2.1 auto");
+    assert_string_equal(r, "ok\noverride: 192.0.2.1 auto\nmatched: 0\n");
     free(r);
     r = call("");
     assert_true(strncmp(r, "error: empty request", 20) == 0);
