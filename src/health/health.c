@@ -312,8 +312,17 @@ health_ep_t *health_intern(health_registry_t *r, const health_spec_t *spec)
         }
     }
     size_t ul = spec->uri ? strlen(spec->uri) + 1 : 0, hl = spec->host ? strlen(spec->host) + 1 : 0;
+    char addr[INET6_ADDRSTRLEN], rkey[HEALTH_RKEY_MAX];
+    inet_ntop(spec->family == 6 ? AF_INET6 : AF_INET, spec->addr, addr, sizeof(addr));
+    bool redins_key = spec->host && spec->proto != HEALTH_TCP;
+    if (redins_key)
+        snprintf(rkey, sizeof(rkey), "redins:healthcheck:%s.:%s", spec->host, addr);
+    else
+        snprintf(rkey, sizeof(rkey), "tern:healthcheck:%s:%s:%s:%u", health_proto_name(spec->proto),
+                 spec->host ? spec->host : "-", addr, spec->port);
+    size_t kl = strlen(rkey) + 1;
     struct ep *e = calloc(1, sizeof(*e));
-    char *strs = malloc(ul + hl + 1);
+    char *strs = malloc(ul + hl + kl);
     if (!e || !strs) {
         pthread_mutex_unlock(&r->mu);
         free(e);
@@ -335,15 +344,10 @@ health_ep_t *health_intern(health_registry_t *r, const health_spec_t *spec)
         memcpy(strs + ul, spec->host, hl);
         e->spec.host = strs + ul;
     }
-    inet_ntop(spec->family == 6 ? AF_INET6 : AF_INET, spec->addr, e->addr_text,
-              sizeof(e->addr_text));
-    e->redins_key = spec->host && spec->proto != HEALTH_TCP;
-    if (e->redins_key)
-        snprintf(e->rkey, sizeof(e->rkey), "redins:healthcheck:%s.:%s", spec->host, e->addr_text);
-    else
-        snprintf(e->rkey, sizeof(e->rkey), "tern:healthcheck:%s:%s:%s:%u",
-                 health_proto_name(spec->proto), spec->host ? spec->host : "-", e->addr_text,
-                 spec->port);
+    memcpy(strs + ul + hl, rkey, kl);
+    e->rkey = strs + ul + hl;
+    e->redins_key = redins_key;
+    memcpy(e->addr_text, addr, sizeof(addr));
     const struct ovr *o = find_ovr(r, spec);
     e->override = o ? o->state : HEALTH_AUTO;
     __atomic_store_n(&e->pub.rank, (uint8_t)rank_of(e), __ATOMIC_RELAXED);

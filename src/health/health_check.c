@@ -2,15 +2,22 @@
  * health_check.c — the checker thread (see health_check.h).
  *
  * One loop: take the endpoints that are due (at most max_requests in flight), ask Redis who
- * checks them (when configured), start their checks, then wait in curl_multi_poll() for any of
- * them — the curl handles and, as extra descriptors, the TCP and ICMP sockets — or for the next
- * due time, a wakeup (new endpoint, override, new settings, stop) or a deadline. Results go to
- * the registry (rank, log of state changes), to the log file and, batched, to Redis.
+ * checks them (when configured), start their checks, then wait in epoll for any of them — the
+ * sockets libcurl asks us to watch (CURLMOPT_SOCKETFUNCTION, driven by curl_multi_socket_action)
+ * and the TCP and ICMP sockets of our own checks — or for the next due time, libcurl's timer, a
+ * wakeup (eventfd: new endpoint, override, new settings, stop) or a deadline. Results go to the
+ * registry (rank, log of state changes), to the log file and, batched, to Redis.
  *
  * Decisions, and why:
+ *   - epoll and curl_multi_socket_action(), not curl_multi_poll(): each event costs the one
+ *     socket it is about, so 500 checks in flight cost the same per check as 5.
  *   - The due scan walks the registry's list under its mutex; it runs at most every
  *     SCAN_MIN_MS (checks due within that window start together) or when woken, so 10,000
- *     endpoints on a 1 s interval cost ~100 scans a second, not one per completed check.
+ *     endpoints on a 1 s interval cost ~100 scans a second, not one per completed check. It
+ *     starts after the endpoint the previous scan took last (a referenced cursor), so when more
+ *     are due than may run, every endpoint gets its turn instead of the head of the list.
+ *   - Easy handles are reused (curl_easy_reset()) from a pool: a check costs its connection,
+ *     not a handle's setup.
  *   - A fresh connection per HTTP check (no keep-alive): a check must see what a new client
  *     sees — a server that stopped accepting is down even if an old connection still works.
  *   - libcurl never resolves a name here: the URL's host is the owner (Host header and TLS name)
@@ -22,11 +29,14 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +75,7 @@ struct settings {
 
 struct job {
     struct ep *e; /* referenced while busy */
+    unsigned idx; /* in health_checker.jobs: the epoll tag of its socket */
     bool busy;
     CURL *easy;
     struct curl_slist *connect_to;
@@ -88,6 +99,13 @@ struct health_checker {
     health_checker_stats_t st;
 
     /* checker thread only */
+    int epfd;            /* the loop's epoll: curl's sockets, our TCP/ICMP sockets, evfd */
+    int evfd;            /* eventfd: wake the loop (any thread) */
+    int64_t curl_due_us; /* libcurl's timer (monotonic us), -1 = none */
+    int64_t expire_us;   /* the earliest deadline of a TCP/ICMP job, or INT64_MAX */
+    CURL **pool;         /* idle easy handles, reset, up to njobs */
+    unsigned npool;
+    struct ep *cursor; /* where the next due scan starts (referenced), or NULL */
     CURLM *multi;
     struct settings cur;
     bool have_cur;
@@ -101,6 +119,18 @@ struct health_checker {
     hredis_result_t *pub; /* results waiting for Redis */
     unsigned npub, cappub;
 };
+
+/* epoll tags: what a ready descriptor is */
+enum { TAG_WAKE = 1, TAG_CURL = 2, TAG_JOB = 3 };
+#define TAG(kind, v) ((uint64_t)(kind) << 32 | (uint32_t)(v))
+
+/* Look for due endpoints at once (any thread). */
+static void wake_loop(health_checker_t *c)
+{
+    uint64_t one = 1;
+    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE);
+    (void)!write(c->evfd, &one, sizeof(one));
+}
 
 /* ---- settings --------------------------------------------------------------------------- */
 
@@ -158,9 +188,7 @@ int health_checker_configure(health_checker_t *c, const config_health_t *cfg)
     c->pending = s;
     c->have_pending = true;
     pthread_mutex_unlock(&c->mu);
-    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE);
-    if (c->multi)
-        curl_multi_wakeup(c->multi);
+    wake_loop(c);
     return 0;
 }
 
@@ -231,8 +259,12 @@ static void apply_settings(health_checker_t *c)
             c->jobs = j;
             while (c->njobs < s.max_requests && (j[c->njobs] = calloc(1, sizeof(**j)))) {
                 j[c->njobs]->fd = -1;
+                j[c->njobs]->idx = c->njobs;
                 c->njobs++;
             }
+            CURL **p = realloc(c->pool, c->njobs * sizeof(*p));
+            if (p)
+                c->pool = p;
         }
     }
 }
@@ -346,13 +378,18 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
     pthread_mutex_unlock(&c->mu);
     if (j->easy) {
         curl_multi_remove_handle(c->multi, j->easy);
-        curl_easy_cleanup(j->easy);
+        if (c->pool && c->npool < c->njobs) {
+            curl_easy_reset(j->easy);
+            c->pool[c->npool++] = j->easy;
+        } else {
+            curl_easy_cleanup(j->easy);
+        }
         j->easy = NULL;
     }
     curl_slist_free_all(j->connect_to);
     j->connect_to = NULL;
     if (j->fd >= 0)
-        close(j->fd);
+        close(j->fd); /* leaves the epoll set with it */
     j->fd = -1;
     j->busy = false;
     j->e = NULL;
@@ -376,6 +413,20 @@ static bool url_host(const char *h)
                strlen(h);
 }
 
+/* CURLOPT_SOCKOPTFUNCTION: close check connections with a reset (SO_LINGER 0), as HAProxy closes
+ * its health checks: the answer is in, and a reset saves the FIN exchange and a TIME_WAIT socket
+ * per check — on loopback, where both ends' packets are this thread's CPU, about a third of the
+ * cost of a check. */
+static int sockopt_nolinger(void *ctx, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)ctx;
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+        struct linger l = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    return CURL_SOCKOPT_OK;
+}
+
 static int start_http(health_checker_t *c, struct job *j)
 {
     const health_spec_t *s = &j->e->spec;
@@ -385,7 +436,7 @@ static int start_http(health_checker_t *c, struct job *j)
     const char *uri = s->uri ? s->uri : "/";
     bool named = url_host(s->host);
     snprintf(url, sizeof(url), "%s://%s:%u%s", scheme, named ? s->host : ip, s->port, uri);
-    CURL *h = curl_easy_init();
+    CURL *h = c->npool ? c->pool[--c->npool] : curl_easy_init();
     if (!h)
         return TERN_ENOMEM;
     j->easy = h;
@@ -409,6 +460,14 @@ static int start_http(health_checker_t *c, struct job *j)
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_USERAGENT, "tern-health/" TERN_VERSION);
+    /* No DNS cache: every URL host here is connected through CONNECT_TO to an address literal,
+     * so the cache only grows by one entry per endpoint, and libcurl prunes it by walking all
+     * of them on every lookup — at 10,000 endpoints that walk was most of a check's CPU. */
+    curl_easy_setopt(h, CURLOPT_DNS_CACHE_TIMEOUT, 0L);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, sockopt_nolinger);
+    /* A health answer is a status line and a few headers: libcurl's 16 KiB receive buffer per
+     * handle is memory that 500 concurrent checks would hold for nothing. */
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 4096L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
     /* a GET body is read and thrown away; a health page is small, the timeout bounds a big one */
     if (s->method == HEALTH_GET)
@@ -537,7 +596,9 @@ static void start(health_checker_t *c, struct ep *e)
         health_ep_release(&e->pub);
         return;
     }
+    unsigned idx = j->idx;
     memset(j, 0, sizeof(*j));
+    j->idx = idx;
     j->fd = -1;
     j->e = e;
     j->busy = true;
@@ -564,6 +625,16 @@ static void start(health_checker_t *c, struct ep *e)
         done = start_icmp(c, j);
         break;
     }
+    if (!done && j->fd >= 0) {
+        struct epoll_event ev = {.events = e->spec.proto == HEALTH_TCP ? EPOLLOUT : EPOLLIN,
+                                 .data.u64 = TAG(TAG_JOB, j->idx)};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, j->fd, &ev) < 0) {
+            snprintf(j->err, sizeof(j->err), "epoll: %s", strerror(errno));
+            done = 1;
+        } else if (j->deadline_us < c->expire_us) {
+            c->expire_us = j->deadline_us;
+        }
+    }
     if (done)
         finish(c, j, j->err[0] == '\0', j->err);
 }
@@ -578,9 +649,14 @@ static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsi
     unsigned n = 0;
     int64_t soonest = now + IDLE_MAX_MS;
     health_registry_t *r = c->reg;
+    struct ep *old = c->cursor;
     pthread_mutex_lock(&r->mu);
-    for (struct ep *e = r->head; e; e = e->next) {
-        if (e->in_flight)
+    /* once round the list, starting after the cursor (which its reference keeps linked) */
+    struct ep *e = old && old->next ? old->next : r->head;
+    for (size_t seen = 0, total = r->count; e && seen < total;
+         seen++, e = e->next ? e->next : r->head) {
+        /* in flight, or kept alive by the cursor alone (no zone checks it any more) */
+        if (e->in_flight || (e == old && e->refs == 1))
             continue;
         if (e->due_ms > now) {
             if (e->due_ms < soonest)
@@ -595,7 +671,13 @@ static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsi
         e->refs++;
         out[n++] = e;
     }
+    if (n && out[n - 1] != old) { /* the next scan starts after the last one taken */
+        out[n - 1]->refs++;
+        c->cursor = out[n - 1];
+    }
     pthread_mutex_unlock(&r->mu);
+    if (old && old != c->cursor)
+        health_ep_release(&old->pub); /* outside the mutex: it may be the last reference */
     *next = soonest;
     return n;
 }
@@ -721,14 +803,63 @@ static void harvest_curl(health_checker_t *c)
     }
 }
 
+/* CURLMOPT_SOCKETFUNCTION: watch (or stop watching) one of curl's sockets in our epoll. */
+static int curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    health_checker_t *c = userp;
+    if (what == CURL_POLL_REMOVE) {
+        if (socketp)
+            (void)epoll_ctl(c->epfd, EPOLL_CTL_DEL, fd, NULL);
+        curl_multi_assign(c->multi, fd, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+                                       (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+                             .data.u64 = TAG(TAG_CURL, fd)};
+    if (epoll_ctl(c->epfd, socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0 && !socketp &&
+        errno == EEXIST)
+        (void)epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev); /* a reused fd number */
+    curl_multi_assign(c->multi, fd, (void *)1);
+    return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT). */
+static int curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    health_checker_t *c = userp;
+    c->curl_due_us = timeout_ms < 0 ? -1 : tern_monotonic_us() + timeout_ms * 1000;
+    return 0;
+}
+
+/* Jobs of our own sockets past their deadline fail (curl enforces its own timeouts); the
+ * earliest deadline still pending, or INT64_MAX. */
+static int64_t expire_jobs(health_checker_t *c, int64_t now_us)
+{
+    int64_t soonest = INT64_MAX;
+    for (unsigned i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        if (!j->busy || j->easy)
+            continue;
+        if (now_us < j->deadline_us) {
+            if (j->deadline_us < soonest)
+                soonest = j->deadline_us;
+            continue;
+        }
+        snprintf(j->err, sizeof(j->err), "%s: no answer within %u ms",
+                 j->e->spec.proto == HEALTH_TCP ? "connect" : "ICMP echo", j->e->spec.timeout_ms);
+        finish(c, j, false, j->err);
+    }
+    return soonest;
+}
+
 static void *run(void *arg)
 {
     health_checker_t *c = arg;
     (void)pthread_setname_np(pthread_self(), "tern-health"); /* for top -H and the bench */
     int64_t next_scan = 0;
-    struct curl_waitfd *fds = NULL;
-    struct job **fdjob = NULL;
-    unsigned fdcap = 0;
+    struct epoll_event evs[256];
     while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
         apply_settings(c);
         int64_t now = tern_monotonic_ms();
@@ -738,52 +869,42 @@ static void *run(void *arg)
             now = tern_monotonic_ms();
             next_scan = due > now + SCAN_MIN_MS ? due : now + SCAN_MIN_MS;
         }
-        /* the sockets of TCP and ICMP checks, beside curl's own */
-        if (fdcap < c->njobs) {
-            struct curl_waitfd *f = realloc(fds, c->njobs * sizeof(*f));
-            struct job **fj = f ? realloc(fdjob, c->njobs * sizeof(*fj)) : NULL;
-            if (f)
-                fds = f;
-            if (fj) {
-                fdjob = fj;
-                fdcap = c->njobs;
+        flush_publish(c);
+        /* sleep until the next scan, curl's timer or a job's deadline, or an event */
+        int64_t wake_ms = next_scan;
+        if (c->curl_due_us >= 0 && c->curl_due_us / 1000 < wake_ms)
+            wake_ms = c->curl_due_us / 1000;
+        if (c->expire_us != INT64_MAX && c->expire_us / 1000 + 1 < wake_ms)
+            wake_ms = c->expire_us / 1000 + 1;
+        int64_t wait = wake_ms - tern_monotonic_ms();
+        wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;
+        int n = epoll_wait(c->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), (int)wait);
+        int running;
+        for (int i = 0; i < n; i++) {
+            uint64_t tag = evs[i].data.u64;
+            unsigned kind = (unsigned)(tag >> 32), v = (uint32_t)tag;
+            if (kind == TAG_WAKE) {
+                uint64_t x;
+                (void)!read(c->evfd, &x, sizeof(x));
+            } else if (kind == TAG_CURL) {
+                int mask = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                           (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                           (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+                (void)curl_multi_socket_action(c->multi, (curl_socket_t)v, mask, &running);
+            } else if (kind == TAG_JOB && v < c->njobs) {
+                struct job *j = c->jobs[v];
+                if (j->busy && j->fd >= 0 && !j->easy)
+                    on_socket(c, j, (short)((evs[i].events & (EPOLLERR | EPOLLHUP)) ? POLLERR : 0));
             }
         }
-        unsigned nfd = 0;
-        int64_t wake = next_scan;
-        for (unsigned i = 0; i < c->njobs && i < fdcap; i++) {
-            struct job *j = c->jobs[i];
-            if (!j->busy)
-                continue;
-            if (j->deadline_us / 1000 + 1 < wake)
-                wake = j->deadline_us / 1000 + 1;
-            if (j->fd < 0)
-                continue;
-            fds[nfd] = (struct curl_waitfd){
-                .fd = j->fd,
-                .events = j->e->spec.proto == HEALTH_TCP ? CURL_WAIT_POLLOUT : CURL_WAIT_POLLIN};
-            fdjob[nfd++] = j;
+        if (c->curl_due_us >= 0 && tern_monotonic_us() >= c->curl_due_us) {
+            c->curl_due_us = -1;
+            (void)curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
         }
-        int64_t wait = wake - tern_monotonic_ms();
-        wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;
-        flush_publish(c);
-        (void)curl_multi_poll(c->multi, fds, nfd, (int)wait, NULL);
-        int running;
-        (void)curl_multi_perform(c->multi, &running);
         harvest_curl(c);
-        for (unsigned i = 0; i < nfd; i++)
-            if (fds[i].revents && fdjob[i]->busy && fdjob[i]->fd == fds[i].fd)
-                on_socket(c, fdjob[i], fds[i].revents);
         int64_t now_us = tern_monotonic_us();
-        for (unsigned i = 0; i < c->njobs; i++) {
-            struct job *j = c->jobs[i];
-            if (!j->busy || now_us < j->deadline_us || j->easy)
-                continue; /* curl enforces its own timeout */
-            snprintf(j->err, sizeof(j->err), "%s: no answer within %u ms",
-                     j->e->spec.proto == HEALTH_TCP ? "connect" : "ICMP echo",
-                     j->e->spec.timeout_ms);
-            finish(c, j, false, j->err);
-        }
+        if (now_us >= c->expire_us)
+            c->expire_us = expire_jobs(c, now_us);
         flush_publish(c);
         if (c->log)
             fflush(c->log);
@@ -794,17 +915,13 @@ static void *run(void *arg)
             pthread_mutex_unlock(&c->mu);
         }
     }
-    free(fds);
-    free(fdjob);
     return NULL;
 }
 
 /* The registry's wakeup (under its mutex): a new endpoint or override. */
 static void wake(void *ctx)
 {
-    health_checker_t *c = ctx;
-    __atomic_store_n(&c->rescan, 1, __ATOMIC_RELEASE);
-    curl_multi_wakeup(c->multi);
+    wake_loop(ctx);
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -830,11 +947,26 @@ health_checker_t *health_checker_new(health_registry_t *r)
         free(c);
         return NULL;
     }
-    if (!(c->multi = curl_multi_init())) {
+    c->curl_due_us = -1;
+    c->expire_us = INT64_MAX;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_WAKE, 0)};
+    if (c->epfd < 0 || c->evfd < 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) < 0 ||
+        !(c->multi = curl_multi_init())) {
+        log_err("health: cannot set up the checker's event loop: %s", strerror(errno));
+        if (c->epfd >= 0)
+            close(c->epfd);
+        if (c->evfd >= 0)
+            close(c->evfd);
         pthread_mutex_destroy(&c->mu);
         free(c);
         return NULL;
     }
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     pthread_mutex_lock(&r->mu);
     r->wake = wake;
     r->wake_ctx = c;
@@ -863,7 +995,7 @@ void health_checker_free(health_checker_t *c)
     pthread_mutex_unlock(&c->reg->mu);
     if (c->started) {
         __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-        curl_multi_wakeup(c->multi);
+        wake_loop(c);
         pthread_join(c->thread, NULL);
     }
     for (unsigned i = 0; i < c->njobs; i++) {
@@ -888,7 +1020,13 @@ void health_checker_free(health_checker_t *c)
     flush_publish(c);
     free(c->pub);
     free(c->jobs);
+    for (unsigned i = 0; i < c->npool; i++)
+        curl_easy_cleanup(c->pool[i]);
+    free(c->pool);
+    health_ep_release(c->cursor ? &c->cursor->pub : NULL);
     curl_multi_cleanup(c->multi);
+    close(c->epfd);
+    close(c->evfd);
     hredis_free(c->redis);
     if (c->log && !c->log_stdio)
         fclose(c->log);

@@ -34,7 +34,7 @@ struct ep {
      * redins:healthcheck:<host>.:<ip> for what redins checks too (http, https, icmp with a
      * host), tern:healthcheck:<proto>:<host|->:<ip>:<port> otherwise, so that a redins node
      * reading redins:healthcheck:* never meets a check it cannot make. */
-    char rkey[HEALTH_RKEY_MAX];
+    const char *rkey; /* in strs; at most HEALTH_RKEY_MAX - 1 bytes */
     bool redins_key;
     char addr_text[48]; /* the address as text (inet_ntop) */
 

@@ -1187,6 +1187,7 @@ static void reload(loader_t *l)
 static void *loader_main(void *arg)
 {
     loader_t *l = arg;
+    (void)pthread_setname_np(pthread_self(), "tern-loader");
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), LOADER_NICE) < 0)
         log_debug("loader: cannot lower its priority");
     if (mem_thread_bind(l->arena) < 0)

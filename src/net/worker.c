@@ -107,6 +107,7 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
 void *worker_main(void *arg)
 {
     worker_t *w = arg;
+    (void)pthread_setname_np(pthread_self(), "tern-worker"); /* top -H, perf, the benches */
     struct epoll_event ev[WORKER_EVENTS];
     bool stop = false;
 
