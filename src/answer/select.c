@@ -91,7 +91,7 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
 }
 
 /* The address geo decisions are about: a usable ECS option's, else the packet's source. Run once
- * per query, at its first steered RRset (later ones in a CNAME chain reuse ctx->ent). */
+ * per query, at the first filter that needs it (later ones in a CNAME chain reuse ctx->ent). */
 static void client_from_query(answer_ctx_t *ctx)
 {
     const wire_ecs_t *ecs = ctx->q_ecs;
@@ -115,9 +115,13 @@ static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
         ctx->scope = prefix;
 }
 
-/* The client's cache entry, emptied if it was filled under another view. */
+/* The client's cache entry, emptied if it was filled under another view. The client is
+ * resolved here, on the first filter that needs it: an RRset steered by health, order or count
+ * alone never touches the cache. */
 static answer_geo_entry_t *entry(answer_ctx_t *ctx, const answer_view_t *v)
 {
+    if (!ctx->ent)
+        client_from_query(ctx);
     answer_geo_entry_t *e = ctx->ent;
     if (e->gen != v->gen) {
         e->gen = v->gen;
@@ -270,8 +274,6 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
 unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g,
                        uint32_t *offs)
 {
-    if (!ctx->ent)
-        client_from_query(ctx);
     uint16_t *c = ctx->cand;
     unsigned n = g->count;
     for (unsigned i = 0; i < n; i++)
@@ -319,7 +321,7 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         offs[0] = g->rr[c[first]].off;
         return 1;
     }
-    for (unsigned i = 0; i < n; i++)
-        offs[i] = g->rr[c[(first + i) % n]].off;
+    for (unsigned i = 0, k = first; i < n; i++, k = k + 1 == n ? 0 : k + 1)
+        offs[i] = g->rr[c[k]].off; /* rotated to start at first, without a division per RR */
     return n;
 }
