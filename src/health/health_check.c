@@ -26,7 +26,10 @@
 #include "tern/health/health_check.h"
 
 #include <arpa/inet.h>
+/* no type-checking macros: every libcurl function is called through the table below */
+#define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -50,6 +53,86 @@
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+
+/*
+ * libcurl is loaded with dlopen() the first time a checker is made (health checking enabled):
+ * linked, it brings OpenSSL's TLS, GnuTLS (through librtmp), Kerberos, LDAP, SSH, HTTP/2 and a
+ * dozen more libraries, about 5 MiB of PSS in every ternd, health checks or not. The table holds
+ * the functions used here; the macros after it make the calls read like plain libcurl.
+ */
+#define CURL_FUNCS(X)                                                                              \
+    X(curl_global_init)                                                                            \
+    X(curl_easy_init)                                                                              \
+    X(curl_easy_setopt)                                                                            \
+    X(curl_easy_getinfo)                                                                           \
+    X(curl_easy_reset)                                                                             \
+    X(curl_easy_cleanup)                                                                           \
+    X(curl_easy_strerror)                                                                          \
+    X(curl_multi_init)                                                                             \
+    X(curl_multi_setopt)                                                                           \
+    X(curl_multi_add_handle)                                                                       \
+    X(curl_multi_remove_handle)                                                                    \
+    X(curl_multi_assign)                                                                           \
+    X(curl_multi_socket_action)                                                                    \
+    X(curl_multi_info_read)                                                                        \
+    X(curl_multi_cleanup)                                                                          \
+    X(curl_slist_append)                                                                           \
+    X(curl_slist_free_all)
+
+static struct {
+#define CURL_FIELD(f) __typeof__(&f) f;
+    CURL_FUNCS(CURL_FIELD)
+#undef CURL_FIELD
+} cu;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static char cu_error[256];
+
+/* Load libcurl and initialise it, once per process; cu_error says why it failed. */
+static void cu_load(void)
+{
+    static const char *const names[] = {"libcurl.so.4", "libcurl.so"};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cu_error, sizeof(cu_error), "cannot load libcurl: %s", dlerror());
+        return;
+    }
+#define CURL_SYM(f)                                                                                \
+    if (!(*(void **)&cu.f = dlsym(h, #f))) {                                                       \
+        snprintf(cu_error, sizeof(cu_error), "libcurl lacks %s", #f);                              \
+        return;                                                                                    \
+    }
+    CURL_FUNCS(CURL_SYM)
+#undef CURL_SYM
+    /* h stays open for the life of the process. Thread-safe since libcurl 7.84 (Debian 12 has
+     * 7.88); this runs at startup anyway, or on the loader thread at the reload that enables
+     * health checking. */
+    CURLcode rc = cu.curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (rc != CURLE_OK)
+        snprintf(cu_error, sizeof(cu_error), "libcurl: %s", cu.curl_easy_strerror(rc));
+}
+
+/* curl.h defines these three as macros of themselves even without type checks */
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#undef curl_multi_setopt
+#define curl_easy_init           cu.curl_easy_init
+#define curl_easy_setopt         cu.curl_easy_setopt
+#define curl_easy_getinfo        cu.curl_easy_getinfo
+#define curl_easy_reset          cu.curl_easy_reset
+#define curl_easy_cleanup        cu.curl_easy_cleanup
+#define curl_easy_strerror       cu.curl_easy_strerror
+#define curl_multi_init          cu.curl_multi_init
+#define curl_multi_setopt        cu.curl_multi_setopt
+#define curl_multi_add_handle    cu.curl_multi_add_handle
+#define curl_multi_remove_handle cu.curl_multi_remove_handle
+#define curl_multi_assign        cu.curl_multi_assign
+#define curl_multi_socket_action cu.curl_multi_socket_action
+#define curl_multi_info_read     cu.curl_multi_info_read
+#define curl_multi_cleanup       cu.curl_multi_cleanup
+#define curl_slist_append        cu.curl_slist_append
+#define curl_slist_free_all      cu.curl_slist_free_all
 
 /* Due checks are gathered at most this often (or at once when woken): a check that starts up
  * to 10 ms late changes nothing, and the scan walks every endpoint. */
@@ -924,19 +1007,11 @@ static void wake(void *ctx)
     wake_loop(ctx);
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void init_curl(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 health_checker_t *health_checker_new(health_registry_t *r)
 {
-    pthread_once(&curl_once, init_curl);
-    if (curl_init_rc != CURLE_OK) {
-        log_err("health: libcurl: %s", curl_easy_strerror(curl_init_rc));
+    pthread_once(&cu_once, cu_load);
+    if (cu_error[0]) {
+        log_err("health: %s; no health checks are made", cu_error);
         return NULL;
     }
     health_checker_t *c = calloc(1, sizeof(*c));

@@ -1086,14 +1086,22 @@ static void redis_publish(loader_t *l)
               (long long)(tern_monotonic_ms() - start));
 }
 
-/* Hand cfg's health settings to the checker, and start it the first time they enable it. */
+/* Hand cfg's health settings to the checker, made (libcurl loaded) the first time they enable
+ * health checking. Without a checker the endpoints stay unknown and every record is served. */
+static void health_configure(loader_t *l, const config_t *cfg)
+{
+    if (!l->checker && cfg->health.enabled && !(l->checker = health_checker_new(l->health)))
+        return; /* logged */
+    if (l->checker && health_checker_configure(l->checker, &cfg->health) < 0)
+        log_err("health: out of memory; the checker keeps its previous settings");
+}
+
+/* health_configure(), then start the checker the first time the settings enable it (once the
+ * loader thread runs: not for --check-config). */
 static void health_follow(loader_t *l, const config_t *cfg)
 {
-    if (!l->checker)
-        return;
-    if (health_checker_configure(l->checker, &cfg->health) < 0)
-        log_err("health: out of memory; the checker keeps its previous settings");
-    if (cfg->health.enabled && !l->checker_started && l->started)
+    health_configure(l, cfg);
+    if (l->checker && cfg->health.enabled && !l->checker_started && l->started)
         l->checker_started = health_checker_start(l->checker) == 0;
 }
 
@@ -1232,8 +1240,7 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     pthread_mutex_init(&l->health_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
-    /* before any other thread exists: the checker initialises libcurl (and OpenSSL) */
-    if (!(l->health = health_registry_new()) || !(l->checker = health_checker_new(l->health))) {
+    if (!(l->health = health_registry_new())) {
         loader_free(l);
         return NULL;
     }
@@ -1291,11 +1298,7 @@ int loader_load_zones(loader_t *l)
         goto out;
     }
     publish(l, s);
-    if (l->checker && health_checker_configure(l->checker, &cfg->health) < 0) {
-        log_err("health: out of memory");
-        rc = TERN_ENOMEM;
-        goto out;
-    }
+    health_configure(l, cfg);
     if (redis_set_health(l, cfg) < 0) {
         log_err("health: out of memory");
         rc = TERN_ENOMEM;

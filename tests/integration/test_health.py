@@ -28,9 +28,11 @@ and every measured time is printed.
                     (redins' healthcheck log) has one JSON line per result with redins' fields
   bad_specs         port 0, an unknown protocol and a negative timeout are load errors naming
                     zone, label and field (ternd --check-config)
-  fleet             two ternd share a redis-server: state in redins' key format, one node's
-                    checks adopted by the other (its own checks stay few), a restarted node
-                    starts with the state from Redis
+  fleet             two ternd share a redis-server, one configured as tern, one with a redins
+                    config.json (handler.redis, handler.healthcheck): the zone, with redins'
+                    health_check, from Redis; state in redins' key format; one node's checks
+                    adopted by the other (the server sees one check per interval between them);
+                    a restarted node starts with the state from Redis
   clean_exit        ternd exits 0 on SIGTERM
 
     test_health.py --ternd build/ternd --ternctl build/ternctl
@@ -479,8 +481,33 @@ def bad_specs(args, work):
                "check %s: exit %d, %s" % (check, out.returncode, text.strip()))
 
 
+class RedinsTernd(Ternd):
+    """ternd started with a redins config.json: zones and health state in Redis, redins' keys."""
+
+    def __init__(self, workdir, binary, redis_port, sock):
+        self.redis_port, self.sock = redis_port, sock
+        super().__init__(workdir, [], binary)
+
+    def command(self):
+        conf = os.path.join(self.dir, "config.json")
+        redis = {"ip": LOOPBACK, "port": self.redis_port, "db": 0, "password": "",
+                 "prefix": "", "suffix": "", "connection": {"connect_timeout": 500,
+                                                            "read_timeout": 500}}
+        with open(conf, "w") as f:
+            json.dump({"server": [{"ip": LOOPBACK, "port": self.port, "protocol": "udp"},
+                                  {"ip": LOOPBACK, "port": self.port, "protocol": "tcp"}],
+                       "handler": {"redis": redis, "max_ttl": 300,
+                                   "healthcheck": {"enable": True, "max_requests": 10,
+                                                   "max_pending_requests": 100,
+                                                   "update_interval": 600, "check_interval": 1,
+                                                   "redis": redis}},
+                       "allow_root": os.geteuid() == 0, "control_socket": self.sock}, f)
+        return [self.binary, "-c", conf]
+
+
 def fleet(args, work):
-    """Two ternd on one redis-server: shared state in redins' keys."""
+    """Two ternd on one redis-server, one configured as tern, one with a redins config.json:
+    the zone (with redins' health_check) and the health state both in Redis, redins' keys."""
     port = servers.free_port()
     redis = Redis(work, name="fleet-redis")
     redis.start()
@@ -489,21 +516,27 @@ def fleet(args, work):
     b2.start()
     interval = 1000
     soa = {"ttl": 300, "ns": "ns1.fleet.test.", "mbox": "h.fleet.test.", "serial": 1}
-    zone = {"config": {"soa": soa}, "records": {
+    redis.put_zone("fleet.test.", {
         "@": {"ns": {"records": [{"host": "ns1.fleet.test."}]}},
         "www": {"a": {"ttl": 5, "records": [{"ip": "127.0.0.30"}, {"ip": "127.0.0.31"}],
-                      "health_check": hc(port)}}}}
-    path = os.path.join(work, "fleet.json")
-    with open(path, "w") as f:
-        json.dump(zone, f)
+                      "health_check": hc(port)}}}, soa)
+    other = os.path.join(work, "other.zone")
+    with open(other, "w") as f:
+        f.write("$ORIGIN other.test.\n@ 300 IN SOA ns1 h 1 3600 600 86400 60\n@ 300 IN NS ns1\n"
+                "ns1 300 IN A 192.0.2.53\n")
     nodes = []
 
-    def node(name):
+    def node(name, redins=False):
         sock = os.path.join(work, name + ".sock")
-        extra = ('control_socket: "%s"\nhealth:\n  check_interval_ms: %d\n'
-                 '  redis: {address: "127.0.0.1:%d"}\n' % (sock, interval, redis.port))
-        t = Ternd(os.path.join(work, name), [("fleet.test", path)], args.ternd, extra_yaml=extra)
-        t.sock = sock
+        if redins:
+            t = RedinsTernd(os.path.join(work, name), args.ternd, redis.port, sock)
+        else:
+            extra = ('control_socket: "%s"\nredis: {address: "127.0.0.1:%d"}\nhealth:\n'
+                     '  check_interval_ms: %d\n  redis: {address: "127.0.0.1:%d"}\n'
+                     % (sock, redis.port, interval, redis.port))
+            t = Ternd(os.path.join(work, name), [("other.test", other)], args.ternd,
+                      extra_yaml=extra)
+            t.sock = sock
         t.start("fleet.test")
         nodes.append(t)
         return t
@@ -524,7 +557,7 @@ def fleet(args, work):
         ttl = redis.cmd("TTL", key)
         expect(ttl > 0, "%s has no expiry (TTL %s)" % (key, ttl))
 
-        b = node("b")
+        b = node("b", redins=True)
         cb = Client(b.port)
         cb.wait_for("www.fleet.test", ["127.0.0.30", "127.0.0.31"], WAIT)
         time.sleep(4 * interval / 1000.0)
@@ -553,7 +586,7 @@ def fleet(args, work):
         # a restarted node starts from the state in Redis: down, read, not checked by itself
         b.stop()
         nodes.remove(b)
-        b = node("b2")
+        b = node("b2", redins=True)
         eb, _ = endpoints(args, b)
         e = eb.get(k30)
         expect(e is not None and e["state"] == "down" and e["by"] == "redis"
