@@ -1018,9 +1018,11 @@ const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, 
 int config_get_redis(parse_ctx_t *pc, const yaml_node_t *n, const char *key, size_t nrows,
                      config_redis_t *r)
 {
-    field_t fields[RS_COUNT];
+    field_t fields[RS_COUNT] = {{0}};
     const yaml_node_t *val[RS_COUNT];
     int rc;
+    if (nrows > RS_COUNT)
+        nrows = RS_COUNT;
     if (is_null(n)) {
         config_redis_reset(r);
         return 0;

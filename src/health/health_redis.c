@@ -188,11 +188,12 @@ static void key_of(const hredis_t *h, const char *mid, const char *rkey, char *b
 void hredis_format_time(int64_t wall_ms, char *buf, size_t len)
 {
     time_t s = (time_t)(wall_ms / 1000);
+    unsigned ms = (unsigned)(((wall_ms % 1000) + 1000) % 1000);
     struct tm tm;
     gmtime_r(&s, &tm);
-    char base[32];
+    char base[24]; /* "2026-11-25T10:00:00": 19 */
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%09lldZ", base, (long long)(wall_ms % 1000) * 1000000);
+    snprintf(buf, len, "%s.%09uZ", base, ms * 1000000u);
 }
 
 bool hredis_parse_time(const char *s, int64_t *wall_ms)
