@@ -790,6 +790,13 @@ static int64_t schedule(health_checker_t *c, int64_t now)
     for (unsigned i = 0; i < n; i++) {
         struct ep *e = due[i];
         if (!st || st[i].decision == HREDIS_CHECK) {
+            /* a state newer than ours, even too old to stand for a check: the counter goes on
+             * from it, as redins' checks move the stored status */
+            if (st && st[i].have_state && st[i].lastcheck > e->last_check) {
+                pthread_mutex_lock(&c->reg->mu);
+                health_ep_adopt(e, st[i].status, st[i].lastcheck, st[i].error);
+                pthread_mutex_unlock(&c->reg->mu);
+            }
             start(c, e);
             continue;
         }

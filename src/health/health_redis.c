@@ -282,11 +282,13 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
         if (redisGetReply(h->c, (void **)&r) != REDIS_OK || !r)
             goto fail;
         hredis_state_t st = {0};
-        /* fresh: checked (by anyone) less than an interval ago, and not from the future (a
-         * clock far ahead would otherwise stop every check) */
-        if (r->type == REDIS_REPLY_STRING && parse_state(r->str, r->len, &st) &&
-            st.lastcheck > now_wall - (int64_t)interval_ms && st.lastcheck <= now_wall + 60000) {
+        bool have = r->type == REDIS_REPLY_STRING && parse_state(r->str, r->len, &st) &&
+                    st.lastcheck <= now_wall + 60000; /* a clock far ahead must not stop checks */
+        if (have)
             out[i] = st;
+        out[i].have_state = have;
+        /* fresh: checked (by anyone) less than an interval ago */
+        if (have && st.lastcheck > now_wall - (int64_t)interval_ms) {
             out[i].decision = HREDIS_ADOPT;
         } else {
             out[i].decision = HREDIS_CHECK;

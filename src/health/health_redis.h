@@ -42,6 +42,7 @@ typedef enum {
 
 typedef struct hredis_state {
     hredis_decision_t decision;
+    bool have_state;              /* a state was read (fresh or not): status and lastcheck below */
     int status;                   /* HREDIS_ADOPT: the counter */
     int64_t lastcheck;            /* HREDIS_ADOPT: wall clock ms of that check */
     char error[HEALTH_ERROR_MAX]; /* HREDIS_ADOPT: its error, if the node wrote one */
