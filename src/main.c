@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -28,6 +27,7 @@
 #include "tern/answer/answer.h"
 #include "tern/common/clock.h"
 #include "tern/common/compiler.h"
+#include "tern/common/dl.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
@@ -171,10 +171,13 @@ static void notify_init(void)
 {
     if (!getenv("NOTIFY_SOCKET"))
         return;
-    void *h = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!h || !(*(void **)&notify_fn = dlsym(h, "sd_notify")))
-        log_warn("NOTIFY_SOCKET is set but libsystemd cannot be loaded (%s): no notifications",
-                 dlerror());
+    static const char *const names[] = {"libsystemd.so.0"}, *const syms[] = {"sd_notify"};
+    void *p;
+    char err[256];
+    if (tern_dl_load(names, 1, syms, &p, 1, err, sizeof(err)) < 0)
+        log_warn("NOTIFY_SOCKET is set but %s: no notifications", err);
+    else
+        memcpy(&notify_fn, &p, sizeof(p));
 }
 
 static void notify(const char *fmt, ...) TERN_PRINTF(1, 2);

@@ -29,7 +29,6 @@
 /* no type-checking macros: every libcurl function is called through the table below */
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -51,6 +50,7 @@
 #include "health_int.h"
 #include "health_redis.h"
 #include "tern/common/clock.h"
+#include "tern/common/dl.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
@@ -91,23 +91,19 @@ static char cu_error[256];
 static void cu_load(void)
 {
     static const char *const names[] = {"libcurl.so.4", "libcurl.so"};
-    void *h = NULL;
-    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(cu_error, sizeof(cu_error), "cannot load libcurl: %s", dlerror());
+#define CURL_NAME(f) #f,
+    static const char *const syms[] = {CURL_FUNCS(CURL_NAME)};
+#undef CURL_NAME
+    void *p[sizeof(syms) / sizeof(syms[0])];
+    if (tern_dl_load(names, 2, syms, p, sizeof(syms) / sizeof(syms[0]), cu_error,
+                     sizeof(cu_error)) < 0)
         return;
-    }
-#define CURL_SYM(f)                                                                                \
-    if (!(*(void **)&cu.f = dlsym(h, #f))) {                                                       \
-        snprintf(cu_error, sizeof(cu_error), "libcurl lacks %s", #f);                              \
-        return;                                                                                    \
-    }
-    CURL_FUNCS(CURL_SYM)
-#undef CURL_SYM
-    /* h stays open for the life of the process. Thread-safe since libcurl 7.84 (Debian 12 has
-     * 7.88); this runs at startup anyway, or on the loader thread at the reload that enables
-     * health checking. */
+    size_t i = 0;
+#define CURL_SET(f) memcpy(&cu.f, &p[i++], sizeof(void *));
+    CURL_FUNCS(CURL_SET)
+#undef CURL_SET
+    /* thread-safe since libcurl 7.84 (Debian 12 has 7.88); this runs at startup anyway, or on
+     * the loader thread at the reload that enables health checking */
     CURLcode rc = cu.curl_global_init(CURL_GLOBAL_DEFAULT);
     if (rc != CURLE_OK)
         snprintf(cu_error, sizeof(cu_error), "libcurl: %s", cu.curl_easy_strerror(rc));

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <dlfcn.h>
 #include <pthread.h>
 
 #include "tern/common/buf.h"
+#include "tern/common/dl.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
@@ -53,21 +53,17 @@ static char mhd_error[256];
 static void mhd_load(void)
 {
     static const char *const names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
-    void *h = NULL;
-    for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(mhd_error, sizeof(mhd_error), "cannot load libmicrohttpd: %s", dlerror());
+#define MHD_NAME(f) #f,
+    static const char *const syms[] = {MHD_FUNCS(MHD_NAME)};
+#undef MHD_NAME
+    void *p[sizeof(syms) / sizeof(syms[0])];
+    if (tern_dl_load(names, 2, syms, p, sizeof(syms) / sizeof(syms[0]), mhd_error,
+                     sizeof(mhd_error)) < 0)
         return;
-    }
-#define MHD_SYM(f)                                                                                 \
-    if (!(*(void **)&mhd.f = dlsym(h, #f))) {                                                      \
-        snprintf(mhd_error, sizeof(mhd_error), "libmicrohttpd lacks %s", #f);                      \
-        return;                                                                                    \
-    }
-    MHD_FUNCS(MHD_SYM)
-#undef MHD_SYM
-    /* h stays open for the life of the process: the daemon thread runs its code */
+    size_t i = 0;
+#define MHD_SET(f) memcpy(&mhd.f, &p[i++], sizeof(void *));
+    MHD_FUNCS(MHD_SET)
+#undef MHD_SET
 }
 
 /* A scraper needs one connection; 16 leave room for a few scrapers and a curl by hand, and cap

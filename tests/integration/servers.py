@@ -22,6 +22,8 @@ LOOPBACK = "127.0.0.1"
 START_TIMEOUT = 15.0  # seconds for a server to answer its first query (Knot loads zones lazily)
 STOP_TIMEOUT = 5.0
 REDIS_WAIT = 15.0  # seconds for redis-server to start or stop
+# writes the small MaxMind DB fixtures of the geo tests (tests/data/make_mmdb.pl)
+MAKE_MMDB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "make_mmdb.pl")
 
 
 def free_port():

@@ -43,11 +43,10 @@ import dns.rdatatype
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
 from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, report,  # noqa: E402
                      run_check)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_MMDB = os.path.join(HERE, "..", "data", "make_mmdb.pl")
 ORIGIN = "geo.test."
 TIMEOUT = 2.0
 
@@ -304,7 +303,7 @@ def main():
     try:
         data = os.path.join(work, "data")
         os.makedirs(data)
-        subprocess.run(["perl", MAKE_MMDB, data], check=True, timeout=60)
+        subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60)
         csv = os.path.join(data, "asn.csv")
         with open(csv, "w") as f:
             f.write(ASN_CSV)

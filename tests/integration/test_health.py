@@ -64,8 +64,6 @@ import servers  # noqa: E402
 from servers import (LOOPBACK, Failure, Redis, Ternd, clean_exit_result, expect, report,  # noqa: E402
                      run_check)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_MMDB = os.path.join(HERE, "..", "data", "make_mmdb.pl")
 INTERVAL = 200   # ms between checks of one endpoint
 TIMEOUT_MS = 300  # per check
 UP, DOWN = 2, 2
@@ -272,7 +270,7 @@ def run_checks(args, work, results):
     certs = make_certs(work)
     data = os.path.join(work, "data")
     os.makedirs(data)
-    subprocess.run(["perl", MAKE_MMDB, data], check=True, timeout=60)
+    subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60)
     backends = {ip: Backend(ip, port) for ip in
                 ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7")}
     backends["127.0.0.8"] = Backend("127.0.0.8", tls_port, certs["secure.health.test"])
