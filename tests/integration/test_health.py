@@ -32,7 +32,8 @@ and every measured time is printed.
                     config.json (handler.redis, handler.healthcheck): the zone, with redins'
                     health_check, from Redis; state in redins' key format; one node's checks
                     adopted by the other (the server sees one check per interval between them);
-                    a restarted node starts with the state from Redis
+                    a restarted node starts with the state from Redis; Redis stopped, each
+                    node checks on its own (an endpoint coming back is seen) and answers on
   clean_exit        ternd exits 0 on SIGTERM
 
     test_health.py --ternd build/ternd --ternctl build/ternctl
@@ -598,6 +599,17 @@ def fleet(args, work):
                and int(e["checks"]) <= 1, "restarted node: %s" % e)
         expect(Client(b.port).addrs("www.fleet.test") == ["127.0.0.31"],
                "restarted node serves the down endpoint")
+
+        # Redis gone: every node checks on its own and answers on
+        _, before = endpoints(args, a)
+        redis.stop()
+        b1.start()  # and the endpoint comes back meanwhile
+        ca.wait_for("www.fleet.test", ["127.0.0.30", "127.0.0.31"],
+                    (interval / 1000.0) * (UP + 1) + SLACK)
+        _, after = endpoints(args, a)
+        expect(after["redis"] == "disconnected" and int(after["redis_errors"]) > 0
+               and int(after["checks"]) > int(before["checks"]),
+               "without Redis: %s (before: %s)" % (after, before))
         for t in nodes:
             t.stop()
             r = clean_exit_result(t)
