@@ -91,8 +91,10 @@ hredis_t *hredis_new(const config_redis_t *r)
     return h;
 }
 
-static void drop(hredis_t *h, int64_t now_ms, const char *why)
+static void drop(hredis_t *h, int64_t now_ms, const char *reason)
 {
+    char why[160]; /* reason is often h->c->errstr, freed just below */
+    snprintf(why, sizeof(why), "%s", reason);
     if (h->c) {
         redisFree(h->c);
         h->c = NULL;
