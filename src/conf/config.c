@@ -1425,6 +1425,7 @@ int config_add_zone_format(config_t *c, const char *origin, const char *file,
         return TERN_ENOMEM;
     c->zones = z;
     z = &c->zones[c->nzones];
+    memset(z, 0, sizeof(*z));
     z->origin = strdup(origin);
     z->file = strdup(file);
     z->format = format;

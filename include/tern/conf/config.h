@@ -169,11 +169,70 @@ typedef enum {
     CONFIG_ZONE_JSON,        /* redins-schema JSON (tern/zone/zone_json.h) */
 } config_zone_format_t;
 
+/* An address prefix of an ACL, a whitelist or a blacklist ("192.0.2.0/24", "2001:db8::/32"; a
+ * bare address is a full-length prefix). addr has the bits past len cleared. */
+typedef struct config_prefix {
+    uint8_t family; /* 4 or 6 */
+    uint8_t len;    /* 0..32 or 0..128 */
+    uint8_t addr[16];
+} config_prefix_t;
+
+typedef struct config_prefix_list {
+    config_prefix_t *p; /* malloc'd, n of them; NULL when empty */
+    size_t n;
+} config_prefix_list_t;
+
+/* What a refused client gets: REFUSED (the question echoed, as redins does) or nothing. */
+typedef enum { CONFIG_LIMIT_REFUSE = 0, CONFIG_LIMIT_DROP } config_limit_action_t;
+
+/* An access list (global "acl:", or a zone's "acl:"): a client matching deny is refused; when
+ * allow is not empty, a client matching none of it is refused too. */
+typedef struct config_acl {
+    bool enabled; /* a block was given */
+    config_prefix_list_t allow, deny;
+    unsigned action; /* config_limit_action_t */
+} config_acl_t;
+
 typedef struct config_zone {
     char *origin;
     char *file; /* resolved path */
     config_zone_format_t format;
+    config_acl_t acl; /* the zone's own access list; acl.enabled false = none */
 } config_zone_t;
+
+/* redins' "ratelimit" block (same keys, same meaning), and tern's additions. */
+typedef struct config_ratelimit {
+    bool enabled;
+    unsigned rate;  /* requests per minute per client address, 1..; redins' default 60 */
+    unsigned burst; /* requests beyond the rate at once; redins' default 10 */
+    config_prefix_list_t whitelist, blacklist; /* addresses (redins) or prefixes (tern) */
+    unsigned action;           /* over the limit: refuse (default, as redins) or drop */
+    unsigned blacklist_action; /* blacklisted: refuse (default, as redins) or drop */
+    unsigned table_size;       /* client addresses tracked at once; default 65536 */
+} config_ratelimit_t;
+
+/* Response rate limiting (Knot's and BIND's RRL): "rrl:". */
+typedef struct config_rrl {
+    bool enabled;
+    unsigned rate;      /* responses per second per client prefix and response class */
+    unsigned burst;     /* responses at once; default = rate */
+    unsigned slip;      /* every slip-th limited response goes out truncated (TC); 0 = none;
+                           default 2 */
+    unsigned prefix_v4; /* client prefix length, default 24 */
+    unsigned prefix_v6; /* default 56 */
+    config_prefix_list_t whitelist; /* never limited */
+    unsigned table_size;            /* buckets; default 262144 */
+    bool log;                       /* log each newly limited prefix (rate-limited); default true */
+} config_rrl_t;
+
+/* DNS Cookies (RFC 7873, server cookies as RFC 9018): "cookies:". */
+typedef struct config_cookies {
+    bool enabled;
+    bool have_secret;   /* secret given: shared by a fleet, never rotated */
+    uint8_t secret[16]; /* "secret": 32 hex digits */
+    unsigned rotate_s;  /* without a secret: a random one, replaced this often; default 86400 */
+    bool require;       /* UDP queries without a valid server cookie get BADCOOKIE */
+} config_cookies_t;
 
 /* The Redis zone source (tern/load/redis_source.h). Zero/NULL fields mean the source's default,
  * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
@@ -273,6 +332,14 @@ typedef struct config {
     char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
     config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
     config_health_t health;  /* health checks; health.enabled false = none */
+    config_acl_t acl;             /* the global access list; acl.enabled false = none */
+    config_ratelimit_t ratelimit; /* redins' per-client rate limit */
+    config_rrl_t rrl;             /* response rate limiting */
+    config_cookies_t cookies;     /* DNS Cookies */
+    unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
+                                     default 64, 0 = no cap; restart-only */
+    unsigned tcp_client_prefix_v4; /* what "one client" is for that cap: default /32 */
+    unsigned tcp_client_prefix_v6; /* default /64 */
     char *file;              /* the config file last loaded; NULL = none */
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
