@@ -412,6 +412,7 @@ int main(int argc, char **argv)
     }
     if (!(srv = server_bind(cfg, loader_published(loader))))
         goto out;
+    server_set_limits(srv, loader_limits(loader));
     if (cfg->metrics_listen && !(metrics = metrics_start(cfg->metrics_listen, loader, srv)))
         goto out;
     if (cfg->pid_file) {

@@ -82,6 +82,9 @@ typedef struct resp {
     unsigned rcode;
     bool aa;
     bool tc;
+    bool drop;        /* a zone's ACL says: no response at all */
+    uint8_t cls;      /* RRL class of the response (limit_class_t) */
+    uint32_t cls_key; /* the name hash RRL keys that class by */
 } resp_t;
 
 /* Write one RRset to the answer or authority section; a miss sets TC (RFC 2181 §9). */
@@ -289,21 +292,39 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         if (!z) {
             if (first)
                 r->rcode = WIRE_RC_REFUSED;
+            else
+                r->cls = LIMIT_RC_ANSWER, r->cls_key = q->name.hash[0];
             return; /* the chain left our zones: the resolver takes it from here */
         }
-        if (first)
+        if (first) {
             r->aa = true;
+            /* the zone's own access list, once the zone of the name asked is known */
+            const limit_t *lim = ctx->view->limit;
+            limit_verdict_t vd = lim ? limit_zone(lim, z->apex, z->hash, &ctx->lc) : LIMIT_PASS;
+            if (vd != LIMIT_PASS) {
+                ctx->info.limit_why = LIMIT_WHY_ZONE_ACL;
+                ctx->info.limit_verdict = (uint8_t)vd;
+                r->drop = vd == LIMIT_DROP;
+                r->rcode = WIRE_RC_REFUSED;
+                r->aa = false;
+                return;
+            }
+        }
         r->zone = z;
 
         if (res.cut &&
             !(res.kind == ZONE_LOOKUP_EXACT && res.node == res.cut && qtype == WIRE_T_DS)) {
             if (first)
                 r->aa = false;
+            r->cls = LIMIT_RC_REFERRAL;
+            r->cls_key = dname_hash(res.cut->name);
             put_referral(r, z, res.cut);
             return;
         }
         if (res.kind == ZONE_LOOKUP_NXDOMAIN) {
             r->rcode = WIRE_RC_NXDOMAIN;
+            r->cls = LIMIT_RC_NXDOMAIN;
+            r->cls_key = z->hash;
             put_neg(r, z);
             return;
         }
@@ -332,9 +353,14 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             }
         }
         if (!rr) {
+            r->cls = LIMIT_RC_NODATA;
+            r->cls_key = q->name.hash[0];
             put_neg(r, z); /* NODATA, also at empty non-terminals */
             return;
         }
+        /* a wildcard answer is "the same" for every name it synthesises (Knot's RRL) */
+        r->cls = res.kind == ZONE_LOOKUP_WILDCARD ? LIMIT_RC_WILDCARD : LIMIT_RC_ANSWER;
+        r->cls_key = res.kind == ZONE_LOOKUP_WILDCARD ? dname_hash(n->name) : q->name.hash[0];
         if (put(r, WIRE_SEC_AN, c.owner_off, c.owner, rr))
             (void)put_additional(r, z, rr, ADD_ANSWER, NULL);
         return;
@@ -410,6 +436,9 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     info->ecs = false;
     info->qtype = 0;
     info->health_fail_open = 0;
+    info->limit_why = LIMIT_WHY_NONE;
+    info->limit_verdict = LIMIT_PASS;
+    info->cookie = info->cookie_valid = info->badcookie = false;
 
     /* parse */
     wire_parse_result_t pr = wire_parse_query(q, pkt, len);
@@ -432,22 +461,75 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     ctx->scope = 0;
     uint16_t adv = cfg->edns_max_udp < UDP_MIN ? UDP_MIN : cfg->edns_max_udp;
 
+    /* policy: who may ask (access list, redins' blacklist and rate), and their cookie */
+    const limit_t *lim = v->limit;
+    bool refused = false, cookie_ok = false, badcookie = false, tc_only = false;
+    uint8_t cookie[WIRE_COOKIE_CLIENT + LIMIT_SERVER_COOKIE_LEN];
+    size_t cookie_len = 0;
+    if (unlikely(lim != NULL)) {
+        limit_client_of(&ctx->lc, client);
+        limit_why_t why;
+        limit_verdict_t vd = limit_client(lim, &ctx->lc, ctx->now_us, &why);
+        info->limit_why = (uint8_t)why;
+        info->limit_verdict = (uint8_t)vd;
+        if (vd == LIMIT_DROP) {
+            info->outcome = ANSWER_DROP_POLICY;
+            return 0;
+        }
+        refused = vd == LIMIT_REFUSE;
+        if (limit_cookies(lim) && edns && q->has_cookie) {
+            /* RFC 7873 §5.2: a fresh server cookie for every client cookie, valid or not */
+            info->cookie = true;
+            if (q->cookie_len > WIRE_COOKIE_CLIENT) {
+                cookie_ok =
+                    limit_cookie_valid(lim, q->cookie, q->cookie + WIRE_COOKIE_CLIENT,
+                                       q->cookie_len - WIRE_COOKIE_CLIENT, &ctx->lc, ctx->now_s);
+                info->cookie_valid = cookie_ok;
+            }
+            memcpy(cookie, q->cookie, WIRE_COOKIE_CLIENT);
+            limit_cookie_make(lim, q->cookie, &ctx->lc, ctx->now_s, cookie + WIRE_COOKIE_CLIENT);
+            cookie_len = sizeof(cookie);
+        }
+        /* cookies required: over UDP, a client cookie without a valid server cookie learns
+         * ours from BADCOOKIE (RFC 7873 §5.2.3); a query without any is told to use TCP */
+        if (limit_cookies_required(lim) && transport == ANSWER_UDP && !cookie_ok && pr == WIRE_OK &&
+            !refused) {
+            badcookie = info->cookie;
+            tc_only = !info->cookie;
+        }
+        info->badcookie = badcookie;
+    }
+
     /* NSD answers a message with several questions with a bare FORMERR: no flag copied (Knot
      * sends nothing). One question or none keeps RD, as both do. */
     if (pr == WIRE_FORMERR && q->qdcount > 1)
         q->flags &= (uint16_t)~WIRE_FLAG_RD;
     wire_writer_t *w = &ctx->writer;
-    wire_writer_init(w, out, response_limit(q, edns, adv, out_cap, transport), q);
-    /* Header + question (<= 12 + 259) + OPT with ECS (<= 35) always fit 512 bytes; should the
-     * reservation fail anyway, the response goes without OPT rather than not at all. */
-    if (edns && wire_writer_reserve(w, wire_opt_size(ecs)) != 0)
+    size_t limit = response_limit(q, edns, adv, out_cap, transport);
+    wire_writer_init(w, out, limit, q);
+    /* Header + question (<= 12 + 259) + OPT with ECS (<= 35) and a cookie (28) always fit 512
+     * bytes; should the reservation fail anyway, the response goes without OPT rather than not
+     * at all. */
+    if (edns && wire_writer_reserve(w, wire_opt_size(ecs, cookie_len)) != 0)
         edns = false;
 
-    /* policy, then lookup */
-    resp_t r = {.ctx = ctx, .w = w, .rcode = WIRE_RC_NOERROR, .aa = false, .tc = false};
+    /* then the request itself, then lookup */
+    resp_t r = {.ctx = ctx,
+                .w = w,
+                .rcode = WIRE_RC_NOERROR,
+                .aa = false,
+                .tc = false,
+                .cls = LIMIT_RC_ERROR,
+                .cls_key = 0};
     uint16_t qtype = q->qtype;
     unsigned opcode = WIRE_OPCODE(q->flags);
-    if (pr == WIRE_FORMERR)
+    if (refused)
+        r.rcode = WIRE_RC_REFUSED; /* as redins answers a limited or blacklisted client */
+    else if (badcookie)
+        r.rcode = WIRE_RC_BADCOOKIE;
+    else if (tc_only)
+        r.tc = true;
+    else if (pr == WIRE_FORMERR)
         /* A header without a question is malformed for the opcodes we implement (QUERY, and
          * NOTIFY, which we answer), and a request we do not implement for the others: NOTIMP,
          * as NSD and Knot answer (and as DNS compliance tests expect of opcode 15). */
@@ -477,6 +559,11 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     else
         resolve(ctx, t, &r);
 
+    if (unlikely(r.drop)) {
+        info->outcome = ANSWER_DROP_POLICY;
+        return 0;
+    }
+
     /* write: the OPT last, in the room reserved before any RRset */
     if (edns) {
         uint8_t scope = ecs && ecs->source_prefix > 0 ? ctx->scope : 0;
@@ -484,8 +571,33 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
          * counted in the option's family, IPv6 bits (RFC 7871 §6) */
         if (scope && ecs->family == 2 && ctx->client_mapped)
             scope = (uint8_t)(scope + 96);
-        int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, scope);
+        int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, scope, cookie,
+                                cookie_len);
         (void)rc; /* cannot fail: its space was reserved */
+    }
+
+    /* RRL on the finished UDP response: a valid cookie proves the source (it is exempt) */
+    if (unlikely(lim != NULL) && transport == ANSWER_UDP && !cookie_ok && pr == WIRE_OK &&
+        !refused && limit_rrl_applies(lim, &ctx->lc)) {
+        unsigned cls =
+            r.rcode == WIRE_RC_NOERROR || r.rcode == WIRE_RC_NXDOMAIN ? r.cls : LIMIT_RC_ERROR;
+        limit_verdict_t vd =
+            limit_rrl(lim, &ctx->lim, &ctx->lc, (limit_class_t)cls, r.cls_key, qtype, ctx->now_us);
+        if (vd != LIMIT_PASS) {
+            info->limit_why = LIMIT_WHY_RRL;
+            info->limit_verdict = (uint8_t)vd;
+            if (vd == LIMIT_DROP) {
+                info->outcome = ANSWER_DROP_POLICY;
+                info->rcode = r.rcode;
+                return 0;
+            }
+            /* slip: the header and question alone, TC set, so a real client asks again over
+             * TCP; never larger than the query, so it amplifies nothing */
+            wire_writer_init(w, out, limit, q);
+            info->rcode = r.rcode & 0xFu;
+            info->truncated = true;
+            return wire_writer_finish(w, false, true, r.rcode & 0xFu);
+        }
     }
     info->rcode = r.rcode;
     info->truncated = r.tc;

@@ -381,6 +381,19 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         sb_line(body, "edns: %" PRIu64, s.edns);
         sb_line(body, "ecs: %" PRIu64, s.ecs);
         sb_line(body, "health_fail_open: %" PRIu64, s.health_fail_open);
+        static const char *const why[6] = {"other",     "acl",       "zone_acl",
+                                           "blacklist", "ratelimit", "rrl"};
+        for (unsigned i = 1; i < 6; i++) {
+            if (i != 5)
+                sb_line(body, "refused_%s: %" PRIu64, why[i], s.policy_refused[i]);
+            sb_line(body, "dropped_%s: %" PRIu64, why[i], s.policy_dropped[i]);
+        }
+        sb_line(body, "rrl_slipped: %" PRIu64, s.rrl_slipped);
+        sb_line(body, "cookies: %" PRIu64, s.cookies);
+        sb_line(body, "cookies_valid: %" PRIu64, s.cookies_valid);
+        sb_line(body, "badcookie: %" PRIu64, s.badcookie);
+        sb_line(body, "tcp_client_capped: %" PRIu64, s.tcp_client_capped);
+        sb_line(body, "tcp_evicted: %" PRIu64, s.tcp_evicted);
     }
     if (c->loader) {
         loader_stats_t st;

@@ -96,6 +96,7 @@ struct snapshot {
     char *identity, *version;
     struct asn_ref *asn;             /* NULL when no asn_table is configured */
     struct geo_ref *geo_v4, *geo_v6; /* geoip_db, geoip_db_v6; NULL when not configured */
+    limit_t *limit;                  /* the view's ACLs, rate limits, RRL, cookies; or NULL */
     struct zent *z;
     size_t nz;
     size_t records;
@@ -160,6 +161,11 @@ struct loader {
     pthread_mutex_t health_mu;
     health_index_t *rhidx;
     bool redis_health; /* the source was started with health checks on */
+
+    /* Flood resistance (tern/limit/limit.h): the state shared by every view and worker (rate
+     * tables, TCP counts, cookie secrets), made with the first config; each view has its own
+     * immutable policy built from its config. */
+    limit_shared_t *limits;
 };
 
 /* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
@@ -196,6 +202,7 @@ static void snapshot_free(struct snapshot *s)
     free(s->identity);
     free(s->version);
     asn_ref_put(s->asn);
+    limit_free(s->limit);
     geo_ref_put(s->geo_v4);
     geo_ref_put(s->geo_v6);
     free(s);
@@ -615,6 +622,14 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         s->view.gen = old->view.gen;
     else
         s->view.gen = __atomic_add_fetch(&view_gens, 1, __ATOMIC_RELAXED);
+    int lrc = 0;
+    s->limit = l->limits ? limit_new(l->limits, cfg, &lrc) : NULL;
+    if (lrc < 0) {
+        snprintf(err, errlen, "limits: %s", tern_strerror(lrc));
+        rc = lrc;
+        goto fail;
+    }
+    s->view.limit = s->limit;
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
@@ -1096,10 +1111,21 @@ static void health_configure(loader_t *l, const config_t *cfg)
         log_err("health: out of memory; the checker keeps its previous settings");
 }
 
+/* The limit thread (log lines of limited prefixes, cookie secret rotation) runs once RRL or
+ * cookies are on. */
+static void limit_follow(loader_t *l, const config_t *cfg)
+{
+    if (l->limits && (cfg->rrl.enabled || cfg->cookies.enabled) && l->started &&
+        limit_shared_start(l->limits) < 0)
+        log_err("limits: newly limited prefixes are not logged and the cookie secret is not "
+                "rotated");
+}
+
 /* health_configure(), then start the checker the first time the settings enable it (once the
- * loader thread runs: not for --check-config). */
+ * loader thread runs: not for --check-config). Also the limit thread (limit_follow()). */
 static void health_follow(loader_t *l, const config_t *cfg)
 {
+    limit_follow(l, cfg);
     health_configure(l, cfg);
     if (l->checker && cfg->health.enabled && !l->checker_started && l->started)
         l->checker_started = health_checker_start(l->checker) == 0;
@@ -1270,6 +1296,15 @@ int loader_read_config(loader_t *l, const config_t **cfg_out)
     /* the configured log settings apply from the first line about the zones on */
     log_set_level(cfg->log_level);
     log_set_target(cfg->log_target);
+    if (!(l->limits = limit_shared_new(cfg->workers))) {
+        log_err("out of memory");
+        config_free(cfg);
+        free(cfg);
+        return TERN_ENOMEM;
+    }
+    /* bound at startup, as the worker pools are */
+    limit_shared_set_tcp(l->limits, cfg->tcp_max_per_client, cfg->tcp_client_prefix_v4,
+                         cfg->tcp_client_prefix_v6);
     l->cfg0 = cfg;
     l->cfg_last = cfg;
     *cfg_out = cfg;
@@ -1482,7 +1517,8 @@ void loader_free(loader_t *l)
     free(l->pend);
     geo_ref_put(l->rgeo_v4);
     geo_ref_put(l->rgeo_v6);
-    snapshot_free(l->cur); /* its zones drop their endpoints */
+    snapshot_free(l->cur);        /* its zones drop their endpoints */
+    limit_shared_free(l->limits); /* after every view that used it */
     health_index_free(l->rhidx);
     health_registry_free(l->health);
     if (l->cfg_last && l->cfg_last != l->cfg0) {
@@ -1515,4 +1551,9 @@ bool loader_health_stats(loader_t *l, health_checker_stats_t *out)
         return false;
     health_checker_stats(l->checker, out);
     return true;
+}
+
+limit_shared_t *loader_limits(loader_t *l)
+{
+    return l->limits;
 }

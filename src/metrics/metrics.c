@@ -225,6 +225,32 @@ static void render_server(buf_t *b, const server_t *s)
     family(b, "tern_health_fail_open_total", "counter",
            "Health-checked RRsets answered whole because every record was down (fail open).");
     sample(b, "tern_health_fail_open_total", st.health_fail_open);
+
+    static const char *const why[6] = {"other", "acl", "zone_acl", "blacklist", "ratelimit", "rrl"};
+    family(b, "tern_limited_total", "counter",
+           "Queries refused or dropped by an ACL, redins' blacklist or rate limit, or RRL "
+           "(slipped: RRL sent them truncated).");
+    for (unsigned i = 1; i < 6; i++) {
+        if (i != 5) /* RRL never refuses */
+            put(b, "tern_limited_total{rule=\"%s\",action=\"refused\"} %" PRIu64 "\n", why[i],
+                st.policy_refused[i]);
+        put(b, "tern_limited_total{rule=\"%s\",action=\"dropped\"} %" PRIu64 "\n", why[i],
+            st.policy_dropped[i]);
+    }
+    put(b, "tern_limited_total{rule=\"rrl\",action=\"slipped\"} %" PRIu64 "\n", st.rrl_slipped);
+    family(b, "tern_cookies_total", "counter",
+           "Queries with a DNS COOKIE option, by what their server cookie was.");
+    sample_label(b, "tern_cookies_total", "server_cookie", "valid", st.cookies_valid);
+    sample_label(b, "tern_cookies_total", "server_cookie", "none_or_bad",
+                 st.cookies - st.cookies_valid);
+    family(b, "tern_badcookie_total", "counter", "Responses with rcode BADCOOKIE.");
+    sample(b, "tern_badcookie_total", st.badcookie);
+    family(b, "tern_tcp_client_capped_total", "counter",
+           "TCP connections closed at once: their client prefix held tcp_max_per_client.");
+    sample(b, "tern_tcp_client_capped_total", st.tcp_client_capped);
+    family(b, "tern_tcp_evicted_total", "counter",
+           "Idle TCP connections closed to make room for a new one in a full pool.");
+    sample(b, "tern_tcp_evicted_total", st.tcp_evicted);
 }
 
 static void render_loader(buf_t *b, loader_t *l)

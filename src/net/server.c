@@ -289,6 +289,7 @@ server_t *server_bind(const config_t *cfg, const answer_view_t *const *view)
         wk->epfd = -1;
         /* distinct, unpredictable-enough streams per worker and per start (rr/weighted picks) */
         answer_ctx_seed(&wk->actx, (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid() << 8 ^ w);
+        wk->actx.lim.id = w; /* its log ring of newly limited prefixes */
         for (size_t li = 0; li < CONFIG_MAX_LISTEN; li++)
             wk->udp_fd[li] = wk->tcp_fd[li] = -1;
     }
@@ -407,6 +408,11 @@ void server_stats(const server_t *s, server_stats_t *out)
         for (size_t i = 0; i < N; i++)
             o[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
     }
+}
+
+void server_set_limits(server_t *s, limit_shared_t *limits)
+{
+    s->limits = limits;
 }
 
 unsigned server_workers(const server_t *s)

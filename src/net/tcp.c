@@ -8,9 +8,13 @@
  * allows reordering, in-order keeps it simple and is what clients expect of pipelining).
  *
  * Policies, all chosen to bound what one peer can hold (time, memory, worker attention):
- *   - pool full (tcp_max_connections): the new connection is accepted and closed at once. Not
- *     accepting would leave the listener readable and spin the level-triggered loop; a prompt
- *     close tells the client to retry elsewhere. Counted tcp_refused.
+ *   - per client (tcp_max_per_client, over all workers, by client prefix): a client at its cap
+ *     has its new connection closed at once. Counted tcp_client_capped.
+ *   - pool full (tcp_max_connections): the connection that has been quiet longest (the head of
+ *     the idle list) is closed to make room, as NSD and Knot do, so a newcomer — a client sent
+ *     to TCP by a truncated answer — gets in while others only sit there. Counted
+ *     tcp_evicted. When even the quietest said something within TCP_EVICT_QUIET_MS (a pool of
+ *     busy clients), the newcomer is accepted and closed at once instead: tcp_refused.
  *   - idle (tcp_idle_timeout): a connection whose deadline (the timeout after the last complete
  *     query or write progress) passes is closed. A peer trickling a message byte by byte, or
  *     sending a length prefix and stalling, does not refresh it. Open connections sit in a list
@@ -59,7 +63,7 @@
 _Static_assert(TCP_WBUF_SIZE >= TCP_MSG_MAX, "the largest answer must fit an empty write queue");
 
 /* Why a connection ends; each close is counted under exactly one (see the header). */
-typedef enum { KEEP = 0, CLOSE_PEER, CLOSE_BAD, CLOSE_IDLE, CLOSE_LIFE } verdict_t;
+typedef enum { KEEP = 0, CLOSE_PEER, CLOSE_BAD, CLOSE_IDLE, CLOSE_LIFE, CLOSE_EVICT } verdict_t;
 
 int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
 {
@@ -190,11 +194,19 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
     case CLOSE_LIFE:
         NET_COUNT(w, tcp_closed_life, 1);
         break;
+    case CLOSE_EVICT:
+        NET_COUNT(w, tcp_evicted, 1);
+        break;
     default:
         NET_COUNT(w, tcp_closed_peer, 1);
         break;
     }
     close(c->fd); /* also removes it from the epoll set */
+    if (w->srv->limits) {
+        limit_client_t lc;
+        limit_client_of(&lc, (const struct sockaddr *)&c->peer);
+        limit_tcp_release(w->srv->limits, &lc);
+    }
     list_unlink(&w->tcp, c);
     life_unlink(&w->tcp, c);
     c->fd = -1;
@@ -295,6 +307,7 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
     uint8_t *out = w->tcp.out;
     uint32_t off = 0;
     verdict_t v = KEEP;
+    worker_clock(w);
     while (c->rlen - off >= 2) {
         size_t mlen = (size_t)c->rbuf[off] << 8 | c->rbuf[off + 1];
         if (mlen == 0)
@@ -457,15 +470,32 @@ void tcp_accept(worker_t *w, size_t li)
                 accept_pause(w, li, errno);
             return; /* EAGAIN: nothing more waiting; ECONNABORTED and the like: next event */
         }
+        /* one client prefix holds at most tcp_max_per_client connections of all workers */
+        limit_client_t lc;
+        limit_client_of(&lc, (const struct sockaddr *)&peer);
+        if (!limit_tcp_acquire(w->srv->limits, &lc)) {
+            NET_COUNT(w, tcp_client_capped, 1);
+            close(fd);
+            continue;
+        }
         tcp_conn_t *c = w->tcp.free;
+        if (!c && w->tcp.head &&
+            w->now_ms - (w->tcp.head->deadline_ms - w->tcp.idle_ms) >= TCP_EVICT_QUIET_MS) {
+            /* pool full: the connection quiet longest makes room (as NSD and Knot do), so a
+             * client sent to TCP by a truncated answer gets in while others only sit there */
+            conn_close(w, w->tcp.head, CLOSE_EVICT);
+            c = w->tcp.free;
+        }
         if (!c) {
             NET_COUNT(w, tcp_refused, 1);
+            limit_tcp_release(w->srv->limits, &lc);
             close(fd);
             continue;
         }
         struct epoll_event ev = {.events = EPOLLIN};
         ev.data.u64 = TAG_MAKE(TAG_CONN, c->gen, (uint32_t)(c - w->tcp.conns));
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            limit_tcp_release(w->srv->limits, &lc);
             close(fd);
             continue;
         }

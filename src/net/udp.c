@@ -183,6 +183,7 @@ static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
 {
     udp_state_t *u = w->udp;
     NET_COUNT(w, udp_received, n);
+    worker_clock(w);
     unsigned ns = 0;
     for (unsigned i = 0; i < n; i++) {
         const struct msghdr *rh = &u->rmsg[i].msg_hdr;

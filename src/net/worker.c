@@ -91,6 +91,24 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
         NET_COUNT(w, dropped_qr, 1);
         return;
     }
+    if (unlikely(info->limit_verdict != LIMIT_PASS)) {
+        unsigned why = info->limit_why < 6 ? info->limit_why : 0;
+        if (info->limit_verdict == LIMIT_REFUSE)
+            NET_COUNT(w, policy_refused[why], 1);
+        else if (info->limit_verdict == LIMIT_DROP)
+            NET_COUNT(w, policy_dropped[why], 1);
+        else
+            NET_COUNT(w, rrl_slipped, 1);
+    }
+    if (unlikely(info->cookie)) {
+        NET_COUNT(w, cookies, 1);
+        if (info->cookie_valid)
+            NET_COUNT(w, cookies_valid, 1);
+        if (info->badcookie)
+            NET_COUNT(w, badcookie, 1);
+    }
+    if (info->outcome == ANSWER_DROP_POLICY)
+        return;
     if (info->qtype)
         NET_COUNT(w, qtype[qtype_slot(info->qtype)], 1);
     NET_COUNT(w, rcode[rcode_slot(info->rcode)], 1);

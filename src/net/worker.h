@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
@@ -167,6 +168,7 @@ typedef struct worker {
 
 struct server {
     const config_t *cfg;
+    limit_shared_t *limits; /* TCP connections per client (tern/limit/limit.h); NULL = no cap */
     const answer_view_t *const *view; /* RCU-published by the loader */
     const udp_ops_t *udp_ops;
     int stop_fd; /* eventfd in every worker's epoll set; written once */
@@ -176,6 +178,19 @@ struct server {
     unsigned nworkers;
     worker_t *workers;
 };
+
+/* The clock the limits of the next batch judge by: read once per batch, and only when the view
+ * has limits (vDSO calls, no system call). */
+static inline void worker_clock(worker_t *w)
+{
+    if (w->view && w->view->limit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        w->actx.now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        w->actx.now_s = (uint32_t)ts.tv_sec;
+    }
+}
 
 /* Count one answer_query() call by its outcome (worker.c). */
 void net_count_answer(worker_t *w, answer_transport_t transport, const answer_info_t *info);

@@ -127,6 +127,15 @@ static bool parse_opt_options(wire_query_t *q, const uint8_t *rd, size_t rdlen)
                 return false;
             if (!parse_ecs(q, rd + p, olen))
                 return false;
+        } else if (code == WIRE_EDNS_COOKIE) {
+            /* RFC 7873 §5.2.2: a client cookie alone (8) or with a server cookie of 8..32;
+             * anything else, or a second COOKIE, is malformed */
+            if (q->has_cookie || (olen != WIRE_COOKIE_CLIENT &&
+                                  (olen < WIRE_COOKIE_CLIENT + 8 || olen > WIRE_COOKIE_MAX)))
+                return false;
+            memcpy(q->cookie, rd + p, olen);
+            q->cookie_len = (uint8_t)olen;
+            q->has_cookie = true;
         }
         p += olen;
     }
@@ -193,6 +202,7 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
     q->edns_version = 0;
     q->edns_udp_size = 0;
     q->has_ecs = false;
+    q->has_cookie = false;
 
     if (len < WIRE_HDR_LEN)
         return WIRE_DROP;

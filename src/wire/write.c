@@ -385,20 +385,22 @@ int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, con
     return write_rrs(w, sec, owner_off, owner, type, 1, ttl, count, rdata, offs);
 }
 
-size_t wire_opt_size(const wire_ecs_t *ecs)
+size_t wire_opt_size(const wire_ecs_t *ecs, size_t cookie_len)
 {
+    size_t n = OPT_FIXED_LEN + (cookie_len ? 4 + cookie_len : 0);
     if (!ecs)
-        return OPT_FIXED_LEN;
+        return n;
     size_t alen = ((size_t)ecs->source_prefix + 7) / 8;
-    return OPT_FIXED_LEN + ECS_FIXED_LEN + (alen > sizeof(ecs->addr) ? sizeof(ecs->addr) : alen);
+    return n + ECS_FIXED_LEN + (alen > sizeof(ecs->addr) ? sizeof(ecs->addr) : alen);
 }
 
 int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool do_bit,
-                   const wire_ecs_t *ecs, uint8_t scope_prefix)
+                   const wire_ecs_t *ecs, uint8_t scope_prefix, const uint8_t *cookie,
+                   size_t cookie_len)
 {
-    if (ecs && ecs->source_prefix > 8 * sizeof(ecs->addr))
+    if ((ecs && ecs->source_prefix > 8 * sizeof(ecs->addr)) || cookie_len > WIRE_COOKIE_MAX)
         return TERN_EINVAL;
-    size_t need = wire_opt_size(ecs);
+    size_t need = wire_opt_size(ecs, cookie_len);
     if (w->len + need > w->limit || w->count[WIRE_SEC_AR] == 0xFFFFu)
         return TERN_ENOSPC;
     w->reserved = 0; /* the room was kept for exactly this */
@@ -410,9 +412,9 @@ int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool 
     /* TTL: extended rcode, version 0, DO, Z zero (RFC 6891 §6.1.3) */
     wr32(p + 5, (uint32_t)ext_rcode << 24 | (do_bit ? 0x8000u : 0));
     wr16(p + 9, (unsigned)(need - OPT_FIXED_LEN));
+    uint8_t *o = p + OPT_FIXED_LEN;
     if (ecs) {
         size_t alen = ((size_t)ecs->source_prefix + 7) / 8;
-        uint8_t *o = p + OPT_FIXED_LEN;
         wr16(o, WIRE_EDNS_ECS);
         wr16(o + 2, (unsigned)(4 + alen));
         wr16(o + 4, ecs->family);
@@ -422,6 +424,12 @@ int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool 
         /* RFC 7871 §6: address bits past the source prefix are zero. */
         if (ecs->source_prefix % 8)
             o[8 + alen - 1] &= (uint8_t)(0xFFu << (8 - ecs->source_prefix % 8));
+        o += ECS_FIXED_LEN + alen;
+    }
+    if (cookie_len) {
+        wr16(o, WIRE_EDNS_COOKIE);
+        wr16(o + 2, (unsigned)cookie_len);
+        memcpy(o + 4, cookie, cookie_len);
     }
     w->len += need;
     w->count[WIRE_SEC_AR]++;

@@ -40,6 +40,7 @@
 #include "tern/common/compiler.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
+#include "tern/limit/limit.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/write.h"
 #include "tern/zone/zone_table.h"
@@ -69,6 +70,7 @@ typedef struct answer_view {
     answer_config_t cfg;
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
     geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
+    const limit_t *limit;   /* ACLs, rate limits, RRL, cookies (tern/limit/limit.h); NULL: none */
     uint64_t gen;           /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
 
@@ -76,9 +78,10 @@ typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
 /* What happened, for statistics (filled by answer_query). */
 typedef enum {
-    ANSWER_SENT = 0,       /* a response was written */
-    ANSWER_DROP_SHORT = 1, /* fewer than 12 bytes: not DNS, no response */
-    ANSWER_DROP_QR = 2,    /* QR set: a response, never answered (no reflection loops) */
+    ANSWER_SENT = 0,        /* a response was written */
+    ANSWER_DROP_SHORT = 1,  /* fewer than 12 bytes: not DNS, no response */
+    ANSWER_DROP_QR = 2,     /* QR set: a response, never answered (no reflection loops) */
+    ANSWER_DROP_POLICY = 3, /* an ACL, the rate limit or RRL said drop (info.limit_why) */
 } answer_outcome_t;
 
 typedef struct answer_info {
@@ -89,6 +92,11 @@ typedef struct answer_info {
     uint16_t qtype; /* as asked (0 when dropped) */
     answer_outcome_t outcome;
     uint16_t health_fail_open; /* health-checked RRsets served whole: every record down */
+    uint8_t limit_why;         /* limit_why_t: which rule refused, dropped or slipped it */
+    uint8_t limit_verdict;     /* limit_verdict_t of that rule (LIMIT_PASS: none) */
+    bool cookie;               /* the query had a COOKIE option (cookies on) */
+    bool cookie_valid;         /* ... with a valid server cookie */
+    bool badcookie;            /* answered BADCOOKIE */
 } answer_info_t;
 
 /* What the geo filters looked up for one client address (select.c), kept per worker: resolvers
@@ -134,6 +142,12 @@ typedef struct answer_ctx {
     answer_geo_entry_t *ent; /* the client's entry in geo_cache; NULL until a steered RRset
                                 asks (then resolved from q_ecs / q_src) */
     const wire_ecs_t *q_ecs; /* this query's usable ECS option, or NULL */
+    /* Limits (tern/limit/limit.h): the worker sets the clock once per batch; lc is the query's
+     * client as the limits see it (set when v->limit is) */
+    int64_t now_us; /* monotonic microseconds */
+    uint32_t now_s; /* Unix seconds (cookie timestamps) */
+    limit_client_t lc;
+    limit_worker_t lim;
     const struct sockaddr *q_src; /* this query's source address, or NULL */
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */

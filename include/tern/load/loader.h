@@ -139,6 +139,10 @@ void loader_get_stats(loader_t *l, loader_stats_t *out);
  * for administrative overrides. Valid until loader_free(). Any thread. */
 health_registry_t *loader_health(loader_t *l);
 
+/** The limit state shared by every view (tern/limit/limit.h), made by loader_read_config(): for
+ * server_set_limits() (TCP connections per client). Valid until loader_free(). */
+limit_shared_t *loader_limits(loader_t *l);
+
 /** The checker's counters; false (zeros) when there is no checker (after loader_stop()). */
 bool loader_health_stats(loader_t *l, health_checker_stats_t *out);
 

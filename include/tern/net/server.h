@@ -71,6 +71,11 @@ enum {
 
 /* Counters summed over every worker. Each worker writes only its own copy (cache-line separated,
  * plain increments); server_stats() reads them without stopping anyone. */
+/* A full pool closes its quietest connection for a newcomer only when that one has said nothing
+ * for this long: an idle holder makes room, a client in the middle of a conversation does not
+ * (one that queries once a second or more often is never evicted). */
+#define TCP_EVICT_QUIET_MS 1000
+
 typedef struct server_stats {
     uint64_t udp_received;      /* datagrams read */
     uint64_t udp_sent;          /* responses the kernel accepted */
@@ -94,6 +99,15 @@ typedef struct server_stats {
     uint64_t edns;                      /* queries with EDNS */
     uint64_t ecs;                       /* ... with an EDNS Client Subnet option */
     uint64_t health_fail_open;          /* health-checked RRsets served whole: all down */
+    uint64_t policy_refused[6];         /* by limit_why_t: REFUSED by an ACL, the blacklist, the
+                                           rate limit */
+    uint64_t policy_dropped[6];         /* ... dropped by them, or by RRL */
+    uint64_t rrl_slipped;               /* RRL: sent truncated instead of dropped */
+    uint64_t cookies;                   /* queries with a COOKIE option (cookies on) */
+    uint64_t cookies_valid;             /* ... with a valid server cookie */
+    uint64_t badcookie;                 /* answered BADCOOKIE */
+    uint64_t tcp_client_capped;         /* connections closed: the client held its cap */
+    uint64_t tcp_evicted;               /* idle connections closed to make room for a new one */
 } server_stats_t;
 
 /** Lower-case name of a qtype slot ("a", "aaaa", "other") or rcode slot ("noerror"...). */
@@ -108,6 +122,10 @@ const char *server_rcode_name(unsigned slot);
  * server_port()). Returns NULL after logging why (address in use, bad address...).
  */
 server_t *server_bind(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
+
+/** The shared limit state whose TCP connection counts the workers keep (tcp_max_per_client);
+ * before server_run(). NULL (the default): no cap. */
+void server_set_limits(server_t *s, limit_shared_t *limits);
 
 /** Start the workers of a bound server; *view must be published (not NULL) by then. 0, or a
  * negative code after logging (server_stop() then cleans up). */

@@ -18,7 +18,8 @@
  *   - EDNS version != 0: WIRE_BADVERS (the response carries an OPT with extended rcode BADVERS);
  *   - EDNS Client Subnet (RFC 7871): family 1 or 2, source prefix <= 32/128, scope prefix 0 in a
  *     query, address length == ceil(source/8), bits beyond the prefix zero — else WIRE_FORMERR.
- *     Two ECS options: WIRE_FORMERR. Unknown options are ignored.
+ *     Two ECS options: WIRE_FORMERR. COOKIE (RFC 7873 §5.2.2): 8 bytes, or 16 to 40; else, or
+ *     twice, WIRE_FORMERR. Unknown options are ignored.
  * The question fields stay valid whenever the result is WIRE_OK, WIRE_BADVERS, or
  * WIRE_FORMERR with q->has_question set, so an error response can echo the question.
  */
@@ -57,10 +58,16 @@ enum wire_rcode {
     WIRE_RC_REFUSED = 5,
     WIRE_RC_YXDOMAIN = 6,
     WIRE_RC_NOTAUTH = 9,
-    WIRE_RC_BADVERS = 16, /* extended: upper 8 bits go in the OPT TTL */
+    WIRE_RC_BADVERS = 16,   /* extended: upper 8 bits go in the OPT TTL */
+    WIRE_RC_BADCOOKIE = 23, /* RFC 7873 §8, extended */
 };
 
 enum wire_edns_opt { WIRE_EDNS_ECS = 8, WIRE_EDNS_COOKIE = 10 };
+
+/* COOKIE option sizes (RFC 7873 §4): an 8-byte client cookie, then 8..32 bytes of server
+ * cookie. */
+#define WIRE_COOKIE_CLIENT 8
+#define WIRE_COOKIE_MAX    40
 
 typedef enum {
     WIRE_OK = 0,
@@ -94,6 +101,10 @@ typedef struct wire_query {
     uint16_t edns_udp_size; /* as sent by the client (not clamped) */
     bool has_ecs;
     wire_ecs_t ecs;
+    /* DNS Cookies, RFC 7873: the client cookie (8 bytes), then the server cookie if any */
+    bool has_cookie;
+    uint8_t cookie_len; /* WIRE_COOKIE_CLIENT, or 16..WIRE_COOKIE_MAX */
+    uint8_t cookie[WIRE_COOKIE_MAX];
 } wire_query_t;
 
 /**

@@ -89,17 +89,21 @@ int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, con
                    uint16_t type, uint32_t ttl, uint16_t count, const uint8_t *rdata,
                    const uint32_t *offs) TERN_WUR;
 
-/** Bytes an OPT record needs: 11, plus 4 + 4 + ceil(source/8) when ecs is not NULL. */
-size_t wire_opt_size(const wire_ecs_t *ecs);
+/** Bytes an OPT record needs: 11, plus 4 + 4 + ceil(source/8) when ecs is not NULL, plus
+ * 4 + cookie_len when cookie_len is not 0. */
+size_t wire_opt_size(const wire_ecs_t *ecs, size_t cookie_len);
 
 /**
  * Write the OPT record into the space reserved earlier (releases it first). udp_size is our
  * advertised payload size; ext_rcode the upper 8 bits of the rcode; do_bit echoes DO. ecs, if not
  * NULL, is echoed with its family, source prefix and address and the given scope prefix
- * (RFC 7871 §7.2.1). Returns 0 or TERN_ENOSPC.
+ * (RFC 7871 §7.2.1). cookie (cookie_len bytes, at most WIRE_COOKIE_MAX), if any, goes in a
+ * COOKIE option after it (RFC 7873: the client cookie, then the server cookie). Returns 0,
+ * TERN_ENOSPC, or TERN_EINVAL for an impossible ECS prefix or cookie length.
  */
 int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool do_bit,
-                   const wire_ecs_t *ecs, uint8_t scope_prefix) TERN_WUR;
+                   const wire_ecs_t *ecs, uint8_t scope_prefix, const uint8_t *cookie,
+                   size_t cookie_len) TERN_WUR;
 
 /**
  * Finish: sets AA and TC as given plus the low 4 bits of rcode in the header, writes the counts.

@@ -511,13 +511,16 @@ static void test_tcp_zero_length_closes(void **state)
     stop();
 }
 
-/* One worker, one connection slot: the second connection is accepted and closed at once, the
- * first keeps working. */
+/* One worker, one connection slot: a newcomer while the first has just spoken is closed at once;
+ * once the first has been quiet for TCP_EVICT_QUIET_MS, a newcomer takes its slot (the first is
+ * closed) and is answered. */
 static void test_tcp_pool_full(void **state)
 {
     (void)state;
     static const char *const listen[] = {"127.0.0.1:0"};
-    start(listen, 1, 1, 1, true);
+    setup(listen, 1, 1, 1, true);
+    fx.cfg.tcp_idle_timeout = 5; /* longer than the quiet time that allows an eviction */
+    launch();
     uint16_t port = server_port(fx.srv, 0);
     int a = tcp_client(port);
     uint8_t buf[512], r[65535];
@@ -526,16 +529,26 @@ static void test_tcp_pool_full(void **state)
     buf[1] = (uint8_t)l;
     send_all(a, buf, 2 + l); /* makes sure a is in the pool before b arrives */
     check_www_answer(r, read_tcp_msg(a, r, sizeof(r)), 0x0a0a);
-    int b = tcp_client(port);
-    int64_t ms = wait_closed(b, 2000);
+    /* a newcomer while a has just spoken: a stays, the newcomer is closed at once */
+    int c = tcp_client(port);
+    int64_t ms = wait_closed(c, 2000);
     assert_true(ms >= 0 && ms < 800);
-    close(b);
-    send_all(a, buf, 2 + l);
-    check_www_answer(r, read_tcp_msg(a, r, sizeof(r)), 0x0a0a);
+    close(c);
+    /* once a has been quiet for TCP_EVICT_QUIET_MS, a newcomer takes its slot */
+    struct timespec quiet = {TCP_EVICT_QUIET_MS / 1000,
+                             (TCP_EVICT_QUIET_MS % 1000) * 1000000L + 100000000L};
+    nanosleep(&quiet, NULL);
+    int b = tcp_client(port);
+    ms = wait_closed(a, 2000);
+    assert_true(ms >= 0 && ms < 800);
     close(a);
+    send_all(b, buf, 2 + l);
+    check_www_answer(r, read_tcp_msg(b, r, sizeof(r)), 0x0a0a);
+    close(b);
     server_stats_t st;
     server_stats(fx.srv, &st);
     assert_int_equal(st.tcp_refused, 1);
+    assert_int_equal(st.tcp_evicted, 1);
     stop();
 }
 

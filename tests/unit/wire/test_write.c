@@ -534,9 +534,9 @@ static void test_reserve_and_opt(void **state)
     assert_int_equal(wire_writer_reserve(&w, 12), 0);
     /* the A record would fit in the limit but not beside the reserved room */
     assert_int_equal(wire_write_rrset(&w, WIRE_SEC_AN, 12, NULL, WIRE_T_A, 1, 1, a.b), TERN_ENOSPC);
-    assert_int_equal(wire_writer_reserve(&w, wire_opt_size(NULL)), 0);
+    assert_int_equal(wire_writer_reserve(&w, wire_opt_size(NULL, 0)), 0);
     assert_int_equal(wire_write_rrset(&w, WIRE_SEC_AN, 12, NULL, WIRE_T_A, 1, 1, a.b), 0);
-    assert_int_equal(wire_write_opt(&w, 1232, 0, true, NULL, 0), 0);
+    assert_int_equal(wire_write_opt(&w, 1232, 0, true, NULL, 0, NULL, 0), 0);
     size_t len = wire_writer_finish(&w, true, false, 0);
     assert_int_equal(len, limit);
     static const uint8_t opt[] = {0, 0, 41, 0x04, 0xD0, 0, 0, 0x80, 0, 0, 0};
@@ -554,10 +554,10 @@ static void test_opt_with_ecs(void **state)
     make_query(&q, qpkt, "example.com", WIRE_T_A, 0);
     wire_writer_init(&w, buf, 512, &q);
     wire_ecs_t e = {.family = 1, .source_prefix = 22, .addr = {198, 51, 103, 7}};
-    assert_int_equal(wire_opt_size(&e), 11 + 8 + 3);
-    assert_int_equal(wire_writer_reserve(&w, wire_opt_size(&e)), 0);
+    assert_int_equal(wire_opt_size(&e, 0), 11 + 8 + 3);
+    assert_int_equal(wire_writer_reserve(&w, wire_opt_size(&e, 0)), 0);
     /* BADVERS: 16 = ext rcode 1, header rcode 0 */
-    assert_int_equal(wire_write_opt(&w, 4096, WIRE_RC_BADVERS >> 4, false, &e, 20), 0);
+    assert_int_equal(wire_write_opt(&w, 4096, WIRE_RC_BADVERS >> 4, false, &e, 20, NULL, 0), 0);
     size_t len = wire_writer_finish(&w, false, false, WIRE_RC_BADVERS);
     assert_int_equal(len, 29 + 22);
     static const uint8_t want[] = {0, 0, 41, 0x10, 0x00, 1, 0,  0,  0,   0,  11,
@@ -583,14 +583,14 @@ static void test_opt_with_ecs(void **state)
     /* IPv6 /0: no address bytes */
     wire_writer_init(&w, buf, 512, &q);
     wire_ecs_t z = {.family = 2, .source_prefix = 0};
-    assert_int_equal(wire_write_opt(&w, 1232, 0, true, &z, 0), 0);
+    assert_int_equal(wire_write_opt(&w, 1232, 0, true, &z, 0, NULL, 0), 0);
     assert_int_equal(w.len, 29 + 19);
     assert_memory_equal(buf + 29 + 11, "\0\x08\0\x04\0\x02\0\0", 8);
 
     /* a prefix no address can have is refused, not read past addr[] */
     wire_writer_init(&w, buf, 512, &q);
     wire_ecs_t bad = {.family = 2, .source_prefix = 129};
-    assert_int_equal(wire_write_opt(&w, 1232, 0, false, &bad, 0), TERN_EINVAL);
+    assert_int_equal(wire_write_opt(&w, 1232, 0, false, &bad, 0, NULL, 0), TERN_EINVAL);
     assert_int_equal(w.len, 29);
 }
 
@@ -601,7 +601,7 @@ static void test_opt_no_room(void **state)
     uint8_t small[64];
     wire_writer_init(&w, small, 29 + 10, &q);
     assert_int_equal(wire_writer_reserve(&w, 11), TERN_ENOSPC);
-    assert_int_equal(wire_write_opt(&w, 1232, 0, false, NULL, 0), TERN_ENOSPC);
+    assert_int_equal(wire_write_opt(&w, 1232, 0, false, NULL, 0, NULL, 0), TERN_ENOSPC);
     assert_int_equal(w.len, 29);
     assert_int_equal(w.count[WIRE_SEC_AR], 0);
 }
