@@ -9,7 +9,9 @@
  * of their own, checked by config_get_fields(), so an unknown or duplicate key is an error at any
  * depth. The "redis" mapping has a schema of its own (config_redis_schema, the same opt_t rows
  * with offsets into config_redis_t), and so has "health" (config_health.c's rows, offsets into
- * config_health_t), which this file only finds, copies, frees, compares and prints.
+ * config_health_t), which this file only finds, copies, frees, compares and prints; so have
+ * the flood-resistance blocks (config_limit.c: "acl", a zone's "acl", "ratelimit", "rrl",
+ * "cookies").
  *
  * redins' config.json keys (server, error_log, handler, geoip, healthcheck) have rows in the
  * schema, so they are found, refused twice and printed like any option, but what they map onto
@@ -173,7 +175,8 @@ static const opt_t schema[] = {
      .desc = "worker threads, each with its own sockets; \"auto\" = one per usable CPU"},
     {.key = "zones",
      .type = OPT_ZONES,
-     .desc = "list of {origin: NAME, file: PATH}; PATH relative to the config file's directory"},
+     .desc = "list of {origin: NAME, file: PATH, format, acl}; PATH relative to the config "
+             "file's directory; acl: the zone's own, as acl"},
     /* 512 is the RFC 1035 floor; 4096 the largest payload the UDP buffers are sized for. */
     {.key = "edns_max_udp",
      .type = OPT_UINT,
@@ -234,6 +237,32 @@ static const opt_t schema[] = {
      .max = 65535,
      .restart = true,
      .desc = "answers queued on one TCP connection, unwritten, before it stops reading"},
+    /* One client (an address, or with IPv6 a /64: one host's privacy addresses) filling the TCP
+     * pools would lock every other client out; 64 connections is more than any resolver pipelines
+     * over. The count is kept in a fixed table sized at startup (limit.h), hence restart-only. */
+    {.key = "tcp_max_per_client",
+     .type = OPT_UINT,
+     FIELD(tcp_max_per_client),
+     .def = 64,
+     .max = 65535,
+     .restart = true,
+     .desc = "TCP connections one client prefix may hold over all workers; 0 = no cap"},
+    {.key = "tcp_client_prefix_v4",
+     .type = OPT_UINT,
+     FIELD(tcp_client_prefix_v4),
+     .def = 32,
+     .min = 8,
+     .max = 32,
+     .restart = true,
+     .desc = "IPv4 prefix length that is one client for tcp_max_per_client"},
+    {.key = "tcp_client_prefix_v6",
+     .type = OPT_UINT,
+     FIELD(tcp_client_prefix_v6),
+     .def = 64,
+     .min = 16,
+     .max = 128,
+     .restart = true,
+     .desc = "IPv6 prefix length that is one client for tcp_max_per_client"},
     {.key = "udp_mmsg",
      .type = OPT_BOOL,
      FIELD(udp_mmsg),
@@ -333,6 +362,23 @@ static const opt_t schema[] = {
      .group = GROUP_HEALTH,
      .claim = CLAIM_HEALTH,
      .desc = "health checks of A/AAAA answers: a mapping of these keys; unset or ~ = none"},
+    {.key = "acl",
+     .type = OPT_ACL,
+     .desc = "the access list of every query: a mapping of these keys (a zone's acl too); unset "
+             "or ~ = none"},
+    /* the same key, keys and meaning as in redins' config.json: not a redins-only row */
+    {.key = "ratelimit",
+     .type = OPT_RATELIMIT,
+     .desc = "redins' per-client rate limit (the same key in its config.json): a mapping of "
+             "these keys; unset or ~ = none"},
+    {.key = "rrl",
+     .type = OPT_RRL,
+     .desc = "response rate limiting (as Knot and BIND): a mapping of these keys; unset or ~ = "
+             "none"},
+    {.key = "cookies",
+     .type = OPT_COOKIES,
+     .desc = "DNS Cookies (RFC 7873, RFC 9018 server cookies): a mapping of these keys; unset or "
+             "~ = none"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
@@ -357,7 +403,6 @@ static const opt_t schema[] = {
     /* ... and those that do not (yet): refused, never ignored. */
     {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
     {.key = "upstream", .type = OPT_LATER, .desc = "forwarding to upstream resolvers"},
-    {.key = "ratelimit", .type = OPT_LATER, .desc = "per-client rate limits"},
 };
 
 #define NOPTS TERN_ARRAY_SIZE(schema)
@@ -1085,11 +1130,17 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 
 /* ---- zones -------------------------------------------------------------------------------- */
 
-static const field_t zone_fields[] = {
-    {"origin", "the zone's apex name", true, NULL},
-    {"file", "master file (RFC 1035) or redins JSON, relative to the config file's directory", true,
-     NULL},
-    {"format", "rfc1035 or json (default: json for a file name ending in .json)", false, NULL},
+enum { ZF_ORIGIN, ZF_FILE, ZF_FORMAT, ZF_ACL, ZF_COUNT };
+
+static const field_t zone_fields[ZF_COUNT] = {
+    [ZF_ORIGIN] = {"origin", "the zone's apex name", true, NULL},
+    [ZF_FILE] = {"file",
+                 "master file (RFC 1035) or redins JSON, relative to the config file's "
+                 "directory",
+                 true, NULL},
+    [ZF_FORMAT] = {"format", "rfc1035 or json (default: json for a file name ending in .json)",
+                   false, NULL},
+    [ZF_ACL] = {"acl", "the zone's access list {allow, deny, action}", false, NULL},
 };
 
 static config_zone_format_t zone_format_of(const char *file)
@@ -1101,33 +1152,44 @@ static config_zone_format_t zone_format_of(const char *file)
 static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent,
                          const yaml_node_t *n, size_t index)
 {
-    char key[64];
-    const yaml_node_t *val[TERN_ARRAY_SIZE(zone_fields)];
+    char key[64], akey[80];
+    const yaml_node_t *val[ZF_COUNT];
+    config_acl_t acl = {0};
     int r;
     config_item_key(key, sizeof(key), o->key, parent, index);
-    if ((r = config_get_fields(pc, n, key, zone_fields, TERN_ARRAY_SIZE(zone_fields), val)) < 0)
+    if ((r = config_get_fields(pc, n, key, zone_fields, ZF_COUNT, val)) < 0)
         return r;
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(zone_fields); i++)
+    for (size_t i = 0; i < ZF_ACL; i++)
         if (val[i] && (!is_text(val[i]) || scalar(val[i])[0] == '\0'))
             return config_fail(pc, val[i], key, "%s: expected a non-empty string, got %s",
                                zone_fields[i].key, config_node_kind(val[i]));
-    char *file = resolve_path(pc, scalar(val[1]));
-    if (!file)
-        return TERN_ENOMEM;
-    config_zone_format_t fmt = zone_format_of(file);
-    if (val[2]) {
-        const char *f = scalar(val[2]);
-        if (strcmp(f, "rfc1035") == 0) {
+    config_zone_format_t fmt = zone_format_of(scalar(val[ZF_FILE]));
+    if (val[ZF_FORMAT]) {
+        const char *f = scalar(val[ZF_FORMAT]);
+        if (strcmp(f, "rfc1035") == 0)
             fmt = CONFIG_ZONE_RFC1035;
-        } else if (strcmp(f, "json") == 0) {
+        else if (strcmp(f, "json") == 0)
             fmt = CONFIG_ZONE_JSON;
-        } else {
-            free(file);
-            return config_fail(pc, val[2], key, "format: expected rfc1035 or json, got \"%s\"", f);
-        }
+        else
+            return config_fail(pc, val[ZF_FORMAT], key,
+                               "format: expected rfc1035 or json, got \"%s\"", f);
     }
-    r = config_add_zone_format(pc->c, scalar(val[0]), file, fmt);
+    snprintf(akey, sizeof(akey), "%s: acl", key);
+    if (val[ZF_ACL] && (r = config_get_acl(pc, val[ZF_ACL], akey, &acl)) < 0)
+        goto out;
+    char *file = resolve_path(pc, scalar(val[ZF_FILE]));
+    if (!file) {
+        r = TERN_ENOMEM;
+        goto out;
+    }
+    r = config_add_zone_format(pc->c, scalar(val[ZF_ORIGIN]), file, fmt);
     free(file);
+    if (r == 0) {
+        pc->c->zones[pc->c->nzones - 1].acl = acl; /* the zone owns the lists now */
+        return 0;
+    }
+out:
+    config_acl_reset(&acl);
     return r;
 }
 
@@ -1208,6 +1270,14 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
         return config_health(pc, o, n);
     case OPT_HEALTHCHECK:
         return config_redins_healthcheck(pc, o, n);
+    case OPT_ACL:
+        return config_acl(pc, o, n);
+    case OPT_RATELIMIT:
+        return config_ratelimit(pc, o, n);
+    case OPT_RRL:
+        return config_rrl(pc, o, n);
+    case OPT_COOKIES:
+        return config_cookies(pc, o, n);
     case OPT_REDIS_ADDR:
     case OPT_CUSTOM:
         break;
@@ -1225,6 +1295,15 @@ static int load_root(parse_ctx_t *pc)
     if (root->type != YAML_MAPPING_NODE)
         return config_fail(pc, root, NULL, "the top level must be a mapping of options, got %s",
                            config_node_kind(root));
+    /* a redins config.json, whatever order its keys come in: redins' defaults apply where the
+     * two differ (ratelimit's enable) */
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        const yaml_node_t *k = node(pc, p->key);
+        for (size_t i = 0; i < NOPTS && k->type == YAML_SCALAR_NODE; i++)
+            if (is_redins(&schema[i]) && strcmp(schema[i].key, scalar(k)) == 0)
+                pc->redins = true;
+    }
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
          p++) {
         const yaml_node_t *k = node(pc, p->key);
@@ -1558,6 +1637,7 @@ void config_init(config_t *c)
     config_set_defaults(c, schema, NOPTS);
     config_redis_reset(&c->redis);   /* its strings are NULL after the memset */
     config_health_reset(&c->health); /* and so are health's */
+    config_limit_reset(c);           /* and the prefix lists */
 }
 
 int config_copy(config_t *dst, const config_t *src)
@@ -1572,6 +1652,9 @@ int config_copy(config_t *dst, const config_t *src)
     /* nothing of redis and health is dst's yet: what the copies below fail to make stays NULL */
     memset(&dst->redis, 0, sizeof(dst->redis));
     memset(&dst->health, 0, sizeof(dst->health));
+    /* the prefix lists are dst's own (or NULL) from here, whatever fails */
+    if (config_limit_copy(dst, src) < 0)
+        goto fail;
     if (src->file && !(dst->file = strdup(src->file)))
         goto fail;
     for (size_t i = 0; i < NOPTS; i++) {
@@ -1584,7 +1667,8 @@ int config_copy(config_t *dst, const config_t *src)
         goto fail;
     for (size_t i = 0; i < src->nzones; i++)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
-                                   src->zones[i].format) < 0)
+                                   src->zones[i].format) < 0 ||
+            config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0)
             goto fail;
     return 0;
 fail:
@@ -1622,6 +1706,13 @@ static void print_opt(FILE *out, int depth, const opt_t *o)
     }
 }
 
+/* count rows under their option, indented by depth. */
+static void print_rows(FILE *out, int depth, const opt_t *rows, size_t count)
+{
+    for (size_t j = 0; j < count; j++)
+        print_opt(out, depth, &rows[j]);
+}
+
 /* health's rows under it, and the rows of its log and of one of its checks under those. */
 static void print_health(FILE *out)
 {
@@ -1655,6 +1746,14 @@ void config_schema_print(FILE *out)
                 print_opt(out, 1, &config_redis_schema[j]);
         if (o->type == OPT_HEALTH)
             print_health(out);
+        if (o->type == OPT_ACL)
+            print_rows(out, 1, config_acl_schema, ACL_COUNT);
+        if (o->type == OPT_RATELIMIT)
+            print_rows(out, 1, config_ratelimit_schema, RATE_COUNT);
+        if (o->type == OPT_RRL)
+            print_rows(out, 1, config_rrl_schema, RRL_COUNT);
+        if (o->type == OPT_COOKIES)
+            print_rows(out, 1, config_cookies_schema, COOKIE_COUNT);
         if (o->type == OPT_HANDLER)
             config_redins_print_handler(out);
         if (o->type == OPT_HEALTHCHECK)
@@ -1667,6 +1766,7 @@ void config_free(config_t *c)
     for (size_t i = 0; i < c->nzones; i++) {
         free(c->zones[i].origin);
         free(c->zones[i].file);
+        config_acl_reset(&c->zones[i].acl);
     }
     free(c->zones);
     for (size_t i = 0; i < NOPTS; i++)
@@ -1674,6 +1774,7 @@ void config_free(config_t *c)
             free(*str_field(c, &schema[i]));
     config_redis_reset(&c->redis);
     config_health_reset(&c->health);
+    config_limit_reset(c);
     free(c->file);
     config_init(c);
 }

@@ -5,7 +5,9 @@
  * config.c owns the schema rows (opt_t), the YAML node helpers that turn a node into a checked
  * value or a "file:line: key: message" error, and the Redis settings both tern's "redis:" and
  * redins' "handler.redis" write. config_health.c owns tern's "health:" block (its rows, its
- * checks) and config_health_t's defaults and copies. config_redins.c owns the mapping of redins'
+ * checks) and config_health_t's defaults and copies. config_limit.c owns the flood-resistance
+ * blocks ("acl:", a zone's "acl:", "ratelimit:", "rrl:", "cookies:"), their prefix lists and
+ * their defaults and copies. config_redins.c owns the mapping of redins'
  * config.json keys (server, error_log, handler, geoip, healthcheck) onto config_t, and only calls
  * in here. Nothing outside src/conf includes this header (it is not installed).
  *
@@ -42,6 +44,10 @@ typedef enum {
     OPT_GEOIP,      /* redins (older, top level): {enable, db}, into geoip_db */
     OPT_HEALTH,     /* a mapping of config_health_schema's keys into health, or null for none */
     OPT_HEALTHCHECK, /* redins (older, top level): {enable, max_requests, ...}, into health */
+    OPT_ACL,         /* a mapping of config_acl_schema's keys into acl, or null for none */
+    OPT_RATELIMIT,   /* tern's and redins' "ratelimit": config_ratelimit_schema's keys */
+    OPT_RRL,         /* a mapping of config_rrl_schema's keys into rrl, or null for none */
+    OPT_COOKIES,     /* a mapping of config_cookies_schema's keys into cookies, or null */
     OPT_CUSTOM,      /* a nested value with a parser of its own (health's log, checks, a check's
                         address and expect): the row names and describes it, its owner parses it */
     OPT_LATER,       /* a redins key tern does not implement yet: always an error saying so */
@@ -119,7 +125,9 @@ typedef struct parse_ctx {
     char *dir; /* directory of path with a trailing '/', or NULL for the cwd */
     char *err;
     size_t errlen;
-    const yaml_node_t **seen;              /* key node of each schema option given in the file */
+    const yaml_node_t **seen; /* key node of each schema option given in the file */
+    bool redins; /* the file has a key only redins' config.json has (server, error_log, handler,
+                    geoip, healthcheck): its "ratelimit" takes redins' defaults */
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
     struct {
         const yaml_node_t *by; /* key node of what set the claimed field, if anything did */
@@ -320,6 +328,75 @@ int config_health_copy(config_health_t *dst, const config_health_t *src) TERN_WU
 
 /** tern's "health" (OPT_HEALTH) at n: replaces every health setting; null = no health checks. */
 int config_health(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/* ---- flood resistance (config_limit.c) ---------------------------------------------------- */
+
+/* The keys of an "acl:" mapping (the global one, or a zone's), offsets into config_acl_t. */
+enum { ACL_ALLOW, ACL_DENY, ACL_ACTION, ACL_COUNT };
+
+/* The keys of "ratelimit:" (redins' enable, rate, burst, whitelist, blacklist, then tern's),
+ * offsets into config_ratelimit_t. */
+enum {
+    RATE_ENABLE,
+    RATE_RATE,
+    RATE_BURST,
+    RATE_WHITELIST,
+    RATE_BLACKLIST,
+    RATE_ACTION,
+    RATE_BLACKLIST_ACTION,
+    RATE_TABLE_SIZE,
+    RATE_COUNT
+};
+
+/* The keys of "rrl:", offsets into config_rrl_t. */
+enum {
+    RRL_ENABLE,
+    RRL_RATE,
+    RRL_BURST,
+    RRL_SLIP,
+    RRL_IPV4_PREFIX,
+    RRL_IPV6_PREFIX,
+    RRL_WHITELIST,
+    RRL_TABLE_SIZE,
+    RRL_LOG,
+    RRL_COUNT
+};
+
+/* The keys of "cookies:", offsets into config_cookies_t. */
+enum { COOKIE_ENABLE, COOKIE_SECRET, COOKIE_ROTATE, COOKIE_REQUIRE, COOKIE_COUNT };
+
+extern const opt_t config_acl_schema[ACL_COUNT];
+extern const opt_t config_ratelimit_schema[RATE_COUNT];
+extern const opt_t config_rrl_schema[RRL_COUNT];
+extern const opt_t config_cookies_schema[COOKIE_COUNT];
+
+/** Free a's prefix lists and set it to the defaults: no access list (enabled false), refuse. */
+void config_acl_reset(config_acl_t *a);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_acl_reset() frees. */
+int config_acl_copy(config_acl_t *dst, const config_acl_t *src) TERN_WUR;
+
+/** Free the prefix lists of c's acl, ratelimit and rrl and set them and cookies to the defaults
+ * (each disabled; the rows' defaults otherwise). Zones' acls and the tcp_* rows are not touched. */
+void config_limit_reset(config_t *c);
+
+/** Deep copy of src's acl, ratelimit, rrl and cookies into dst's, which own nothing (they are
+ * overwritten). 0, or TERN_ENOMEM with them owning only what config_limit_reset() frees. */
+int config_limit_copy(config_t *dst, const config_t *src) TERN_WUR;
+
+/** An acl mapping named key at n (or null: none) into a, replacing every setting; errors are
+ * "key: allow[2]: ...". */
+int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                   config_acl_t *a) TERN_WUR;
+
+/** The top-level "acl" (OPT_ACL), "ratelimit" (OPT_RATELIMIT), "rrl" (OPT_RRL) and "cookies"
+ * (OPT_COOKIES) at n: each replaces every setting of its block; null = none. ratelimit's enable
+ * defaults to true, or to false when pc->redins (as redins' Go struct leaves it). */
+int config_acl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+int config_rrl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /* ---- redins' config.json (config_redins.c) ------------------------------------------------- */
 

@@ -48,6 +48,15 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              health beside redins' healthcheck, handler.healthcheck's log target
                              kafka); a valid health block and a redins handler.healthcheck pass,
                              a log path whose directory does not exist included
+  limit_config               --check-config (and startup) of bad flood-resistance settings exit 1
+                             naming file:line and the key path (a prefix with host bits set in
+                             acl.allow[2], a zone's acl, ratelimit rate 0, rrl slip, a cookie
+                             secret of the wrong length or beside rotate_s, tcp_client_prefix_v6,
+                             rate 0 in redins' JSON); a config with every block, and a redins
+                             config.json with its ratelimit block, pass and serve
+  reload_limit               SIGHUP applies a new acl (a denied client is REFUSED, then answered
+                             again) without a restart-only warning; tcp_max_per_client and
+                             tcp_client_prefix_v4 are named as restart-only
   log_level_error_*          log_level: error hides the info lines (listening on, loaded, ready)
                              and the server still answers
   log_target_stdout          log_target: stdout puts every log line on stdout, none on stderr
@@ -1024,6 +1033,154 @@ def check_health_config(ctx):
     expect(rc == 0, "--check-config of redins' handler.healthcheck exited %d:\n%s" % (rc, err))
 
 
+LIMIT_YAML = (
+    "acl:\n"
+    "  allow: [127.0.0.0/8, \"::1\", 192.0.2.0/24]\n"
+    "  deny: 127.0.0.66\n"
+    "  action: refuse\n"
+    "ratelimit:\n"
+    "  enable: true\n"
+    "  rate: 6000\n"
+    "  burst: 100\n"
+    "  whitelist: [127.0.0.1]\n"
+    "  blacklist: [\"2001:db8::/32\"]\n"
+    "  action: drop\n"
+    "  blacklist_action: refuse\n"
+    "  table_size: 4096\n"
+    "rrl:\n"
+    "  rate: 1000\n"
+    "  burst: 0\n"
+    "  slip: 2\n"
+    "  ipv4_prefix: 24\n"
+    "  ipv6_prefix: 56\n"
+    "  whitelist: [127.0.0.1]\n"
+    "  table_size: 4096\n"
+    "  log: true\n"
+    "cookies:\n"
+    "  enable: true\n"
+    "  secret: \"000102030405060708090a0b0c0d0e0f\"\n"
+    "  require: false\n"
+    "tcp_max_per_client: 32\n"
+    "tcp_client_prefix_v4: 32\n"
+    "tcp_client_prefix_v6: 64\n")
+
+
+def check_limit_config(ctx):
+    """The flood-resistance blocks are validated by --check-config and at startup, with
+    file:line and the key's path; valid ones (tern's YAML, redins' JSON) pass and serve."""
+    b = ctx.binary
+    d = os.path.join(ctx.workdir, "limit")
+    os.makedirs(d)
+    write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
+    zones = zones_yaml([(ZONE_A, "ok.zone")])
+    allow = "allow_root: true\n" if AS_ROOT else ""
+    base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())  # lines 1, 2
+    bad = [
+        ("hostbits.yaml",
+         "acl:\n"                                                   # 3
+         "  allow: [192.0.2.0/24, \"2001:db8::/32\", 192.0.2.1/24]\n",  # 4
+         4, 'acl: allow[2]: bad prefix "192.0.2.1/24": host bits set; did you mean '
+            '192.0.2.0/24?'),
+        ("zoneacl.yaml",
+         "zones:\n  - origin: b.test\n    file: ok.zone\n    acl:\n      deny:\n"
+         "        - 10.0.0.0/33\n",
+         8, 'zones[0]: acl: deny[0]: bad prefix "10.0.0.0/33": length 33 is out of range '
+            '0..32 for an IPv4 prefix'),
+        ("action.yaml",
+         "acl: {deny: [10.0.0.0/8], action: reject}\n",
+         3, 'acl: action: expected refuse or drop, got "reject"'),
+        ("rate0.yaml",
+         "ratelimit:\n  whitelist: [127.0.0.1]\n  rate: 0\n",
+         5, "ratelimit: rate: 0 is out of range 1..6000000 (to turn the limit off, give "
+            "enable: false)"),
+        ("slip.yaml",
+         "rrl:\n  rate: 10\n  slip: 101\n",
+         5, "rrl: slip: 101 is out of range 0..100"),
+        ("secret.yaml",
+         'cookies:\n  secret: "0011"\n',
+         4, "cookies: secret: expected 32 hex digits (16 bytes), got 4 characters"),
+        ("rotate.yaml",
+         'cookies:\n  secret: "000102030405060708090a0b0c0d0e0f"\n  rotate_s: 3600\n',
+         5, "cookies: rotate_s: not with secret (a shared secret is never rotated; give one "
+            "of them)"),
+        ("tcpv6.yaml",
+         "tcp_client_prefix_v6: 8\n",
+         3, "tcp_client_prefix_v6: 8 is out of range 16..128"),
+    ]
+    for name, text, line, want in bad:
+        conf = os.path.join(d, name)
+        write_atomic(conf, base + text + (zones if "zones:" not in text else "") + allow)
+        for args in (["--check-config", "-c", conf], ["-c", conf]):
+            rc, out, err = run_ternd(b, args)  # raises on a sanitizer (leak) report
+            expect(rc == 1, "ternd %s exited %d, want 1:\n%s" % (" ".join(args), rc, err))
+            full = "%s:%d: %s" % (conf, line, want)
+            expect(full in err, "ternd %s: want %r in:\n%s" % (" ".join(args), full, err))
+            expect("listening" not in err, "ternd %s bound its sockets before the error:\n%s"
+                   % (" ".join(args), err))
+    # redins' JSON: rate 0 is refused (redins divided by it), naming the line
+    conf = os.path.join(d, "rate0.json")
+    write_atomic(conf, '{\n  "server": [{"ip": "127.0.0.1", "port": %d}],\n'
+                 '  "ratelimit": {"enable": false,\n    "rate": 0, "burst": 10},\n'
+                 '  "zones": [{"origin": "%s", "file": "ok.zone"}]\n}\n'
+                 % (servers.free_port(), ZONE_A))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    want = "%s:4: ratelimit: rate: 0 is out of range 1..6000000" % conf
+    expect(rc == 1 and want in err, "redins' rate 0: want exit 1 and %r, got %d:\n%s"
+           % (want, rc, err))
+    # valid: every block with every key, checked and then served
+    t = Tern(ctx, "limit-good")
+    port = servers.free_port()
+    za = t.write_zone(ZONE_A, "limited")
+    t.write_config(simple_config(port, [(ZONE_A, za)], LIMIT_YAML))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", t.conf])
+    expect(rc == 0, "--check-config of every flood-resistance block exited %d:\n%s" % (rc, err))
+    t.start(answers(ZONE_A, "limited", port))
+    expect_answers(ZONE_A, "limited", port)
+    expect_answers(ZONE_A, "limited", port, tcp=True)
+    # valid: redins' config.json with its ratelimit block (enable left out: off, as in redins)
+    r = Tern(ctx, "limit-redins", "config.json")
+    rport = servers.free_port()
+    r.write_zone(ZONE_A, "redins")
+    r.write_config(redins_config(rport, ["udp", "tcp"], ZONE_A + ".zone",
+                                 '  "ratelimit": {"rate": 1, "burst": 0, '
+                                 '"whitelist": ["127.0.0.2"], "blacklist": ["10.10.10.1"]},\n'))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", r.conf])
+    expect(rc == 0, "--check-config of redins' ratelimit exited %d:\n%s" % (rc, err))
+    r.start(answers(ZONE_A, "redins", rport))
+    # rate 1 a minute, burst 0 would refuse the second query if the block were on
+    for _ in range(5):
+        expect_answers(ZONE_A, "redins", rport)
+
+
+def check_reload_limit(ctx):
+    t = Tern(ctx, "relimit")
+    port = servers.free_port()
+    za = t.write_zone(ZONE_A, "a")
+    t.write_config(simple_config(port, [(ZONE_A, za)], "acl: {allow: [127.0.0.0/8]}\n"))
+    t.start(answers(ZONE_A, "a", port))
+    t.wait_ready_line()
+
+    def reload(extra):
+        mark = t.mark()
+        t.write_config(simple_config(port, [(ZONE_A, za)], extra))
+        t.signal(signal.SIGHUP)
+        done = t.wait_log(lambda l: is_reload_ok(l) or is_reload_failed(l), mark)
+        expect(done is not None and is_reload_ok(done), "the reload with %r did not succeed: %s"
+               % (extra, done))
+        return [l for l in t.lines()[mark:] if "only on restart" in l]
+
+    warn = reload("acl: {allow: [127.0.0.0/8], deny: 127.0.0.1/32}\n")
+    expect(not warn, "an acl change warned: %s" % warn)
+    r = query("www." + ZONE_A, "TXT", port)
+    expect(r.rcode() == dns.rcode.REFUSED, "127.0.0.1 denied by the reloaded acl: rcode %s"
+           % dns.rcode.to_text(r.rcode()))
+    warn = reload("acl: ~\ntcp_max_per_client: 8\ntcp_client_prefix_v4: 24\n")
+    expect(len(warn) == 1 and "reload: tcp_max_per_client, tcp_client_prefix_v4 changed; they "
+           "apply only on restart" in warn[0], "want one restart-only line naming "
+           "tcp_max_per_client and tcp_client_prefix_v4, got %s" % warn)
+    expect_answers(ZONE_A, "a", port)  # the acl is gone
+
+
 INFO_LINE = re.compile(r"^ternd: (info|warning|debug):")
 
 
@@ -1089,6 +1246,8 @@ CHECKS = [
     ("redins_json", check_redins_json),
     ("redins_json_merge", check_redins_json_merge),
     ("health_config", check_health_config),
+    ("limit_config", check_limit_config),
+    ("reload_limit", check_reload_limit),
     ("log_level_error_no_listening", check_log_level_error_no_listening),
     ("log_level_error_no_info", check_log_level_error_no_info),
     ("log_target_stdout", check_log_target_stdout),

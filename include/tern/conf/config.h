@@ -83,6 +83,42 @@
  *         down_count: 3                         # 1..1000 (or -3, redins' sign); stored negative
  *   (health: ~ or no health key: no health checks. An entry with the address, port, protocol and
  *   owner of an earlier one is an error.)
+ *   acl:                                        # every query (src/conf/config_limit.c)
+ *     allow: [192.0.2.0/24, "2001:db8::/32", 127.0.0.1]  # empty or unset = every client
+ *     deny: 192.0.2.66                          # refused whatever allow says
+ *     action: refuse                            # refuse (REFUSED, default) | drop (no answer)
+ *   zones: [{origin: a.test, file: a.zone, acl: {allow: [10.0.0.0/8]}}]  # a zone's own acl,
+ *                                               #   same keys; checked once the zone is known
+ *   ratelimit:                                  # redins' block: same key, keys and meaning
+ *     enable: true                              # default true in a given block (false in a
+ *                                               #   redins config.json, as redins' Go default)
+ *     rate: 60                                  # requests a minute per client address, 1..6000000
+ *     burst: 10                                 # beyond the rate at once, 0..1000000
+ *     whitelist: [127.0.0.1]                    # never limited; addresses or prefixes
+ *     blacklist: [10.10.10.1]                   # always refused (checked first, as redins)
+ *     action: refuse                            # over the rate: refuse | drop
+ *     blacklist_action: refuse                  # blacklisted: refuse | drop
+ *     table_size: 65536                         # addresses tracked, 1024..16777216
+ *   rrl:                                        # response rate limiting, per client prefix
+ *     enable: true                              # default true in a given block
+ *     rate: 20                                  # responses a second per class, 1..1000000
+ *     burst: 0                                  # 0 = rate; else 1..1000000
+ *     slip: 2                                   # every slip-th limited answer TC; 0..100, 0 = none
+ *     ipv4_prefix: 24 / ipv6_prefix: 56         # 8..32 / 16..128 -> prefix_v4 / prefix_v6
+ *     whitelist: []                             # prefixes never limited
+ *     table_size: 262144                        # buckets, 1024..16777216
+ *     log: true                                 # log each newly limited prefix
+ *   cookies:                                    # DNS Cookies, RFC 7873 / RFC 9018
+ *     enable: true                              # default true in a given block
+ *     secret: "000102030405060708090a0b0c0d0e0f"  # 32 hex digits, shared by a fleet; unset =
+ *                                               #   random, replaced every rotate_s
+ *     rotate_s: 86400                           # 60..31536000; an error beside secret
+ *     require: false                            # UDP without a valid server cookie: BADCOOKIE
+ *   tcp_max_per_client: 64                      # TCP connections per client prefix, 0..65535,
+ *   tcp_client_prefix_v4: 32                    #   0 = no cap; the prefix is /8../32 and
+ *   tcp_client_prefix_v6: 64                    #   /16../128; the three only change on restart
+ *   (acl, ratelimit, rrl, cookies: ~ or no key: none. A list of prefixes may be one prefix, or
+ *   ~ for none; "192.0.2.1/24" is an error: host bits set. At most 100000 prefixes a list.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -124,7 +160,11 @@
  *           its "sentry", "syslog", "kafka", "time_format" and targets udp, syslog, kafka, sentry
  *           are errors saying why
  *       (redins has no per-address checks: the zones' health_check objects are its checks)
- * redins keys tern does not implement yet ("log", "upstream", "ratelimit", and error_log's
+ *   "ratelimit": {"enable", "rate", "burst", "whitelist", "blacklist"} → ratelimit, the same
+ *       key as tern's; in a redins config.json (a file with any of server, error_log, handler,
+ *       geoip or healthcheck) "enable" left out is false, as in redins; "rate": 0 is an error
+ *       (redins divided by it)
+ * redins keys tern does not implement yet ("log", "upstream", and error_log's
  * "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing is silently
  * ignored. A file may not give both "listen" and "server", nor "error_log" with
  * "log_level"/"log_target", nor "handler" with "redis", nor "health" with a redins "healthcheck"
@@ -318,35 +358,37 @@ typedef struct config {
     bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
     config_zone_t *zones;
     size_t nzones;
-    log_level_t log_level;   /* default LOG_LVL_INFO */
-    log_target_t log_target; /* default LOG_TARGET_STDERR */
-    char *user;              /* account to switch to after binding; NULL = stay */
-    char *group;             /* group to switch to; NULL = the user's primary group */
-    bool allow_root;         /* may keep running as uid 0; default false */
-    char *pid_file;          /* resolved path; NULL = write none */
-    char *control_socket;    /* resolved path of the ternctl UNIX socket; NULL = disabled */
-    char *metrics_listen;    /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
-    char *asn_table;         /* resolved path of the compiled IP-to-ASN table; NULL = none */
-    char *asn_db;            /* resolved path of a MaxMind ASN .mmdb (compiled and cached) */
-    char *geoip_db;          /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
-    char *geoip_db_v6;       /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
-    config_redis_t redis;    /* the Redis zone source; redis.enabled false = none */
-    config_health_t health;  /* health checks; health.enabled false = none */
+    log_level_t log_level;        /* default LOG_LVL_INFO */
+    log_target_t log_target;      /* default LOG_TARGET_STDERR */
+    char *user;                   /* account to switch to after binding; NULL = stay */
+    char *group;                  /* group to switch to; NULL = the user's primary group */
+    bool allow_root;              /* may keep running as uid 0; default false */
+    char *pid_file;               /* resolved path; NULL = write none */
+    char *control_socket;         /* resolved path of the ternctl UNIX socket; NULL = disabled */
+    char *metrics_listen;         /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
+    char *asn_table;              /* resolved path of the compiled IP-to-ASN table; NULL = none */
+    char *asn_db;                 /* resolved path of a MaxMind ASN .mmdb (compiled and cached) */
+    char *geoip_db;               /* MaxMind DB for IPv4 clients (and IPv6 if it is an IPv6 DB) */
+    char *geoip_db_v6;            /* MaxMind DB for IPv6 clients; NULL = geoip_db if IPv6 */
+    config_redis_t redis;         /* the Redis zone source; redis.enabled false = none */
+    config_health_t health;       /* health checks; health.enabled false = none */
     config_acl_t acl;             /* the global access list; acl.enabled false = none */
     config_ratelimit_t ratelimit; /* redins' per-client rate limit */
     config_rrl_t rrl;             /* response rate limiting */
     config_cookies_t cookies;     /* DNS Cookies */
     unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
                                      default 64, 0 = no cap; restart-only */
-    unsigned tcp_client_prefix_v4; /* what "one client" is for that cap: default /32 */
-    unsigned tcp_client_prefix_v6; /* default /64 */
-    char *file;              /* the config file last loaded; NULL = none */
+    unsigned tcp_client_prefix_v4;              /* what "one client" is for that cap: default /32 */
+    unsigned tcp_client_prefix_v6;              /* default /64 */
+    char *file;                                 /* the config file last loaded; NULL = none */
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
- * lifetime 120 s / 64 in flight, udp_mmsg, log info to stderr, allow_root false, every string
- * NULL, no Redis (redis.enabled false, redis.zone_reload_s 600, everything else 0/NULL). */
+ * lifetime 120 s / 64 in flight / 64 per client (/32, /64), udp_mmsg, log info to stderr,
+ * allow_root false, every string NULL, no Redis (redis.enabled false, redis.zone_reload_s 600,
+ * everything else 0/NULL), no health checks; no acl, ratelimit, rrl or cookies (each enabled
+ * false, its other fields the defaults of a given block, lists empty). */
 void config_init(config_t *c);
 
 /**
@@ -398,6 +440,15 @@ const struct group *config_group(const char *group);
  */
 int config_parse_listen(config_listen_t *l, const char *text) TERN_WUR;
 
+/**
+ * Parse an address prefix into p: "192.0.2.0/24", "2001:db8::/32", or a bare address (a
+ * full-length prefix). The length is decimal, 0..32 (IPv4) or 0..128 (IPv6); the bits past it
+ * must be zero ("192.0.2.1/24" is refused, as Knot does, rather than silently widened). 0, or
+ * TERN_EINVAL with why (whylen bytes) saying what is wrong, e.g. "host bits set; did you mean
+ * 192.0.2.0/24?".
+ */
+int config_parse_prefix(config_prefix_t *p, const char *text, char *why, size_t whylen) TERN_WUR;
+
 /** Append a UDP+TCP listen address (parsed as config_parse_listen). 0, TERN_EINVAL or
  * TERN_ELIMIT. */
 int config_add_listen(config_t *c, const char *text) TERN_WUR;
@@ -444,7 +495,8 @@ bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
 bool config_same_health_checks(const config_health_t *a, const config_health_t *b);
 
 /**
- * Deep copy of src into dst (strings, zones and the redis strings duplicated). dst must hold no
+ * Deep copy of src into dst (strings, zones with their acls, the redis and health strings and
+ * every prefix list duplicated). dst must hold no
  * allocations (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or
  * TERN_ENOMEM with dst left as after config_init().
  */
@@ -454,7 +506,8 @@ int config_copy(config_t *dst, const config_t *src) TERN_WUR;
  * then the redins-style keys and what they map to. */
 void config_schema_print(FILE *out);
 
-/** Release strings and arrays; c is left as after config_init(). */
+/** Release strings and arrays (zones' acls and every prefix list too); c is left as after
+ * config_init(). */
 void config_free(config_t *c);
 
 #endif

@@ -466,7 +466,7 @@ static bool block_has_key(const char *block, size_t len, size_t indent, const ch
 static void test_example_has_every_option(void **state)
 {
     (void)state;
-    static char help[16384], yaml[32768];
+    static char help[32768], yaml[32768];
     memset(help, 0, sizeof(help));
     FILE *f = fmemopen(help, sizeof(help) - 1, "w");
     assert_non_null(f);
@@ -511,9 +511,9 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 25);
-    /* redis 15; health 8, its log 4, a check 12 */
-    assert_int_equal(nested, 15 + 8 + 4 + 12);
+    assert_int_equal(count, 32);
+    /* redis 15; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4 */
+    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4);
 }
 
 static void test_redins_example_json(void **state)
@@ -576,6 +576,15 @@ static void test_redins_example_json(void **state)
     assert_true(h->log_json);
     assert_string_equal(h->log_path, "/var/log/redins/healthcheck.log");
     assert_int_equal(h->nchecks, 0); /* redins' checks are the zones' health_check objects */
+    /* redins' ratelimit block, off as in the example: checked, and its values kept */
+    assert_false(c.ratelimit.enabled);
+    assert_int_equal(c.ratelimit.rate, 60);
+    assert_int_equal(c.ratelimit.burst, 10);
+    assert_int_equal(c.ratelimit.whitelist.n, 2);
+    assert_int_equal(c.ratelimit.whitelist.p[0].family, 4);
+    assert_int_equal(c.ratelimit.whitelist.p[1].family, 6);
+    assert_int_equal(c.ratelimit.blacklist.n, 0);
+    assert_null(c.ratelimit.blacklist.p);
     config_free(&c);
 }
 
@@ -648,8 +657,6 @@ static void test_redins_not_supported(void **state)
                  "handler: log: not supported yet (the per-query event log)");
     expect_error("{\"handler\": {\n  \"upstream\": [{\"ip\": \"1.1.1.1\", \"port\": 53}]}}\n", 2,
                  "handler: upstream: not supported yet (forwarding to upstream resolvers)");
-    expect_error("{\"ratelimit\": {\"enable\": true, \"rate\": 60}}", 1,
-                 "ratelimit: redins option not supported yet (per-client rate limits)");
 
     /* error_log's fields that do not map */
     expect_error("error_log:\n  level: info\n  path: /tmp/error.log\n", 3,
@@ -2277,10 +2284,10 @@ static void test_unknown_key(void **state)
     expect_error("{\n  \"workers\": 2,\n  \"bogus\": true\n}\n", 3, "bogus: unknown key");
     /* nested: every mapping has its own keys */
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    type: master\n", 4,
-                 "zones[0]: unknown key \"type\" (want origin, file, format)");
+                 "zones[0]: unknown key \"type\" (want origin, file, format, acl)");
     expect_error("{\n\"zones\": [\n {\"origin\": \"a.\",\n  \"file\": \"a.zone\",\n"
                  "  \"master\": true}\n]}\n",
-                 5, "zones[0]: unknown key \"master\" (want origin, file, format)");
+                 5, "zones[0]: unknown key \"master\" (want origin, file, format, acl)");
     expect_error("{\"error_log\": {\n  \"level\": \"info\",\n  \"colour\": true}}\n", 3,
                  "error_log: unknown key \"colour\" (want enable, level, target, format)");
     expect_error("server:\n  ip: 1.2.3.4\n  port: 53\n  proto: udp\n", 4,
@@ -2298,7 +2305,7 @@ static void test_error_escapes(void **state)
     (void)state;
     expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\010READY=1: unknown key");
     expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
-                 "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format)");
+                 "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format, acl)");
     expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
                  "log_level: expected error, warning, info or debug, got \"\\027[31mred\\127\"");
     expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
@@ -2517,7 +2524,7 @@ static void test_zone_fields(void **state)
     expect_error("zones:\n  - origin: \"\"\n    file: a\n", 2,
                  "zones[0]: origin: expected a non-empty string, got a string");
     expect_error("zones:\n  - a.test\n", 2,
-                 "zones[0]: expected a mapping {origin, file, format}, got a plain scalar");
+                 "zones[0]: expected a mapping {origin, file, format, acl}, got a plain scalar");
 }
 
 static void test_syntax_error(void **state)
@@ -2667,7 +2674,7 @@ static void test_restart_only_changes(void **state)
 {
     (void)state;
     static const char base[] = "listen: [\"127.0.0.1:53\"]\nworkers: 2\n";
-    char to[512];
+    char to[1024];
     /* the two that the old hand-written check missed */
     snprintf(to, sizeof(to), "%stcp_max_lifetime: 60\ntcp_max_inflight: 8\n", base);
     expect_restart_only(base, to, 2, "tcp_max_lifetime, tcp_max_inflight");
@@ -2689,6 +2696,9 @@ static void test_restart_only_changes(void **state)
         {"pid_file: /run/t.pid\n", "pid_file"},
         {"control_socket: /run/t.sock\n", "control_socket"},
         {"metrics_listen: \"127.0.0.1:9153\"\n", "metrics_listen"},
+        {"tcp_max_per_client: 0\n", "tcp_max_per_client"},
+        {"tcp_client_prefix_v4: 24\n", "tcp_client_prefix_v4"},
+        {"tcp_client_prefix_v6: 56\n", "tcp_client_prefix_v6"},
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(one); i++) {
         snprintf(to, sizeof(to), "%s%s", strncmp(one[i].text, "listen", 6) ? base : "",
@@ -2701,25 +2711,29 @@ static void test_restart_only_changes(void **state)
              "listen: [{address: \"127.0.0.1:53\"}]\nworkers: 2\nidentity: x\nversion: y\n"
              "edns_max_udp: 1400\nlog_level: debug\nlog_target: stdout\nasn_table: a.bin\n"
              "asn_db: a.mmdb\ngeoip_db: g.mmdb\ngeoip_db_v6: g6.mmdb\nredis: {db: 1}\n"
-             "zones: [{origin: a.test, file: a.zone}]\n");
+             "zones: [{origin: a.test, file: a.zone, acl: {deny: 10.0.0.0/8}}]\n"
+             "acl: {allow: 127.0.0.1}\nratelimit: {rate: 1}\nrrl: {rate: 1, table_size: 1024}\n"
+             "cookies: {rotate_s: 60}\n");
     expect_restart_only(base, to, 0, "");
     /* all of them at once fit 256 bytes */
     snprintf(to, sizeof(to),
              "listen: [\"127.0.0.1:54\"]\nworkers: 3\ntcp_idle_timeout: 11\n"
              "tcp_max_connections: 10\ntcp_max_lifetime: 121\ntcp_max_inflight: 65\n"
+             "tcp_max_per_client: 1\ntcp_client_prefix_v4: 8\ntcp_client_prefix_v6: 16\n"
              "udp_mmsg: false\nuser: nobody\ngroup: nogroup\nallow_root: true\n"
              "pid_file: /run/t.pid\ncontrol_socket: /run/t.sock\n"
              "metrics_listen: \"127.0.0.1:9153\"\n");
-    expect_restart_only(base, to, 13,
+    expect_restart_only(base, to, 16,
                         "listen, workers, tcp_idle_timeout, tcp_max_connections, "
-                        "tcp_max_lifetime, tcp_max_inflight, udp_mmsg, user, group, allow_root, "
-                        "pid_file, control_socket, metrics_listen");
+                        "tcp_max_lifetime, tcp_max_inflight, tcp_max_per_client, "
+                        "tcp_client_prefix_v4, tcp_client_prefix_v6, udp_mmsg, user, group, "
+                        "allow_root, pid_file, control_socket, metrics_listen");
     /* a short buffer is cut, the count is whole */
     config_t a = load_text(base), b = load_text(to);
     char small[12];
-    assert_int_equal(config_restart_only_changes(&a, &b, small, sizeof(small)), 13);
+    assert_int_equal(config_restart_only_changes(&a, &b, small, sizeof(small)), 16);
     assert_string_equal(small, "listen, wor");
-    assert_int_equal(config_restart_only_changes(&a, &b, small, 0), 13);
+    assert_int_equal(config_restart_only_changes(&a, &b, small, 0), 16);
     config_free(&a);
     config_free(&b);
 }
@@ -2906,7 +2920,7 @@ static void test_copy(void **state)
 static void test_schema_print(void **state)
 {
     (void)state;
-    static char buf[16384];
+    static char buf[32768];
     memset(buf, 0, sizeof(buf));
     FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
     assert_non_null(f);
@@ -2943,7 +2957,13 @@ static void test_schema_print(void **state)
                                        "upstream",
                                        "geoip",
                                        "healthcheck",
-                                       "ratelimit"};
+                                       "ratelimit",
+                                       "acl",
+                                       "rrl",
+                                       "cookies",
+                                       "tcp_max_per_client",
+                                       "tcp_client_prefix_v4",
+                                       "tcp_client_prefix_v6"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         char want[64];
         snprintf(want, sizeof(want), "\n  %s ", keys[i]);
@@ -3002,7 +3022,13 @@ static void test_schema_print(void **state)
     assert_non_null(strstr(hc, "\n    max_pending_requests accepted"));
     assert_non_null(strstr(hc, "\n    check_interval     seconds"));
     assert_non_null(strstr(handler, "\n    healthcheck        {enable, max_requests"));
-    assert_non_null(strstr(buf, "not supported yet: per-client rate limits"));
+    /* ratelimit is a native option now (redins' key too): its keys under it, before redins' */
+    const char *rl = strstr(buf, "\n  ratelimit ");
+    assert_non_null(rl);
+    assert_true(rl < strstr(buf, "\nredins"));
+    assert_non_null(strstr(rl, "\n    rate               requests a minute from one client "
+                               "address [1..6000000, default 60]"));
+    assert_null(strstr(buf, "per-client rate limits"));
     /* every line is one option, well under a terminal's width plus the description */
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         assert_true(strlen(line) < 160);
