@@ -309,6 +309,12 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
                 r->aa = false;
                 return;
             }
+        } else if (z != r->zone && ctx->view->limit &&
+                   limit_zone(ctx->view->limit, z->apex, z->hash, &ctx->lc) != LIMIT_PASS) {
+            /* a chain into a zone this client may not see stops at the CNAME, as if it left
+             * our zones: that zone's data must not leak through another zone's alias */
+            r->cls = LIMIT_RC_ANSWER, r->cls_key = q->name.hash[0];
+            return;
         }
         r->zone = z;
 
