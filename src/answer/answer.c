@@ -469,7 +469,7 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
 
     /* policy: who may ask (access list, redins' blacklist and rate), and their cookie */
     const limit_t *lim = v->limit;
-    bool refused = false, cookie_ok = false, badcookie = false, tc_only = false;
+    bool refused = false, cookie_ok = false, badcookie = false, tc_only = false, rrl = false;
     uint8_t cookie[WIRE_COOKIE_CLIENT + LIMIT_SERVER_COOKIE_LEN];
     size_t cookie_len = 0;
     if (unlikely(lim != NULL)) {
@@ -504,6 +504,11 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
             tc_only = !info->cookie;
         }
         info->badcookie = badcookie;
+        /* RRL judges the finished UDP response; a valid cookie proves the source (exempt) */
+        rrl = transport == ANSWER_UDP && !cookie_ok && pr == WIRE_OK && !refused &&
+              limit_rrl_applies(lim, &ctx->lc);
+        if (rrl)
+            limit_rrl_prefetch(lim, &ctx->lc, q->name.hash[0], q->qtype);
     }
 
     /* NSD answers a message with several questions with a bare FORMERR: no flag copied (Knot
@@ -582,9 +587,8 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
         (void)rc; /* cannot fail: its space was reserved */
     }
 
-    /* RRL on the finished UDP response: a valid cookie proves the source (it is exempt) */
-    if (unlikely(lim != NULL) && transport == ANSWER_UDP && !cookie_ok && pr == WIRE_OK &&
-        !refused && limit_rrl_applies(lim, &ctx->lc)) {
+    /* RRL on the finished UDP response */
+    if (unlikely(rrl)) {
         unsigned cls =
             r.rcode == WIRE_RC_NOERROR || r.rcode == WIRE_RC_NXDOMAIN ? r.cls : LIMIT_RC_ERROR;
         limit_verdict_t vd =

@@ -515,17 +515,33 @@ static void report(const limit_t *l, limit_worker_t *w, uint64_t pk, const limit
     __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
 }
 
+/* The RRL bucket key of a response: what makes two responses the same is the client prefix
+ * (key pk), the class and its name (and the type, for answers); errors by prefix alone. */
+static uint64_t rrl_key(uint64_t pk, limit_class_t cls, uint32_t name_hash, uint16_t qtype)
+{
+    if (cls == LIMIT_RC_ERROR)
+        return tern_mix64(pk ^ ((uint64_t)cls << 56));
+    return tern_mix64(pk ^ ((uint64_t)cls << 56) ^ ((uint64_t)name_hash << 16) ^
+                      (cls == LIMIT_RC_ANSWER ? qtype : 0));
+}
+
+void limit_rrl_prefetch(const limit_t *l, const limit_client_t *c, uint32_t name_hash,
+                        uint16_t qtype)
+{
+    uint8_t masked[16];
+    uint64_t pk = prefix_key(c, c->family == 4 ? l->pfx4 : l->pfx6, masked);
+    uint64_t k = rrl_key(pk, LIMIT_RC_ANSWER, name_hash, qtype);
+    const gtable_t *t = l->sh->rrl;
+    __builtin_prefetch(&t->slots[(k & t->mask) & ~(uint64_t)(GSLOT_WAYS - 1)], 1, 3);
+}
+
 limit_verdict_t limit_rrl(const limit_t *l, limit_worker_t *w, const limit_client_t *c,
                           limit_class_t cls, uint32_t name_hash, uint16_t qtype, int64_t now_us)
 {
     uint8_t masked[16];
     unsigned len = c->family == 4 ? l->pfx4 : l->pfx6;
     uint64_t pk = prefix_key(c, len, masked);
-    /* what makes two responses the same: the class and its name (and type, for answers) */
-    uint64_t k = tern_mix64(pk ^ ((uint64_t)cls << 56) ^ ((uint64_t)name_hash << 16) ^
-                            (cls == LIMIT_RC_ANSWER ? qtype : 0));
-    if (cls == LIMIT_RC_ERROR)
-        k = tern_mix64(pk ^ ((uint64_t)cls << 56));
+    uint64_t k = rrl_key(pk, cls, name_hash, qtype);
     if (gcra(l->sh->rrl, k, now_us, l->rrl_T, l->rrl_tau))
         return LIMIT_PASS;
     if (l->sh->rrl_log)

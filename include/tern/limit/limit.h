@@ -138,6 +138,14 @@ bool limit_rrl_applies(const limit_t *l, const limit_client_t *c);
 limit_verdict_t limit_rrl(const limit_t *l, limit_worker_t *w, const limit_client_t *c,
                           limit_class_t cls, uint32_t name_hash, uint16_t qtype, int64_t now_us);
 
+/**
+ * Start loading the RRL bucket a positive answer to (name_hash, qtype) from c would use, so that
+ * limit_rrl() finds it in cache after the answer is built (the common class; a miss costs a
+ * useless prefetch). Only when limit_rrl_applies().
+ */
+void limit_rrl_prefetch(const limit_t *l, const limit_client_t *c, uint32_t name_hash,
+                        uint16_t qtype);
+
 /** Whether DNS Cookies are on; whether a valid server cookie is required over UDP. */
 bool limit_cookies(const limit_t *l);
 bool limit_cookies_required(const limit_t *l);
