@@ -79,7 +79,7 @@ static int setup(void **state)
 {
     (void)state;
     config_init(&cfg);
-    sh = limit_shared_new(2);
+    sh = limit_shared_new(4); /* test_shared_across_workers: four workers, four rings */
     return sh ? 0 : -1;
 }
 
@@ -329,12 +329,13 @@ struct hammer {
     limit_t *l;
     int64_t start;
     unsigned passed;
+    unsigned id; /* the worker's number: each worker has its own log ring */
 };
 
 static void *hammer(void *arg)
 {
     struct hammer *h = arg;
-    limit_worker_t w = {0};
+    limit_worker_t w = {.id = h->id};
     limit_client_t c = client("203.0.113.5");
     tern_rcu_register();
     /* 200,000 events over a simulated 2 s */
@@ -357,7 +358,7 @@ static void test_shared_across_workers(void **state)
     struct hammer h[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        h[i] = (struct hammer){.l = l, .start = 9000000000};
+        h[i] = (struct hammer){.l = l, .start = 9000000000, .id = (unsigned)i};
         assert_int_equal(pthread_create(&th[i], NULL, hammer, &h[i]), 0);
     }
     unsigned total = 0;

@@ -29,6 +29,7 @@
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
 #include "tern/conf/config.h"
+#include "tern/limit/limit.h"
 #include "tern/net/server.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
@@ -1052,6 +1053,113 @@ static void test_no_alloc_per_query(void **state)
     stop();
 }
 
+/* The same with every limit on (acl, redins' rate, RRL with slips and its log ring, cookies made
+ * and checked, the TCP per-client cap): a flood of one name is limited (drops and TC slips) and
+ * cookie queries are answered, and still not one allocation or free. */
+static size_t make_cookie_query(uint8_t *buf, uint16_t id, const char *name, const uint8_t *cookie,
+                                size_t cookie_len)
+{
+    size_t len = make_query(buf, id, name, 1);
+    buf[11] = 1; /* ARCOUNT: the OPT record */
+    const uint8_t opt[11] = {
+        0, 0, 41, 1232 >> 8, 1232 & 0xff, 0, 0, 0, 0, 0, (uint8_t)(4 + cookie_len)};
+    memcpy(buf + len, opt, sizeof(opt));
+    len += sizeof(opt);
+    buf[len++] = 0;
+    buf[len++] = 10; /* COOKIE */
+    buf[len++] = 0;
+    buf[len++] = (uint8_t)cookie_len;
+    memcpy(buf + len, cookie, cookie_len);
+    return len + cookie_len;
+}
+
+/* Flood one name (RRL limits it), ask with a client cookie then with the server cookie learned,
+ * and open TCP connections beyond the per-client cap. Returns the TC responses seen. */
+static unsigned limited_mix(int ufd, uint16_t port)
+{
+    uint8_t q[512], r[65535];
+    unsigned tc = 0, got = 0;
+    for (unsigned i = 0; i < 60; i++) {
+        size_t qlen = make_query(q, (uint16_t)i, "www.example.test", 1);
+        send_all(ufd, q, qlen);
+    }
+    ssize_t n;
+    while ((n = recv_timeout(ufd, r, sizeof(r), 300)) >= 12) {
+        got++;
+        tc += (r[2] & 0x02) != 0;
+    }
+    assert_true(got >= 5 && got < 60); /* the burst, then every 2nd limited one as TC */
+    uint8_t cookie[24] = {1, 2, 3, 4, 5, 6, 7, 8};
+    size_t clen = 8;
+    for (unsigned i = 0; i < 20; i++) {
+        size_t qlen = make_cookie_query(q, (uint16_t)(100 + i), "ns1.example.test", cookie, clen);
+        send_all(ufd, q, qlen);
+        n = recv_timeout(ufd, r, sizeof(r), REPLY_TIMEOUT_MS);
+        assert_true(n > 12 + 28);
+        assert_int_equal(r[3] & 0x0f, 0);
+        /* the response's last option is our cookie: 8 client + 16 server bytes */
+        memcpy(cookie, r + n - 24, 24);
+        clen = 24;
+    }
+    int held[6];
+    for (unsigned i = 0; i < 6; i++)
+        held[i] = tcp_client(port);
+    for (unsigned i = 0; i < 6; i++)
+        close(held[i]);
+    return tc;
+}
+
+static void test_no_alloc_with_limits(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 1, 8, true);
+    config_prefix_t *deny = calloc(1, sizeof(*deny));
+    assert_non_null(deny);
+    *deny = (config_prefix_t){.family = 4, .len = 24, .addr = {192, 0, 2}};
+    fx.cfg.acl = (config_acl_t){.enabled = true, .deny = {deny, 1}};
+    fx.cfg.ratelimit = (config_ratelimit_t){.enabled = true, .rate = 6000000, .burst = 100000};
+    fx.cfg.rrl = (config_rrl_t){.enabled = true, .rate = 5, .burst = 5, .slip = 2, .log = true};
+    fx.cfg.cookies = (config_cookies_t){.enabled = true};
+    limit_shared_t *sh = limit_shared_new(1);
+    assert_non_null(sh);
+    limit_shared_set_tcp(sh, 4, 32, 64);
+    int rc = 0;
+    limit_t *lim = limit_new(sh, &fx.cfg, &rc);
+    assert_non_null(lim);
+    assert_int_equal(limit_shared_start(sh), 0);
+    fx.table = load_table();
+    fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}, .limit = lim};
+    fx.published = &fx.view;
+    fx.srv = server_bind(&fx.cfg, &fx.published);
+    assert_non_null(fx.srv);
+    server_set_limits(fx.srv, sh);
+    assert_int_equal(server_run(fx.srv), 0);
+    uint16_t port = server_port(fx.srv, 0);
+    int ufd = udp_client(AF_INET, "127.0.0.1", port);
+    (void)limited_mix(ufd, port); /* warm up: every path taken once, the log line written */
+    uint64_t a0, d0, a1, d1;
+    if (!alloc_totals(&a0, &d0)) {
+        close(ufd);
+        stop();
+        limit_free(lim);
+        limit_shared_free(sh);
+        skip();
+    }
+    unsigned tc = limited_mix(ufd, port);
+    assert_true(alloc_totals(&a1, &d1));
+    server_stats_t st;
+    server_stats(fx.srv, &st);
+    assert_true(tc > 0 && st.rrl_slipped > 0 && st.policy_dropped[LIMIT_WHY_RRL] > 0);
+    assert_true(st.cookies_valid >= 19 && st.tcp_client_capped >= 2);
+    assert_int_equal(a1, a0);
+    assert_int_equal(d1, d0);
+    close(ufd);
+    stop();
+    limit_free(lim);
+    limit_shared_free(sh);
+}
+
 int main(void)
 {
     log_set_level(LOG_LVL_WARN);
@@ -1068,6 +1176,7 @@ int main(void)
         cmocka_unit_test(test_tcp_idle_timeout),
         cmocka_unit_test(test_tcp_zero_length_closes),
         cmocka_unit_test(test_tcp_pool_full),
+        cmocka_unit_test(test_no_alloc_with_limits),
         cmocka_unit_test(test_tcp_not_reading),
         cmocka_unit_test(test_tcp_inflight_small),
         cmocka_unit_test(test_tcp_inflight_default),
