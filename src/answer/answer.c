@@ -82,10 +82,20 @@ typedef struct resp {
     unsigned rcode;
     bool aa;
     bool tc;
-    bool drop;        /* a zone's ACL says: no response at all */
-    uint8_t cls;      /* RRL class of the response (limit_class_t) */
-    uint32_t cls_key; /* the name hash RRL keys that class by */
+    bool drop;               /* a zone's ACL says: no response at all */
+    uint8_t cls;             /* RRL class of the response (limit_class_t) */
+    uint32_t cls_key;        /* the name hash RRL keys that class by, when at hand; else */
+    const uint8_t *cls_name; /* the name to hash, only if RRL asks (no hash when it is off) */
 } resp_t;
+
+/* The RRL class of the response so far (the last link of a chain decides): its key is the hash
+ * at hand, or that of name, computed only if RRL asks. */
+static inline void rrl_class(resp_t *r, limit_class_t cls, uint32_t key, const uint8_t *name)
+{
+    r->cls = (uint8_t)cls;
+    r->cls_key = key;
+    r->cls_name = name;
+}
 
 /* Write one RRset to the answer or authority section; a miss sets TC (RFC 2181 §9). */
 static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
@@ -284,7 +294,12 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
 {
     const wire_query_t *q = &ctx->query;
     const uint16_t qtype = q->qtype;
-    chase_t c = {.v = &q->name, .owner = q->qname, .owner_off = QNAME_OFF, .hops = 0};
+    /* seen[] is read below hops only: not zeroed (8 pointers a query) */
+    chase_t c;
+    c.v = &q->name;
+    c.owner = q->qname;
+    c.owner_off = QNAME_OFF;
+    c.hops = 0;
 
     for (bool first = true;; first = false) {
         zone_lookup_t res;
@@ -293,7 +308,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             if (first)
                 r->rcode = WIRE_RC_REFUSED;
             else
-                r->cls = LIMIT_RC_ANSWER, r->cls_key = q->name.hash[0];
+                rrl_class(r, LIMIT_RC_ANSWER, q->name.hash[0], NULL);
             return; /* the chain left our zones: the resolver takes it from here */
         }
         if (first) {
@@ -313,7 +328,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
                    limit_zone(ctx->view->limit, z->apex, z->hash, &ctx->lc) != LIMIT_PASS) {
             /* a chain into a zone this client may not see stops at the CNAME, as if it left
              * our zones: that zone's data must not leak through another zone's alias */
-            r->cls = LIMIT_RC_ANSWER, r->cls_key = q->name.hash[0];
+            rrl_class(r, LIMIT_RC_ANSWER, q->name.hash[0], NULL);
             return;
         }
         r->zone = z;
@@ -322,15 +337,13 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             !(res.kind == ZONE_LOOKUP_EXACT && res.node == res.cut && qtype == WIRE_T_DS)) {
             if (first)
                 r->aa = false;
-            r->cls = LIMIT_RC_REFERRAL;
-            r->cls_key = dname_hash(res.cut->name);
+            rrl_class(r, LIMIT_RC_REFERRAL, 0, res.cut->name);
             put_referral(r, z, res.cut);
             return;
         }
         if (res.kind == ZONE_LOOKUP_NXDOMAIN) {
             r->rcode = WIRE_RC_NXDOMAIN;
-            r->cls = LIMIT_RC_NXDOMAIN;
-            r->cls_key = z->hash;
+            rrl_class(r, LIMIT_RC_NXDOMAIN, z->hash, NULL);
             put_neg(r, z);
             return;
         }
@@ -359,14 +372,15 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             }
         }
         if (!rr) {
-            r->cls = LIMIT_RC_NODATA;
-            r->cls_key = q->name.hash[0];
+            rrl_class(r, LIMIT_RC_NODATA, q->name.hash[0], NULL);
             put_neg(r, z); /* NODATA, also at empty non-terminals */
             return;
         }
         /* a wildcard answer is "the same" for every name it synthesises (Knot's RRL) */
-        r->cls = res.kind == ZONE_LOOKUP_WILDCARD ? LIMIT_RC_WILDCARD : LIMIT_RC_ANSWER;
-        r->cls_key = res.kind == ZONE_LOOKUP_WILDCARD ? dname_hash(n->name) : q->name.hash[0];
+        if (res.kind == ZONE_LOOKUP_WILDCARD)
+            rrl_class(r, LIMIT_RC_WILDCARD, 0, n->name);
+        else
+            rrl_class(r, LIMIT_RC_ANSWER, q->name.hash[0], NULL);
         if (put(r, WIRE_SEC_AN, c.owner_off, c.owner, rr))
             (void)put_additional(r, z, rr, ADD_ANSWER, NULL);
         return;
@@ -531,7 +545,8 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                 .aa = false,
                 .tc = false,
                 .cls = LIMIT_RC_ERROR,
-                .cls_key = 0};
+                .cls_key = 0,
+                .cls_name = NULL};
     uint16_t qtype = q->qtype;
     unsigned opcode = WIRE_OPCODE(q->flags);
     if (refused)
@@ -591,8 +606,9 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     if (unlikely(rrl)) {
         unsigned cls =
             r.rcode == WIRE_RC_NOERROR || r.rcode == WIRE_RC_NXDOMAIN ? r.cls : LIMIT_RC_ERROR;
+        uint32_t key = r.cls_name ? dname_hash(r.cls_name) : r.cls_key;
         limit_verdict_t vd =
-            limit_rrl(lim, &ctx->lim, &ctx->lc, (limit_class_t)cls, r.cls_key, qtype, ctx->now_us);
+            limit_rrl(lim, &ctx->lim, &ctx->lc, (limit_class_t)cls, key, qtype, ctx->now_us);
         if (vd != LIMIT_PASS) {
             info->limit_why = LIMIT_WHY_RRL;
             info->limit_verdict = (uint8_t)vd;
