@@ -30,7 +30,7 @@ cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/geo_micro"
     "$here/geo_micro.c" "$bd/src/answer/libtern_answer.a" "$bd/src/zone/libtern_zone.a" \
     "$bd/src/geo/libtern_geo.a" "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" \
     "$bd/src/limit/libtern_limit.a" "$bd/src/common/libtern_common.a" \
-    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr) -ldl -lpthread -lm
+    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium) -ldl -lpthread -lm
 
 zone=$cache/geo_micro.json
 /usr/bin/python3 - "$zone" <<'PY'

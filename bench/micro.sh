@@ -23,7 +23,7 @@ cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/micro" "$h
     "$bd/src/answer/libtern_answer.a" "$bd/src/zone/libtern_zone.a" "$bd/src/geo/libtern_geo.a" \
     "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" "$bd/src/limit/libtern_limit.a" \
     "$bd/src/common/libtern_common.a" \
-    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr) -ldl -lpthread -lm
+    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium) -ldl -lpthread -lm
 
 # The cases come from the generated zone's manifest: one name per kind of answer.
 mapfile -t cases < <(/usr/bin/python3 - "$cache/z$zone/manifest.json" <<'PY'

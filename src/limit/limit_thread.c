@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -30,23 +31,18 @@ static const char *const class_names[LIMIT_RC_COUNT] = {
     [LIMIT_RC_NXDOMAIN] = "nxdomain", [LIMIT_RC_REFERRAL] = "referrals",
     [LIMIT_RC_WILDCARD] = "wildcard", [LIMIT_RC_ERROR] = "errors"};
 
+/* A fresh random secret (libsodium's CSPRNG: getrandom() underneath). */
 static int random_secret(uint8_t out[16])
 {
-    size_t got = 0;
-    while (got < 16) {
-        ssize_t n = getrandom(out + got, 16 - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        got += (size_t)n;
-    }
+    randombytes_buf(out, 16);
     return 0;
 }
 
 limit_shared_t *limit_shared_new(unsigned workers)
 {
+    /* libsodium (SipHash-2-4, the random secret) wants this once; later calls return 1 */
+    if (sodium_init() < 0)
+        return NULL;
     return limit_shared_alloc(workers);
 }
 
