@@ -103,29 +103,31 @@ class Tern(run.Tern):
         return [self.args.ternd, "-c", conf]
 
 
+def edited(argv, edit):
+    """argv of a run.py server whose config file (its last argument) edit(text) rewrites."""
+    with open(argv[-1]) as f:
+        text = f.read()
+    with open(argv[-1], "w") as f:
+        f.write(edit(text))
+    return argv
+
+
 class Knot(run.Knot):
     def __init__(self, args, zonefile, workdir, kind="off", rate=HIGH):
         super().__init__(args, zonefile, workdir)
         self.kind, self.rate = kind, rate
 
     def argv(self):
-        argv = super().argv()
         if self.kind == "off":
-            return argv
-        conf = argv[-1]
-        with open(conf) as f:
-            text = f.read()
+            return super().argv()
         mods = "mod-rrl:\n  - id: r\n    rate-limit: %d\n    slip: 2\n" % self.rate
         glob = "mod-rrl/r"
         if self.kind != "rrl":
             mods += "mod-cookies:\n  - id: c\n    secret: 0x%s\n" % SECRET
             glob = "[mod-cookies/c, mod-rrl/r]"
-        text = text.replace("template:\n", mods + "template:\n", 1)
-        text = text.replace("    semantic-checks: off\n",
-                            "    semantic-checks: off\n    global-module: %s\n" % glob, 1)
-        with open(conf, "w") as f:
-            f.write(text)
-        return argv
+        return edited(super().argv(), lambda t: t.replace("template:\n", mods + "template:\n", 1)
+                      .replace("    semantic-checks: off\n",
+                               "    semantic-checks: off\n    global-module: %s\n" % glob, 1))
 
 
 class Nsd(run.Nsd):
@@ -134,18 +136,11 @@ class Nsd(run.Nsd):
         self.kind, self.rate = kind, rate
 
     def argv(self):
-        argv = super().argv()
         if self.kind == "off":
-            return argv
-        conf = argv[-1]
-        with open(conf) as f:
-            text = f.read()
-        text = text.replace("    rrl-ratelimit: 0\n",
-                            "    rrl-ratelimit: %d\n    rrl-slip: 2\n    rrl-size: 1000000\n"
-                            "    rrl-whitelist-ratelimit: %d\n" % (self.rate, self.rate), 1)
-        with open(conf, "w") as f:
-            f.write(text)
-        return argv
+            return super().argv()
+        rrl = ("    rrl-ratelimit: %d\n    rrl-slip: 2\n    rrl-size: 1000000\n"
+               "    rrl-whitelist-ratelimit: %d\n" % (self.rate, self.rate))
+        return edited(super().argv(), lambda t: t.replace("    rrl-ratelimit: 0\n", rrl, 1))
 
 
 CLASSES = {"tern": Tern, "knot": Knot, "nsd": Nsd}
@@ -175,24 +170,6 @@ def sizes(out):
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 
-def run_jobs(r, jobs, secs):
-    """Start the argv lists together; server CPU over the window and each job's output."""
-    pids = r.pids()
-    rcv0 = run.udp_rcvbuf_errors()
-    c0 = run.cpu_ticks(pids)
-    procs = [subprocess.Popen(j, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for j in jobs]
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=secs + 30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outs.append(out)
-    return run.cpu_ticks(pids) - c0, run.udp_rcvbuf_errors() - rcv0, outs
-
-
 def parsed(out):
     p = run.parse_dnsperf(out)
     if p["completed"] is None:
@@ -204,7 +181,7 @@ def parsed(out):
 def cost_run(args, zd, server, kind):
     r = start(args, server, kind, HIGH, os.path.join(zd, "bench.test.zone"))
     try:
-        cpu, drops, outs = run_jobs(r, [dnsperf(r.srv.port, os.path.join(zd, "queries.txt"),
+        cpu, drops, _, outs = run.run_jobs(r, [dnsperf(r.srv.port, os.path.join(zd, "queries.txt"),
                                                 args.secs, args.rate,
                                                 extra=["-E", "10:" + COOKIE_HEX])], args.secs)
         p = parsed(outs[0])
@@ -236,7 +213,7 @@ def flood_run(args, zd, server, kind):
             attack = ["taskset", "-c", run.CLIENT_CPU, args.spoof, "-p", str(port), "-d",
                       os.path.join(zd, "nxflood.txt"), "-Q", str(args.flood_rate), "-l",
                       str(args.secs)]
-        cpu, drops, outs = run_jobs(r, [attack, legit], args.secs)
+        cpu, drops, _, outs = run.run_jobs(r, [attack, legit], args.secs)
         lg = parsed(outs[1])
         rec = {"legit_sent": lg["sent"], "legit_lost": lg["lost"], "rcvbuf_errors": drops}
         m = re.match(r"sent (\d+) in", outs[0])

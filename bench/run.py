@@ -484,8 +484,9 @@ def _pct_merge(res):
     return {k: round(100.0 * v / n, 2) for k, v in sorted(tot.items())} if n else {}
 
 
-def measure(run, jobs, secs):
-    """Run the dnsperf jobs (argv lists) concurrently against run; server CPU over the window."""
+def run_jobs(run, jobs, secs):
+    """Run the load generators (argv lists) together against run: the server's CPU seconds and
+    the kernel's UDP receive-buffer drops over the window, its wall time, and each output."""
     pids = run.pids()
     rcv0 = udp_rcvbuf_errors()
     c0, t0 = cpu_ticks(pids), time.monotonic()
@@ -499,7 +500,12 @@ def measure(run, jobs, secs):
             p.kill()
             out, _ = p.communicate()
         outs.append(out)
-    c1, t1 = cpu_ticks(pids), time.monotonic()
+    return cpu_ticks(pids) - c0, udp_rcvbuf_errors() - rcv0, time.monotonic() - t0, outs
+
+
+def measure(run, jobs, secs):
+    """Run the dnsperf jobs (argv lists) concurrently against run; server CPU over the window."""
+    cpu, rcvbuf_errors, wall, outs = run_jobs(run, jobs, secs)
     res = [parse_dnsperf(o) for o in outs]
     for r, o in zip(res, outs):
         if r["completed"] is None:
@@ -507,15 +513,14 @@ def measure(run, jobs, secs):
     completed = sum(r["completed"] for r in res)
     sent = sum(r["sent"] for r in res)
     lost = sum(r["lost"] for r in res)
-    cpu = c1 - c0
     return {
         "sent": sent, "completed": completed, "lost": lost,
         "loss_pct": round(100.0 * lost / sent, 4) if sent else None,
         "qps": round(sum(r["qps"] for r in res), 1),
         "lat_avg_ms": res[0]["lat_avg_ms"], "lat_max_ms": max(r["lat_max_ms"] for r in res),
-        "server_cpu_s": round(cpu, 3), "wall_s": round(t1 - t0, 3),
+        "server_cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
         "cpu_us_per_q": round(cpu * 1e6 / completed, 3) if completed else None,
-        "rcvbuf_errors": udp_rcvbuf_errors() - rcv0,
+        "rcvbuf_errors": rcvbuf_errors,
         "rcode_pct": _pct_merge(res),
         "parts": res,
     }

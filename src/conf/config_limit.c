@@ -60,10 +60,12 @@ static const char *const action_names[] = {
 const opt_t config_acl_schema[ACL_COUNT] = {
     [ACL_ALLOW] = {.key = "allow",
                    .type = OPT_CUSTOM,
+                   AFIELD(allow),
                    .desc = "prefixes (\"192.0.2.0/24\", \"2001:db8::/32\", or an address) allowed; "
                            "one or a list; empty or unset = every client"},
     [ACL_DENY] = {.key = "deny",
                   .type = OPT_CUSTOM,
+                  AFIELD(deny),
                   .desc = "prefixes refused, whatever allow says; one or a list"},
     [ACL_ACTION] = {.key = "action",
                     .type = OPT_ENUM,
@@ -98,9 +100,11 @@ const opt_t config_ratelimit_schema[RATE_COUNT] = {
                     .desc = "requests beyond the rate allowed at once (burst + 1 pass together)"},
     [RATE_WHITELIST] = {.key = "whitelist",
                         .type = OPT_CUSTOM,
+                        RLFIELD(whitelist),
                         .desc = "addresses (redins) or prefixes never limited; one or a list"},
     [RATE_BLACKLIST] = {.key = "blacklist",
                         .type = OPT_CUSTOM,
+                        RLFIELD(blacklist),
                         .desc = "addresses or prefixes always refused (checked before the "
                                 "whitelist, as in redins); one or a list"},
     [RATE_ACTION] = {.key = "action",
@@ -173,6 +177,7 @@ const opt_t config_rrl_schema[RRL_COUNT] = {
                          .desc = "IPv6 clients counted together (prefix length)"},
     [RRL_WHITELIST] = {.key = "whitelist",
                        .type = OPT_CUSTOM,
+                       RRFIELD(whitelist),
                        .desc = "prefixes never limited (monitoring, resolvers you trust); one or a "
                                "list"},
     [RRL_TABLE_SIZE] = {.key = "table_size",
@@ -432,41 +437,23 @@ int config_limit_copy(config_t *dst, const config_t *src)
 
 /* ---- the blocks --------------------------------------------------------------------------- */
 
-/* The fields of count rows, for config_get_fields(). */
-static void fields_of(const opt_t *rows, size_t count, field_t *fields)
+/* The most rows a block has (config_rrl_schema). */
+#define BLOCK_ROWS_MAX 16
+_Static_assert(ACL_COUNT <= BLOCK_ROWS_MAX && RATE_COUNT <= BLOCK_ROWS_MAX &&
+                   RRL_COUNT <= BLOCK_ROWS_MAX && COOKIE_COUNT <= BLOCK_ROWS_MAX,
+               "block_open()'s field array holds every row of a block");
+
+/* The keys of block n (rows) into val: 1 when n is ~ (no block), 0, or an error. */
+static int block_open(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const opt_t *rows,
+                      size_t count, const yaml_node_t **val)
 {
+    if (is_null(n))
+        return 1;
+    field_t fields[BLOCK_ROWS_MAX];
     for (size_t i = 0; i < count; i++)
         fields[i] = (field_t){rows[i].key, rows[i].desc, false, NULL};
-}
-
-int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_acl_t *a)
-{
-    const opt_t *rows = config_acl_schema;
-    field_t fields[ACL_COUNT];
-    const yaml_node_t *val[ACL_COUNT];
-    int rc;
-    if (is_null(n)) {
-        config_acl_reset(a);
-        return 0;
-    }
-    fields_of(rows, ACL_COUNT, fields);
-    if ((rc = config_get_fields(pc, n, key, fields, ACL_COUNT, val)) < 0)
-        return rc;
-    config_acl_reset(a);
-    a->enabled = true;
-    if (val[ACL_ALLOW] &&
-        (rc = get_prefixes(pc, val[ACL_ALLOW], key, &rows[ACL_ALLOW], &a->allow)) < 0)
-        return rc;
-    if (val[ACL_DENY] && (rc = get_prefixes(pc, val[ACL_DENY], key, &rows[ACL_DENY], &a->deny)) < 0)
-        return rc;
-    if (val[ACL_ACTION])
-        return config_get_row(pc, val[ACL_ACTION], key, &rows[ACL_ACTION], a);
-    return 0;
-}
-
-int config_acl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
-{
-    return config_get_acl(pc, n, o->key, &pc->c->acl);
+    int rc = config_get_fields(pc, n, key, fields, count, val);
+    return rc < 0 ? rc : 0;
 }
 
 /* A rate (row o) at n into its field in base: 0 gets a message saying how to turn a limit off
@@ -482,69 +469,73 @@ static int get_rate(parse_ctx_t *pc, const yaml_node_t *n, const char *key, cons
     return config_get_row(pc, n, key, o, base);
 }
 
-int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* The given rows of a block into base: prefix lists (the OPT_CUSTOM rows, at their offset), the
+ * rate (row rate_row, if any: 0 is refused with advice), the rest by config_get_row(). */
+static int block_rows(parse_ctx_t *pc, const char *key, const opt_t *rows, size_t count,
+                      const yaml_node_t *const *val, void *base, size_t rate_row)
 {
-    config_ratelimit_t *r = &pc->c->ratelimit;
-    const opt_t *rows = config_ratelimit_schema;
-    field_t fields[RATE_COUNT];
-    const yaml_node_t *val[RATE_COUNT];
-    int rc;
-    if (is_null(n)) {
-        ratelimit_reset(r);
-        return 0;
-    }
-    fields_of(rows, RATE_COUNT, fields);
-    if ((rc = config_get_fields(pc, n, o->key, fields, RATE_COUNT, val)) < 0)
-        return rc;
-    ratelimit_reset(r);
-    /* redins' RateLimiterConfig.Enable is a Go bool: false when the JSON leaves it out */
-    r->enabled = !pc->redins;
-    for (size_t i = 0; i < RATE_COUNT; i++) {
+    for (size_t i = 0; i < count; i++) {
+        int rc = 0;
         if (!val[i])
             continue;
-        if (i == RATE_WHITELIST)
-            rc = get_prefixes(pc, val[i], o->key, &rows[i], &r->whitelist);
-        else if (i == RATE_BLACKLIST)
-            rc = get_prefixes(pc, val[i], o->key, &rows[i], &r->blacklist);
-        else if (i == RATE_RATE)
-            rc = get_rate(pc, val[i], o->key, &rows[i], r);
+        if (rows[i].type == OPT_CUSTOM)
+            rc = get_prefixes(pc, val[i], key, &rows[i],
+                              (config_prefix_list_t *)((char *)base + rows[i].offset));
+        else if (i == rate_row)
+            rc = get_rate(pc, val[i], key, &rows[i], base);
         else
-            rc = config_get_row(pc, val[i], o->key, &rows[i], r);
+            rc = config_get_row(pc, val[i], key, &rows[i], base);
         if (rc < 0)
             return rc;
     }
     return 0;
 }
 
+int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_acl_t *a)
+{
+    const yaml_node_t *val[ACL_COUNT];
+    int rc = block_open(pc, n, key, config_acl_schema, ACL_COUNT, val);
+    if (rc < 0)
+        return rc;
+    config_acl_reset(a);
+    if (rc == 1)
+        return 0;
+    a->enabled = true;
+    return block_rows(pc, key, config_acl_schema, ACL_COUNT, val, a, ACL_COUNT);
+}
+
+int config_acl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+{
+    return config_get_acl(pc, n, o->key, &pc->c->acl);
+}
+
+int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+{
+    config_ratelimit_t *r = &pc->c->ratelimit;
+    const yaml_node_t *val[RATE_COUNT];
+    int rc = block_open(pc, n, o->key, config_ratelimit_schema, RATE_COUNT, val);
+    if (rc < 0)
+        return rc;
+    ratelimit_reset(r);
+    if (rc == 1)
+        return 0;
+    /* redins' RateLimiterConfig.Enable is a Go bool: false when the JSON leaves it out */
+    r->enabled = !pc->redins;
+    return block_rows(pc, o->key, config_ratelimit_schema, RATE_COUNT, val, r, RATE_RATE);
+}
+
 int config_rrl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 {
     config_rrl_t *r = &pc->c->rrl;
-    const opt_t *rows = config_rrl_schema;
-    field_t fields[RRL_COUNT];
     const yaml_node_t *val[RRL_COUNT];
-    int rc;
-    if (is_null(n)) {
-        rrl_reset(r);
-        return 0;
-    }
-    fields_of(rows, RRL_COUNT, fields);
-    if ((rc = config_get_fields(pc, n, o->key, fields, RRL_COUNT, val)) < 0)
+    int rc = block_open(pc, n, o->key, config_rrl_schema, RRL_COUNT, val);
+    if (rc < 0)
         return rc;
     rrl_reset(r);
+    if (rc == 1)
+        return 0;
     r->enabled = true;
-    for (size_t i = 0; i < RRL_COUNT; i++) {
-        if (!val[i])
-            continue;
-        if (i == RRL_WHITELIST)
-            rc = get_prefixes(pc, val[i], o->key, &rows[i], &r->whitelist);
-        else if (i == RRL_RATE)
-            rc = get_rate(pc, val[i], o->key, &rows[i], r);
-        else
-            rc = config_get_row(pc, val[i], o->key, &rows[i], r);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return block_rows(pc, o->key, config_rrl_schema, RRL_COUNT, val, r, RRL_RATE);
 }
 
 static int hex_digit(char ch)
@@ -590,29 +581,21 @@ static int get_secret(parse_ctx_t *pc, const yaml_node_t *n, const char *key, co
 int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 {
     config_cookies_t *k = &pc->c->cookies;
-    const opt_t *rows = config_cookies_schema;
-    field_t fields[COOKIE_COUNT];
     const yaml_node_t *val[COOKIE_COUNT];
-    int rc;
-    if (is_null(n)) {
-        cookies_reset(k);
-        return 0;
-    }
-    fields_of(rows, COOKIE_COUNT, fields);
-    if ((rc = config_get_fields(pc, n, o->key, fields, COOKIE_COUNT, val)) < 0)
+    int rc = block_open(pc, n, o->key, config_cookies_schema, COOKIE_COUNT, val);
+    if (rc < 0)
         return rc;
     cookies_reset(k);
+    if (rc == 1)
+        return 0;
     k->enabled = true;
-    for (size_t i = 0; i < COOKIE_COUNT; i++) {
-        if (!val[i])
-            continue;
-        if (i == COOKIE_SECRET)
-            rc = get_secret(pc, val[i], o->key, k);
-        else
-            rc = config_get_row(pc, val[i], o->key, &rows[i], k);
-        if (rc < 0)
-            return rc;
-    }
+    /* the secret is the block's one OPT_CUSTOM row that is no prefix list */
+    const yaml_node_t *secret = val[COOKIE_SECRET];
+    val[COOKIE_SECRET] = NULL;
+    if ((rc = block_rows(pc, o->key, config_cookies_schema, COOKIE_COUNT, val, k, COOKIE_COUNT)) <
+            0 ||
+        (secret && (rc = get_secret(pc, secret, o->key, k)) < 0))
+        return rc;
     /* a shared secret must stay the same on every server of the fleet: it is never rotated */
     if (k->have_secret && val[COOKIE_ROTATE])
         return config_fail(pc, val[COOKIE_ROTATE], o->key,

@@ -756,16 +756,23 @@ def have_account(user, group):
 NOGROUP = "nogroup"  # Debian's group of nobody
 
 
-def check_check_config_runtime(ctx):
-    """What the config names outside ternd, reported by --check-config and at startup."""
-    b = ctx.binary
-    d = os.path.join(ctx.workdir, "runtime")
+def config_dir(ctx, name):
+    """A fresh directory for one check with a good zone (ok.zone), and the config pieces around
+    what the check varies: the base (listen, workers: lines 1 and 2), the zones, allow_root."""
+    d = os.path.join(ctx.workdir, name)
     os.makedirs(d)
     write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
-    conf = os.path.join(d, "accounts.yaml")
     base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())
     zones = zones_yaml([(ZONE_A, "ok.zone")])
     allow = "allow_root: true\n" if AS_ROOT else ""
+    return d, base, zones, allow
+
+
+def check_check_config_runtime(ctx):
+    """What the config names outside ternd, reported by --check-config and at startup."""
+    b = ctx.binary
+    d, base, zones, allow = config_dir(ctx, "runtime")
+    conf = os.path.join(d, "accounts.yaml")
     # lines 3 and 4: an account and a group that do not exist; both named, with their lines
     write_atomic(conf, base + "user: no-such-tern-user\ngroup: no-such-tern-group\n" + zones + allow)
     for args in (["--check-config", "-c", conf], ["-c", conf]):
@@ -957,12 +964,7 @@ def check_redins_json_merge(ctx):
 def check_health_config(ctx):
     """Health-check settings are validated by --check-config and at startup, with file:line."""
     b = ctx.binary
-    d = os.path.join(ctx.workdir, "health")
-    os.makedirs(d)
-    write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
-    zones = zones_yaml([(ZONE_A, "ok.zone")])
-    allow = "allow_root: true\n" if AS_ROOT else ""
-    base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())  # lines 1, 2
+    d, base, zones, allow = config_dir(ctx, "health")
     bad = [
         ("port.yaml",
          "health:\n"                       # 3
@@ -1069,12 +1071,7 @@ def check_limit_config(ctx):
     """The flood-resistance blocks are validated by --check-config and at startup, with
     file:line and the key's path; valid ones (tern's YAML, redins' JSON) pass and serve."""
     b = ctx.binary
-    d = os.path.join(ctx.workdir, "limit")
-    os.makedirs(d)
-    write_atomic(os.path.join(d, "ok.zone"), zone_text(ZONE_A, "ok"))
-    zones = zones_yaml([(ZONE_A, "ok.zone")])
-    allow = "allow_root: true\n" if AS_ROOT else ""
-    base = 'listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, servers.free_port())  # lines 1, 2
+    d, base, zones, allow = config_dir(ctx, "limit")
     bad = [
         ("hostbits.yaml",
          "acl:\n"                                                   # 3
