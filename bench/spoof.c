@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #define BATCH 64
-#define MAXQ 300 /* IPv4 + UDP headers and a query with a name of at most 255 octets */
+#define MAXQ  300 /* IPv4 + UDP headers and a query with a name of at most 255 octets */
 
 typedef struct {
     uint8_t dns[MAXQ];
@@ -44,9 +44,9 @@ typedef struct {
 static const struct {
     const char *name;
     uint16_t code;
-} types[] = {{"A", 1},    {"NS", 2},     {"CNAME", 5}, {"SOA", 6},  {"PTR", 12}, {"MX", 15},
-             {"TXT", 16}, {"AAAA", 28},  {"SRV", 33},  {"DS", 43}, {"DNSKEY", 48},
-             {"CAA", 257}, {"ANY", 255}};
+} types[] = {{"A", 1},       {"NS", 2},    {"CNAME", 5}, {"SOA", 6},  {"PTR", 12},
+             {"MX", 15},     {"TXT", 16},  {"AAAA", 28}, {"SRV", 33}, {"DS", 43},
+             {"DNSKEY", 48}, {"CAA", 257}, {"ANY", 255}};
 
 static int type_code(const char *s)
 {
@@ -177,13 +177,26 @@ int main(int argc, char **argv)
     int vport = 0;
     while ((opt = getopt(argc, argv, "p:d:Q:l:s:v:")) != -1) {
         switch (opt) {
-        case 'p': port = atoi(optarg); break;
-        case 'd': file = optarg; break;
-        case 'Q': qps = atof(optarg); break;
-        case 'l': secs = atof(optarg); break;
-        case 's': prefix = optarg; break;
-        case 'v': vport = atoi(optarg); break;
-        default: goto usage;
+        case 'p':
+            port = atoi(optarg);
+            break;
+        case 'd':
+            file = optarg;
+            break;
+        case 'Q':
+            qps = atof(optarg);
+            break;
+        case 'l':
+            secs = atof(optarg);
+            break;
+        case 's':
+            prefix = optarg;
+            break;
+        case 'v':
+            vport = atoi(optarg);
+            break;
+        default:
+            goto usage;
         }
     }
     char pbuf[64];
