@@ -3,8 +3,11 @@
  *
  *   ternctl [-s SOCKET | -c CONFIG] [-t SECONDS] reload|status|stats|zone ZONE|health
  *   ternctl ... health set ADDR[:PORT] up|down|auto
+ *   ternctl ... dnssec ds ZONE
  *   ternctl check-config FILE
  *   ternctl check-zone ORIGIN FILE
+ *   ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] [-d DIR]
+ *   ternctl dnssec ds [--all] KEYFILE...
  *
  * Online commands send one request line (see tern/ctl/ctl.h for the protocol) and print the
  * response: to stdout when it starts with "ok", to stderr when it starts with "error:". Exit
@@ -13,16 +16,19 @@
  */
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
+#include "tern/dnssec/dnssec_key.h"
 #include "tern/geo/asn_compile.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
@@ -62,6 +68,7 @@ static void usage(FILE *out)
             "  health set ADDR[:PORT] up|down|auto\n"
             "                      force endpoints up or down (kept across reloads), or give\n"
             "                      them back to their checks\n"
+            "  dnssec ds ZONE      the DS records of a signed zone's KSKs, as ternd has them\n"
             "\n"
             "Offline (no server needed):\n"
             "  check-config FILE   parse the config and load every zone it lists\n"
@@ -75,6 +82,15 @@ static void usage(FILE *out)
             "  geoip lookup FILE IP\n"
             "                      print the country, coordinates and network of IP in a\n"
             "                      MaxMind DB, as the geo filters see them\n"
+            "  dnssec keygen ZONE [-a 13|15|8] [-b BITS] [-d DIR]\n"
+            "                      write a KSK and a ZSK as BIND K<zone>.+<alg>+<tag> .key and\n"
+            "                      .private files into DIR (default .) and print their stems;\n"
+            "                      algorithm 13 (ECDSA P-256, the default), 15 (Ed25519) or 8\n"
+            "                      (RSA/SHA-256 of BITS bits, default 2048)\n"
+            "  dnssec ds [--all] KEYFILE...\n"
+            "                      print the DS record (SHA-256) of each KSK (SEP flag) among\n"
+            "                      the key files (stem, .key or .private); --all: of every key.\n"
+            "                      A name that is no file is a zone asked of ternd instead\n"
             "\n"
             "Options:\n"
             "  -s, --socket PATH   the control socket (default: the config's control_socket,\n"
@@ -276,6 +292,163 @@ static int check_zone(const char *origin, const char *file)
     return EXIT_OK;
 }
 
+/* --- DNSSEC keys */
+
+/* Tries for a new key whose tag is not taken yet (by its sibling or a key file in the
+ * directory): with 65536 tags, a second collision in a row is already unheard of. */
+#define KEYGEN_TRIES 8
+
+static bool parse_alg(const char *s, unsigned *alg)
+{
+    static const struct {
+        const char *num, *name;
+        unsigned alg;
+    } algs[] = {{"13", "ECDSAP256SHA256", DNSSEC_ALG_ECDSAP256SHA256},
+                {"15", "ED25519", DNSSEC_ALG_ED25519},
+                {"8", "RSASHA256", DNSSEC_ALG_RSASHA256}};
+    for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++) {
+        if (strcmp(s, algs[i].num) == 0 || strcasecmp(s, algs[i].name) == 0) {
+            *alg = algs[i].alg;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One new key written into dir, its stem into stem; avoid: a tag the zone's other new key has. */
+static int keygen_one(const uint8_t *origin, unsigned alg, bool ksk, unsigned bits, const char *dir,
+                      int avoid, char *stem, size_t stemlen, uint16_t *tag)
+{
+    char err[1024] = "";
+    for (int i = 0; i < KEYGEN_TRIES; i++) {
+        dnssec_key_t *k = NULL;
+        int r = dnssec_key_generate(origin, alg, ksk, bits, &k, err, sizeof(err));
+        if (r == 0 && k->tag == avoid) {
+            dnssec_key_free(k);
+            continue;
+        }
+        if (r == 0) {
+            *tag = k->tag;
+            r = dnssec_key_write(k, dir, stem, stemlen, err, sizeof(err));
+            dnssec_key_free(k);
+        }
+        if (r == TERN_EEXIST) /* a key in dir has this tag already: another key */
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "ternctl: dnssec keygen: %s\n", err[0] ? err : tern_strerror(r));
+            return EXIT_ERROR;
+        }
+        return EXIT_OK;
+    }
+    fprintf(stderr, "ternctl: dnssec keygen: %s\n", err[0] ? err : "no free key tag");
+    return EXIT_ERROR;
+}
+
+/* ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] [-d DIR] */
+static int dnssec_keygen_cmd(int nargs, char **args)
+{
+    const char *zone = NULL, *dir = ".";
+    unsigned alg = DNSSEC_ALG_ECDSAP256SHA256, bits = 0;
+    bool bad = false;
+    for (int i = 0; i < nargs && !bad; i++) {
+        const char *a = args[i], *v = i + 1 < nargs ? args[i + 1] : NULL;
+        char *end = NULL;
+        if (strcmp(a, "-a") == 0 && v) {
+            bad = !parse_alg(v, &alg);
+            i++;
+        } else if (strcmp(a, "-b") == 0 && v) {
+            unsigned long n = strtoul(v, &end, 10);
+            bad = end == v || *end || n < 1024 || n > 4096;
+            bits = (unsigned)n;
+            i++;
+        } else if (strcmp(a, "-d") == 0 && v) {
+            dir = v;
+            i++;
+        } else {
+            bad = a[0] == '-' || zone;
+            zone = a;
+        }
+    }
+    uint8_t origin[DNAME_MAXLEN];
+    const char *why = "";
+    if (bad || !zone || (bits && alg != DNSSEC_ALG_RSASHA256)) {
+        fprintf(stderr, "ternctl: usage: ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] "
+                        "[-d DIR] (-b: 1024..4096, with -a 8 only)\n");
+        return EXIT_USAGE;
+    }
+    if (dname_from_str(zone, strlen(zone), false, origin, &why) < 0) {
+        fprintf(stderr, "ternctl: dnssec keygen: bad zone name '%s': %s\n", zone, why);
+        return EXIT_USAGE;
+    }
+    char stems[2][PATH_MAX];
+    uint16_t tag = 0;
+    /* the KSK first; the ZSK must not share its tag, or signatures would name either */
+    if (keygen_one(origin, alg, true, bits, dir, -1, stems[0], sizeof(stems[0]), &tag) != 0)
+        return EXIT_ERROR;
+    printf("%s\n", stems[0]);
+    fflush(stdout);
+    if (keygen_one(origin, alg, false, bits, dir, tag, stems[1], sizeof(stems[1]), &tag) != 0)
+        return EXIT_ERROR;
+    printf("%s\n", stems[1]);
+    /* a relative DIR would be resolved against the config's directory: give absolute paths */
+    char abs[PATH_MAX];
+    bool full = dir[0] != '/' && realpath(dir, abs);
+    const char *base[2];
+    for (int i = 0; i < 2; i++) {
+        base[i] = strrchr(stems[i], '/');
+        base[i] = base[i] ? base[i] + 1 : stems[i];
+    }
+    if (full)
+        fprintf(stderr, "hint: ternd.yaml, in the zone's entry: dnssec: {keys: [%s/%s, %s/%s]}\n",
+                abs, base[0], abs, base[1]);
+    else
+        fprintf(stderr, "hint: ternd.yaml, in the zone's entry: dnssec: {keys: [%s, %s]}\n",
+                stems[0], stems[1]);
+    return EXIT_OK;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A ternctl dnssec ds argument names a zone (asked of ternd) rather than a key file: no '/',
+ * no .key/.private, and neither it nor ARG.key is a file (a stem in the current directory). */
+static bool ds_arg_is_zone(const char *a)
+{
+    struct stat st;
+    char key[PATH_MAX];
+    if (strchr(a, '/') || has_suffix(a, ".key") || has_suffix(a, ".private") || stat(a, &st) == 0)
+        return false;
+    return snprintf(key, sizeof(key), "%s.key", a) >= (int)sizeof(key) || stat(key, &st) != 0;
+}
+
+/* The DS of one key file (only a KSK's unless all); works from the .key alone, as the
+ * .private may be readable by ternd's user only. */
+static int ds_of_file(const char *path, bool all)
+{
+    char err[1024] = "", line[600];
+    dnssec_key_t *k = NULL;
+    int r = dnssec_key_load_public(path, NULL, &k, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "ternctl: dnssec ds: %s\n", err[0] ? err : tern_strerror(r));
+        return EXIT_ERROR;
+    }
+    if (!all && !(k->flags & DNSSEC_FLAG_SEP)) {
+        fprintf(stderr,
+                "ternctl: dnssec ds: %s: a ZSK (flags %u, no SEP bit): skipped (--all: "
+                "every key)\n",
+                path, k->flags);
+    } else if ((r = dnssec_key_ds_text(k, 2, line, sizeof(line))) < 0) {
+        fprintf(stderr, "ternctl: dnssec ds: %s: %s\n", path, tern_strerror(r));
+    } else {
+        printf("%s\n", line);
+    }
+    dnssec_key_free(k);
+    return r < 0 ? EXIT_ERROR : EXIT_OK;
+}
+
 /* --- online commands */
 
 /* The socket to talk to: -s, else the config's control_socket, else the default. NULL (after
@@ -348,6 +521,51 @@ static bool plain_word(const char *s)
     return true;
 }
 
+/* ternctl dnssec ds [--all] KEYFILE|ZONE...: key files offline, zones from the running ternd */
+static int dnssec_ds_cmd(int nargs, char **args, const char *sock, const char *config,
+                         int timeout_s)
+{
+    bool all = false;
+    int n = 0, rc = EXIT_OK;
+    bool bad = false;
+    for (int i = 0; i < nargs; i++) {
+        if (strcmp(args[i], "--all") == 0)
+            all = true;
+        else if (args[i][0] == '-' || !args[i][0])
+            bad = true;
+        else
+            n++;
+    }
+    if (bad || n == 0) {
+        fprintf(stderr, "ternctl: usage: ternctl dnssec ds [--all] KEYFILE|ZONE...\n");
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < nargs; i++) {
+        if (strcmp(args[i], "--all") == 0)
+            continue;
+        int r;
+        if (!ds_arg_is_zone(args[i])) {
+            r = ds_of_file(args[i], all);
+        } else if (!plain_word(args[i])) {
+            fprintf(stderr, "ternctl: dnssec ds: '%s' is neither a key file nor a zone name\n",
+                    args[i]);
+            r = EXIT_USAGE;
+        } else if (sock && config) {
+            fprintf(stderr, "ternctl: give -s or -c, not both\n");
+            return EXIT_USAGE;
+        } else {
+            /* the server's answer is every KSK's DS, as it signs with them */
+            char request[CTL_MAX_REQUEST], *owned;
+            snprintf(request, sizeof(request), "dnssec ds %s", args[i]);
+            const char *path = socket_path(sock, config, &owned);
+            r = path ? run_online(path, request, timeout_s) : EXIT_UNREACHABLE;
+            free(owned);
+        }
+        rc = r > rc ? r : rc;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *config = NULL;
@@ -418,6 +636,19 @@ int main(int argc, char **argv)
         if (nargs == 4 && strcmp(args[1], "lookup") == 0)
             return geoip_lookup_cmd(args[2], args[3]);
         fprintf(stderr, "ternctl: usage: ternctl geoip lookup FILE IP\n");
+        return EXIT_USAGE;
+    }
+
+    if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 && strcmp(args[1], "keygen") == 0) {
+        if (sock || config)
+            fprintf(stderr, "ternctl: dnssec keygen works offline; -s/-c are ignored\n");
+        return dnssec_keygen_cmd(nargs - 2, args + 2);
+    }
+    if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 && strcmp(args[1], "ds") == 0)
+        return dnssec_ds_cmd(nargs - 2, args + 2, sock, config, timeout_s);
+    if (strcmp(cmd, "dnssec") == 0) {
+        fprintf(stderr, "ternctl: usage: ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] "
+                        "[-d DIR] | ternctl dnssec ds [--all] KEYFILE|ZONE...\n");
         return EXIT_USAGE;
     }
 

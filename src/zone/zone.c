@@ -85,5 +85,7 @@ void zone_free(zone_t *z)
     /* after the grace period: no worker can read an endpoint's rank through this zone now */
     for (uint32_t i = 0; i < z->health_count; i++)
         health_ep_release(z->health[i]);
+    if (z->dnssec && z->dnssec_free)
+        z->dnssec_free(z->dnssec);
     arena_destroy(z->arena);
 }

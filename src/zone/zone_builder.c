@@ -133,6 +133,13 @@ struct zone_builder {
     health_ep_t **eps; /* every health reference the builder holds, released with it */
     size_t eps_count, eps_cap;
 
+    /* zone_builder_set_dnssec(): the signer's DNSKEYs, added at the apex by finish() */
+    bool dnssec;
+    uint8_t *dnskeys; /* rdata sequence */
+    size_t dnskeys_len;
+    uint32_t dnskey_ttl;
+    size_t dnssec_dropped;
+
     char err[512];
 };
 
@@ -188,6 +195,7 @@ void zone_builder_free(zone_builder_t *b)
 {
     if (!b)
         return;
+    free(b->dnskeys);
     for (uint32_t i = 0; i < b->file_count; i++)
         free(b->files[i]);
     free(b->files);
@@ -452,6 +460,13 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
         set_err(b, "%s: malformed RDATA for type %u", loc, type);
         return TERN_EINVAL;
     }
+    /* A zone tern signs gets its signatures and denial from the signer: what a source brings
+     * of its own would be stale or contradict them (the loader reports the count). */
+    if (b->dnssec && (type == WIRE_T_RRSIG || type == WIRE_T_NSEC || type == WIRE_T_NSEC3 ||
+                      type == WIRE_T_NSEC3PARAM)) {
+        b->dnssec_dropped++;
+        return 0;
+    }
     uint32_t id;
     int rc = intern_owner(b, owner, loc, &id);
     if (rc < 0)
@@ -480,6 +495,45 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
 nomem:
     set_err(b, "%s: out of memory", loc);
     return TERN_ENOMEM;
+}
+
+int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len, uint32_t ttl)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    if (!p)
+        return TERN_ENOMEM;
+    memcpy(p, dnskeys, len);
+    free(b->dnskeys);
+    b->dnskeys = p;
+    b->dnskeys_len = len;
+    b->dnskey_ttl = ttl;
+    b->dnssec = true;
+    return 0;
+}
+
+size_t zone_builder_dnssec_dropped(const zone_builder_t *b)
+{
+    return b->dnssec_dropped;
+}
+
+/* The signer's DNSKEYs at the apex, beside any the source publishes itself (a key being rolled
+ * in or out); the TTL is the SOA's when the source has one, like the rest of the apex. */
+static int add_dnskeys(zone_builder_t *b)
+{
+    uint32_t ttl = b->dnskey_ttl;
+    uint32_t apex = name_find(b, b->apex, b->apex_len, dname_hash(b->apex));
+    for (size_t i = 0; i < b->rr_count && !ttl && apex != NO_ID; i++)
+        if (b->rr[i].type == WIRE_T_SOA && b->rr[i].name == apex)
+            ttl = b->rr[i].ttl;
+    for (size_t pos = 0; pos + 2 <= b->dnskeys_len;) {
+        uint16_t l = (uint16_t)(b->dnskeys[pos] << 8 | b->dnskeys[pos + 1]);
+        int rc = add_rr(b, b->apex, WIRE_T_DNSKEY, 1, ttl ? ttl : 3600, b->dnskeys + pos + 2, l,
+                        NULL, 0, 0);
+        if (rc < 0)
+            return rc;
+        pos += 2u + l;
+    }
+    return 0;
 }
 
 bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner)
@@ -1220,6 +1274,8 @@ static int allocate(struct fctx *f)
     z->source = source;
     z->node_slots = f->slot;
     z->nodes = f->nodes;
+    z->rrsets = f->sets;
+    z->rrset_count = (uint32_t)f->run_count + 1; /* + neg_soa */
     z->targets = f->targets;
     z->node_mask = (uint32_t)(f->slots - 1);
     z->geo = f->geo;
@@ -1438,14 +1494,16 @@ static void fctx_free(struct fctx *f)
 int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errlen)
 {
     struct fctx f = {.b = b, .err = err, .errlen = errlen};
-    int rc;
+    int rc = 0;
     (void)dname_to_str(b->apex, f.zname, sizeof(f.zname));
     *out = NULL;
     if (errlen)
         err[0] = 0;
     /* validate, then complete the names, then build */
-    if ((rc = apex_first(&f)) < 0 || (rc = group_runs(&f)) < 0 || (rc = check_apex(&f)) < 0 ||
-        (rc = add_ents(&f)) < 0 || (rc = order_by_labels(&f)) < 0 ||
+    if (b->dnssec && (rc = add_dnskeys(b)) < 0)
+        (void)fail_msg(&f, rc, "zone %s: DNSKEY: %s", f.zname, b->err);
+    if (rc < 0 || (rc = apex_first(&f)) < 0 || (rc = group_runs(&f)) < 0 ||
+        (rc = check_apex(&f)) < 0 || (rc = add_ents(&f)) < 0 || (rc = order_by_labels(&f)) < 0 ||
         (rc = check_dname_occlusion(&f)) < 0 || (rc = attach_policies(&f)) < 0 ||
         (rc = attach_health(&f)) < 0 || (rc = measure(&f)) < 0 || (rc = allocate(&f)) < 0) {
         fctx_free(&f);

@@ -9,6 +9,11 @@ Offline (no server):
   offline_cli                --version, --help (names the default socket), bad usage (exit 2),
                              no server at the socket (exit 2, the message names the path), a
                              config without control_socket (exit 2)
+  offline_dnssec             dnssec keygen (algorithms 13, 15 and 8) into a temporary directory:
+                             a KSK and a ZSK stem on stdout, both files of each (the .private
+                             mode 0600), the ternd.yaml hint; dnssec ds on those files prints the
+                             KSK's DS only (--all: both), each line what `dnssec-dsfromkey -2`
+                             prints; bad usage (exit 2), a missing key file (exit 1, named)
 
 Against one ternd (two workers, control_socket: in its YAML config), in order:
   socket_mode                the socket file exists with mode 0660
@@ -23,6 +28,8 @@ Against one ternd (two workers, control_socket: in its YAML config), in order:
   reload_failed              a zone with a syntax error + ternctl reload: exit 1 naming
                              file:line, the old serial still in status and DNS; fixed, exit 0
   unknown_command            ternctl rejects it (exit 2); the server rejects a raw one ("error:")
+  dnssec_ds_online           dnssec ds ZONE asks ternd: the unsigned zone exits 1 with "not
+                             signed", an unknown zone with "not served"
   second_ternd_refused       a second ternd with the same control_socket exits non-zero saying
                              so; the first still answers ternctl
   socket_removed_on_exit     SIGTERM: ternd exits 0 and removes the socket file
@@ -66,7 +73,7 @@ SERIAL0 = 2026112300
 BAD_LINE = 7              # the line of the syntax error in a broken zone (see zone_text)
 RECORDS = 6               # records of zone_text()'s zone
 QUERY_TIMEOUT = 1.0       # one dnspython query
-RUN_TIMEOUT = 30.0        # one ternctl run (a reload of a tiny zone takes milliseconds)
+RUN_TIMEOUT = 30.0        # one ternctl run (a reload of a tiny zone, an RSA-1024 key: milliseconds)
 SOCKET_TIMEOUT = 10.0     # from ternd answering DNS until its control socket must be there
 EXIT_TIMEOUT = 5.0        # from SIGTERM until ternd must have exited
 
@@ -279,6 +286,58 @@ def check_offline_cli(ctx):
     expect("control_socket" in r.err, "want 'control_socket' named in %s" % r)
 
 
+def dsfromkey(path):
+    """`dnssec-dsfromkey -2 path` (BIND's text of the SHA-256 DS), the oracle of dnssec ds."""
+    prog = servers.find_program("dnssec-dsfromkey")
+    expect(prog, "dnssec-dsfromkey not found (Debian package bind9-utils): it checks dnssec ds")
+    p = subprocess.run([prog, "-2", path], capture_output=True, timeout=RUN_TIMEOUT)
+    expect(p.returncode == 0, "dnssec-dsfromkey -2 %s: exit %d: %s"
+           % (path, p.returncode, p.stderr.decode("utf-8", "replace")))
+    return p.stdout.decode("utf-8", "replace").strip()
+
+
+def check_offline_dnssec(ctx):
+    for alg, extra in (("13", []), ("15", []), ("8", ["-b", "1024"])):
+        d = os.path.join(ctx.workdir, "keys-%s" % alg)
+        os.makedirs(d)
+        r = ternctl(ctx, "dnssec", "keygen", ZONE, "-a", alg, "-d", d, *extra)
+        expect_rc(r, 0)
+        stems = r.out.split()
+        expect(len(stems) == 2, "want two stems on stdout from %s" % r)
+        for stem in stems:
+            expect(re.fullmatch(re.escape(d) + r"/K%s\.\+%03d\+\d{5}" % (re.escape(ZONE), int(alg)),
+                                stem), "stem %r is not %s/K%s.+%03d+TAG in %s"
+                   % (stem, d, ZONE, int(alg), r))
+            for ext in (".key", ".private"):
+                expect(os.path.isfile(stem + ext), "%s%s was not written (%s)" % (stem, ext, r))
+            mode = stat.S_IMODE(os.stat(stem + ".private").st_mode)
+            expect(mode == 0o600, "%s.private has mode %o, want 600" % (stem, mode))
+            expect(os.path.basename(stem) in r.err, "the hint does not name %s: %s" % (stem, r))
+        expect("dnssec: {keys: [" in r.err, "want the ternd.yaml hint on stderr in %s" % r)
+        ksk, zsk = stems
+        expect(stems[0] != stems[1], "the KSK and the ZSK have one tag: %s" % r)
+        want = dsfromkey(ksk + ".key")
+        # the KSK's DS only; the ZSK is skipped (noted on stderr); .private names and stems work
+        r = ternctl(ctx, "dnssec", "ds", ksk, zsk + ".private")
+        expect_rc(r, 0)
+        expect(r.out.strip() == want, "dnssec ds: want the KSK's DS\n%s\nas dnssec-dsfromkey "
+               "prints it, got %s" % (want, r))
+        r = ternctl(ctx, "dnssec", "ds", "--all", ksk + ".key", zsk + ".key")
+        expect_rc(r, 0)
+        both = [want, dsfromkey(zsk + ".key")]
+        expect(r.out.strip().split("\n") == both, "dnssec ds --all: want\n%s\ngot %s"
+               % ("\n".join(both), r))
+    for argv in (("dnssec",), ("dnssec", "keygen"), ("dnssec", "keygen", ZONE, "-a", "5"),
+                 ("dnssec", "keygen", ZONE, "-a", "13", "-b", "2048"), ("dnssec", "ds"),
+                 ("dnssec", "ds", "--bogus", "x.key")):
+        r = ternctl(ctx, *argv)
+        expect_rc(r, 2)
+    missing = os.path.join(ctx.workdir, "Knope.+013+00001.key")
+    r = ternctl(ctx, "dnssec", "ds", missing)
+    expect_rc(r, 1)
+    expect(missing in r.err, "want the missing file named in %s" % r)
+
+
 # --- against a running ternd
 
 def main_tern(ctx):
@@ -427,6 +486,17 @@ def check_unknown_command(ctx):
            "raw 'frobnicate': got %r" % text)
 
 
+def check_dnssec_ds_online(ctx):
+    # a name that is no file is a zone: the request goes to ternd, whose zone here is unsigned
+    t = main_tern(ctx)
+    r = ternctl(ctx, "-s", t.sock, "dnssec", "ds", ZONE)
+    expect_rc(r, 1)
+    expect("not signed" in r.err, "want 'not signed' from ternd in %s" % r)
+    r = ternctl(ctx, "-s", t.sock, "dnssec", "ds", "nope.test")
+    expect_rc(r, 1)
+    expect("not served" in r.err, "want 'not served' in %s" % r)
+
+
 def check_second_ternd_refused(ctx):
     t = main_tern(ctx)
     second = Tern(ctx, "second", t.sock)
@@ -475,6 +545,7 @@ OFFLINE = [
     ("offline_check_config", check_offline_check_config),
     ("offline_check_zone", check_offline_check_zone),
     ("offline_cli", check_offline_cli),
+    ("offline_dnssec", check_offline_dnssec),
 ]
 ONLINE = [
     ("socket_mode", check_socket_mode),
@@ -484,6 +555,7 @@ ONLINE = [
     ("reload_ok", check_reload_ok),
     ("reload_failed", check_reload_failed),
     ("unknown_command", check_unknown_command),
+    ("dnssec_ds_online", check_dnssec_ds_online),
     ("second_ternd_refused", check_second_ternd_refused),
     ("socket_removed_on_exit", check_socket_removed_on_exit),
     ("stale_socket_replaced", check_stale_socket_replaced),

@@ -33,6 +33,7 @@ enum wire_type {
     WIRE_T_NSEC = 47,
     WIRE_T_DNSKEY = 48,
     WIRE_T_NSEC3 = 50,
+    WIRE_T_NSEC3PARAM = 51,
     WIRE_T_TLSA = 52,
     WIRE_T_SVCB = 64,
     WIRE_T_HTTPS = 65,

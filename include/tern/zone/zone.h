@@ -130,6 +130,8 @@ typedef struct zone_slot {
     uint32_t node; /* index into zone.nodes plus one; 0 = empty slot */
 } zone_slot_t;
 
+struct dnssec_zone; /* tern/dnssec/dnssec_zone.h */
+
 typedef struct zone {
     const uint8_t *apex; /* lowercased wire name of the origin */
     uint32_t hash;       /* dname_hash(apex) */
@@ -144,6 +146,10 @@ typedef struct zone {
     uint32_t node_mask;            /* node_slots has node_mask + 1 entries (a power of two) */
     const zone_slot_t *node_slots; /* open addressing, linear probing, at most 2/3 full */
     const zone_node_t *nodes;      /* node_count nodes; the apex is nodes[0] */
+    /* Every RRset of the zone, the nodes' arrays back to back (neg_soa last): an RRset's index
+     * here keys what is kept per RRset outside the zone (its signatures). */
+    const zone_rrset_t *rrsets;
+    uint32_t rrset_count;
     /* Targets of the NS/MX/SRV records: 1 + the index in nodes of the target name when it is in
      * this zone, else 0. Used for additional-section A/AAAA and glue. */
     const uint32_t *targets;
@@ -156,7 +162,11 @@ typedef struct zone {
     size_t node_count;
     size_t rr_count;
     const char *source; /* where it came from (file path), for logs */
-    arena_t *arena;     /* owns the zone and everything it points to */
+    /* DNSSEC signing state (tern/dnssec/dnssec_zone.h), NULL for an unsigned zone; set by the
+     * loader before the zone is published, released by zone_free() through dnssec_free. */
+    struct dnssec_zone *dnssec;
+    void (*dnssec_free)(struct dnssec_zone *);
+    arena_t *arena; /* owns the zone and everything it points to */
     /* References: the builder hands out one; every zone table holding the zone holds one (a
      * reload shares an unchanged zone between the old and the new table). Changed only by the
      * loader thread, never on the query path, so not atomic. */

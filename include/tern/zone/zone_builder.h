@@ -93,6 +93,19 @@ typedef health_ep_t *(*zone_builder_health_fn)(void *ctx, const uint8_t *owner, 
 /** Set the health hook (before finish). */
 void zone_builder_set_health(zone_builder_t *b, zone_builder_health_fn fn, void *ctx);
 
+/**
+ * Make the zone ready for the signer (tern/dnssec/dnssec_zone.h): finish() adds the DNSKEY
+ * RDATA in dnskeys (an rdata sequence, len bytes; copied) at the apex with TTL ttl (0: the
+ * SOA's), and from now on add() drops RRSIG, NSEC, NSEC3 and NSEC3PARAM records silently (the
+ * signer makes its own; zone_builder_dnssec_dropped() counts them for a warning). Call before
+ * the first add(). Returns 0 or TERN_ENOMEM.
+ */
+int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len,
+                            uint32_t ttl) TERN_WUR;
+
+/** Records add() dropped because the zone is signed by tern. */
+size_t zone_builder_dnssec_dropped(const zone_builder_t *b);
+
 /** True when an RR already added has owner (a validated wire name, any case) as its owner. For a
  * loader that gives each owner from one place only (zone_json.h's Redis labels). */
 bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner);

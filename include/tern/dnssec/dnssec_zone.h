@@ -1,0 +1,176 @@
+/*
+ * dnssec_zone.h — one signed zone: its keys, the signatures made ahead, and what each worker
+ * needs to sign the rest per query.
+ *
+ * What is signed when:
+ *   - at load (the loader, dnssec_zone_sign()): every RRset of the zone's authoritative data
+ *     whose answer is always the same — all but the steered A/AAAA RRsets (geo, weights,
+ *     health: the subset is chosen per query), DNSKEY by every KSK, the rest by the ZSK;
+ *     DS at a delegation is signed, the NS there and glue are not (RFC 4035 §2.2);
+ *   - per query (dnssec_online(), on the worker, through its bounded signature cache): the
+ *     subset a client is given of a steered RRset; answers synthesised from a wildcard (signed
+ *     as the name asked, so no wildcard proof is needed); CNAMEs synthesised from a DNAME; and
+ *     denial of existence, compact (RFC 9824): a name that does not exist gets NOERROR, the
+ *     SOA, and an NSEC at the name itself whose next name is the name's immediate successor
+ *     ("\000.name") and whose bitmap holds RRSIG, NSEC and NXNAME; NODATA gets the same NSEC
+ *     with the name's own types. A validator needs nothing else (no walkable chain exists).
+ *
+ * Refresh: signatures made at load live `lifetime` seconds from an inception an hour in the
+ * past (clock skew); the loader makes a new set once less than `refresh` seconds remain
+ * (dnssec_zone_resign()) and publishes it by RCU in place of the old one — the zone itself is
+ * untouched, so nothing is reloaded. Online signatures are cached until less than `refresh`
+ * remains, then made again.
+ *
+ * Lifecycle: made and signed by the loader before the zone is published; freed with the zone
+ * (zone_t.dnssec_free) after the grace period. Threading: workers read `sigs` through
+ * dnssec_zone_sigs() (an acquire load; the loader stores with release and frees the old set
+ * only after synchronize_rcu()); each worker signs with its own keyctx (zsk_ctx[worker]).
+ */
+#ifndef TERN_DNSSEC_DNSSEC_ZONE_H
+#define TERN_DNSSEC_DNSSEC_ZONE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/common/compiler.h"
+#include "tern/dnssec/dnssec_key.h"
+#include "tern/dnssec/dnssec_sign.h"
+#include "tern/zone/zone.h"
+
+/* NXNAME (RFC 9824 §3): in an NSEC bitmap, "this name does not exist". */
+#define DNSSEC_T_NXNAME 128
+
+typedef struct dnssec_policy {
+    uint32_t lifetime; /* seconds a signature is valid from its inception; default 14 days */
+    uint32_t refresh;  /* re-sign when less than this remains; default 7 days */
+} dnssec_policy_t;
+
+#define DNSSEC_LIFETIME_DEFAULT (14u * 86400u)
+#define DNSSEC_REFRESH_DEFAULT  (7u * 86400u)
+/* Inception an hour back: validators whose clocks run behind still accept a fresh signature. */
+#define DNSSEC_INCEPTION_SKEW 3600u
+
+/* The signatures made ahead for one zone version: per RRset (zone_t.rrsets order), 1 + the
+ * offset in blob of a u16 count and that many RRSIG RDATA (each u16 RDLENGTH + RDATA, the
+ * writer's rdata sequence), or 0: not signed. */
+typedef struct dnssec_sigs {
+    uint32_t inception, expiration; /* of every signature in it */
+    uint32_t count;                 /* entries of at: the zone's RRsets */
+    uint32_t *at;
+    uint8_t *blob;
+    size_t blob_len;
+    uint64_t made; /* signatures made for it */
+} dnssec_sigs_t;
+
+typedef struct dnssec_zone {
+    uint64_t gen; /* distinct for every signed zone version: the key of its cached signatures */
+    dnssec_key_t **keys; /* every key (owned) */
+    unsigned nkeys;
+    const dnssec_key_t *zsk;     /* signs all but DNSKEY: the first key without SEP, else the
+                                    first key (a combined signing key) */
+    dnssec_keyctx_t *loader_zsk; /* the loader's own contexts */
+    dnssec_keyctx_t **loader_ksk;
+    unsigned nksk;
+    dnssec_keyctx_t **zsk_ctx; /* one per worker */
+    unsigned nworkers;
+    dnssec_policy_t policy;
+    uint32_t nsec_ttl;   /* the negative TTL (RFC 9077: min(SOA TTL, MINIMUM)) */
+    dnssec_sigs_t *sigs; /* RCU: read with dnssec_zone_sigs() */
+} dnssec_zone_t;
+
+/**
+ * A signing state for zone origin (wire name) with keys (ownership passes to it, also on
+ * failure) for nworkers workers. At least one key; the keys must belong to the zone and share
+ * one algorithm. Errors name the zone and the key.
+ */
+int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, unsigned nworkers,
+                    const dnssec_policy_t *policy, dnssec_zone_t **out, char *err,
+                    size_t errlen) TERN_WUR;
+
+/** DNSKEY RDATA of every key as an rdata sequence into out (cap bytes); returns its length or
+ * TERN_ENOSPC. For zone_builder_set_dnssec(). */
+int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap) TERN_WUR;
+
+/**
+ * Sign every static RRset of z (which must hold the keys' DNSKEYs at its apex) as of time now,
+ * and publish the result as dz->sigs; the previous set, if any, is returned in *old for the
+ * caller to free with dnssec_sigs_free() after a grace period. Errors name the zone and the
+ * RRset or key.
+ */
+int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_sigs_t **old,
+                     char *err, size_t errlen) TERN_WUR;
+
+/** True when dz's signatures should be made again at time now (refresh). */
+bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now);
+
+/** Release a signature set. NULL is a no-op. */
+void dnssec_sigs_free(dnssec_sigs_t *s);
+
+/** Release everything (the zone's dnssec_free). NULL is a no-op. */
+void dnssec_zone_free(dnssec_zone_t *dz);
+
+/** The current signature set (worker side). */
+static inline const dnssec_sigs_t *dnssec_zone_sigs(const dnssec_zone_t *dz)
+{
+    return __atomic_load_n(&dz->sigs, __ATOMIC_ACQUIRE);
+}
+
+/** The signatures made ahead for RRset s of zone z: an rdata sequence of *count RRSIGs, or
+ * NULL when s is not signed ahead. */
+static inline const uint8_t *dnssec_static(const dnssec_sigs_t *sg, const zone_t *z,
+                                           const zone_rrset_t *s, uint16_t *count)
+{
+    size_t i = (size_t)(s - z->rrsets);
+    if (!sg || i >= sg->count || !sg->at[i])
+        return NULL;
+    const uint8_t *p = sg->blob + sg->at[i] - 1;
+    *count = (uint16_t)(p[0] << 8 | p[1]);
+    return p + 2;
+}
+
+/*
+ * Per worker: the signer and the signature cache for what is signed per query.
+ *
+ * The cache is 2-way set-associative, keyed by a 64-bit hash of (zone version, owner, type,
+ * TTL, labels, the chosen RRs as a set: the same subset in another order is the same entry);
+ * an entry holds the RRSIG's fixed part and signature (the signer's name is the zone's apex,
+ * written from the zone). It is valid while more than the policy's refresh time remains.
+ * Entries: a power of two; each about 600 bytes, touched only when used.
+ */
+typedef struct dnssec_worker dnssec_worker_t;
+
+dnssec_worker_t *dnssec_worker_new(unsigned id, unsigned entries) TERN_WUR;
+void dnssec_worker_free(dnssec_worker_t *w);
+
+/** What the cache and signer did (metrics): hits, misses, signatures, nanoseconds signing,
+ * failures. Written by the worker only; read by anyone. */
+typedef struct dnssec_worker_stats {
+    uint64_t hits, misses, sigs, sign_ns, fails;
+} dnssec_worker_stats_t;
+void dnssec_worker_stats(const dnssec_worker_t *w, dnssec_worker_stats_t *out);
+
+/**
+ * The RRSIG of count RRs (rdata sequence at rdata, picked by offs when not NULL) owned by owner
+ * (wire, any case) of type/ttl in zone z (signed by dz), as of time now: from the cache or
+ * signed now. labels is the RRSIG Labels field. Writes the RRSIG RDATA into out (at least
+ * DNSSEC_RRSIG_MAX bytes) and returns its length, or a negative TERN_E* (the answer then goes
+ * without the signature, and a validator treats it as bogus — counted as a failure).
+ */
+int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
+                  const uint8_t *owner, unsigned labels, uint16_t type, uint32_t ttl,
+                  uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint32_t now,
+                  uint8_t *out) TERN_WUR;
+
+/**
+ * The RDATA of the compact-denial NSEC (RFC 9824) at owner (wire, any case): next name
+ * "\000.owner" lowercased, then the bitmap of types[0..ntypes) (ascending, no duplicates)
+ * plus RRSIG and NSEC (and NXNAME when nxname). out holds at least 2 + 1 + DNAME_MAXLEN + 34 *
+ * ... bytes: DNSSEC_NSEC_MAX. Returns its length, or TERN_ENOSPC (the owner is 254+ bytes long:
+ * no successor name exists below 255 bytes, so the NSEC goes without).
+ */
+#define DNSSEC_NSEC_MAX (DNAME_MAXLEN + 2 + 256 * 34)
+int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntypes, bool nxname,
+                      uint8_t *out, size_t cap) TERN_WUR;
+
+#endif

@@ -1,0 +1,508 @@
+/*
+ * dnssec_zone.c — see dnssec_zone.h: signing a zone ahead, the per-worker signature cache, the
+ * compact-denial NSEC.
+ */
+#include "tern/dnssec/dnssec_zone.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern/common/err.h"
+#include "tern/common/hash.h"
+#include "tern/wire/rr.h"
+
+static uint64_t next_gen = 1; /* loader thread only */
+
+void dnssec_sigs_free(dnssec_sigs_t *s)
+{
+    if (!s)
+        return;
+    free(s->at);
+    free(s->blob);
+    free(s);
+}
+
+void dnssec_zone_free(dnssec_zone_t *dz)
+{
+    if (!dz)
+        return;
+    dnssec_sigs_free(dz->sigs);
+    if (dz->zsk_ctx)
+        for (unsigned i = 0; i < dz->nworkers; i++)
+            dnssec_keyctx_free(dz->zsk_ctx[i]);
+    free(dz->zsk_ctx);
+    if (dz->loader_ksk)
+        for (unsigned i = 0; i < dz->nksk; i++)
+            dnssec_keyctx_free(dz->loader_ksk[i]);
+    free(dz->loader_ksk);
+    dnssec_keyctx_free(dz->loader_zsk);
+    for (unsigned i = 0; i < dz->nkeys; i++)
+        dnssec_key_free(dz->keys[i]);
+    free(dz->keys);
+    free(dz);
+}
+
+static void zone_str(const uint8_t *origin, char *buf, size_t len)
+{
+    if (dname_to_str(origin, buf, len) < 0)
+        snprintf(buf, len, "?");
+}
+
+int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, unsigned nworkers,
+                    const dnssec_policy_t *policy, dnssec_zone_t **out, char *err, size_t errlen)
+{
+    char zn[DNAME_MAXLEN * 4 + 1];
+    zone_str(origin, zn, sizeof(zn));
+    *out = NULL;
+    dnssec_zone_t *dz = calloc(1, sizeof(*dz));
+    if (!dz) {
+        for (unsigned i = 0; i < nkeys; i++)
+            dnssec_key_free(keys[i]);
+        snprintf(err, errlen, "zone %s: out of memory", zn);
+        return TERN_ENOMEM;
+    }
+    dz->keys = calloc(nkeys ? nkeys : 1, sizeof(*dz->keys));
+    if (!dz->keys) {
+        for (unsigned i = 0; i < nkeys; i++)
+            dnssec_key_free(keys[i]);
+        goto nomem;
+    }
+    if (nkeys)
+        memcpy(dz->keys, keys, nkeys * sizeof(*keys));
+    dz->nkeys = nkeys;
+    dz->nworkers = nworkers ? nworkers : 1;
+    dz->policy.lifetime = policy && policy->lifetime ? policy->lifetime : DNSSEC_LIFETIME_DEFAULT;
+    dz->policy.refresh = policy && policy->refresh ? policy->refresh : DNSSEC_REFRESH_DEFAULT;
+    /* what remains of a fresh signature is the lifetime less the inception's hour back: the
+     * refresh must leave it some time, or every check would sign again */
+    if ((uint64_t)dz->policy.refresh + DNSSEC_INCEPTION_SKEW >= dz->policy.lifetime) {
+        snprintf(err, errlen,
+                 "zone %s: dnssec refresh (%u s) must be shorter than the signature "
+                 "lifetime (%u s) less an hour",
+                 zn, dz->policy.refresh, dz->policy.lifetime);
+        goto fail;
+    }
+    if (nkeys == 0) {
+        snprintf(err, errlen, "zone %s: dnssec is on but no key is given", zn);
+        goto fail;
+    }
+    for (unsigned i = 0; i < nkeys; i++) {
+        const dnssec_key_t *k = keys[i];
+        if (!dname_equal(k->owner, origin)) {
+            snprintf(err, errlen, "zone %s: key %s belongs to another zone", zn, k->label);
+            goto fail;
+        }
+        if (!(k->flags & DNSSEC_FLAG_ZONE)) {
+            snprintf(err, errlen, "zone %s: key %s is not a zone key (flags %u)", zn, k->label,
+                     k->flags);
+            goto fail;
+        }
+        if (k->alg != keys[0]->alg) {
+            /* RFC 6840 §5.11: a validator may expect every algorithm of the DNSKEY RRset to
+             * sign every RRset; tern signs with one */
+            snprintf(err, errlen,
+                     "zone %s: key %s uses algorithm %u, key %s %u: one algorithm "
+                     "per zone",
+                     zn, k->label, k->alg, keys[0]->label, keys[0]->alg);
+            goto fail;
+        }
+        if (!dz->zsk && !(k->flags & DNSSEC_FLAG_SEP))
+            dz->zsk = k;
+        if (k->flags & DNSSEC_FLAG_SEP)
+            dz->nksk++;
+    }
+    if (!dz->zsk)
+        dz->zsk = keys[0]; /* only KSKs: the first signs everything (a combined signing key) */
+    /* no SEP key: the ZSK signs the DNSKEY RRset too (its DS is what the parent holds) */
+    unsigned nksk = dz->nksk ? dz->nksk : 1;
+    dz->loader_ksk = calloc(nksk, sizeof(*dz->loader_ksk));
+    dz->zsk_ctx = calloc(dz->nworkers, sizeof(*dz->zsk_ctx));
+    if (!dz->loader_ksk || !dz->zsk_ctx)
+        goto nomem;
+    char kerr[256];
+    if (!(dz->loader_zsk = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
+        snprintf(err, errlen, "zone %s: %s", zn, kerr);
+        goto fail;
+    }
+    unsigned j = 0;
+    for (unsigned i = 0; i < nkeys && dz->nksk; i++) {
+        if (!(keys[i]->flags & DNSSEC_FLAG_SEP))
+            continue;
+        if (!(dz->loader_ksk[j++] = dnssec_keyctx_new(keys[i], kerr, sizeof(kerr)))) {
+            snprintf(err, errlen, "zone %s: %s", zn, kerr);
+            goto fail;
+        }
+    }
+    if (!dz->nksk) {
+        if (!(dz->loader_ksk[0] = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
+            snprintf(err, errlen, "zone %s: %s", zn, kerr);
+            goto fail;
+        }
+        dz->nksk = 1;
+    }
+    for (unsigned w = 0; w < dz->nworkers; w++)
+        if (!(dz->zsk_ctx[w] = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
+            snprintf(err, errlen, "zone %s: %s", zn, kerr);
+            goto fail;
+        }
+    dz->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+    *out = dz;
+    return 0;
+nomem:
+    snprintf(err, errlen, "zone %s: out of memory", zn);
+    dnssec_zone_free(dz);
+    return TERN_ENOMEM;
+fail:
+    dnssec_zone_free(dz);
+    return TERN_EINVAL;
+}
+
+int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap)
+{
+    size_t pos = 0;
+    for (unsigned i = 0; i < dz->nkeys; i++) {
+        const dnssec_key_t *k = dz->keys[i];
+        if (pos + 2u + k->rdlen > cap)
+            return TERN_ENOSPC;
+        out[pos] = (uint8_t)(k->rdlen >> 8);
+        out[pos + 1] = (uint8_t)k->rdlen;
+        memcpy(out + pos + 2, k->rdata, k->rdlen);
+        pos += 2u + k->rdlen;
+    }
+    return (int)pos;
+}
+
+bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now)
+{
+    const dnssec_sigs_t *s = dnssec_zone_sigs(dz);
+    return !s || (int32_t)(s->expiration - now) < (int32_t)dz->policy.refresh;
+}
+
+/* The growing blob of one signing pass. */
+struct pass {
+    dnssec_sigs_t *s;
+    size_t cap;
+    dnssec_signer_t *signer;
+    const zone_t *z;
+    const dnssec_zone_t *dz;
+    char *err;
+    size_t errlen;
+};
+
+static int blob_room(struct pass *p, size_t n)
+{
+    dnssec_sigs_t *s = p->s;
+    if (s->blob_len + n <= p->cap)
+        return 0;
+    size_t c = p->cap ? p->cap : 65536;
+    while (c < s->blob_len + n)
+        c *= 2;
+    uint8_t *b = realloc(s->blob, c);
+    if (!b)
+        return TERN_ENOMEM;
+    s->blob = b;
+    p->cap = c;
+    return 0;
+}
+
+static void rrset_str(const zone_node_t *n, uint16_t type, char *buf, size_t len)
+{
+    char name[DNAME_MAXLEN * 4 + 1];
+    zone_str(n->name, name, sizeof(name));
+    snprintf(buf, len, "%s type %u", name, type);
+}
+
+/* RRSIGs of RRset s at node n with the given contexts, appended to the blob; at[i] set. */
+static int sign_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *s,
+                      dnssec_keyctx_t *const *kcs, unsigned nkc)
+{
+    dnssec_sigs_t *sg = p->s;
+    size_t start = sg->blob_len;
+    if (blob_room(p, 2) < 0)
+        return TERN_ENOMEM;
+    sg->blob[start] = (uint8_t)(nkc >> 8);
+    sg->blob[start + 1] = (uint8_t)nkc;
+    sg->blob_len += 2;
+    dnssec_rrsig_req_t req = {
+        .owner = n->name,
+        /* a wildcard's own RRSIG leaves the "*" label out (RFC 4034 §3.1.3) */
+        .labels = (n->flags & ZONE_NODE_WILD) ? n->labels - 1u : n->labels,
+        .type = s->type,
+        .ttl = s->ttl,
+        .inception = sg->inception,
+        .expiration = sg->expiration,
+        .signer = p->z->apex,
+    };
+    for (unsigned k = 0; k < nkc; k++) {
+        if (blob_room(p, 2 + DNSSEC_RRSIG_MAX) < 0)
+            return TERN_ENOMEM;
+        uint8_t *o = sg->blob + sg->blob_len;
+        int len =
+            dnssec_sign(p->signer, kcs[k], &req, s->count, s->rdata, NULL, o + 2, DNSSEC_RRSIG_MAX);
+        if (len < 0) {
+            char what[DNAME_MAXLEN * 4 + 32], zn[DNAME_MAXLEN * 4 + 1];
+            rrset_str(n, s->type, what, sizeof(what));
+            zone_str(p->z->apex, zn, sizeof(zn));
+            snprintf(p->err, p->errlen, "zone %s: cannot sign %s with key %s: %s", zn, what,
+                     dnssec_keyctx_key(kcs[k])->label,
+                     len == TERN_ENOSPC ? "RRset too large" : "the key failed");
+            return len;
+        }
+        o[0] = (uint8_t)(len >> 8);
+        o[1] = (uint8_t)len;
+        sg->blob_len += 2u + (size_t)len;
+        sg->made++;
+    }
+    sg->at[s - p->z->rrsets] = (uint32_t)start + 1;
+    return 0;
+}
+
+int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_sigs_t **old,
+                     char *err, size_t errlen)
+{
+    char zn[DNAME_MAXLEN * 4 + 1];
+    zone_str(z->apex, zn, sizeof(zn));
+    *old = NULL;
+    struct pass p = {.z = z, .dz = dz, .err = err, .errlen = errlen};
+    int rc = TERN_ENOMEM;
+    p.s = calloc(1, sizeof(*p.s));
+    if (!p.s || !(p.s->at = calloc(z->rrset_count ? z->rrset_count : 1, sizeof(*p.s->at))) ||
+        !(p.signer = dnssec_signer_new(65536, true))) {
+        snprintf(err, errlen, "zone %s: out of memory", zn);
+        goto fail;
+    }
+    p.s->count = z->rrset_count;
+    p.s->inception = now - DNSSEC_INCEPTION_SKEW;
+    p.s->expiration = p.s->inception + dz->policy.lifetime;
+    bool have_dnskey = false;
+    for (size_t i = 0; i < z->node_count; i++) {
+        const zone_node_t *n = &z->nodes[i];
+        if (n->cut && n->cut != n)
+            continue; /* below a delegation: glue and occluded data are not signed */
+        for (unsigned k = 0; k < n->nrrsets; k++) {
+            const zone_rrset_t *s = &n->rrsets[k];
+            if (n->cut && s->type != WIRE_T_DS)
+                continue; /* at a delegation only DS is the parent's data (RFC 4035 §2.2) */
+            if (zone_rrset_geo(z, s))
+                continue; /* steered: the subset is signed per query */
+            if (s->type == WIRE_T_DNSKEY && n == z->apex_node) {
+                have_dnskey = true;
+                rc = sign_rrset(&p, n, s, dz->loader_ksk, dz->nksk);
+            } else {
+                rc = sign_rrset(&p, n, s, &dz->loader_zsk, 1);
+            }
+            if (rc < 0) {
+                if (rc == TERN_ENOMEM)
+                    snprintf(err, errlen, "zone %s: out of memory", zn);
+                goto fail;
+            }
+        }
+    }
+    if (!have_dnskey) {
+        snprintf(err, errlen, "zone %s: no DNSKEY RRset at the apex to sign", zn);
+        rc = TERN_EINVAL;
+        goto fail;
+    }
+    /* the negative-answer SOA is the SOA with a lower TTL: the same signature covers it (the
+     * RRSIG keeps the original TTL, RFC 4034 §3.1.4) */
+    p.s->at[z->neg_soa - z->rrsets] = p.s->at[z->soa - z->rrsets];
+    dnssec_signer_free(p.signer);
+    *old = dz->sigs;
+    __atomic_store_n(&dz->sigs, p.s, __ATOMIC_RELEASE);
+    return 0;
+fail:
+    dnssec_signer_free(p.signer);
+    dnssec_sigs_free(p.s);
+    return rc;
+}
+
+/* ---- the compact-denial NSEC ---- */
+
+int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntypes, bool nxname,
+                      uint8_t *out, size_t cap)
+{
+    size_t olen = dname_len(owner);
+    if (olen + 2 > DNAME_MAXLEN || cap < olen + 2)
+        return TERN_ENOSPC;
+    /* the immediate successor in canonical order: the name with a first label of one 0 octet
+     * (RFC 4034 §6.1 ordering; RFC 9824 §3.1) */
+    out[0] = 1;
+    out[1] = 0;
+    (void)dname_lower(out + 2, owner);
+    size_t pos = olen + 2;
+    /* the types in order: the given ones merged with RRSIG, NSEC and NXNAME */
+    uint16_t extra[3] = {WIRE_T_RRSIG, WIRE_T_NSEC, DNSSEC_T_NXNAME};
+    unsigned nextra = nxname ? 3 : 2;
+    unsigned i = 0, j = 0;
+    int window = -1;
+    size_t wpos = 0; /* where the current window's length octet is */
+    while (i < ntypes || j < nextra) {
+        uint16_t t;
+        if (j >= nextra || (i < ntypes && types[i] < extra[j]))
+            t = types[i++];
+        else if (i < ntypes && types[i] == extra[j])
+            t = types[i++], j++;
+        else
+            t = extra[j++];
+        int w = t >> 8;
+        unsigned bit = t & 0xFF;
+        if (w != window) {
+            if (pos + 2 + 32 > cap)
+                return TERN_ENOSPC;
+            window = w;
+            wpos = pos;
+            out[pos] = (uint8_t)w;
+            out[pos + 1] = 0;
+            memset(out + pos + 2, 0, 32);
+            pos += 2;
+        }
+        unsigned octets = bit / 8 + 1;
+        if (octets > out[wpos + 1]) {
+            pos = wpos + 2 + octets;
+            out[wpos + 1] = (uint8_t)octets;
+        }
+        out[wpos + 2 + bit / 8] |= (uint8_t)(0x80u >> (bit % 8));
+    }
+    return (int)pos;
+}
+
+/* ---- per-worker signature cache ---- */
+
+typedef struct centry {
+    uint64_t key;
+    uint64_t gen;
+    uint32_t expiration;
+    uint16_t siglen;
+    uint8_t hdr[DNSSEC_RRSIG_FIXED];
+    uint8_t sig[DNSSEC_SIG_MAX];
+} centry_t;
+
+struct dnssec_worker {
+    unsigned id;
+    uint32_t mask; /* entries - 1 */
+    centry_t *e;
+    dnssec_signer_t *signer;
+    dnssec_worker_stats_t st;
+};
+
+dnssec_worker_t *dnssec_worker_new(unsigned id, unsigned entries)
+{
+    dnssec_worker_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    unsigned n = 2;
+    while (n < entries && n < (1u << 24))
+        n *= 2;
+    w->id = id;
+    w->mask = n - 1;
+    /* calloc of a large block is fresh zero pages: an entry costs memory once used */
+    w->e = calloc(n, sizeof(*w->e));
+    /* a steered subset is at most a few KiB of signing data; 64 KiB takes any RRset that fits
+     * a DNS message with a short owner */
+    w->signer = dnssec_signer_new(65536 + 4096, false);
+    if (!w->e || !w->signer) {
+        dnssec_worker_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void dnssec_worker_free(dnssec_worker_t *w)
+{
+    if (!w)
+        return;
+    dnssec_signer_free(w->signer);
+    free(w->e);
+    free(w);
+}
+
+void dnssec_worker_stats(const dnssec_worker_t *w, dnssec_worker_stats_t *out)
+{
+    out->hits = __atomic_load_n(&w->st.hits, __ATOMIC_RELAXED);
+    out->misses = __atomic_load_n(&w->st.misses, __ATOMIC_RELAXED);
+    out->fails = __atomic_load_n(&w->st.fails, __ATOMIC_RELAXED);
+    dnssec_signer_stats(w->signer, &out->sigs, &out->sign_ns);
+}
+
+/* The lowercased owner, hashed. */
+static uint64_t owner_hash(const uint8_t *owner)
+{
+    uint8_t lc[DNAME_MAXLEN];
+    size_t n = dname_lower(lc, owner);
+    return tern_hash64(lc, n, 0x6f776e6572ull);
+}
+
+static inline void bump(uint64_t *c)
+{
+    __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
+                  const uint8_t *owner, unsigned labels, uint16_t type, uint32_t ttl,
+                  uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint32_t now,
+                  uint8_t *out)
+{
+    /* the RRs as a set: the same subset in another order is the same signature */
+    uint64_t set = count;
+    if (offs) {
+        for (unsigned i = 0; i < count; i++)
+            set += tern_mix64(offs[i] + 1u);
+    } else {
+        /* RDATA outside a zone's RRsets (a synthesised CNAME, an NSEC built per query): its
+         * content is the key */
+        const uint8_t *p = rdata;
+        for (unsigned i = 0; i < count; i++)
+            p += 2u + ((size_t)p[0] << 8 | p[1]);
+        set = tern_hash64(rdata, (size_t)(p - rdata), set);
+    }
+    uint64_t key = tern_mix64(dz->gen ^ (uint64_t)type << 40 ^ (uint64_t)labels << 32 ^ ttl);
+    key = tern_mix64(key ^ owner_hash(owner));
+    key = tern_mix64(key ^ (uint64_t)(uintptr_t)rdata ^ tern_mix64(set));
+
+    size_t alen = z->apex_len;
+    centry_t *e0 = &w->e[key & w->mask & ~1u], *e1 = e0 + 1;
+    for (centry_t *e = e0; e <= e1; e++) {
+        if (e->key == key && e->gen == dz->gen &&
+            (int32_t)(e->expiration - now) > (int32_t)dz->policy.refresh) {
+            memcpy(out, e->hdr, DNSSEC_RRSIG_FIXED);
+            memcpy(out + DNSSEC_RRSIG_FIXED, z->apex, alen);
+            memcpy(out + DNSSEC_RRSIG_FIXED + alen, e->sig, e->siglen);
+            bump(&w->st.hits);
+            return (int)(DNSSEC_RRSIG_FIXED + alen + e->siglen);
+        }
+    }
+    bump(&w->st.misses);
+    if (w->id >= dz->nworkers) {
+        bump(&w->st.fails);
+        return TERN_EINVAL;
+    }
+    uint32_t inception = now - DNSSEC_INCEPTION_SKEW;
+    dnssec_rrsig_req_t req = {
+        .owner = owner,
+        .labels = labels,
+        .type = type,
+        .ttl = ttl,
+        .inception = inception,
+        .expiration = inception + dz->policy.lifetime,
+        .signer = z->apex,
+    };
+    int len =
+        dnssec_sign(w->signer, dz->zsk_ctx[w->id], &req, count, rdata, offs, out, DNSSEC_RRSIG_MAX);
+    if (len < 0) {
+        bump(&w->st.fails);
+        return len;
+    }
+    /* the victim: an entry of another version or key first, else the one expiring sooner */
+    centry_t *v = e0->gen != dz->gen                                ? e0
+                  : e1->gen != dz->gen                              ? e1
+                  : (int32_t)(e0->expiration - e1->expiration) <= 0 ? e0
+                                                                    : e1;
+    v->key = key;
+    v->gen = dz->gen;
+    v->expiration = req.expiration;
+    v->siglen = (uint16_t)(len - (int)DNSSEC_RRSIG_FIXED - (int)alen);
+    memcpy(v->hdr, out, DNSSEC_RRSIG_FIXED);
+    memcpy(v->sig, out + DNSSEC_RRSIG_FIXED + alen, v->siglen);
+    return len;
+}
