@@ -29,6 +29,7 @@
 #include "tern/common/compiler.h"
 #include "tern/common/dl.h"
 #include "tern/common/err.h"
+#include "tern/dnssec/dnssec_sign.h"
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
@@ -359,6 +360,8 @@ int main(int argc, char **argv)
     int rc = 1;
     loader_t *loader = NULL;
     server_t *srv = NULL;
+    /* before anything can make libcrypto allocate: workers sign without malloc() */
+    (void)dnssec_mem_install();
     metrics_t *metrics = NULL;
     ctl_t *ctl = NULL;
     int sfd = -1;

@@ -83,6 +83,9 @@ typedef struct resp {
     bool aa;
     bool tc;
     bool drop;               /* a zone's ACL says: no response at all */
+    bool sign;               /* DO=1: RRsets of signed zones go with their RRSIGs */
+    bool wild;               /* the RRsets being written are synthesised from a wildcard: signed
+                                per query as the name asked (dnssec_zone.h) */
     uint8_t cls;             /* RRL class of the response (limit_class_t) */
     uint32_t cls_key;        /* the name hash RRL keys that class by, when at hand; else */
     const uint8_t *cls_name; /* the name to hash, only if RRL asks (no hash when it is off) */
@@ -97,10 +100,54 @@ static inline void rrl_class(resp_t *r, limit_class_t cls, uint32_t key, const u
     r->cls_name = name;
 }
 
-/* Write one RRset to the answer or authority section; a miss sets TC (RFC 2181 §9). */
+/* The RRSIG Labels field of owner: its labels, the "*" of a wildcard not counted. */
+static unsigned sig_labels(const uint8_t *owner)
+{
+    unsigned n = dname_labels(owner);
+    return owner[0] == 1 && owner[1] == '*' ? n - 1 : n;
+}
+
+/* Write the RRSIG RRset rdata (count RRSIGs as an rdata sequence) after the RRset it covers,
+ * keeping the writer's last name (a CNAME's target, which the chain follows). */
+static bool put_rrsig(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                      uint32_t ttl, uint16_t count, const uint8_t *rdata)
+{
+    uint16_t keep = r->w->last_name_off;
+    int rc = wire_write_rrset(r->w, sec, owner_off, owner, WIRE_T_RRSIG, ttl, count, rdata);
+    r->w->last_name_off = keep;
+    if (likely(rc == 0))
+        return true;
+    r->tc = true;
+    return false;
+}
+
+/* The RRSIG of count RRs of rdata (picked by offs if not NULL) at owner, made or taken from the
+ * worker's cache, written after them. Without a signer, or if signing fails, the RRset goes
+ * unsigned (counted by the cache as a failure): the answer still reaches a non-validating
+ * client. */
+static bool put_online(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                       uint16_t type, uint32_t ttl, uint16_t count, const uint8_t *rdata,
+                       const uint32_t *offs)
+{
+    answer_ctx_t *ctx = r->ctx;
+    if (!ctx->dnssec)
+        return true;
+    int len = dnssec_online(ctx->dnssec, r->zone->dnssec, r->zone, owner, sig_labels(owner), type,
+                            ttl, count, rdata, offs, ctx->now_s, ctx->sigbuf + 2);
+    if (len < 0)
+        return true;
+    ctx->sigbuf[0] = (uint8_t)(len >> 8);
+    ctx->sigbuf[1] = (uint8_t)len;
+    return put_rrsig(r, sec, owner_off, owner, ttl, 1, ctx->sigbuf);
+}
+
+/* Write one RRset to the answer or authority section; a miss sets TC (RFC 2181 §9). With DO=1
+ * in a signed zone its RRSIGs follow: made ahead, or per query for a steered subset and for a
+ * wildcard's synthesis. */
 static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
                 const zone_rrset_t *rr)
 {
+    const bool sign = unlikely(r->sign) && r->zone->dnssec;
     if (unlikely(rr->ext.geo) && (rr->type == WIRE_T_A || rr->type == WIRE_T_AAAA)) {
         /* a geo-steered RRset: the client's share of it (select.h) */
         answer_ctx_t *ctx = r->ctx;
@@ -108,15 +155,53 @@ static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t
         unsigned n = answer_select(ctx, ctx->view, g, ctx->offs);
         if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, rr->ttl, (uint16_t)n,
                                   rr->rdata, ctx->offs) == 0))
-            return true;
+            return !sign || put_online(r, sec, owner_off, owner, rr->type, rr->ttl, (uint16_t)n,
+                                       rr->rdata, ctx->offs);
         r->tc = true;
         return false;
     }
     if (likely(wire_write_rrset(r->w, sec, owner_off, owner, rr->type, rr->ttl, rr->count,
-                                rr->rdata) == 0))
-        return true;
+                                rr->rdata) == 0)) {
+        if (likely(!sign))
+            return true;
+        if (r->wild)
+            return put_online(r, sec, owner_off, owner, rr->type, rr->ttl, rr->count, rr->rdata,
+                              NULL);
+        uint16_t n;
+        const uint8_t *sigs = dnssec_static(dnssec_zone_sigs(r->zone->dnssec), r->zone, rr, &n);
+        return !sigs || put_rrsig(r, sec, owner_off, owner, rr->ttl, n, sigs);
+    }
     r->tc = true;
     return false;
+}
+
+/* Compact denial of existence (RFC 9824) in authority, after the SOA: an NSEC at the name
+ * itself listing the types it has (node n; NULL: the name does not exist, NXNAME), signed per
+ * query. At a delegation only NS and DS are the parent's types (RFC 4035 §2.3). */
+static void put_nsec(resp_t *r, uint16_t owner_off, const uint8_t *owner, const zone_node_t *n)
+{
+    answer_ctx_t *ctx = r->ctx;
+    uint16_t types[256];
+    unsigned nt = 0;
+    bool cut = n && n->cut == n;
+    for (unsigned k = 0; n && k < n->nrrsets; k++) {
+        uint16_t t = n->rrsets[k].type;
+        if (!cut || t == WIRE_T_NS || t == WIRE_T_DS)
+            types[nt++] = t;
+    }
+    int len =
+        dnssec_nsec_rdata(owner, types, nt, n == NULL, ctx->nsecbuf + 2, sizeof(ctx->nsecbuf) - 2);
+    if (len < 0)
+        return; /* a 254-byte name has no successor: no proof, the validator will say bogus */
+    ctx->nsecbuf[0] = (uint8_t)(len >> 8);
+    ctx->nsecbuf[1] = (uint8_t)len;
+    uint32_t ttl = r->zone->neg_soa ? r->zone->neg_soa->ttl : 0; /* RFC 9077 */
+    if (wire_write_rrset(r->w, WIRE_SEC_NS, owner_off, owner, WIRE_T_NSEC, ttl, 1, ctx->nsecbuf) !=
+        0) {
+        r->tc = true;
+        return;
+    }
+    (void)put_online(r, WIRE_SEC_NS, owner_off, owner, WIRE_T_NSEC, ttl, 1, ctx->nsecbuf, NULL);
 }
 
 /* Which targets of an NS/MX/SRV RRset put_additional() writes. */
@@ -166,11 +251,18 @@ static bool put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, a
     return true;
 }
 
-/* The zone's negative-answer SOA (TTL already min(TTL, MINIMUM)) in authority: RFC 2308 §3. */
-static void put_neg(resp_t *r, const zone_t *z)
+/* The zone's negative-answer SOA (TTL already min(TTL, MINIMUM)) in authority: RFC 2308 §3.
+ * Signed, the proof follows: an NSEC at the name (owner, written at owner_off) with node n's
+ * types, or NXNAME when n is NULL (and the rcode becomes NOERROR, RFC 9824 §3). */
+static void put_neg(resp_t *r, const zone_t *z, uint16_t owner_off, const uint8_t *owner,
+                    const zone_node_t *n)
 {
-    if (z->neg_soa)
-        (void)put(r, WIRE_SEC_NS, 0, z->apex, z->neg_soa);
+    r->wild = false;
+    if (z->neg_soa && put(r, WIRE_SEC_NS, 0, z->apex, z->neg_soa) && r->sign && z->dnssec) {
+        if (!n)
+            r->rcode = WIRE_RC_NOERROR;
+        put_nsec(r, owner_off, owner, n);
+    }
 }
 
 /* Referral (RFC 1034 §4.3.2 step 3b): the cut's NS in authority, then the glue below the cut
@@ -178,7 +270,23 @@ static void put_neg(resp_t *r, const zone_t *z)
 static void put_referral(resp_t *r, const zone_t *z, const zone_node_t *cut)
 {
     const zone_rrset_t *ns = zone_node_rrset(cut, WIRE_T_NS);
-    if (ns && put(r, WIRE_SEC_NS, 0, cut->name, ns) && put_additional(r, z, ns, ADD_GLUE, cut))
+    r->wild = false;
+    if (!ns || !put(r, WIRE_SEC_NS, 0, cut->name, ns))
+        return;
+    if (r->sign && z->dnssec) {
+        /* signed: the DS of the child with its RRSIG, or the proof there is none (an insecure
+         * delegation, RFC 4035 §3.1.4) */
+        const zone_rrset_t *ds = zone_node_rrset(cut, WIRE_T_DS);
+        if (ds) {
+            if (!put(r, WIRE_SEC_NS, 0, cut->name, ds))
+                return;
+        } else {
+            put_nsec(r, 0, cut->name, cut);
+            if (r->tc)
+                return;
+        }
+    }
+    if (put_additional(r, z, ns, ADD_GLUE, cut))
         (void)put_additional(r, z, ns, ADD_SIBLING, cut);
 }
 
@@ -283,6 +391,11 @@ static bool synthesize(resp_t *r, chase_t *c, const zone_node_t *n, unsigned lab
         r->tc = true;
         return false;
     }
+    /* a validator can check the DNAME's signature and synthesise the CNAME itself (RFC 6672
+     * §5.3.1), but one that does not know DNAME needs the CNAME signed */
+    if (r->sign && r->zone->dnssec &&
+        !put_online(r, WIRE_SEC_AN, c->owner_off, c->owner, WIRE_T_CNAME, dn->ttl, 1, rd, NULL))
+        return false;
     chase_to(ctx, c, n, rd + 2);
     /* qtype CNAME asked for the CNAME, and has it; every other type follows it (ANY too, as NSD
      * and Knot do: nothing else lives at a synthesised name) */
@@ -303,6 +416,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
 
     for (bool first = true;; first = false) {
         zone_lookup_t res;
+        r->wild = false;
         const zone_t *z = lookup(ctx, t, c.v, qtype, &res);
         if (!z) {
             if (first)
@@ -344,7 +458,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         if (res.kind == ZONE_LOOKUP_NXDOMAIN) {
             r->rcode = WIRE_RC_NXDOMAIN;
             rrl_class(r, LIMIT_RC_NXDOMAIN, z->hash, NULL);
-            put_neg(r, z);
+            put_neg(r, z, c.owner_off, c.owner, NULL);
             return;
         }
         if (res.kind == ZONE_LOOKUP_DNAME) {
@@ -357,6 +471,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
          * wildcard answer carries the query name, here as a pointer to it). */
         const zone_node_t *n = res.node;
         const zone_rrset_t *rr;
+        r->wild = res.kind == ZONE_LOOKUP_WILDCARD;
         if (qtype == WIRE_T_ANY) {
             rr = pick_any(n);
         } else {
@@ -373,7 +488,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         }
         if (!rr) {
             rrl_class(r, LIMIT_RC_NODATA, q->name.hash[0], NULL);
-            put_neg(r, z); /* NODATA, also at empty non-terminals */
+            put_neg(r, z, c.owner_off, c.owner, n); /* NODATA, also at empty non-terminals */
             return;
         }
         /* a wildcard answer is "the same" for every name it synthesises (Knot's RRL) */
@@ -383,6 +498,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             rrl_class(r, LIMIT_RC_ANSWER, q->name.hash[0], NULL);
         if (put(r, WIRE_SEC_AN, c.owner_off, c.owner, rr))
             (void)put_additional(r, z, rr, ADD_ANSWER, NULL);
+        r->wild = false;
         return;
     }
 }
@@ -544,6 +660,8 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                 .rcode = WIRE_RC_NOERROR,
                 .aa = false,
                 .tc = false,
+                .sign = edns && q->edns_do && pr == WIRE_OK,
+                .wild = false,
                 .cls = LIMIT_RC_ERROR,
                 .cls_key = 0,
                 .cls_name = NULL};

@@ -175,8 +175,8 @@ static const opt_t schema[] = {
      .desc = "worker threads, each with its own sockets; \"auto\" = one per usable CPU"},
     {.key = "zones",
      .type = OPT_ZONES,
-     .desc = "list of {origin: NAME, file: PATH, format, acl}; PATH relative to the config "
-             "file's directory; acl: the zone's own, as acl"},
+     .desc = "list of {origin: NAME, file: PATH, format, acl, dnssec: {keys}}; PATH relative to "
+             "the config file's directory; acl: the zone's own"},
     /* 512 is the RFC 1035 floor; 4096 the largest payload the UDP buffers are sized for. */
     {.key = "edns_max_udp",
      .type = OPT_UINT,
@@ -195,6 +195,32 @@ static const opt_t schema[] = {
      FIELD(version),
      .max = TXT_MAX,
      .desc = "CHAOS TXT version.bind answer; unset = REFUSED"},
+    /* RFC 6781 §4.4.2: signatures valid for weeks, refreshed halfway, ride out a signer that
+     * stops; a year is the sanity cap, an hour the least that survives clock skew. */
+    {.key = "dnssec_lifetime",
+     .type = OPT_UINT,
+     FIELD(dnssec_lifetime),
+     .def = 14 * 86400,
+     .min = 3600,
+     .max = 366 * 86400,
+     .desc = "seconds a DNSSEC signature tern makes is valid"},
+    {.key = "dnssec_refresh",
+     .type = OPT_UINT,
+     FIELD(dnssec_refresh),
+     .def = 7 * 86400,
+     .min = 600,
+     .max = 365 * 86400,
+     .desc = "make signatures again when less than this (seconds) remains"},
+    /* An entry is about 600 bytes, touched only when used: 16384 is 10 MiB at most per worker,
+     * room for the subsets of thousands of steered names. */
+    {.key = "dnssec_cache",
+     .type = OPT_UINT,
+     FIELD(dnssec_cache),
+     .def = 16384,
+     .min = 2,
+     .max = 1u << 24,
+     .restart = true,
+     .desc = "per-query DNSSEC signatures each worker keeps (a power of two)"},
     /* RFC 7766 §6.2.3 wants idle timeouts of seconds, not minutes: an hour is the sanity cap. */
     {.key = "tcp_idle_timeout",
      .type = OPT_UINT,
@@ -1130,7 +1156,7 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 
 /* ---- zones -------------------------------------------------------------------------------- */
 
-enum { ZF_ORIGIN, ZF_FILE, ZF_FORMAT, ZF_ACL, ZF_COUNT };
+enum { ZF_ORIGIN, ZF_FILE, ZF_FORMAT, ZF_ACL, ZF_DNSSEC, ZF_COUNT };
 
 static const field_t zone_fields[ZF_COUNT] = {
     [ZF_ORIGIN] = {"origin", "the zone's apex name", true, NULL},
@@ -1141,7 +1167,43 @@ static const field_t zone_fields[ZF_COUNT] = {
     [ZF_FORMAT] = {"format", "rfc1035 or json (default: json for a file name ending in .json)",
                    false, NULL},
     [ZF_ACL] = {"acl", "the zone's access list {allow, deny, action}", false, NULL},
+    [ZF_DNSSEC] = {"dnssec", "{keys: [BIND key pairs]}: tern signs the zone", false, NULL},
 };
+
+enum { ZD_KEYS, ZD_COUNT };
+static const field_t zone_dnssec_fields[ZD_COUNT] = {
+    [ZD_KEYS] = {"keys",
+                 "the zone's BIND key pairs (K<zone>.+<alg>+<tag>, with or without .key or "
+                 ".private; a KSK and a ZSK, or one combined key)",
+                 true, NULL},
+};
+
+/* "dnssec: {keys: [...]}" of a zone: the key paths, resolved, into z. */
+static int get_zone_dnssec(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_zone_t *z)
+{
+    const yaml_node_t *val[ZD_COUNT];
+    int r = config_get_fields(pc, n, key, zone_dnssec_fields, ZD_COUNT, val);
+    if (r < 0)
+        return r;
+    const yaml_node_t *k = val[ZD_KEYS];
+    if (k->type != YAML_SEQUENCE_NODE || k->data.sequence.items.start == k->data.sequence.items.top)
+        return config_fail(pc, k, key, "keys: expected a non-empty list of key files, got %s",
+                           config_node_kind(k));
+    size_t cnt = (size_t)(k->data.sequence.items.top - k->data.sequence.items.start);
+    if (!(z->dnssec_keys = calloc(cnt, sizeof(*z->dnssec_keys))))
+        return TERN_ENOMEM;
+    for (yaml_node_item_t *it = k->data.sequence.items.start; it < k->data.sequence.items.top;
+         it++) {
+        const yaml_node_t *e = node(pc, *it);
+        if (!is_text(e) || scalar(e)[0] == '\0')
+            return config_fail(pc, e, key, "keys: expected a key file name, got %s",
+                               config_node_kind(e));
+        if (!(z->dnssec_keys[z->ndnssec_keys] = resolve_path(pc, scalar(e))))
+            return TERN_ENOMEM;
+        z->ndnssec_keys++;
+    }
+    return 0;
+}
 
 static config_zone_format_t zone_format_of(const char *file)
 {
@@ -1159,7 +1221,7 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
     config_item_key(key, sizeof(key), o->key, parent, index);
     if ((r = config_get_fields(pc, n, key, zone_fields, ZF_COUNT, val)) < 0)
         return r;
-    for (size_t i = 0; i < ZF_ACL; i++)
+    for (size_t i = 0; i < ZF_ACL; i++) /* the scalar fields */
         if (val[i] && (!is_text(val[i]) || scalar(val[i])[0] == '\0'))
             return config_fail(pc, val[i], key, "%s: expected a non-empty string, got %s",
                                zone_fields[i].key, config_node_kind(val[i]));
@@ -1185,8 +1247,10 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
     r = config_add_zone_format(pc->c, scalar(val[ZF_ORIGIN]), file, fmt);
     free(file);
     if (r == 0) {
-        pc->c->zones[pc->c->nzones - 1].acl = acl; /* the zone owns the lists now */
-        return 0;
+        config_zone_t *z = &pc->c->zones[pc->c->nzones - 1];
+        z->acl = acl; /* the zone owns the lists now */
+        snprintf(akey, sizeof(akey), "%s: dnssec", key);
+        return val[ZF_DNSSEC] ? get_zone_dnssec(pc, val[ZF_DNSSEC], akey, z) : 0;
     }
 out:
     config_acl_reset(&acl);
@@ -1339,6 +1403,18 @@ static int load_root(parse_ctx_t *pc)
         if (has_field(&schema[i]))
             pc->c->origin[i] =
                 (config_origin_t){(uint32_t)line_of(k), value_hash(pc->c, &schema[i])};
+    }
+    /* a fresh signature has the lifetime less the hour of its inception's skew left: the
+     * refresh must come after that, or every check would sign again */
+    const config_t *c = pc->c;
+    if ((uint64_t)c->dnssec_refresh + 3600 >= c->dnssec_lifetime) {
+        size_t at = 0;
+        while (at < NOPTS && strcmp(schema[at].key, "dnssec_refresh") != 0)
+            at++;
+        const yaml_node_t *where = at < NOPTS && pc->seen[at] ? pc->seen[at] : root;
+        return config_fail(pc, where, "dnssec_refresh",
+                           "%u must be less than dnssec_lifetime (%u) minus 3600",
+                           c->dnssec_refresh, c->dnssec_lifetime);
     }
     return 0;
 }
@@ -1494,6 +1570,20 @@ int config_add_listen(config_t *c, const char *text)
 int config_add_zone(config_t *c, const char *origin, const char *file)
 {
     return config_add_zone_format(c, origin, file, zone_format_of(file));
+}
+
+static int config_zone_keys_copy(config_zone_t *dst, const config_zone_t *src)
+{
+    if (!src->ndnssec_keys)
+        return 0;
+    if (!(dst->dnssec_keys = calloc(src->ndnssec_keys, sizeof(*dst->dnssec_keys))))
+        return TERN_ENOMEM;
+    for (size_t k = 0; k < src->ndnssec_keys; k++) {
+        if (!(dst->dnssec_keys[k] = strdup(src->dnssec_keys[k])))
+            return TERN_ENOMEM;
+        dst->ndnssec_keys++;
+    }
+    return 0;
 }
 
 int config_add_zone_format(config_t *c, const char *origin, const char *file,
@@ -1668,7 +1758,8 @@ int config_copy(config_t *dst, const config_t *src)
     for (size_t i = 0; i < src->nzones; i++)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
                                    src->zones[i].format) < 0 ||
-            config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0)
+            config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0 ||
+            config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             goto fail;
     return 0;
 fail:
@@ -1767,6 +1858,9 @@ void config_free(config_t *c)
         free(c->zones[i].origin);
         free(c->zones[i].file);
         config_acl_reset(&c->zones[i].acl);
+        for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
+            free(c->zones[i].dnssec_keys[k]);
+        free(c->zones[i].dnssec_keys);
     }
     free(c->zones);
     for (size_t i = 0; i < NOPTS; i++)

@@ -36,6 +36,7 @@
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/ctl/ctl.h"
+#include "tern/dnssec/dnssec_zone.h"
 
 /* Connections waiting while one is served; ternctl retries a full backlog until its timeout. */
 #define CTL_BACKLOG 16
@@ -123,6 +124,10 @@ typedef struct zinfo {
     size_t bytes;
     int64_t loaded;
     uint64_t version;
+    /* signed zones: "keys" lines and the DS lines of its KSKs, and the signatures' validity */
+    char *dnssec_keys, *dnssec_ds;
+    uint32_t sig_inception, sig_expiration;
+    uint64_t sigs_made;
 } zinfo_t;
 
 typedef struct zlist {
@@ -130,6 +135,35 @@ typedef struct zlist {
     size_t n, cap;
     bool oom;
 } zlist_t;
+
+/* A signed zone's keys and DS records as text, copied while its state is held. */
+static bool dnssec_info(zinfo_t *e, const dnssec_zone_t *dz)
+{
+    sb_t keys = SB_INIT, ds = SB_INIT;
+    for (unsigned i = 0; i < dz->nkeys; i++) {
+        const dnssec_key_t *k = dz->keys[i];
+        sb_line(&keys, "key: %s flags %u algorithm %u tag %u%s", k->label, k->flags, k->alg, k->tag,
+                k == dz->zsk ? " (signs the zone)" : "");
+        char line[600];
+        if ((k->flags & DNSSEC_FLAG_SEP || dz->nkeys == 1) &&
+            dnssec_key_ds_text(k, 2, line, sizeof(line)) > 0)
+            sb_line(&ds, "%s", line);
+    }
+    const dnssec_sigs_t *sg = dnssec_zone_sigs(dz);
+    if (sg) {
+        e->sig_inception = sg->inception;
+        e->sig_expiration = sg->expiration;
+        e->sigs_made = sg->made;
+    }
+    e->dnssec_keys = keys.p ? keys.p : strdup("");
+    e->dnssec_ds = ds.p ? ds.p : strdup("");
+    if (!e->dnssec_keys || !e->dnssec_ds) {
+        free(e->dnssec_keys);
+        free(e->dnssec_ds);
+        return false;
+    }
+    return true;
+}
 
 /* loader_zone_fn: runs under the loader's lock, so it only copies. */
 static void zlist_add(void *ctx, const loader_zone_info_t *zi)
@@ -152,6 +186,12 @@ static void zlist_add(void *ctx, const loader_zone_info_t *zi)
         l->oom = true;
         return;
     }
+    if (zi->dnssec && !dnssec_info(e, zi->dnssec)) {
+        free(e->origin);
+        free(e->file);
+        l->oom = true;
+        return;
+    }
     l->n++;
 }
 
@@ -160,6 +200,8 @@ static void zlist_free(zlist_t *l)
     for (size_t i = 0; i < l->n; i++) {
         free(l->z[i].origin);
         free(l->z[i].file);
+        free(l->z[i].dnssec_keys);
+        free(l->z[i].dnssec_ds);
     }
     free(l->z);
     memset(l, 0, sizeof(*l));
@@ -404,34 +446,40 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
     }
 }
 
-static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+/* The served zone named arg (any case, final dot or not) into zl; NULL with err set. */
+static const zinfo_t *zone_named(ctl_t *c, const char *arg, zlist_t *zl, char *err, size_t errlen)
 {
     /* the loader's form: lowercase, no final dot, "." for the root */
     char name[CTL_MAX_REQUEST];
-    size_t n = strlen(argv[1]);
-    while (n > 1 && argv[1][n - 1] == '.')
+    size_t n = strlen(arg);
+    while (n > 1 && arg[n - 1] == '.')
         n--;
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)argv[1][i];
+        unsigned char ch = (unsigned char)arg[i];
         name[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + ('a' - 'A') : ch);
     }
     name[n] = '\0';
+    memset(zl, 0, sizeof(*zl));
     if (!c->loader) {
         snprintf(err, errlen, "zone %s is not served", name);
-        return;
+        return NULL;
     }
-    zlist_t zl;
-    if (!zlist_get(c->loader, &zl)) {
+    if (!zlist_get(c->loader, zl)) {
         snprintf(err, errlen, "out of memory");
-        return;
+        return NULL;
     }
-    const zinfo_t *z = NULL;
-    for (size_t i = 0; i < zl.n && !z; i++)
-        if (strcmp(zl.z[i].origin, name) == 0)
-            z = &zl.z[i];
-    if (!z) {
-        snprintf(err, errlen, "zone %s is not served", name);
-    } else {
+    for (size_t i = 0; i < zl->n; i++)
+        if (strcmp(zl->z[i].origin, name) == 0)
+            return &zl->z[i];
+    snprintf(err, errlen, "zone %s is not served", name);
+    return NULL;
+}
+
+static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    zlist_t zl;
+    const zinfo_t *z = zone_named(c, argv[1], &zl, err, errlen);
+    if (z) {
         char t[32];
         fmt_time(t, sizeof(t), z->loaded);
         sb_line(body, "zone: %s", z->origin);
@@ -440,7 +488,34 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
         sb_line(body, "bytes: %zu", z->bytes);
         sb_line(body, "loaded: %s", t);
         sb_line(body, "file: %s", z->file);
+        if (z->dnssec_keys) {
+            char a[32], b[32];
+            fmt_time(a, sizeof(a), z->sig_inception);
+            fmt_time(b, sizeof(b), z->sig_expiration);
+            sb_line(body, "dnssec: signed, %" PRIu64 " signatures made ahead, valid %s to %s",
+                    z->sigs_made, a, b);
+            sb_append(body, z->dnssec_keys, strlen(z->dnssec_keys));
+        } else {
+            sb_line(body, "dnssec: unsigned");
+        }
     }
+    zlist_free(&zl);
+}
+
+/* dnssec ds ZONE: the DS records to give the parent (of the KSKs; of the one key a zone signed
+ * with a single key has). */
+static void cmd_dnssec(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    if (strcmp(argv[1], "ds") != 0) {
+        snprintf(err, errlen, "usage: dnssec ds ZONE");
+        return;
+    }
+    zlist_t zl;
+    const zinfo_t *z = zone_named(c, argv[2], &zl, err, errlen);
+    if (z && !z->dnssec_ds)
+        snprintf(err, errlen, "zone %s is not signed by tern", z->origin);
+    else if (z)
+        sb_append(body, z->dnssec_ds, strlen(z->dnssec_ds));
     zlist_free(&zl);
 }
 
@@ -600,6 +675,7 @@ static const struct {
     {"status", 0, 0, "status", cmd_status},
     {"stats", 0, 0, "stats", cmd_stats},
     {"zone", 1, 1, "zone NAME", cmd_zone},
+    {"dnssec", 2, 2, "dnssec ds ZONE", cmd_dnssec},
     {"health", 0, 3, "health | health set ADDR[:PORT] up|down|auto", cmd_health},
 };
 

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include "tern/zone/zone_table.h"
 
 #include "health_index.h"
+#include "zone_sign.h"
 
 /* One file a zone was read from, as it was when read. */
 struct dep {
@@ -55,6 +57,7 @@ struct zent {
     uint64_t version; /* loader-wide counter of zone reads: equal means the very same data */
     struct dep *deps;
     size_t ndeps, capdeps;
+    char *signing; /* zone_sign_ident(): the keys and policy it was signed with; "" = unsigned */
 };
 
 /* A mapped ASN table, shared by consecutive snapshots while its file does not change. */
@@ -188,6 +191,7 @@ static void zent_clear(struct zent *e)
     free(e->deps);
     free(e->key);
     free(e->file);
+    free(e->signing);
     /* the zone reference belongs to the table */
 }
 
@@ -289,10 +293,11 @@ static const struct zent *find_key(const old_index_t *ix, const char *key)
 
 /* The old entry for the same origin, file and format whose files are all unchanged, or NULL. */
 static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file,
-                                   config_zone_format_t format, bool quick)
+                                   config_zone_format_t format, const char *signing, bool quick)
 {
     const struct zent *e = find_key(ix, key);
-    if (!e || e->redis || strcmp(e->file, file) != 0 || e->format != format)
+    if (!e || e->redis || strcmp(e->file, file) != 0 || e->format != format ||
+        strcmp(e->signing ? e->signing : "", signing) != 0)
         return NULL;
     if (quick)
         return e;
@@ -506,13 +511,14 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     for (size_t i = 0; i < cfg->nzones; i++) {
         const config_zone_t *cz = &cfg->zones[i];
         struct zent *e = &s->z[s->nz++];
-        if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file)))
+        if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
+            !(e->signing = zone_sign_ident(cz, cfg)))
             goto nomem;
         e->format = cz->format;
-        const struct zent *prev = reusable(&ix, e->key, e->file, e->format, quick);
+        const struct zent *prev = reusable(&ix, e->key, e->file, e->format, e->signing, quick);
         if (prev && ((cz->format == CONFIG_ZONE_JSON && geo_changed) || health_changed))
             prev = NULL;
-        zone_t *z;
+        zone_t *z = NULL;
         if (prev) {
             if (copy_deps(e, prev) < 0)
                 goto nomem;
@@ -520,21 +526,44 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             e->loaded = prev->loaded;
             e->version = prev->version;
         } else {
+            /* a signed zone: its keys first (the builder adds their DNSKEYs), its signatures
+             * once it is built */
+            dnssec_zone_t *dz = NULL;
+            uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
+            size_t dnskeys_len = 0;
+            if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, cfg, dep_add, e, &dz, dnskeys,
+                                                            &dnskeys_len, err, errlen)) < 0)
+                goto fail;
             if (cz->format == CONFIG_ZONE_JSON) {
                 struct stat st;
+                zone_json_opts_t zo = jopts;
+                zo.dnskeys = dz ? dnskeys : NULL;
+                zo.dnskeys_len = dnskeys_len;
                 if (stat(cz->file, &st) < 0) {
                     rc = -errno;
                     snprintf(err, errlen, "%s: %s", cz->file, strerror(-rc));
-                    goto fail;
-                }
-                if (dep_add(e, cz->file, &st) < 0)
+                } else if (dep_add(e, cz->file, &st) < 0) {
+                    dnssec_zone_free(dz);
                     goto nomem;
-                rc = zone_json_load_file(cz->origin, cz->file, &jopts, &z, err, errlen);
+                } else {
+                    rc = zone_json_load_file(cz->origin, cz->file, &zo, &z, err, errlen);
+                }
             } else {
-                rc = zone_file_load_health(cz->origin, cz->file, dep_add, e,
-                                           hx ? health_index_lookup : NULL, hx, &z, err, errlen);
+                const zone_file_opts_t fo = {.seen = dep_add,
+                                             .seen_ctx = e,
+                                             .health = hx ? health_index_lookup : NULL,
+                                             .health_ctx = hx,
+                                             .dnskeys = dz ? dnskeys : NULL,
+                                             .dnskeys_len = dnskeys_len};
+                rc = zone_file_load_opts(cz->origin, cz->file, &fo, &z, err, errlen);
             }
+            if (rc >= 0 && dz)
+                rc = zone_sign_attach(z, dz, err, errlen); /* frees dz on failure */
+            else if (dz)
+                dnssec_zone_free(dz);
             if (rc < 0) {
+                if (dz && z)
+                    zone_free(z);
                 if (!err[0])
                     snprintf(err, errlen, "%s: %s", cz->file, tern_strerror(rc));
                 goto fail;
@@ -630,6 +659,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         goto fail;
     }
     s->view.limit = s->limit;
+    for (size_t i = 0; i < s->nz && !s->view.dnssec; i++)
+        s->view.dnssec = s->z[i].zone && s->z[i].zone->dnssec;
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
@@ -1030,6 +1061,9 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.max_labels = c->max_labels;
     rc.max_rrset_records = c->max_rrset_records;
     rc.max_zones = c->max_zones;
+    rc.dnssec_workers = cfg->workers;
+    rc.dnssec_policy.lifetime = cfg->dnssec_lifetime;
+    rc.dnssec_policy.refresh = cfg->dnssec_refresh;
     redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
                                    .on_zone_gone = redis_on_gone,
                                    .on_state = redis_on_state,
@@ -1218,6 +1252,38 @@ static void reload(loader_t *l)
  * but queries never wait for it. (Linux: nice is per thread.) */
 #define LOADER_NICE 10
 
+/* How often the loader looks for signatures near their refresh time: a minute is nothing
+ * against a refresh window of days, and costs one pass over the zones. */
+#define RESIGN_CHECK_S 60
+
+/* Signatures made ahead that are due (dnssec_zone.h: less than `refresh` of them remains) are
+ * made again and published in place of the old ones: the zone itself is untouched, nothing is
+ * reloaded. A zone whose signing fails keeps its current signatures (logged; tried again at the
+ * next check). */
+static void resign_due(loader_t *l)
+{
+    struct snapshot *s = l->cur;
+    uint32_t now = (uint32_t)time(NULL);
+    for (size_t i = 0; s && i < s->nz; i++) {
+        zone_t *z = s->z[i].zone;
+        if (!z || !z->dnssec || !dnssec_zone_due(z->dnssec, now))
+            continue;
+        char err[512];
+        dnssec_sigs_t *old = NULL;
+        int64_t t0 = tern_monotonic_ms();
+        if (dnssec_zone_sign(z->dnssec, z, now, &old, err, sizeof(err)) < 0) {
+            log_err("dnssec: %s; the current signatures stay", err);
+            continue;
+        }
+        const dnssec_sigs_t *sg = dnssec_zone_sigs(z->dnssec);
+        log_info("dnssec: zone %s: %" PRIu64 " signatures made again in %" PRId64
+                 " ms, valid until %u",
+                 s->z[i].key, sg->made, tern_monotonic_ms() - t0, sg->expiration);
+        tern_rcu_synchronize(); /* no worker reads the old set any more */
+        dnssec_sigs_free(old);
+    }
+}
+
 static void *loader_main(void *arg)
 {
     loader_t *l = arg;
@@ -1236,7 +1302,14 @@ static void *loader_main(void *arg)
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
-            pthread_cond_wait(&l->wake, &l->mu);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += RESIGN_CHECK_S;
+            if (pthread_cond_timedwait(&l->wake, &l->mu, &until) == ETIMEDOUT) {
+                pthread_mutex_unlock(&l->mu);
+                resign_due(l);
+                pthread_mutex_lock(&l->mu);
+            }
             continue;
         }
         uint64_t upto = l->requested;
@@ -1452,6 +1525,7 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx)
             .bytes = arena_footprint(e->zone->arena),
             .loaded = e->loaded,
             .version = e->version,
+            .dnssec = e->zone->dnssec,
         };
         fn(ctx, &info);
     }

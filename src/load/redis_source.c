@@ -29,6 +29,8 @@
 #include "tern/common/mem.h"
 #include "tern/wire/dname.h"
 
+#include "zone_sign.h"
+
 /* Zones per pipelined batch of a full read: one round trip per 64 zones instead of two per zone
  * (10,000 small zones read in ~160 round trips), while the replies in flight stay a few MB. */
 #define BATCH_ZONES 64
@@ -106,6 +108,8 @@ struct redis_source {
     unsigned db;
     int64_t connect_timeout, read_timeout, zone_reload; /* ms; zone_reload 0 = never */
     zone_json_opts_t json;
+    unsigned dnssec_workers; /* signed zones: their workers and signature policy */
+    dnssec_policy_t dnssec_policy;
     redis_source_callbacks_t cb;
     char *where;       /* "redis://host:port/db", for messages and zone sources */
     char *k_set;       /* P redins:zones S */
@@ -328,6 +332,20 @@ static struct zst *zone_by_name(redis_source_t *rs, const char *name, size_t n, 
     return z;
 }
 
+/* redins' DNSSEC keys of a zone: "<zone>:zsk:pub" etc. (the order of key_replies()). */
+static const char *const key_suffixes[4] = {":zsk:pub", ":zsk:priv", ":ksk:pub", ":ksk:priv"};
+
+/* Whether the part of a key after "<zone>" (from its ':', len bytes) names a key of the zone. */
+static bool is_zone_suffix(const char *s, size_t len)
+{
+    if (len == sizeof(":config") - 1 && memcmp(s, ":config", len) == 0)
+        return true;
+    for (size_t i = 0; i < 4; i++)
+        if (len == strlen(key_suffixes[i]) && memcmp(s, key_suffixes[i], len) == 0)
+            return true;
+    return false;
+}
+
 /* A keyspace event on key (P + inner + S). */
 static void on_key_event(redis_source_t *rs, const char *key, size_t len)
 {
@@ -346,10 +364,10 @@ static void on_key_event(redis_source_t *rs, const char *key, size_t len)
         return;
     in += sizeof(set);
     n -= sizeof(set);
-    /* "<zone>" is the hash, "<zone>:config" the config; zone names hold no ':' */
+    /* "<zone>" is the hash, "<zone>:config" the config, "<zone>:zsk:pub" and the like its
+     * DNSSEC keys (redins' layout); zone names hold no ':' */
     const char *colon = memchr(in, ':', n);
-    if (colon && !((size_t)(in + n - colon) == sizeof(":config") - 1 &&
-                   memcmp(colon, ":config", sizeof(":config") - 1) == 0))
+    if (colon && !is_zone_suffix(colon, (size_t)(in + n - colon)))
         return;
     struct zst *z = zone_by_name(rs, in, colon ? (size_t)(colon - in) : n, true);
     if (z)
@@ -739,6 +757,7 @@ typedef struct zbuild {
     uint64_t *rep;   /* label breaches found (label_report()), for z->rep */
     size_t nrep, caprep;
     uint64_t over_value, over_rrset; /* breaches logged now, for the counters */
+    dnssec_zone_t *dz;               /* "dnssec": true: the zone's signing state, to attach */
     char err[1024];                  /* why the version is rejected; "" if it is not */
 } zbuild_t;
 
@@ -760,6 +779,8 @@ static void zb_abandon(zbuild_t *b)
 {
     zone_json_free(b->zj);
     b->zj = NULL;
+    dnssec_zone_free(b->dz);
+    b->dz = NULL;
     free(b->rep);
     b->rep = NULL;
 }
@@ -776,6 +797,8 @@ static void zb_reject(zbuild_t *b, const char *fmt, ...)
     }
     zone_json_free(b->zj);
     b->zj = NULL;
+    dnssec_zone_free(b->dz);
+    b->dz = NULL;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -803,11 +826,58 @@ static bool label_report(zbuild_t *b, const redisReply *f, label_breach_t kind)
     return !has_u64(b->z->rep, b->z->nrep, h);
 }
 
-/* The GET reply of the zone's config key (NIL when missing). */
-static void zb_config(zbuild_t *b, const redisReply *cfg)
+/* A zone whose config says "dnssec": true: its keys from the MGET reply of redins' four key
+ * strings (zsk pub, priv, ksk pub, priv), the signing state, and the DNSKEYs for the build. */
+static void zb_keys(zbuild_t *b, const redisReply *keys)
+{
+    redis_source_t *rs = b->rs;
+    const char *pub[2] = {NULL, NULL}, *priv[2] = {NULL, NULL};
+    char where[2][ESC_MAX + 64];
+    for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements && i < 4;
+         i++) {
+        const redisReply *v = keys->element[i];
+        if (v->type != REDIS_REPLY_STRING)
+            continue;
+        if (i % 2 == 0)
+            pub[i / 2] = v->str;
+        else
+            priv[i / 2] = v->str;
+    }
+    for (size_t r = 0; r < 2; r++) {
+        char k[ESC_MAX];
+        snprintf(where[r], sizeof(where[r]), "%sredins:zones:%s%s%s", rs->prefix,
+                 tern_escape(k, sizeof(k), b->z->name, strlen(b->z->name)),
+                 r == 0 ? ":zsk" : ":ksk", rs->suffix);
+        if (!pub[r] || !priv[r]) {
+            /* redins needs both keys; so do we, and say which string is missing */
+            zb_reject(b, "%s: zone %s: \"dnssec\" is true but %s:%s is missing", rs->where,
+                      b->z->origin, where[r], !pub[r] ? "pub" : "priv");
+            return;
+        }
+    }
+    uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
+    size_t len = 0;
+    char err[768];
+    const char *const whr[2] = {where[0], where[1]};
+    if (zone_sign_prepare_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &rs->dnssec_policy,
+                                 &b->dz, dnskeys, &len, err, sizeof(err)) < 0) {
+        zb_reject(b, "%s: %s", rs->where, err);
+        return;
+    }
+    if (zone_json_set_dnssec(b->zj, dnskeys, len) < 0) {
+        b->rc = TERN_ENOMEM;
+        zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
+    }
+}
+
+/* The GET reply of the zone's config key (NIL when missing), and the MGET reply of its DNSSEC
+ * keys (used when the config turns DNSSEC on). */
+static void zb_config(zbuild_t *b, const redisReply *cfg, const redisReply *keys)
 {
     redis_source_t *rs = b->rs;
     b->digest += digest_config(cfg);
+    for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++)
+        b->digest += digest_config(keys->element[i]) * (i + 3); /* a changed key rebuilds */
     if (cfg->type == REDIS_REPLY_ERROR) {
         zb_reject(b, "%s: zone %s config: %s", rs->where, b->z->origin, cfg->str);
     } else if (cfg->type != REDIS_REPLY_STRING) {
@@ -822,6 +892,8 @@ static void zb_config(zbuild_t *b, const redisReply *cfg)
                   b->z->origin, cfg->len, rs->max_value_bytes);
     } else if (b->zj && zone_json_config(b->zj, cfg->str, cfg->len, b->err, sizeof(b->err)) < 0) {
         zb_reject(b, "%s: zone %s config: invalid", rs->where, b->z->origin);
+    } else if (b->zj && zone_json_dnssec(b->zj)) {
+        zb_keys(b, keys);
     }
 }
 
@@ -948,8 +1020,20 @@ static int zb_end(zbuild_t *b, bool unless_same)
             if (!b->err[0])
                 snprintf(b->err, sizeof(b->err), "%s: zone %s: %s", rs->where, z->origin,
                          tern_strerror(rc));
+        } else if (b->dz) {
+            /* signed here, on the source's thread: never on a worker */
+            char err[768];
+            rc = zone_sign_attach(zone, b->dz, err, sizeof(err));
+            b->dz = NULL; /* the zone owns it, or it is freed */
+            if (rc < 0) {
+                zone_free(zone);
+                zone = NULL;
+                snprintf(b->err, sizeof(b->err), "%s: %s", rs->where, err);
+            }
         }
     }
+    dnssec_zone_free(b->dz);
+    b->dz = NULL;
     zb_keep_reports(b, whole);
     /* a zone-level breach is logged and counted when it appears, not at each version with it */
     unsigned fresh = b->breach & ~z->breach;
@@ -1096,6 +1180,30 @@ static char *redis_zone_key(const redis_source_t *rs, const char *name, bool con
     return k;
 }
 
+/* Queue MGET of the zone's four DNSSEC key strings (P redins:zones:<name>:zsk:pub S, ...):
+ * one more command per zone in the pipeline, read whether or not the config wants them, so a
+ * zone turned to "dnssec": true needs no second round trip. */
+static int append_keys(redis_source_t *rs, const char *name)
+{
+    char *k[4] = {NULL, NULL, NULL, NULL};
+    int rc = 0;
+    for (size_t i = 0; i < 4 && rc == 0; i++) {
+        size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + 16 + rs->slen;
+        if (!(k[i] = malloc(n)))
+            rc = fail(rs, "out of memory");
+        else
+            snprintf(k[i], n, "%sredins:zones:%s%s%s", rs->prefix, name, key_suffixes[i],
+                     rs->suffix);
+    }
+    if (rc == 0) {
+        const char *mget[] = {"MGET", k[0], k[1], k[2], k[3], NULL};
+        rc = append(rs, rs->cmd, mget);
+    }
+    for (size_t i = 0; i < 4; i++)
+        free(k[i]);
+    return rc;
+}
+
 static bool scan_reply_ok(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_str(r->element[0]) &&
@@ -1120,11 +1228,17 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
         goto out;
     const char *get[] = {"GET", kcfg, NULL};
     const char *scan0[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
-    if ((rc = append(rs, rs->cmd, get)) < 0 || (rc = append(rs, rs->cmd, scan0)) < 0 ||
-        (rc = get_reply(rs, rs->cmd, &r)) < 0)
+    redisReply *keys = NULL;
+    if ((rc = append(rs, rs->cmd, get)) < 0 || (rc = append_keys(rs, b->z->name)) < 0 ||
+        (rc = append(rs, rs->cmd, scan0)) < 0 || (rc = get_reply(rs, rs->cmd, &r)) < 0)
         goto out;
+    if ((rc = get_reply(rs, rs->cmd, &keys)) < 0) {
+        in_flight = true; /* the HSCAN's reply is still to come */
+        goto out;
+    }
     in_flight = true;
-    zb_config(b, r);
+    zb_config(b, r, keys);
+    freeReplyObject(keys);
     freeReplyObject(r);
     r = NULL;
     while (in_flight) {
@@ -1207,7 +1321,8 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
 
 /* A zone whose config and first HSCAN chunk are in hand. Sets *large when the chunk was not all. */
 static void process_small(redis_source_t *rs, struct zst *z, const redisReply *cfg,
-                          const redisReply *scan, run_mode_t mode, bool *large, run_counts_t *cnt)
+                          const redisReply *keys, const redisReply *scan, run_mode_t mode,
+                          bool *large, run_counts_t *cnt)
 {
     zbuild_t b;
     *large = false;
@@ -1227,7 +1342,7 @@ static void process_small(redis_source_t *rs, struct zst *z, const redisReply *c
     /* the digest first (a hash of the bytes), the build only if the data changed */
     if (mode != RUN_FORCE && z->have_digest) {
         zb_begin(&b, rs, z, false);
-        zb_config(&b, cfg);
+        zb_config(&b, cfg, keys);
         for (size_t i = 0; i + 1 < f->elements; i += 2)
             zb_label(&b, f->element[i], f->element[i + 1]);
         if (b.digest == z->digest) {
@@ -1236,7 +1351,7 @@ static void process_small(redis_source_t *rs, struct zst *z, const redisReply *c
         }
     }
     zb_begin(&b, rs, z, true);
-    zb_config(&b, cfg);
+    zb_config(&b, cfg, keys);
     for (size_t i = 0; i + 1 < f->elements && b.rc == 0; i += 2)
         zb_label(&b, f->element[i], f->element[i + 1]);
     count(cnt, zb_end(&b, false));
@@ -1258,17 +1373,19 @@ static int process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t m
             const char *scan[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
             if (!kcfg || !khash)
                 rc = fail(rs, "out of memory");
-            else if ((rc = append(rs, rs->cmd, get)) == 0)
+            else if ((rc = append(rs, rs->cmd, get)) == 0 &&
+                     (rc = append_keys(rs, list[i + j]->name)) == 0)
                 rc = append(rs, rs->cmd, scan);
             free(kcfg);
             free(khash);
         }
         for (size_t j = 0; j < m && rc == 0; j++) {
-            redisReply *cfg = NULL, *scan = NULL;
+            redisReply *cfg = NULL, *keys = NULL, *scan = NULL;
             if ((rc = get_reply(rs, rs->cmd, &cfg)) == 0 &&
+                (rc = get_reply(rs, rs->cmd, &keys)) == 0 &&
                 (rc = get_reply(rs, rs->cmd, &scan)) == 0) {
                 bool big;
-                process_small(rs, list[i + j], cfg, scan, mode, &big, cnt);
+                process_small(rs, list[i + j], cfg, keys, scan, mode, &big, cnt);
                 if (big) {
                     struct zst **l = realloc(large, (nlarge + 1) * sizeof(*l));
                     if (!l)
@@ -1279,6 +1396,8 @@ static int process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t m
             }
             if (cfg)
                 freeReplyObject(cfg);
+            if (keys)
+                freeReplyObject(keys);
             if (scan)
                 freeReplyObject(scan);
         }
@@ -1963,6 +2082,9 @@ redis_source_t *redis_source_start(const redis_source_config_t *cfg,
         cfg->read_timeout_ms ? cfg->read_timeout_ms : REDIS_SOURCE_DEFAULT_READ_TIMEOUT;
     rs->zone_reload = (int64_t)cfg->zone_reload_s * 1000;
     rs->json = cfg->json;
+    rs->json.dnssec_deferred = true; /* the keys come with the config (zb_keys()) */
+    rs->dnssec_workers = cfg->dnssec_workers ? cfg->dnssec_workers : 1;
+    rs->dnssec_policy = cfg->dnssec_policy;
     rs->json.max_rrset_records =
         cfg->max_rrset_records ? cfg->max_rrset_records : REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS;
     rs->max_value_bytes =

@@ -251,6 +251,23 @@ static void render_server(buf_t *b, const server_t *s)
     family(b, "tern_tcp_evicted_total", "counter",
            "Idle TCP connections closed to make room for a new one in a full pool.");
     sample(b, "tern_tcp_evicted_total", st.tcp_evicted);
+
+    dnssec_worker_stats_t ds;
+    server_dnssec_stats(s, &ds);
+    family(b, "tern_dnssec_cache_total", "counter",
+           "Per-query DNSSEC signatures (steered subsets, wildcard and DNAME synthesis, denial) "
+           "by whether the worker's cache had them.");
+    sample_label(b, "tern_dnssec_cache_total", "result", "hit", ds.hits);
+    sample_label(b, "tern_dnssec_cache_total", "result", "miss", ds.misses);
+    family(b, "tern_dnssec_signatures_total", "counter",
+           "Signatures made by the workers per query (cache misses that were signed).");
+    sample(b, "tern_dnssec_signatures_total", ds.sigs);
+    family(b, "tern_dnssec_sign_seconds_total", "counter",
+           "Time the workers spent making those signatures.");
+    put(b, "tern_dnssec_sign_seconds_total %.6f\n", (double)ds.sign_ns / 1e9);
+    family(b, "tern_dnssec_sign_failures_total", "counter",
+           "Per-query signatures that could not be made: the RRset went unsigned.");
+    sample(b, "tern_dnssec_sign_failures_total", ds.fails);
 }
 
 static void render_loader(buf_t *b, loader_t *l)

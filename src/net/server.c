@@ -420,6 +420,24 @@ unsigned server_workers(const server_t *s)
     return s->nworkers;
 }
 
+void server_dnssec_stats(const server_t *s, dnssec_worker_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        /* set and cleared by the worker itself; its counters are written by it alone */
+        const dnssec_worker_t *dw = __atomic_load_n(&s->workers[w].actx.dnssec, __ATOMIC_ACQUIRE);
+        if (!dw)
+            continue;
+        dnssec_worker_stats_t one;
+        dnssec_worker_stats(dw, &one);
+        out->hits += one.hits;
+        out->misses += one.misses;
+        out->sigs += one.sigs;
+        out->sign_ns += one.sign_ns;
+        out->fails += one.fails;
+    }
+}
+
 int server_worker_allocs(const server_t *s, unsigned w, uint64_t *alloc, uint64_t *dealloc)
 {
     if (w >= s->nworkers)

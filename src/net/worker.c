@@ -138,6 +138,12 @@ void *worker_main(void *arg)
         __atomic_store_n(&w->deallocp, d, __ATOMIC_RELEASE);
     }
     tern_rcu_register();
+    /* The DNSSEC signer and signature cache, made here because the signer sets up this thread's
+     * libcrypto state (tern/dnssec/dnssec_sign.h); without it, DO=1 answers carry the
+     * signatures made ahead only. */
+    w->actx.dnssec = dnssec_worker_new(w->id, w->srv->cfg->dnssec_cache);
+    if (!w->actx.dnssec)
+        log_warn("worker %u: no DNSSEC signer: per-query signatures are off", w->id);
 
     w->now_ms = tern_monotonic_ms();
     bool busy = false;
@@ -198,5 +204,8 @@ void *worker_main(void *arg)
         tcp_sweep(w);
     }
     tern_rcu_unregister();
+    dnssec_worker_t *dw = w->actx.dnssec;
+    __atomic_store_n(&w->actx.dnssec, NULL, __ATOMIC_RELEASE);
+    dnssec_worker_free(dw);
     return NULL;
 }

@@ -179,11 +179,11 @@ struct server {
     worker_t *workers;
 };
 
-/* The clock the limits of the next batch judge by: read once per batch, and only when the view
- * has limits (vDSO calls, no system call). */
+/* The clock the limits and the online signer of the next batch judge by: read once per batch,
+ * and only when the view has limits or a signed zone (vDSO calls, no system call). */
 static inline void worker_clock(worker_t *w)
 {
-    if (w->view && w->view->limit) {
+    if (w->view && (w->view->limit || w->view->dnssec)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         w->actx.now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;

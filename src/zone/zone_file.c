@@ -489,8 +489,22 @@ int zone_file_load_health(const char *origin, const char *path, zone_file_seen_f
                           zone_builder_health_fn health, void *health_ctx, zone_t **out, char *err,
                           size_t errlen)
 {
-    struct zf_parser L = {
-        .default_ttl = DEFAULT_TTL, .err = err, .errlen = errlen, .seen = seen, .seen_ctx = ctx};
+    const zone_file_opts_t o = {
+        .seen = seen, .seen_ctx = ctx, .health = health, .health_ctx = health_ctx};
+    return zone_file_load_opts(origin, path, &o, out, err, errlen);
+}
+
+int zone_file_load_opts(const char *origin, const char *path, const zone_file_opts_t *opts,
+                        zone_t **out, char *err, size_t errlen)
+{
+    static const zone_file_opts_t none;
+    if (!opts)
+        opts = &none;
+    struct zf_parser L = {.default_ttl = DEFAULT_TTL,
+                          .err = err,
+                          .errlen = errlen,
+                          .seen = opts->seen,
+                          .seen_ctx = opts->seen_ctx};
     ldns_rdf *org = NULL;
     int rc = TERN_ENOMEM;
     *out = NULL;
@@ -510,13 +524,22 @@ int zone_file_load_health(const char *origin, const char *path, zone_file_seen_f
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
-    if (health)
-        zone_builder_set_health(L.b, health, health_ctx);
+    if (opts->health)
+        zone_builder_set_health(L.b, opts->health, opts->health_ctx);
+    if (opts->dnskeys && zone_builder_set_dnssec(L.b, opts->dnskeys, opts->dnskeys_len, 0) < 0) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
     rc = load_file(&L, path, org, 0, NULL, 0);
     if (rc < 0)
         goto fail;
     zone_builder_t *b = L.b;
     L.b = NULL;
+    size_t dropped = zone_builder_dnssec_dropped(b);
+    if (dropped)
+        log_warn("%s: %zu RRSIG/NSEC/NSEC3/NSEC3PARAM records skipped: tern signs the zone itself",
+                 path, dropped);
     rc = zone_builder_finish(b, out, err, errlen);
 fail:
     zone_builder_free(L.b);

@@ -106,6 +106,7 @@ struct zone_json {
     zone_json_opts_t opts;
     uint32_t default_ttl;
     bool have_config;
+    bool dnssec;  /* the config says "dnssec": true */
     bool apex_ns; /* an NS RR was added at the apex */
     uint32_t soa_ttl;
     uint8_t soa_rdata[2 * DNAME_MAXLEN + 20];
@@ -1010,6 +1011,9 @@ zone_json_t *zone_json_new(const char *origin, const char *source, const zone_js
         goto nomem;
     if (zj->opts.health_fn)
         zone_builder_set_health(zj->b, zj->opts.health_fn, zj->opts.health_ctx);
+    if (zj->opts.dnskeys &&
+        zone_builder_set_dnssec(zj->b, zj->opts.dnskeys, zj->opts.dnskeys_len, 0) < 0)
+        goto nomem;
     return zj;
 nomem:
     snprintf(err, errlen, "%s: out of memory", source);
@@ -1070,9 +1074,13 @@ static int config_obj(zone_json_t *zj, json_t *cfg, char *err, size_t errlen)
         (rc = get_bool(&e, cfg, "", "cname_flattening", &flatten)) < 0 ||
         (rc = get_str(&e, cfg, "", "domain_id", &domain_id, &idlen)) < 0)
         return rc;
-    if (dnssec)
-        log_warn("%s: zone %s: \"dnssec\" is set but tern serves the zone unsigned", zj->source,
-                 zj->zname);
+    /* redins turns DNSSEC off silently when it cannot use the keys; a zone that says it is
+     * signed and cannot be is an error here, so the old version keeps serving */
+    zj->dnssec = dnssec;
+    if (dnssec && !zj->opts.dnskeys && !zj->opts.dnssec_deferred)
+        return fail(&e, TERN_EINVAL,
+                    "\"dnssec\" is true but the zone has no keys (ternd.yaml: the zone's dnssec: "
+                    "keys; Redis: redins:zones:<zone>:ksk/zsk)");
     if (flatten)
         log_warn("%s: zone %s: \"cname_flattening\" is set but tern answers with the CNAME",
                  zj->source, zj->zname);
@@ -1277,6 +1285,16 @@ int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t
     int rc = label_obj(zj, label, root, true, err, errlen);
     json_decref(root);
     return rc;
+}
+
+bool zone_json_dnssec(const zone_json_t *zj)
+{
+    return zj->dnssec;
+}
+
+int zone_json_set_dnssec(zone_json_t *zj, const uint8_t *dnskeys, size_t len)
+{
+    return zone_builder_set_dnssec(zj->b, dnskeys, len, 0);
 }
 
 int zone_json_finish(zone_json_t *zj, zone_t **out, char *err, size_t errlen)

@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 
 #include "tern/common/compiler.h"
+#include "tern/dnssec/dnssec_zone.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/limit/limit.h"
@@ -71,6 +72,7 @@ typedef struct answer_view {
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
     geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
     const limit_t *limit;   /* ACLs, rate limits, RRL, cookies (tern/limit/limit.h); NULL: none */
+    bool dnssec;            /* some zone is signed: workers keep the wall clock per batch */
     uint64_t gen;           /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
 
@@ -149,6 +151,11 @@ typedef struct answer_ctx {
     limit_client_t lc;
     limit_worker_t lim;
     const struct sockaddr *q_src; /* this query's source address, or NULL */
+    /* DNSSEC (tern/dnssec/dnssec_zone.h): this worker's signer and signature cache (NULL: the
+     * signatures made ahead only), and room for one RRSIG and one NSEC being written */
+    dnssec_worker_t *dnssec;
+    uint8_t sigbuf[2 + DNSSEC_RRSIG_MAX];
+    uint8_t nsecbuf[2 + DNSSEC_NSEC_MAX];
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
     uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */

@@ -238,6 +238,10 @@ typedef struct config_zone {
     char *file; /* resolved path */
     config_zone_format_t format;
     config_acl_t acl; /* the zone's own access list; acl.enabled false = none */
+    /* "dnssec: {keys: [...]}": the zone is signed by tern with these BIND key pairs (resolved
+     * stems or file paths, tern/dnssec/dnssec_key.h); none = served as its source has it */
+    char **dnssec_keys;
+    size_t ndnssec_keys;
 } config_zone_t;
 
 /* redins' "ratelimit" block (same keys, same meaning), and tern's additions. */
@@ -356,6 +360,9 @@ typedef struct config {
     unsigned tcp_max_lifetime;    /* seconds from accept to close, default 120 */
     unsigned tcp_max_inflight;    /* answers queued per connection before it pauses, default 64 */
     bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
+    unsigned dnssec_lifetime;     /* seconds a signature is valid, default 14 days */
+    unsigned dnssec_refresh;      /* re-sign when less remains, default 7 days */
+    unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */
     config_zone_t *zones;
     size_t nzones;
     log_level_t log_level;        /* default LOG_LVL_INFO */

@@ -121,6 +121,8 @@ typedef struct loader_zone_info {
     size_t bytes;     /* memory of the zone's data */
     int64_t loaded;   /* wall clock (s since the epoch) when this version was read */
     uint64_t version; /* changes exactly when the zone is read again (a count of zone reads) */
+    const struct dnssec_zone *dnssec; /* its signing state (tern/dnssec/dnssec_zone.h), or NULL:
+                                         unsigned; valid only during the call */
 } loader_zone_info_t;
 
 typedef void (*loader_zone_fn)(void *ctx, const loader_zone_info_t *zone);

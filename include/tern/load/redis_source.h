@@ -98,6 +98,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
+#include "tern/dnssec/dnssec_zone.h"
 #include "tern/zone/zone_json.h"
 
 /* Defaults, as redins' handler documents them where it has one. */
@@ -138,6 +139,11 @@ typedef struct redis_source_config {
     uint32_t max_labels;        /* a zone with more labels: rejected whole */
     uint32_t max_rrset_records; /* a label with a larger RRset: skipped (65,535 at most) */
     uint32_t max_zones;         /* zones of the set beyond: not read */
+    /* Zones whose config says "dnssec": true are signed with redins' keys (P
+     * redins:zones:<zone>:zsk:pub, :zsk:priv, :ksk:pub, :ksk:priv S, read with the config):
+     * for this many workers, with this signature lifetime and refresh (0: the defaults). */
+    unsigned dnssec_workers;
+    dnssec_policy_t dnssec_policy;
 } redis_source_config_t;
 
 /** Fill cfg with the defaults above (zone_reload 600 s, the bounds; everything else unset). */

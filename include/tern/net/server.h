@@ -143,6 +143,10 @@ void server_stats(const server_t *s, server_stats_t *out);
 /** Number of workers. */
 unsigned server_workers(const server_t *s);
 
+/** The workers' per-query DNSSEC signing (tern/dnssec/dnssec_zone.h), summed: signature cache
+ * hits and misses, signatures made and the time they took, failures. */
+void server_dnssec_stats(const server_t *s, dnssec_worker_stats_t *out);
+
 /**
  * Worker w's allocation counters (tern/common/mem.h: bytes under jemalloc, calls under ASan), read
  * while it runs: the zero-allocation tests compare them around a load. TERN_ENOTSUP when the

@@ -39,4 +39,19 @@ int zone_file_load_health(const char *origin, const char *path, zone_file_seen_f
                           zone_builder_health_fn health, void *health_ctx, zone_t **out, char *err,
                           size_t errlen) TERN_WUR;
 
+/** Everything a load may be given (NULL fields: none). */
+typedef struct zone_file_opts {
+    zone_file_seen_fn seen;
+    void *seen_ctx;
+    zone_builder_health_fn health;
+    void *health_ctx;
+    /* the DNSKEY RDATA of the keys tern signs the zone with (zone_builder_set_dnssec()) */
+    const uint8_t *dnskeys;
+    size_t dnskeys_len;
+} zone_file_opts_t;
+
+/** zone_file_load() with opts (may be NULL). */
+int zone_file_load_opts(const char *origin, const char *path, const zone_file_opts_t *opts,
+                        zone_t **out, char *err, size_t errlen) TERN_WUR;
+
 #endif

@@ -37,7 +37,8 @@
  * redins' defaults (refresh 86400, retry 7200, expire 3600, minttl 300) and a serial left out is
  * the load time. Where tern differs: without an NS RRset at the apex one NS naming the SOA's
  * primary is added (the builder needs one; logged at info); "aname" is skipped with a warning
- * (not implemented yet); "dnssec" true is served unsigned (warned);
+ * (not implemented yet); "dnssec" true needs the zone's keys (opts.dnskeys), else the config
+ * is refused;
  * a filter value other than those listed is an error, where redins would fall back to a default.
  * An enabled health_check gives each record of its RRset an endpoint (tern/health/health.h) keyed
  * by the check, the record's address and the owner (the HTTP Host, as redins sends it), so the
@@ -80,6 +81,15 @@ typedef struct zone_json_opts {
      * health: checks), handed to the builder (zone_builder_set_health()); NULL = none */
     zone_builder_health_fn health_fn;
     void *health_ctx;
+    /* DNSSEC: the DNSKEY RDATA of the zone's signing keys (an rdata sequence,
+     * dnssec_zone_dnskeys()), handed to zone_builder_set_dnssec(); NULL = the zone is not signed
+     * by tern, and a config with "dnssec": true is an error (its keys are missing) */
+    const uint8_t *dnskeys;
+    size_t dnskeys_len;
+    /* the keys come after the config (the Redis source reads them with it): "dnssec": true is
+     * not an error in zone_json_config(); the caller asks zone_json_dnssec() and hands them to
+     * zone_json_set_dnssec() before the first label */
+    bool dnssec_deferred;
 } zone_json_opts_t;
 
 typedef struct zone_json zone_json_t;
@@ -93,6 +103,14 @@ zone_json_t *zone_json_new(const char *origin, const char *source, const zone_js
  * config: message" in err: the zone cannot be built. */
 int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err,
                      size_t errlen) TERN_WUR;
+
+/** Whether the config read by zone_json_config() says "dnssec": true. */
+bool zone_json_dnssec(const zone_json_t *zj);
+
+/** The zone is signed with keys whose DNSKEY RDATA is dnskeys (rdata sequence, len bytes):
+ * zone_builder_set_dnssec(). After zone_json_config(), before the first label. 0 or
+ * TERN_ENOMEM. */
+int zone_json_set_dnssec(zone_json_t *zj, const uint8_t *dnskeys, size_t len) TERN_WUR;
 
 /**
  * One label's RRsets (JSON text of len bytes). label is relative ("www", "a.b") or "@".

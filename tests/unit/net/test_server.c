@@ -29,6 +29,9 @@
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
 #include "tern/conf/config.h"
+#include "tern/dnssec/dnssec_key.h"
+#include "tern/dnssec/dnssec_sign.h"
+#include "tern/dnssec/dnssec_zone.h"
 #include "tern/limit/limit.h"
 #include "tern/net/server.h"
 #include "tern/zone/zone_file.h"
@@ -1160,8 +1163,107 @@ static void test_no_alloc_with_limits(void **state)
     limit_shared_free(sh);
 }
 
+/* DNSSEC: 10,000 DO=1 queries over UDP at a signed zone — RRsets signed ahead, and a new
+ * NXDOMAIN name in every round, whose compact-denial NSEC is signed by the worker per query (a
+ * cache miss every time) — and not one allocation or free. */
+static size_t make_do_query(uint8_t *buf, uint16_t id, const char *name, uint16_t qtype)
+{
+    size_t len = make_query(buf, id, name, qtype);
+    buf[11] = 1; /* ARCOUNT: the OPT record, DO set */
+    const uint8_t opt[11] = {0, 0, 41, 1232 >> 8, 1232 & 0xff, 0, 0, 0x80, 0, 0, 0};
+    memcpy(buf + len, opt, sizeof(opt));
+    return len + sizeof(opt);
+}
+
+static unsigned signed_mix(int ufd, unsigned rounds, unsigned *rrsigs)
+{
+    uint8_t q[512], r[2048];
+    char name[64];
+    unsigned answered = 0;
+    for (unsigned i = 0; i < rounds; i++) {
+        const char *names[4] = {"www.example.test", "example.test", "www.example.test", name};
+        const uint16_t types[4] = {1, 48, 28, 1}; /* A, DNSKEY, NODATA, NXDOMAIN */
+        snprintf(name, sizeof(name), "n%u-%u.example.test", i, (unsigned)rand());
+        for (unsigned k = 0; k < 4; k++) {
+            size_t len = make_do_query(q, (uint16_t)(i * 4 + k), names[k], types[k]);
+            assert_int_equal(send(ufd, q, len, 0), (ssize_t)len);
+            ssize_t n = recv(ufd, r, sizeof(r), 0);
+            assert_true(n >= 12);
+            answered++;
+            /* an RRSIG (type 46, class IN) somewhere in the answer or authority */
+            for (ssize_t j = 12; j + 4 <= n; j++)
+                if (r[j] == 0 && r[j + 1] == 46 && r[j + 2] == 0 && r[j + 3] == 1) {
+                    (*rrsigs)++;
+                    break;
+                }
+        }
+    }
+    return answered;
+}
+
+static void test_no_alloc_dnssec(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 1, 8, true);
+    dnssec_key_t *keys[2] = {NULL, NULL};
+    char err[512] = "";
+    const uint8_t origin[] = "\7example\4test";
+    assert_int_equal(dnssec_key_generate(origin, 13, true, 0, &keys[0], err, sizeof(err)), 0);
+    assert_int_equal(dnssec_key_generate(origin, 13, false, 0, &keys[1], err, sizeof(err)), 0);
+    dnssec_zone_t *dz = NULL;
+    if (dnssec_zone_new(origin, keys, 2, 1, NULL, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    uint8_t dnskeys[4096];
+    int kl = dnssec_zone_dnskeys(dz, dnskeys, sizeof(dnskeys));
+    assert_true(kl > 0);
+    char path[512];
+    const char *dir = getenv("TERN_TEST_DATA");
+    snprintf(path, sizeof(path), "%s/net/example.zone", dir ? dir : "tests/data");
+    const zone_file_opts_t fo = {.dnskeys = dnskeys, .dnskeys_len = (size_t)kl};
+    zone_t *z = NULL;
+    if (zone_file_load_opts("example.test", path, &fo, &z, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    dnssec_sigs_t *old = NULL;
+    if (dnssec_zone_sign(dz, z, (uint32_t)time(NULL), &old, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    z->dnssec = dz;
+    z->dnssec_free = dnssec_zone_free;
+    fx.table = zone_table_new();
+    assert_non_null(fx.table);
+    assert_int_equal(zone_table_add(fx.table, z), 0);
+    assert_int_equal(zone_table_freeze(fx.table), 0);
+    fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}, .dnssec = true};
+    fx.published = &fx.view;
+    fx.srv = server_start(&fx.cfg, &fx.published);
+    assert_non_null(fx.srv);
+    uint16_t port = server_port(fx.srv, 0);
+    int ufd = udp_client(AF_INET, "127.0.0.1", port);
+    unsigned sigs = 0;
+    (void)signed_mix(ufd, 20, &sigs); /* warm up */
+    uint64_t a0, d0, a1, d1;
+    if (!alloc_totals(&a0, &d0)) {
+        close(ufd);
+        stop();
+        skip();
+    }
+    sigs = 0;
+    assert_int_equal(signed_mix(ufd, 2500, &sigs), 10000);
+    assert_true(alloc_totals(&a1, &d1));
+    assert_int_equal(sigs, 10000); /* every answer signed */
+    dnssec_worker_stats_t ds;
+    server_dnssec_stats(fx.srv, &ds);
+    assert_true(ds.sigs >= 2500); /* a new NXDOMAIN name per round: signed per query */
+    assert_int_equal(ds.fails, 0);
+    assert_int_equal(a1, a0);
+    assert_int_equal(d1, d0);
+    close(ufd);
+    stop();
+}
+
 int main(void)
 {
+    (void)dnssec_mem_install();
     log_set_level(LOG_LVL_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_udp_v4),
@@ -1186,6 +1288,7 @@ int main(void)
         cmocka_unit_test(test_busy_udp_keeps_tcp_alive),
         cmocka_unit_test(test_rcu_swap),
         cmocka_unit_test(test_no_alloc_per_query),
+        cmocka_unit_test(test_no_alloc_dnssec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
