@@ -966,8 +966,7 @@ fail:
     return rc;
 }
 
-/* The two files of a pair from their stem or either file's name. */
-static int pair_paths(const char *path, char *pub, char *priv, size_t len)
+int dnssec_key_paths(const char *path, char *pub, char *priv, size_t len)
 {
     size_t n = strlen(path);
     if (n > 4 && strcmp(path + n - 4, ".key") == 0)
@@ -985,7 +984,7 @@ static int load(const char *path, bool with_private, const uint8_t *zone, dnssec
     char pubp[PATH_MAX], privp[PATH_MAX];
     char *pub = NULL, *priv = NULL;
     *out = NULL;
-    int rc = pair_paths(path, pubp, privp, sizeof(pubp));
+    int rc = dnssec_key_paths(path, pubp, privp, sizeof(pubp));
     if (rc < 0) {
         tern_set_err(err, errlen, "%.200s...: path too long", path);
         return rc;
@@ -1211,7 +1210,7 @@ int dnssec_key_write(const dnssec_key_t *k, const char *dir, char *stem, size_t 
     int n = snprintf(stem, stemlen, "%.*s%sK%s+%03u+%05u", (int)dl, dir,
                      dl && dir[dl - 1] == '/' ? "" : "/", zone, k->alg, k->tag);
     rc = TERN_ENOSPC;
-    if (n < 0 || (size_t)n >= stemlen || pair_paths(stem, pubp, privp, sizeof(pubp)) < 0) {
+    if (n < 0 || (size_t)n >= stemlen || dnssec_key_paths(stem, pubp, privp, sizeof(pubp)) < 0) {
         tern_set_err(err, errlen, "%s: the file name is too long", k->label);
         goto fail;
     }

@@ -11,18 +11,6 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
-/* The two files of a BIND key pair from a stem or either file's name. */
-static void pair_paths(const char *path, char *pub, char *priv, size_t len)
-{
-    size_t n = strlen(path);
-    if (n > 4 && strcmp(path + n - 4, ".key") == 0)
-        n -= 4;
-    else if (n > 8 && strcmp(path + n - 8, ".private") == 0)
-        n -= 8;
-    snprintf(pub, len, "%.*s.key", (int)n, path);
-    snprintf(priv, len, "%.*s.private", (int)n, path);
-}
-
 static int finish_prepare(const uint8_t *origin, const char *zname, dnssec_key_t **keys,
                           unsigned nkeys, unsigned workers, const dnssec_policy_t *pol,
                           dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len, char *err,
@@ -69,8 +57,9 @@ int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_se
         n++;
         if (seen) {
             char pub[4096], priv[4096];
-            pair_paths(cz->dnssec_keys[i], pub, priv, sizeof(pub));
             struct stat st;
+            if (dnssec_key_paths(cz->dnssec_keys[i], pub, priv, sizeof(pub)) < 0)
+                continue; /* cannot be: it was just read */
             if ((stat(pub, &st) == 0 && (rc = seen(seen_ctx, pub, &st)) < 0) ||
                 (stat(priv, &st) == 0 && (rc = seen(seen_ctx, priv, &st)) < 0)) {
                 snprintf(err, errlen, "zone %s: out of memory", cz->origin);

@@ -126,6 +126,10 @@ int dnssec_key_ds(const dnssec_key_t *k, unsigned digest_type, uint8_t *rd, size
 int dnssec_key_ds_text(const dnssec_key_t *k, unsigned digest_type, char *out,
                        size_t outlen) TERN_WUR;
 
+/** The two files of a BIND pair (pub: ".key", priv: ".private", each len bytes) from their stem
+ * or either file's name. 0, or TERN_ENOSPC. */
+int dnssec_key_paths(const char *path, char *pub, char *priv, size_t len) TERN_WUR;
+
 /** Key tag of a DNSKEY RDATA (RFC 4034 Appendix B; algorithm 1 is not supported anywhere). */
 uint16_t dnssec_key_tag(const uint8_t *rdata, size_t rdlen);
 
