@@ -845,15 +845,18 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
     }
     for (size_t r = 0; r < 2; r++) {
         char k[ESC_MAX];
-        snprintf(where[r], sizeof(where[r]), "%sredins:zones:%s%s%s", rs->prefix,
-                 tern_escape(k, sizeof(k), b->z->name, strlen(b->z->name)),
-                 r == 0 ? ":zsk" : ":ksk", rs->suffix);
+        /* "P redins:zones:<zone>:zsk:{pub,priv} S": messages name both strings of the key */
+        const char *role = r == 0 ? ":zsk" : ":ksk";
+        const char *zn = tern_escape(k, sizeof(k), b->z->name, strlen(b->z->name));
         if (!pub[r] || !priv[r]) {
             /* redins needs both keys; so do we, and say which string is missing */
-            zb_reject(b, "%s: zone %s: \"dnssec\" is true but %s:%s is missing", rs->where,
-                      b->z->origin, where[r], !pub[r] ? "pub" : "priv");
+            zb_reject(b, "%s: zone %s: \"dnssec\" is true but %sredins:zones:%s%s:%s%s is missing",
+                      rs->where, b->z->origin, rs->prefix, zn, role, !pub[r] ? "pub" : "priv",
+                      rs->suffix);
             return;
         }
+        snprintf(where[r], sizeof(where[r]), "%sredins:zones:%s%s:{pub,priv}%s", rs->prefix, zn,
+                 role, rs->suffix);
     }
     uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
     size_t len = 0;
