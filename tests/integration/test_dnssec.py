@@ -1264,9 +1264,10 @@ class RedisRun(Run):
                    % (self.key(":zsk:priv"), LIVE_WAIT, self.signer.log_text()))
             time.sleep(0.05)
         print("  %s: ternd logs: %s" % (self.label, lines[0]))
-        # the key as "...:zsk:priv" or "...:zsk (private key)" (dnssec_key.h's WHERE (private key))
+        # the key as "<zone>:zsk:{pub,priv} (private key)": both strings named, the private one
+        # blamed (dnssec_key.h's "WHERE (private key)")
         expect(ZONE.rstrip(".") in lines[0].replace(self.key(":zsk"), "") and
-               (self.key(":zsk:priv") in lines[0] or self.key(":zsk (private key)") in lines[0]),
+               self.key(":zsk:{pub,priv} (private key)") in lines[0],
                "the log line names not the zone and the zsk:priv key: %s" % lines[0])
         for _ in range(10):  # the previous version, for a second
             r = query(self.signer.port, "plain." + ZONE, "A")
