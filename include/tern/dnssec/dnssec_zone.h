@@ -132,7 +132,7 @@ static inline const uint8_t *dnssec_static(const dnssec_sigs_t *sg, const zone_t
 /*
  * Per worker: the signer and the signature cache for what is signed per query.
  *
- * The cache is 2-way set-associative, keyed by a 64-bit hash of (zone version, owner, type,
+ * The cache is 4-way set-associative, keyed by a 64-bit hash of (zone version, owner, type,
  * TTL, labels, the chosen RRs as a set: the same subset in another order is the same entry);
  * an entry holds the RRSIG's fixed part and signature (the signer's name is the zone's apex,
  * written from the zone). It is valid while more than the policy's refresh time remains.
