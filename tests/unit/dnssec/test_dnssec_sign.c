@@ -345,6 +345,24 @@ static void test_zone_and_cache(void **state)
                         now + DNSSEC_LIFETIME_DEFAULT - DNSSEC_REFRESH_DEFAULT, out);
     dnssec_worker_stats(w, &st);
     assert_int_equal(st.misses, 3);
+    /* eviction: a cache of one set of 4 holds 4 subsets; a 5th pushes out the oldest */
+    dnssec_worker_t *w4 = dnssec_worker_new(0, 4);
+    assert_non_null(w4);
+    const uint32_t sub[5][2] = {{0, 6}, {0, 12}, {6, 12}, {0, 0}, {6, 6}};
+    const uint16_t cnt[5] = {2, 2, 2, 1, 1};
+    for (int i = 0; i < 5; i++)
+        assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, cnt[i], a->rdata,
+                                  sub[i], now + (uint32_t)i, out) > 0);
+    dnssec_worker_stats(w4, &st);
+    assert_int_equal(st.misses, 5);
+    assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, sub[4], now,
+                              out) > 0); /* the newest: still there */
+    assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, sub[0], now,
+                              out) > 0); /* the oldest: gone */
+    dnssec_worker_stats(w4, &st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 6);
+    dnssec_worker_free(w4);
     /* a worker beyond the zone's contexts fails, counted */
     dnssec_worker_t *w9 = dnssec_worker_new(9, 64);
     assert_true(dnssec_online(w9, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, o3, now, out) <
