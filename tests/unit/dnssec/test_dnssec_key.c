@@ -344,7 +344,7 @@ static void test_strings(void **state)
 }
 
 /* Presentation variants of one DNSKEY: parentheses over lines, class before TTL, the algorithm
- * by name, the owner in another case, the base64 cut anywhere, no final dot. */
+ * by name, the owner in another case, the base64 cut anywhere, no final dot, a TTL in hours. */
 static void test_presentation(void **state)
 {
     char *priv = slurp("Kexample.test.+013+63675.private");
@@ -359,6 +359,10 @@ static void test_presentation(void **state)
         "IPjHLdf8gBJejDw4djniul2RQ3W+D9s2lNPi19miKIn6E Ng==",
         "  example.test 7200 dnskey 256 3 13 "
         "+jrTah1KQWrohZw/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4djniul2RQ3W+D9s2lNPi19miKIn6ENg==",
+        /* the TTL with a unit, the mnemonic in lower case, CR line ends */
+        "example.test. 2h DNSKEY 256 3 ecdsap256sha256 (\r\n"
+        "+jrTah1KQWrohZw/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4d\r\n"
+        "jniul2RQ3W+D9s2lNPi19miKIn6ENg== )\r\n",
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(texts); i++) {
         char err[512] = "";
@@ -429,7 +433,7 @@ static void test_mismatch(void **state)
     tu_rmtree(dir);
 }
 
-/* RSASHA1 (5) and NSEC3RSASHA1 (7) keys are refused by name, at the DNSKEY's line. */
+/* RSASHA1 (5) and RSASHA1-NSEC3-SHA1 (7) keys are refused by name, at the DNSKEY's line. */
 static void test_unsupported(void **state)
 {
     static const struct {
@@ -438,7 +442,7 @@ static void test_unsupported(void **state)
         {"Kexample.test.+005+58876",
          ".key:5: algorithm 5 (RSASHA1) is not supported: use 8, 13 or 15"},
         {"Kexample.test.+007+21423",
-         ".key:5: algorithm 7 (NSEC3RSASHA1) is not supported: use 8, 13 or 15"},
+         ".key:5: algorithm 7 (RSASHA1-NSEC3-SHA1) is not supported: use 8, 13 or 15"},
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(cases); i++) {
         char path[512], err[512] = "";
@@ -489,21 +493,22 @@ static void test_bad_public(void **state)
         const char *text, *want;
         int rc;
     } cases[] = {
-        /* truncated base64 on the record's second line */
+        /* truncated base64 on the last line of a record that starts on line 2: ldns joins the
+         * lines, the message names the record's */
         {"; c\nexample.test. IN DNSKEY ( 256 3 13\n"
          "+jrTah1KQWrohZw/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4d\njniul2RQ3W+D9s2 )\n",
-         "w (DNSKEY): line 4: bad base64 in the key: its length is not a multiple of 4",
+         "w (DNSKEY): line 2: bad base64 in the key: Conversion error, b64 encoding expected",
          TERN_ESYNTAX},
         {"example.test. IN DNSKEY 256 3 13 +jrTah1KQWrohZw/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4d"
          "jniul2RQ3W+D9s2lNPi19miKIn6EN",
-         "w (DNSKEY): line 1: bad base64 in the key: its length is not a multiple of 4",
+         "w (DNSKEY): line 1: bad base64 in the key: Conversion error, b64 encoding expected",
          TERN_ESYNTAX},
         {"example.test. IN DNSKEY 256 3 13 "
          "+jrTah1KQWroh!w/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4d",
-         "w (DNSKEY): line 1: bad base64 in the key: '!'", TERN_ESYNTAX},
+         "w (DNSKEY): line 1: bad base64 in the key: Conversion error, b64 encoding expected",
+         TERN_ESYNTAX},
         {"example.test. IN DNSKEY 256 3 13 +jrT=h1K",
-         "w (DNSKEY): line 1: bad base64 in the key: "
-         "'=' before the end",
+         "w (DNSKEY): line 1: bad base64 in the key: Conversion error, b64 encoding expected",
          TERN_ESYNTAX},
         /* a whole base64 of the wrong length for P-256 */
         {"example.test. IN DNSKEY 256 3 13 "
@@ -514,7 +519,7 @@ static void test_bad_public(void **state)
         {"; only a comment\n", "w (DNSKEY): no DNSKEY record", TERN_ESYNTAX},
         {"example.test. IN DS 1 13 2 AA", "w (DNSKEY): line 1: 'DS' where DNSKEY was expected",
          TERN_ESYNTAX},
-        {"example.test. CH DNSKEY 256 3 13 AA==", "line 1: 'CH' where DNSKEY was expected",
+        {"example.test. CH DNSKEY 256 3 13 AA==", "line 1: class CH: a DNSKEY is of class IN",
          TERN_ESYNTAX},
         {"example.test. IN DNSKEY 256 3",
          "line 1: a DNSKEY has flags, protocol, algorithm and the "
@@ -531,6 +536,23 @@ static void test_bad_public(void **state)
          TERN_ESYNTAX},
         {"example.test. IN DNSKEY 256 3 5 AwEAAQ==", "algorithm 5 (RSASHA1) is not supported",
          TERN_ENOTSUP},
+        /* numbers ldns alone would wrap (259 as protocol 3, 269 as algorithm 13) */
+        {"example.test. IN DNSKEY 256 259 13 AA==", "line 1: protocol '259'", TERN_ESYNTAX},
+        {"example.test. IN DNSKEY 256 3 269 AA==", "line 1: unknown algorithm '269'", TERN_ESYNTAX},
+        {"example.test. IN DNSKEY -1 3 13 AA==", "line 1: bad flags '-1'", TERN_ESYNTAX},
+        {"example.test. 4294967295 IN DNSKEY 256 3 13 AA==", "line 1: bad TTL '4294967295'",
+         TERN_ESYNTAX},
+        {"example.test. 1x IN DNSKEY 256 3 13 AA==", "line 1: bad TTL '1x'", TERN_ESYNTAX},
+        {"example.test. IN", "line 1: the record ends before its type", TERN_ESYNTAX},
+        {"example.test. IN DNSKEY 256 3 13", "line 1: a DNSKEY has flags, protocol, algorithm",
+         TERN_ESYNTAX},
+        /* a key whose closing ')' is missing: the text may have been cut short (ldns alone
+         * takes it) */
+        {"\nexample.test. IN DNSKEY ( 256 3 13 "
+         "+jrTah1KQWrohZw/WKXWeQ32QTiNdIshdV7k3clIPjHLdf8gBJejDw4djniul2RQ3W+D9s2lNPi19miKIn6ENg==",
+         "w (DNSKEY): line 2: '(' without ')'", TERN_ESYNTAX},
+        {"example.test. IN DNSKEY 256 3 13 AA==\n; c\n)\n", "line 3: ')' without '('",
+         TERN_ESYNTAX},
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(cases); i++) {
         char err[512] = "";
