@@ -228,22 +228,10 @@ def dig(port, name, qtype, do):
     argv = ["dig", "@127.0.0.1", "-p", str(port), "+norec", "+time=2", "+tries=1", "+noall",
             "+comments", "+answer", "+authority", "+additional", "+stats", name, qtype]
     argv += ["+dnssec", "+bufsize=4096"] if do else ["+noedns"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
-    m = re.search(r"status: (\w+)", out)
-    fl = re.search(r"flags: ([a-z ]*);", out)
-    sz = re.search(r"MSG SIZE\s+rcvd: (\d+)", out)
-    sec, rrs = None, {"ANSWER": [], "AUTHORITY": [], "ADDITIONAL": []}
-    for line in out.splitlines():
-        h = re.match(r";; (ANSWER|AUTHORITY|ADDITIONAL) SECTION:", line)
-        if h:
-            sec = h.group(1)
-        elif sec and line and not line.startswith(";"):
-            p = line.split()
-            if len(p) >= 5:
-                rrs[sec].append((p[0].lower(), p[3], p[4] if p[3] == "RRSIG" else None,
-                                 " ".join(p[4:])))
-    return {"status": m.group(1) if m else "TIMEOUT", "flags": fl.group(1).split() if fl else [],
-            "size": int(sz.group(1)) if sz else None, "sections": rrs}
+    d = run.dig_parse(subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout)
+    d["sections"] = {k: [(p[0].lower(), p[3], p[4] if p[3] == "RRSIG" else None, " ".join(p[4:]))
+                         for p in v if len(p) >= 5] for k, v in d["sections"].items()}
+    return d
 
 
 def check_one(r, name, qtype, status, signed, do, want_an=(), denial=False):

@@ -370,15 +370,12 @@ class Running:
 # answer checks (dig): a few queries per case before anything is timed
 
 
-def dig(port, name, qtype, tcp=False):
-    argv = ["dig", "@127.0.0.1", "-p", str(port), "+norec", "+time=2", "+tries=1", "+noall",
-            "+comments", "+answer", "+authority", "+additional", name, qtype]
-    if tcp:
-        argv.insert(1, "+tcp")
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    out = r.stdout
+def dig_parse(out):
+    """dig's output (+comments with the sections): status, flags, the message size when +stats
+    printed it, and per section the fields of every record line."""
     m = re.search(r"status: (\w+)", out)
     fl = re.search(r"flags: ([a-z ]*);", out)
+    sz = re.search(r"MSG SIZE\s+rcvd: (\d+)", out)
     sec, rrs = None, {"ANSWER": [], "AUTHORITY": [], "ADDITIONAL": []}
     for line in out.splitlines():
         h = re.match(r";; (ANSWER|AUTHORITY|ADDITIONAL) SECTION:", line)
@@ -387,9 +384,20 @@ def dig(port, name, qtype, tcp=False):
         elif sec and line and not line.startswith(";"):
             parts = line.split()
             if len(parts) >= 4:
-                rrs[sec].append(parts[3])
+                rrs[sec].append(parts)
     return {"status": m.group(1) if m else "TIMEOUT", "flags": fl.group(1).split() if fl else [],
-            "an": rrs["ANSWER"], "ns": rrs["AUTHORITY"], "ar": rrs["ADDITIONAL"]}
+            "size": int(sz.group(1)) if sz else None, "sections": rrs}
+
+
+def dig(port, name, qtype, tcp=False):
+    argv = ["dig", "@127.0.0.1", "-p", str(port), "+norec", "+time=2", "+tries=1", "+noall",
+            "+comments", "+answer", "+authority", "+additional", name, qtype]
+    if tcp:
+        argv.insert(1, "+tcp")
+    d = dig_parse(subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout)
+    types = {k: [p[3] for p in v] for k, v in d["sections"].items()}
+    return {"status": d["status"], "flags": d["flags"],
+            "an": types["ANSWER"], "ns": types["AUTHORITY"], "ar": types["ADDITIONAL"]}
 
 
 def check_answers(srv, manifest):

@@ -47,6 +47,17 @@ def find_program(name):
     return shutil.which(name, path=path)
 
 
+def stop_process(proc):
+    """SIGTERM proc (a Popen we started) if it still runs, SIGKILL after STOP_TIMEOUT."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT)
+
+
 class Server:
     """One server process; subclasses write the config and give the command line."""
 
@@ -88,13 +99,7 @@ class Server:
                            % (self.name, START_TIMEOUT, self.log_text()))
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT)
+        stop_process(self.proc)
         if self._log is not None:
             self._log.close()
             self._log = None

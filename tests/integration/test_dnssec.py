@@ -92,7 +92,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -122,7 +121,6 @@ ZONE = "sec.test."
 ALG = "ECDSAP256SHA256"
 TIMEOUT = 5.0  # one answer from a validating resolver (it fetches the DNSKEY RRset first)
 TOOL_TIMEOUT = 30  # dnssec-keygen, keymgr, delv, perl, ternctl
-STOP_TIMEOUT = 5.0
 CTL_WAIT = 10.0  # from ternd's first answer until its control socket must answer
 LIVE_WAIT = 5.0  # a change in Redis reaching signed answers (test_redis.py checks 1 s unsigned)
 
@@ -531,13 +529,7 @@ stub-zone:
                            % (self.name, servers.START_TIMEOUT, self.log_text()))
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT)
+        servers.stop_process(self.proc)
         if self._out is not None:
             self._out.close()
             self._out = None
