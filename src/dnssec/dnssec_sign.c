@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "tern/common/err.h"
@@ -221,7 +222,9 @@ dnssec_signer_t *dnssec_signer_new(size_t max_bytes, bool grow)
     s->ord = malloc(s->nidx * sizeof(*s->ord));
     s->mdctx = EVP_MD_CTX_new();
     s->region.cap = REGION_BYTES;
-    s->region.base = malloc(REGION_BYTES);
+    /* anonymous pages: resident only once a signature has used them */
+    void *m = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    s->region.base = m == MAP_FAILED ? NULL : m;
     if (!s->buf || !s->canon || !s->idx || !s->len || !s->ord || !s->mdctx || !s->region.base) {
         dnssec_signer_free(s);
         return NULL;
@@ -245,7 +248,8 @@ void dnssec_signer_free(dnssec_signer_t *s)
     EVP_MD_CTX_free(s->mdctx);
     if (tls_own == &s->region)
         tls_own = NULL;
-    free(s->region.base);
+    if (s->region.base)
+        munmap(s->region.base, REGION_BYTES);
     free(s->buf);
     free(s->canon);
     free(s->idx);

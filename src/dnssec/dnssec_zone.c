@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "tern/common/err.h"
 #include "tern/common/hash.h"
@@ -386,7 +387,8 @@ typedef struct centry {
 struct dnssec_worker {
     unsigned id;
     uint32_t mask; /* entries - 1 */
-    centry_t *e;
+    centry_t *e;   /* mmap()ed, bytes long */
+    size_t bytes;
     dnssec_signer_t *signer;
     dnssec_worker_stats_t st;
 };
@@ -401,8 +403,11 @@ dnssec_worker_t *dnssec_worker_new(unsigned id, unsigned entries)
         n *= 2;
     w->id = id;
     w->mask = n - 1;
-    /* calloc of a large block is fresh zero pages: an entry costs memory once used */
-    w->e = calloc(n, sizeof(*w->e));
+    /* anonymous pages, zero until touched: an entry costs memory once used, and a server
+     * without a signed zone pays nothing for the cache (calloc may memset recycled pages) */
+    w->bytes = (size_t)n * sizeof(*w->e);
+    void *m = mmap(NULL, w->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    w->e = m == MAP_FAILED ? NULL : m;
     /* a steered subset is at most a few KiB of signing data; 64 KiB takes any RRset that fits
      * a DNS message with a short owner */
     w->signer = dnssec_signer_new(65536 + 4096, false);
@@ -418,7 +423,8 @@ void dnssec_worker_free(dnssec_worker_t *w)
     if (!w)
         return;
     dnssec_signer_free(w->signer);
-    free(w->e);
+    if (w->e)
+        munmap(w->e, w->bytes);
     free(w);
 }
 

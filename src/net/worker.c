@@ -122,6 +122,20 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
         NET_COUNT(w, health_fail_open, info->health_fail_open);
 }
 
+/* The DNSSEC signer and signature cache (tern/dnssec/dnssec_sign.h), made on this thread — the
+ * signer sets up its libcrypto state — once, before the first event of the first view with a
+ * signed zone: a server that signs nothing never initialises libcrypto's signing side (3.4 MiB
+ * of its pages) nor maps the cache. Without it, DO=1 answers carry the signatures made ahead
+ * only. */
+static void worker_dnssec_init(worker_t *w)
+{
+    w->dnssec_tried = true;
+    dnssec_worker_t *dw = dnssec_worker_new(w->id, w->srv->cfg->dnssec_cache);
+    if (!dw)
+        log_warn("worker %u: no DNSSEC signer: per-query signatures are off", w->id);
+    __atomic_store_n(&w->actx.dnssec, dw, __ATOMIC_RELEASE); /* server_dnssec_stats() reads it */
+}
+
 void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -138,12 +152,6 @@ void *worker_main(void *arg)
         __atomic_store_n(&w->deallocp, d, __ATOMIC_RELEASE);
     }
     tern_rcu_register();
-    /* The DNSSEC signer and signature cache, made here because the signer sets up this thread's
-     * libcrypto state (tern/dnssec/dnssec_sign.h); without it, DO=1 answers carry the
-     * signatures made ahead only. */
-    w->actx.dnssec = dnssec_worker_new(w->id, w->srv->cfg->dnssec_cache);
-    if (!w->actx.dnssec)
-        log_warn("worker %u: no DNSSEC signer: per-query signatures are off", w->id);
 
     w->now_ms = tern_monotonic_ms();
     bool busy = false;
@@ -179,6 +187,8 @@ void *worker_main(void *arg)
         for (int i = 0; i < n; i++) {
             uint64_t tag = ev[i].data.u64;
             w->view = tern_rcu_deref(*w->srv->view);
+            if (unlikely(w->view->dnssec && !w->actx.dnssec && !w->dnssec_tried))
+                worker_dnssec_init(w);
             switch (TAG_KIND(tag)) {
             case TAG_STOP:
                 stop = true;

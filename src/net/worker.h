@@ -156,6 +156,7 @@ typedef struct worker {
     int tcp_fd[CONFIG_MAX_LISTEN];
     int64_t now_ms;            /* monotonic clock, read once per loop iteration */
     int busy_li;               /* the one UDP listen index busy mode may block on, or -1 */
+    bool dnssec_tried;         /* worker_dnssec_init() ran (actx.dnssec may still be NULL) */
     const answer_view_t *view; /* the RCU snapshot for the event in hand */
     unsigned arena;            /* this worker's jemalloc arena (MEM_NO_ARENA without one) */
     const uint64_t *allocp;    /* this thread's allocation counters (mem.h); NULL until it runs */
