@@ -346,21 +346,6 @@ static bool grow_to(uint8_t **buf, size_t *cap, size_t need)
     return true;
 }
 
-static size_t name_lower(uint8_t *dst, const uint8_t *src)
-{
-    size_t i = 0;
-    for (;;) {
-        uint8_t l = src[i];
-        dst[i++] = l;
-        if (l == 0)
-            return i;
-        for (unsigned k = 0; k < l; k++, i++) {
-            uint8_t c = src[i];
-            dst[i] = c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
-        }
-    }
-}
-
 int dnssec_sign(dnssec_signer_t *s, const dnssec_keyctx_t *kc, const dnssec_rrsig_req_t *req,
                 uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint8_t *out,
                 size_t cap)
@@ -370,11 +355,8 @@ int dnssec_sign(dnssec_signer_t *s, const dnssec_keyctx_t *kc, const dnssec_rrsi
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     uint8_t owner[DNAME_MAXLEN];
-    size_t olen = name_lower(owner, req->owner);
-    size_t slen = 0;
-    while (req->signer[slen])
-        slen += req->signer[slen] + 1u;
-    slen++;
+    size_t olen = dname_lower(owner, req->owner);
+    size_t slen = dname_len(req->signer);
     if (cap < DNSSEC_RRSIG_FIXED + slen + k->siglen)
         return TERN_ENOSPC;
 

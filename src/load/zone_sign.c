@@ -127,7 +127,6 @@ int zone_sign_prepare_redins(const char *origin, const char *const pub[2],
 int zone_sign_attach(zone_t *z, dnssec_zone_t *dz, char *err, size_t errlen)
 {
     dnssec_sigs_t *old = NULL;
-    dz->nsec_ttl = z->neg_soa ? z->neg_soa->ttl : 0;
     int rc = dnssec_zone_sign(dz, z, (uint32_t)time(NULL), &old, err, errlen);
     dnssec_sigs_free(old); /* none: the state is new */
     if (rc < 0) {

@@ -75,7 +75,6 @@ typedef struct dnssec_zone {
     dnssec_keyctx_t **zsk_ctx; /* one per worker */
     unsigned nworkers;
     dnssec_policy_t policy;
-    uint32_t nsec_ttl;   /* the negative TTL (RFC 9077: min(SOA TTL, MINIMUM)) */
     dnssec_sigs_t *sigs; /* RCU: read with dnssec_zone_sigs() */
 } dnssec_zone_t;
 
@@ -164,10 +163,11 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
 
 /**
  * The RDATA of the compact-denial NSEC (RFC 9824) at owner (wire, any case): next name
- * "\000.owner" lowercased, then the bitmap of types[0..ntypes) (ascending, no duplicates)
- * plus RRSIG and NSEC (and NXNAME when nxname). out holds at least 2 + 1 + DNAME_MAXLEN + 34 *
- * ... bytes: DNSSEC_NSEC_MAX. Returns its length, or TERN_ENOSPC (the owner is 254+ bytes long:
- * no successor name exists below 255 bytes, so the NSEC goes without).
+ * "\000.owner" lowercased, then the bitmap of types[0..ntypes) (ascending, no duplicates) plus
+ * RRSIG and NSEC (and NXNAME when nxname), into out (cap bytes; DNSSEC_NSEC_MAX is enough for any
+ * node: a next name and 256 windows of 34 bytes). Returns its length, or TERN_ENOSPC (also when
+ * the owner is 254+ bytes long: no successor name exists below 255 bytes, so the answer goes
+ * without an NSEC).
  */
 #define DNSSEC_NSEC_MAX (DNAME_MAXLEN + 2 + 256 * 34)
 int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntypes, bool nxname,
