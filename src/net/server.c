@@ -101,6 +101,14 @@ static int open_socket(const config_listen_t *l, int type, uint16_t port, bool w
         struct timeval idle = {.tv_sec = 0, .tv_usec = UDP_BUSY_IDLE_US};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)) < 0)
             goto fail;
+        /* Replies leave without DF and ignore path-MTU reports (as gdnsd and NSD set it): a
+         * forged ICMP "fragmentation needed" must not lower the MTU towards a resolver so that
+         * our answers get fragmented for an off-path attacker's benefit. Best effort: kernels
+         * before 3.15 (v4) and 4.0 (v6) lack it. */
+        if (family == AF_INET)
+            (void)setopt_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_OMIT);
+        else
+            (void)setopt_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_OMIT);
         if (wildcard && family == AF_INET && setopt_int(fd, IPPROTO_IP, IP_PKTINFO, 1) < 0)
             goto fail;
         if (wildcard && family == AF_INET6 && setopt_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) < 0)

@@ -67,7 +67,8 @@
 /* Busy mode (worker.c): while UDP queries keep coming, a worker with one UDP socket blocks in
  * recvmmsg itself instead of in epoll_wait, saving a syscall per wakeup, and polls epoll (timeout
  * 0) for its TCP sockets and the stop event at least every UDP_BUSY_POLL_US. A receive that
- * waits UDP_BUSY_IDLE_US for nothing (SO_RCVTIMEO) ends busy mode. */
+ * waits UDP_BUSY_IDLE_US for nothing (SO_RCVTIMEO) ends busy mode. Meanwhile the socket is out of
+ * the epoll set (worker.c says why). */
 #define UDP_BUSY_POLL_US 1000
 #define UDP_BUSY_IDLE_US 1000
 
