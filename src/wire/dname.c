@@ -22,14 +22,66 @@ static const uint8_t lower_tab[256] = {
 /* The hash of the root name; every other suffix hash chains from it. */
 #define DNAME_HASH_ROOT 0x811c9dc5u
 
-/* Hash of label (length byte + bytes, already lowercase) on top of the suffix hash below it. */
+/* Hash of label (length byte + bytes, already lowercase) on top of the suffix hash below it,
+ * eight bytes per step. The last step takes the bytes left as one little-endian word, so the
+ * value does not depend on what follows the label; label_hash_padded() may load that word
+ * whole when the bytes after the label are readable (and masks them off). */
+#define HASH_K 0x9E3779B97F4A7C15ull
+
+static inline uint64_t hash_step(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * HASH_K;
+    return h ^ (h >> 29);
+}
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof(w));
+    return w;
+}
+
+static inline uint32_t hash_fold(uint64_t h)
+{
+    return tern_mix32((uint32_t)(h ^ (h >> 32)));
+}
+
 static inline uint32_t label_hash(uint32_t parent, const uint8_t *label)
 {
-    uint32_t h = parent;
-    unsigned n = (unsigned)label[0] + 1;
-    for (unsigned i = 0; i < n; i++)
-        h = (h ^ label[i]) * 0x01000193u;
-    return tern_mix32(h);
+    uint64_t h = parent;
+    size_t n = (size_t)label[0] + 1;
+    for (; n >= 8; n -= 8, label += 8)
+        h = hash_step(h, load64(label));
+    if (n) {
+        uint64_t w = 0;
+        for (size_t i = 0; i < n; i++)
+            w |= (uint64_t)label[i] << (8 * i);
+        h = hash_step(h, w);
+    }
+    return hash_fold(h);
+}
+
+/* The same value, for a label followed by at least 7 readable bytes (a view's lc). */
+static inline uint32_t label_hash_padded(uint32_t parent, const uint8_t *label)
+{
+    uint64_t h = parent;
+    size_t n = (size_t)label[0] + 1;
+    for (; n >= 8; n -= 8, label += 8)
+        h = hash_step(h, load64(label));
+    if (n)
+        h = hash_step(h, load64(label) & ((1ull << (8 * n)) - 1));
+    return hash_fold(h);
+}
+
+/* ASCII lowercase of 8 bytes at once: bytes in 'A'..'Z' (high bit clear) gain 0x20. */
+static inline uint64_t lower8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
+    uint64_t low7 = x & ~high;
+    uint64_t ge_a = low7 + ones * (0x80 - 'A');     /* high bit: byte >= 'A' */
+    uint64_t gt_z = low7 + ones * (0x80 - 'Z' - 1); /* high bit: byte > 'Z' */
+    uint64_t upper = (ge_a ^ gt_z) & ~x & high;
+    return x | (upper >> 2);
 }
 
 int dname_check(const uint8_t *buf, size_t maxlen)
@@ -55,22 +107,31 @@ void dname_view_init(dname_view_t *v, const uint8_t *name)
     unsigned n = 0;
     size_t pos = 0;
     while (name[pos] != 0) {
-        uint8_t l = name[pos];
         v->off[n++] = (uint8_t)pos;
-        v->lc[pos] = l;
-        for (unsigned i = 1; i <= l; i++)
-            v->lc[pos + i] = lower_tab[name[pos + i]];
-        pos += (size_t)l + 1;
+        pos += (size_t)name[pos] + 1;
     }
-    v->lc[pos] = 0;
     v->off[n] = (uint8_t)pos;
     v->len = (uint8_t)(pos + 1);
     v->nlabels = (uint8_t)n;
+    /* the whole wire name lowercased as a byte string: length bytes (<= 63) are below 'A' */
+    if (pos >= 8) {
+        for (size_t i = 0; i + 8 <= pos; i += 8) {
+            uint64_t w = lower8(load64(name + i));
+            memcpy(v->lc + i, &w, sizeof(w));
+        }
+        /* the last (partial) word again, as the 8 bytes ending at the root: same values */
+        uint64_t w = lower8(load64(name + pos - 8));
+        memcpy(v->lc + pos - 8, &w, sizeof(w));
+    } else {
+        for (size_t i = 0; i < pos; i++)
+            v->lc[i] = lower_tab[name[i]];
+    }
+    memset(v->lc + pos, 0, 8); /* the root label, and the pad label_hash_padded() reads */
     uint32_t h = DNAME_HASH_ROOT;
     v->hash[n] = h;
-    for (unsigned i = n; i-- > 0;) {
-        h = label_hash(h, v->lc + v->off[i]);
-        v->hash[i] = h;
+    for (unsigned k = n; k-- > 0;) {
+        h = label_hash_padded(h, v->lc + v->off[k]);
+        v->hash[k] = h;
     }
 }
 

@@ -31,7 +31,8 @@ typedef struct dname_view {
     uint8_t nlabels;                /* labels excluding the root; 0 for the root name */
     uint8_t off[DNAME_MAXLABELS];   /* off[i]: start of label i in lc; off[nlabels] = len-1 */
     uint32_t hash[DNAME_MAXLABELS]; /* hash[i]: hash of the suffix starting at label i */
-    uint8_t lc[DNAME_MAXLEN];       /* lowercased wire name */
+    uint8_t lc[DNAME_MAXLEN + 8];   /* lowercased wire name, then zeros up to the next 8 bytes
+                                       (hashing reads whole words) */
 } dname_view_t;
 
 /**

@@ -74,6 +74,33 @@ static void test_small_arena_stays_small(void **state)
     arena_destroy(NULL);
 }
 
+/* A zone-sized reservation is mapped on its own (huge-page aligned): all of it is usable, a
+ * small allocation after it still works, and destroying the arena unmaps it. */
+static void test_huge_chunk(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        arena_t *a = arena_create();
+        assert_non_null(a);
+        size_t big = (size_t)(9 + round) << 20;
+        assert_int_equal(arena_reserve(a, big), 0);
+        uint8_t *p = arena_alloc(a, big);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 16, 0);
+        memset(p, 0x5A, big);
+        assert_int_equal(p[0], 0x5A);
+        assert_int_equal(p[big - 1], 0x5A);
+        assert_true(arena_footprint(a) >= big);
+        uint8_t *q = arena_calloc(a, 100, 3);
+        assert_non_null(q);
+        assert_int_equal(q[299], 0);
+        uint8_t *r = arena_alloc(a, (size_t)5 << 20); /* a big object of its own */
+        assert_non_null(r);
+        memset(r, 1, (size_t)5 << 20);
+        arena_destroy(a);
+    }
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -110,6 +137,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reserve_exact),
+        cmocka_unit_test(test_huge_chunk),
         cmocka_unit_test(test_alignment_and_distinct),
         cmocka_unit_test(test_calloc_zeroes_and_overflow),
         cmocka_unit_test(test_big_objects_keep_current_chunk),

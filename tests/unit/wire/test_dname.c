@@ -168,6 +168,42 @@ static void test_hash_case_insensitive(void **state)
     assert_false(dname_equal(c, d));
 }
 
+/* The view lowercases and hashes a word at a time: over random names of every byte value and
+ * label length (including names of the full 255 bytes), its lowercased copy must equal the
+ * byte-wise one, and every suffix hash the hash of that suffix on its own. */
+static void test_view_random_names(void **state)
+{
+    (void)state;
+    uint64_t x = 0x243F6A8885A308D3ull;
+    for (int round = 0; round < 20000; round++) {
+        uint8_t name[DNAME_MAXLEN + 16], lc[DNAME_MAXLEN];
+        size_t pos = 0;
+        size_t budget = round % 3 == 0 ? DNAME_MAXLEN - 1 : (size_t)(x % (DNAME_MAXLEN - 1));
+        while (pos + 2 <= budget) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            size_t l = 1 + (size_t)(x >> 33) % DNAME_MAXLABEL;
+            if (pos + 1 + l > budget)
+                l = budget - pos - 1;
+            if (l == 0)
+                break;
+            name[pos++] = (uint8_t)l;
+            for (size_t i = 0; i < l; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                name[pos++] = (uint8_t)(x >> 56);
+            }
+        }
+        name[pos] = 0;
+        memset(name + pos + 1, 0xAA, 8); /* what follows must not matter */
+        assert_int_equal(dname_check(name, pos + 1), (int)pos + 1);
+        dname_view_t v;
+        dname_view_init(&v, name);
+        assert_int_equal(dname_lower(lc, name), pos + 1);
+        assert_memory_equal(v.lc, lc, pos + 1);
+        for (unsigned i = 0; i <= v.nlabels; i++)
+            assert_int_equal(v.hash[i], dname_hash(lc + v.off[i]));
+    }
+}
+
 static void test_lower(void **state)
 {
     (void)state;
@@ -303,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_view_offsets),
         cmocka_unit_test(test_view_suffix_hashes),
         cmocka_unit_test(test_hash_case_insensitive),
+        cmocka_unit_test(test_view_random_names),
         cmocka_unit_test(test_lower),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_subdomain),
