@@ -16,15 +16,17 @@ cache=$here/.cache
 mkdir -p "$cache" "$here/results"
 
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_zone tern_wire tern_common >/dev/null
-libs="$(pkg-config --libs hiredis jansson ldns liburcu-qsbr) -lm -lpthread"
+cmake --build "$bd" --target tern_zone tern_dnssec tern_health tern_wire tern_common >/dev/null
+libs="$(pkg-config --libs hiredis jansson ldns liburcu-qsbr libcrypto libcurl) -lm -lpthread -ldl"
 if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
     libs="$libs $(pkg-config --libs jemalloc)"
 fi
 # shellcheck disable=SC2086
 cc -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -I"$root/include" \
     -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/load/redis_source.c" \
-    "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" "$bd/src/common/libtern_common.a" \
+    "$root/src/load/zone_sign.c" "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
+    "$bd/src/health/libtern_health.a" "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" \
+    "$bd/src/common/libtern_common.a" \
     $libs
 
 pin_redis=() pin_bench=()
