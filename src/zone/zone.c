@@ -87,5 +87,23 @@ void zone_free(zone_t *z)
         health_ep_release(z->health[i]);
     if (z->dnssec && z->dnssec_free)
         z->dnssec_free(z->dnssec);
+    for (uint32_t i = 0; i < z->data_count; i++)
+        zone_data_release(z->data[i]);
     arena_destroy(z->arena);
+}
+
+void zone_data_release(zone_data_t *d)
+{
+    if (d && --d->refs == 0) {
+        arena_t *a = d->arena; /* d lives in its own arena */
+        arena_destroy(a);
+    }
+}
+
+size_t zone_footprint(const zone_t *z)
+{
+    size_t n = arena_footprint(z->arena);
+    for (uint32_t i = 0; i < z->data_count; i++)
+        n += arena_footprint(z->data[i]->arena);
+    return n;
 }

@@ -680,9 +680,12 @@ struct fctx {
     /* measure() */
     size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn, nhealth;
 
-    /* allocate() and the fill passes: the zone, in its own arena */
+    /* allocate() and the fill passes: the zone's arrays in one arena, the bytes they point into
+     * (names, RDATA, geo lists) in another (zone.h: zone_data_t) */
     arena_t *arena;
+    arena_t *darena;
     zone_t *z;
+    uint32_t *kids;
     zone_node_t *nodes;
     zone_slot_t *slot;
     uint8_t *names;
@@ -1227,49 +1230,72 @@ static int measure(struct fctx *f)
     return 0;
 }
 
-/* Every array in the zone's arena, in one chunk of the exact size. */
+static size_t parts_size(const size_t *parts, size_t n)
+{
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
+    return need;
+}
+
+/* The zone's arrays in one arena, the bytes they point into in another, each one chunk of the
+ * exact size. */
 static int allocate(struct fctx *f)
 {
     zone_builder_t *b = f->b;
-    size_t need = 0;
-    const size_t parts[] = {sizeof(zone_t),
-                            f->nnodes * sizeof(zone_node_t),
-                            f->slots * sizeof(zone_slot_t),
-                            b->names_len,
-                            (f->run_count + 1) * sizeof(zone_rrset_t), /* +1: neg_soa */
-                            f->rdbytes,
-                            f->ntargets * sizeof(uint32_t),
-                            strlen(b->source) + 1,
-                            f->ngeo * sizeof(zone_geo_t),
-                            f->ngeo_rr * sizeof(zone_geo_rr_t),
-                            f->ngeo_cc * sizeof(uint16_t),
-                            f->ngeo_asn * sizeof(uint32_t),
-                            f->nhealth * sizeof(health_ep_t *)};
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-        need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15; /* arena_alloc(0) takes 16 */
+    const size_t arrays[] = {sizeof(zone_t),
+                             f->nnodes * sizeof(zone_node_t),
+                             f->slots * sizeof(zone_slot_t),
+                             (f->run_count + 1) * sizeof(zone_rrset_t), /* +1: neg_soa */
+                             f->ntargets * sizeof(uint32_t),
+                             f->ngeo * sizeof(zone_geo_t),
+                             f->nhealth * sizeof(health_ep_t *),
+                             f->nnodes * sizeof(uint32_t),
+                             sizeof(zone_data_t *)};
+    const size_t data[] = {sizeof(zone_data_t),
+                           b->names_len,
+                           f->rdbytes,
+                           strlen(b->source) + 1,
+                           f->ngeo_rr * sizeof(zone_geo_rr_t),
+                           f->ngeo_cc * sizeof(uint16_t),
+                           f->ngeo_asn * sizeof(uint32_t)};
     f->arena = arena_create();
-    if (!f->arena || arena_reserve(f->arena, need) < 0)
+    f->darena = arena_create();
+    if (!f->arena || !f->darena ||
+        arena_reserve(f->arena, parts_size(arrays, TERN_ARRAY_SIZE(arrays))) < 0 ||
+        arena_reserve(f->darena, parts_size(data, TERN_ARRAY_SIZE(data))) < 0)
         return nomem(f);
-    arena_t *a = f->arena;
+    arena_t *a = f->arena, *d = f->darena;
     f->z = arena_calloc(a, 1, sizeof(*f->z));
     f->nodes = arena_calloc(a, f->nnodes, sizeof(*f->nodes));
     f->slot = arena_calloc(a, f->slots, sizeof(*f->slot));
-    f->names = arena_memdup(a, b->names, b->names_len);
     f->sets = arena_calloc(a, f->run_count + 1, sizeof(*f->sets));
-    f->rd = arena_alloc(a, f->rdbytes);
     f->targets = arena_calloc(a, f->ntargets, sizeof(*f->targets));
-    char *source = arena_memdup(a, b->source, strlen(b->source) + 1);
     f->geo = arena_calloc(a, f->ngeo, sizeof(*f->geo));
-    f->geo_rr = arena_calloc(a, f->ngeo_rr, sizeof(*f->geo_rr));
-    f->geo_cc = arena_calloc(a, f->ngeo_cc, sizeof(*f->geo_cc));
-    f->geo_asn = arena_calloc(a, f->ngeo_asn, sizeof(*f->geo_asn));
     f->health = arena_calloc(a, f->nhealth, sizeof(*f->health));
+    f->kids = arena_calloc(a, f->nnodes, sizeof(*f->kids));
+    zone_data_t **dl = arena_calloc(a, 1, sizeof(*dl));
+    zone_data_t *zd = arena_calloc(d, 1, sizeof(*zd));
+    f->names = arena_memdup(d, b->names, b->names_len);
+    f->rd = arena_alloc(d, f->rdbytes);
+    char *source = arena_memdup(d, b->source, strlen(b->source) + 1);
+    f->geo_rr = arena_calloc(d, f->ngeo_rr, sizeof(*f->geo_rr));
+    f->geo_cc = arena_calloc(d, f->ngeo_cc, sizeof(*f->geo_cc));
+    f->geo_asn = arena_calloc(d, f->ngeo_asn, sizeof(*f->geo_asn));
     f->tnames = malloc((f->ntargets ? f->ntargets : 1) * sizeof(*f->tnames));
     if (!f->z || !f->nodes || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
-        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn || !f->health)
+        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn || !f->health ||
+        !f->kids || !dl || !zd)
         return nomem(f);
     zone_t *z = f->z;
     z->arena = a;
+    zd->refs = 1;
+    zd->arena = d;
+    f->darena = NULL; /* the zone owns it now */
+    dl[0] = zd;
+    z->data = dl;
+    z->data_count = 1;
+    z->kids = f->kids;
     z->refs = 1;
     z->source = source;
     z->node_slots = f->slot;
@@ -1418,9 +1444,12 @@ static void link_nodes(struct fctx *f)
 {
     const zone_builder_t *b = f->b;
     /* every "*.<name>" has its parent as a node (ENTs were added) */
-    for (uint32_t id = 0; id < f->nnodes; id++)
+    for (uint32_t id = 0; id < f->nnodes; id++) {
+        if (b->nm[id].parent != NO_ID)
+            f->kids[b->nm[id].parent]++;
         if ((f->nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
             f->nodes[b->nm[id].parent].wildcard = id + 1;
+    }
     for (size_t k = 0; k < f->nnodes; k++) {
         uint32_t id = f->bylabel[k];
         zone_node_t *n = &f->nodes[id];
@@ -1507,7 +1536,8 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
         (rc = check_dname_occlusion(&f)) < 0 || (rc = attach_policies(&f)) < 0 ||
         (rc = attach_health(&f)) < 0 || (rc = measure(&f)) < 0 || (rc = allocate(&f)) < 0) {
         fctx_free(&f);
-        arena_destroy(f.arena);
+        arena_destroy(f.arena); /* allocate() hands the data arena to the zone only on success */
+        arena_destroy(f.darena);
         zone_builder_free(b);
         return rc;
     }

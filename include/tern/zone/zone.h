@@ -132,6 +132,14 @@ typedef struct zone_slot {
 
 struct dnssec_zone; /* tern/dnssec/dnssec_zone.h */
 
+/* The immutable bytes a zone points into (names, RDATA, geo lists, its source string), apart
+ * from its arrays (zone, nodes, index, RRsets, targets, geo): a patched version (zone_patch.h)
+ * copies the arrays it changes and shares these. Counted references, loader thread only. */
+typedef struct zone_data {
+    uint32_t refs;
+    arena_t *arena;
+} zone_data_t;
+
 typedef struct zone {
     const uint8_t *apex; /* lowercased wire name of the origin */
     uint32_t hash;       /* dname_hash(apex) */
@@ -166,7 +174,14 @@ typedef struct zone {
      * loader before the zone is published, released by zone_free() through dnssec_free. */
     struct dnssec_zone *dnssec;
     void (*dnssec_free)(struct dnssec_zone *);
-    arena_t *arena; /* owns the zone and everything it points to */
+    /* Node i's child nodes (names one label longer below it): what zone_patch() needs to tell
+     * an empty non-terminal that must stay from one that goes. Not read by lookups. */
+    const uint32_t *kids;
+    arena_t *arena;      /* owns the zone struct and its arrays */
+    zone_data_t **data;  /* the byte blobs it points into, one reference each */
+    uint32_t data_count; /* 1 for a built zone, 1 + patches for a patched one */
+    uint32_t patches;    /* zone_patch() calls since the last full build */
+    size_t patched;      /* names those patches changed */
     /* References: the builder hands out one; every zone table holding the zone holds one (a
      * reload shares an unchanged zone between the old and the new table). Changed only by the
      * loader thread, never on the query path, so not atomic. */
@@ -235,8 +250,14 @@ static inline const zone_geo_t *zone_rrset_geo(const zone_t *z, const zone_rrset
     return &z->geo[s->ext.geo - 1];
 }
 
+/** Bytes of memory the zone holds: its arrays and every data blob it references. */
+size_t zone_footprint(const zone_t *z);
+
 /** Take one more reference to z (loader thread only). Returns z. */
 zone_t *zone_retain(zone_t *z);
+
+/** Drop one reference to a data blob; the last one frees it. NULL is a no-op. */
+void zone_data_release(zone_data_t *d);
 
 /** Drop one reference; the last one releases the zone and all its data (its arena). NULL is a
  * no-op. */

@@ -1,0 +1,48 @@
+/*
+ * zone_patch.h — a new version of a published zone with a few names changed, in time and memory
+ * proportional to the zone's arrays (copied once) and the change, not to its records.
+ *
+ * The new version copies the base's arrays (nodes, name index, RRsets, targets, geo: about 85
+ * bytes per name), changes the names given, and shares every byte the arrays point into (names,
+ * RDATA, geo lists: zone_data_t) with the base and with the zone the change was built as. The
+ * base stays untouched and published until the loader swaps the new version in (the immutable
+ * snapshot and RCU contract of zone.h holds). Lookups read a patched version exactly as a built
+ * one: the query path does not know the difference.
+ *
+ * What a patch does not do, and says so by asking for a full build instead (return 1):
+ * signed zones (their signatures are per RRset, made at build time), a change at the apex,
+ * delegations and DNAMEs changing below it (they move the zone's cuts for every name under
+ * them), a new name under a DNAME, and every ZONE_PATCH_MAX-th patch or once the patched names
+ * pass an eighth of the zone (plus ZONE_PATCH_NAMES) (a build compacts what earlier patches left
+ * behind).
+ *
+ * One inexactness until that next build: an NS/MX/SRV RRset elsewhere in the zone whose target
+ * is a name this patch adds does not yet carry the target's addresses in the additional section
+ * (optional data, RFC 2181 §9); targets that change or go are exact.
+ */
+#ifndef TERN_ZONE_ZONE_PATCH_H
+#define TERN_ZONE_ZONE_PATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/zone/zone.h"
+
+/* Patches in a row before a full build is asked for, and the names they may change together
+ * beyond an eighth of the zone's nodes. */
+#define ZONE_PATCH_MAX   64
+#define ZONE_PATCH_NAMES 1024
+
+/**
+ * A new version of base (refs 1, loader thread) in which each of the n names (lowercased wire
+ * names within the zone, duplicates allowed) has exactly the RRsets it has in fresh, and no node
+ * if it has none there and no descendants. fresh is a zone of the same origin built from the
+ * same source with only those names' data (and the apex every build needs); the new version
+ * takes references to its data, fresh itself stays the caller's.
+ *
+ * Returns 0 with *out set; 1 when the change needs a full build (why in err); TERN_ENOMEM.
+ */
+int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *names, size_t n,
+               zone_t **out, char *err, size_t errlen);
+
+#endif
