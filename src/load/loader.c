@@ -31,6 +31,7 @@
 #include "tern/load/redis_source.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
+#include "tern/zone/zone_patch.h"
 #include "tern/zone/zone_table.h"
 
 #include "health_index.h"
@@ -134,7 +135,9 @@ struct loader {
     config_redis_t redis_cfg; /* what the running source was started with */
     struct rpend {
         char *key;
-        zone_t *zone; /* NULL: the zone is gone */
+        zone_t *zone;   /* NULL: the zone is gone */
+        uint8_t *names; /* a patch (on_patch): zone holds only these nnames names, back to back */
+        size_t nnames;
     } * pend;
     size_t npend, cappend;
     bool redis_dirty;  /* pend holds something (under mu) */
@@ -575,7 +578,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         }
         e->zone = z;
         s->records += z->rr_count;
-        s->bytes += arena_footprint(z->arena);
+        s->bytes += zone_footprint(z);
         rc = zone_table_add(s->table, z);
         if (rc < 0) {
             zone_free(z);
@@ -634,7 +637,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             goto fail;
         }
         s->records += r->zone->rr_count;
-        s->bytes += arena_footprint(r->zone->arena);
+        s->bytes += zone_footprint(r->zone);
     }
     if (l->nrz)
         free(files.slot);
@@ -788,7 +791,7 @@ static int redis_cfg_copy(config_redis_t *dst, const config_redis_t *src)
 }
 
 /* Source thread: queue a zone version (or its removal) for the loader thread. */
-static void redis_queue(loader_t *l, const char *origin, zone_t *z)
+static void redis_queue(loader_t *l, const char *origin, zone_t *z, uint8_t *names, size_t nnames)
 {
     char *key = origin_key(origin);
     pthread_mutex_lock(&l->mu);
@@ -798,10 +801,11 @@ static void redis_queue(loader_t *l, const char *origin, zone_t *z)
         log_err("redis: zone %s: out of memory; change dropped (the next resync retries)",
                 tern_escape(esc, sizeof(esc), origin, strlen(origin)));
         free(key);
+        free(names);
         zone_free(z);
         return;
     }
-    l->pend[l->npend++] = (struct rpend){.key = key, .zone = z};
+    l->pend[l->npend++] = (struct rpend){.key = key, .zone = z, .names = names, .nnames = nnames};
     l->redis_dirty = true;
     pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
@@ -809,12 +813,35 @@ static void redis_queue(loader_t *l, const char *origin, zone_t *z)
 
 static void redis_on_zone(void *ctx, const char *origin, zone_t *z)
 {
-    redis_queue(ctx, origin, z);
+    redis_queue(ctx, origin, z, NULL, 0);
 }
 
 static void redis_on_gone(void *ctx, const char *origin)
 {
-    redis_queue(ctx, origin, NULL);
+    redis_queue(ctx, origin, NULL, NULL, 0);
+}
+
+/* Source thread: labels named on the change channel, to patch into the zone (redis_apply()). */
+static void redis_on_patch(void *ctx, const char *origin, zone_t *fresh,
+                           const uint8_t *const *names, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += dname_len(names[i]);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        /* the zone served keeps its old data until the next verify finds the change */
+        log_err("redis: zone %s: out of memory; a change waits for the next verify", origin);
+        zone_free(fresh);
+        return;
+    }
+    len = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = dname_len(names[i]);
+        memcpy(buf + len, names[i], k);
+        len += k;
+    }
+    redis_queue(ctx, origin, fresh, buf, n);
 }
 
 static void redis_on_state(void *ctx, bool up)
@@ -942,6 +969,7 @@ static size_t redis_apply(loader_t *l)
         log_err("redis: out of memory; %zu zone changes dropped (the next verify retries)", n);
         for (size_t i = 0; i < n; i++) {
             zone_free(p[i].zone);
+            free(p[i].names);
             free(p[i].key);
         }
         free(p);
@@ -962,6 +990,41 @@ static size_t redis_apply(loader_t *l)
                 applied++;
             }
             free(p[i].key);
+            continue;
+        }
+        if (p[i].names) {
+            /* a patch of the zone served; anything it cannot do, a verify builds whole */
+            zone_t *nz = NULL;
+            int rc = 1;
+            char why[512] = "the zone is not served";
+            const uint8_t **nv = calloc(p[i].nnames ? p[i].nnames : 1, sizeof(*nv));
+            if (!nv) {
+                rc = TERN_ENOMEM;
+            } else if (r && r->zone) {
+                const uint8_t *q = p[i].names;
+                for (size_t k = 0; k < p[i].nnames; q += dname_len(q), k++)
+                    nv[k] = q;
+                int64_t t0 = tern_monotonic_us();
+                rc = zone_patch(r->zone, p[i].zone, nv, p[i].nnames, &nz, why, sizeof(why));
+                if (rc == 0 && lines++ < LOG_ZONES_MAX)
+                    log_info("redis: zone %s patched: %zu names in %.1f ms", r->key, p[i].nnames,
+                             (double)(tern_monotonic_us() - t0) / 1000.0);
+            }
+            free(nv);
+            zone_free(p[i].zone);
+            free(p[i].names);
+            free(p[i].key);
+            if (rc != 0) {
+                log_info("redis: zone %s: a patch cannot be applied (%s): building it whole",
+                         r ? r->key : "?", rc == TERN_ENOMEM ? "out of memory" : why);
+                redis_source_resync(l->redis, false);
+                continue;
+            }
+            zone_free(r->zone);
+            r->zone = nz;
+            r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+            r->loaded = (int64_t)time(NULL);
+            applied++;
             continue;
         }
         if (!r) {
@@ -1013,6 +1076,7 @@ static void redis_clear(loader_t *l)
     pthread_mutex_lock(&l->mu);
     for (size_t i = 0; i < l->npend; i++) {
         zone_free(l->pend[i].zone);
+        free(l->pend[i].names);
         free(l->pend[i].key);
     }
     l->npend = 0;
@@ -1066,6 +1130,7 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.dnssec_policy.refresh = cfg->dnssec_refresh;
     redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
                                    .on_zone_gone = redis_on_gone,
+                                   .on_patch = redis_on_patch,
                                    .on_state = redis_on_state,
                                    .on_synced = redis_on_synced,
                                    .ctx = l};

@@ -91,6 +91,9 @@ struct zst {
     unsigned breach;  /* ZB_* logged for the last version (cleared by one without) */
     uint64_t *rep;    /* label breaches logged at the last build (label_report()), sorted */
     size_t nrep;
+    uint64_t cfg_digest; /* of the config (and keys) the last version was built with */
+    char **plab;         /* labels named on the change channel since the last flush */
+    size_t nplab, capplab;
     struct zst *next; /* hash chain */
 };
 
@@ -151,6 +154,8 @@ struct redis_source {
 
     struct zst **dirty;
     size_t ndirty, capdirty;
+    struct zst **ldirty; /* zones with labels named on the change channel (plab) */
+    size_t nldirty, capldirty;
     bool set_dirty, pending;
     int64_t first_ev, last_ev;
     unsigned arena;
@@ -214,6 +219,14 @@ static bool member_canonical(const char *name, const char *key)
     size_t k = strlen(key);
     return strcmp(name, key) == 0 ||
            (strncmp(name, key, k) == 0 && name[k] == '.' && name[k + 1] == '\0');
+}
+
+/* Forget the labels named for the zone (a full read covers them, or they were patched). */
+static void plab_clear(struct zst *z)
+{
+    for (size_t i = 0; i < z->nplab; i++)
+        free(z->plab[i]);
+    z->nplab = 0;
 }
 
 static struct zst *zt_find(const redis_source_t *rs, const char *origin)
@@ -280,9 +293,17 @@ static void zt_del(redis_source_t *rs, struct zst *z)
             }
         }
     }
+    for (size_t i = 0; i < rs->nldirty; i++) {
+        if (rs->ldirty[i] == z) {
+            rs->ldirty[i] = rs->ldirty[--rs->nldirty];
+            break;
+        }
+    }
     free(z->name);
     free(z->origin);
     free(z->rep);
+    plab_clear(z);
+    free(z->plab);
     free(z);
 }
 
@@ -317,6 +338,19 @@ static void mark_dirty(redis_source_t *rs, struct zst *z)
         z->dirty = true;
     }
     touch(rs);
+}
+
+static void ldirty_add(redis_source_t *rs, struct zst *z)
+{
+    for (size_t i = 0; i < rs->nldirty; i++)
+        if (rs->ldirty[i] == z)
+            return;
+    if (tern_grow((void **)&rs->ldirty, &rs->capldirty, rs->nldirty + 1, sizeof(*rs->ldirty)) < 0) {
+        plab_clear(z);
+        mark_dirty(rs, z);
+        return;
+    }
+    rs->ldirty[rs->nldirty++] = z;
 }
 
 /* The zone named name (n bytes), whatever its spelling; with exact, only when name is the very
@@ -374,13 +408,56 @@ static void on_key_event(redis_source_t *rs, const char *key, size_t len)
         mark_dirty(rs, z); /* a zone not (yet) in the set is read when the set names it */
 }
 
-/* A message on the change channel: a zone name, or "*" / "" for everything. */
+/* Labels a zone may have pending from the change channel before a full read is cheaper. */
+#define PLAB_MAX 65536
+
+static void ldirty_add(redis_source_t *rs, struct zst *z);
+
+/* "<zone> <label> ...": those labels of the zone changed (or were deleted). Remembered for a
+ * patch (patch_zone()); too many, or no memory, make it a full read of the zone. */
+static void on_label_message(redis_source_t *rs, struct zst *z, const char *p, const char *end)
+{
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *q = p;
+        while (q < end && *q != ' ' && *q != '\t')
+            q++;
+        if (q == p)
+            break;
+        char *lab = z->nplab < PLAB_MAX ? strndup(p, (size_t)(q - p)) : NULL;
+        if (!lab || tern_grow((void **)&z->plab, &z->capplab, z->nplab + 1, sizeof(*z->plab)) < 0) {
+            free(lab);
+            plab_clear(z);
+            mark_dirty(rs, z);
+            return;
+        }
+        z->plab[z->nplab++] = lab;
+        p = q;
+    }
+    if (z->nplab)
+        ldirty_add(rs, z);
+}
+
+/* A message on the change channel: a zone name, or "*" / "" for everything; a zone name
+ * followed by labels ("example.com. www mail") names what changed in it, which is patched into
+ * the zone served instead of building it again (zone_patch.h). */
 static void on_change_message(redis_source_t *rs, const char *msg, size_t len)
 {
     if (len == 0 || (len == 1 && msg[0] == '*')) {
         int expected = 0;
         atomic_compare_exchange_strong(&rs->resync, &expected, 1);
         return;
+    }
+    const char *sp = memchr(msg, ' ', len);
+    if (sp) {
+        struct zst *z = zone_by_name(rs, msg, (size_t)(sp - msg), false);
+        if (z && z->served) {
+            on_label_message(rs, z, sp + 1, msg + len);
+            touch(rs);
+            return;
+        }
+        len = (size_t)(sp - msg); /* a zone not served yet: read it whole */
     }
     /* the name may have been added to or removed from the set with it */
     rs->set_dirty = true;
@@ -748,13 +825,14 @@ typedef struct zbuild {
     zone_json_t *zj; /* NULL when only the digest is wanted, or after the build failed */
     bool build;      /* a build was wanted */
     uint64_t digest;
-    size_t labels;   /* read so far; past max_labels the read stops */
-    size_t bad;      /* labels skipped */
-    size_t bad_new;  /* of those, not reported by the zone's last build: logged */
-    int rc;          /* TERN_ENOMEM aborts */
-    bool rejected;   /* set by zb_end() */
-    unsigned breach; /* ZB_* found in this version */
-    uint64_t *rep;   /* label breaches found (label_report()), for z->rep */
+    uint64_t cfg_digest; /* the config's and keys' part of digest */
+    size_t labels;       /* read so far; past max_labels the read stops */
+    size_t bad;          /* labels skipped */
+    size_t bad_new;      /* of those, not reported by the zone's last build: logged */
+    int rc;              /* TERN_ENOMEM aborts */
+    bool rejected;       /* set by zb_end() */
+    unsigned breach;     /* ZB_* found in this version */
+    uint64_t *rep;       /* label breaches found (label_report()), for z->rep */
     size_t nrep, caprep;
     uint64_t over_value, over_rrset; /* breaches logged now, for the counters */
     dnssec_zone_t *dz;               /* "dnssec": true: the zone's signing state, to attach */
@@ -878,9 +956,10 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
 static void zb_config(zbuild_t *b, const redisReply *cfg, const redisReply *keys)
 {
     redis_source_t *rs = b->rs;
-    b->digest += digest_config(cfg);
+    b->cfg_digest = digest_config(cfg);
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++)
-        b->digest += digest_config(keys->element[i]) * (i + 3); /* a changed key rebuilds */
+        b->cfg_digest += digest_config(keys->element[i]) * (i + 3); /* a changed key rebuilds */
+    b->digest += b->cfg_digest;
     if (cfg->type == REDIS_REPLY_ERROR) {
         zb_reject(b, "%s: zone %s config: %s", rs->where, b->z->origin, cfg->str);
     } else if (cfg->type != REDIS_REPLY_STRING) {
@@ -1072,6 +1151,7 @@ static int zb_end(zbuild_t *b, bool unless_same)
     }
     z->failed = false;
     z->served = true;
+    z->cfg_digest = b->cfg_digest;
     log_debug("%s: zone %s: built, serial %u, %zu labels, %zu records", rs->where, z->origin,
               zone->serial, b->labels, zone->rr_count);
     rs->cb.on_zone(rs->cb.ctx, z->origin, zone);
@@ -1358,6 +1438,142 @@ static void process_small(redis_source_t *rs, struct zst *z, const redisReply *c
     for (size_t i = 0; i + 1 < f->elements && b.rc == 0; i += 2)
         zb_label(&b, f->element[i], f->element[i + 1]);
     count(cnt, zb_end(&b, false));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void add_patch(redis_source_stats_t *st, void *arg)
+{
+    (void)arg;
+    st->patches++;
+}
+
+/* The owner name of label in zone z, lowercased wire form, into out. false if it is none. */
+static bool label_owner(const struct zst *z, const char *label, uint8_t out[DNAME_MAXLEN])
+{
+    uint8_t rel[DNAME_MAXLEN], apex[DNAME_MAXLEN];
+    const char *why = NULL;
+    int rl = dname_from_str(label, strlen(label), true, rel, &why);
+    int al = dname_from_str(z->origin, strlen(z->origin), false, apex, &why);
+    if (rl <= 0 || al <= 0 || (size_t)rl + (size_t)al > DNAME_MAXLEN)
+        return false;
+    memcpy(rel + rl, apex, (size_t)al);
+    (void)dname_lower(out, rel);
+    return true;
+}
+
+/*
+ * A served zone whose changed labels were named on the change channel: read those labels (with
+ * the config, the DNSSEC keys and the apex label every build needs) and build a zone of them
+ * alone, handed out through on_patch. Whatever a patch cannot carry — the apex among them, a
+ * changed config or keys, a signed zone, a build that fails — makes it a full read instead.
+ */
+static int patch_zone(redis_source_t *rs, struct zst *z)
+{
+    qsort(z->plab, z->nplab, sizeof(*z->plab), cmp_str);
+    size_t n = 0;
+    bool apex = false;
+    for (size_t i = 0; i < z->nplab; i++) {
+        if (n && strcmp(z->plab[i], z->plab[n - 1]) == 0) {
+            free(z->plab[i]);
+            continue;
+        }
+        apex |= strcmp(z->plab[i], "@") == 0;
+        z->plab[n++] = z->plab[i];
+    }
+    z->nplab = n;
+    if (!rs->cb.on_patch || apex || !z->served) {
+        log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
+                  apex ? "the apex label changed" : "no zone to patch");
+        plab_clear(z);
+        mark_dirty(rs, z);
+        return 0;
+    }
+    char *kcfg = redis_zone_key(rs, z->name, true);
+    char *khash = redis_zone_key(rs, z->name, false);
+    const char **argv = malloc((n + 3) * sizeof(*argv));
+    size_t *lens = malloc((n + 3) * sizeof(*lens));
+    uint8_t(*owners)[DNAME_MAXLEN] = malloc(n * sizeof(*owners));
+    const uint8_t **names = malloc(n * sizeof(*names));
+    int rc = 0;
+    if (!kcfg || !khash || !argv || !lens || !owners || !names) {
+        rc = fail(rs, "out of memory");
+        goto out;
+    }
+    argv[0] = "HMGET";
+    argv[1] = khash;
+    argv[2] = "@";
+    for (size_t i = 0; i < n; i++)
+        argv[3 + i] = z->plab[i];
+    for (size_t i = 0; i < n + 3; i++)
+        lens[i] = strlen(argv[i]);
+    const char *get[] = {"GET", kcfg, NULL};
+    redisReply *cfg = NULL, *keys = NULL, *vals = NULL;
+    if ((rc = append(rs, rs->cmd, get)) < 0 || (rc = append_keys(rs, z->name)) < 0)
+        goto out;
+    if (redisAppendCommandArgv(rs->cmd, (int)(n + 3), argv, lens) != REDIS_OK) {
+        rc = fail(rs, "cannot queue a command: %s", rs->cmd->errstr);
+        goto out;
+    }
+    if ((rc = get_reply(rs, rs->cmd, &cfg)) == 0 && (rc = get_reply(rs, rs->cmd, &keys)) == 0)
+        rc = get_reply(rs, rs->cmd, &vals);
+    if (rc == 0) {
+        zbuild_t b;
+        zb_begin(&b, rs, z, true);
+        zb_config(&b, cfg, keys);
+        bool ok = b.zj && b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
+                  vals->type == REDIS_REPLY_ARRAY && vals->elements == n + 1 &&
+                  vals->element[0]->type == REDIS_REPLY_STRING;
+        size_t nn = 0;
+        for (size_t i = 0; ok && i <= n; i++) {
+            const char *lab = i ? z->plab[i - 1] : "@";
+            redisReply f = {.type = REDIS_REPLY_STRING, .str = (char *)lab, .len = strlen(lab)};
+            if (vals->element[i]->type == REDIS_REPLY_STRING)
+                zb_label(&b, &f, vals->element[i]);
+            if (i && label_owner(z, lab, owners[nn]))
+                names[nn] = owners[nn], nn++;
+            ok = b.zj != NULL;
+        }
+        zone_t *fresh = NULL;
+        if (ok) {
+            char err[1024];
+            ok = zone_json_finish(b.zj, &fresh, err, sizeof(err)) == 0;
+            b.zj = NULL;
+            if (!ok)
+                log_debug("%s: zone %s: patch: %s; reading it whole", rs->where, z->origin, err);
+        }
+        zb_abandon(&b);
+        if (ok) {
+            log_debug("%s: zone %s: %zu labels changed, handed out as a patch", rs->where,
+                      z->origin, nn);
+            stats_update(rs, add_patch, NULL);
+            rs->cb.on_patch(rs->cb.ctx, z->origin, fresh, names, nn);
+        } else {
+            log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
+                      !b.zj && b.err[0]                 ? b.err
+                      : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
+                                                        : "the labels cannot be patched");
+            mark_dirty(rs, z);
+        }
+    }
+    if (cfg)
+        freeReplyObject(cfg);
+    if (keys)
+        freeReplyObject(keys);
+    if (vals)
+        freeReplyObject(vals);
+out:
+    plab_clear(z);
+    free(kcfg);
+    free(khash);
+    free(argv);
+    free(lens);
+    free(owners);
+    free(names);
+    return rc;
 }
 
 /* Read (and build what changed of) the zones in list. */
@@ -1781,6 +1997,10 @@ static int flush(redis_source_t *rs)
     for (size_t i = 0; i < rs->ndirty; i++) {
         struct zst *z = rs->dirty[i];
         z->dirty = false;
+        /* a writer that names the labels it changed names them all: its keyspace events in
+         * the same window are those changes, patched below, not a reason to read it whole */
+        if (z->nplab && z->served && rs->cb.on_patch)
+            continue;
         if (z->mark != gen) {
             z->mark = gen;
             list[n++] = z;
@@ -1793,6 +2013,20 @@ static int flush(redis_source_t *rs)
     free(list);
     if (rc < 0)
         return rc;
+    /* labels named on the change channel: patches, unless their zone was just read whole */
+    size_t npatch = rs->nldirty;
+    for (size_t i = 0; i < rs->nldirty && rc == 0; i++) {
+        struct zst *z = rs->ldirty[i];
+        if (z->mark == gen)
+            plab_clear(z);
+        else
+            rc = patch_zone(rs, z);
+    }
+    rs->nldirty = 0;
+    if (rc < 0)
+        return rc;
+    if (npatch && !n)
+        return 0;
     size_t counts[2] = {rs->nzones, 0};
     for (size_t b = 0; b < rs->nbucket; b++)
         for (struct zst *z = rs->bucket[b]; z; z = z->next)
@@ -2034,12 +2268,15 @@ static void source_free(redis_source_t *rs)
             free(z->name);
             free(z->origin);
             free(z->rep);
+            plab_clear(z);
+            free(z->plab);
             free(z);
         }
     }
     free(rs->bucket);
     free(rs->bad_members);
     free(rs->dirty);
+    free(rs->ldirty);
     free(rs->host);
     free(rs->unix_path);
     free(rs->password);

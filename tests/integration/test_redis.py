@@ -21,6 +21,10 @@ redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspyth
   bad_label_not_frozen  a label of 70,000 records (over what an RRset holds) and a second label
                     for one owner ("ALIAS" beside "alias" with a CNAME) are skipped and logged;
                     the zone serves its other labels, and later changes to them arrive
+  label_patch       a 20,000-label zone: HSET then PUBLISH "<zone> <label>" on the change
+                    channel patches the label into the zone served (no rebuild, logged as a
+                    patch); a new name two labels deep, an HDEL'd label and a changed MX target
+                    in one message; the apex named is read whole
   redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
                     was away (edited through a second, temporary redis-server on the saved dump):
                     the change arrives
@@ -320,6 +324,62 @@ def main():
             expect("is given by another label" in log, "no line about ALIAS beside alias")
 
         check("bad_label_not_frozen", bad_label_not_frozen)
+
+        def label_patch():
+            big = "big.test."
+            key = "redins:zones:" + big
+            n = 20000
+            redis.cmd("SET", key + ":config",
+                      json.dumps({"soa": dict(SOA, ns="ns1.big.test.", MBox="h.big.test.")}))
+            redis.cmd("HSET", key, "@", json.dumps({"ns": {"records": [{"host": "ns1.big.test."}]}}),
+                      "mx", json.dumps({"mx": {"records": [{"host": "h7.big.test.",
+                                                            "preference": 1}]}}))
+            for start in range(0, n, 2000):
+                pairs = []
+                for i in range(start, start + 2000):
+                    pairs += ["h%d" % i, json.dumps({"a": {"records": [
+                        {"ip": "10.%d.%d.%d" % (i >> 16, (i >> 8) & 255, i & 255)}]}})]
+                redis.cmd("HSET", key, *pairs)
+            redis.cmd("SADD", "redins:zones", big)
+            wait_for(tern.port, "h19999.big.test.", ["10.0.78.31"], WAIT)
+            channel = "redins:zones:changed"
+            # a changed label, named on the change channel: patched into the zone served
+            redis.cmd("HSET", key, "h5", json.dumps({"a": {"records": [{"ip": "192.0.2.5"}]}}))
+            redis.cmd("PUBLISH", channel, big + " h5")
+            t = wait_for(tern.port, "h5.big.test.", ["192.0.2.5"], WAIT)
+            timings.append(("HSET + PUBLISH label, 20k-label zone", t))
+            # a new name two labels deep, a deleted one, and the MX target changed, in one message
+            redis.cmd("HSET", key, "x.new", json.dumps({"a": {"records": [{"ip": "192.0.2.6"}]}}),
+                      "h7", json.dumps({"a": {"records": [{"ip": "192.0.2.7"}]}}))
+            redis.cmd("HDEL", key, "h6")
+            redis.cmd("PUBLISH", channel, big + " x.new h6 h7")
+            t = wait_for(tern.port, "x.new.big.test.", ["192.0.2.6"], WAIT)
+            timings.append(("add + delete + change, one message", t))
+            expect(addresses(tern.port, "h6.big.test.") == "NXDOMAIN", "h6 was not deleted")
+            expect(addresses(tern.port, "h7.big.test.") == ["192.0.2.7"], "h7 did not change")
+            r = ask(tern.port, "new.big.test.", "A")
+            expect(r.rcode() == dns.rcode.NOERROR and not r.answer,
+                   "new.big.test. is not an empty non-terminal: %s" % r)
+            r = ask(tern.port, "mx.big.test.", "MX")
+            glue = sorted(rd.address for rrset in r.additional for rd in rrset if rrset.rdtype == 1)
+            expect(glue == ["192.0.2.7"], "the MX target's address in additional: %s" % glue)
+            log = tern.log_text(1 << 20)
+            expect("zone big.test patched: 1 names" in log, "no log line for the first patch")
+            expect("zone big.test patched: 3 names" in log, "no log line for the second patch")
+            # the apex named: read whole, as any change the patch cannot carry
+            redis.cmd("HSET", key, "@", json.dumps({"ns": {"records": [
+                {"host": "ns1.big.test."}, {"host": "ns9.other.test."}]}}))
+            redis.cmd("PUBLISH", channel, big + " @")
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                r = ask(tern.port, big, "NS")
+                if len([rd for rrset in r.answer for rd in rrset]) == 2:
+                    break
+                time.sleep(0.05)
+            else:
+                raise Failure("the apex change did not arrive")
+
+        check("label_patch", label_patch)
 
         def redis_down_up():
             redis.cmd("SAVE")
