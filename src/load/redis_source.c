@@ -77,6 +77,108 @@
 #define ZB_OVER_LABELS 1u /* more than max_labels */
 #define ZB_BIG_CONFIG  2u /* a config over max_value_bytes */
 
+/* Labels already seen in one multi-call HSCAN (which may return a field twice). */
+typedef struct seen {
+    uint64_t *hash;
+    uint32_t *off; /* into buf, + 1; 0 = empty slot */
+    uint64_t *dig; /* per slot: digest_label() of the label's value */
+    size_t mask, n;
+    char *buf;
+    size_t len, cap;
+} seen_t;
+
+static void seen_free(seen_t *s)
+{
+    free(s->hash);
+    free(s->off);
+    free(s->dig);
+    free(s->buf);
+    memset(s, 0, sizeof(*s));
+}
+
+static int seen_grow(seen_t *s)
+{
+    size_t n = s->mask ? (s->mask + 1) * 2 : 4096;
+    uint64_t *h = malloc(n * sizeof(*h));
+    uint32_t *o = calloc(n, sizeof(*o));
+    uint64_t *d = malloc(n * sizeof(*d));
+    if (!h || !o || !d) {
+        free(h);
+        free(o);
+        free(d);
+        return TERN_ENOMEM;
+    }
+    for (size_t i = 0; s->mask && i <= s->mask; i++) {
+        if (!s->off[i])
+            continue;
+        size_t j = s->hash[i] & (n - 1);
+        while (o[j])
+            j = (j + 1) & (n - 1);
+        h[j] = s->hash[i];
+        o[j] = s->off[i];
+        d[j] = s->dig[i];
+    }
+    free(s->hash);
+    free(s->off);
+    free(s->dig);
+    s->hash = h;
+    s->off = o;
+    s->dig = d;
+    s->mask = n - 1;
+    return 0;
+}
+
+/* The slot of label (len bytes), or -1. */
+static long seen_find(const seen_t *s, const char *label, size_t len)
+{
+    if (!s->mask)
+        return -1;
+    uint64_t h = tern_hash64(label, len, 0x7365656eull);
+    for (size_t j = h & s->mask; s->off[j]; j = (j + 1) & s->mask) {
+        const char *l = s->buf + s->off[j] - 1;
+        if (s->hash[j] == h && strlen(l) == len && memcmp(l, label, len) == 0)
+            return (long)j;
+    }
+    return -1;
+}
+
+/* 1 if label (len bytes) is new (and remembers it, its slot in *slot), 0 if seen, TERN_ENOMEM. */
+static int seen_add(seen_t *s, const char *label, size_t len, size_t *slot)
+{
+    if ((s->n + 1) * 2 > (s->mask ? s->mask + 1 : 0) && seen_grow(s) < 0)
+        return TERN_ENOMEM;
+    uint64_t h = tern_hash64(label, len, 0x7365656eull);
+    size_t j = h & s->mask;
+    for (; s->off[j]; j = (j + 1) & s->mask) {
+        if (s->hash[j] != h)
+            continue;
+        const char *l = s->buf + s->off[j] - 1;
+        if (strlen(l) == len && memcmp(l, label, len) == 0)
+            return 0;
+    }
+    if (s->len + len + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 65536;
+        while (cap < s->len + len + 1)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            return TERN_ENOMEM;
+        char *b = realloc(s->buf, cap);
+        if (!b)
+            return TERN_ENOMEM;
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, label, len);
+    s->buf[s->len + len] = '\0';
+    s->hash[j] = h;
+    s->off[j] = (uint32_t)s->len + 1;
+    s->dig[j] = 0;
+    *slot = j;
+    s->len += len + 1;
+    s->n++;
+    return 1;
+}
+
 /* One zone of the set. Keyed by origin; name is the set member the keys are built from. */
 struct zst {
     char *name;   /* as in the set: "example.com." (untrusted: tern_escape() it for logs) */
@@ -92,7 +194,8 @@ struct zst {
     uint64_t *rep;    /* label breaches logged at the last build (label_report()), sorted */
     size_t nrep;
     uint64_t cfg_digest; /* of the config (and keys) the last version was built with */
-    char **plab;         /* labels named on the change channel since the last flush */
+    seen_t *lt;  /* a large zone's labels with their digests, as last built or patched (diff) */
+    char **plab; /* labels named on the change channel since the last flush */
     size_t nplab, capplab;
     struct zst *next; /* hash chain */
 };
@@ -304,6 +407,9 @@ static void zt_del(redis_source_t *rs, struct zst *z)
     free(z->rep);
     plab_clear(z);
     free(z->plab);
+    if (z->lt)
+        seen_free(z->lt);
+    free(z->lt);
     free(z);
 }
 
@@ -836,7 +942,14 @@ typedef struct zbuild {
     size_t nrep, caprep;
     uint64_t over_value, over_rrset; /* breaches logged now, for the counters */
     dnssec_zone_t *dz;               /* "dnssec": true: the zone's signing state, to attach */
-    char err[1024];                  /* why the version is rejected; "" if it is not */
+    seen_t seen;                     /* read_large(): the labels read, with their digests */
+    /* diff mode (diff_read()): only the labels that differ from old are built */
+    const seen_t *old;
+    uint8_t *omark; /* per slot of old: read again */
+    char **changed; /* labels built (changed or new), "@" excluded */
+    size_t nchanged, capchanged;
+    bool apex_changed;
+    char err[1024]; /* why the version is rejected; "" if it is not */
 } zbuild_t;
 
 static void zb_begin(zbuild_t *b, redis_source_t *rs, struct zst *z, bool build)
@@ -855,6 +968,14 @@ static void zb_begin(zbuild_t *b, redis_source_t *rs, struct zst *z, bool build)
 /* Drop what zb_begin() and the reads gathered, when no zb_end() follows. */
 static void zb_abandon(zbuild_t *b)
 {
+    for (size_t i = 0; i < b->nchanged; i++)
+        free(b->changed[i]);
+    free(b->changed);
+    b->changed = NULL;
+    b->nchanged = b->capchanged = 0;
+    free(b->omark);
+    b->omark = NULL;
+    seen_free(&b->seen);
     zone_json_free(b->zj);
     b->zj = NULL;
     dnssec_zone_free(b->dz);
@@ -993,8 +1114,9 @@ static void label_skipped(zbuild_t *b, const redisReply *f, label_breach_t kind,
         log_warn("%s; label skipped", why);
 }
 
-/* One field/value pair of the hash. */
-static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
+/* One field/value pair of the hash; built unless feed is false (a diff that found it unchanged:
+ * only counted and digested). */
+static void zb_label_feed(zbuild_t *b, const redisReply *f, const redisReply *v, bool feed)
 {
     redis_source_t *rs = b->rs;
     if (!is_str(f) || !is_str(v) || b->breach & ZB_OVER_LABELS)
@@ -1007,7 +1129,7 @@ static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
                   rs->max_labels);
         return;
     }
-    if (!b->zj)
+    if (!b->zj || !feed)
         return;
     char err[1024], lab[ESC_MAX];
     err[0] = '\0';
@@ -1034,6 +1156,11 @@ static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
         return;
     }
     label_skipped(b, f, rc == TERN_ELIMIT ? LB_RRSET : LB_BAD, err);
+}
+
+static void zb_label(zbuild_t *b, const redisReply *f, const redisReply *v)
+{
+    zb_label_feed(b, f, v, true);
 }
 
 static void add_build(redis_source_stats_t *st, void *arg)
@@ -1173,83 +1300,32 @@ static void count(run_counts_t *c, int outcome)
         c->unchanged++;
 }
 
-/* Labels already seen in one multi-call HSCAN (which may return a field twice). */
-typedef struct seen {
-    uint64_t *hash;
-    uint32_t *off; /* into buf, + 1; 0 = empty slot */
-    size_t mask, n;
-    char *buf;
-    size_t len, cap;
-} seen_t;
-
-static void seen_free(seen_t *s)
+/* In a diff read: whether label k (its value's digest d) must be built — it is new or changed,
+ * or it is the apex, which every build needs. Remembers the changed ones. Outside one: true. */
+static bool diff_label(zbuild_t *b, const redisReply *k, uint64_t d)
 {
-    free(s->hash);
-    free(s->off);
-    free(s->buf);
-    memset(s, 0, sizeof(*s));
-}
-
-static int seen_grow(seen_t *s)
-{
-    size_t n = s->mask ? (s->mask + 1) * 2 : 4096;
-    uint64_t *h = malloc(n * sizeof(*h));
-    uint32_t *o = calloc(n, sizeof(*o));
-    if (!h || !o) {
-        free(h);
-        free(o);
-        return TERN_ENOMEM;
+    if (!b->old)
+        return true;
+    long o = seen_find(b->old, k->str, k->len);
+    bool same = o >= 0 && b->old->dig[o] == d;
+    if (o >= 0)
+        b->omark[o] = 1;
+    bool apex = k->len == 1 && k->str[0] == '@';
+    if (apex) {
+        b->apex_changed |= !same;
+        return true;
     }
-    for (size_t i = 0; s->mask && i <= s->mask; i++) {
-        if (!s->off[i])
-            continue;
-        size_t j = s->hash[i] & (n - 1);
-        while (o[j])
-            j = (j + 1) & (n - 1);
-        h[j] = s->hash[i];
-        o[j] = s->off[i];
+    if (same)
+        return false;
+    char *lab = strndup(k->str, k->len);
+    if (!lab ||
+        tern_grow((void **)&b->changed, &b->capchanged, b->nchanged + 1, sizeof(*b->changed)) < 0) {
+        free(lab);
+        b->apex_changed = true; /* no memory for the list: a full build */
+        return true;
     }
-    free(s->hash);
-    free(s->off);
-    s->hash = h;
-    s->off = o;
-    s->mask = n - 1;
-    return 0;
-}
-
-/* 1 if label (len bytes) is new (and remembers it), 0 if seen, TERN_ENOMEM. */
-static int seen_add(seen_t *s, const char *label, size_t len)
-{
-    if ((s->n + 1) * 2 > (s->mask ? s->mask + 1 : 0) && seen_grow(s) < 0)
-        return TERN_ENOMEM;
-    uint64_t h = tern_hash64(label, len, 0x7365656eull);
-    size_t j = h & s->mask;
-    for (; s->off[j]; j = (j + 1) & s->mask) {
-        if (s->hash[j] != h)
-            continue;
-        const char *l = s->buf + s->off[j] - 1;
-        if (strlen(l) == len && memcmp(l, label, len) == 0)
-            return 0;
-    }
-    if (s->len + len + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 65536;
-        while (cap < s->len + len + 1)
-            cap *= 2;
-        if (cap > UINT32_MAX)
-            return TERN_ENOMEM;
-        char *b = realloc(s->buf, cap);
-        if (!b)
-            return TERN_ENOMEM;
-        s->buf = b;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, label, len);
-    s->buf[s->len + len] = '\0';
-    s->hash[j] = h;
-    s->off[j] = (uint32_t)s->len + 1;
-    s->len += len + 1;
-    s->n++;
-    return 1;
+    b->changed[b->nchanged++] = lab;
+    return true;
 }
 
 /* P redins:zones:<name>[:config] S */
@@ -1303,7 +1379,7 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
 {
     char *kcfg = redis_zone_key(rs, b->z->name, true),
          *khash = redis_zone_key(rs, b->z->name, false);
-    seen_t seen = {0};
+    seen_t *seen = &b->seen;
     redisReply *r = NULL;
     bool in_flight = false; /* an HSCAN whose reply is still to be read */
     int rc = TERN_ENOMEM;
@@ -1353,12 +1429,16 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
             const redisReply *k = f->element[i];
             if (!is_str(k))
                 continue;
-            int isnew = seen_add(&seen, k->str, k->len);
+            size_t slot = 0;
+            int isnew = seen_add(seen, k->str, k->len, &slot);
             if (isnew < 0) {
                 b->rc = TERN_ENOMEM;
                 zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
             } else if (isnew) {
-                zb_label(b, k, f->element[i + 1]);
+                const redisReply *v = f->element[i + 1];
+                if (is_str(v))
+                    seen->dig[slot] = digest_label(k, v);
+                zb_label_feed(b, k, v, diff_label(b, k, seen->dig[slot]));
             }
         }
         freeReplyObject(r);
@@ -1373,10 +1453,126 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
 out:
     if (r)
         freeReplyObject(r);
-    seen_free(&seen);
     free(kcfg);
     free(khash);
     return rc;
+}
+
+static void add_patch(redis_source_stats_t *st, void *arg)
+{
+    (void)arg;
+    st->patches++;
+}
+
+/* The owner name of label in zone z, lowercased wire form, into out. false if it is none. */
+static bool label_owner(const struct zst *z, const char *label, uint8_t out[DNAME_MAXLEN])
+{
+    uint8_t rel[DNAME_MAXLEN], apex[DNAME_MAXLEN];
+    const char *why = NULL;
+    int rl = dname_from_str(label, strlen(label), true, rel, &why);
+    int al = dname_from_str(z->origin, strlen(z->origin), false, apex, &why);
+    if (rl <= 0 || al <= 0 || (size_t)rl + (size_t)al > DNAME_MAXLEN)
+        return false;
+    memcpy(rel + rl, apex, (size_t)al);
+    (void)dname_lower(out, rel);
+    return true;
+}
+
+/* Zones of at least this many labels keep them with their digests (zst.lt), so that a change
+ * found by a keyspace event is read once and patched (diff_read()) instead of built whole. */
+#define LT_MIN 10000
+
+/* After a full read of a large zone: its labels and digests become the zone's, when it was
+ * built (handed out); otherwise the ones of the version served stay. */
+static void keep_labels(struct zst *z, zbuild_t *b, bool built)
+{
+    if (built && b->labels >= LT_MIN) {
+        seen_t *t = z->lt ? z->lt : malloc(sizeof(*t));
+        if (t) {
+            if (z->lt)
+                seen_free(z->lt);
+            *t = b->seen;
+            memset(&b->seen, 0, sizeof(b->seen));
+            z->lt = t;
+            return;
+        }
+    }
+    if (built && z->lt) { /* too small now, or no memory: no diff next time */
+        seen_free(z->lt);
+        free(z->lt);
+        z->lt = NULL;
+    }
+    seen_free(&b->seen);
+}
+
+/*
+ * A dirty large zone with its labels kept: read it once, build only the labels whose digest
+ * changed (and the apex every build needs), and hand them out as a patch with the deleted ones.
+ * *done is false when the change needs a full build after all (the apex, the config or keys,
+ * a signed zone, a breach, too many labels): the caller reads it again, whole.
+ */
+static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool *done)
+{
+    zbuild_t b;
+    *done = false;
+    zb_begin(&b, rs, z, true);
+    b.old = z->lt;
+    b.omark = calloc(z->lt->mask + 1, 1);
+    if (!b.omark) {
+        zb_abandon(&b);
+        return 0;
+    }
+    int rc = read_large(rs, &b);
+    if (rc < 0) {
+        zb_abandon(&b);
+        return rc;
+    }
+    size_t ndel = 0;
+    for (size_t i = 0; i <= z->lt->mask; i++)
+        ndel += z->lt->off[i] && !b.omark[i];
+    size_t n = b.nchanged + ndel;
+    bool ok = b.zj && b.rc == 0 && !b.breach && !b.bad && !b.apex_changed &&
+              b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
+              n <= b.labels / 8 + 1024 && n <= PLAB_MAX;
+    uint8_t(*owners)[DNAME_MAXLEN] = ok && n ? malloc(n * sizeof(*owners)) : NULL;
+    const uint8_t **names = ok && n ? malloc(n * sizeof(*names)) : NULL;
+    zone_t *fresh = NULL;
+    size_t nn = 0;
+    if (ok && n && (!owners || !names))
+        ok = false;
+    if (ok && n) {
+        for (size_t i = 0; i < b.nchanged; i++)
+            if (label_owner(z, b.changed[i], owners[nn]))
+                names[nn] = owners[nn], nn++;
+        for (size_t i = 0; i <= z->lt->mask; i++)
+            if (z->lt->off[i] && !b.omark[i] &&
+                label_owner(z, z->lt->buf + z->lt->off[i] - 1, owners[nn]))
+                names[nn] = owners[nn], nn++;
+        char err[1024];
+        ok = zone_json_finish(b.zj, &fresh, err, sizeof(err)) == 0;
+        b.zj = NULL;
+        if (!ok)
+            log_debug("%s: zone %s: diff: %s; reading it whole", rs->where, z->origin, err);
+    }
+    if (ok) {
+        if (n) {
+            log_debug("%s: zone %s: %zu labels changed, %zu deleted: handed out as a patch",
+                      rs->where, z->origin, b.nchanged, ndel);
+            stats_update(rs, add_patch, NULL);
+            rs->cb.on_patch(rs->cb.ctx, z->origin, fresh, names, nn);
+            cnt->built++;
+        } else {
+            count(cnt, 0);
+        }
+        z->digest = b.digest;
+        z->have_digest = true;
+        keep_labels(z, &b, true);
+        *done = true;
+    }
+    free(owners);
+    free(names);
+    zb_abandon(&b);
+    return 0;
 }
 
 /* A zone too large for one HSCAN call. */
@@ -1384,9 +1580,16 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
 {
     zbuild_t b;
     int rc;
+    if (mode == RUN_DIRTY && z->lt && z->served && rs->cb.on_patch) {
+        bool done;
+        if ((rc = diff_read(rs, z, cnt, &done)) < 0 || done)
+            return rc;
+    }
     if (mode == RUN_VERIFY && z->have_digest) {
         zb_begin(&b, rs, z, false);
-        if ((rc = read_large(rs, &b)) < 0)
+        rc = read_large(rs, &b);
+        seen_free(&b.seen);
+        if (rc < 0)
             return rc;
         if (b.digest == z->digest && b.rc == 0) {
             count(cnt, 0);
@@ -1398,7 +1601,9 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
         zb_abandon(&b);
         return rc;
     }
-    count(cnt, zb_end(&b, mode != RUN_FORCE));
+    int outcome = zb_end(&b, mode != RUN_FORCE);
+    keep_labels(z, &b, outcome == 1);
+    count(cnt, outcome);
     return 0;
 }
 
@@ -1443,26 +1648,6 @@ static void process_small(redis_source_t *rs, struct zst *z, const redisReply *c
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void add_patch(redis_source_stats_t *st, void *arg)
-{
-    (void)arg;
-    st->patches++;
-}
-
-/* The owner name of label in zone z, lowercased wire form, into out. false if it is none. */
-static bool label_owner(const struct zst *z, const char *label, uint8_t out[DNAME_MAXLEN])
-{
-    uint8_t rel[DNAME_MAXLEN], apex[DNAME_MAXLEN];
-    const char *why = NULL;
-    int rl = dname_from_str(label, strlen(label), true, rel, &why);
-    int al = dname_from_str(z->origin, strlen(z->origin), false, apex, &why);
-    if (rl <= 0 || al <= 0 || (size_t)rl + (size_t)al > DNAME_MAXLEN)
-        return false;
-    memcpy(rel + rl, apex, (size_t)al);
-    (void)dname_lower(out, rel);
-    return true;
 }
 
 /*
@@ -1553,9 +1738,9 @@ static int patch_zone(redis_source_t *rs, struct zst *z)
             rs->cb.on_patch(rs->cb.ctx, z->origin, fresh, names, nn);
         } else {
             log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
-                      !b.zj && b.err[0]                 ? b.err
+                      !b.zj && b.err[0]               ? b.err
                       : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
-                                                        : "the labels cannot be patched");
+                                                      : "the labels cannot be patched");
             mark_dirty(rs, z);
         }
     }
@@ -2270,6 +2455,9 @@ static void source_free(redis_source_t *rs)
             free(z->rep);
             plab_clear(z);
             free(z->plab);
+            if (z->lt)
+                seen_free(z->lt);
+            free(z->lt);
             free(z);
         }
     }

@@ -24,7 +24,8 @@ redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspyth
   label_patch       a 20,000-label zone: HSET then PUBLISH "<zone> <label>" on the change
                     channel patches the label into the zone served (no rebuild, logged as a
                     patch); a new name two labels deep, an HDEL'd label and a changed MX target
-                    in one message; the apex named is read whole
+                    in one message; an HSET and an HDEL with no label named are found by
+                    comparing label digests and patched too; the apex named is read whole
   redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
                     was away (edited through a second, temporary redis-server on the saved dump):
                     the change arrives
@@ -366,6 +367,19 @@ def main():
             log = tern.log_text(1 << 20)
             expect("zone big.test patched: 1 names" in log, "no log line for the first patch")
             expect("zone big.test patched: 3 names" in log, "no log line for the second patch")
+            # a keyspace event alone, no label named: the zone is read once, compared label by
+            # label with what was built (digests), and what differs is patched
+            before = log.count("zone big.test patched")
+            redis.cmd("HSET", key, "h9", json.dumps({"a": {"records": [{"ip": "192.0.2.9"}]}}))
+            t = wait_for(tern.port, "h9.big.test.", ["192.0.2.9"], WAIT)
+            timings.append(("HSET alone, 20k-label zone (read, diff, patch)", t))
+            redis.cmd("HDEL", key, "h10")
+            wait_for(tern.port, "h10.big.test.", "NXDOMAIN", WAIT)
+            expect(addresses(tern.port, "h5.big.test.") == ["192.0.2.5"], "h5 lost its change")
+            expect(addresses(tern.port, "h6.big.test.") == "NXDOMAIN", "h6 came back")
+            log = tern.log_text(1 << 20)
+            expect(log.count("zone big.test patched") >= before + 2,
+                   "the keyspace-only changes were not patched")
             # the apex named: read whole, as any change the patch cannot carry
             redis.cmd("HSET", key, "@", json.dumps({"ns": {"records": [
                 {"host": "ns1.big.test."}, {"host": "ns9.other.test."}]}}))
