@@ -399,9 +399,15 @@ static void add_loc(const zone_builder_t *b, const char *file, unsigned line, ch
         snprintf(dst, len, "zone %s", b->source);
 }
 
+/* The location of a record for a message, made only when one is needed: formatting it for each
+ * of a million records was a measurable part of loading them. */
+#define LOC() (add_loc(b, file, line, loc, sizeof(loc)), loc)
+
 /* The name id of owner, interned if new. TERN_EOUTZONE (message set) or TERN_ENOMEM. */
-static int intern_owner(zone_builder_t *b, const uint8_t *owner, const char *loc, uint32_t *out)
+static int intern_owner(zone_builder_t *b, const uint8_t *owner, const char *file, unsigned line,
+                        uint32_t *out)
 {
+    char loc[512];
     uint8_t lc[DNAME_MAXLEN];
     size_t len = dname_lower(lc, owner);
     unsigned labels = dname_labels(lc);
@@ -421,7 +427,7 @@ static int intern_owner(zone_builder_t *b, const uint8_t *owner, const char *loc
         if (id == NO_ID) {
             int rc = name_add(b, lc, len, hash, NO_ID, &id);
             if (rc < 0) {
-                set_err(b, "%s: out of memory", loc);
+                set_err(b, "%s: out of memory", LOC());
                 return TERN_ENOMEM;
             }
         }
@@ -434,7 +440,7 @@ outzone : {
     char n[DNAME_MAXLEN * 4 + 1], z[DNAME_MAXLEN * 4 + 1];
     (void)dname_to_str(owner, n, sizeof(n));
     (void)dname_to_str(b->apex, z, sizeof(z));
-    set_err(b, "%s: %s is outside zone %s", loc, n, z);
+    set_err(b, "%s: %s is outside zone %s", LOC(), n, z);
     return TERN_EOUTZONE;
 }
 }
@@ -444,20 +450,19 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
                   unsigned line, uint32_t meta)
 {
     char loc[512];
-    add_loc(b, file, line, loc, sizeof(loc));
 
     if (rclass != 1) {
-        set_err(b, "%s: class %u is not supported (only IN)", loc, rclass);
+        set_err(b, "%s: class %u is not supported (only IN)", LOC(), rclass);
         return TERN_EINVAL;
     }
     /* Type 0 is reserved; OPT and 128-255 (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA, ANY...) are
      * meta or query types (RFC 6895 §3.1) and never zone data. */
     if (type == 0 || type == WIRE_T_OPT || (type >= 128 && type <= 255)) {
-        set_err(b, "%s: type %u is a meta or query type, not zone data", loc, type);
+        set_err(b, "%s: type %u is a meta or query type, not zone data", LOC(), type);
         return TERN_EINVAL;
     }
     if (!rdata_ok(type, rdata, rdlen)) {
-        set_err(b, "%s: malformed RDATA for type %u", loc, type);
+        set_err(b, "%s: malformed RDATA for type %u", LOC(), type);
         return TERN_EINVAL;
     }
     /* A zone tern signs gets its signatures and denial from the signer: what a source brings
@@ -468,7 +473,7 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
         return 0;
     }
     uint32_t id;
-    int rc = intern_owner(b, owner, loc, &id);
+    int rc = intern_owner(b, owner, file, line, &id);
     if (rc < 0)
         return rc;
 
@@ -493,8 +498,23 @@ static int add_rr(zone_builder_t *b, const uint8_t *owner, uint16_t type, uint16
     b->rdata_len += rdlen;
     return 0;
 nomem:
-    set_err(b, "%s: out of memory", loc);
+    set_err(b, "%s: out of memory", LOC());
     return TERN_ENOMEM;
+}
+
+void zone_builder_expect(zone_builder_t *b, size_t records)
+{
+    if (records > ZONE_BUILDER_EXPECT_MAX) /* a file's size is no promise: see the header */
+        records = ZONE_BUILDER_EXPECT_MAX;
+    /* a record brings at most one new name; a name is some 20 bytes, a record's RDATA 4 to 20 */
+    size_t names = records / 4 * 3, nm_cap = b->nm_cap;
+    if (tern_grow((void **)&b->rr, &b->rr_cap, records, sizeof(*b->rr)) < 0 ||
+        tern_grow((void **)&b->rdata, &b->rdata_cap, records * 16, 1) < 0 ||
+        tern_grow((void **)&b->nm, &nm_cap, names, sizeof(*b->nm)) < 0)
+        return; /* no room ahead: the arrays grow as they fill */
+    b->nm_cap = (uint32_t)nm_cap;
+    (void)!tern_grow((void **)&b->names, &b->names_cap, names * 24, 1);
+    /* not the name index: it is written (emptied) when made, so it grows with the names */
 }
 
 int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len, uint32_t ttl)
@@ -566,20 +586,19 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                          const char *file, unsigned line)
 {
     char loc[512];
-    add_loc(b, file, line, loc, sizeof(loc));
     if (type != WIRE_T_A && type != WIRE_T_AAAA) {
-        set_err(b, "%s: geo metadata on type %u (only A and AAAA are steered)", loc, type);
+        set_err(b, "%s: geo metadata on type %u (only A and AAAA are steered)", LOC(), type);
         return TERN_EINVAL;
     }
     if (!meta)
         return add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, 0);
     if (meta->ncountries > UINT8_MAX || meta->nasns > UINT16_MAX) {
-        set_err(b, "%s: more than %u countries or %u ASNs on one record", loc, UINT8_MAX,
+        set_err(b, "%s: more than %u countries or %u ASNs on one record", LOC(), UINT8_MAX,
                 UINT16_MAX);
         return TERN_ELIMIT;
     }
     if (meta->has_location && !(fabs(meta->lat) <= 90.0 && fabs(meta->lon) <= 180.0)) {
-        set_err(b, "%s: location %g,%g is not a latitude,longitude", loc, meta->lat, meta->lon);
+        set_err(b, "%s: location %g,%g is not a latitude,longitude", LOC(), meta->lat, meta->lon);
         return TERN_EINVAL;
     }
     if (tern_grow((void **)&b->meta, &b->meta_cap, b->meta_count + 1, sizeof(*b->meta)) < 0 ||
@@ -588,7 +607,7 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
             0 ||
         tern_grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) <
             0) {
-        set_err(b, "%s: out of memory", loc);
+        set_err(b, "%s: out of memory", LOC());
         return TERN_ENOMEM;
     }
     struct bmeta *m = &b->meta[b->meta_count];
@@ -862,26 +881,29 @@ static int measure_run(struct fctx *f, uint32_t id, struct brun *r)
     return 0;
 }
 
+/* The owner's name in nbuf, made only when a message needs it (a zone of a million names checks
+ * millions of RRsets and names, nearly all of them fine). */
+#define NAME() (name_str(b, id, nbuf, sizeof(nbuf)), nbuf)
+
 /* The rules about one RRset alone: one SOA, at the apex; one CNAME per name. */
 static int check_run(struct fctx *f, uint32_t id, const struct brun *r)
 {
     zone_builder_t *b = f->b;
     char w1[600], w2[600], nbuf[DNAME_MAXLEN * 4 + 1];
-    name_str(b, id, nbuf, sizeof(nbuf));
     if (r->type == WIRE_T_SOA && id != 0) {
         where(b, run_first(b, f, r), w1, sizeof(w1));
-        return fail_msg(f, TERN_EINVAL, "%s: SOA record %s is not at the zone apex", w1, nbuf);
+        return fail_msg(f, TERN_EINVAL, "%s: SOA record %s is not at the zone apex", w1, NAME());
     }
     if (r->type == WIRE_T_SOA && r->kept > 1) {
         where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
-        return fail_msg(f, TERN_EINVAL, "%s: more than one SOA record at the apex %s", w1, nbuf);
+        return fail_msg(f, TERN_EINVAL, "%s: more than one SOA record at the apex %s", w1, NAME());
     }
     if ((r->type == WIRE_T_CNAME || r->type == WIRE_T_DNAME) && r->kept > 1) {
         /* RFC 6672 §2.4: like a CNAME, at most one DNAME per name */
         where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
         where(b, run_first(b, f, r), w2, sizeof(w2));
         return fail_msg(f, TERN_ECNAME, "%s: second %s record at %s (first at %s)", w1,
-                        r->type == WIRE_T_CNAME ? "CNAME" : "DNAME", nbuf, w2);
+                        r->type == WIRE_T_CNAME ? "CNAME" : "DNAME", NAME(), w2);
     }
     return 0;
 }
@@ -906,7 +928,6 @@ static int check_name(struct fctx *f, uint32_t id)
         if (r->type == WIRE_T_DNAME)
             dname = first;
     }
-    name_str(b, id, nbuf, sizeof(nbuf));
     if (cname && other) {
         /* blame whichever of the two came later in the file: the earlier one was legal when
          * it was written */
@@ -915,7 +936,7 @@ static int check_name(struct fctx *f, uint32_t id)
         where(b, late, w1, sizeof(w1));
         where(b, early, w2, sizeof(w2));
         return fail_msg(f, TERN_ECNAME, "%s: CNAME and other data at %s (type %u, see also %s)", w1,
-                        nbuf, late == cname ? early->type : late->type, w2);
+                        NAME(), late == cname ? early->type : late->type, w2);
     }
     /* a node stores its RRset count in one byte: 255 types at one name is already absurd */
     if (nsets > UINT8_MAX) {
@@ -930,7 +951,7 @@ static int check_name(struct fctx *f, uint32_t id)
         return fail_msg(f, TERN_EINVAL,
                         "%s: NS records at the wildcard %s: a wildcard cannot be a delegation "
                         "(RFC 4592 section 4.2)",
-                        w1, nbuf);
+                        w1, NAME());
     }
     if (ns && dname && id != 0) {
         const struct brr *late = ns > dname ? ns : dname;
@@ -939,7 +960,7 @@ static int check_name(struct fctx *f, uint32_t id)
         return fail_msg(f, TERN_EINVAL,
                         "%s: DNAME and NS at %s (see also %s): only a zone apex may have both "
                         "(RFC 6672 section 2.3)",
-                        w1, nbuf, w2);
+                        w1, NAME(), w2);
     }
     return 0;
 }

@@ -524,6 +524,9 @@ int zone_file_load_opts(const char *origin, const char *path, const zone_file_op
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size > 0)
+        zone_builder_expect(L.b, (size_t)st.st_size / 32); /* a record line is some 35 bytes */
     if (opts->health)
         zone_builder_set_health(L.b, opts->health, opts->health_ctx);
     if (opts->dnskeys && zone_builder_set_dnssec(L.b, opts->dnskeys, opts->dnskeys_len, 0) < 0) {

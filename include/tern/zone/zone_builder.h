@@ -110,6 +110,17 @@ size_t zone_builder_dnssec_dropped(const zone_builder_t *b);
  * loader that gives each owner from one place only (zone_json.h's Redis labels). */
 bool zone_builder_has_owner(const zone_builder_t *b, const uint8_t *owner);
 
+/* At most this many records are reserved ahead by zone_builder_expect(). */
+#define ZONE_BUILDER_EXPECT_MAX ((size_t)4 << 20)
+
+/**
+ * Room, ahead, for about this many records (and names), so that loading a large zone does not
+ * copy its growing arrays again and again. Best effort and bounded (a 2 GB file of holes must
+ * not reserve much): the arrays still grow past it, and what is reserved but never written
+ * costs address space, not memory.
+ */
+void zone_builder_expect(zone_builder_t *b, size_t records);
+
 /**
  * Validate and build. On success *out is the new zone and 0 is returned. On failure a negative
  * TERN_E* code is returned and err (size errlen) holds "file:line: message" (or "zone X: message"
