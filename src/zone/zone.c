@@ -37,19 +37,28 @@ const zone_rrset_t *zone_node_rrset(const zone_node_t *n, uint16_t type)
 void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r)
 {
     /* The suffix starting at label i has nlabels - i labels; no node has more than max_labels,
-     * so longer suffixes cannot match and are not probed. The first hit going toward the apex
-     * is the closest encloser. */
-    unsigned i = v->nlabels > z->max_labels ? (unsigned)(v->nlabels - z->max_labels) : 0;
+     * so longer suffixes cannot match and are not probed. The name itself first: that is the
+     * answer for most queries, one probe. Otherwise the closest encloser is found from the apex
+     * down, and the first suffix without a node ends the walk: every ancestor of a node is a
+     * node (the builder and zone_patch() keep the empty non-terminals), so nothing longer can
+     * match. A random name under the apex (an NXDOMAIN flood) costs two probes, not one per
+     * label, and each probe that misses is a cache miss. */
+    unsigned lo = v->nlabels > z->max_labels ? (unsigned)(v->nlabels - z->max_labels) : 0;
     const zone_node_t *n = NULL;
-    for (; i <= apex_label; i++) {
-        n = zone_find_node(z, v->lc + v->off[i], (size_t)(v->len - v->off[i]), v->hash[i]);
-        if (n)
-            break;
-    }
+    unsigned i = 0;
+    if (lo == 0 && apex_label > 0)
+        n = zone_find_node(z, v->lc, v->len, v->hash[0]);
     if (!n) {
-        /* only if apex_label does not point at this zone's apex: treat as the apex */
-        n = z->apex_node;
+        n = z->apex_node; /* apex_label is this zone's apex */
         i = apex_label;
+        for (unsigned k = apex_label; k-- > (lo > 1 ? lo : 1);) {
+            const zone_node_t *m =
+                zone_find_node(z, v->lc + v->off[k], (size_t)(v->len - v->off[k]), v->hash[k]);
+            if (!m)
+                break;
+            n = m;
+            i = k;
+        }
     }
     r->encloser = n;
     r->encloser_label = i;
