@@ -1478,6 +1478,25 @@ static bool label_owner(const struct zst *z, const char *label, uint8_t out[DNAM
     return true;
 }
 
+/* Finish b's build of the changed labels alone and hand it out through on_patch with the n
+ * owner names they change. False (logged at debug) when the build fails: read it whole then. */
+static bool zb_hand_patch(zbuild_t *b, const uint8_t *const *names, size_t n)
+{
+    redis_source_t *rs = b->rs;
+    zone_t *fresh = NULL;
+    char err[1024];
+    int rc = zone_json_finish(b->zj, &fresh, err, sizeof(err));
+    b->zj = NULL;
+    if (rc < 0) {
+        log_debug("%s: zone %s: patch: %s; reading it whole", rs->where, b->z->origin, err);
+        return false;
+    }
+    log_debug("%s: zone %s: %zu names changed, handed out as a patch", rs->where, b->z->origin, n);
+    stats_update(rs, add_patch, NULL);
+    rs->cb.on_patch(rs->cb.ctx, b->z->origin, fresh, names, n);
+    return true;
+}
+
 /* Zones of at least this many labels keep them with their digests (zst.lt), so that a change
  * found by a keyspace event is read once and patched (diff_read()) instead of built whole. */
 #define LT_MIN 10000
@@ -1536,7 +1555,6 @@ static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool 
               n <= b.labels / 8 + 1024 && n <= PLAB_MAX;
     uint8_t(*owners)[DNAME_MAXLEN] = ok && n ? malloc(n * sizeof(*owners)) : NULL;
     const uint8_t **names = ok && n ? malloc(n * sizeof(*names)) : NULL;
-    zone_t *fresh = NULL;
     size_t nn = 0;
     if (ok && n && (!owners || !names))
         ok = false;
@@ -1548,22 +1566,13 @@ static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool 
             if (z->lt->off[i] && !b.omark[i] &&
                 label_owner(z, z->lt->buf + z->lt->off[i] - 1, owners[nn]))
                 names[nn] = owners[nn], nn++;
-        char err[1024];
-        ok = zone_json_finish(b.zj, &fresh, err, sizeof(err)) == 0;
-        b.zj = NULL;
-        if (!ok)
-            log_debug("%s: zone %s: diff: %s; reading it whole", rs->where, z->origin, err);
+        ok = zb_hand_patch(&b, names, nn);
+        if (ok)
+            cnt->built++;
+    } else if (ok) {
+        count(cnt, 0); /* the event changed nothing */
     }
     if (ok) {
-        if (n) {
-            log_debug("%s: zone %s: %zu labels changed, %zu deleted: handed out as a patch",
-                      rs->where, z->origin, b.nchanged, ndel);
-            stats_update(rs, add_patch, NULL);
-            rs->cb.on_patch(rs->cb.ctx, z->origin, fresh, names, nn);
-            cnt->built++;
-        } else {
-            count(cnt, 0);
-        }
         z->digest = b.digest;
         z->have_digest = true;
         keep_labels(z, &b, true);
@@ -1722,27 +1731,15 @@ static int patch_zone(redis_source_t *rs, struct zst *z)
                 names[nn] = owners[nn], nn++;
             ok = b.zj != NULL;
         }
-        zone_t *fresh = NULL;
-        if (ok) {
-            char err[1024];
-            ok = zone_json_finish(b.zj, &fresh, err, sizeof(err)) == 0;
-            b.zj = NULL;
-            if (!ok)
-                log_debug("%s: zone %s: patch: %s; reading it whole", rs->where, z->origin, err);
-        }
-        zb_abandon(&b);
-        if (ok) {
-            log_debug("%s: zone %s: %zu labels changed, handed out as a patch", rs->where,
-                      z->origin, nn);
-            stats_update(rs, add_patch, NULL);
-            rs->cb.on_patch(rs->cb.ctx, z->origin, fresh, names, nn);
-        } else {
+        bool handed = ok && zb_hand_patch(&b, names, nn); /* which logs a failure itself */
+        if (!ok)
             log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
                       !b.zj && b.err[0]               ? b.err
                       : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
                                                       : "the labels cannot be patched");
+        zb_abandon(&b);
+        if (!handed)
             mark_dirty(rs, z);
-        }
     }
     if (cfg)
         freeReplyObject(cfg);

@@ -146,13 +146,14 @@ static void worker_dnssec_init(worker_t *w)
 /* Busy mode's epoll membership of the worker's UDP socket (see the top of this file). Leaving
  * fails only if the kernel cannot take the socket back into the set (ENOMEM): the worker then
  * stays busy, still blocking in recvmmsg with its timeout, and tries again on the next timeout. */
-static bool busy_enter(worker_t *w)
+static void busy_enter(worker_t *w)
 {
+    /* a socket left in the set only costs the callbacks: busy all the same */
     if (epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->udp_fd[w->busy_li], NULL) < 0)
         log_warn("worker %u: epoll_ctl(DEL) of its UDP socket: %s", w->id, tern_strerror(-errno));
-    return true; /* a socket still in the set only costs the callbacks: busy all the same */
 }
 
+/* Whether the worker stays busy. */
 static bool busy_leave(worker_t *w)
 {
     struct epoll_event ev = {.events = EPOLLIN};
@@ -226,8 +227,10 @@ void *worker_main(void *arg)
                 /* steady traffic: keep reading this socket directly until it goes quiet */
                 unsigned got = udp_handle(w, TAG_IDX(tag));
                 if (got > 0 && !busy && w->busy_li == (int)TAG_IDX(tag) &&
-                    (got > 1 || last_poll_us - last_udp_us < UDP_BUSY_IDLE_US))
-                    busy = busy_enter(w);
+                    (got > 1 || last_poll_us - last_udp_us < UDP_BUSY_IDLE_US)) {
+                    busy_enter(w);
+                    busy = true;
+                }
                 if (got > 0)
                     last_udp_us = last_poll_us;
                 break;

@@ -22,10 +22,9 @@ static const uint8_t lower_tab[256] = {
 /* The hash of the root name; every other suffix hash chains from it. */
 #define DNAME_HASH_ROOT 0x811c9dc5u
 
-/* Hash of label (length byte + bytes, already lowercase) on top of the suffix hash below it,
- * eight bytes per step. The last step takes the bytes left as one little-endian word, so the
- * value does not depend on what follows the label; label_hash_padded() may load that word
- * whole when the bytes after the label are readable (and masks them off). */
+/* A label (length byte + bytes, already lowercase) is hashed on top of the suffix hash below it,
+ * eight bytes per step; the last step takes the bytes left as one little-endian word, so the
+ * value does not depend on what follows the label (label_hash_padded()). */
 #define HASH_K 0x9E3779B97F4A7C15ull
 
 static inline uint64_t hash_step(uint64_t h, uint64_t w)
@@ -46,22 +45,8 @@ static inline uint32_t hash_fold(uint64_t h)
     return tern_mix32((uint32_t)(h ^ (h >> 32)));
 }
 
-static inline uint32_t label_hash(uint32_t parent, const uint8_t *label)
-{
-    uint64_t h = parent;
-    size_t n = (size_t)label[0] + 1;
-    for (; n >= 8; n -= 8, label += 8)
-        h = hash_step(h, load64(label));
-    if (n) {
-        uint64_t w = 0;
-        for (size_t i = 0; i < n; i++)
-            w |= (uint64_t)label[i] << (8 * i);
-        h = hash_step(h, w);
-    }
-    return hash_fold(h);
-}
-
-/* The same value, for a label followed by at least 7 readable bytes (a view's lc). */
+/* Hash of a label followed by at least 7 readable bytes (a view's lc, dname_hash()'s copy): the
+ * last word is loaded whole and the bytes past the label masked off. */
 static inline uint32_t label_hash_padded(uint32_t parent, const uint8_t *label)
 {
     uint64_t h = parent;
@@ -137,13 +122,16 @@ void dname_view_init(dname_view_t *v, const uint8_t *name)
 
 uint32_t dname_hash(const uint8_t *lcname)
 {
+    /* a padded copy, so the labels hash exactly as a view's do */
+    uint8_t buf[DNAME_MAXLEN + 8] = {0};
+    memcpy(buf, lcname, dname_len(lcname));
     const uint8_t *labels[DNAME_MAXLABELS];
     unsigned n = 0;
-    for (const uint8_t *p = lcname; *p; p += *p + 1)
+    for (const uint8_t *p = buf; *p; p += *p + 1)
         labels[n++] = p;
     uint32_t h = DNAME_HASH_ROOT;
     while (n-- > 0)
-        h = label_hash(h, labels[n]);
+        h = label_hash_padded(h, labels[n]);
     return h;
 }
 

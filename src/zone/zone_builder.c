@@ -1213,17 +1213,6 @@ static bool run_steered(const struct fctx *f, size_t ri)
     return steered(&f->run_pol[ri]) || (f->run_health && f->run_health[ri]);
 }
 
-static bool has_targets(uint16_t type)
-{
-    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
-}
-
-/* Offset of the target name in NS/MX/SRV RDATA. */
-static size_t target_off(uint16_t type)
-{
-    return type == WIRE_T_MX ? 2 : type == WIRE_T_SRV ? 6 : 0;
-}
-
 /* The size of every array of the zone. */
 static int measure(struct fctx *f)
 {
@@ -1233,7 +1222,7 @@ static int measure(struct fctx *f)
         const struct brun *r = &f->runs[i];
         f->nrr += r->kept;
         f->rdbytes += r->bytes;
-        if (has_targets(r->type))
+        if (zone_type_has_targets(r->type))
             f->ntargets += r->kept;
         if (!run_steered(f, i))
             continue;
@@ -1402,7 +1391,7 @@ static void fill_rrsets(struct fctx *f)
             s->ttl = r->ttl;
             s->rdata_len = r->bytes;
             s->rdata = f->rd + rdpos;
-            bool tg = has_targets(r->type);
+            bool tg = zone_type_has_targets(r->type);
             zone_geo_t *g = NULL;
             if (tg) {
                 s->ext.targets = (uint32_t)tpos + 1;
@@ -1432,7 +1421,7 @@ static void fill_rrsets(struct fctx *f)
                 if (x->rdlen)
                     memcpy(f->rd + rdpos + 2, b->rdata + x->rdoff, x->rdlen);
                 if (tg)
-                    f->tnames[tpos++] = f->rd + rdpos + 2 + target_off(r->type);
+                    f->tnames[tpos++] = f->rd + rdpos + 2 + zone_type_target_off(r->type);
                 rdpos += 2u + x->rdlen;
             }
             if (nsets++ == 0)

@@ -61,17 +61,6 @@ static bool has_data(const zone_node_t *n)
     return n && n->nrrsets > 0;
 }
 
-static bool has_targets(uint16_t type)
-{
-    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
-}
-
-/* Where an NS/MX/SRV RDATA's target name starts. */
-static size_t target_off(uint16_t type)
-{
-    return type == WIRE_T_MX ? 2 : type == WIRE_T_SRV ? 6 : 0;
-}
-
 static const uint8_t *parent_of(const uint8_t *lc)
 {
     return lc + 1 + lc[0];
@@ -181,7 +170,7 @@ static void put_rrsets(struct patch *p, zone_node_t *n, const zone_node_t *f)
         zone_rrset_t *s = &p->sets[p->nsets++];
         *s = *fs; /* rdata stays in fresh's data, which the new version references */
         p->added_rrs += fs->count;
-        if (has_targets(fs->type)) {
+        if (zone_type_has_targets(fs->type)) {
             s->ext.targets = 0;
             if (zone_rrset_has_targets(fs)) {
                 s->ext.targets = (uint32_t)p->ntargets + 1;
@@ -283,7 +272,7 @@ static void resolve_targets(struct patch *p, size_t first_set)
         for (unsigned k = 0; k < s->count; k++) {
             size_t rdlen = (size_t)rd[0] << 8 | rd[1];
             uint8_t lc[DNAME_MAXLEN];
-            (void)dname_lower(lc, rd + 2 + target_off(s->type));
+            (void)dname_lower(lc, rd + 2 + zone_type_target_off(s->type));
             const zone_node_t *t = find_new(p, lc);
             p->targets[s->ext.targets - 1 + k] =
                 t && (t->nrrsets || !(t->flags & ZONE_NODE_ENT)) ? node_id(p, t) + 1 : 0;

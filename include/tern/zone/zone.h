@@ -224,11 +224,23 @@ typedef struct zone_lookup {
  */
 void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zone_lookup_t *r);
 
+/** Whether RRsets of this type name targets for the additional section (NS, MX, SRV). */
+static inline bool zone_type_has_targets(uint16_t type)
+{
+    return type == WIRE_T_NS || type == WIRE_T_MX || type == WIRE_T_SRV;
+}
+
+/** Where the target name starts in the RDATA of such a type (after MX's preference, after
+ * SRV's priority, weight and port). */
+static inline size_t zone_type_target_off(uint16_t type)
+{
+    return type == WIRE_T_MX ? 2 : type == WIRE_T_SRV ? 6 : 0;
+}
+
 /** Whether s is an NS, MX or SRV RRset with additional-section targets (zone_rrset_t.ext). */
 static inline bool zone_rrset_has_targets(const zone_rrset_t *s)
 {
-    return (s->type == WIRE_T_NS || s->type == WIRE_T_MX || s->type == WIRE_T_SRV) &&
-           s->ext.targets != 0;
+    return zone_type_has_targets(s->type) && s->ext.targets != 0;
 }
 
 /** For RR i of an NS/MX/SRV RRset s of zone z: the node of its target name if it is in the zone,
