@@ -111,7 +111,8 @@ int arena_reserve(arena_t *a, size_t bytes)
     return 0;
 }
 
-void *arena_alloc(arena_t *a, size_t size)
+/* size bytes (rounded) from a, and the chunk they came from. */
+static void *alloc_from(arena_t *a, size_t size, const struct chunk **from)
 {
     size = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (size == 0)
@@ -140,15 +141,26 @@ void *arena_alloc(arena_t *a, size_t size)
     }
     void *p = (uint8_t *)c->data + c->used;
     c->used += size;
+    *from = c;
     return p;
+}
+
+void *arena_alloc(arena_t *a, size_t size)
+{
+    const struct chunk *c;
+    return alloc_from(a, size, &c);
 }
 
 void *arena_calloc(arena_t *a, size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size)
         return NULL;
-    void *p = arena_alloc(a, n * size);
-    if (p)
+    const struct chunk *c;
+    void *p = alloc_from(a, n * size, &c);
+    /* A mapped chunk is zero from the kernel and its bytes are handed out once: no memset, so
+     * its pages stay untouched (not resident) until the builder fills them. Loading a large
+     * zone then never holds the whole new table and the builder's records at once. */
+    if (p && !c->mapped)
         memset(p, 0, n * size);
     return p;
 }

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -101,6 +103,40 @@ static void test_huge_chunk(void **state)
     }
 }
 
+/* Resident pages of [p, p + len) (page-aligned p). */
+static size_t resident(const uint8_t *p, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, count = 0;
+    unsigned char vec[4096];
+    assert_true(n <= sizeof(vec));
+    assert_int_equal(mincore((void *)(uintptr_t)p, len, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        count += vec[i] & 1;
+    return count;
+}
+
+/* A calloc from a mapped chunk is zero without a memset: its pages stay out of memory until
+ * written, which is what keeps a large zone's load from holding all of it and the builder at
+ * once. */
+static void test_calloc_mapped_untouched(void **state)
+{
+    (void)state;
+    arena_t *a = arena_create();
+    assert_non_null(a);
+    size_t big = (size_t)16 << 20, mid = (size_t)8 << 20, win = (size_t)4 << 20;
+    assert_int_equal(arena_reserve(a, big), 0);
+    uint8_t *p = arena_calloc(a, big / 16, 16);
+    assert_non_null(p);
+    const uint8_t *w = (const uint8_t *)(((uintptr_t)p + mid) & ~(uintptr_t)4095);
+    assert_int_equal(resident(w, win), 0);
+    p[mid + 123] = 7;
+    assert_true(resident(w, win) > 0);
+    for (size_t i = 0; i < big; i += 4096)
+        assert_int_equal(p[i] | p[big - 1 - i], 0);
+    assert_int_equal(p[mid + 123], 7);
+    arena_destroy(a);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -138,6 +174,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reserve_exact),
         cmocka_unit_test(test_huge_chunk),
+        cmocka_unit_test(test_calloc_mapped_untouched),
         cmocka_unit_test(test_alignment_and_distinct),
         cmocka_unit_test(test_calloc_zeroes_and_overflow),
         cmocka_unit_test(test_big_objects_keep_current_chunk),
