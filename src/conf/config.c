@@ -11,11 +11,11 @@
  * with offsets into config_redis_t), and so has "health" (config_health.c's rows, offsets into
  * config_health_t), which this file only finds, copies, frees, compares and prints; so have
  * the flood-resistance blocks (config_limit.c: "acl", a zone's "acl", "ratelimit", "rrl",
- * "cookies").
+ * "cookies") and "aname" (config_aname.c: the upstreams of ANAME targets).
  *
- * redins' config.json keys (server, error_log, handler, geoip, healthcheck) have rows in the
- * schema, so they are found, refused twice and printed like any option, but what they map onto
- * is config_redins.c's business; config_parse.h is what the three files share.
+ * redins' config.json keys (server, error_log, handler, geoip, healthcheck, upstream) have rows
+ * in the schema, so they are found, refused twice and printed like any option, but what they map
+ * onto is config_redins.c's business; config_parse.h is what these files share.
  */
 #include "tern/conf/config.h"
 
@@ -405,6 +405,12 @@ static const opt_t schema[] = {
      .type = OPT_COOKIES,
      .desc = "DNS Cookies (RFC 7873, RFC 9018 server cookies): a mapping of these keys; unset or "
              "~ = none"},
+    /* not restart-only: a reload hands the resolver the new list */
+    {.key = "aname",
+     .type = OPT_ANAME,
+     .claim = CLAIM_ANAME,
+     .desc = "upstream servers for ANAME targets outside the served zones (never for client "
+             "queries): a mapping of these keys; unset or ~ = none"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
@@ -418,17 +424,22 @@ static const opt_t schema[] = {
     {.key = "handler",
      .type = OPT_HANDLER,
      .group = GROUP_REDIS,
-     .desc = "{redis, zone_reload, max_ttl, geoip, ...}, into redis, geoip_db and asn_db:"},
-    /* older redins kept geoip, healthcheck (and upstream, below) at the top level */
+     .desc = "{redis, zone_reload, max_ttl, geoip, upstream, ...}, into redis, geoip_db, asn_db, "
+             "health and aname:"},
+    /* older redins kept geoip, healthcheck and upstream at the top level */
     {.key = "geoip", .type = OPT_GEOIP, .desc = "(older redins) {enable, db}, into geoip_db"},
     {.key = "healthcheck",
      .type = OPT_HEALTHCHECK,
      .group = GROUP_HEALTH,
      .claim = CLAIM_HEALTH,
      .desc = "(older redins) {enable, max_requests, ..., redis, log}, into health:"},
+    {.key = "upstream",
+     .type = OPT_UPSTREAM,
+     .claim = CLAIM_ANAME,
+     .desc = "(older redins) list of {ip, port: 53, protocol: udp|tcp, timeout: 400 ms}, into "
+             "aname: upstreams"},
     /* ... and those that do not (yet): refused, never ignored. */
     {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
-    {.key = "upstream", .type = OPT_LATER, .desc = "forwarding to upstream resolvers"},
 };
 
 #define NOPTS TERN_ARRAY_SIZE(schema)
@@ -1270,7 +1281,7 @@ static int set_zones(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 static bool is_redins(const opt_t *o)
 {
     return o->type == OPT_SERVER || o->type == OPT_ERROR_LOG || o->type == OPT_HANDLER ||
-           o->type == OPT_GEOIP || o->type == OPT_HEALTHCHECK;
+           o->type == OPT_GEOIP || o->type == OPT_HEALTHCHECK || o->type == OPT_UPSTREAM;
 }
 
 /* Whether o stores one value in a field of config_t of its own (and can have an origin). */
@@ -1342,6 +1353,10 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
         return config_rrl(pc, o, n);
     case OPT_COOKIES:
         return config_cookies(pc, o, n);
+    case OPT_ANAME:
+        return config_aname(pc, o, n);
+    case OPT_UPSTREAM:
+        return config_redins_upstream(pc, o, n);
     case OPT_REDIS_ADDR:
     case OPT_CUSTOM:
         break;
@@ -1728,6 +1743,7 @@ void config_init(config_t *c)
     config_redis_reset(&c->redis);   /* its strings are NULL after the memset */
     config_health_reset(&c->health); /* and so are health's */
     config_limit_reset(c);           /* and the prefix lists */
+    config_aname_reset(&c->aname);   /* and the upstreams' hosts */
 }
 
 int config_copy(config_t *dst, const config_t *src)
@@ -1742,6 +1758,7 @@ int config_copy(config_t *dst, const config_t *src)
     /* nothing of redis and health is dst's yet: what the copies below fail to make stays NULL */
     memset(&dst->redis, 0, sizeof(dst->redis));
     memset(&dst->health, 0, sizeof(dst->health));
+    memset(&dst->aname, 0, sizeof(dst->aname));
     /* the prefix lists are dst's own (or NULL) from here, whatever fails */
     if (config_limit_copy(dst, src) < 0)
         goto fail;
@@ -1753,7 +1770,8 @@ int config_copy(config_t *dst, const config_t *src)
             goto fail;
     }
     if (config_redis_copy(&dst->redis, &src->redis) < 0 ||
-        config_health_copy(&dst->health, &src->health) < 0)
+        config_health_copy(&dst->health, &src->health) < 0 ||
+        config_aname_copy(&dst->aname, &src->aname) < 0)
         goto fail;
     for (size_t i = 0; i < src->nzones; i++)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
@@ -1845,6 +1863,10 @@ void config_schema_print(FILE *out)
             print_rows(out, 1, config_rrl_schema, RRL_COUNT);
         if (o->type == OPT_COOKIES)
             print_rows(out, 1, config_cookies_schema, COOKIE_COUNT);
+        if (o->type == OPT_ANAME) {
+            print_rows(out, 1, config_aname_schema, AN_COUNT);
+            print_rows(out, 2, config_aname_upstream_schema, AU_COUNT);
+        }
         if (o->type == OPT_HANDLER)
             config_redins_print_handler(out);
         if (o->type == OPT_HEALTHCHECK)
@@ -1869,6 +1891,7 @@ void config_free(config_t *c)
     config_redis_reset(&c->redis);
     config_health_reset(&c->health);
     config_limit_reset(c);
+    config_aname_reset(&c->aname);
     free(c->file);
     config_init(c);
 }

@@ -7,9 +7,11 @@
  * redins' "handler.redis" write. config_health.c owns tern's "health:" block (its rows, its
  * checks) and config_health_t's defaults and copies. config_limit.c owns the flood-resistance
  * blocks ("acl:", a zone's "acl:", "ratelimit:", "rrl:", "cookies:"), their prefix lists and
- * their defaults and copies. config_redins.c owns the mapping of redins'
- * config.json keys (server, error_log, handler, geoip, healthcheck) onto config_t, and only calls
- * in here. Nothing outside src/conf includes this header (it is not installed).
+ * their defaults and copies. config_aname.c owns "aname:" (the upstreams that resolve ANAME
+ * targets), the list of upstreams that redins' "upstream" blocks fill too, and config_aname_t's
+ * defaults, copies and comparison. config_redins.c owns the mapping of redins'
+ * config.json keys (server, error_log, handler, geoip, healthcheck, upstream) onto config_t, and
+ * only calls in here. Nothing outside src/conf includes this header (it is not installed).
  *
  * Lifecycle and threading: a parse_ctx_t lives for one config_load() call, on the caller's
  * thread; the libyaml document and every node pointer here die with that call.
@@ -48,6 +50,9 @@ typedef enum {
     OPT_RATELIMIT,   /* tern's and redins' "ratelimit": config_ratelimit_schema's keys */
     OPT_RRL,         /* a mapping of config_rrl_schema's keys into rrl, or null for none */
     OPT_COOKIES,     /* a mapping of config_cookies_schema's keys into cookies, or null */
+    OPT_ANAME,       /* a mapping of config_aname_schema's keys into aname, or null for none */
+    OPT_UPSTREAM,    /* redins (older, top level): a list of {ip, port, protocol, timeout} into
+                        aname */
     OPT_CUSTOM,      /* a nested value with a parser of its own (health's log, checks, a check's
                         address and expect): the row names and describes it, its owner parses it */
     OPT_LATER,       /* a redins key tern does not implement yet: always an error saying so */
@@ -60,9 +65,16 @@ enum { GROUP_NONE = 0, GROUP_LISTEN, GROUP_LOG, GROUP_REDIS, GROUP_HEALTH };
 /* Fields that one option and a redins block nested in another may both set: finer than a
  * group, since geoip_db, redins' geoip and handler.geoip may meet as long as only one of them
  * sets each field (a redins geoip with enable false sets nothing), and handler.healthcheck
- * competes with health and the top-level healthcheck, not with handler's other keys; see
- * config_claim(). */
-typedef enum { CLAIM_NONE = 0, CLAIM_GEOIP_DB, CLAIM_ASN_DB, CLAIM_HEALTH, CLAIM_COUNT } claim_t;
+ * competes with health and the top-level healthcheck, not with handler's other keys (as
+ * handler.upstream competes with aname and the top-level upstream); see config_claim(). */
+typedef enum {
+    CLAIM_NONE = 0,
+    CLAIM_GEOIP_DB,
+    CLAIM_ASN_DB,
+    CLAIM_HEALTH,
+    CLAIM_ANAME,
+    CLAIM_COUNT
+} claim_t;
 
 typedef struct opt {
     const char *key;
@@ -127,7 +139,7 @@ typedef struct parse_ctx {
     size_t errlen;
     const yaml_node_t **seen; /* key node of each schema option given in the file */
     bool redins; /* the file has a key only redins' config.json has (server, error_log, handler,
-                    geoip, healthcheck): its "ratelimit" takes redins' defaults */
+                    geoip, healthcheck, upstream): its "ratelimit" takes redins' defaults */
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
     struct {
         const yaml_node_t *by; /* key node of what set the claimed field, if anything did */
@@ -398,6 +410,36 @@ int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN
 int config_rrl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
+/* ---- ANAME upstreams (config_aname.c) ----------------------------------------------------- */
+
+/* The keys of "aname:" (config_aname_schema's rows). */
+enum { AN_UPSTREAMS, AN_COUNT };
+
+/* The keys of one upstream (config_aname_upstream_schema's rows, offsets into config_upstream_t;
+ * "ip", redins' word, is address's synonym). */
+enum { AU_ADDRESS, AU_PORT, AU_PROTOCOL, AU_TIMEOUT, AU_COUNT };
+
+extern const opt_t config_aname_schema[AN_COUNT];
+extern const opt_t config_aname_upstream_schema[AU_COUNT];
+
+/** Free a's hosts and set it to none (nupstreams 0, every slot zero). */
+void config_aname_reset(config_aname_t *a);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_aname_reset() frees. */
+int config_aname_copy(config_aname_t *dst, const config_aname_t *src) TERN_WUR;
+
+/** A list of upstreams named key ("aname: upstreams", "handler: upstream") at n into a,
+ * replacing it: each entry {address | ip, port, protocol, timeout}, at most
+ * CONFIG_MAX_UPSTREAMS, none given twice; null or [] = none. redins: the entries' address is
+ * called "ip" in messages, and a lone mapping is one entry (older redins' top-level form).
+ * Errors are "key[i]: field: ...". */
+int config_get_upstreams(parse_ctx_t *pc, const yaml_node_t *n, const char *key, bool redins,
+                         config_aname_t *a) TERN_WUR;
+
+/** tern's "aname" (OPT_ANAME) at n: replaces every upstream; null = none. */
+int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
 /* ---- redins' config.json (config_redins.c) ------------------------------------------------- */
 
 /** redins "server" (OPT_SERVER) at n: replaces the listen list. */
@@ -407,7 +449,7 @@ int config_redins_server(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) 
 int config_redins_error_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /** redins "handler" (OPT_HANDLER) at n: replaces every redis setting (and enables Redis); its
- * geoip sets geoip_db and asn_db. */
+ * geoip sets geoip_db and asn_db, its healthcheck health, its upstream aname. */
 int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /** Older redins' top-level "geoip" (OPT_GEOIP) at n, whose key node is k. */
@@ -417,6 +459,10 @@ int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
 /** Older redins' top-level "healthcheck" (OPT_HEALTHCHECK) at n: replaces every health
  * setting, with redins' defaults. */
 int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/** Older redins' top-level "upstream" (OPT_UPSTREAM) at n: replaces every ANAME upstream, with
+ * redins' defaults (config_get_upstreams()). */
+int config_redins_upstream(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
 
 /** The rows of handler's keys for config_schema_print(), indented under "handler". */
 void config_redins_print_handler(FILE *out);

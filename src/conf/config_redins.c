@@ -4,11 +4,13 @@
  * A redins config is JSON, so it parses as YAML with everything else; this file maps its keys
  * onto config_t: "server" entries become listen addresses, "error_log" log_level/log_target,
  * "handler" the Redis source (its "redis" block, zone_reload, max_ttl, ...), "geoip" (in the
- * handler, or at the top level in older redins) geoip_db, and "healthcheck" (in the handler, or
- * at the top level in older redins) health. What redins has and tern does not is an error naming
+ * handler, or at the top level in older redins) geoip_db, "healthcheck" (in the handler, or
+ * at the top level in older redins) health, and "upstream" (in the handler, or at the top level
+ * in older redins) the ANAME upstreams. What redins has and tern does not is an error naming
  * the key, never silently ignored. The schema, the node helpers and the Redis settings both
- * "redis:" and "handler.redis" write live in config.c, health's rows in config_health.c
- * (config_parse.h); nothing here holds state beyond one config_load() call.
+ * "redis:" and "handler.redis" write live in config.c, health's rows in config_health.c, the
+ * list of upstreams in config_aname.c (config_parse.h); nothing here holds state beyond one
+ * config_load() call.
  */
 #include <arpa/inet.h>
 #include <limits.h>
@@ -596,6 +598,16 @@ int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t
     return set_redins_health(pc, n, o->key);
 }
 
+/* ---- upstream ----------------------------------------------------------------------------- */
+
+/* Older redins' top-level upstream: the list handler.upstream became (a single object in some
+ * versions). redins asked these for ANAME targets, and forwarded to them with
+ * upstream_fallback; tern does the first only. */
+int config_redins_upstream(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+{
+    return config_get_upstreams(pc, n, o->key, true, &pc->c->aname);
+}
+
 /* ---- handler ------------------------------------------------------------------------------ */
 
 enum {
@@ -627,7 +639,10 @@ static const field_t handler_fields[H_COUNT] = {
                          NULL},
     [H_LOG_SOURCE_LOCATION] = {"log_source_location", "ignored: it only adds to the event log",
                                false, NULL},
-    [H_UPSTREAM_FALLBACK] = {"upstream_fallback", "false only: tern forwards nothing", false, NULL},
+    [H_UPSTREAM_FALLBACK] = {"upstream_fallback",
+                             "false only: tern never forwards a client's query (an open resolver "
+                             "is an amplifier)",
+                             false, NULL},
     [H_GEOIP] = {"geoip", "{enable, db | country_db, asn_db}, into geoip_db and asn_db", false,
                  NULL},
     [H_HEALTHCHECK] = {"healthcheck",
@@ -635,7 +650,10 @@ static const field_t handler_fields[H_COUNT] = {
                        "healthcheck below",
                        false, NULL},
     [H_LOG] = {"log", NULL, false, "the per-query event log"},
-    [H_UPSTREAM] = {"upstream", NULL, false, "forwarding to upstream resolvers"},
+    [H_UPSTREAM] = {"upstream",
+                    "list of {ip, port: 53, protocol: udp|tcp, timeout: 400 ms}, into aname: "
+                    "upstreams (asked for ANAME targets only)",
+                    false, NULL},
 };
 
 /* redins' handler: answering from Redis, so a handler block enables the Redis source even
@@ -683,11 +701,20 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         if ((rc = config_get_bool(pc, val[H_UPSTREAM_FALLBACK], o->key, "upstream_fallback", &b)) <
             0)
             return rc;
+        /* redins forwarded every query outside its zones to the upstreams, recursion
+         * available: anyone could use the server as a resolver */
         if (b)
-            return config_fail(
-                pc, val[H_UPSTREAM_FALLBACK], o->key,
-                "upstream_fallback: true is not supported (tern answers from its own "
-                "zones and forwards nothing)");
+            return config_fail(pc, val[H_UPSTREAM_FALLBACK], o->key,
+                               "upstream_fallback: true is not supported: forwarding every query "
+                               "tern is not authoritative for would make it an open resolver (a "
+                               "reflection and amplification tool, and a cache-poisoning target); "
+                               "tern asks upstreams only for ANAME targets");
+    }
+    if (val[H_UPSTREAM]) {
+        static const char ukey[] = "handler: upstream";
+        if ((rc = config_claim(pc, CLAIM_ANAME, config_key_node(pc, n, "upstream"), ukey)) < 0 ||
+            (rc = config_get_upstreams(pc, val[H_UPSTREAM], ukey, true, &pc->c->aname)) < 0)
+            return rc;
     }
     if (val[H_GEOIP] && (rc = set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP],
                                                "handler: geoip", "handler: geoip: asn_db")) < 0)

@@ -39,7 +39,8 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
   redins_json                conf/redins-example.json checks out; a redins-style JSON config
                              with one udp "server" entry serves UDP only; redins' redis keys at
                              the top level are refused naming the line and pointing at
-                             "handler"; handler.upstream is refused ("not supported yet")
+                             "handler"; handler.upstream (ANAME upstreams) checks out,
+                             upstream_fallback: true is refused ("open resolver")
   redins_json_merge          udp + tcp "server" entries for one ip:port become one UDP+TCP
                              listener
   health_config              --check-config (and startup) of bad health: blocks exit 1 naming
@@ -934,15 +935,22 @@ def check_redins_json(ctx):
         expect("redis.json:3" in err and "redis" in err.replace("redis.json", ""),
                "ternd %s: the error does not name redis.json:3 and the key:\n%s"
                % (" ".join(args), err))
-    # redins features tern does not have: refused, never ignored
+    # handler.upstream is ANAME's upstream list now; upstream_fallback: true stays refused
     conf = t.path("upstream.json")
     write_atomic(conf, '{\n  "server": [{"ip": "127.0.0.1", "port": %d, "protocol": "udp"}],\n'
                  '  "handler": {\n    "upstream": [{"ip": "1.1.1.1", "port": 53}]\n  },\n'
                  '  "zones": [{"origin": "%s", "file": "%s.zone"}]\n}\n'
                  % (servers.free_port(), ZONE_A, ZONE_A))
     rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
-    expect(rc != 0 and "not supported yet" in err and "upstream.json:4" in err,
-           "ternd --check-config with handler.upstream: want 'not supported yet' at line 4:\n%s"
+    expect(rc == 0, "ternd --check-config with handler.upstream (ANAME upstreams):\n%s" % err)
+    conf = t.path("fallback.json")
+    write_atomic(conf, '{\n  "server": [{"ip": "127.0.0.1", "port": %d, "protocol": "udp"}],\n'
+                 '  "handler": {\n    "upstream_fallback": true\n  },\n'
+                 '  "zones": [{"origin": "%s", "file": "%s.zone"}]\n}\n'
+                 % (servers.free_port(), ZONE_A, ZONE_A))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    expect(rc != 0 and "open resolver" in err and "fallback.json:4" in err,
+           "ternd --check-config with upstream_fallback: true: want 'open resolver' at line 4:\n%s"
            % err)
 
 

@@ -119,6 +119,14 @@
  *   tcp_client_prefix_v6: 64                    #   /16../128; the three only change on restart
  *   (acl, ratelimit, rrl, cookies: ~ or no key: none. A list of prefixes may be one prefix, or
  *   ~ for none; "192.0.2.1/24" is an error: host bits set. At most 100000 prefixes a list.)
+ *   aname:                                      # upstreams for ANAME targets outside the zones
+ *     upstreams:                                # at most 8, tried in this order (config_aname.c)
+ *       - address: 127.0.0.1                    # required: IPv4 or IPv6, never a name; "ip"
+ *         port: 53                              #   works too; port 1..65535
+ *         protocol: udp                         # udp | tcp
+ *         timeout: 400                          # ms, 1..60000
+ *   (aname: ~, no aname key, or no upstreams: none. tern never forwards a client's query; a
+ *   reload applies a new list.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -138,13 +146,17 @@
  *       "default_ttl" (older redins) → redis.default_ttl
  *       "cache_timeout", "log_source_location" → accepted and ignored (every zone is in memory:
  *           there is no cache; there is no per-query event log to add the location to)
- *       "upstream_fallback": false → fine; true → error
+ *       "upstream_fallback": false → fine; true → error (forwarding what tern is not
+ *           authoritative for would make it an open resolver)
+ *       "upstream": [{"ip", "port", "protocol", "timeout"}, ...] → aname.upstreams (at most 8,
+ *           in order), with redins' defaults: port 53, protocol "udp", timeout 400 ms; [] = none
  *       "geoip": {"enable", "db" | "country_db", "asn_db"} → with enable true, "db" (or
  *           "country_db") → geoip_db and "asn_db" → asn_db (at least one of them); with enable
  *           false or left out, neither (as in redins)
  *       "healthcheck": {...} → health, as the top-level "healthcheck" below
- *       "log", "upstream" → errors, not supported yet
+ *       "log" → error, not supported yet
  *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
+ *   "upstream" (older redins, top level) → as handler's upstream (a single object works too)
  *   "healthcheck" (older redins, top level; newer ones have it in handler) → health, replacing
  *       every health setting, with redins' defaults:
  *       "enable" → health.enabled (default false: no checks, as in redins)
@@ -164,13 +176,14 @@
  *       key as tern's; in a redins config.json (a file with any of server, error_log, handler,
  *       geoip or healthcheck) "enable" left out is false, as in redins; "rate": 0 is an error
  *       (redins divided by it)
- * redins keys tern does not implement yet ("log", "upstream", and error_log's
+ * redins keys tern does not implement yet ("log" (top level and handler's), and error_log's
  * "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing is silently
  * ignored. A file may not give both "listen" and "server", nor "error_log" with
  * "log_level"/"log_target", nor "handler" with "redis", nor "health" with a redins "healthcheck"
- * (top level or handler's), nor two of those, nor set geoip_db or asn_db twice ("geoip_db" /
- * "asn_db", and redins' "geoip" or handler's "geoip" when enabled and giving that database); the
- * error names both lines.
+ * (top level or handler's), nor two of those, nor "aname" with a redins "upstream" (top level or
+ * handler's), nor two of those, nor set geoip_db or asn_db twice ("geoip_db" / "asn_db", and
+ * redins' "geoip" or handler's "geoip" when enabled and giving that database); the error names
+ * both lines.
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain
@@ -334,6 +347,25 @@ typedef struct config_health {
     size_t nchecks;
 } config_health_t;
 
+/* Upstreams are tried one after another, each for up to its timeout: eight already wait longer
+ * than an ANAME answer is worth; a longer list is a mistake (a pasted resolver list). */
+#define CONFIG_MAX_UPSTREAMS 8
+
+/* One DNS server asked for ANAME targets outside the served zones (redins' upstream entry). */
+typedef struct config_upstream {
+    char *host;          /* numeric IPv4 or IPv6 address (validated with inet_pton), owned */
+    uint16_t port;       /* 1..65535, default 53 */
+    bool tcp;            /* protocol: "udp" (default) or "tcp" */
+    unsigned timeout_ms; /* 1..60000, default 400 (redins') */
+} config_upstream_t;
+
+/* "aname:" (or redins' upstream): where targets of ANAME records that tern does not serve are
+ * resolved, in the background; client queries are never forwarded. */
+typedef struct config_aname {
+    config_upstream_t upstreams[CONFIG_MAX_UPSTREAMS]; /* tried in this order */
+    size_t nupstreams;                                 /* 0 = none */
+} config_aname_t;
+
 /* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
@@ -383,6 +415,8 @@ typedef struct config {
     config_ratelimit_t ratelimit; /* redins' per-client rate limit */
     config_rrl_t rrl;             /* response rate limiting */
     config_cookies_t cookies;     /* DNS Cookies */
+    config_aname_t aname;         /* upstreams for out-of-zone ANAME targets; nupstreams 0 = none;
+                                     a reload may change them */
     unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
                                      default 64, 0 = no cap; restart-only */
     unsigned tcp_client_prefix_v4;              /* what "one client" is for that cap: default /32 */
@@ -395,7 +429,8 @@ typedef struct config {
  * lifetime 120 s / 64 in flight / 64 per client (/32, /64), udp_mmsg, log info to stderr,
  * allow_root false, every string NULL, no Redis (redis.enabled false, redis.zone_reload_s 600,
  * everything else 0/NULL), no health checks; no acl, ratelimit, rrl or cookies (each enabled
- * false, its other fields the defaults of a given block, lists empty). */
+ * false, its other fields the defaults of a given block, lists empty); no ANAME upstreams
+ * (aname.nupstreams 0, every host NULL). */
 void config_init(config_t *c);
 
 /**
@@ -502,8 +537,15 @@ bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
 bool config_same_health_checks(const config_health_t *a, const config_health_t *b);
 
 /**
- * Deep copy of src into dst (strings, zones with their acls, the redis and health strings and
- * every prefix list duplicated). dst must hold no
+ * Whether a and b are the same ANAME upstreams: the same count and, entry by entry (in order),
+ * the same host text, port, protocol and timeout. At reload, false means the resolver must take
+ * the new list (no restart is needed).
+ */
+bool config_same_aname(const config_aname_t *a, const config_aname_t *b);
+
+/**
+ * Deep copy of src into dst (strings, zones with their acls, the redis and health strings, the
+ * ANAME upstreams' hosts and every prefix list duplicated). dst must hold no
  * allocations (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or
  * TERN_ENOMEM with dst left as after config_init().
  */
@@ -513,8 +555,8 @@ int config_copy(config_t *dst, const config_t *src) TERN_WUR;
  * then the redins-style keys and what they map to. */
 void config_schema_print(FILE *out);
 
-/** Release strings and arrays (zones' acls and every prefix list too); c is left as after
- * config_init(). */
+/** Release strings and arrays (zones' acls, every prefix list and the ANAME upstreams' hosts
+ * too); c is left as after config_init(). */
 void config_free(config_t *c);
 
 #endif

@@ -2,7 +2,7 @@
  * test_config.c — the YAML/JSON config: valid files (tests/data/conf, conf/ternd.yaml,
  * conf/redins-example.json), the redins-style keys, the Redis source's settings (tern's "redis:"
  * and redins' "handler"), health checking (tern's "health:" and redins' "healthcheck"), and every
- * kind of error with its line.
+ * kind of error with its line. The ANAME upstreams have test_config_aname.c.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -307,6 +307,9 @@ static void test_example_ternd_yaml(void **state)
     assert_false(c.health.enabled);
     assert_int_equal(c.health.nchecks, 0);
     assert_false(c.health.log_enabled);
+    /* "aname: ~": no ANAME upstreams */
+    assert_int_equal(c.aname.nupstreams, 0);
+    assert_null(c.aname.upstreams[0].host);
     config_free(&c);
 }
 
@@ -435,6 +438,28 @@ static void test_example_health_block(void **state)
     config_free(&c);
 }
 
+/* The commented-out "# aname:" block of conf/ternd.yaml, uncommented, is a valid config that
+ * sets what its comments say. */
+static void test_example_aname_block(void **state)
+{
+    (void)state;
+    char block[4096] = "";
+    assert_true(example_block("aname", block, sizeof(block)) > 8);
+    config_t c = load_text(block);
+    assert_int_equal(c.aname.nupstreams, 2);
+    const config_upstream_t *u = &c.aname.upstreams[0];
+    assert_string_equal(u->host, "127.0.0.1");
+    assert_int_equal(u->port, 53);
+    assert_false(u->tcp);
+    assert_int_equal(u->timeout_ms, 400);
+    u = &c.aname.upstreams[1];
+    assert_string_equal(u->host, "::1");
+    assert_int_equal(u->port, 53);
+    assert_true(u->tcp);
+    assert_int_equal(u->timeout_ms, 1000);
+    config_free(&c);
+}
+
 /* Whether block (len bytes, lines of "#...") has a line "#", indent - 1 spaces and "key:": a key
  * as deep as --help indents it. A list item's keys count at the depth of its "- ". */
 static bool block_has_key(const char *block, size_t len, size_t indent, const char *key)
@@ -511,9 +536,10 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 35);
-    /* redis 15; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4 */
-    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4);
+    assert_int_equal(count, 36);
+    /* redis 15; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 1,
+     * an upstream 4 */
+    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4);
 }
 
 static void test_redins_example_json(void **state)
@@ -585,6 +611,15 @@ static void test_redins_example_json(void **state)
     assert_int_equal(c.ratelimit.whitelist.p[1].family, 6);
     assert_int_equal(c.ratelimit.blacklist.n, 0);
     assert_null(c.ratelimit.blacklist.p);
+    /* handler.upstream: the ANAME upstreams, in order */
+    assert_int_equal(c.aname.nupstreams, 2);
+    assert_string_equal(c.aname.upstreams[0].host, "127.0.0.1");
+    assert_int_equal(c.aname.upstreams[0].port, 53);
+    assert_false(c.aname.upstreams[0].tcp);
+    assert_int_equal(c.aname.upstreams[0].timeout_ms, 400);
+    assert_string_equal(c.aname.upstreams[1].host, "::1");
+    assert_true(c.aname.upstreams[1].tcp);
+    assert_int_equal(c.aname.upstreams[1].timeout_ms, 1000);
     config_free(&c);
 }
 
@@ -650,13 +685,10 @@ static void test_redins_not_supported(void **state)
                  "(give address: \"HOST:PORT\", or move the block under handler)");
     expect_error("workers: 1\nlog:\n  enable: true\n", 2,
                  "log: redins option not supported yet (the per-query event log)");
-    expect_error("upstream: []\n", 1,
-                 "upstream: redins option not supported yet (forwarding to upstream resolvers)");
-    /* ... and inside handler */
+    /* ... and inside handler (upstream, at the top level or in handler, maps now:
+     * test_config_aname.c) */
     expect_error("handler:\n  zone_reload: 60\n  log: {enable: false}\n", 3,
                  "handler: log: not supported yet (the per-query event log)");
-    expect_error("{\"handler\": {\n  \"upstream\": [{\"ip\": \"1.1.1.1\", \"port\": 53}]}}\n", 2,
-                 "handler: upstream: not supported yet (forwarding to upstream resolvers)");
 
     /* error_log's fields that do not map */
     expect_error("error_log:\n  level: info\n  path: /tmp/error.log\n", 3,
@@ -1100,11 +1132,12 @@ static void test_redins_handler_errors(void **state)
     (void)state;
     expect_error("handler: []\n", 1,
                  "handler: expected a mapping {redis, zone_reload, max_ttl, default_ttl, "
-                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck}, got "
-                 "a list");
+                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck, "
+                 "upstream}, got a list");
     expect_error("handler:\n  zone_reload: 60\n  dnssec: true\n", 3,
                  "handler: unknown key \"dnssec\" (want redis, zone_reload, max_ttl, default_ttl, "
-                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck)");
+                 "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck, "
+                 "upstream)");
     expect_error("handler:\n  zone_reload: 60\n  zone_reload: 61\n", 3,
                  "handler: duplicate key \"zone_reload\" (first at line 2)");
     /* types and ranges */
@@ -1125,8 +1158,10 @@ static void test_redins_handler_errors(void **state)
     expect_error("handler:\n  upstream_fallback: \"false\"\n", 2,
                  "handler: upstream_fallback: expected true or false, got a string");
     expect_error("{\"handler\": {\n  \"upstream_fallback\": true}}\n", 2,
-                 "handler: upstream_fallback: true is not supported (tern answers from its own "
-                 "zones and forwards nothing)");
+                 "handler: upstream_fallback: true is not supported: forwarding every query tern "
+                 "is not authoritative for would make it an open resolver (a reflection and "
+                 "amplification tool, and a cache-poisoning target); tern asks upstreams only for "
+                 "ANAME targets");
     /* handler.redis */
     expect_error("handler:\n  redis: 127.0.0.1:6379\n", 2,
                  "handler: redis: expected a mapping {ip, port, address, net, db, password, "
@@ -2964,7 +2999,8 @@ static void test_schema_print(void **state)
                                        "cookies",
                                        "tcp_max_per_client",
                                        "tcp_client_prefix_v4",
-                                       "tcp_client_prefix_v6"};
+                                       "tcp_client_prefix_v6",
+                                       "aname"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         char want[64];
         snprintf(want, sizeof(want), "\n  %s ", keys[i]);
@@ -3030,6 +3066,22 @@ static void test_schema_print(void **state)
     assert_non_null(strstr(rl, "\n    rate               requests a minute from one client "
                                "address [1..6000000, default 60]"));
     assert_null(strstr(buf, "per-client rate limits"));
+    /* aname's upstreams, and an upstream's keys under them, before redins'; redins' upstream at
+     * the top level and in handler, as supported keys */
+    const char *aname = strstr(buf, "\n  aname ");
+    assert_non_null(aname);
+    assert_true(aname < strstr(buf, "\nredins"));
+    assert_non_null(strstr(aname, "\n    upstreams          "));
+    assert_non_null(strstr(aname, "\n      port             the server's port [1..65535, default "
+                                  "53]"));
+    assert_non_null(strstr(aname, "\n      protocol         how it is asked"));
+    assert_non_null(strstr(aname, "[udp or tcp, default udp]"));
+    assert_non_null(strstr(aname, "[1..60000, default 400]"));
+    assert_non_null(strstr(handler, "\n    upstream           list of {ip, port: 53"));
+    assert_null(strstr(buf, "not supported yet: forwarding"));
+    const char *upstream = strstr(buf, "\n  upstream ");
+    assert_non_null(upstream);
+    assert_true(upstream > strstr(buf, "\nredins"));
     /* every line is one option, well under a terminal's width plus the description */
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         assert_true(strlen(line) < 160);
@@ -3044,6 +3096,7 @@ int main(void)
         cmocka_unit_test(test_example_ternd_yaml),
         cmocka_unit_test(test_example_redis_block),
         cmocka_unit_test(test_example_health_block),
+        cmocka_unit_test(test_example_aname_block),
         cmocka_unit_test(test_example_has_every_option),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),
