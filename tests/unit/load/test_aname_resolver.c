@@ -1,0 +1,623 @@
+/*
+ * test_aname_resolver.c — the ANAME resolver thread against a real upstream: a knotd started on a
+ * free loopback port in a scratch directory, serving up.test. with TTLs of 1–3 s. Covers OK,
+ * NODATA, NXDOMAIN and a CNAME chain; a changed zone reaching a new table within its TTL; the last
+ * good answer kept (and failures counted) while the upstream is down, and changes flowing again
+ * when it is back; a target nobody answers staying pending; set_targets() adding and removing;
+ * TCP and failing over from a dead upstream. Every wait is bounded. Fails without knotd.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "tern/common/err.h"
+#include "tern/load/aname_resolver.h"
+#include "tern/wire/dname.h"
+#include "tern/wire/rr.h"
+
+/* How long knotd may take to answer after start, or to exit after SIGTERM. */
+#define KNOT_WAIT_MS 5000
+/* How long a published table may take to show what the test waits for: the zone's TTLs are 1–3 s
+ * and failed queries back off to a few seconds, so this is generous. */
+#define PUB_WAIT_MS 10000
+
+/* ---- a real knotd ---- */
+
+static struct knot {
+    pid_t pid;
+    uint16_t port;
+    char dir[64];
+    char knotd[64], knotc[64];
+} knot;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A loopback port free for both UDP and TCP right now. */
+static uint16_t free_port(void)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        assert_true(u >= 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(u, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        socklen_t sl = sizeof(sa);
+        assert_int_equal(getsockname(u, (struct sockaddr *)&sa, &sl), 0);
+        int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(t >= 0);
+        bool ok = bind(t, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        close(t);
+        close(u);
+        if (ok)
+            return ntohs(sa.sin_port);
+    }
+    fail_msg("no free loopback port");
+    return 0;
+}
+
+/* Whether knotd answers a UDP query for up.test. SOA within 200 ms. */
+static bool knot_answers(void)
+{
+    static const uint8_t q[] = {0x12, 0x34, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+                                0x00, 0x00, 0x00, 2,    'u',  'p',  4,    't',  'e',
+                                's',  't',  0,    0x00, 0x06, 0x00, 0x01};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = tu_sockaddr(&ss, AF_INET, "127.0.0.1", knot.port);
+    struct timeval tv = {0, 200000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    uint8_t buf[512];
+    bool ok = sendto(fd, q, sizeof(q), 0, (struct sockaddr *)&ss, sl) == (ssize_t)sizeof(q) &&
+              recv(fd, buf, sizeof(buf), 0) >= 12 && buf[0] == 0x12 && buf[1] == 0x34 &&
+              (buf[3] & 0x0f) == 0; /* NOERROR: the zone is loaded */
+    close(fd);
+    return ok;
+}
+
+/* The zone file: target's addresses given; everything else fixed. TTLs of 1–3 s. */
+static void write_zone(unsigned serial, const char *target_a)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "$ORIGIN up.test.\n"
+             "@        30 SOA   ns.up.test. host.up.test. %u 7200 900 1209600 3\n"
+             "@        30 NS    ns\n"
+             "ns       30 A     192.0.2.53\n"
+             "target    2 A     %s\n"
+             "target    2 AAAA  2001:db8::1\n"
+             "cn        1 CNAME target\n"
+             "cn2       3 CNAME cn\n"
+             "v4only    2 A     192.0.2.4\n"
+             "v4only    2 A     192.0.2.3\n"
+             "late      2 A     192.0.2.5\n",
+             serial, target_a);
+    tu_write_file(knot.dir, "up.test.zone", text);
+}
+
+static void knot_spawn(void)
+{
+    char conf[128], log[128];
+    snprintf(conf, sizeof(conf), "%s/knot.conf", knot.dir);
+    snprintf(log, sizeof(log), "%s/knotd.log", knot.dir);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a crashed test leaves no knotd behind */
+        if (getppid() != parent)
+            _exit(1);
+        int null = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (null >= 0)
+            dup2(null, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        execl(knot.knotd, "knotd", "-c", conf, (char *)NULL);
+        _exit(127);
+    }
+    knot.pid = pid;
+    int64_t deadline = now_ms() + KNOT_WAIT_MS;
+    while (!knot_answers()) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            knot.pid = 0;
+            fail_msg("knotd exited at start (see %s)", log);
+        }
+        if (now_ms() > deadline)
+            fail_msg("knotd on port %u does not answer after %d ms", knot.port, KNOT_WAIT_MS);
+        sleep_ms(20);
+    }
+}
+
+/* SIGTERM to our knotd (by PID), wait until it has gone; SIGKILL if it does not. */
+static void knot_kill(void)
+{
+    if (!knot.pid)
+        return;
+    kill(knot.pid, SIGTERM);
+    int64_t deadline = now_ms() + KNOT_WAIT_MS;
+    int st;
+    while (waitpid(knot.pid, &st, WNOHANG) != knot.pid) {
+        if (now_ms() > deadline) {
+            kill(knot.pid, SIGKILL);
+            waitpid(knot.pid, &st, 0);
+            break;
+        }
+        sleep_ms(10);
+    }
+    knot.pid = 0;
+}
+
+/* An executable at /usr/sbin/<name> or on PATH into out; false when there is none. */
+static bool find_program(const char *name, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "/usr/sbin/%s", name);
+    if (access(out, X_OK) == 0)
+        return true;
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        snprintf(out, outlen, "%.*s/%s", (int)n, path, name);
+        if (access(out, X_OK) == 0)
+            return true;
+        path = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static bool have_knot;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    have_knot = find_program("knotd", knot.knotd, sizeof(knot.knotd)) &&
+                find_program("knotc", knot.knotc, sizeof(knot.knotc));
+    if (!have_knot) {
+        /* knot is a test dependency the README's test command installs: its absence is a
+         * broken install, not a reason to skip */
+        fprintf(stderr, "knotd/knotc not found (install Debian's knot)\n");
+        return -1;
+    }
+    tu_mkdtemp(knot.dir, sizeof(knot.dir), "tern-knot");
+    knot.port = free_port();
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "server:\n"
+             "    rundir: \"%s\"\n"
+             "    listen: 127.0.0.1@%u\n"
+             "    udp-workers: 1\n"
+             "    tcp-workers: 1\n"
+             "    background-workers: 1\n"
+             "database:\n"
+             "    storage: \"%s/db\"\n"
+             "control:\n"
+             "    listen: \"%s/knot.sock\"\n"
+             "log:\n"
+             "  - target: stderr\n"
+             "    any: warning\n"
+             "template:\n"
+             "  - id: default\n"
+             "    storage: \"%s\"\n"
+             "    zonefile-sync: -1\n"
+             "    zonefile-load: whole\n"
+             "    journal-content: none\n"
+             "zone:\n"
+             "  - domain: \"up.test.\"\n"
+             "    file: \"%s/up.test.zone\"\n",
+             knot.dir, knot.port, knot.dir, knot.dir, knot.dir, knot.dir);
+    tu_write_file(knot.dir, "knot.conf", conf);
+    write_zone(1, "192.0.2.1");
+    knot_spawn();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (!have_knot)
+        return 0;
+    knot_kill();
+    tu_rmtree(knot.dir);
+    return 0;
+}
+
+/* Tell knotd to read its zone file again; bounded by knotc's own timeout. */
+static void knot_reload(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "'%s' -t 5 -s '%s/knot.sock' zone-reload up.test. >/dev/null 2>&1",
+             knot.knotc, knot.dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- what the resolver publishes ---- */
+
+struct pubs {
+    pthread_mutex_t mu;
+    aname_results_t *last;
+    unsigned n;
+};
+
+static void on_publish(void *ctx, aname_results_t *t)
+{
+    struct pubs *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    aname_results_t *old = p->last;
+    p->last = t;
+    p->n++;
+    pthread_mutex_unlock(&p->mu);
+    aname_results_release(old);
+}
+
+static void pubs_init(struct pubs *p)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+}
+
+static void pubs_free(struct pubs *p)
+{
+    aname_results_release(p->last);
+    pthread_mutex_destroy(&p->mu);
+}
+
+/* The latest table (one reference for the caller), NULL before the first; *n publishes so far. */
+static aname_results_t *pubs_get(struct pubs *p, unsigned *n)
+{
+    pthread_mutex_lock(&p->mu);
+    aname_results_t *t = aname_results_retain(p->last);
+    if (n)
+        *n = p->n;
+    pthread_mutex_unlock(&p->mu);
+    return t;
+}
+
+static size_t wire(uint8_t *dst, const char *s)
+{
+    const char *why;
+    int n = dname_from_str(s, strlen(s), false, dst, &why);
+    assert_true(n > 0);
+    return (size_t)n;
+}
+
+static const aname_result_t *find(const aname_results_t *t, const char *name, uint16_t qtype)
+{
+    uint8_t w[DNAME_MAXLEN];
+    size_t len = wire(w, name);
+    return aname_results_find(t, w, len, dname_hash(w), qtype);
+}
+
+/* Whether r holds the address given as text (IPv4 or IPv6 by its type). */
+static bool has_addr(const aname_result_t *r, uint16_t qtype, const char *addr)
+{
+    uint8_t want[16];
+    size_t rl = qtype == WIRE_T_A ? 4 : 16;
+    assert_int_equal(inet_pton(qtype == WIRE_T_A ? AF_INET : AF_INET6, addr, want), 1);
+    if (!r || r->state != ANAME_OK)
+        return false;
+    for (size_t off = 0; off + 2 + rl <= r->rdata_len; off += 2 + rl)
+        if (memcmp(r->rdata + off + 2, want, rl) == 0)
+            return true;
+    return false;
+}
+
+/* Whether (name, qtype) of t is in state, holding addr when addr is not NULL. */
+static bool entry_is(const aname_results_t *t, const char *name, uint16_t qtype, int state,
+                     const char *addr)
+{
+    const aname_result_t *r = find(t, name, qtype);
+    return r && r->state == state && (!addr || has_addr(r, qtype, addr));
+}
+
+/* Wait (bounded) until the latest table has (name, qtype) in state (holding addr, if given);
+ * returns that table (the caller releases it). */
+static aname_results_t *wait_entry(struct pubs *p, const char *name, uint16_t qtype, int state,
+                                   const char *addr)
+{
+    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    for (;;) {
+        aname_results_t *t = pubs_get(p, NULL);
+        if (t && entry_is(t, name, qtype, state, addr))
+            return t;
+        const aname_result_t *r = t ? find(t, name, qtype) : NULL;
+        int got = r ? r->state : -1;
+        aname_results_release(t);
+        if (now_ms() > deadline)
+            fail_msg("%s type %u: state %d after %d ms, want %d%s%s", name, qtype, got, PUB_WAIT_MS,
+                     state, addr ? " with " : "", addr ? addr : "");
+        sleep_ms(20);
+    }
+}
+
+static aname_upstream_t knot_upstream(bool tcp)
+{
+    aname_upstream_t u = {.port = knot.port, .tcp = tcp, .timeout_ms = 400};
+    snprintf(u.host, sizeof(u.host), "127.0.0.1");
+    return u;
+}
+
+static void set_targets(aname_resolver_t *r, const char *const *names, size_t n)
+{
+    uint8_t w[16][DNAME_MAXLEN];
+    const uint8_t *ptrs[16];
+    assert_true(n <= 16);
+    for (size_t i = 0; i < n; i++) {
+        wire(w[i], names[i]);
+        ptrs[i] = w[i];
+    }
+    assert_int_equal(aname_resolver_set_targets(r, ptrs, n), 0);
+}
+
+/* ---- the tests, in order: they share one knotd, whose zone they change ---- */
+
+static struct pubs pubs;
+static aname_resolver_t *res;
+
+static void test_states(void **state)
+{
+    (void)state;
+    pubs_init(&pubs);
+    res = aname_resolver_new(on_publish, &pubs);
+    assert_non_null(res);
+    aname_upstream_t u = knot_upstream(false);
+    assert_int_equal(aname_resolver_configure(res, &u, 1), 0);
+    /* duplicates allowed; other.invalid. is refused by knotd (not its zone): never answered */
+    const char *names[] = {"target.up.test.", "cn2.up.test.",    "v4only.up.test.",
+                           "nope.up.test.",   "TARGET.up.test.", "other.invalid."};
+    set_targets(res, names, 6);
+    assert_int_equal(aname_resolver_start(res), 0);
+    assert_int_equal(aname_resolver_start(res), TERN_EINVAL);
+
+    aname_results_release(wait_entry(&pubs, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.1"));
+    aname_results_release(wait_entry(&pubs, "nope.up.test.", WIRE_T_AAAA, ANAME_NXDOMAIN, NULL));
+    aname_results_release(wait_entry(&pubs, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
+    aname_results_release(wait_entry(&pubs, "cn2.up.test.", WIRE_T_AAAA, ANAME_OK, NULL));
+    aname_results_t *t = wait_entry(&pubs, "target.up.test.", WIRE_T_AAAA, ANAME_OK, "2001:db8::1");
+    /* every (target, type) has an entry, pending ones too */
+    assert_int_equal(aname_results_count(t), 10);
+
+    const aname_result_t *r = find(t, "target.up.test.", WIRE_T_A);
+    assert_int_equal(r->count, 1);
+    assert_int_equal(r->ttl, 2);
+    assert_int_equal(r->rdata_len, 6);
+    const uint8_t want[] = {0, 4, 192, 0, 2, 1};
+    assert_memory_equal(r->rdata, want, 6);
+    r = find(t, "target.up.test.", WIRE_T_AAAA);
+    assert_int_equal(r->count, 1);
+    assert_int_equal(r->rdata_len, 18);
+    /* two A records, sorted; the AAAA is NODATA with min(SOA TTL 30, MINIMUM 3) */
+    r = find(t, "v4only.up.test.", WIRE_T_A);
+    if (!r || r->state != ANAME_OK) {
+        aname_results_release(t);
+        t = wait_entry(&pubs, "v4only.up.test.", WIRE_T_A, ANAME_OK, NULL);
+        r = find(t, "v4only.up.test.", WIRE_T_A);
+    }
+    assert_int_equal(r->count, 2);
+    const uint8_t want2[] = {0, 4, 192, 0, 2, 3, 0, 4, 192, 0, 2, 4};
+    assert_memory_equal(r->rdata, want2, 12);
+    r = find(t, "v4only.up.test.", WIRE_T_AAAA);
+    assert_int_equal(r->state, ANAME_NODATA);
+    assert_int_equal(r->ttl, 3);
+    assert_int_equal(r->count, 0);
+    r = find(t, "nope.up.test.", WIRE_T_AAAA);
+    assert_int_equal(r->ttl, 3);
+    /* cn2 -> cn (TTL 1) -> target: the chain's lowest TTL */
+    r = find(t, "cn2.up.test.", WIRE_T_AAAA);
+    assert_int_equal(r->ttl, 1);
+    assert_true(has_addr(r, WIRE_T_AAAA, "2001:db8::1"));
+    aname_results_release(t);
+    t = wait_entry(&pubs, "cn2.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.1");
+    assert_int_equal(find(t, "cn2.up.test.", WIRE_T_A)->ttl, 1);
+    /* refused by the upstream: stays pending, and is counted as a failure */
+    assert_int_equal(find(t, "other.invalid.", WIRE_T_A)->state, ANAME_PENDING);
+    assert_int_equal(find(t, "other.invalid.", WIRE_T_AAAA)->state, ANAME_PENDING);
+    aname_results_release(t);
+
+    aname_stats_t st;
+    aname_resolver_stats(res, &st);
+    assert_int_equal(st.targets, 5);
+    assert_int_equal(st.pending, 1);
+    assert_true(st.failures >= 1);
+    assert_true(st.queries >= 10);
+    assert_true(st.changes >= 8);
+    assert_true(st.publishes >= 1);
+}
+
+static void test_zone_change(void **state)
+{
+    (void)state;
+    assert_non_null(res);
+    write_zone(2, "192.0.2.99");
+    knot_reload();
+    /* within the TTL (2 s) and a refresh: the new address, directly and through the chain */
+    aname_results_release(wait_entry(&pubs, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.99"));
+    aname_results_t *t = wait_entry(&pubs, "cn2.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.99");
+    assert_int_equal(find(t, "cn2.up.test.", WIRE_T_A)->count, 1);
+    aname_results_release(t);
+}
+
+static void test_upstream_down_and_back(void **state)
+{
+    (void)state;
+    assert_non_null(res);
+    aname_stats_t st0, st;
+    aname_resolver_stats(res, &st0);
+    knot_kill();
+    /* failures are counted (the refused name counts too, so wait for more than it alone) */
+    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    do {
+        sleep_ms(50);
+        aname_resolver_stats(res, &st);
+        if (now_ms() > deadline)
+            fail_msg("no failures counted with the upstream down");
+    } while (st.failures < st0.failures + 6);
+    /* ... and the last good answers stay */
+    aname_results_t *t = pubs_get(&pubs, NULL);
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.99"));
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_AAAA, ANAME_OK, "2001:db8::1"));
+    assert_true(entry_is(t, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
+    assert_true(entry_is(t, "nope.up.test.", WIRE_T_A, ANAME_NXDOMAIN, NULL));
+    assert_true(entry_is(t, "other.invalid.", WIRE_T_A, ANAME_PENDING, NULL));
+    aname_results_release(t);
+    assert_int_equal(st.targets, 5);
+    assert_int_equal(st.pending, 1);
+
+    /* back, with another address: it flows again (after the backoff of the failed queries) */
+    write_zone(3, "192.0.2.77");
+    knot_spawn();
+    aname_results_release(wait_entry(&pubs, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
+    aname_results_release(wait_entry(&pubs, "cn2.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
+}
+
+static void test_set_targets(void **state)
+{
+    (void)state;
+    assert_non_null(res);
+    const char *names[] = {"target.up.test.", "late.up.test.", "late.up.test."};
+    unsigned n0;
+    aname_results_release(pubs_get(&pubs, &n0));
+    set_targets(res, names, 3);
+    /* published at once: the removed targets are gone, the kept one keeps its answer, the new
+     * one is pending or already answered */
+    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    aname_results_t *t;
+    for (;;) {
+        unsigned n;
+        t = pubs_get(&pubs, &n);
+        if (n > n0 && aname_results_count(t) == 4)
+            break;
+        aname_results_release(t);
+        if (now_ms() > deadline)
+            fail_msg("no table with the new set of targets");
+        sleep_ms(10);
+    }
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
+    assert_null(find(t, "nope.up.test.", WIRE_T_A));
+    assert_null(find(t, "cn2.up.test.", WIRE_T_AAAA));
+    assert_non_null(find(t, "late.up.test.", WIRE_T_A));
+    aname_results_release(t);
+    t = wait_entry(&pubs, "late.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL);
+    assert_true(entry_is(t, "late.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.5") ||
+                find(t, "late.up.test.", WIRE_T_A)->state == ANAME_PENDING);
+    aname_results_release(t);
+    aname_results_release(wait_entry(&pubs, "late.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.5"));
+    aname_stats_t st;
+    aname_resolver_stats(res, &st);
+    assert_int_equal(st.targets, 2);
+    assert_int_equal(st.pending, 0);
+
+    /* the same set again changes nothing: no table for it */
+    aname_results_release(pubs_get(&pubs, &n0));
+    set_targets(res, names, 2);
+    /* an empty set: an empty table */
+    set_targets(res, NULL, 0);
+    deadline = now_ms() + PUB_WAIT_MS;
+    for (;;) {
+        t = pubs_get(&pubs, NULL);
+        if (aname_results_count(t) == 0)
+            break;
+        aname_results_release(t);
+        if (now_ms() > deadline)
+            fail_msg("no empty table after an empty set of targets");
+        sleep_ms(10);
+    }
+    aname_results_release(t);
+    aname_resolver_stats(res, &st);
+    assert_int_equal(st.targets, 0);
+
+    /* an invalid name changes nothing */
+    const uint8_t bad[] = {0xc0, 0x0c};
+    const uint8_t *ptrs[] = {bad};
+    assert_int_equal(aname_resolver_set_targets(res, ptrs, 1), TERN_EINVAL);
+
+    aname_resolver_free(res);
+    res = NULL;
+    pubs_free(&pubs);
+}
+
+/* Failing over from an upstream nobody listens on to knotd over TCP; a resolver without any
+ * upstream publishes pending entries and asks nothing. */
+static void test_failover_tcp(void **state)
+{
+    (void)state;
+    struct pubs p;
+    pubs_init(&p);
+    aname_resolver_t *r = aname_resolver_new(on_publish, &p);
+    assert_non_null(r);
+    aname_upstream_t ups[2] = {{.port = free_port(), .timeout_ms = 200}, knot_upstream(true)};
+    snprintf(ups[0].host, sizeof(ups[0].host), "127.0.0.1");
+    aname_upstream_t bad = {.host = "not-an-address"};
+    assert_int_equal(aname_resolver_configure(r, &bad, 1), TERN_EINVAL);
+    assert_int_equal(aname_resolver_configure(r, ups, 2), 0);
+    const char *names[] = {"target.up.test."};
+    set_targets(r, names, 1);
+    assert_int_equal(aname_resolver_start(r), 0);
+    aname_results_release(wait_entry(&p, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
+    aname_results_release(wait_entry(&p, "target.up.test.", WIRE_T_AAAA, ANAME_OK, NULL));
+    aname_stats_t st;
+    aname_resolver_stats(r, &st);
+    assert_int_equal(st.failures, 0); /* the second upstream answered each time */
+    assert_true(st.queries >= 3);     /* the dead one was asked first, once at least */
+    aname_resolver_free(r);
+    pubs_free(&p);
+
+    pubs_init(&p);
+    r = aname_resolver_new(on_publish, &p);
+    assert_non_null(r);
+    set_targets(r, names, 1);
+    assert_int_equal(aname_resolver_start(r), 0);
+    aname_results_t *t = wait_entry(&p, "target.up.test.", WIRE_T_AAAA, ANAME_PENDING, NULL);
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_PENDING, NULL));
+    aname_results_release(t);
+    aname_resolver_stats(r, &st);
+    assert_int_equal(st.queries, 0);
+    assert_int_equal(st.pending, 1);
+    aname_resolver_free(r);
+    pubs_free(&p);
+    aname_resolver_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_states),
+        cmocka_unit_test(test_zone_change),
+        cmocka_unit_test(test_upstream_down_and_back),
+        cmocka_unit_test(test_set_targets),
+        cmocka_unit_test(test_failover_tcp),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
