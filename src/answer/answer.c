@@ -402,6 +402,139 @@ static bool synthesize(resp_t *r, chase_t *c, const zone_node_t *n, unsigned lab
     return ctx->query.qtype != WIRE_T_CNAME;
 }
 
+/* ---- ANAME ---- */
+
+typedef enum {
+    WALK_FOUND,  /* *tz, *rr: the RRset of qtype */
+    WALK_NODATA, /* no such name, or no address there */
+    WALK_OUT,    /* v holds the name where the walk leaves our zones */
+    WALK_LOOP,   /* more than ANSWER_CNAME_MAX hops */
+} walk_t;
+
+/* From an ANAME's target through the zones of t to the RRset of qtype: CNAMEs and ANAMEs on the
+ * way are followed (hops already used count against the limit), *ttl lowered to each one's. A
+ * delegation or DNAME on the way leaves our authority for the name: the resolver answers it. */
+static walk_t aname_walk(const zone_table_t *t, dname_view_t *v, const uint8_t *target,
+                         uint16_t qtype, unsigned hops, uint32_t *ttl, const zone_t **tz,
+                         const zone_rrset_t **rr)
+{
+    for (;;) {
+        dname_view_init(v, target);
+        unsigned apex;
+        const zone_t *z = zone_table_find(t, v, &apex);
+        if (!z)
+            return WALK_OUT;
+        zone_lookup_t res;
+        zone_lookup(z, v, apex, &res);
+        if (res.cut || res.kind == ZONE_LOOKUP_DNAME)
+            return WALK_OUT;
+        if (res.kind == ZONE_LOOKUP_NXDOMAIN)
+            return WALK_NODATA;
+        const zone_rrset_t *s = zone_node_rrset(res.node, qtype);
+        if (s) {
+            *tz = z;
+            *rr = s;
+            if (s->ttl < *ttl)
+                *ttl = s->ttl;
+            return WALK_FOUND;
+        }
+        const zone_rrset_t *next = zone_node_rrset(res.node, WIRE_T_CNAME);
+        if (!next)
+            next = zone_node_rrset(res.node, WIRE_T_ANAME);
+        if (!next)
+            return WALK_NODATA;
+        if (++hops > ANSWER_CNAME_MAX)
+            return WALK_LOOP;
+        if (next->ttl < *ttl)
+            *ttl = next->ttl;
+        target = next->rdata + 2;
+    }
+}
+
+int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qtype, uint8_t *out)
+{
+    dname_view_t v;
+    uint32_t ttl = UINT32_MAX;
+    const zone_t *tz;
+    const zone_rrset_t *rr;
+    if (aname_walk(t, &v, target, qtype, 0, &ttl, &tz, &rr) != WALK_OUT)
+        return 0;
+    memcpy(out, v.lc, v.len);
+    return 1;
+}
+
+/* The target's RRset rr (of zone tz, whose steering applies), owned by the name asked, with
+ * ttl: synthesised, so a signed zone signs it per query. */
+static bool put_alias(resp_t *r, uint16_t owner_off, const uint8_t *owner, const zone_t *tz,
+                      const zone_rrset_t *rr, uint32_t ttl)
+{
+    answer_ctx_t *ctx = r->ctx;
+    const uint32_t *offs = NULL;
+    unsigned n = rr->count;
+    int rc;
+    if (rr->ext.geo) {
+        n = answer_select(ctx, ctx->view, zone_rrset_geo(tz, rr), ctx->offs);
+        offs = ctx->offs;
+        rc = wire_write_rrs(r->w, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, (uint16_t)n,
+                            rr->rdata, ctx->offs);
+    } else {
+        rc = wire_write_rrset(r->w, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, rr->count,
+                              rr->rdata);
+    }
+    if (rc != 0) {
+        r->tc = true;
+        return false;
+    }
+    return !(r->sign && r->zone->dnssec) ||
+           put_online(r, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, (uint16_t)n, rr->rdata,
+                      offs);
+}
+
+/* A or AAAA at node n of zone z, which has no RRset of that type but an ANAME (an): the
+ * target's, found in our zones or in what the resolver got (answer.h). */
+static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, const chase_t *c,
+                         const zone_t *z, const zone_node_t *n, const zone_rrset_t *an)
+{
+    const uint16_t qtype = ctx->query.qtype;
+    uint32_t ttl = an->ttl;
+    const zone_t *tz = NULL;
+    const zone_rrset_t *rr = NULL;
+    /* the chain's own view is not needed any more: the answer is owned by c->owner */
+    walk_t w = aname_walk(t, &ctx->chase, an->rdata + 2, qtype, c->hops, &ttl, &tz, &rr);
+    if (w == WALK_FOUND && tz != z && ctx->view->limit &&
+        limit_zone(ctx->view->limit, tz->apex, tz->hash, &ctx->lc) != LIMIT_PASS)
+        w = WALK_NODATA; /* a zone this client may not see lends it nothing */
+    if (w == WALK_FOUND) {
+        rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
+        (void)put_alias(r, c->owner_off, c->owner, tz, rr, ttl);
+        return;
+    }
+    if (w == WALK_OUT) {
+        const dname_view_t *v = &ctx->chase;
+        const aname_result_t *res =
+            aname_results_find(ctx->view->aname, v->lc, v->len, v->hash[0], qtype);
+        if (res && res->state == ANAME_OK && res->count) {
+            zone_rrset_t s = {.type = qtype,
+                              .count = res->count,
+                              .ttl = res->ttl < ttl ? res->ttl : ttl,
+                              .rdata_len = res->rdata_len,
+                              .rdata = res->rdata};
+            rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
+            (void)put_alias(r, c->owner_off, c->owner, z, &s, s.ttl);
+            return;
+        }
+        if (!res || res->state == ANAME_PENDING)
+            w = WALK_LOOP; /* not resolved yet: SERVFAIL, as for a loop */
+    }
+    if (w == WALK_LOOP) {
+        r->rcode = WIRE_RC_SERVFAIL;
+        r->aa = false;
+        return;
+    }
+    rrl_class(r, LIMIT_RC_NODATA, ctx->query.name.hash[0], NULL);
+    put_neg(r, z, c->owner_off, c->owner, n);
+}
+
 /* RFC 1034 §4.3.2 over the whole table, following CNAMEs and DNAMEs; fills r. */
 static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
 {
@@ -487,6 +620,12 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
             }
         }
         if (!rr) {
+            const zone_rrset_t *an;
+            if ((qtype == WIRE_T_A || qtype == WIRE_T_AAAA) &&
+                unlikely((an = zone_node_rrset(n, WIRE_T_ANAME)) != NULL)) {
+                answer_aname(ctx, t, r, &c, z, n, an);
+                return;
+            }
             rrl_class(r, LIMIT_RC_NODATA, q->name.hash[0], NULL);
             put_neg(r, z, c.owner_off, c.owner, n); /* NODATA, also at empty non-terminals */
             return;

@@ -32,6 +32,8 @@
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_patch.h"
+#include "tern/load/aname_resolver.h"
+#include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
 
 #include "health_index.h"
@@ -101,6 +103,7 @@ struct snapshot {
     struct asn_ref *asn;             /* NULL when no asn_table is configured */
     struct geo_ref *geo_v4, *geo_v6; /* geoip_db, geoip_db_v6; NULL when not configured */
     limit_t *limit;                  /* the view's ACLs, rate limits, RRL, cookies; or NULL */
+    aname_results_t *aname;          /* the view's ANAME results (a reference), or NULL */
     struct zent *z;
     size_t nz;
     size_t records;
@@ -172,6 +175,16 @@ struct loader {
      * tables, TCP counts, cookie secrets), made with the first config; each view has its own
      * immutable policy built from its config. */
     limit_shared_t *limits;
+
+    /* ANAME targets outside the served zones (tern/load/aname_resolver.h): the resolver thread
+     * is made once some zone has one; its results arrive in aname_next (under mu) and are
+     * published with the zones of the current view (aname_cur: the loader thread's). */
+    aname_resolver_t *aname;
+    bool aname_started;
+    aname_results_t *aname_cur;
+    aname_results_t *aname_next;
+    bool aname_dirty;
+    size_t aname_warned; /* exits last warned about for want of an upstream */
 };
 
 /* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
@@ -210,6 +223,7 @@ static void snapshot_free(struct snapshot *s)
     free(s->version);
     asn_ref_put(s->asn);
     limit_free(s->limit);
+    aname_results_release(s->aname);
     geo_ref_put(s->geo_v4);
     geo_ref_put(s->geo_v6);
     free(s);
@@ -662,6 +676,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         goto fail;
     }
     s->view.limit = s->limit;
+    s->aname = l->aname_cur ? aname_results_retain(l->aname_cur) : NULL;
+    s->view.aname = s->aname;
     for (size_t i = 0; i < s->nz && !s->view.dnssec; i++)
         s->view.dnssec = s->z[i].zone && s->z[i].zone->dnssec;
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
@@ -741,6 +757,8 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
 }
 
 /* Publish s and free what it replaces once no worker can still see it. */
+static void aname_sync(loader_t *l, const struct snapshot *s);
+
 static void publish(loader_t *l, struct snapshot *s)
 {
     pthread_mutex_lock(&l->mu); /* loader_zones() reads l->cur under it */
@@ -755,6 +773,136 @@ static void publish(loader_t *l, struct snapshot *s)
     }
     /* the builder's scratch and the old table: give the pages back now, not after decay */
     mem_arena_purge(l->arena);
+    aname_sync(l, s);
+}
+
+/* ---- ANAME targets outside our zones ------------------------------------------------------ */
+
+/* Resolver thread: new results; the loader thread publishes them (loader_main()). */
+static void aname_arrived(void *ctx, aname_results_t *res)
+{
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    aname_results_t *old = l->aname_next;
+    l->aname_next = res;
+    l->aname_dirty = true;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+    aname_results_release(old);
+}
+
+/* cfg's upstreams to the resolver (a reload may change them). */
+static void aname_configure(loader_t *l, const config_t *cfg)
+{
+    if (!l->aname || !cfg)
+        return;
+    aname_upstream_t ups[CONFIG_MAX_UPSTREAMS];
+    size_t n = cfg->aname.nupstreams < CONFIG_MAX_UPSTREAMS ? cfg->aname.nupstreams
+                                                             : CONFIG_MAX_UPSTREAMS;
+    for (size_t i = 0; i < n; i++) {
+        const config_upstream_t *u = &cfg->aname.upstreams[i];
+        memset(&ups[i], 0, sizeof(ups[i]));
+        snprintf(ups[i].host, sizeof(ups[i].host), "%s", u->host ? u->host : "");
+        ups[i].port = u->port;
+        ups[i].tcp = u->tcp;
+        ups[i].timeout_ms = u->timeout_ms;
+    }
+    if (aname_resolver_configure(l->aname, ups, n) < 0)
+        log_err("aname: out of memory; the resolver keeps its previous upstreams");
+}
+
+static void aname_start(loader_t *l)
+{
+    if (l->aname && !l->aname_started && l->started)
+        l->aname_started = aname_resolver_start(l->aname) == 0;
+}
+
+/* Every name where an ANAME's A or AAAA leaves the zones of s (answer_aname_exit()), to the
+ * resolver: made the first time there is one, told the whole set after every publish. */
+static void aname_sync(loader_t *l, const struct snapshot *s)
+{
+    uint8_t *names = NULL;
+    const uint8_t **list = NULL;
+    size_t n = 0, cap = 0, len = 0, lcap = 0;
+    bool nomem = false;
+    for (size_t i = 0; i < s->nz && !nomem; i++) {
+        const zone_t *z = s->z[i].zone;
+        if (!z || !z->aname_count)
+            continue;
+        for (size_t k = 0; k < z->node_count && !nomem; k++) {
+            const zone_rrset_t *an = zone_node_rrset(&z->nodes[k], WIRE_T_ANAME);
+            if (!an)
+                continue;
+            static const uint16_t types[] = {WIRE_T_A, WIRE_T_AAAA};
+            for (size_t t = 0; t < 2 && !nomem; t++) {
+                uint8_t out[DNAME_MAXLEN];
+                if (!answer_aname_exit(s->table, an->rdata + 2, types[t], out))
+                    continue;
+                size_t ol = dname_len(out);
+                if (tern_grow((void **)&names, &lcap, len + ol, 1) < 0 ||
+                    tern_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
+                    nomem = true;
+                    break;
+                }
+                memcpy(names + len, out, ol);
+                list[n++] = (const uint8_t *)(uintptr_t)len; /* an offset until names settles */
+                len += ol;
+            }
+        }
+    }
+    if (nomem) {
+        log_err("aname: out of memory; the resolver keeps its previous targets");
+    } else if (n || l->aname) {
+        for (size_t i = 0; i < n; i++)
+            list[i] = names + (uintptr_t)list[i];
+        aname_resolver_t *made = NULL;
+        if (!l->aname && (made = aname_resolver_new(aname_arrived, l)) != NULL)
+            __atomic_store_n(&l->aname, made, __ATOMIC_RELEASE); /* loader_aname_stats() */
+        if (!l->aname) {
+            log_err("aname: out of memory; targets outside the served zones are not resolved");
+        } else {
+            if (!l->aname_started)
+                aname_configure(l, l->cfg_last);
+            if (aname_resolver_set_targets(l->aname, list, n) < 0)
+                log_err("aname: out of memory; the resolver keeps its previous targets");
+            aname_start(l);
+        }
+        if (n && l->cfg_last && l->cfg_last->aname.nupstreams == 0 && n != l->aname_warned) {
+            char nm[DNAME_MAXLEN * 4 + 1];
+            (void)dname_to_str(list[0], nm, sizeof(nm));
+            log_warn("aname: %zu ANAME targets (such as %s) are outside the served zones and no "
+                     "upstream is configured (aname.upstreams): A and AAAA at their owners "
+                     "answer SERVFAIL",
+                     n, nm);
+        }
+        l->aname_warned = n && l->cfg_last && !l->cfg_last->aname.nupstreams ? n : 0;
+    }
+    free(list);
+    free(names);
+}
+
+/* The resolver's latest results, published with the current zones. */
+static void aname_publish(loader_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    aname_results_t *res = l->aname_next;
+    l->aname_next = NULL;
+    l->aname_dirty = false;
+    pthread_mutex_unlock(&l->mu);
+    if (!res)
+        return;
+    aname_results_release(l->aname_cur);
+    l->aname_cur = res;
+    if (!l->cfg_last || !l->cur)
+        return;
+    char err[1024] = "";
+    struct snapshot *s;
+    size_t changed;
+    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
+        log_err("aname: cannot publish new results: %s; still serving the previous ones", err);
+        return;
+    }
+    publish(l, s);
 }
 
 /* ---- the Redis source ------------------------------------------------------------------ */
@@ -1267,6 +1415,7 @@ static void reload(loader_t *l)
                 log_err("health: out of memory; Redis zones keep their previous checks");
         }
         health_follow(l, cfg);
+        aname_configure(l, cfg);
         redis_follow(l, cfg, geo_changed);
         if (l->cfg_last != l->cfg0) {
             config_free(l->cfg_last);
@@ -1364,6 +1513,12 @@ static void *loader_main(void *arg)
             if (l->redis_dirty) {
                 pthread_mutex_unlock(&l->mu);
                 redis_publish(l);
+                pthread_mutex_lock(&l->mu);
+                continue;
+            }
+            if (l->aname_dirty) {
+                pthread_mutex_unlock(&l->mu);
+                aname_publish(l);
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
@@ -1550,6 +1705,7 @@ int loader_start(loader_t *l)
     l->started = true;
     /* the checker runs once zones are loaded and health checking is on */
     health_follow(l, l->cfg_last);
+    aname_start(l);
     return 0;
 }
 
@@ -1640,6 +1796,10 @@ void loader_stop(loader_t *l)
      * l->mu (nobody applies them any more); loader_free()'s redis_clear() frees what they left. */
     if (l->redis)
         redis_stop(l);
+    /* the ANAME resolver: its callback only queues results under l->mu */
+    aname_resolver_free(l->aname);
+    __atomic_store_n(&l->aname, NULL, __ATOMIC_RELEASE);
+    l->aname_started = false;
     /* the checker last: a reload no longer configures or starts it */
     health_checker_free(l->checker);
     l->checker = NULL;
@@ -1657,6 +1817,8 @@ void loader_free(loader_t *l)
     geo_ref_put(l->rgeo_v4);
     geo_ref_put(l->rgeo_v6);
     snapshot_free(l->cur);        /* its zones drop their endpoints */
+    aname_results_release(l->aname_cur);
+    aname_results_release(l->aname_next);
     limit_shared_free(l->limits); /* after every view that used it */
     health_index_free(l->rhidx);
     health_registry_free(l->health);
@@ -1689,6 +1851,18 @@ bool loader_health_stats(loader_t *l, health_checker_stats_t *out)
     if (!l->checker)
         return false;
     health_checker_stats(l->checker, out);
+    return true;
+}
+
+bool loader_aname_stats(loader_t *l, aname_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    /* made by the loader thread; freed only by loader_stop(), after the control and metrics
+     * threads stop */
+    aname_resolver_t *r = __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE);
+    if (!r)
+        return false;
+    aname_resolver_stats(r, out);
     return true;
 }
 

@@ -439,6 +439,28 @@ static void render_health(buf_t *b, loader_t *l)
     }
 }
 
+/* The ANAME resolver, once some zone has a target outside the served zones. */
+static void render_aname(buf_t *b, loader_t *l)
+{
+    aname_stats_t st;
+    if (!loader_aname_stats(l, &st))
+        return;
+    family(b, "tern_aname_targets", "gauge",
+           "ANAME targets outside the served zones, resolved through the upstreams.");
+    sample(b, "tern_aname_targets", st.targets);
+    family(b, "tern_aname_pending", "gauge",
+           "Of those, targets never answered yet (their owners answer SERVFAIL).");
+    sample(b, "tern_aname_pending", st.pending);
+    family(b, "tern_aname_queries_total", "counter", "Queries sent to the upstreams.");
+    sample(b, "tern_aname_queries_total", st.queries);
+    family(b, "tern_aname_failures_total", "counter",
+           "Resolutions no upstream answered (the last good answer stays).");
+    sample(b, "tern_aname_failures_total", st.failures);
+    family(b, "tern_aname_changes_total", "counter",
+           "Resolutions that changed what clients see.");
+    sample(b, "tern_aname_changes_total", st.changes);
+}
+
 static void render(buf_t *b, const metrics_t *m)
 {
     family(b, "tern_build_info", "gauge", "Always 1; the version is in the label.");
@@ -449,6 +471,7 @@ static void render(buf_t *b, const metrics_t *m)
     render_server(b, m->server);
     render_loader(b, m->loader);
     render_health(b, m->loader);
+    render_aname(b, m->loader);
 }
 
 /* ---- HTTP ----------------------------------------------------------------------------------- */

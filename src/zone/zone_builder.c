@@ -378,6 +378,7 @@ static bool rdata_ok(uint16_t type, const uint8_t *rdata, size_t rdlen)
     case WIRE_T_CNAME:
     case WIRE_T_PTR:
     case WIRE_T_DNAME:
+    case WIRE_T_ANAME:
         return rdata_name(rdata, rdlen, 0) == (int)rdlen;
     case WIRE_T_MX:
         return rdata_name(rdata, rdlen, 2) == (int)rdlen;
@@ -906,12 +907,16 @@ static int check_run(struct fctx *f, uint32_t id, const struct brun *r)
         where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
         return fail_msg(f, TERN_EINVAL, "%s: more than one SOA record at the apex %s", w1, NAME());
     }
-    if ((r->type == WIRE_T_CNAME || r->type == WIRE_T_DNAME) && r->kept > 1) {
-        /* RFC 6672 §2.4: like a CNAME, at most one DNAME per name */
+    if ((r->type == WIRE_T_CNAME || r->type == WIRE_T_DNAME || r->type == WIRE_T_ANAME) &&
+        r->kept > 1) {
+        /* RFC 6672 §2.4: like a CNAME, at most one DNAME per name; an ANAME names one target */
         where(b, run_kept(b, f, r, 1), w1, sizeof(w1));
         where(b, run_first(b, f, r), w2, sizeof(w2));
         return fail_msg(f, TERN_ECNAME, "%s: second %s record at %s (first at %s)", w1,
-                        r->type == WIRE_T_CNAME ? "CNAME" : "DNAME", NAME(), w2);
+                        r->type == WIRE_T_CNAME   ? "CNAME"
+                        : r->type == WIRE_T_DNAME ? "DNAME"
+                                                  : "ANAME",
+                        NAME(), w2);
     }
     return 0;
 }
@@ -1460,6 +1465,8 @@ static void fill_rrsets(struct fctx *f)
                 z->soa = s;
             if (id == 0 && r->type == WIRE_T_NS)
                 z->apex_ns = s;
+            if (r->type == WIRE_T_ANAME)
+                z->aname_count++;
         }
         bn->first = first;
         bn->nsets = (uint8_t)nsets;

@@ -17,9 +17,11 @@
 
 #include <ldns/ldns.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #include "tern/common/file.h"
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
+#include "tern/wire/rr.h"
 #include "tern/zone/zone_builder.h"
 
 /* RFC 1035 sets no limit; 8 levels is far beyond real use (BIND and Knot files nest one or two)
@@ -347,9 +350,10 @@ static bool ttl_or_class(const char *tok)
     return ldns_get_rr_class_by_name(tok) != 0;
 }
 
-/* The type token of the entry e, or NULL: the owner (unless the entry starts with a blank, which
- * means "the previous owner"), then at most a TTL and a class. tok has room for the token. */
-static const char *type_token(const char *e, char *tok, size_t len)
+/* Where the type token of the entry e starts, or NULL: after the owner (unless the entry starts
+ * with a blank, which means "the previous owner"), then at most a TTL and a class. *n is its
+ * length. */
+static const char *type_pos(const char *e, size_t *n)
 {
     char buf[256];
     const char *p = e;
@@ -357,22 +361,51 @@ static const char *type_token(const char *e, char *tok, size_t len)
     for (int i = 0; i < 4; i++) {
         while (*p == ' ' || *p == '\t')
             p++;
-        size_t n = strcspn(p, " \t");
-        if (n == 0 || n >= sizeof(buf))
+        *n = strcspn(p, " \t");
+        if (*n == 0 || *n >= sizeof(buf))
             return NULL;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-        p += n;
+        memcpy(buf, p, *n);
+        buf[*n] = '\0';
         if (owner) {
             owner = false;
+            p += *n;
             continue;
         }
-        if (i < 3 && ttl_or_class(buf))
+        if (i < 3 && ttl_or_class(buf)) {
+            p += *n;
             continue;
-        snprintf(tok, len, "%s", buf);
-        return tok;
+        }
+        return p;
     }
     return NULL;
+}
+
+/* The type token of the entry e, or NULL; tok has room for it. */
+static const char *type_token(const char *e, char *tok, size_t len)
+{
+    size_t n;
+    const char *p = type_pos(e, &n);
+    if (!p)
+        return NULL;
+    snprintf(tok, len, "%.*s", (int)n, p);
+    return tok;
+}
+
+/* ANAME and ALIAS (PowerDNS) are not types ldns knows. Their RDATA is one name, written like a
+ * CNAME's (relative names completed by $ORIGIN), so the entry is parsed as a CNAME and the type
+ * set afterwards: where e's type token was one of them (now CNAME, the same length; saved holds
+ * the token to put back for messages), or NULL. */
+static char *aname_as_cname(char *e, char saved[5])
+{
+    if (!strcasestr(e, "aname") && !strcasestr(e, "alias"))
+        return NULL;
+    size_t n;
+    char *p = (char *)(uintptr_t)type_pos(e, &n);
+    if (!p || n != 5 || (strncasecmp(p, "ANAME", 5) != 0 && strncasecmp(p, "ALIAS", 5) != 0))
+        return NULL;
+    memcpy(saved, p, 5);
+    memcpy(p, "CNAME", 5);
+    return p;
 }
 
 static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
@@ -380,7 +413,11 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
     ldns_rr *rr = NULL;
     uint32_t def = L->default_ttl ? L->default_ttl : TTL_ZERO_SENTINEL;
     int rc;
+    char saved[5];
+    char *aname = aname_as_cname(L->entry, saved);
     ldns_status st = ldns_rr_new_frm_str(&rr, L->entry, def, (ldns_rdf *)origin, &L->prev);
+    if (aname)
+        memcpy(aname, saved, 5);
     if (st != LDNS_STATUS_OK) {
         char tok[256];
         const char *type = type_token(L->entry, tok, sizeof(tok));
@@ -413,7 +450,8 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
         rc = TERN_ESYNTAX;
         goto out;
     }
-    rc = zone_builder_add(L->b, ldns_rdf_data(ldns_rr_owner(rr)), (uint16_t)ldns_rr_get_type(rr),
+    rc = zone_builder_add(L->b, ldns_rdf_data(ldns_rr_owner(rr)),
+                          aname ? WIRE_T_ANAME : (uint16_t)ldns_rr_get_type(rr),
                           (uint16_t)ldns_rr_get_class(rr), ttl, ldns_buffer_begin(L->rdbuf),
                           (uint16_t)ldns_buffer_position(L->rdbuf), s->path, s->first);
     if (rc == TERN_EOUTZONE) {

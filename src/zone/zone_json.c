@@ -773,7 +773,9 @@ static int parse_cname(const struct ectx *e, struct pend *p, json_t *set, const 
     size_t nlen;
     uint32_t ttl;
     int rc;
-    const char *field_name = type == WIRE_T_PTR ? "domain" : "host";
+    const char *field_name = type == WIRE_T_PTR     ? "domain"
+                             : type == WIRE_T_ANAME ? "location"
+                                                    : "host";
     if ((rc = get_ttl(e, set, key, &ttl)) < 0 ||
         (rc = get_name(e, set, key, field_name, name, &nlen)) < 0)
         return rc;
@@ -974,6 +976,7 @@ static const struct {
     {"caa", WIRE_T_CAA, parse_caa},
     {"ptr", WIRE_T_PTR, parse_cname},
     {"tlsa", WIRE_T_TLSA, parse_tlsa},
+    {"aname", WIRE_T_ANAME, parse_cname}, /* {"location": target}: answer.h says how it answers */
 };
 
 /* ---- the zone ---------------------------------------------------------------------------- */
@@ -1266,8 +1269,6 @@ static int label_obj(zone_json_t *zj, const char *label, json_t *obj, bool one_o
                     apex ? " (the apex has the SOA)" : "");
     if ((rc = check_rrset_bytes(&e, p)) < 0)
         return rc;
-    if (field(obj, "aname"))
-        log_warn("%s: zone %s %s: ANAME is not served yet, skipped", zj->source, zj->zname, what);
     return commit(zj, &e, owner, apex);
 }
 

@@ -226,6 +226,11 @@ static void drop(struct patch *p, zone_node_t *n)
     }
 }
 
+static uint32_t anames_of(const zone_node_t *n)
+{
+    return n && zone_node_rrset(n, WIRE_T_ANAME) ? 1 : 0;
+}
+
 static unsigned rrs_of(const zone_node_t *n)
 {
     unsigned c = 0;
@@ -239,6 +244,7 @@ static void apply(struct patch *p, const uint8_t *nm)
 {
     const zone_node_t *f = find(p->fresh, nm);
     zone_node_t *n = find_new(p, nm);
+    p->z->aname_count += anames_of(f) - anames_of(n);
     if (!has_data(f)) {
         if (n && n->nrrsets) {
             p->removed_rrs += rrs_of(n);

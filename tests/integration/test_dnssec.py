@@ -30,9 +30,10 @@ What is checked, per signer:
               every answer RRset and the expected data; with ternd each client gets its own
               steered subset, with Knot the whole (unsteered) RRset
                 SOA, DNSKEY, MX, TXT; plain A; country / asn / location / weighted / rr A and a
-                CNAME to a steered name; a wildcard (the RRSIG's labels say so); an in-zone
-                CNAME chain of two hops; NODATA; NXDOMAIN (or NOERROR with an empty answer from
-                a compact-denial signer: accepted and said which); an empty non-terminal
+                CNAME to a steered name (and, ternd only, an ANAME to it); a wildcard (the
+                RRSIG's labels say so); an in-zone CNAME chain of two hops; NODATA; NXDOMAIN
+                (or NOERROR with an empty answer from a compact-denial signer: accepted and
+                said which); an empty non-terminal
   delv        a sample asked of the signer directly (delv -a anchors +root=ZONE, one over TCP,
               one from a steered source with -b): "; fully validated" (or "; negative
               response, fully validated") and the expected data
@@ -177,6 +178,8 @@ RECORDS = {
     "chain": {"cname": {"ttl": 60, "host": "hop.sec.test."}},
     "hop": {"cname": {"ttl": 60, "host": "plain.sec.test."}},
     "alias": {"cname": {"ttl": 60, "host": "country.sec.test."}},
+    # ternd only (Knot has no ANAME): the target's steered A, synthesised and signed per query
+    "anamed": {"aname": {"location": "country.sec.test."}},
     "leaf.sub.ent": {"a": {"ttl": 60, "records": [_ip("192.0.2.70")]}},
     "info": {"txt": {"ttl": 60, "records": [{"text": "signed by the server under test"}]}},
     # an RRset too large for a 512-byte UDP answer (asked of ternd directly: TC=1, then TCP)
@@ -203,6 +206,8 @@ def zone_rfc1035():
             if rtype == "cname":
                 lines.append("%s %d IN CNAME %s" % (label, ttl, rrset["host"]))
                 continue
+            if rtype == "aname":
+                continue  # Knot has no ANAME: the case is asked of ternd only (TERND_CASES)
             for rec in rrset["records"]:
                 if rtype in ("a", "aaaa"):
                     data = rec["ip"]
@@ -640,6 +645,12 @@ CASES = [
     Case("empty non-terminal, deeper", "sub.ent." + ZONE, "A", "nodata", None),
     Case("below the empty non-terminal", "leaf.sub.ent." + ZONE, "A", "data",
          lambda c, s: ([], want_a("leaf.sub.ent", c, s))),
+]
+# ternd's main run also asks for an ANAME's A: the steered subset of its target, owned by the
+# ANAME's name and signed per query
+TERND_CASES = CASES + [
+    Case("ANAME to a steered name", "anamed." + ZONE, "A", "data",
+         lambda c, s: ([], want_a("country", c, s))),
 ]
 # what the short runs (algorithms 15 and 8, the Redis zone) ask their one Unbound
 SAMPLE = [c for c in CASES if c.title in ("SOA", "DNSKEY", "country A", "wildcard", "NODATA",
@@ -1328,7 +1339,7 @@ def ternd_runs(args, work, signed):
     print_keys("ternd", keys)
     signer = TerndSigner(work, zonefile, keys, args.ternd, mmdb, table, sign=signed,
                          ternctl=args.ternctl, metrics_port=servers.free_port())
-    runs = [TerndRun("ternd", signer, keys, bad_keys, True, signed, work)]
+    runs = [TerndRun("ternd", signer, keys, bad_keys, True, signed, work, cases=TERND_CASES)]
     if not signed:
         return runs
     for alg, bits in ((15, None), (8, 2048)):

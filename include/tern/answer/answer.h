@@ -12,6 +12,14 @@
  *     counted against the same limit; a DNAME used twice in one chain stops it; a synthesised
  *     name longer than 255 bytes is YXDOMAIN with the DNAME alone; the owner answers for itself;
  *   - wildcards synthesise the answer with the query's own name and case;
+ *   - ANAME (WIRE_T_ANAME): A and AAAA at an owner without its own RRset of that type are
+ *     answered with the target's, owned by the name asked, resolved per query in the same view
+ *     (the target's geo steering, weights and health apply to this client, with their ECS
+ *     scope), following CNAMEs and ANAMEs at the target within ANSWER_CNAME_MAX hops; the TTL
+ *     is the lowest along the way. A target that does not exist or has no address: NODATA. A
+ *     target outside the served zones (or below one of their delegations) is answered from
+ *     view->aname, what the resolver thread last got upstream: SERVFAIL until it has an answer.
+ *     Every other type at the owner is answered from its own data;
  *   - delegations: referral without AA, NS in authority, glue in additional — the glue below the
  *     cut must fit or the response is truncated (TC, RFC 9471), other name servers' addresses
  *     are added if they fit; DS at a delegation point is answered by the parent side;
@@ -44,6 +52,7 @@
 #include "tern/limit/limit.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/write.h"
+#include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
 
 /* RFC 1034 leaves the chain length to the server. Knot 3.2 stops after 5 CNAMEs (and only within
@@ -72,6 +81,9 @@ typedef struct answer_view {
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
     geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
     const limit_t *limit;   /* ACLs, rate limits, RRL, cookies (tern/limit/limit.h); NULL: none */
+    /* ANAME targets outside the served zones, as the resolver thread last resolved them
+     * (tern/zone/aname_results.h); NULL: none (their owners answer SERVFAIL) */
+    const aname_results_t *aname;
     bool dnssec;            /* some zone is signed: workers keep the wall clock per batch */
     uint64_t gen;           /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
@@ -169,6 +181,14 @@ typedef struct answer_ctx {
  * when nothing must be sent (malformed beyond reply, QR set). v->table may be NULL (no zones:
  * everything REFUSED).
  */
+/**
+ * Where the ANAME target's A or AAAA (qtype) resolution leaves the zones of t, as the query path
+ * walks it (CNAMEs and ANAMEs at the target followed): 1 with the lowercased name in out (room
+ * for DNAME_MAXLEN bytes) when the resolver must get it upstream, 0 when t answers it. For the
+ * loader, which hands those names to the resolver thread.
+ */
+int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qtype, uint8_t *out);
+
 size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sockaddr *client,
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport);

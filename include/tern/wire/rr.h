@@ -44,6 +44,10 @@ enum wire_type {
     WIRE_T_MAILA = 254,
     WIRE_T_ANY = 255,
     WIRE_T_CAA = 257,
+    /* ANAME (draft-ietf-dnsop-aname, the type code it asked for in the private range): an
+     * address alias, RDATA one uncompressed name. Zone files may also write it ALIAS
+     * (PowerDNS's name for the same thing); tern answers A/AAAA at its owner from its target. */
+    WIRE_T_ANAME = 65305,
 };
 
 /* RFC 6895 §3.1: types 128-255 are meta and question-only types (TKEY, TSIG, IXFR, AXFR, MAILB,

@@ -169,6 +169,8 @@ typedef struct zone {
     uint32_t health_count;
     size_t node_count;
     size_t rr_count;
+    uint32_t aname_count; /* ANAME RRsets reachable from the index (the loader collects their
+                             targets only from zones that have any) */
     const char *source; /* where it came from (file path), for logs */
     /* DNSSEC signing state (tern/dnssec/dnssec_zone.h), NULL for an unsigned zone; set by the
      * loader before the zone is published, released by zone_free() through dnssec_free. */

@@ -29,15 +29,15 @@
  *            "srv": {"ttl", "records": [{"target", "priority", "weight", "port"}]},
  *            "caa": {"ttl", "records": [{"tag", "value", "flag"}]}, "ptr": {"ttl", "domain"},
  *            "tlsa": {"ttl", "records": [{"usage", "selector", "matching_type", "certificate"}]},
- *            "aname": {"location"}}
+ *            "aname": {"ttl", "location"}}
  *
  * Beyond the schema, as redins behaves: names inside records are absolute with or without their
  * final dot; a record without its ip/host/target, or with an empty text, is skipped (redins skips
  * it when answering); an RRset TTL of 0 or none is opts->default_ttl; SOA timers left out are
  * redins' defaults (refresh 86400, retry 7200, expire 3600, minttl 300) and a serial left out is
  * the load time. Where tern differs: without an NS RRset at the apex one NS naming the SOA's
- * primary is added (the builder needs one; logged at info); "aname" is skipped with a warning
- * (not implemented yet); "dnssec" true needs the zone's keys (opts.dnskeys), else the config
+ * primary is added (the builder needs one; logged at info); "aname" becomes an ANAME record
+ * (WIRE_T_ANAME) to location, TTL as any RRset's (answer.h: how it is answered); "dnssec" true needs the zone's keys (opts.dnskeys), else the config
  * is refused;
  * a filter value other than those listed is an error, where redins would fall back to a default.
  * An enabled health_check gives each record of its RRset an endpoint (tern/health/health.h) keyed

@@ -1008,6 +1008,7 @@ static void query_mix(int ufd, int tfd, unsigned rounds)
         {"www.example.test", 1},   {"www.example.test", 28},    {"nothere.example.test", 1},
         {"big.example.test", 16},  {"example.test", 6},         {"example.test", 2},
         {"ns1.example.test", 255}, {"a.b.c.d.example.test", 1}, {"www.example.org", 1},
+        {"alias.example.test", 1}, {"alias.example.test", 28},
     };
     uint8_t q[512], r[65535];
     for (unsigned i = 0; i < rounds; i++) {
