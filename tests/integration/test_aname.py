@@ -14,7 +14,9 @@ layout (a real redis-server). A real Knot on loopback serves up.test. and is ter
     (file edited, knotc zone-reload) tern follows within the TTL; a type the target lacks is
     NODATA; a target no upstream answers stays SERVFAIL; Knot stopped: the last answer keeps
     being served; Knot started again with another address: tern follows;
-  - Redis: the same apex data from Redis in redins' layout gives the steered answers.
+  - Redis: the same apex data from Redis in redins' layout gives the steered answers; a label
+    with an out-of-zone ANAME added by HSET and named on the change channel (a patched zone
+    version) answers its target's address.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the processes started here are stopped.
@@ -265,6 +267,15 @@ def main():
             expect(not bad, "; ".join(bad))
 
         run_check(results, "Redis (redins layout): the steered apex", from_redis)
+
+        def redis_patch():
+            # a label named on the change channel is patched in; its target is new to the resolver
+            redis.cmd("HSET", "redins:zones:redapex.test.", "cdn",
+                      json.dumps({"aname": {"location": "target.up.test."}}))
+            redis.cmd("PUBLISH", "redins:zones:changed", "redapex.test. cdn")
+            wait_answer(port, "cdn.redapex.test.", "A", ["198.51.100.3"], 10)
+
+        run_check(results, "Redis label patch: a new ANAME label follows its target", redis_patch)
 
         tern.stop()
         r = clean_exit_result(tern)
