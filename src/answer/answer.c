@@ -485,9 +485,8 @@ static bool put_alias(resp_t *r, uint16_t owner_off, const uint8_t *owner, const
         r->tc = true;
         return false;
     }
-    return !(r->sign && r->zone->dnssec) ||
-           put_online(r, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, (uint16_t)n, rr->rdata,
-                      offs);
+    return !(r->sign && r->zone->dnssec) || put_online(r, WIRE_SEC_AN, owner_off, owner, rr->type,
+                                                       ttl, (uint16_t)n, rr->rdata, offs);
 }
 
 /* A or AAAA at node n of zone z, which has no RRset of that type but an ANAME (an): the

@@ -797,8 +797,8 @@ static void aname_configure(loader_t *l, const config_t *cfg)
     if (!l->aname || !cfg)
         return;
     aname_upstream_t ups[CONFIG_MAX_UPSTREAMS];
-    size_t n = cfg->aname.nupstreams < CONFIG_MAX_UPSTREAMS ? cfg->aname.nupstreams
-                                                             : CONFIG_MAX_UPSTREAMS;
+    size_t n =
+        cfg->aname.nupstreams < CONFIG_MAX_UPSTREAMS ? cfg->aname.nupstreams : CONFIG_MAX_UPSTREAMS;
     for (size_t i = 0; i < n; i++) {
         const config_upstream_t *u = &cfg->aname.upstreams[i];
         memset(&ups[i], 0, sizeof(ups[i]));
@@ -1816,7 +1816,7 @@ void loader_free(loader_t *l)
     free(l->pend);
     geo_ref_put(l->rgeo_v4);
     geo_ref_put(l->rgeo_v6);
-    snapshot_free(l->cur);        /* its zones drop their endpoints */
+    snapshot_free(l->cur); /* its zones drop their endpoints */
     aname_results_release(l->aname_cur);
     aname_results_release(l->aname_next);
     limit_shared_free(l->limits); /* after every view that used it */

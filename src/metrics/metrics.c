@@ -456,8 +456,7 @@ static void render_aname(buf_t *b, loader_t *l)
     family(b, "tern_aname_failures_total", "counter",
            "Resolutions no upstream answered (the last good answer stays).");
     sample(b, "tern_aname_failures_total", st.failures);
-    family(b, "tern_aname_changes_total", "counter",
-           "Resolutions that changed what clients see.");
+    family(b, "tern_aname_changes_total", "counter", "Resolutions that changed what clients see.");
     sample(b, "tern_aname_changes_total", st.changes);
 }
 

@@ -84,8 +84,8 @@ typedef struct answer_view {
     /* ANAME targets outside the served zones, as the resolver thread last resolved them
      * (tern/zone/aname_results.h); NULL: none (their owners answer SERVFAIL) */
     const aname_results_t *aname;
-    bool dnssec;            /* some zone is signed: workers keep the wall clock per batch */
-    uint64_t gen;           /* distinct for every published view (geo lookups cached per view) */
+    bool dnssec;  /* some zone is signed: workers keep the wall clock per batch */
+    uint64_t gen; /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;

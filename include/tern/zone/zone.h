@@ -171,7 +171,7 @@ typedef struct zone {
     size_t rr_count;
     uint32_t aname_count; /* ANAME RRsets reachable from the index (the loader collects their
                              targets only from zones that have any) */
-    const char *source; /* where it came from (file path), for logs */
+    const char *source;   /* where it came from (file path), for logs */
     /* DNSSEC signing state (tern/dnssec/dnssec_zone.h), NULL for an unsigned zone; set by the
      * loader before the zone is published, released by zone_free() through dnssec_free. */
     struct dnssec_zone *dnssec;

@@ -37,15 +37,15 @@
  * redins' defaults (refresh 86400, retry 7200, expire 3600, minttl 300) and a serial left out is
  * the load time. Where tern differs: without an NS RRset at the apex one NS naming the SOA's
  * primary is added (the builder needs one; logged at info); "aname" becomes an ANAME record
- * (WIRE_T_ANAME) to location, TTL as any RRset's (answer.h: how it is answered); "dnssec" true needs the zone's keys (opts.dnskeys), else the config
- * is refused;
- * a filter value other than those listed is an error, where redins would fall back to a default.
- * An enabled health_check gives each record of its RRset an endpoint (tern/health/health.h) keyed
- * by the check, the record's address and the owner (the HTTP Host, as redins sends it), so the
- * RRset is served health-first (answer/select.h); its port is checked (redins ignored it: 80
- * for http and 443 for https when left out), a down_count of 3 means -3 as in redins, a timeout
- * of 0 means the default 1000 ms, and a bad value (port 0, an unknown protocol, a negative
- * timeout) fails the label with its path ("a.health_check.port"). A disabled check is ignored.
+ * (WIRE_T_ANAME) to location, TTL as any RRset's (answer.h: how it is answered); "dnssec" true
+ * needs the zone's keys (opts.dnskeys), else the config is refused; a filter value other than those
+ * listed is an error, where redins would fall back to a default. An enabled health_check gives each
+ * record of its RRset an endpoint (tern/health/health.h) keyed by the check, the record's address
+ * and the owner (the HTTP Host, as redins sends it), so the RRset is served health-first
+ * (answer/select.h); its port is checked (redins ignored it: 80 for http and 443 for https when
+ * left out), a down_count of 3 means -3 as in redins, a timeout of 0 means the default 1000 ms, and
+ * a bad value (port 0, an unknown protocol, a negative timeout) fails the label with its path
+ * ("a.health_check.port"). A disabled check is ignored.
  *
  * Lifecycle: loader thread only (new → config → label* → finish, or free); not thread-safe.
  */

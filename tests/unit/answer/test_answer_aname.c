@@ -26,30 +26,29 @@
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
 
-static const char ALIAS_ZONE[] =
-    "$ORIGIN alias.test.\n"
-    "$TTL 300\n"
-    "@ SOA ns.alias.test. h.alias.test. 1 7200 3600 1209600 60\n"
-    "@ NS ns.alias.test.\n"
-    "ns A 192.0.2.53\n"
-    "@ ANAME www.target.test.\n"
-    "@ MX 10 mail.alias.test.\n"
-    "mail A 192.0.2.25\n"
-    "own ALIAS www.target.test.\n"
-    "own A 192.0.2.99\n"
-    "chain ANAME cn.target.test.\n"
-    "nx ANAME nothere.target.test.\n"
-    "v4only aname v4.target.test.\n"
-    "loop1 ANAME loop2.alias.test.\n"
-    "loop2 ANAME loop1.alias.test.\n"
-    "out ANAME www.elsewhere.test.\n"
-    "outcn ANAME tocn.target.test.\n"
-    "rel ANAME v4\n"
-    "v4 30 A 192.0.2.4\n"
-    "deleg ANAME host.sub.alias.test.\n"
-    "sub NS ns.other.test.\n"
-    "*.wild ANAME www.target.test.\n"
-    "txt TXT \"alias in text is not a type\"\n";
+static const char ALIAS_ZONE[] = "$ORIGIN alias.test.\n"
+                                 "$TTL 300\n"
+                                 "@ SOA ns.alias.test. h.alias.test. 1 7200 3600 1209600 60\n"
+                                 "@ NS ns.alias.test.\n"
+                                 "ns A 192.0.2.53\n"
+                                 "@ ANAME www.target.test.\n"
+                                 "@ MX 10 mail.alias.test.\n"
+                                 "mail A 192.0.2.25\n"
+                                 "own ALIAS www.target.test.\n"
+                                 "own A 192.0.2.99\n"
+                                 "chain ANAME cn.target.test.\n"
+                                 "nx ANAME nothere.target.test.\n"
+                                 "v4only aname v4.target.test.\n"
+                                 "loop1 ANAME loop2.alias.test.\n"
+                                 "loop2 ANAME loop1.alias.test.\n"
+                                 "out ANAME www.elsewhere.test.\n"
+                                 "outcn ANAME tocn.target.test.\n"
+                                 "rel ANAME v4\n"
+                                 "v4 30 A 192.0.2.4\n"
+                                 "deleg ANAME host.sub.alias.test.\n"
+                                 "sub NS ns.other.test.\n"
+                                 "*.wild ANAME www.target.test.\n"
+                                 "txt TXT \"alias in text is not a type\"\n";
 
 static const char TARGET_ZONE[] = "$ORIGIN target.test.\n"
                                   "$TTL 300\n"
@@ -138,8 +137,8 @@ static size_t count(ldns_rr_list *l)
 }
 
 /* Answer RR i: owner (exactly), type, RDATA presentation and TTL. */
-static void check_an(ldns_pkt *p, size_t i, const char *owner, ldns_rr_type type,
-                     const char *rdata, uint32_t ttl)
+static void check_an(ldns_pkt *p, size_t i, const char *owner, ldns_rr_type type, const char *rdata,
+                     uint32_t ttl)
 {
     ldns_rr_list *an = ldns_pkt_answer(p);
     assert_true(i < count(an));
@@ -348,8 +347,8 @@ static void test_exit_names(void **state)
 {
     (void)state;
     exit_of("www.target.test.", WIRE_T_A, NULL);
-    exit_of("nothere.target.test.", WIRE_T_A, NULL);  /* NXDOMAIN is an answer */
-    exit_of("v4.target.test.", WIRE_T_AAAA, NULL);    /* NODATA too */
+    exit_of("nothere.target.test.", WIRE_T_A, NULL);                 /* NXDOMAIN is an answer */
+    exit_of("v4.target.test.", WIRE_T_AAAA, NULL);                   /* NODATA too */
     exit_of("WWW.Elsewhere.test.", WIRE_T_A, "www.elsewhere.test."); /* lowercased */
     exit_of("tocn.target.test.", WIRE_T_AAAA, "far.elsewhere.test.");
     exit_of("host.sub.alias.test.", WIRE_T_A, "host.sub.alias.test.");
