@@ -11,11 +11,13 @@
  * with offsets into config_redis_t), and so has "health" (config_health.c's rows, offsets into
  * config_health_t), which this file only finds, copies, frees, compares and prints; so have
  * the flood-resistance blocks (config_limit.c: "acl", a zone's "acl", "ratelimit", "rrl",
- * "cookies") and "aname" (config_aname.c: the upstreams of ANAME targets).
+ * "cookies"), "aname" (config_aname.c: the upstreams of ANAME targets) and "query_log"
+ * (config_qlog.c: dnstap and the request log, which redins' "log" blocks fill too).
  *
- * redins' config.json keys (server, error_log, handler, geoip, healthcheck, upstream) have rows
- * in the schema, so they are found, refused twice and printed like any option, but what they map
- * onto is config_redins.c's business; config_parse.h is what these files share.
+ * redins' config.json keys (server, error_log, handler, geoip, healthcheck, upstream, log) have
+ * rows in the schema, so they are found, refused twice and printed like any option, but what they
+ * map onto is config_redins.c's business (the request log "log" is config_qlog.c's);
+ * config_parse.h is what these files share.
  */
 #include "tern/conf/config.h"
 
@@ -48,9 +50,6 @@ _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) =
 #define TXT_MAX 255
 /* LOGIN_NAME_MAX: the longest user or group name the C library handles. */
 #define NAME_MAX_LEN (LOGIN_NAME_MAX - 1)
-/* A UNIX socket path must fit sun_path with its terminating NUL (107 bytes on Linux); checked
- * here, at load, rather than as a bind() failure at startup. */
-#define SUN_PATH_MAX ((long long)sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 /* Redis accepts much longer strings; 1024 bytes is beyond any real password, key prefix or
  * channel name and keeps messages about them printable. */
 #define REDIS_STR_MAX 1024
@@ -411,6 +410,13 @@ static const opt_t schema[] = {
      .claim = CLAIM_ANAME,
      .desc = "upstream servers for ANAME targets outside the served zones (never for client "
              "queries): a mapping of these keys; unset or ~ = none"},
+    /* restart-only: the rings and the writer thread are made at startup (SIGHUP reopens the
+     * files, for log rotation, whatever the config says) */
+    {.key = "query_log",
+     .type = OPT_QUERY_LOG,
+     .restart = true,
+     .desc = "query logging (dnstap, redins' request log); workers never wait (a full ring "
+             "drops): a mapping of these keys; unset or ~ = none"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
@@ -438,8 +444,12 @@ static const opt_t schema[] = {
      .claim = CLAIM_ANAME,
      .desc = "(older redins) list of {ip, port: 53, protocol: udp|tcp, timeout: 400 ms}, into "
              "aname: upstreams"},
-    /* ... and those that do not (yet): refused, never ignored. */
-    {.key = "log", .type = OPT_LATER, .desc = "the per-query event log"},
+    {.key = "log",
+     .type = OPT_REDINS_LOG,
+     .claim = CLAIM_REQLOG,
+     .desc = "(older redins) the request log {enable, level, target, format, path, ...}, into "
+             "query_log: requests"},
+    /* (a redins key that did not map would be an OPT_LATER row here: refused, never ignored) */
 };
 
 #define NOPTS TERN_ARRAY_SIZE(schema)
@@ -1281,7 +1291,8 @@ static int set_zones(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
 static bool is_redins(const opt_t *o)
 {
     return o->type == OPT_SERVER || o->type == OPT_ERROR_LOG || o->type == OPT_HANDLER ||
-           o->type == OPT_GEOIP || o->type == OPT_HEALTHCHECK || o->type == OPT_UPSTREAM;
+           o->type == OPT_GEOIP || o->type == OPT_HEALTHCHECK || o->type == OPT_UPSTREAM ||
+           o->type == OPT_REDINS_LOG;
 }
 
 /* Whether o stores one value in a field of config_t of its own (and can have an origin). */
@@ -1357,6 +1368,10 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
         return config_aname(pc, o, n);
     case OPT_UPSTREAM:
         return config_redins_upstream(pc, o, n);
+    case OPT_QUERY_LOG:
+        return config_query_log(pc, o, k, n);
+    case OPT_REDINS_LOG:
+        return config_get_redins_log(pc, n, o->key);
     case OPT_REDIS_ADDR:
     case OPT_CUSTOM:
         break;
@@ -1676,6 +1691,8 @@ static bool same_value(const config_t *a, const config_t *b, const opt_t *o)
     case OPT_ENUM:
     case OPT_BOOL:
         return memcmp((const char *)a + o->offset, (const char *)b + o->offset, o->size) == 0;
+    case OPT_QUERY_LOG:
+        return config_same_qlog(&a->qlog, &b->qlog); /* whichever key set it */
     default:
         return true; /* no field of its own (zones, redis, the redins keys): never restart-only */
     }
@@ -1744,6 +1761,7 @@ void config_init(config_t *c)
     config_health_reset(&c->health); /* and so are health's */
     config_limit_reset(c);           /* and the prefix lists */
     config_aname_reset(&c->aname);   /* and the upstreams' hosts */
+    config_qlog_reset(&c->qlog);     /* and query logging's strings */
 }
 
 int config_copy(config_t *dst, const config_t *src)
@@ -1759,6 +1777,7 @@ int config_copy(config_t *dst, const config_t *src)
     memset(&dst->redis, 0, sizeof(dst->redis));
     memset(&dst->health, 0, sizeof(dst->health));
     memset(&dst->aname, 0, sizeof(dst->aname));
+    memset(&dst->qlog, 0, sizeof(dst->qlog));
     /* the prefix lists are dst's own (or NULL) from here, whatever fails */
     if (config_limit_copy(dst, src) < 0)
         goto fail;
@@ -1771,7 +1790,8 @@ int config_copy(config_t *dst, const config_t *src)
     }
     if (config_redis_copy(&dst->redis, &src->redis) < 0 ||
         config_health_copy(&dst->health, &src->health) < 0 ||
-        config_aname_copy(&dst->aname, &src->aname) < 0)
+        config_aname_copy(&dst->aname, &src->aname) < 0 ||
+        config_qlog_copy(&dst->qlog, &src->qlog) < 0)
         goto fail;
     for (size_t i = 0; i < src->nzones; i++)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
@@ -1867,6 +1887,17 @@ void config_schema_print(FILE *out)
             print_rows(out, 1, config_aname_schema, AN_COUNT);
             print_rows(out, 2, config_aname_upstream_schema, AU_COUNT);
         }
+        if (o->type == OPT_QUERY_LOG) {
+            for (size_t j = 0; j < QL_COUNT; j++) {
+                print_opt(out, 1, &config_qlog_schema[j]);
+                if (j == QL_DNSTAP)
+                    print_rows(out, 2, config_qlog_dnstap_schema, QD_COUNT);
+                if (j == QL_REQUESTS)
+                    print_rows(out, 2, config_qlog_requests_schema, QR_COUNT);
+            }
+        }
+        if (o->type == OPT_REDINS_LOG)
+            config_redins_print_log(out, 1);
         if (o->type == OPT_HANDLER)
             config_redins_print_handler(out);
         if (o->type == OPT_HEALTHCHECK)
@@ -1892,6 +1923,7 @@ void config_free(config_t *c)
     config_health_reset(&c->health);
     config_limit_reset(c);
     config_aname_reset(&c->aname);
+    config_qlog_reset(&c->qlog);
     free(c->file);
     config_init(c);
 }

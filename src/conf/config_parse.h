@@ -9,9 +9,12 @@
  * blocks ("acl:", a zone's "acl:", "ratelimit:", "rrl:", "cookies:"), their prefix lists and
  * their defaults and copies. config_aname.c owns "aname:" (the upstreams that resolve ANAME
  * targets), the list of upstreams that redins' "upstream" blocks fill too, and config_aname_t's
- * defaults, copies and comparison. config_redins.c owns the mapping of redins'
- * config.json keys (server, error_log, handler, geoip, healthcheck, upstream) onto config_t, and
- * only calls in here. Nothing outside src/conf includes this header (it is not installed).
+ * defaults, copies and comparison. config_qlog.c owns "query_log:" (dnstap and the request
+ * log), the request-log settings that redins' "log" blocks (top level and handler's) fill too,
+ * and config_qlog_t's defaults, copies and comparison. config_redins.c owns the mapping of
+ * redins' config.json keys (server, error_log, handler, geoip, healthcheck, upstream) onto
+ * config_t, and only calls in here. Nothing outside src/conf includes this header (it is not
+ * installed).
  *
  * Lifecycle and threading: a parse_ctx_t lives for one config_load() call, on the caller's
  * thread; the libyaml document and every node pointer here die with that call.
@@ -23,6 +26,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 #include <yaml.h>
 
 #include "tern/common/compiler.h"
@@ -53,6 +57,9 @@ typedef enum {
     OPT_ANAME,       /* a mapping of config_aname_schema's keys into aname, or null for none */
     OPT_UPSTREAM,    /* redins (older, top level): a list of {ip, port, protocol, timeout} into
                         aname */
+    OPT_QUERY_LOG,   /* a mapping of config_qlog_schema's keys into qlog, or null for none */
+    OPT_REDINS_LOG,  /* redins (older, top level): its request log {enable, level, target, ...}
+                        into qlog's requests */
     OPT_CUSTOM,      /* a nested value with a parser of its own (health's log, checks, a check's
                         address and expect): the row names and describes it, its owner parses it */
     OPT_LATER,       /* a redins key tern does not implement yet: always an error saying so */
@@ -73,6 +80,7 @@ typedef enum {
     CLAIM_ASN_DB,
     CLAIM_HEALTH,
     CLAIM_ANAME,
+    CLAIM_REQLOG, /* qlog's requests: query_log's requests (or query_log: ~), a redins log */
     CLAIM_COUNT
 } claim_t;
 
@@ -99,6 +107,9 @@ typedef struct opt {
 #define REDIS_TIMEOUT_MAX 600000
 /* A verify interval of a week: longer is "never" in practice, which 0 says plainly. */
 #define ZONE_RELOAD_MAX 604800
+/* A UNIX socket path must fit sun_path with its terminating NUL (107 bytes on Linux); checked
+ * at load, rather than as a bind() or connect() failure at startup. */
+#define SUN_PATH_MAX ((long long)sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 /* The keys of a tern "redis:" mapping, into config_t.redis (config_redis_schema's rows). The
  * defaults are config_init()'s; 0 and NULL mean the source's own default
@@ -139,7 +150,7 @@ typedef struct parse_ctx {
     size_t errlen;
     const yaml_node_t **seen; /* key node of each schema option given in the file */
     bool redins; /* the file has a key only redins' config.json has (server, error_log, handler,
-                    geoip, healthcheck, upstream): its "ratelimit" takes redins' defaults */
+                    geoip, healthcheck, upstream, log): its "ratelimit" takes redins' defaults */
     size_t listen_line[CONFIG_MAX_LISTEN]; /* where each listen entry was given */
     struct {
         const yaml_node_t *by; /* key node of what set the claimed field, if anything did */
@@ -439,6 +450,43 @@ int config_get_upstreams(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
 
 /** tern's "aname" (OPT_ANAME) at n: replaces every upstream; null = none. */
 int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+
+/* ---- query logging (config_qlog.c) ------------------------------------------------------- */
+
+/* The keys of "query_log:" (config_qlog_schema's rows, offsets into config_qlog_t). */
+enum { QL_SAMPLE, QL_RING_SIZE, QL_EXCLUDE_ZONES, QL_DNSTAP, QL_REQUESTS, QL_COUNT };
+
+/* The keys of query_log's "dnstap:" mapping. */
+enum { QD_SOCKET, QD_FILE, QD_QUERIES, QD_RESPONSES, QD_IDENTITY, QD_VERSION, QD_COUNT };
+
+/* The keys of query_log's "requests:" mapping. */
+enum { QR_ENABLE, QR_TARGET, QR_FORMAT, QR_PATH, QR_COUNT };
+
+extern const opt_t config_qlog_schema[QL_COUNT];
+extern const opt_t config_qlog_dnstap_schema[QD_COUNT];
+extern const opt_t config_qlog_requests_schema[QR_COUNT];
+
+/** Free q's strings and excluded zones and set it to the defaults: no query logging (enabled
+ * and requests false), sample 1, ring_kib 4096, dnstap queries and responses true, requests
+ * target file, format json. */
+void config_qlog_reset(config_qlog_t *q);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_qlog_reset() frees. */
+int config_qlog_copy(config_qlog_t *dst, const config_qlog_t *src) TERN_WUR;
+
+/** tern's "query_log" (OPT_QUERY_LOG) at n, whose key node is k: replaces every query logging
+ * setting but the request log's when the block has no "requests" and a redins log gave it;
+ * null = none. A "requests" key (or a null block) claims CLAIM_REQLOG. */
+int config_query_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                     const yaml_node_t *n) TERN_WUR;
+
+/** A redins "log" block (top level, or handler's) named key at n into qlog's requests only,
+ * with redins' defaults (off, stdout, text); the caller has claimed CLAIM_REQLOG. */
+int config_get_redins_log(parse_ctx_t *pc, const yaml_node_t *n, const char *key) TERN_WUR;
+
+/** The rows of a redins log block's keys for config_schema_print(), indented by depth. */
+void config_redins_print_log(FILE *out, int depth);
 
 /* ---- redins' config.json (config_redins.c) ------------------------------------------------- */
 

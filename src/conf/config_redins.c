@@ -5,8 +5,9 @@
  * onto config_t: "server" entries become listen addresses, "error_log" log_level/log_target,
  * "handler" the Redis source (its "redis" block, zone_reload, max_ttl, ...), "geoip" (in the
  * handler, or at the top level in older redins) geoip_db, "healthcheck" (in the handler, or
- * at the top level in older redins) health, and "upstream" (in the handler, or at the top level
- * in older redins) the ANAME upstreams. What redins has and tern does not is an error naming
+ * at the top level in older redins) health, "upstream" (in the handler, or at the top level
+ * in older redins) the ANAME upstreams, and handler's "log" the request log (config_qlog.c, as
+ * the top-level "log" of older redins). What redins has and tern does not is an error naming
  * the key, never silently ignored. The schema, the node helpers and the Redis settings both
  * "redis:" and "handler.redis" write live in config.c, health's rows in config_health.c, the
  * list of upstreams in config_aname.c (config_parse.h); nothing here holds state beyond one
@@ -649,7 +650,10 @@ static const field_t handler_fields[H_COUNT] = {
                        "{enable, max_requests, ..., redis, log}, into health: as "
                        "healthcheck below",
                        false, NULL},
-    [H_LOG] = {"log", NULL, false, "the per-query event log"},
+    [H_LOG] = {"log",
+               "{enable, level, target, format, path, ...}, the request log, into query_log: "
+               "requests: as log below",
+               false, NULL},
     [H_UPSTREAM] = {"upstream",
                     "list of {ip, port: 53, protocol: udp|tcp, timeout: 400 ms}, into aname: "
                     "upstreams (asked for ANAME targets only)",
@@ -714,6 +718,12 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         static const char ukey[] = "handler: upstream";
         if ((rc = config_claim(pc, CLAIM_ANAME, config_key_node(pc, n, "upstream"), ukey)) < 0 ||
             (rc = config_get_upstreams(pc, val[H_UPSTREAM], ukey, true, &pc->c->aname)) < 0)
+            return rc;
+    }
+    if (val[H_LOG]) {
+        static const char lkey[] = "handler: log";
+        if ((rc = config_claim(pc, CLAIM_REQLOG, config_key_node(pc, n, "log"), lkey)) < 0 ||
+            (rc = config_get_redins_log(pc, val[H_LOG], lkey)) < 0)
             return rc;
     }
     if (val[H_GEOIP] && (rc = set_redins_geoip(pc, config_key_node(pc, n, "geoip"), val[H_GEOIP],

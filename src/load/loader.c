@@ -700,7 +700,7 @@ fail:
 /* Options bound at startup: a reload that changes them cannot apply them, and says so. */
 static void warn_restart_only(const config_t *a, const config_t *b)
 {
-    char keys[256]; /* holds every restart-only key (tern/conf/config.h) */
+    char keys[320]; /* holds every restart-only key (tern/conf/config.h) */
     size_t n = config_restart_only_changes(a, b, keys, sizeof(keys));
     if (n)
         log_warn("reload: %s changed; %s only on restart", keys,

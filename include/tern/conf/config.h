@@ -4,7 +4,8 @@
  * Lifecycle: config_init() then config_load() and/or the command line (main.c) at startup
  * (control thread), read-only after; config_free() at exit. A reload loads a fresh config_t and
  * compares it with the running one: config_restart_only_changes() names the options that only
- * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets).
+ * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets,
+ * query logging).
  * Never read on the query path (workers get copies of what they need).
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
@@ -127,6 +128,24 @@
  *         timeout: 400                          # ms, 1..60000
  *   (aname: ~, no aname key, or no upstreams: none. tern never forwards a client's query; a
  *   reload applies a new list.)
+ *   query_log:                                  # query logging (config_qlog.c, tern/qlog/)
+ *     sample: 1                                 # log 1 query in N, 1..1000000
+ *     ring_size: 4096                           # KiB per worker ring, 64..1048576
+ *     exclude_zones: [internal.example.test]    # queries in these zones are never logged; one
+ *                                               #   name or a list; not the root
+ *     dnstap:                                   # dnstap frames (Frame Streams); ~ = none
+ *       socket: /run/tern/dnstap.sock           # a collector's UNIX socket, or
+ *       file: ~                                 #   a file: exactly one of the two
+ *       queries: true / responses: true         # which messages; not both false
+ *       identity: ns1.example.test              # unset = the host name
+ *       version: "..."                          # unset = "tern VERSION"
+ *     requests:                                 # redins' request log, one line a query; ~ = none
+ *       enable: true                            # default true in a given block
+ *       target: file                            # file | stdout | stderr
+ *       format: json                            # json | text
+ *       path: /var/log/tern/requests.log        # required with target file, only then
+ *   (query_log: ~ or no key: none. Restart-only: the rings and the writer are made at startup;
+ *   SIGHUP reopens the files, for log rotation.)
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -154,8 +173,16 @@
  *           "country_db") → geoip_db and "asn_db" → asn_db (at least one of them); with enable
  *           false or left out, neither (as in redins)
  *       "healthcheck": {...} → health, as the top-level "healthcheck" below
- *       "log" → error, not supported yet
+ *       "log": {...} → query_log's request log, as the top-level "log" below
  *   "geoip": {"enable", "db"} (older redins, top level) → as handler's geoip
+ *   "log" (redins' request log: in handler, or at the top level in older redins) → query_log:
+ *       requests (a line per query, the fields redins wrote): "enable" (default false: none),
+ *       "level" debug|info (or trace) → on, warning|error|fatal|panic → off (redins logged
+ *       requests at info), "target" file|stdout|stderr (default stdout), "format" json|text
+ *       (default text), "path" (target file: required), "time_format" accepted and ignored
+ *       (tern writes RFC 3339 UTC); "target" udp or kafka, and "kafka", "sentry" or "syslog"
+ *       with "enable": true, are errors saying why (Kafka and Sentry are out of scope: dnstap
+ *       or the file with a shipper)
  *   "upstream" (older redins, top level) → as handler's upstream (a single object works too)
  *   "healthcheck" (older redins, top level; newer ones have it in handler) → health, replacing
  *       every health setting, with redins' defaults:
@@ -176,14 +203,14 @@
  *       key as tern's; in a redins config.json (a file with any of server, error_log, handler,
  *       geoip or healthcheck) "enable" left out is false, as in redins; "rate": 0 is an error
  *       (redins divided by it)
- * redins keys tern does not implement yet ("log" (top level and handler's), and error_log's
- * "path", "time_format", "sentry", "syslog", "kafka") are errors saying so; nothing is silently
- * ignored. A file may not give both "listen" and "server", nor "error_log" with
- * "log_level"/"log_target", nor "handler" with "redis", nor "health" with a redins "healthcheck"
- * (top level or handler's), nor two of those, nor "aname" with a redins "upstream" (top level or
- * handler's), nor two of those, nor set geoip_db or asn_db twice ("geoip_db" / "asn_db", and
- * redins' "geoip" or handler's "geoip" when enabled and giving that database); the error names
- * both lines.
+ * redins keys tern does not implement yet (error_log's "path", "time_format", "sentry",
+ * "syslog", "kafka") are errors saying so; nothing is silently ignored. A file may not give both
+ * "listen" and "server", nor "error_log" with "log_level"/"log_target", nor "handler" with
+ * "redis", nor "health" with a redins "healthcheck" (top level or handler's), nor two of those,
+ * nor "aname" with a redins "upstream" (top level or handler's), nor two of those, nor
+ * query_log's "requests" (or "query_log: ~") with a redins "log" (top level or handler's), nor
+ * two of those, nor set geoip_db or asn_db twice ("geoip_db" / "asn_db", and redins' "geoip" or
+ * handler's "geoip" when enabled and giving that database); the error names both lines.
  *
  * Unknown keys (at any depth), duplicate keys, wrong types, out-of-range values and a second
  * YAML document are errors with file:line naming the key. Integers and booleans must be plain
@@ -366,6 +393,43 @@ typedef struct config_aname {
     size_t nupstreams;                                 /* 0 = none */
 } config_aname_t;
 
+/* Where the request log goes (query_log: requests: target, redins' log target). */
+typedef enum {
+    CONFIG_REQLOG_FILE = 0, /* requests_path */
+    CONFIG_REQLOG_STDOUT,
+    CONFIG_REQLOG_STDERR
+} config_reqlog_target_t;
+
+/* A line of the request log: one JSON object, or key=value text. */
+typedef enum { CONFIG_REQLOG_JSON = 0, CONFIG_REQLOG_TEXT } config_reqlog_format_t;
+
+/* Excluded zones are compared with every logged query's name: a list longer than this is a
+ * pasted zone list, not a list of exceptions. */
+#define CONFIG_QLOG_MAX_EXCLUDE 4096
+
+/* Query logging ("query_log:", or redins' log blocks for the request log): workers copy each
+ * query (1 in sample) into their own ring, and one writer thread hands them to dnstap and the
+ * request log. Bound at startup (the rings and the writer are made then): a reload that changes
+ * any of it warns that it applies on restart; SIGHUP only reopens the files (log rotation). */
+typedef struct config_qlog {
+    bool enabled;            /* a dnstap or requests sink is configured */
+    char *dnstap_socket;     /* resolved path of a Frame Streams UNIX socket, or NULL */
+    char *dnstap_file;       /* resolved path of a dnstap file, or NULL (at most one of the two) */
+    bool dnstap_queries;     /* default true */
+    bool dnstap_responses;   /* default true */
+    char *dnstap_identity;   /* NULL: the host name */
+    char *dnstap_version;    /* NULL: "tern VERSION" */
+    bool requests;           /* the request log is on */
+    uint8_t requests_target; /* config_reqlog_target_t */
+    uint8_t requests_format; /* config_reqlog_format_t */
+    char *requests_path;     /* resolved path (file target) */
+    unsigned sample;         /* log 1 query in N, default 1 = every query; 1..1000000 */
+    char **exclude_zones;    /* canonical zone keys (dname_key(), see include/tern/wire/dname.h)
+                                never logged */
+    size_t nexclude_zones;
+    unsigned ring_kib; /* per-worker ring, KiB: default 4096, 64..1048576 */
+} config_qlog_t;
+
 /* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
@@ -417,6 +481,8 @@ typedef struct config {
     config_cookies_t cookies;     /* DNS Cookies */
     config_aname_t aname;         /* upstreams for out-of-zone ANAME targets; nupstreams 0 = none;
                                      a reload may change them */
+    config_qlog_t qlog;           /* query logging: dnstap and the request log; enabled false
+                                     = none; restart-only */
     unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
                                      default 64, 0 = no cap; restart-only */
     unsigned tcp_client_prefix_v4;              /* what "one client" is for that cap: default /32 */
@@ -430,7 +496,9 @@ typedef struct config {
  * allow_root false, every string NULL, no Redis (redis.enabled false, redis.zone_reload_s 600,
  * everything else 0/NULL), no health checks; no acl, ratelimit, rrl or cookies (each enabled
  * false, its other fields the defaults of a given block, lists empty); no ANAME upstreams
- * (aname.nupstreams 0, every host NULL). */
+ * (aname.nupstreams 0, every host NULL); no query logging (qlog.enabled and qlog.requests
+ * false, every string NULL, no excluded zones; sample 1, ring_kib 4096, dnstap_queries and
+ * dnstap_responses true, requests_target file, requests_format json). */
 void config_init(config_t *c);
 
 /**
@@ -515,10 +583,11 @@ bool config_same_listen(const config_t *a, const config_t *b);
 
 /**
  * The options bound at startup (listen, workers, the tcp_* and udp_mmsg socket settings, user,
- * group, allow_root, pid_file, control_socket, metrics_listen: the schema marks them) whose value
- * differs between from and to, by key in schema order, comma-separated into buf ("tcp_max_lifetime,
- * tcp_max_inflight"; "" when none; cut short if len is too small, 256 holds them all). Returns how
- * many differ. At reload, a non-zero count means those settings apply only on restart.
+ * group, allow_root, pid_file, control_socket, metrics_listen, query_log (all of config_qlog_t,
+ * whichever key set it: a redins log too): the schema marks them) whose value differs between
+ * from and to, by key in schema order, comma-separated into buf ("tcp_max_lifetime,
+ * tcp_max_inflight"; "" when none; cut short if len is too small, 320 holds them all). Returns
+ * how many differ. At reload, a non-zero count means those settings apply only on restart.
  */
 size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len);
 
@@ -544,8 +613,16 @@ bool config_same_health_checks(const config_health_t *a, const config_health_t *
 bool config_same_aname(const config_aname_t *a, const config_aname_t *b);
 
 /**
+ * Whether a and b are the same query logging: every field of config_qlog_t equal (strings by
+ * content, NULL only equal to NULL; the excluded zones in order). At reload, false means the new
+ * query_log applies only on restart (config_restart_only_changes() names it).
+ */
+bool config_same_qlog(const config_qlog_t *a, const config_qlog_t *b);
+
+/**
  * Deep copy of src into dst (strings, zones with their acls, the redis and health strings, the
- * ANAME upstreams' hosts and every prefix list duplicated). dst must hold no
+ * ANAME upstreams' hosts, query logging's paths and excluded zones and every prefix list
+ * duplicated). dst must hold no
  * allocations (uninitialised, or after config_init()/config_free()); it is overwritten. 0, or
  * TERN_ENOMEM with dst left as after config_init().
  */
@@ -555,8 +632,8 @@ int config_copy(config_t *dst, const config_t *src) TERN_WUR;
  * then the redins-style keys and what they map to. */
 void config_schema_print(FILE *out);
 
-/** Release strings and arrays (zones' acls, every prefix list and the ANAME upstreams' hosts
- * too); c is left as after config_init(). */
+/** Release strings and arrays (zones' acls, every prefix list, the ANAME upstreams' hosts and
+ * query logging's strings and excluded zones too); c is left as after config_init(). */
 void config_free(config_t *c);
 
 #endif

@@ -536,10 +536,10 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 36);
+    assert_int_equal(count, 37);
     /* redis 15; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 1,
-     * an upstream 4 */
-    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4);
+     * an upstream 4; query_log 5, its dnstap 6, its requests 4 */
+    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4 + 5 + 6 + 4);
 }
 
 static void test_redins_example_json(void **state)
@@ -683,12 +683,8 @@ static void test_redins_not_supported(void **state)
     expect_error("redis:\n  address: 127.0.0.1:6379\n  connection: {read_timeout: 1}\n", 3,
                  "redis: connection: is a key of redins' handler: redis, not of tern's redis "
                  "(give address: \"HOST:PORT\", or move the block under handler)");
-    expect_error("workers: 1\nlog:\n  enable: true\n", 2,
-                 "log: redins option not supported yet (the per-query event log)");
-    /* ... and inside handler (upstream, at the top level or in handler, maps now:
+    /* (log, at the top level or in handler, maps now: test_config_qlog.c; upstream too:
      * test_config_aname.c) */
-    expect_error("handler:\n  zone_reload: 60\n  log: {enable: false}\n", 3,
-                 "handler: log: not supported yet (the per-query event log)");
 
     /* error_log's fields that do not map */
     expect_error("error_log:\n  level: info\n  path: /tmp/error.log\n", 3,
@@ -1133,11 +1129,11 @@ static void test_redins_handler_errors(void **state)
     expect_error("handler: []\n", 1,
                  "handler: expected a mapping {redis, zone_reload, max_ttl, default_ttl, "
                  "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck, "
-                 "upstream}, got a list");
+                 "log, upstream}, got a list");
     expect_error("handler:\n  zone_reload: 60\n  dnssec: true\n", 3,
                  "handler: unknown key \"dnssec\" (want redis, zone_reload, max_ttl, default_ttl, "
                  "cache_timeout, log_source_location, upstream_fallback, geoip, healthcheck, "
-                 "upstream)");
+                 "log, upstream)");
     expect_error("handler:\n  zone_reload: 60\n  zone_reload: 61\n", 3,
                  "handler: duplicate key \"zone_reload\" (first at line 2)");
     /* types and ranges */
@@ -3037,7 +3033,7 @@ static void test_schema_print(void **state)
     assert_non_null(
         strstr(handler, "\n    max_ttl            into redis: max_ttl, and default_ttl"));
     assert_non_null(strstr(handler, "\n    cache_timeout      ignored"));
-    assert_non_null(strstr(handler, "\n    log                not supported yet: the per-query"));
+    assert_non_null(strstr(handler, "\n    log                {enable, level, target, format"));
     assert_non_null(strstr(buf, "\n  geoip                (older redins) {enable, db}"));
     /* health's keys under it, and its log's and a check's under those */
     const char *health = strstr(buf, "\n  health ");
