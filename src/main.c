@@ -360,6 +360,7 @@ int main(int argc, char **argv)
     int rc = 1;
     loader_t *loader = NULL;
     server_t *srv = NULL;
+    qlog_t *qlog = NULL;
     /* before anything can make libcrypto allocate: workers sign without malloc() */
     (void)dnssec_mem_install();
     metrics_t *metrics = NULL;
@@ -432,8 +433,22 @@ int main(int argc, char **argv)
                 "as, or 'allow_root: true' (--allow-root) to stay root");
         goto out;
     }
+    /* the query log's files and socket are opened as the user ternd runs as, so SIGHUP can
+     * reopen them after a rotation */
+    if (cfg->qlog.enabled) {
+        char qerr[512];
+        if (!(qlog = qlog_new(cfg, cfg->workers, qerr, sizeof(qerr)))) {
+            log_err("%s", qerr);
+            goto out;
+        }
+        server_set_qlog(srv, qlog);
+    }
     if (loader_load_zones(loader) < 0 || server_run(srv) < 0)
         goto out;
+    if (qlog && (r = qlog_start(qlog)) < 0) {
+        log_err("query log: cannot start its writer thread: %s", tern_strerror(r));
+        goto out;
+    }
     loader_set_listener(loader, on_reload, NULL);
     if (loader_start(loader) < 0)
         goto out;
@@ -461,6 +476,7 @@ int main(int argc, char **argv)
         }
         if (si.ssi_signo == SIGHUP) {
             log_info("SIGHUP: reloading");
+            qlog_reopen(qlog); /* log rotation */
             loader_request(loader);
         } else {
             log_info("signal %u: shutting down", si.ssi_signo);
@@ -475,6 +491,7 @@ out:
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
     server_stop(srv);
+    qlog_free(qlog); /* after the workers: the writer drains their rings a last time */
     if (srv)
         log_info("stopped");
     if (pid_file && unlink(pid_file) < 0 && errno != ENOENT)

@@ -559,6 +559,7 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
         }
         if (first) {
             r->aa = true;
+            ctx->info.zone = z;
             /* the zone's own access list, once the zone of the name asked is known */
             const limit_t *lim = ctx->view->limit;
             limit_verdict_t vd = lim ? limit_zone(lim, z->apex, z->hash, &ctx->lc) : LIMIT_PASS;
@@ -713,6 +714,8 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     info->limit_why = LIMIT_WHY_NONE;
     info->limit_verdict = LIMIT_PASS;
     info->cookie = info->cookie_valid = info->badcookie = false;
+    info->scope = 0;
+    info->zone = NULL;
 
     /* parse */
     wire_parse_result_t pr = wire_parse_query(q, pkt, len);
@@ -853,6 +856,7 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
          * counted in the option's family, IPv6 bits (RFC 7871 §6) */
         if (scope && ecs->family == 2 && ctx->client_mapped)
             scope = (uint8_t)(scope + 96);
+        info->scope = scope;
         int rc = wire_write_opt(w, adv, (uint8_t)(r.rcode >> 4), q->edns_do, ecs, scope, cookie,
                                 cookie_len);
         (void)rc; /* cannot fail: its space was reserved */

@@ -460,6 +460,32 @@ static void render_aname(buf_t *b, loader_t *l)
     sample(b, "tern_aname_changes_total", st.changes);
 }
 
+/* The query log, when configured. */
+static void render_qlog(buf_t *b, const server_t *srv)
+{
+    qlog_stats_t st;
+    if (!server_qlog_stats(srv, &st))
+        return;
+    family(b, "tern_qlog_records_total", "counter",
+           "Queries the workers logged (after sampling and zone exclusions).");
+    sample(b, "tern_qlog_records_total", st.records);
+    family(b, "tern_qlog_dropped_total", "counter",
+           "Records a worker's full ring refused (the writer or a sink fell behind).");
+    sample(b, "tern_qlog_dropped_total", st.dropped);
+    family(b, "tern_qlog_dnstap_written_total", "counter", "dnstap messages the reader got.");
+    sample(b, "tern_qlog_dnstap_written_total", st.written);
+    family(b, "tern_qlog_dnstap_dropped_total", "counter",
+           "dnstap messages lost: Frame Streams' queue full, or no reader connected.");
+    sample(b, "tern_qlog_dnstap_dropped_total", st.sink_drops);
+    family(b, "tern_qlog_dnstap_reconnects_total", "counter",
+           "Connections to the dnstap socket after the first.");
+    sample(b, "tern_qlog_dnstap_reconnects_total", st.reconnects);
+    family(b, "tern_qlog_requests_lines_total", "counter", "Request-log lines written.");
+    sample(b, "tern_qlog_requests_lines_total", st.lines);
+    family(b, "tern_qlog_requests_errors_total", "counter", "Request-log writes that failed.");
+    sample(b, "tern_qlog_requests_errors_total", st.line_errors);
+}
+
 static void render(buf_t *b, const metrics_t *m)
 {
     family(b, "tern_build_info", "gauge", "Always 1; the version is in the label.");
@@ -471,6 +497,7 @@ static void render(buf_t *b, const metrics_t *m)
     render_loader(b, m->loader);
     render_health(b, m->loader);
     render_aname(b, m->loader);
+    render_qlog(b, m->server);
 }
 
 /* ---- HTTP ----------------------------------------------------------------------------------- */

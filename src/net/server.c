@@ -193,6 +193,9 @@ static int bind_listen(server_t *s, size_t li)
         }
         if (ok) {
             s->port[li] = port;
+            /* the query log's server side: the configured address with the port in use */
+            s->local[li] = l->addr;
+            set_port(&s->local[li], port);
             return 0;
         }
         int e = errno;
@@ -421,6 +424,22 @@ void server_stats(const server_t *s, server_stats_t *out)
 void server_set_limits(server_t *s, limit_shared_t *limits)
 {
     s->limits = limits;
+}
+
+void server_set_qlog(server_t *s, qlog_t *q)
+{
+    s->qlog = q;
+    for (unsigned w = 0; w < s->nworkers; w++)
+        s->workers[w].qring = q ? qlog_ring(q, w) : NULL;
+}
+
+bool server_qlog_stats(const server_t *s, qlog_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!s->qlog)
+        return false;
+    qlog_stats(s->qlog, out);
+    return true;
 }
 
 unsigned server_workers(const server_t *s)

@@ -340,6 +340,17 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
         }
         /* counted once queued, so an answer redone after a pause is counted once */
         net_count_answer(w, ANSWER_TCP, &w->actx.info);
+        if (unlikely(w->qring != NULL)) {
+            const qlog_query_t qq = {.client = (const struct sockaddr *)&c->peer,
+                                     .server = (const struct sockaddr *)&w->srv->local[c->li],
+                                     .tcp = true,
+                                     .qtime_ns = w->qtime_ns,
+                                     .query = c->rbuf + off + 2,
+                                     .qlen = mlen,
+                                     .response = out + 2,
+                                     .rlen = alen};
+            qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
+        }
         NET_COUNT(w, tcp_queries, 1);
         touch(w, c);
         off += 2 + (uint32_t)mlen;
@@ -502,6 +513,7 @@ void tcp_accept(worker_t *w, size_t li)
         w->tcp.free = c->next;
         c->fd = fd;
         c->peer = peer;
+        c->li = (uint8_t)li;
         c->events = EPOLLIN;
         c->next = c->prev = NULL;
         c->deadline_ms = w->now_ms + w->tcp.idle_ms;

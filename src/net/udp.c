@@ -190,8 +190,46 @@ static void prepare(udp_state_t *u, bool pktinfo)
     u->used = 0;
 }
 
+/* The address a datagram was sent to, from its PKTINFO (wildcard listeners), into local (whose
+ * port is already the listener's). */
+static void local_of(const struct msghdr *rh, struct sockaddr_storage *local)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(rh); c; c = CMSG_NXTHDR((struct msghdr *)rh, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+            struct in_pktinfo in;
+            memcpy(&in, CMSG_DATA(c), sizeof(in));
+            ((struct sockaddr_in *)(void *)local)->sin_addr = in.ipi_addr;
+            return;
+        }
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+            struct in6_pktinfo in;
+            memcpy(&in, CMSG_DATA(c), sizeof(in));
+            ((struct sockaddr_in6 *)(void *)local)->sin6_addr = in.ipi6_addr;
+            return;
+        }
+    }
+}
+
+/* The query log's record of datagram slot s (answered: len bytes of response, 0 for none). */
+static void log_datagram(worker_t *w, size_t li, bool pktinfo, const struct msghdr *rh,
+                         const udp_slot_t *s, size_t qlen, size_t len)
+{
+    struct sockaddr_storage local = w->srv->local[li];
+    if (pktinfo)
+        local_of(rh, &local);
+    const qlog_query_t qq = {.client = (const struct sockaddr *)&s->peer,
+                             .server = (const struct sockaddr *)&local,
+                             .tcp = false,
+                             .qtime_ns = w->qtime_ns,
+                             .query = s->rx,
+                             .qlen = qlen,
+                             .response = len ? s->tx : NULL,
+                             .rlen = len};
+    qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
+}
+
 /* Answer the n datagrams in the slots and send the replies. */
-static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
+static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned n)
 {
     udp_state_t *u = w->udp;
     NET_COUNT(w, udp_received, n);
@@ -205,6 +243,8 @@ static void answer_batch(worker_t *w, int fd, bool pktinfo, unsigned n)
             len = answer_query(w->view, &w->actx, (const struct sockaddr *)&s->peer, s->rx,
                                u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
             net_count_answer(w, ANSWER_UDP, &w->actx.info);
+            if (unlikely(w->qring != NULL))
+                log_datagram(w, li, pktinfo, rh, s, u->rmsg[i].msg_len, len);
         }
         if (len == 0) {
             NET_COUNT(w, udp_dropped, 1);
@@ -238,7 +278,7 @@ unsigned udp_handle(worker_t *w, size_t li)
         if (n <= 0)
             break; /* EAGAIN: drained; other errors (ICMP reports) are not ours to act on */
         w->udp->used = (unsigned)n;
-        answer_batch(w, fd, pktinfo, (unsigned)n);
+        answer_batch(w, fd, li, pktinfo, (unsigned)n);
         total += (unsigned)n;
         if ((unsigned)n < UDP_BATCH)
             break; /* short batch: the queue is (almost surely) empty; spare the EAGAIN call */
@@ -260,7 +300,7 @@ unsigned udp_wait_batch(worker_t *w, size_t li)
         return 0; /* SO_RCVTIMEO expired (idle), or EINTR */
     w->udp->used = (unsigned)n;
     w->view = tern_rcu_deref(*srv->view);
-    answer_batch(w, fd, pktinfo, (unsigned)n);
+    answer_batch(w, fd, li, pktinfo, (unsigned)n);
     w->view = NULL;
     tern_rcu_quiescent();
     return (unsigned)n;

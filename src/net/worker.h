@@ -19,6 +19,7 @@
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
 #include "tern/net/server.h"
+#include "tern/qlog/qlog.h"
 
 /* recvmmsg/sendmmsg width. 32 datagrams amortise one syscall (~1-2 us) over enough answers
  * (~1 us each) that the syscall is no longer the cost, while 32 x 8 KiB of buffers stay within
@@ -120,6 +121,7 @@ typedef struct tcp_conn {
     uint8_t *rbuf;       /* TCP_MSG_MAX bytes */
     uint8_t *wbuf;       /* TCP_WBUF_SIZE bytes */
     struct sockaddr_storage peer; /* the client, for geo-steered answers */
+    uint8_t li;                   /* the listener it came through (the query log's server) */
 } tcp_conn_t;
 
 typedef struct tcp_pool {
@@ -165,6 +167,8 @@ typedef struct worker {
     udp_state_t *udp;
     tcp_pool_t tcp;
     net_counters_t stats;
+    qlog_ring_t *qring; /* this worker's query-log ring, or NULL: nothing logged */
+    int64_t qtime_ns;   /* wall clock of the batch in hand, when qring */
     answer_ctx_t actx;
 } TERN_ALIGNED(TERN_CACHELINE) worker_t; /* cache-line separated: no false sharing */
 
@@ -179,18 +183,24 @@ struct server {
     bool wildcard[CONFIG_MAX_LISTEN]; /* bound to 0.0.0.0 / :: : reply with PKTINFO */
     unsigned nworkers;
     worker_t *workers;
+    qlog_t *qlog; /* the query log (tern/qlog/qlog.h), or NULL */
+    /* each listener's own address and port: the query log's server side (a wildcard UDP
+     * listener logs the address each datagram was sent to, from its PKTINFO) */
+    struct sockaddr_storage local[CONFIG_MAX_LISTEN];
 };
 
-/* The clock the limits and the online signer of the next batch judge by: read once per batch,
- * and only when the view has limits or a signed zone (vDSO calls, no system call). */
+/* The clock the limits, the online signer and the query log of the next batch judge by: read
+ * once per batch, and only when the view has limits or a signed zone or queries are logged
+ * (vDSO calls, no system call). */
 static inline void worker_clock(worker_t *w)
 {
-    if (w->view && (w->view->limit || w->view->dnssec)) {
+    if (w->view && (w->view->limit || w->view->dnssec || w->qring)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         w->actx.now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
         clock_gettime(CLOCK_REALTIME, &ts);
         w->actx.now_s = (uint32_t)ts.tv_sec;
+        w->qtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     }
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* dir (at least 32 bytes) becomes a fresh "/tmp/<prefix>-XXXXXX" directory. */
 static inline void tu_mkdtemp(char *dir, size_t len, const char *prefix)
@@ -58,6 +59,20 @@ static inline socklen_t tu_sockaddr(struct sockaddr_storage *ss, int family, con
     sa->sin6_port = htons(port);
     assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
     return sizeof(*sa);
+}
+
+/* The monotonic clock in milliseconds, and a sleep of ms milliseconds (for bounded polls). */
+static inline int64_t tu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline void tu_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 #endif

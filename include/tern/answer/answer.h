@@ -111,6 +111,9 @@ typedef struct answer_info {
     bool cookie;               /* the query had a COOKIE option (cookies on) */
     bool cookie_valid;         /* ... with a valid server cookie */
     bool badcookie;            /* answered BADCOOKIE */
+    uint8_t scope;             /* ECS scope prefix written in the response (0: none) */
+    const struct zone *zone;   /* the zone of the name asked (a chain may go on elsewhere), or
+                                  NULL when no served zone holds it */
 } answer_info_t;
 
 /* What the geo filters looked up for one client address (select.c), kept per worker: resolvers

@@ -23,6 +23,8 @@ enum {
     TERN_EEXIST = -EEXIST,
     TERN_ERANGE = -ERANGE,
     TERN_ENOTSUP = -ENOTSUP,
+    TERN_EIO = -EIO,       /* a write to a log or socket failed */
+    TERN_EAGAIN = -EAGAIN, /* would block: refused instead (a full queue) */
     /* tern's own codes live below every errno value */
     TERN_EBASE = -1000,
     TERN_EMALF = -1001,    /* malformed wire data */

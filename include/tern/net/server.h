@@ -29,6 +29,7 @@
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
+#include "tern/qlog/qlog.h"
 #include "tern/zone/zone_table.h"
 
 typedef struct server server_t;
@@ -126,6 +127,13 @@ server_t *server_bind(const config_t *cfg, const answer_view_t *const *view) TER
 /** The shared limit state whose TCP connection counts the workers keep (tcp_max_per_client);
  * before server_run(). NULL (the default): no cap. */
 void server_set_limits(server_t *s, limit_shared_t *limits);
+
+/** The query log whose rings the workers write (tern/qlog/qlog.h), one per worker; before
+ * server_run(). NULL (the default): nothing is logged, at the cost of one branch per query. */
+void server_set_qlog(server_t *s, qlog_t *q);
+
+/** The query log's counters; false (zeroed) without one. Any thread. */
+bool server_qlog_stats(const server_t *s, qlog_stats_t *out);
 
 /** Start the workers of a bound server; *view must be published (not NULL) by then. 0, or a
  * negative code after logging (server_stop() then cleans up). */

@@ -48,19 +48,6 @@ static struct knot {
     char knotd[64], knotc[64];
 } knot;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* A loopback port free for both UDP and TCP right now. */
 static uint16_t free_port(void)
 {
@@ -148,16 +135,16 @@ static void knot_spawn(void)
         _exit(127);
     }
     knot.pid = pid;
-    int64_t deadline = now_ms() + KNOT_WAIT_MS;
+    int64_t deadline = tu_now_ms() + KNOT_WAIT_MS;
     while (!knot_answers()) {
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
             knot.pid = 0;
             fail_msg("knotd exited at start (see %s)", log);
         }
-        if (now_ms() > deadline)
+        if (tu_now_ms() > deadline)
             fail_msg("knotd on port %u does not answer after %d ms", knot.port, KNOT_WAIT_MS);
-        sleep_ms(20);
+        tu_sleep_ms(20);
     }
 }
 
@@ -167,15 +154,15 @@ static void knot_kill(void)
     if (!knot.pid)
         return;
     kill(knot.pid, SIGTERM);
-    int64_t deadline = now_ms() + KNOT_WAIT_MS;
+    int64_t deadline = tu_now_ms() + KNOT_WAIT_MS;
     int st;
     while (waitpid(knot.pid, &st, WNOHANG) != knot.pid) {
-        if (now_ms() > deadline) {
+        if (tu_now_ms() > deadline) {
             kill(knot.pid, SIGKILL);
             waitpid(knot.pid, &st, 0);
             break;
         }
-        sleep_ms(10);
+        tu_sleep_ms(10);
     }
     knot.pid = 0;
 }
@@ -347,7 +334,7 @@ static bool entry_is(const aname_results_t *t, const char *name, uint16_t qtype,
 static aname_results_t *wait_entry(struct pubs *p, const char *name, uint16_t qtype, int state,
                                    const char *addr)
 {
-    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
     for (;;) {
         aname_results_t *t = pubs_get(p, NULL);
         if (t && entry_is(t, name, qtype, state, addr))
@@ -355,10 +342,10 @@ static aname_results_t *wait_entry(struct pubs *p, const char *name, uint16_t qt
         const aname_result_t *r = t ? find(t, name, qtype) : NULL;
         int got = r ? r->state : -1;
         aname_results_release(t);
-        if (now_ms() > deadline)
+        if (tu_now_ms() > deadline)
             fail_msg("%s type %u: state %d after %d ms, want %d%s%s", name, qtype, got, PUB_WAIT_MS,
                      state, addr ? " with " : "", addr ? addr : "");
-        sleep_ms(20);
+        tu_sleep_ms(20);
     }
 }
 
@@ -477,11 +464,11 @@ static void test_upstream_down_and_back(void **state)
     aname_resolver_stats(res, &st0);
     knot_kill();
     /* failures are counted (the refused name counts too, so wait for more than it alone) */
-    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
     do {
-        sleep_ms(50);
+        tu_sleep_ms(50);
         aname_resolver_stats(res, &st);
-        if (now_ms() > deadline)
+        if (tu_now_ms() > deadline)
             fail_msg("no failures counted with the upstream down");
     } while (st.failures < st0.failures + 6);
     /* ... and the last good answers stay */
@@ -512,7 +499,7 @@ static void test_set_targets(void **state)
     set_targets(res, names, 3);
     /* published at once: the removed targets are gone, the kept one keeps its answer, the new
      * one is pending or already answered */
-    int64_t deadline = now_ms() + PUB_WAIT_MS;
+    int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
     aname_results_t *t;
     for (;;) {
         unsigned n;
@@ -520,9 +507,9 @@ static void test_set_targets(void **state)
         if (n > n0 && aname_results_count(t) == 4)
             break;
         aname_results_release(t);
-        if (now_ms() > deadline)
+        if (tu_now_ms() > deadline)
             fail_msg("no table with the new set of targets");
-        sleep_ms(10);
+        tu_sleep_ms(10);
     }
     assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
     assert_null(find(t, "nope.up.test.", WIRE_T_A));
@@ -544,15 +531,15 @@ static void test_set_targets(void **state)
     set_targets(res, names, 2);
     /* an empty set: an empty table */
     set_targets(res, NULL, 0);
-    deadline = now_ms() + PUB_WAIT_MS;
+    deadline = tu_now_ms() + PUB_WAIT_MS;
     for (;;) {
         t = pubs_get(&pubs, NULL);
         if (aname_results_count(t) == 0)
             break;
         aname_results_release(t);
-        if (now_ms() > deadline)
+        if (tu_now_ms() > deadline)
             fail_msg("no empty table after an empty set of targets");
-        sleep_ms(10);
+        tu_sleep_ms(10);
     }
     aname_results_release(t);
     aname_resolver_stats(res, &st);

@@ -1,0 +1,51 @@
+/*
+ * qlog_rec.h — one logged query as the workers hand it to the log writer (tern/qlog/qlog.h):
+ * a fixed header, then the query's wire bytes and the response's. Workers fill it in place in
+ * their ring (no allocation, no formatting); the writer thread turns it into a dnstap frame
+ * (tern/qlog/dnstap.h) and/or a request-log line (tern/qlog/reqlog.h).
+ *
+ * Addresses are in network byte order: IPv4 in the first 4 bytes of the 16. Times are wall
+ * clock nanoseconds since the epoch (the worker's clock for the batch the query came in).
+ */
+#ifndef TERN_QLOG_QLOG_REC_H
+#define TERN_QLOG_QLOG_REC_H
+
+#include <stdint.h>
+
+/* Query plus response bytes one record keeps. A response that does not fit beside its query is
+ * logged without its bytes (QLOG_F_RESPONSE_CUT); a query that does not fit is cut the same way
+ * (QLOG_F_QUERY_CUT: its qname/qtype fields still say what was asked). */
+#define QLOG_WIRE_MAX 4096u
+
+enum qlog_flags {
+    QLOG_F_TCP = 1u << 0,          /* else UDP */
+    QLOG_F_RESPONSE = 1u << 1,     /* a response was sent (else dropped: rcode says why) */
+    QLOG_F_QUERY_CUT = 1u << 2,    /* the query's bytes are not kept (qlen 0) */
+    QLOG_F_RESPONSE_CUT = 1u << 3, /* the response's bytes are not kept (rlen 0) */
+    QLOG_F_ECS = 1u << 4,          /* the query had a usable ECS option: ecs_* are set */
+    QLOG_F_COUNTRY = 1u << 5,      /* the answer was steered by the client's country: country */
+    QLOG_F_ASN = 1u << 6,          /* ... by its ASN: asn */
+};
+
+typedef struct qlog_rec {
+    uint32_t size;  /* bytes of this record: header + qlen + rlen, rounded up to 8 */
+    uint16_t flags; /* enum qlog_flags */
+    uint8_t family; /* 4 or 6: of client and server addresses */
+    uint8_t scope;  /* ECS scope prefix of the response (0: none or not steered) */
+    uint16_t qtype; /* as asked (0 when the query did not parse) */
+    uint16_t rcode; /* full (extended) rcode of the response; 0xFFFF when none was sent */
+    uint16_t client_port, server_port;
+    uint8_t client_addr[16], server_addr[16];
+    uint8_t ecs_family; /* 1 (IPv4) or 2 (IPv6), RFC 7871 */
+    uint8_t ecs_source; /* source prefix length */
+    uint8_t ecs_addr[16];
+    char country[2];  /* ISO 3166 code of the client when QLOG_F_COUNTRY */
+    uint32_t asn;     /* the client's ASN when QLOG_F_ASN */
+    int64_t qtime_ns; /* when the query arrived (the worker's batch clock), wall clock */
+    int64_t rtime_ns; /* when the response was written */
+    uint16_t qlen;    /* query bytes at wire[0..qlen) */
+    uint16_t rlen;    /* response bytes at wire[qlen..qlen+rlen) */
+    uint8_t wire[];
+} qlog_rec_t;
+
+#endif

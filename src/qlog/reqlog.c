@@ -1,0 +1,523 @@
+/*
+ * reqlog.c — redins' request log (reqlog.h says what a line holds and who calls what).
+ *
+ * A line is formatted straight into the output buffer, with no allocation and no stdio: the
+ * writer thread may see every query of every worker. The query's bytes are parsed again here
+ * (wire_parse_query(), the workers' own parser, so the name logged is the name answered) for
+ * the qname; the workers keep only bytes, never text, in their rings.
+ */
+#include "tern/qlog/reqlog.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/wire/dname.h"
+#include "tern/wire/parse.h"
+#include "tern/wire/rr.h"
+
+/* 64 KiB: a few hundred lines per write(2), so a busy server costs the writer thread one
+ * syscall per few hundred queries, and a pipe (the journal's stdout) takes a whole buffer in
+ * one write. */
+#define REQLOG_BUF (64u << 10)
+
+/* Room kept for one line before formatting it. The longest line is about 2.7 KiB: the fixed
+ * keys and numbers (~400 bytes), two IPv6 addresses and an ECS prefix (~150), and a 255-byte
+ * qname in presentation form with every byte escaped (\DDD, 1020 bytes) and each of its
+ * backslashes escaped again for JSON or a quoted text value (2040). */
+#define REQLOG_LINE_MAX 4096u
+
+/* Presentation form of any name: every byte \DDD, the dots, the NUL. */
+#define NAME_TEXT_MAX (DNAME_MAXLEN * 4 + 1)
+
+struct qlog_reqlog {
+    qlog_reqlog_target_t target;
+    qlog_reqlog_format_t format;
+    int fd;           /* the file's (ours), or 1 or 2 */
+    char *path;       /* file target */
+    const char *name; /* for messages: the path, "stdout" or "stderr" */
+    size_t len;       /* bytes buffered */
+    uint64_t nbuf;    /* lines buffered */
+    bool failing;     /* the last write failed: said once, and once again when writes work */
+    uint64_t lines;   /* written by the owner thread, read by any: relaxed atomics */
+    uint64_t errors;
+    int64_t tsec;     /* the second tprefix shows; -1: none yet */
+    char tprefix[24]; /* "2026-11-26T04:05:06" */
+    wire_query_t q;   /* scratch for the query's bytes (its name view is 1.4 KiB) */
+    char buf[REQLOG_BUF];
+};
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+/* A cursor into the buffer; every put stops at end (a line never exceeds REQLOG_LINE_MAX, so
+ * nothing is ever cut, but a bug would cut a line, still ended by its newline, rather than
+ * overrun the buffer). */
+typedef struct out {
+    char *p;
+    char *end;
+} out_t;
+
+static void put(out_t *o, const char *s, size_t n)
+{
+    size_t room = (size_t)(o->end - o->p);
+    if (n > room)
+        n = room;
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+static void put_s(out_t *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+static void put_c(out_t *o, char c)
+{
+    if (o->p < o->end)
+        *o->p++ = c;
+}
+
+static void put_u64(out_t *o, uint64_t v)
+{
+    char d[20];
+    size_t n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        put_c(o, d[--n]);
+}
+
+/* v as exactly width digits, zero-padded (width <= 9). */
+static void put_digits(out_t *o, uint32_t v, unsigned width)
+{
+    char d[9];
+    for (unsigned i = width; i-- > 0; v /= 10)
+        d[i] = (char)('0' + v % 10);
+    put(o, d, width);
+}
+
+/* s (n bytes of anything) inside a JSON string: '"' and '\' escaped, every control byte and
+ * every byte outside ASCII as \u00XX (a byte, not UTF-8: the line stays valid JSON whatever the
+ * bytes were). */
+static void put_json_str(out_t *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    put_c(o, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            put_c(o, '\\');
+            put_c(o, (char)c);
+        } else if (c < 0x20 || c >= 0x7f) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(o, e, sizeof(e));
+        } else {
+            put_c(o, (char)c);
+        }
+    }
+    put_c(o, '"');
+}
+
+/* A text value that needs quotes: empty, or holding a byte that would end it (a space), start a
+ * forged line (a control byte), or make it ambiguous ('"', '=', '\', non-ASCII). */
+static bool text_needs_quotes(const char *s, size_t n)
+{
+    if (n == 0)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || c == '"' || c == '=' || c == '\\')
+            return true;
+    }
+    return false;
+}
+
+static void put_text_value(out_t *o, const char *s, size_t n)
+{
+    if (!text_needs_quotes(s, n)) {
+        put(o, s, n);
+        return;
+    }
+    char esc[TERN_ESCAPE_MAX(NAME_TEXT_MAX)];
+    if (n > NAME_TEXT_MAX)
+        n = NAME_TEXT_MAX; /* nothing longer is ever logged (see NAME_TEXT_MAX) */
+    put_c(o, '"');
+    put_s(o, tern_escape(esc, sizeof(esc), s, n));
+    put_c(o, '"');
+}
+
+/* ,"key": or " key=" */
+static void put_key(const qlog_reqlog_t *l, out_t *o, const char *key)
+{
+    if (l->format == QLOG_REQLOG_JSON) {
+        put_s(o, ",\"");
+        put_s(o, key);
+        put_s(o, "\":");
+    } else {
+        put_c(o, ' ');
+        put_s(o, key);
+        put_c(o, '=');
+    }
+}
+
+static void field_str(const qlog_reqlog_t *l, out_t *o, const char *key, const char *s, size_t n)
+{
+    put_key(l, o, key);
+    if (l->format == QLOG_REQLOG_JSON)
+        put_json_str(o, s, n);
+    else
+        put_text_value(o, s, n);
+}
+
+static void field_s(const qlog_reqlog_t *l, out_t *o, const char *key, const char *s)
+{
+    field_str(l, o, key, s, strlen(s));
+}
+
+static void field_u64(const qlog_reqlog_t *l, out_t *o, const char *key, uint64_t v)
+{
+    put_key(l, o, key);
+    put_u64(o, v);
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+/* "2026-11-26T04:05:06.123456Z" for ns since the epoch. gmtime_r() and strftime() only when the
+ * second changes: the lines of one drain pass mostly share it. */
+static void put_time(qlog_reqlog_t *l, out_t *o, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    int64_t sec = ns / 1000000000;
+    uint32_t us = (uint32_t)(ns % 1000000000 / 1000);
+    if (sec != l->tsec) {
+        struct tm tm;
+        time_t t = (time_t)sec;
+        if (!gmtime_r(&t, &tm) ||
+            strftime(l->tprefix, sizeof(l->tprefix), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+            snprintf(l->tprefix, sizeof(l->tprefix), "1970-01-01T00:00:00");
+        l->tsec = sec;
+    }
+    put_s(o, l->tprefix);
+    put_c(o, '.');
+    put_digits(o, us, 6);
+    put_c(o, 'Z');
+}
+
+/* The types tern names (rr.h), the common ones first: a lookup is a short scan. */
+static const struct {
+    uint16_t type;
+    const char *name;
+} type_names[] = {
+    {WIRE_T_A, "A"},         {WIRE_T_AAAA, "AAAA"},     {WIRE_T_HTTPS, "HTTPS"},
+    {WIRE_T_CNAME, "CNAME"}, {WIRE_T_TXT, "TXT"},       {WIRE_T_MX, "MX"},
+    {WIRE_T_NS, "NS"},       {WIRE_T_SOA, "SOA"},       {WIRE_T_PTR, "PTR"},
+    {WIRE_T_SRV, "SRV"},     {WIRE_T_SVCB, "SVCB"},     {WIRE_T_CAA, "CAA"},
+    {WIRE_T_DS, "DS"},       {WIRE_T_DNSKEY, "DNSKEY"}, {WIRE_T_ANY, "ANY"},
+    {WIRE_T_HINFO, "HINFO"}, {WIRE_T_NAPTR, "NAPTR"},   {WIRE_T_DNAME, "DNAME"},
+    {WIRE_T_OPT, "OPT"},     {WIRE_T_RRSIG, "RRSIG"},   {WIRE_T_NSEC, "NSEC"},
+    {WIRE_T_NSEC3, "NSEC3"}, {WIRE_T_TLSA, "TLSA"},     {WIRE_T_NSEC3PARAM, "NSEC3PARAM"},
+    {WIRE_T_TSIG, "TSIG"},   {WIRE_T_IXFR, "IXFR"},     {WIRE_T_AXFR, "AXFR"},
+    {WIRE_T_MAILB, "MAILB"}, {WIRE_T_MAILA, "MAILA"},   {WIRE_T_ANAME, "ANAME"},
+};
+
+/* The mnemonic of t, or RFC 3597's TYPE<n> in tmp. */
+static const char *type_name(uint16_t t, char tmp[16])
+{
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(type_names); i++)
+        if (type_names[i].type == t)
+            return type_names[i].name;
+    snprintf(tmp, 16, "TYPE%u", (unsigned)t);
+    return tmp;
+}
+
+/* The rcodes tern sends (parse.h), by value. */
+static const struct {
+    uint16_t rcode;
+    const char *name;
+} rcode_names[] = {
+    {WIRE_RC_NOERROR, "NOERROR"},     {WIRE_RC_FORMERR, "FORMERR"}, {WIRE_RC_SERVFAIL, "SERVFAIL"},
+    {WIRE_RC_NXDOMAIN, "NXDOMAIN"},   {WIRE_RC_NOTIMP, "NOTIMP"},   {WIRE_RC_REFUSED, "REFUSED"},
+    {WIRE_RC_YXDOMAIN, "YXDOMAIN"},   {WIRE_RC_NOTAUTH, "NOTAUTH"}, {WIRE_RC_BADVERS, "BADVERS"},
+    {WIRE_RC_BADCOOKIE, "BADCOOKIE"},
+};
+
+/* The name of a full (extended) rcode, "DROPPED" for none sent, else RCODE<n> in tmp. */
+static const char *rcode_name(uint16_t rc, char tmp[16])
+{
+    if (rc == 0xFFFF)
+        return "DROPPED";
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(rcode_names); i++)
+        if (rcode_names[i].rcode == rc)
+            return rcode_names[i].name;
+    snprintf(tmp, 16, "RCODE%u", (unsigned)rc);
+    return tmp;
+}
+
+/* The text of addr (family 4 or 6, or AF_INET/AF_INET6 as af); "" for anything else. */
+static const char *addr_text(int af, const uint8_t *addr, char buf[INET6_ADDRSTRLEN])
+{
+    if ((af != AF_INET && af != AF_INET6) || !inet_ntop(af, addr, buf, INET6_ADDRSTRLEN))
+        buf[0] = '\0';
+    return buf;
+}
+
+static int rec_af(uint8_t family)
+{
+    return family == 6 ? AF_INET6 : family == 4 ? AF_INET : AF_UNSPEC;
+}
+
+/* The query's name (lowercased, presentation form) into name and its type into *qtype, from r's
+ * query bytes; false when there are none or they hold no question. */
+static bool query_name(qlog_reqlog_t *l, const qlog_rec_t *r, char *name, size_t len,
+                       uint16_t *qtype)
+{
+    const size_t hdr = offsetof(qlog_rec_t, wire);
+    /* a record's lengths come from our own workers; a bad one must still not read past it */
+    if ((r->flags & QLOG_F_QUERY_CUT) || r->qlen < WIRE_HDR_LEN || r->size < hdr ||
+        (size_t)r->qlen + r->rlen > r->size - hdr)
+        return false;
+    wire_parse_result_t pr = wire_parse_query(&l->q, r->wire, r->qlen);
+    if (pr == WIRE_DROP || !l->q.has_question)
+        return false;
+    if (dname_to_str(l->q.name.lc, name, len) < 0)
+        return false;
+    *qtype = l->q.qtype;
+    return true;
+}
+
+/* One record as a line at o, without its newline. */
+static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
+{
+    char name[NAME_TEXT_MAX], abuf[INET6_ADDRSTRLEN], tmp[16];
+    bool json = l->format == QLOG_REQLOG_JSON;
+
+    if (json)
+        put_s(o, "{\"time\":\"");
+    put_time(l, o, r->qtime_ns);
+    put_s(o, json ? "\",\"level\":\"info\",\"msg\":\"dns request\"" : " info dns request");
+
+    int af = rec_af(r->family);
+    field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
+    field_u64(l, o, "source_port", r->client_port);
+    field_s(l, o, "destination_ip", addr_text(af, r->server_addr, abuf));
+    field_u64(l, o, "destination_port", r->server_port);
+
+    uint16_t qtype = r->qtype;
+    const char *type;
+    if (query_name(l, r, name, sizeof(name), &qtype)) {
+        type = type_name(qtype, tmp);
+    } else {
+        name[0] = '\0';
+        type = qtype ? type_name(qtype, tmp) : "";
+    }
+    field_s(l, o, "record", name);
+    field_s(l, o, "type", type);
+
+    bool ecs = r->flags & QLOG_F_ECS;
+    if (ecs) {
+        int eaf = r->ecs_family == 1 ? AF_INET : r->ecs_family == 2 ? AF_INET6 : AF_UNSPEC;
+        char subnet[INET6_ADDRSTRLEN + 8];
+        int k = snprintf(subnet, sizeof(subnet), "%s/%u", addr_text(eaf, r->ecs_addr, abuf),
+                         (unsigned)r->ecs_source);
+        field_str(l, o, "client_subnet", subnet, k > 0 ? (size_t)k : 0);
+    }
+    if (r->flags & QLOG_F_COUNTRY)
+        field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
+    if (r->flags & QLOG_F_ASN)
+        field_u64(l, o, "source_asn", r->asn);
+    if (ecs || r->scope)
+        field_u64(l, o, "ecs_scope", r->scope);
+    field_s(l, o, "response_code", rcode_name(r->rcode, tmp));
+
+    /* milliseconds, redins' unit, to the microsecond */
+    uint64_t us = r->rtime_ns > r->qtime_ns ? (uint64_t)(r->rtime_ns - r->qtime_ns) / 1000 : 0;
+    put_key(l, o, "process_time");
+    put_u64(o, us / 1000);
+    put_c(o, '.');
+    put_digits(o, (uint32_t)(us % 1000), 3);
+
+    field_s(l, o, "transport", r->flags & QLOG_F_TCP ? "tcp" : "udp");
+    if (json)
+        put_c(o, '}');
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* n bytes at p to fd, whole (EINTR and short writes retried). 0 or a negated errno. */
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        if (k == 0)
+            return TERN_EIO;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void add(uint64_t *counter, uint64_t n)
+{
+    __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+int qlog_reqlog_flush(qlog_reqlog_t *l)
+{
+    if (l->len == 0)
+        return 0;
+    int rc = write_all(l->fd, l->buf, l->len);
+    if (rc < 0) {
+        add(&l->errors, l->nbuf);
+        /* said once per outage, not per buffer: a full disk would otherwise flood the log */
+        if (!l->failing)
+            log_err("requests: %s: %s; request log lines are lost until it works again", l->name,
+                    tern_strerror(rc));
+        l->failing = true;
+    } else {
+        add(&l->lines, l->nbuf);
+        if (l->failing)
+            log_info("requests: %s: writing again", l->name);
+        l->failing = false;
+    }
+    l->len = 0;
+    l->nbuf = 0;
+    return rc < 0 ? TERN_EIO : 0;
+}
+
+int qlog_reqlog_write(qlog_reqlog_t *l, const qlog_rec_t *r)
+{
+    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && qlog_reqlog_flush(l) < 0) {
+        add(&l->errors, 1);
+        return TERN_EIO;
+    }
+    /* the newline's byte is kept out of the cursor's reach */
+    out_t o = {l->buf + l->len, l->buf + l->len + REQLOG_LINE_MAX - 1};
+    format_line(l, &o, r);
+    *o.p++ = '\n';
+    l->len = (size_t)(o.p - l->buf);
+    l->nbuf++;
+    return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+/* path opened for appending: never blocking (a FIFO without a reader fails with ENXIO instead),
+ * only what a log can be written to. The descriptor, or a negated errno with why in err. */
+static int open_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0640);
+    if (fd < 0) {
+        int e = errno;
+        tern_set_err(err, errlen, "requests: %s: %s", path, tern_strerror(-e));
+        return -e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        tern_set_err(err, errlen, "requests: %s: %s", path, tern_strerror(-e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        close(fd);
+        tern_set_err(err, errlen, "requests: %s: %s", path,
+                     S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        return TERN_EINVAL;
+    }
+    /* blocking writes from here: the writer thread waits for the disk, never drops a line */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        tern_set_err(err, errlen, "requests: %s: %s", path, tern_strerror(-e));
+        return -e;
+    }
+    return fd;
+}
+
+qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t errlen)
+{
+    if ((o->target != QLOG_REQLOG_FILE && o->target != QLOG_REQLOG_STDOUT &&
+         o->target != QLOG_REQLOG_STDERR) ||
+        (o->format != QLOG_REQLOG_JSON && o->format != QLOG_REQLOG_TEXT)) {
+        tern_set_err(err, errlen, "requests: bad target or format");
+        return NULL;
+    }
+    if (o->target == QLOG_REQLOG_FILE && (!o->path || !o->path[0])) {
+        tern_set_err(err, errlen, "requests: target file needs a path");
+        return NULL;
+    }
+    qlog_reqlog_t *l = calloc(1, sizeof(*l));
+    if (!l) {
+        tern_set_err(err, errlen, "requests: out of memory");
+        return NULL;
+    }
+    l->target = o->target;
+    l->format = o->format;
+    l->tsec = -1;
+    if (o->target == QLOG_REQLOG_FILE) {
+        if (!(l->path = strdup(o->path))) {
+            tern_set_err(err, errlen, "requests: out of memory");
+            free(l);
+            return NULL;
+        }
+        if ((l->fd = open_file(l->path, err, errlen)) < 0) {
+            free(l->path);
+            free(l);
+            return NULL;
+        }
+        l->name = l->path;
+    } else {
+        l->fd = o->target == QLOG_REQLOG_STDOUT ? STDOUT_FILENO : STDERR_FILENO;
+        l->name = o->target == QLOG_REQLOG_STDOUT ? "stdout" : "stderr";
+    }
+    return l;
+}
+
+int qlog_reqlog_reopen(qlog_reqlog_t *l, char *err, size_t errlen)
+{
+    /* the lines of before the rotation go to the file they belong in */
+    (void)qlog_reqlog_flush(l);
+    if (l->target != QLOG_REQLOG_FILE)
+        return 0;
+    int fd = open_file(l->path, err, errlen);
+    if (fd < 0)
+        return fd;
+    close(l->fd);
+    l->fd = fd;
+    return 0;
+}
+
+void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors)
+{
+    *lines = __atomic_load_n(&l->lines, __ATOMIC_RELAXED);
+    *errors = __atomic_load_n(&l->errors, __ATOMIC_RELAXED);
+}
+
+void qlog_reqlog_close(qlog_reqlog_t *l)
+{
+    if (!l)
+        return;
+    (void)qlog_reqlog_flush(l);
+    if (l->target == QLOG_REQLOG_FILE)
+        close(l->fd);
+    free(l->path);
+    free(l);
+}
