@@ -54,7 +54,11 @@
 #include "tern/qlog/qlog_rec.h"
 
 /* Messages fstrm's queue holds before qlog_dnstap_write drops (see dnstap.c for the reason). */
-#define DNSTAP_QUEUE_SIZE 4096u
+#define DNSTAP_QUEUE_SIZE 16384u
+/* Messages queued before fstrm's I/O thread is woken (it also wakes each second to flush), and
+ * the most one writev() takes. */
+#define DNSTAP_NOTIFY       512u
+#define DNSTAP_OUTPUT_QUEUE 512u
 
 /* Longest a send to, or a handshake read from, a stalled socket reader may block fstrm's I/O
  * thread (and so qlog_dnstap_close) before the connection is given up. */

@@ -45,7 +45,7 @@ static inline config_t load_text(const char *text)
 static inline void expect_error(const char *text, unsigned line, const char *msg)
 {
     config_t c;
-    char err[512] = "", want[512];
+    char err[512] = "", want[1024];
     config_init(&c);
     const char *path = write_tmp(text);
     int r = config_load(&c, path, err, sizeof(err));
