@@ -57,6 +57,8 @@ _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) =
  * libyaml builds a node tree of it. */
 #define CONFIG_FILE_MAX (64u << 20)
 
+static const char *const redis_read_from_names[] = {"primary", "replica"};
+
 const opt_t config_redis_schema[RS_COUNT] = {
     [RS_ADDRESS] = {.key = "address",
                     .type = OPT_REDIS_ADDR,
@@ -152,6 +154,17 @@ const opt_t config_redis_schema[RS_COUNT] = {
                       .min = 1,
                       .max = 10000000,
                       .desc = "zones read from the set; the ones beyond are skipped and logged"},
+    [RS_SENTINEL] = {.key = "sentinel",
+                     .type = OPT_CUSTOM,
+                     .desc = "{addresses: [\"IP:PORT\", ...], master, password}: ask Redis "
+                             "Sentinel for the node and follow its failovers; not with address"},
+    [RS_READ_FROM] = {.key = "read_from",
+                      .type = OPT_ENUM,
+                      RFIELD(read_from),
+                      .names = redis_read_from_names,
+                      .max = 1,
+                      .desc = "read zones from the primary or a replica Sentinel names "
+                              "(replica needs sentinel)"},
 };
 
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t),
@@ -953,10 +966,24 @@ static bool parse_port(const char *s, uint16_t *port);
 
 /* The strings of config_redis_t, for config_free(), config_copy() and config_same_redis(). */
 static const size_t redis_strs[] = {
-    offsetof(config_redis_t, host),     offsetof(config_redis_t, unix_path),
-    offsetof(config_redis_t, password), offsetof(config_redis_t, prefix),
-    offsetof(config_redis_t, suffix),   offsetof(config_redis_t, changes_channel),
+    offsetof(config_redis_t, host),
+    offsetof(config_redis_t, unix_path),
+    offsetof(config_redis_t, password),
+    offsetof(config_redis_t, prefix),
+    offsetof(config_redis_t, suffix),
+    offsetof(config_redis_t, changes_channel),
+    offsetof(config_redis_t, sentinel_master),
+    offsetof(config_redis_t, sentinel_password),
 };
+
+static void free_sentinels(config_redis_t *r)
+{
+    for (size_t i = 0; i < r->nsentinels; i++)
+        free(r->sentinels[i]);
+    free(r->sentinels);
+    r->sentinels = NULL;
+    r->nsentinels = 0;
+}
 
 static char **redis_str(config_redis_t *r, size_t i)
 {
@@ -975,6 +1002,7 @@ void config_redis_reset(config_redis_t *r)
 {
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         free(*redis_str(r, i));
+    free_sentinels(r);
     memset(r, 0, sizeof(*r));
     config_set_defaults(r, config_redis_schema, RS_COUNT);
 }
@@ -984,10 +1012,19 @@ int config_redis_copy(config_redis_t *dst, const config_redis_t *src)
     *dst = *src;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         *redis_str(dst, i) = NULL;
+    dst->sentinels = NULL;
+    dst->nsentinels = 0;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++) {
         const char *s = redis_str_value(src, i);
         if (s && !(*redis_str(dst, i) = strdup(s)))
             return TERN_ENOMEM;
+    }
+    if (src->nsentinels) {
+        if (!(dst->sentinels = calloc(src->nsentinels, sizeof(*dst->sentinels))))
+            return TERN_ENOMEM;
+        for (; dst->nsentinels < src->nsentinels; dst->nsentinels++)
+            if (!(dst->sentinels[dst->nsentinels] = strdup(src->sentinels[dst->nsentinels])))
+                return TERN_ENOMEM;
     }
     return 0;
 }
@@ -1094,6 +1131,89 @@ static int get_redis_address(parse_ctx_t *pc, const yaml_node_t *n, const char *
     return rc;
 }
 
+/* One sentinel address: numeric "IP:PORT" or "[V6]:PORT" (a name would make every reconnect,
+ * the moment a failover needs it, wait on DNS). */
+static bool sentinel_addr_ok(const char *s)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    struct in_addr a4;
+    struct in6_addr a6;
+    uint16_t port;
+    const char *colon = strrchr(s, ':');
+    if (!colon || (size_t)(colon - s) >= sizeof(host) || !parse_port(colon + 1, &port) || !port)
+        return false;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    size_t hl = strlen(host);
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        return inet_pton(AF_INET6, host + 1, &a6) == 1;
+    }
+    return inet_pton(AF_INET, host, &a4) == 1;
+}
+
+/* tern's "sentinel": {addresses, master, password} into r; null = no Sentinel. */
+static int get_redis_sentinel(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                              config_redis_t *r)
+{
+    static const opt_t master_row = {.key = "master", .type = OPT_STR, .min = 1, .max = 256};
+    static const opt_t password_row = {
+        .key = "password", .type = OPT_STR, .max = REDIS_STR_MAX, .empty_unsets = true};
+    static const field_t fields[] = {
+        {"addresses", "the sentinels, a list of \"IP:PORT\"", true, NULL},
+        {"master", "the name the sentinels monitor", true, NULL},
+        {"password", "AUTH to the sentinels", false, NULL},
+    };
+    const yaml_node_t *val[TERN_ARRAY_SIZE(fields)];
+    char path[64];
+    int rc;
+    free_sentinels(r);
+    free(r->sentinel_master);
+    free(r->sentinel_password);
+    r->sentinel_master = r->sentinel_password = NULL;
+    if (is_null(n))
+        return 0;
+    snprintf(path, sizeof(path), "%s: sentinel", key);
+    if ((rc = config_get_fields(pc, n, path, fields, TERN_ARRAY_SIZE(fields), val)) < 0)
+        return rc;
+    const yaml_node_t *a = val[0];
+    size_t count = a->type == YAML_SEQUENCE_NODE
+                       ? (size_t)(a->data.sequence.items.top - a->data.sequence.items.start)
+                       : 0;
+    if (a->type != YAML_SEQUENCE_NODE || count == 0 || count > CONFIG_REDIS_MAX_SENTINELS)
+        return config_fail(pc, a, path, "addresses: expected a list of 1 to %d \"IP:PORT\", got %s",
+                           CONFIG_REDIS_MAX_SENTINELS,
+                           a->type == YAML_SEQUENCE_NODE ? "an empty list or a longer one"
+                                                         : config_node_kind(a));
+    if (!(r->sentinels = calloc(count, sizeof(*r->sentinels))))
+        return TERN_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const yaml_node_t *e = node(pc, a->data.sequence.items.start[i]);
+        if (!is_text(e) || !sentinel_addr_ok(scalar(e)))
+            return config_fail(pc, e, path,
+                               "addresses[%zu]: expected a numeric \"IP:PORT\" or \"[V6]:PORT\", "
+                               "got %s%s%s",
+                               i, is_text(e) ? "\"" : "",
+                               is_text(e) ? scalar(e) : config_node_kind(e),
+                               is_text(e) ? "\"" : "");
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->sentinels[j], scalar(e)) == 0)
+                return config_fail(pc, e, path, "addresses[%zu]: \"%s\" given twice", i, scalar(e));
+        if (!(r->sentinels[i] = strdup(scalar(e))))
+            return TERN_ENOMEM;
+        r->nsentinels++;
+    }
+    if ((rc = config_get_str(pc, val[1], path, "master", &master_row, &r->sentinel_master)) < 0)
+        return rc;
+    if (!r->sentinel_master || strpbrk(r->sentinel_master, " \t\r\n"))
+        return config_fail(pc, val[1], path, "master: expected the name Sentinel monitors, got %s",
+                           r->sentinel_master ? "one with blanks" : "nothing");
+    if (val[2] && (rc = config_get_str(pc, val[2], path, "password", &password_row,
+                                       &r->sentinel_password)) < 0)
+        return rc;
+    return 0;
+}
+
 /* The key node of name in mapping n, or n itself when there is none. */
 const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, const char *name)
 {
@@ -1140,10 +1260,26 @@ int config_get_redis(parse_ctx_t *pc, const yaml_node_t *n, const char *key, siz
             continue;
         if (f->type == OPT_REDIS_ADDR)
             rc = get_redis_address(pc, val[i], key, r);
+        else if (i == RS_SENTINEL)
+            rc = get_redis_sentinel(pc, val[i], key, r);
         else
             rc = config_get_row(pc, val[i], key, f, r);
         if (rc < 0)
             return rc;
+    }
+    if (r->nsentinels && val[RS_ADDRESS])
+        return config_fail(pc, config_key_node(pc, n, "sentinel"), key,
+                           "sentinel: and address (line %zu) are exclusive: Sentinel names the "
+                           "node, give one of them",
+                           line_of(config_key_node(pc, n, "address")));
+    if (r->read_from == CONFIG_REDIS_READ_REPLICA && !r->nsentinels)
+        return config_fail(pc, config_key_node(pc, n, "read_from"), key,
+                           "read_from: replica needs sentinel: (the replicas are found through "
+                           "Sentinel)");
+    if (r->nsentinels) {
+        free(r->host);
+        r->host = NULL;
+        r->port = 0;
     }
     return 0;
 }
@@ -1722,10 +1858,14 @@ bool config_same_redis(const config_redis_t *a, const config_redis_t *b)
         a->read_timeout_ms != b->read_timeout_ms || a->zone_reload_s != b->zone_reload_s ||
         a->default_ttl != b->default_ttl || a->max_ttl != b->max_ttl ||
         a->max_value_bytes != b->max_value_bytes || a->max_labels != b->max_labels ||
-        a->max_rrset_records != b->max_rrset_records || a->max_zones != b->max_zones)
+        a->max_rrset_records != b->max_rrset_records || a->max_zones != b->max_zones ||
+        a->read_from != b->read_from || a->nsentinels != b->nsentinels)
         return false;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
         if (!same_str(redis_str_value(a, i), redis_str_value(b, i)))
+            return false;
+    for (size_t i = 0; i < a->nsentinels; i++)
+        if (strcmp(a->sentinels[i], b->sentinels[i]) != 0)
             return false;
     return true;
 }

@@ -130,6 +130,8 @@ enum {
     RS_MAX_LABELS,
     RS_MAX_RRSET_RECORDS,
     RS_MAX_ZONES,
+    RS_SENTINEL,
+    RS_READ_FROM,
     RS_COUNT
 };
 
@@ -166,8 +168,8 @@ typedef struct field {
     const char *later; /* non-NULL: a redins key tern refuses for now; what it is for */
 } field_t;
 
-/* Nested mappings have at most this many fields (tern's redis has 15). */
-#define MAX_FIELDS 16
+/* Nested mappings have at most this many fields (tern's redis has 17). */
+#define MAX_FIELDS 20
 
 /* ---- nodes -------------------------------------------------------------------------------- */
 

@@ -917,6 +917,11 @@ static void redis_cfg_free(config_redis_t *c)
     free(c->prefix);
     free(c->suffix);
     free(c->changes_channel);
+    for (size_t i = 0; i < c->nsentinels; i++)
+        free(c->sentinels[i]);
+    free(c->sentinels);
+    free(c->sentinel_master);
+    free(c->sentinel_password);
     memset(c, 0, sizeof(*c));
 }
 
@@ -926,7 +931,22 @@ static int redis_cfg_copy(config_redis_t *dst, const config_redis_t *src)
     *dst = *src;
     dst->host = dst->unix_path = dst->password = dst->prefix = dst->suffix = dst->changes_channel =
         NULL;
-    if ((src->host && !(dst->host = strdup(src->host))) ||
+    dst->sentinel_master = dst->sentinel_password = NULL;
+    dst->sentinels = NULL;
+    dst->nsentinels = 0;
+    if (src->nsentinels && !(dst->sentinels = calloc(src->nsentinels, sizeof(*dst->sentinels)))) {
+        redis_cfg_free(dst);
+        return TERN_ENOMEM;
+    }
+    for (; dst->nsentinels < src->nsentinels; dst->nsentinels++) {
+        if (!(dst->sentinels[dst->nsentinels] = strdup(src->sentinels[dst->nsentinels]))) {
+            redis_cfg_free(dst);
+            return TERN_ENOMEM;
+        }
+    }
+    if ((src->sentinel_master && !(dst->sentinel_master = strdup(src->sentinel_master))) ||
+        (src->sentinel_password && !(dst->sentinel_password = strdup(src->sentinel_password))) ||
+        (src->host && !(dst->host = strdup(src->host))) ||
         (src->unix_path && !(dst->unix_path = strdup(src->unix_path))) ||
         (src->password && !(dst->password = strdup(src->password))) ||
         (src->prefix && !(dst->prefix = strdup(src->prefix))) ||
@@ -1261,6 +1281,11 @@ static int redis_start(loader_t *l, const config_t *cfg)
     rc.read_timeout_ms = c->read_timeout_ms;
     rc.zone_reload_s = c->zone_reload_s;
     rc.changes_channel = c->changes_channel;
+    rc.sentinels = (const char *const *)c->sentinels;
+    rc.nsentinels = c->nsentinels;
+    rc.sentinel_master = c->sentinel_master;
+    rc.sentinel_password = c->sentinel_password;
+    rc.read_replica = c->read_from == CONFIG_REDIS_READ_REPLICA;
     rc.json.locate = redis_locate;
     rc.json.locate_ctx = l;
     rc.json.health = cfg->health.enabled ? l->health : NULL;
@@ -1296,7 +1321,11 @@ static int redis_start(loader_t *l, const config_t *cfg)
         redis_cfg_free(&l->redis_cfg);
         return TERN_EINVAL;
     }
-    if (c->unix_path)
+    if (c->nsentinels)
+        log_info("redis: zones from the %s of Sentinel's %s (%zu sentinels) db %u",
+                 rc.read_replica ? "replicas" : "primary", c->sentinel_master, c->nsentinels,
+                 c->db);
+    else if (c->unix_path)
         log_info("redis: zones from %s db %u", c->unix_path, c->db);
     else
         log_info("redis: zones from %s:%u db %u", c->host ? c->host : REDIS_SOURCE_DEFAULT_HOST,

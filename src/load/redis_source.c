@@ -29,6 +29,7 @@
 #include "tern/common/mem.h"
 #include "tern/wire/dname.h"
 
+#include "redis_sentinel.h"
 #include "zone_sign.h"
 
 /* Zones per pipelined batch of a full read: one round trip per 64 zones instead of two per zone
@@ -50,6 +51,16 @@
 /* Reconnect backoff: quick for a Redis restart, at most one attempt per 5 s for a long outage. */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+
+/* With Sentinel, a reconnect is one SENTINEL query and one connect, and the wait for a failover
+ * (down-after-milliseconds plus an election: seconds) is when it matters: retry at least once a
+ * second, not every 5 s. */
+#define SENTINEL_BACKOFF_MAX_MS 1000
+
+/* With Sentinel, while connected, the sentinels are asked this often whether the node read is
+ * still the one to read (one SENTINEL command; two for read_from replica): a failover that does
+ * not break the connection (the old primary still up, demoted) is followed within this. */
+#define SENTINEL_CHECK_MS 2000
 
 /* After this long without traffic a connection is PINGed: a Redis that vanished without closing
  * the socket (a host gone, a partition) is noticed within PING_IDLE_MS + the read timeout. */
@@ -217,12 +228,18 @@ struct redis_source {
     unsigned dnssec_workers; /* signed zones: their workers and signature policy */
     dnssec_policy_t dnssec_policy;
     redis_source_callbacks_t cb;
-    char *where;       /* "redis://host:port/db", for messages and zone sources */
-    char *k_set;       /* P redins:zones S */
-    char *ks_prefix;   /* "__keyspace@<db>__:" */
-    char *k_pattern;   /* the keyspace channel pattern */
-    char *channel;     /* the change channel, or NULL */
-    size_t plen, slen; /* strlen(prefix), strlen(suffix) */
+    char *where; /* "redis://host:port/db", for messages and zone sources */
+    /* Sentinel (nsentinels > 0): where to ask for the node; host and port are then unused */
+    redis_node_t *sentinels;
+    size_t nsentinels;
+    char *master, *sentinel_password;
+    bool read_replica;
+    unsigned replica_start; /* per-process random start among the usable replicas */
+    char *k_set;            /* P redins:zones S */
+    char *ks_prefix;        /* "__keyspace@<db>__:" */
+    char *k_pattern;        /* the keyspace channel pattern */
+    char *channel;          /* the change channel, or NULL */
+    size_t plen, slen;      /* strlen(prefix), strlen(suffix) */
     size_t max_value_bytes, max_labels, max_zones; /* bounds (json.max_rrset_records: the 4th) */
 
     /* shared with other threads */
@@ -235,6 +252,13 @@ struct redis_source {
 
     /* source thread only */
     redisContext *cmd, *sub;
+    redisContext *sen;    /* Sentinel: the connection to the sentinel that answered last */
+    redis_node_t node;    /* Sentinel: the node connected to (or last chosen) */
+    bool node_set;        /* node holds a node */
+    bool node_replica;    /* node is a replica (read_from replica and one was usable) */
+    bool no_replica_said; /* "no usable replica" was logged (until one is usable again) */
+    char sen_down[256];   /* the last sentinel failure logged while connected, "" if none */
+    int64_t next_sen_check;
     bool up;
     int64_t backoff, next_connect;
     char why[256];         /* why the last exchange failed */
@@ -648,7 +672,9 @@ static int sub_drain(redis_source_t *rs)
  */
 static int get_reply(redis_source_t *rs, redisContext *c, redisReply **out)
 {
-    const char *what = c == rs->sub ? "subscriber connection" : "connection";
+    const char *what = c == rs->sub   ? "subscriber connection"
+                       : c == rs->sen ? "sentinel connection"
+                                      : "connection";
     int64_t deadline = now_ms() + rs->read_timeout;
     *out = NULL;
     for (;;) {
@@ -728,11 +754,20 @@ static void conn_close(redis_source_t *rs)
     rs->cmd = rs->sub = NULL;
 }
 
-/* Open one connection within connect_timeout (non-blocking connect, waited on with poll). */
-static int conn_open(redis_source_t *rs, redisContext **out)
+static void sen_close(redis_source_t *rs)
 {
-    redisContext *c = rs->unix_path ? redisConnectUnixNonBlock(rs->unix_path)
-                                    : redisConnectNonBlock(rs->host, rs->port);
+    if (rs->sen)
+        redisFree(rs->sen);
+    rs->sen = NULL;
+}
+
+/* Open one connection within connect_timeout (non-blocking connect, waited on with poll), to
+ * unix_path if set, else to host:port. */
+static int conn_open(redis_source_t *rs, const char *host, uint16_t port, const char *unix_path,
+                     redisContext **out)
+{
+    redisContext *c =
+        unix_path ? redisConnectUnixNonBlock(unix_path) : redisConnectNonBlock(host, port);
     *out = NULL;
     if (!c)
         return fail(rs, "out of memory");
@@ -775,7 +810,7 @@ static int conn_open(redis_source_t *rs, redisContext **out)
         redisFree(c);
         return fail(rs, "connect: %s", strerror(soerr));
     }
-    if (!rs->unix_path)
+    if (!unix_path)
         (void)redisEnableKeepAlive(c);
     *out = c;
     return 0;
@@ -840,8 +875,16 @@ static bool check_notifications(redis_source_t *rs)
     else if (!ok && !again)
         log_warn("%s: keyspace notifications are %s (notify-keyspace-events \"%s\"), so changes "
                  "are seen only through %s; to see them at once run: "
-                 "CONFIG SET notify-keyspace-events '%s'",
-                 rs->where, v[0] ? "incomplete" : "off", v, fallback, want);
+                 "CONFIG SET notify-keyspace-events '%s'%s",
+                 rs->where, v[0] ? "incomplete" : "off", v, fallback, want,
+                 rs->nsentinels ? (rs->node_replica
+                                       ? " on this replica (a replica fires events for the writes "
+                                         "it replicates only with its own setting; CONFIG SET "
+                                         "works on a replica; tern never changes it): set it on "
+                                         "every node a failover may pick"
+                                       : " (tern never changes it): set it on every node a "
+                                         "failover may promote")
+                                : "");
     rs->notify_warned = !ok;
     snprintf(rs->notify_value, sizeof(rs->notify_value), "%s", v);
     freeReplyObject(r);
@@ -881,13 +924,167 @@ static void set_notifications(redis_source_stats_t *st, void *arg)
     st->notifications = *(bool *)arg;
 }
 
+/* --- Sentinel --- */
+
+/* Run one command on a sentinel: the one that answered last, else each in the configured order
+ * (connect, AUTH with sentinel_password). The reply may be an error reply (the caller decides);
+ * E_CONN when no sentinel answered, rs->why naming the last failure. */
+static int sen_run(redis_source_t *rs, redisReply **out, const char *const *argv)
+{
+    int rc = E_CONN;
+    for (size_t i = 0; i <= rs->nsentinels; i++) {
+        if (!rs->sen) {
+            if (i == rs->nsentinels)
+                break;
+            const redis_node_t *s = &rs->sentinels[i];
+            if ((rc = conn_open(rs, s->host, s->port, NULL, &rs->sen)) < 0) {
+                if (rc == E_STOP)
+                    return rc;
+                continue;
+            }
+            if (rs->sentinel_password) {
+                const char *auth[] = {"AUTH", rs->sentinel_password, NULL};
+                if ((rc = run_ok(rs, rs->sen, "sentinel AUTH", auth)) < 0) {
+                    sen_close(rs);
+                    if (rc == E_STOP)
+                        return rc;
+                    continue;
+                }
+            }
+        }
+        if ((rc = run(rs, rs->sen, out, argv)) == 0)
+            return 0;
+        sen_close(rs);
+        if (rc == E_STOP)
+            return rc;
+    }
+    char why[sizeof(rs->why)];
+    snprintf(why, sizeof(why), "%s", rs->why);
+    return fail(rs, "no sentinel answered (last: %s)", why);
+}
+
+static const char *node_text(const redis_node_t *n, char *buf, size_t len)
+{
+    snprintf(buf, len, strchr(n->host, ':') ? "[%s]:%u" : "%s:%u", n->host, n->port);
+    return buf;
+}
+
+/* Ask the sentinels for the node to read: the primary of master, or for read_from replica a
+ * usable replica (the current one while it stays usable), else the primary (logged). */
+static int discover(redis_source_t *rs, redis_node_t *out, bool *replica)
+{
+    const char *get[] = {"SENTINEL", "get-master-addr-by-name", rs->master, NULL};
+    redisReply *r;
+    int rc = sen_run(rs, &r, get);
+    if (rc < 0)
+        return rc;
+    bool ok = redis_sentinel_master(r, out);
+    freeReplyObject(r);
+    if (!ok) {
+        sen_close(rs); /* this sentinel does not know master: ask the next one next time */
+        return fail(rs, "Sentinel does not know a primary named \"%s\"", rs->master);
+    }
+    *replica = false;
+    if (!rs->read_replica)
+        return 0;
+    const char *list[] = {"SENTINEL", "replicas", rs->master, NULL};
+    if ((rc = sen_run(rs, &r, list)) < 0)
+        return rc;
+    if (r->type == REDIS_REPLY_ERROR) { /* Redis before 5: "slaves" */
+        freeReplyObject(r);
+        const char *old[] = {"SENTINEL", "slaves", rs->master, NULL};
+        if ((rc = sen_run(rs, &r, old)) < 0)
+            return rc;
+    }
+    redis_node_t pick;
+    size_t n = redis_sentinel_pick_replica(r, rs->node_set && rs->node_replica ? &rs->node : NULL,
+                                           rs->replica_start, &pick);
+    freeReplyObject(r);
+    char buf[INET6_ADDRSTRLEN + 8];
+    if (n == 0) {
+        if (!rs->no_replica_said)
+            log_warn("%s: Sentinel names no usable replica of %s; reading from the primary %s "
+                     "until one is",
+                     rs->where, rs->master, node_text(out, buf, sizeof(buf)));
+        rs->no_replica_said = true;
+        return 0;
+    }
+    rs->no_replica_said = false;
+    *out = pick;
+    *replica = true;
+    return 0;
+}
+
+/* A primary must say so (a sentinel that has not seen a failover yet may name the demoted one):
+ * ROLE's first element is "master". A Redis without ROLE (before 2.8.12) is taken at its word. */
+static int check_role(redis_source_t *rs)
+{
+    const char *role[] = {"ROLE", NULL};
+    redisReply *r;
+    int rc = run(rs, rs->cmd, &r, role);
+    if (rc < 0)
+        return rc;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && is_str(r->element[0]) &&
+        strcmp(r->element[0]->str, "master") != 0) {
+        char buf[INET6_ADDRSTRLEN + 8];
+        fail(rs, "%s is a %s, not the primary Sentinel named (a failover in progress?)",
+             node_text(&rs->node, buf, sizeof(buf)), r->element[0]->str);
+        rc = E_CONN;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* While connected: whether Sentinel still names the node read. E_CONN (and rs->why) when it
+ * names another: the caller reconnects, through discover(). Sentinels out of reach are logged
+ * once and change nothing: the node read is still up. */
+static int sentinel_check(redis_source_t *rs)
+{
+    redis_node_t n;
+    bool replica;
+    rs->next_sen_check = now_ms() + SENTINEL_CHECK_MS;
+    int rc = discover(rs, &n, &replica);
+    if (rc == E_STOP)
+        return rc;
+    if (rc < 0) {
+        if (strcmp(rs->sen_down, rs->why) != 0)
+            log_warn("%s: cannot ask Sentinel (%s); staying on the node read", rs->where, rs->why);
+        snprintf(rs->sen_down, sizeof(rs->sen_down), "%s", rs->why);
+        return 0;
+    }
+    if (rs->sen_down[0])
+        log_info("%s: Sentinel answers again", rs->where);
+    rs->sen_down[0] = '\0';
+    if (redis_node_same(&n, &rs->node) && replica == rs->node_replica)
+        return 0;
+    char a[INET6_ADDRSTRLEN + 8], b[INET6_ADDRSTRLEN + 8];
+    return fail(rs, "Sentinel now names %s %s instead of %s, moving",
+                replica ? "the replica" : "the primary", node_text(&n, a, sizeof(a)),
+                node_text(&rs->node, b, sizeof(b)));
+}
+
 /* Both connections, subscribed, or E_CONN / E_STOP with both closed. */
 static int connect_all(redis_source_t *rs)
 {
     int rc;
+    const char *host = rs->host;
+    uint16_t port = rs->port;
     rs->why[0] = '\0';
-    if ((rc = conn_open(rs, &rs->cmd)) < 0 || (rc = greet(rs, rs->cmd, true)) < 0 ||
-        (rc = conn_open(rs, &rs->sub)) < 0 || (rc = greet(rs, rs->sub, false)) < 0)
+    if (rs->nsentinels) {
+        bool replica = false;
+        if ((rc = discover(rs, &rs->node, &replica)) < 0)
+            return rc;
+        rs->node_set = true;
+        rs->node_replica = replica;
+        host = rs->node.host;
+        port = rs->node.port;
+        rs->next_sen_check = now_ms() + SENTINEL_CHECK_MS;
+    }
+    if ((rc = conn_open(rs, host, port, rs->unix_path, &rs->cmd)) < 0 ||
+        (rc = greet(rs, rs->cmd, true)) < 0 ||
+        (rs->nsentinels && !rs->node_replica && (rc = check_role(rs)) < 0) ||
+        (rc = conn_open(rs, host, port, rs->unix_path, &rs->sub)) < 0 ||
+        (rc = greet(rs, rs->sub, false)) < 0)
         goto fail;
     const char *psub[] = {"PSUBSCRIBE", rs->k_pattern, NULL};
     const char *sub[] = {"SUBSCRIBE", rs->channel, NULL};
@@ -2261,19 +2458,27 @@ static int try_connect(redis_source_t *rs)
         /* logged once per distinct reason, not per attempt */
         if (strcmp(rs->last_down, rs->why) != 0) {
             log_warn("%s: cannot connect (%s); retrying every %d ms at most", rs->where, rs->why,
-                     BACKOFF_MAX_MS);
+                     rs->nsentinels ? SENTINEL_BACKOFF_MAX_MS : BACKOFF_MAX_MS);
             snprintf(rs->last_down, sizeof(rs->last_down), "%s", rs->why);
         } else {
             log_debug("%s: cannot connect (%s)", rs->where, rs->why);
         }
+        int64_t max = rs->nsentinels ? SENTINEL_BACKOFF_MAX_MS : BACKOFF_MAX_MS;
         rs->next_connect = now_ms() + rs->backoff;
-        rs->backoff = rs->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : rs->backoff * 2;
+        rs->backoff = rs->backoff * 2 > max ? max : rs->backoff * 2;
         return 0;
     }
     rs->up = true;
     rs->last_down[0] = '\0';
     rs->backoff = BACKOFF_MIN_MS;
-    log_info("%s: connected", rs->where);
+    if (rs->nsentinels) {
+        char buf[INET6_ADDRSTRLEN + 8];
+        log_info("%s: connected to %s %s of %s", rs->where,
+                 rs->node_replica ? "the replica" : "the primary",
+                 node_text(&rs->node, buf, sizeof(buf)), rs->master);
+    } else {
+        log_info("%s: connected", rs->where);
+    }
     bool up = true;
     stats_update(rs, set_connected, &up);
     if (rs->cb.on_state)
@@ -2312,6 +2517,8 @@ static int serve(redis_source_t *rs)
     }
     if (rs->cmd_last + PING_IDLE_MS < next)
         next = rs->cmd_last + PING_IDLE_MS;
+    if (rs->nsentinels && rs->next_sen_check < next)
+        next = rs->next_sen_check;
     if (rs->sub_ping_out && rs->sub_ping_at + rs->read_timeout < next)
         next = rs->sub_ping_at + rs->read_timeout;
     else if (!rs->sub_ping_out && rs->sub_last + PING_IDLE_MS < next)
@@ -2339,6 +2546,8 @@ static int serve(redis_source_t *rs)
         return full_sync(rs, req == 2);
     if (rs->pending && (t >= rs->last_ev + QUIET_MS || t >= rs->first_ev + MAX_DELAY_MS))
         return flush(rs);
+    if (rs->nsentinels && t >= rs->next_sen_check)
+        return sentinel_check(rs);
     if (rs->sub_ping_out && t >= rs->sub_ping_at + rs->read_timeout)
         return fail(rs, "subscriber connection: no reply to PING within %lld ms",
                     (long long)rs->read_timeout);
@@ -2385,6 +2594,7 @@ static void *source_main(void *arg)
             went_down(rs);
     }
     conn_close(rs);
+    sen_close(rs);
     return NULL;
 }
 
@@ -2443,6 +2653,10 @@ static void source_free(redis_source_t *rs)
     if (!rs)
         return;
     conn_close(rs);
+    sen_close(rs);
+    free(rs->sentinels);
+    free(rs->master);
+    free(rs->sentinel_password);
     for (size_t b = 0; b < rs->nbucket; b++) {
         struct zst *z = rs->bucket[b], *next;
         for (; z; z = next) {
@@ -2518,8 +2732,33 @@ redis_source_t *redis_source_start(const redis_source_config_t *cfg,
     rs->max_zones = cfg->max_zones ? cfg->max_zones : REDIS_SOURCE_DEFAULT_MAX_ZONES;
     rs->cb = *cb;
     rs->next_verify = INT64_MAX;
+    rs->master = dup_or_null(cfg->sentinel_master, &oom);
+    rs->sentinel_password = dup_or_null(cfg->sentinel_password, &oom);
+    rs->read_replica = cfg->read_replica;
     if (oom || !rs->prefix || !rs->suffix)
         goto nomem;
+    if (cfg->nsentinels) {
+        if (!rs->master) {
+            snprintf(err, errlen, "redis source: sentinels without a master name");
+            goto fail;
+        }
+        if (!(rs->sentinels = calloc(cfg->nsentinels, sizeof(*rs->sentinels))))
+            goto nomem;
+        for (; rs->nsentinels < cfg->nsentinels; rs->nsentinels++) {
+            if (!redis_sentinel_split(cfg->sentinels[rs->nsentinels],
+                                      &rs->sentinels[rs->nsentinels])) {
+                snprintf(err, errlen, "redis source: bad sentinel address \"%s\"",
+                         cfg->sentinels[rs->nsentinels]);
+                goto fail;
+            }
+        }
+        free(rs->unix_path);
+        rs->unix_path = NULL;
+        rs->replica_start = (unsigned)tern_monotonic_us() ^ (unsigned)getpid() * 2654435761u;
+    } else if (rs->read_replica) {
+        snprintf(err, errlen, "redis source: read_from replica needs sentinels");
+        goto fail;
+    }
     if (!rs->host && !rs->unix_path) {
         snprintf(err, errlen, "redis source: no host");
         goto fail;
@@ -2527,7 +2766,9 @@ redis_source_t *redis_source_start(const redis_source_config_t *cfg,
     rs->plen = strlen(rs->prefix);
     rs->slen = strlen(rs->suffix);
     char *ep = glob_escape(rs->prefix), *es = glob_escape(rs->suffix);
-    if (rs->unix_path)
+    if (rs->nsentinels)
+        rs->where = printf_dup("redis+sentinel://%s/%u", rs->master, rs->db);
+    else if (rs->unix_path)
         rs->where = printf_dup("redis+unix://%s/%u", rs->unix_path, rs->db);
     else if (strchr(rs->host, ':'))
         rs->where = printf_dup("redis://[%s]:%u/%u", rs->host, rs->port, rs->db);

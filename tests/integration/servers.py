@@ -299,19 +299,22 @@ def write_atomic(path, text):
 class Redis:
     """A redis-server of our own, and a minimal RESP client for it."""
 
-    def __init__(self, workdir, port=None, name="redis"):
+    def __init__(self, workdir, port=None, name="redis", args=()):
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port()
+        self.args = list(args)  # more redis-server options ("--replicaof", host, port)
         self.proc = None
         self.sock = None
 
+    def argv(self):
+        return (["redis-server", "--port", str(self.port), "--bind", LOOPBACK, "--dir", self.dir,
+                 "--save", "", "--appendonly", "no", "--notify-keyspace-events", "KEA",
+                 "--logfile", os.path.join(self.dir, "redis.log")] + list(self.args))
+
     def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", LOOPBACK, "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--notify-keyspace-events", "KEA",
-             "--logfile", os.path.join(self.dir, "redis.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + REDIS_WAIT
         while time.monotonic() < deadline:
             try:
@@ -320,7 +323,7 @@ class Redis:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("redis-server did not start on port %d" % self.port)
+        raise RuntimeError("%s did not start on port %d" % (self.argv()[0], self.port))
 
     def stop(self):
         if self.sock:

@@ -57,6 +57,11 @@
  *     max_labels: 4000000                       #   labels per zone, records per RRset,
  *     max_rrset_records: 10000                  #   zones in the set
  *     max_zones: 100000
+ *     sentinel:                                 # instead of address: ask Sentinel for the node
+ *       addresses: ["127.0.0.1:26379", "[::1]:26380"]  # numeric IP:PORT, tried in order
+ *       master: mymaster                        # the name the sentinels monitor
+ *       password: ~                             # AUTH to the sentinels; unset = none
+ *     read_from: primary                        # primary | replica (replica needs sentinel)
  *   (redis: ~ or no redis key: no Redis.)
  *   health:                                     # health checks (tern/health/health.h)
  *     enable: true                              # default true in a given block; false = none
@@ -339,7 +344,17 @@ typedef struct config_redis {
     unsigned max_labels;        /* labels per zone; default 4,000,000 */
     unsigned max_rrset_records; /* records per RRset; default 10,000 (at most 65,535) */
     unsigned max_zones;         /* zones read from the set; default 100,000 */
+    /* High availability: with sentinels the source asks them for the node to read (host, port
+     * and unix_path are then unset; "sentinel" and "address" are exclusive) */
+    char **sentinels;        /* "IP:PORT" or "[V6]:PORT", tried in order; NULL = no Sentinel */
+    size_t nsentinels;       /* 1..CONFIG_REDIS_MAX_SENTINELS when sentinels is set */
+    char *sentinel_master;   /* the name the sentinels monitor (required with sentinels) */
+    char *sentinel_password; /* AUTH to the sentinels; NULL = none (the data nodes: password) */
+    unsigned read_from;      /* CONFIG_REDIS_READ_PRIMARY (default) or _REPLICA (needs sentinels) */
 } config_redis_t;
+
+/* config_redis_t.read_from */
+enum { CONFIG_REDIS_READ_PRIMARY = 0, CONFIG_REDIS_READ_REPLICA = 1 };
 
 /* One entry of health.checks: a check attached by address to the A/AAAA records of any zone
  * (file, JSON or Redis) that have no health_check of their own (tern/health/health.h). */
@@ -433,6 +448,8 @@ typedef struct config_qlog {
 /* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
  * port number typed as db. */
 #define CONFIG_REDIS_MAX_DB 1023
+/* Sentinels of one redis block: a quorum is 3 or 5; 16 leaves room for any real deployment. */
+#define CONFIG_REDIS_MAX_SENTINELS 16
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
 #define CONFIG_MAX_OPTIONS 48

@@ -3,7 +3,8 @@
  * changes; every new version of a zone is built (zone_json.h) and handed to the caller.
  *
  * Owns: one background thread and the two Redis connections it uses — a command connection and a
- * subscriber connection. No Redis command ever runs on another thread (and never on a DNS worker).
+ * subscriber connection (and, with Sentinel, a third to one sentinel). No Redis command ever runs
+ * on another thread (and never on a DNS worker).
  *
  * Key layout (redins 1.x; P and S are the configured prefix and suffix, which wrap every key
  * exactly as redins' Redis layer does: P + key + S):
@@ -94,6 +95,18 @@
  * waits on a wakeup eventfd beside its sockets, so stop() returns within milliseconds even while
  * a read is pending (a zone build in progress finishes its current step first).
  *
+ * Sentinel (sentinels set): the node is not configured but asked for. At every (re)connect the
+ * thread asks the sentinels in order (keeping a third connection to the one that answered):
+ * SENTINEL get-master-addr-by-name, and for read_replica SENTINEL replicas (slaves before Redis
+ * 5), taking a replica whose flags hold no s_down, o_down, disconnected and whose
+ * master-link-status is ok — the current one while it stays so, else from a per-process random
+ * start (redis_sentinel.h) — or the primary, logged, when none is. Then it connects to that node
+ * as above (step 1, and a verify), after checking with ROLE that a node named as primary is one.
+ * While connected it asks again every 2 s and moves (reconnect + verify) when the answer
+ * changes; a lost connection rediscovers, retrying at most every second. Sentinels out of reach
+ * while connected are logged once and change nothing. The notify-keyspace-events warning names
+ * the replica case: a replica fires events for replicated writes only with its own setting.
+ *
  * Redis is the source of truth: a Redis restarted empty (no persistence) or a deleted set makes
  * every zone leave, and on_zone_gone is called for each.
  *
@@ -156,6 +169,13 @@ typedef struct redis_source_config {
      * for this many workers, with this signature lifetime and refresh (0: the defaults). */
     unsigned dnssec_workers;
     dnssec_policy_t dnssec_policy;
+    /* High availability (see "Sentinel" above): with sentinels, host, port and unix_path are
+     * unused and the node read is the one the sentinels name for sentinel_master. */
+    const char *const *sentinels; /* "IP:PORT" or "[V6]:PORT", tried in order; NULL = none */
+    size_t nsentinels;
+    const char *sentinel_master;   /* required with sentinels */
+    const char *sentinel_password; /* AUTH to the sentinels; NULL = none */
+    bool read_replica;             /* read from a replica Sentinel names (needs sentinels) */
 } redis_source_config_t;
 
 /** Fill cfg with the defaults above (zone_reload 600 s, the bounds; everything else unset). */

@@ -369,6 +369,8 @@ static void test_example_redis_block(void **state)
     assert_null(c.redis.changes_channel);
     assert_int_equal(c.redis.default_ttl, 300);
     assert_int_equal(c.redis.max_ttl, 0);
+    assert_int_equal(c.redis.nsentinels, 0);
+    assert_int_equal(c.redis.read_from, CONFIG_REDIS_READ_PRIMARY);
     config_free(&c);
 }
 
@@ -537,9 +539,9 @@ static void test_example_has_every_option(void **state)
         nested++;
     }
     assert_int_equal(count, 37);
-    /* redis 15; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 1,
+    /* redis 17; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 1,
      * an upstream 4; query_log 5, its dnstap 6, its requests 4 */
-    assert_int_equal(nested, 15 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4 + 5 + 6 + 4);
+    assert_int_equal(nested, 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4 + 5 + 6 + 4);
 }
 
 static void test_redins_example_json(void **state)
@@ -869,7 +871,8 @@ static void test_redis_errors(void **state)
     static const char want_keys[] =
         "(want address, db, password, prefix, suffix, connect_timeout, "
         "read_timeout, zone_reload, changes_channel, default_ttl, "
-        "max_ttl, max_value_bytes, max_labels, max_rrset_records, max_zones)";
+        "max_ttl, max_value_bytes, max_labels, max_rrset_records, max_zones, sentinel, "
+        "read_from)";
     char msg[512];
     /* wrong types */
     snprintf(msg, sizeof(msg), "redis: expected a mapping {%.*s}, got a plain scalar",

@@ -1,0 +1,45 @@
+/*
+ * redis_sentinel.h — private to src/load: what the Redis zone source (redis_source.c) needs to
+ * read Redis Sentinel's answers: the node a sentinel address names, the primary of
+ * SENTINEL get-master-addr-by-name, and a usable replica among SENTINEL replicas.
+ *
+ * Owns nothing: pure functions over hiredis replies and strings, no I/O (the source's thread
+ * sends the commands on its own non-blocking connections). Any thread; no shared state.
+ */
+#ifndef TERN_LOAD_REDIS_SENTINEL_H
+#define TERN_LOAD_REDIS_SENTINEL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+/* One Redis node (a sentinel or a data node): a numeric address, as Sentinel reports them. */
+typedef struct redis_node {
+    char host[INET6_ADDRSTRLEN];
+    uint16_t port;
+} redis_node_t;
+
+/** "IP:PORT" or "[V6]:PORT" (the config checked it) into out. false if it is neither. */
+bool redis_sentinel_split(const char *addr, redis_node_t *out);
+
+/** The reply of SENTINEL get-master-addr-by-name (an array of ip and port) into out. false for
+ * anything else (nil: the master name is unknown to that sentinel). */
+bool redis_sentinel_master(const redisReply *r, redis_node_t *out);
+
+/**
+ * A usable replica in the reply of SENTINEL replicas (or slaves): an array of flat field/value
+ * arrays; usable = flags name none of s_down, o_down, disconnected and master-link-status is ok.
+ * prefer, if usable, wins (a node keeps its replica while it stays healthy); else the usable
+ * ones are taken in the reply's order from index start % count (a per-process random start
+ * spreads a fleet over the replicas). Returns the number of usable replicas (0: out untouched).
+ */
+size_t redis_sentinel_pick_replica(const redisReply *r, const redis_node_t *prefer, unsigned start,
+                                   redis_node_t *out);
+
+/** Whether a and b are the same node. */
+bool redis_node_same(const redis_node_t *a, const redis_node_t *b);
+
+#endif
