@@ -32,7 +32,7 @@
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "sample and ring_kib are stored as 32 bits");
 
 /* By config_reqlog_target_t and config_reqlog_format_t. */
-static const char *const reqlog_targets[] = {"file", "stdout", "stderr"};
+static const char *const reqlog_targets[] = {"file", "stdout", "stderr", "syslog"};
 static const char *const reqlog_formats[] = {"json", "text"};
 
 const opt_t config_qlog_schema[QL_COUNT] = {
@@ -114,9 +114,10 @@ const opt_t config_qlog_requests_schema[QR_COUNT] = {
     [QR_TARGET] = {.key = "target",
                    .type = OPT_ENUM,
                    .def = CONFIG_REQLOG_FILE,
-                   .max = 2,
+                   .max = 3,
                    .names = reqlog_targets,
-                   .desc = "where the lines go (stdout and stderr: the journal under systemd)"},
+                   .desc = "where the lines go (stdout, stderr, syslog: the journal under "
+                           "systemd)"},
     [QR_FORMAT] = {.key = "format",
                    .type = OPT_ENUM,
                    .def = CONFIG_REQLOG_JSON,
@@ -431,15 +432,17 @@ static const field_t redins_log_fields[RQ_COUNT] = {
                   "debug or info (default): on; warning, error, fatal, panic: off (requests "
                   "were logged at info)",
                   false, NULL},
-    [RQ_TARGET] = {"target", "file, stdout or stderr (default stdout), into requests: target",
-                   false, NULL},
+    [RQ_TARGET] = {"target",
+                   "file, stdout, stderr or syslog (default stdout), into requests: target", false,
+                   NULL},
     [RQ_FORMAT] = {"format", "json or text (default text), into requests: format", false, NULL},
     [RQ_PATH] = {"path", "into requests: path (with target file, and then required)", false, NULL},
     [RQ_TIME_FORMAT] = {"time_format", "accepted and ignored: tern writes RFC 3339 UTC times",
                         false, NULL},
     [RQ_KAFKA] = {"kafka", "{enable: false, ...} only: Kafka is out of scope", false, NULL},
     [RQ_SENTRY] = {"sentry", "{enable: false, ...} only: Sentry is out of scope", false, NULL},
-    [RQ_SYSLOG] = {"syslog", "{enable: false, ...} only: target stdout or stderr reach the journal",
+    [RQ_SYSLOG] = {"syslog",
+                   "{enable: false, ...} only (remote syslog): target syslog reaches the journal",
                    false, NULL},
 };
 
@@ -495,19 +498,21 @@ static const char sentry_reason[] =
     "Sentry is out of scope for tern: the request log goes to a file, stdout or stderr (the "
     "journal); use dnstap (query_log.dnstap) or the request log file with a shipper";
 static const char syslog_reason[] =
-    "remote syslog is out of scope for tern: the request log goes to a file, stdout or stderr "
-    "(the journal under systemd); use dnstap (query_log.dnstap) or the file with a shipper";
+    "remote syslog is out of scope for tern: the request log goes to a file, stdout, stderr or "
+    "the local syslog (target: syslog, the journal under systemd); use dnstap (query_log.dnstap) "
+    "or the file with a shipper";
 
 /* target at n into *out; redins' other targets are refused saying where lines can go. */
 static int get_redins_target(parse_ctx_t *pc, const yaml_node_t *n, const char *key, size_t *out)
 {
-    static const char *const elsewhere[] = {"udp", "kafka", "syslog", "sentry"};
+    static const char *const elsewhere[] = {"udp", "kafka", "sentry"};
     for (size_t i = 0; is_text(n) && i < TERN_ARRAY_SIZE(elsewhere); i++)
         if (strcmp(scalar(n), elsewhere[i]) == 0)
             return config_fail(pc, n, key,
                                "target: \"%s\" is not supported: tern writes the request log to "
-                               "a file, stdout or stderr (the journal under systemd) and queries "
-                               "as dnstap (query_log.dnstap); Kafka is out of scope",
+                               "a file, stdout, stderr or the local syslog (the journal under "
+                               "systemd) and queries as dnstap (query_log.dnstap); Kafka is out "
+                               "of scope",
                                elsewhere[i]);
     return config_get_enum(pc, n, key, "target", reqlog_targets, TERN_ARRAY_SIZE(reqlog_targets),
                            out);

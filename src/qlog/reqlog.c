@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -378,11 +379,24 @@ static void add(uint64_t *counter, uint64_t n)
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
+/* The buffered lines as one syslog message each (the ident, pid and time are syslog's). */
+static int to_syslog(const char *buf, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        const char *nl = memchr(buf + off, '\n', len - off);
+        size_t n = nl ? (size_t)(nl - (buf + off)) : len - off;
+        syslog(LOG_INFO, "%.*s", (int)n, buf + off);
+        off += n + 1;
+    }
+    return 0;
+}
+
 int qlog_reqlog_flush(qlog_reqlog_t *l)
 {
     if (l->len == 0)
         return 0;
-    int rc = write_all(l->fd, l->buf, l->len);
+    int rc = l->target == QLOG_REQLOG_SYSLOG ? to_syslog(l->buf, l->len)
+                                             : write_all(l->fd, l->buf, l->len);
     if (rc < 0) {
         add(&l->errors, l->nbuf);
         /* said once per outage, not per buffer: a full disk would otherwise flood the log */
@@ -455,7 +469,7 @@ static int open_file(const char *path, char *err, size_t errlen)
 qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t errlen)
 {
     if ((o->target != QLOG_REQLOG_FILE && o->target != QLOG_REQLOG_STDOUT &&
-         o->target != QLOG_REQLOG_STDERR) ||
+         o->target != QLOG_REQLOG_STDERR && o->target != QLOG_REQLOG_SYSLOG) ||
         (o->format != QLOG_REQLOG_JSON && o->format != QLOG_REQLOG_TEXT)) {
         tern_set_err(err, errlen, "requests: bad target or format");
         return NULL;
@@ -484,6 +498,9 @@ qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t e
             return NULL;
         }
         l->name = l->path;
+    } else if (o->target == QLOG_REQLOG_SYSLOG) {
+        l->fd = -1;
+        l->name = "syslog";
     } else {
         l->fd = o->target == QLOG_REQLOG_STDOUT ? STDOUT_FILENO : STDERR_FILENO;
         l->name = o->target == QLOG_REQLOG_STDOUT ? "stdout" : "stderr";

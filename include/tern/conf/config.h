@@ -412,7 +412,8 @@ typedef struct config_aname {
 typedef enum {
     CONFIG_REQLOG_FILE = 0, /* requests_path */
     CONFIG_REQLOG_STDOUT,
-    CONFIG_REQLOG_STDERR
+    CONFIG_REQLOG_STDERR,
+    CONFIG_REQLOG_SYSLOG /* the local syslog socket: journald under systemd */
 } config_reqlog_target_t;
 
 /* A line of the request log: one JSON object, or key=value text. */

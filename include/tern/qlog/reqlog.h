@@ -53,7 +53,12 @@
 #include "tern/common/compiler.h"
 #include "tern/qlog/qlog_rec.h"
 
-typedef enum { QLOG_REQLOG_FILE = 0, QLOG_REQLOG_STDOUT, QLOG_REQLOG_STDERR } qlog_reqlog_target_t;
+typedef enum {
+    QLOG_REQLOG_FILE = 0,
+    QLOG_REQLOG_STDOUT,
+    QLOG_REQLOG_STDERR,
+    QLOG_REQLOG_SYSLOG, /* syslog(3), one message per line: journald under systemd */
+} qlog_reqlog_target_t;
 typedef enum { QLOG_REQLOG_JSON = 0, QLOG_REQLOG_TEXT } qlog_reqlog_format_t;
 
 typedef struct qlog_reqlog_opts {

@@ -241,7 +241,8 @@ static void test_errors(void **state)
 
     /* requests */
     expect_error("query_log:\n  requests:\n    target: kafka\n", 3,
-                 "query_log: requests: target: expected file, stdout or stderr, got \"kafka\"");
+                 "query_log: requests: target: expected file, stdout, stderr or syslog, got "
+                 "\"kafka\"");
     expect_error("query_log:\n  requests:\n    target: stdout\n    format: capnp\n", 4,
                  "query_log: requests: format: expected json or text, got \"capnp\"");
     expect_error("query_log:\n  requests:\n    format: text\n", 3,
@@ -362,12 +363,12 @@ static void test_redins_log_errors(void **state)
                  "  }\n}\n",
                  3,
                  "handler: log: target: \"kafka\" is not supported: tern writes the request log "
-                 "to a file, stdout or stderr (the journal under systemd) and queries as dnstap "
-                 "(query_log.dnstap); Kafka is out of scope");
+                 "to a file, stdout, stderr or the local syslog (the journal under systemd) and "
+                 "queries as dnstap (query_log.dnstap); Kafka is out of scope");
     expect_error("log:\n  target: udp\n", 2,
                  "log: target: \"udp\" is not supported: tern writes the request log to a file, "
-                 "stdout or stderr (the journal under systemd) and queries as dnstap "
-                 "(query_log.dnstap); Kafka is out of scope");
+                 "stdout, stderr or the local syslog (the journal under systemd) and queries as "
+                 "dnstap (query_log.dnstap); Kafka is out of scope");
     expect_error("handler:\n  log:\n    enable: true\n    kafka:\n      enable: true\n"
                  "      topic: dns\n",
                  5,
@@ -380,8 +381,9 @@ static void test_redins_log_errors(void **state)
                  "(query_log.dnstap) or the request log file with a shipper");
     expect_error("log:\n  syslog: {enable: true, address: \"127.0.0.1:514\"}\n", 2,
                  "log: syslog: enable: true: remote syslog is out of scope for tern: the request "
-                 "log goes to a file, stdout or stderr (the journal under systemd); use dnstap "
-                 "(query_log.dnstap) or the file with a shipper");
+                 "log goes to a file, stdout, stderr or the local syslog (target: syslog, the "
+                 "journal under systemd); use dnstap (query_log.dnstap) or the file with a "
+                 "shipper");
     expect_error("handler:\n  log:\n    kafka: {enabled: true}\n", 3,
                  "handler: log: kafka: unknown key \"enabled\" (want enable, topic, topics, "
                  "brokers, format, compression, timeout, buffer_size)");
@@ -407,6 +409,23 @@ static void test_redins_log_errors(void **state)
 }
 
 /* tern's request log and a redins log in one file: which would win is a guess; refused. */
+/* target syslog (the local socket: journald under systemd), in tern's block and redins' log */
+static void test_syslog_target(void **state)
+{
+    (void)state;
+    config_t c = load_text("query_log:\n  requests:\n    target: syslog\n    format: json\n");
+    assert_true(c.qlog.enabled && c.qlog.requests);
+    assert_int_equal(c.qlog.requests_target, CONFIG_REQLOG_SYSLOG);
+    assert_null(c.qlog.requests_path);
+    config_free(&c);
+    c = load_text("{\"handler\": {\"log\": {\"enable\": true, \"target\": \"syslog\", "
+                  "\"format\": \"json\", \"level\": \"info\"}}}\n");
+    assert_true(c.qlog.requests);
+    assert_int_equal(c.qlog.requests_target, CONFIG_REQLOG_SYSLOG);
+    assert_int_equal(c.qlog.requests_format, CONFIG_REQLOG_JSON);
+    config_free(&c);
+}
+
 static void test_both_refused(void **state)
 {
     (void)state;
@@ -606,7 +625,7 @@ static void test_schema_print(void **state)
             fail_msg("--help lacks '%s' under query_log", keys[i] + 1);
     assert_non_null(strstr(ql, "[1..1000000, default 1]"));
     assert_non_null(strstr(ql, "[64..1048576, default 4096]"));
-    assert_non_null(strstr(ql, "[file, stdout or stderr, default file]"));
+    assert_non_null(strstr(ql, "[file, stdout, stderr or syslog, default file]"));
     const char *redins = strstr(help, "\nredins");
     assert_non_null(redins);
     assert_true(ql < redins);
@@ -624,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_redins_log),
         cmocka_unit_test(test_redins_log_errors),
+        cmocka_unit_test(test_syslog_target),
         cmocka_unit_test(test_both_refused),
         cmocka_unit_test(test_copy_same_restart),
         cmocka_unit_test(test_load_twice),

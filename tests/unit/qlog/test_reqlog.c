@@ -20,7 +20,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -658,6 +663,61 @@ static void test_stdout_target(void **state)
     qlog_reqlog_close(l);
 }
 
+/* target syslog: each line one message to the local syslog socket. A child process gets a
+ * mount namespace of its own with a tmpfs on /dev, binds /dev/log there itself and reads what
+ * the sink sends (root only: the namespace needs CAP_SYS_ADMIN; CI runs as root). */
+static void test_syslog_target(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int rc = 10;
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", "/dev", "tmpfs", 0, "size=64k") < 0)
+            _exit(rc);
+        int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/log");
+        if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+            _exit(11);
+        recbuf_t b;
+        qlog_rec_t *r = make_full(&b);
+        char err[256];
+        qlog_reqlog_opts_t o = {.target = QLOG_REQLOG_SYSLOG, .format = QLOG_REQLOG_JSON};
+        qlog_reqlog_t *l = qlog_reqlog_open(&o, err, sizeof(err));
+        if (!l || qlog_reqlog_write(l, r) < 0 || qlog_reqlog_write(l, r) < 0 ||
+            qlog_reqlog_flush(l) < 0)
+            _exit(12);
+        uint64_t lines, errors;
+        qlog_reqlog_stats(l, &lines, &errors);
+        qlog_reqlog_close(l);
+        if (lines != 2 || errors != 0)
+            _exit(13);
+        char msg[4096];
+        for (int i = 0; i < 2; i++) {
+            struct timeval tv = {.tv_sec = 2};
+            (void)setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+            ssize_t n = recv(s, msg, sizeof(msg) - 1, 0);
+            if (n <= 0)
+                _exit(14);
+            msg[n] = '\0';
+            /* "<14>Nov 26 04:05:06 ident[pid]: {...}": LOG_USER|LOG_INFO, then the JSON line */
+            const char *json = strchr(msg, '{');
+            if (strncmp(msg, "<14>", 4) != 0 || !json || !strstr(json, "\"www.example.test.\"") ||
+                strchr(json, '\n'))
+                _exit(15);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* Write errors are counted, the lines lost, and the log goes on. */
 static void test_write_errors(void **state)
 {
@@ -715,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_text_format),     cmocka_unit_test(test_many_lines),
         cmocka_unit_test(test_reopen_rotation), cmocka_unit_test(test_stdout_target),
         cmocka_unit_test(test_write_errors),    cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_syslog_target),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
