@@ -141,38 +141,45 @@ static bool put_online(resp_t *r, wire_section_t sec, uint16_t owner_off, const 
     return put_rrsig(r, sec, owner_off, owner, ttl, 1, ctx->sigbuf);
 }
 
-/* Write one RRset to the answer or authority section; a miss sets TC (RFC 2181 §9). With DO=1
- * in a signed zone its RRSIGs follow: made ahead, or per query for a steered subset and for a
- * wildcard's synthesis. */
-static bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
-                const zone_rrset_t *rr)
+/* Write RRset rr (its steering, if any, from zone gz) owned by owner with TTL ttl to the answer
+ * or authority section; a miss sets TC (RFC 2181 §9). With DO=1 in a signed zone its RRSIGs
+ * follow: made ahead, or per query for a steered subset and for an RRset synthesised (synth:
+ * a wildcard's, or an ANAME's from its target). */
+static bool put_as(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                   const zone_t *gz, const zone_rrset_t *rr, uint32_t ttl, bool synth)
 {
     const bool sign = unlikely(r->sign) && r->zone->dnssec;
     if (unlikely(rr->ext.geo) && (rr->type == WIRE_T_A || rr->type == WIRE_T_AAAA)) {
         /* a geo-steered RRset: the client's share of it (select.h) */
         answer_ctx_t *ctx = r->ctx;
-        const zone_geo_t *g = zone_rrset_geo(r->zone, rr);
+        const zone_geo_t *g = zone_rrset_geo(gz, rr);
         unsigned n = answer_select(ctx, ctx->view, g, ctx->offs);
-        if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, rr->ttl, (uint16_t)n,
+        if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
                                   rr->rdata, ctx->offs) == 0))
-            return !sign || put_online(r, sec, owner_off, owner, rr->type, rr->ttl, (uint16_t)n,
+            return !sign || put_online(r, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
                                        rr->rdata, ctx->offs);
         r->tc = true;
         return false;
     }
-    if (likely(wire_write_rrset(r->w, sec, owner_off, owner, rr->type, rr->ttl, rr->count,
-                                rr->rdata) == 0)) {
+    if (likely(wire_write_rrset(r->w, sec, owner_off, owner, rr->type, ttl, rr->count, rr->rdata) ==
+               0)) {
         if (likely(!sign))
             return true;
-        if (r->wild)
-            return put_online(r, sec, owner_off, owner, rr->type, rr->ttl, rr->count, rr->rdata,
-                              NULL);
+        if (synth)
+            return put_online(r, sec, owner_off, owner, rr->type, ttl, rr->count, rr->rdata, NULL);
         uint16_t n;
         const uint8_t *sigs = dnssec_static(dnssec_zone_sigs(r->zone->dnssec), r->zone, rr, &n);
-        return !sigs || put_rrsig(r, sec, owner_off, owner, rr->ttl, n, sigs);
+        return !sigs || put_rrsig(r, sec, owner_off, owner, ttl, n, sigs);
     }
     r->tc = true;
     return false;
+}
+
+/* An RRset of the zone being written, as it is (a wildcard's synthesised per query). */
+static inline bool put(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
+                       const zone_rrset_t *rr)
+{
+    return put_as(r, sec, owner_off, owner, r->zone, rr, rr->ttl, r->wild);
 }
 
 /* Compact denial of existence (RFC 9824) in authority, after the SOA: an NSEC at the name
@@ -463,32 +470,6 @@ int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qty
     return 1;
 }
 
-/* The target's RRset rr (of zone tz, whose steering applies), owned by the name asked, with
- * ttl: synthesised, so a signed zone signs it per query. */
-static bool put_alias(resp_t *r, uint16_t owner_off, const uint8_t *owner, const zone_t *tz,
-                      const zone_rrset_t *rr, uint32_t ttl)
-{
-    answer_ctx_t *ctx = r->ctx;
-    const uint32_t *offs = NULL;
-    unsigned n = rr->count;
-    int rc;
-    if (rr->ext.geo) {
-        n = answer_select(ctx, ctx->view, zone_rrset_geo(tz, rr), ctx->offs);
-        offs = ctx->offs;
-        rc = wire_write_rrs(r->w, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, (uint16_t)n,
-                            rr->rdata, ctx->offs);
-    } else {
-        rc = wire_write_rrset(r->w, WIRE_SEC_AN, owner_off, owner, rr->type, ttl, rr->count,
-                              rr->rdata);
-    }
-    if (rc != 0) {
-        r->tc = true;
-        return false;
-    }
-    return !(r->sign && r->zone->dnssec) || put_online(r, WIRE_SEC_AN, owner_off, owner, rr->type,
-                                                       ttl, (uint16_t)n, rr->rdata, offs);
-}
-
 /* A or AAAA at node n of zone z, which has no RRset of that type but an ANAME (an): the
  * target's, found in our zones or in what the resolver got (answer.h). */
 static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, const chase_t *c,
@@ -505,7 +486,7 @@ static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, co
         w = WALK_NODATA; /* a zone this client may not see lends it nothing */
     if (w == WALK_FOUND) {
         rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
-        (void)put_alias(r, c->owner_off, c->owner, tz, rr, ttl);
+        (void)put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, tz, rr, ttl, true);
         return;
     }
     if (w == WALK_OUT) {
@@ -519,7 +500,7 @@ static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, co
                               .rdata_len = res->rdata_len,
                               .rdata = res->rdata};
             rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
-            (void)put_alias(r, c->owner_off, c->owner, z, &s, s.ttl);
+            (void)put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, z, &s, s.ttl, true);
             return;
         }
         if (!res || res->state == ANAME_PENDING)

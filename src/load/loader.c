@@ -821,9 +821,10 @@ static void aname_start(loader_t *l)
  * resolver: made the first time there is one, told the whole set after every publish. */
 static void aname_sync(loader_t *l, const struct snapshot *s)
 {
+    /* the names back to back, then a pointer to each (the buffer moves while it grows) */
     uint8_t *names = NULL;
     const uint8_t **list = NULL;
-    size_t n = 0, cap = 0, len = 0, lcap = 0;
+    size_t n = 0, len = 0, lcap = 0;
     bool nomem = false;
     for (size_t i = 0; i < s->nz && !nomem; i++) {
         const zone_t *z = s->z[i].zone;
@@ -839,22 +840,23 @@ static void aname_sync(loader_t *l, const struct snapshot *s)
                 if (!answer_aname_exit(s->table, an->rdata + 2, types[t], out))
                     continue;
                 size_t ol = dname_len(out);
-                if (tern_grow((void **)&names, &lcap, len + ol, 1) < 0 ||
-                    tern_grow((void **)&list, &cap, n + 1, sizeof(*list)) < 0) {
+                if (tern_grow((void **)&names, &lcap, len + ol, 1) < 0) {
                     nomem = true;
                     break;
                 }
                 memcpy(names + len, out, ol);
-                list[n++] = (const uint8_t *)(uintptr_t)len; /* an offset until names settles */
                 len += ol;
+                n++;
             }
         }
     }
+    if (!nomem && n && !(list = malloc(n * sizeof(*list))))
+        nomem = true;
+    for (size_t i = 0, off = 0; !nomem && i < n; i++, off += dname_len(names + off))
+        list[i] = names + off;
     if (nomem) {
         log_err("aname: out of memory; the resolver keeps its previous targets");
     } else if (n || l->aname) {
-        for (size_t i = 0; i < n; i++)
-            list[i] = names + (uintptr_t)list[i];
         aname_resolver_t *made = NULL;
         if (!l->aname && (made = aname_resolver_new(aname_arrived, l)) != NULL)
             __atomic_store_n(&l->aname, made, __ATOMIC_RELEASE); /* loader_aname_stats() */

@@ -439,25 +439,38 @@ static void render_health(buf_t *b, loader_t *l)
     }
 }
 
+/* A family of one unlabelled sample each, in order. */
+typedef struct single {
+    const char *name, *type, *help;
+    uint64_t value;
+} single_t;
+
+static void singles(buf_t *b, const single_t *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        family(b, m[i].name, m[i].type, m[i].help);
+        sample(b, m[i].name, m[i].value);
+    }
+}
+
 /* The ANAME resolver, once some zone has a target outside the served zones. */
 static void render_aname(buf_t *b, loader_t *l)
 {
     aname_stats_t st;
     if (!loader_aname_stats(l, &st))
         return;
-    family(b, "tern_aname_targets", "gauge",
-           "ANAME targets outside the served zones, resolved through the upstreams.");
-    sample(b, "tern_aname_targets", st.targets);
-    family(b, "tern_aname_pending", "gauge",
-           "Of those, targets never answered yet (their owners answer SERVFAIL).");
-    sample(b, "tern_aname_pending", st.pending);
-    family(b, "tern_aname_queries_total", "counter", "Queries sent to the upstreams.");
-    sample(b, "tern_aname_queries_total", st.queries);
-    family(b, "tern_aname_failures_total", "counter",
-           "Resolutions no upstream answered (the last good answer stays).");
-    sample(b, "tern_aname_failures_total", st.failures);
-    family(b, "tern_aname_changes_total", "counter", "Resolutions that changed what clients see.");
-    sample(b, "tern_aname_changes_total", st.changes);
+    const single_t m[] = {
+        {"tern_aname_targets", "gauge",
+         "ANAME targets outside the served zones, resolved through the upstreams.", st.targets},
+        {"tern_aname_pending", "gauge",
+         "Of those, targets never answered yet (their owners answer SERVFAIL).", st.pending},
+        {"tern_aname_queries_total", "counter", "Queries sent to the upstreams.", st.queries},
+        {"tern_aname_failures_total", "counter",
+         "Resolutions no upstream answered (the last good answer stays).", st.failures},
+        {"tern_aname_changes_total", "counter", "Resolutions that changed what clients see.",
+         st.changes},
+    };
+    singles(b, m, TERN_ARRAY_SIZE(m));
 }
 
 /* The query log, when configured. */
@@ -466,24 +479,22 @@ static void render_qlog(buf_t *b, const server_t *srv)
     qlog_stats_t st;
     if (!server_qlog_stats(srv, &st))
         return;
-    family(b, "tern_qlog_records_total", "counter",
-           "Queries the workers logged (after sampling and zone exclusions).");
-    sample(b, "tern_qlog_records_total", st.records);
-    family(b, "tern_qlog_dropped_total", "counter",
-           "Records a worker's full ring refused (the writer or a sink fell behind).");
-    sample(b, "tern_qlog_dropped_total", st.dropped);
-    family(b, "tern_qlog_dnstap_written_total", "counter", "dnstap messages the reader got.");
-    sample(b, "tern_qlog_dnstap_written_total", st.written);
-    family(b, "tern_qlog_dnstap_dropped_total", "counter",
-           "dnstap messages lost: Frame Streams' queue full, or no reader connected.");
-    sample(b, "tern_qlog_dnstap_dropped_total", st.sink_drops);
-    family(b, "tern_qlog_dnstap_reconnects_total", "counter",
-           "Connections to the dnstap socket after the first.");
-    sample(b, "tern_qlog_dnstap_reconnects_total", st.reconnects);
-    family(b, "tern_qlog_requests_lines_total", "counter", "Request-log lines written.");
-    sample(b, "tern_qlog_requests_lines_total", st.lines);
-    family(b, "tern_qlog_requests_errors_total", "counter", "Request-log writes that failed.");
-    sample(b, "tern_qlog_requests_errors_total", st.line_errors);
+    const single_t m[] = {
+        {"tern_qlog_records_total", "counter",
+         "Queries the workers logged (after sampling and zone exclusions).", st.records},
+        {"tern_qlog_dropped_total", "counter",
+         "Records a worker's full ring refused (the writer or a sink fell behind).", st.dropped},
+        {"tern_qlog_dnstap_written_total", "counter", "dnstap messages the reader got.",
+         st.written},
+        {"tern_qlog_dnstap_dropped_total", "counter",
+         "dnstap messages lost: Frame Streams' queue full, or no reader connected.", st.sink_drops},
+        {"tern_qlog_dnstap_reconnects_total", "counter",
+         "Connections to the dnstap socket after the first.", st.reconnects},
+        {"tern_qlog_requests_lines_total", "counter", "Request-log lines written.", st.lines},
+        {"tern_qlog_requests_errors_total", "counter", "Request-log writes that failed.",
+         st.line_errors},
+    };
+    singles(b, m, TERN_ARRAY_SIZE(m));
 }
 
 static void render(buf_t *b, const metrics_t *m)

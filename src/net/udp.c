@@ -117,39 +117,53 @@ void udp_state_free(udp_state_t *u)
     free(u);
 }
 
+/* The destination a datagram arrived at, from its PKTINFO: 4 (in4 set), 6 (in6 set) or 0. */
+static int arrived_at(const struct msghdr *rh, struct in_pktinfo *in4, struct in6_pktinfo *in6)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(rh); c; c = CMSG_NXTHDR((struct msghdr *)rh, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+            memcpy(in4, CMSG_DATA(c), sizeof(*in4));
+            return 4;
+        }
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+            memcpy(in6, CMSG_DATA(c), sizeof(*in6));
+            return 6;
+        }
+    }
+    return 0;
+}
+
 /* Turn the destination the query arrived at into the source of the reply. Returns the control
  * length to send (0: none found, let the kernel choose). */
 static size_t reply_pktinfo(const struct msghdr *rh, udp_cmsg_t *out)
 {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(rh); c; c = CMSG_NXTHDR((struct msghdr *)rh, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-            struct in_pktinfo in, reply = {0};
-            memcpy(&in, CMSG_DATA(c), sizeof(in));
-            /* ifindex 0: let routing pick the interface, only the source address is forced */
-            reply.ipi_spec_dst = in.ipi_addr;
-            struct cmsghdr *o = (struct cmsghdr *)(void *)out->buf;
-            o->cmsg_level = IPPROTO_IP;
-            o->cmsg_type = IP_PKTINFO;
-            o->cmsg_len = CMSG_LEN(sizeof(reply));
-            memcpy(CMSG_DATA(o), &reply, sizeof(reply));
-            return CMSG_SPACE(sizeof(reply));
-        }
-        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-            struct in6_pktinfo in, reply = {0};
-            memcpy(&in, CMSG_DATA(c), sizeof(in));
-            reply.ipi6_addr = in.ipi6_addr;
-            /* a link-local source is only meaningful with its interface */
-            if (IN6_IS_ADDR_LINKLOCAL(&in.ipi6_addr))
-                reply.ipi6_ifindex = in.ipi6_ifindex;
-            struct cmsghdr *o = (struct cmsghdr *)(void *)out->buf;
-            o->cmsg_level = IPPROTO_IPV6;
-            o->cmsg_type = IPV6_PKTINFO;
-            o->cmsg_len = CMSG_LEN(sizeof(reply));
-            memcpy(CMSG_DATA(o), &reply, sizeof(reply));
-            return CMSG_SPACE(sizeof(reply));
-        }
+    struct in_pktinfo in;
+    struct in6_pktinfo in6;
+    struct cmsghdr *o = (struct cmsghdr *)(void *)out->buf;
+    switch (arrived_at(rh, &in, &in6)) {
+    case 4: {
+        /* ifindex 0: let routing pick the interface, only the source address is forced */
+        struct in_pktinfo reply = {.ipi_spec_dst = in.ipi_addr};
+        o->cmsg_level = IPPROTO_IP;
+        o->cmsg_type = IP_PKTINFO;
+        o->cmsg_len = CMSG_LEN(sizeof(reply));
+        memcpy(CMSG_DATA(o), &reply, sizeof(reply));
+        return CMSG_SPACE(sizeof(reply));
     }
-    return 0;
+    case 6: {
+        struct in6_pktinfo reply = {.ipi6_addr = in6.ipi6_addr};
+        /* a link-local source is only meaningful with its interface */
+        if (IN6_IS_ADDR_LINKLOCAL(&in6.ipi6_addr))
+            reply.ipi6_ifindex = in6.ipi6_ifindex;
+        o->cmsg_level = IPPROTO_IPV6;
+        o->cmsg_type = IPV6_PKTINFO;
+        o->cmsg_len = CMSG_LEN(sizeof(reply));
+        memcpy(CMSG_DATA(o), &reply, sizeof(reply));
+        return CMSG_SPACE(sizeof(reply));
+    }
+    default:
+        return 0;
+    }
 }
 
 /* Send n replies; a reply the kernel refuses (full buffer, unreachable peer) is dropped and the
@@ -194,19 +208,17 @@ static void prepare(udp_state_t *u, bool pktinfo)
  * port is already the listener's). */
 static void local_of(const struct msghdr *rh, struct sockaddr_storage *local)
 {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(rh); c; c = CMSG_NXTHDR((struct msghdr *)rh, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-            struct in_pktinfo in;
-            memcpy(&in, CMSG_DATA(c), sizeof(in));
-            ((struct sockaddr_in *)(void *)local)->sin_addr = in.ipi_addr;
-            return;
-        }
-        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-            struct in6_pktinfo in;
-            memcpy(&in, CMSG_DATA(c), sizeof(in));
-            ((struct sockaddr_in6 *)(void *)local)->sin6_addr = in.ipi6_addr;
-            return;
-        }
+    struct in_pktinfo in;
+    struct in6_pktinfo in6;
+    switch (arrived_at(rh, &in, &in6)) {
+    case 4:
+        ((struct sockaddr_in *)(void *)local)->sin_addr = in.ipi_addr;
+        break;
+    case 6:
+        ((struct sockaddr_in6 *)(void *)local)->sin6_addr = in6.ipi6_addr;
+        break;
+    default:
+        break;
     }
 }
 

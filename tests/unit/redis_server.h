@@ -17,13 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+
+#include "test_util.h"
 
 /* How long a server may take to start answering, or to exit after a signal. */
 #define RSRV_WAIT_MS 5000
@@ -116,22 +117,7 @@ static inline void rsrv_spawn(redis_server_t *s)
     for (int i = 0; i < s->nargs; i++)
         argv[n++] = s->args[i];
     argv[n] = NULL;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, 0);
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
+    pid_t pid = tu_spawn(argv, NULL);
     s->pid = pid;
     int64_t deadline = rsrv_now_ms() + RSRV_WAIT_MS;
     while (!rsrv_answers(s)) {

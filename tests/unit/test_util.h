@@ -7,6 +7,10 @@
 #define TERN_TESTS_UNIT_TEST_UTIL_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +63,32 @@ static inline socklen_t tu_sockaddr(struct sockaddr_storage *ss, int family, con
     sa->sin6_port = htons(port);
     assert_int_equal(inet_pton(AF_INET6, addr, &sa->sin6_addr), 1);
     return sizeof(*sa);
+}
+
+/* Run argv[0] (a path, or a name looked up in PATH) as a child that dies with the test
+ * (PR_SET_PDEATHSIG: a crashed test leaves no server behind), stdin from /dev/null, stdout and
+ * stderr appended to log (NULL: /dev/null). Returns its pid; stop it by that pid. */
+static inline pid_t tu_spawn(const char *const argv[], const char *log)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        int null = open("/dev/null", O_RDWR);
+        int out = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : null;
+        if (null >= 0)
+            dup2(null, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        execvp(argv[0], (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    return pid;
 }
 
 /* The monotonic clock in milliseconds, and a sleep of ms milliseconds (for bounded polls). */

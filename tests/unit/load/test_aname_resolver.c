@@ -20,7 +20,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -116,24 +115,8 @@ static void knot_spawn(void)
     char conf[128], log[128];
     snprintf(conf, sizeof(conf), "%s/knot.conf", knot.dir);
     snprintf(log, sizeof(log), "%s/knotd.log", knot.dir);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a crashed test leaves no knotd behind */
-        if (getppid() != parent)
-            _exit(1);
-        int null = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (null >= 0)
-            dup2(null, 0);
-        if (out >= 0) {
-            dup2(out, 1);
-            dup2(out, 2);
-        }
-        execl(knot.knotd, "knotd", "-c", conf, (char *)NULL);
-        _exit(127);
-    }
+    const char *const argv[] = {knot.knotd, "-c", conf, NULL};
+    pid_t pid = tu_spawn(argv, log);
     knot.pid = pid;
     int64_t deadline = tu_now_ms() + KNOT_WAIT_MS;
     while (!knot_answers()) {

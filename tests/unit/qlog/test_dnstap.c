@@ -118,24 +118,10 @@ static void cap_start(capture_t *c, const char *dir, const char *sock, const cha
     tool("fstrm_capture", "fstrm-bin", bin, sizeof(bin));
     snprintf(c->out, sizeof(c->out), "%s/%s", dir, out);
     snprintf(c->log, sizeof(c->log), "%s/%s.log", dir, out);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        int null = open("/dev/null", O_RDONLY);
-        int log = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (null < 0 || log < 0)
-            _exit(126);
-        dup2(null, 0);
-        dup2(log, 1);
-        dup2(log, 2);
-        execl(bin, "fstrm_capture", "-t", "protobuf:dnstap.Dnstap", "-u", sock, "-w", c->out,
-              (char *)NULL);
-        _exit(127);
-    }
+    const char *const argv[] = {bin,    "-t", "protobuf:dnstap.Dnstap", "-u", sock, "-w",
+                                c->out, NULL};
+    (void)unlink(c->log); /* a fresh log per start, as before */
+    pid_t pid = tu_spawn(argv, c->log);
     c->pid = pid;
     int64_t deadline = tu_now_ms() + WAIT_MS;
     while (!unix_listening(sock)) {
