@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -103,6 +104,47 @@ static inline void tu_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* A loopback port free for both UDP and TCP right now (bounded tries). */
+static inline uint16_t tu_free_port(void)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        assert_true(u >= 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(u, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        socklen_t sl = sizeof(sa);
+        assert_int_equal(getsockname(u, (struct sockaddr *)&sa, &sl), 0);
+        int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(t >= 0);
+        int ok = bind(t, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        close(t);
+        close(u);
+        if (ok)
+            return ntohs(sa.sin_port);
+    }
+    fail_msg("no free loopback port");
+    return 0;
+}
+
+/* An executable at /usr/sbin/<name> or on PATH into out; 0 when there is none. */
+static inline int tu_find_program(const char *name, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "/usr/sbin/%s", name);
+    if (access(out, X_OK) == 0)
+        return 1;
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        snprintf(out, outlen, "%.*s/%s", (int)n, path, name);
+        if (access(out, X_OK) == 0)
+            return 1;
+        path = end ? end + 1 : NULL;
+    }
+    return 0;
 }
 
 #endif

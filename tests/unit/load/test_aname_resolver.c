@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "knot_server.h"
 #include "test_util.h"
 
 #include "tern/common/err.h"
@@ -32,63 +33,13 @@
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 
-/* How long knotd may take to answer after start, or to exit after SIGTERM. */
-#define KNOT_WAIT_MS 5000
 /* How long a published table may take to show what the test waits for: the zone's TTLs are 1–3 s
  * and failed queries back off to a few seconds, so this is generous. */
 #define PUB_WAIT_MS 10000
 
 /* ---- a real knotd ---- */
 
-static struct knot {
-    pid_t pid;
-    uint16_t port;
-    char dir[64];
-    char knotd[64], knotc[64];
-} knot;
-
-/* A loopback port free for both UDP and TCP right now. */
-static uint16_t free_port(void)
-{
-    for (int tries = 0; tries < 50; tries++) {
-        int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        assert_true(u >= 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        assert_int_equal(bind(u, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        socklen_t sl = sizeof(sa);
-        assert_int_equal(getsockname(u, (struct sockaddr *)&sa, &sl), 0);
-        int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_true(t >= 0);
-        bool ok = bind(t, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-        close(t);
-        close(u);
-        if (ok)
-            return ntohs(sa.sin_port);
-    }
-    fail_msg("no free loopback port");
-    return 0;
-}
-
-/* Whether knotd answers a UDP query for up.test. SOA within 200 ms. */
-static bool knot_answers(void)
-{
-    static const uint8_t q[] = {0x12, 0x34, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
-                                0x00, 0x00, 0x00, 2,    'u',  'p',  4,    't',  'e',
-                                's',  't',  0,    0x00, 0x06, 0x00, 0x01};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_storage ss;
-    socklen_t sl = tu_sockaddr(&ss, AF_INET, "127.0.0.1", knot.port);
-    struct timeval tv = {0, 200000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    uint8_t buf[512];
-    bool ok = sendto(fd, q, sizeof(q), 0, (struct sockaddr *)&ss, sl) == (ssize_t)sizeof(q) &&
-              recv(fd, buf, sizeof(buf), 0) >= 12 && buf[0] == 0x12 && buf[1] == 0x34 &&
-              (buf[3] & 0x0f) == 0; /* NOERROR: the zone is loaded */
-    close(fd);
-    return ok;
-}
+static knot_server_t knot;
 
 /* The zone file: target's addresses given; everything else fixed. TTLs of 1–3 s. */
 static void write_zone(unsigned serial, const char *target_a)
@@ -112,60 +63,13 @@ static void write_zone(unsigned serial, const char *target_a)
 
 static void knot_spawn(void)
 {
-    char conf[128], log[128];
-    snprintf(conf, sizeof(conf), "%s/knot.conf", knot.dir);
-    snprintf(log, sizeof(log), "%s/knotd.log", knot.dir);
-    const char *const argv[] = {knot.knotd, "-c", conf, NULL};
-    pid_t pid = tu_spawn(argv, log);
-    knot.pid = pid;
-    int64_t deadline = tu_now_ms() + KNOT_WAIT_MS;
-    while (!knot_answers()) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            knot.pid = 0;
-            fail_msg("knotd exited at start (see %s)", log);
-        }
-        if (tu_now_ms() > deadline)
-            fail_msg("knotd on port %u does not answer after %d ms", knot.port, KNOT_WAIT_MS);
-        tu_sleep_ms(20);
-    }
+    if (!ksrv_start(&knot))
+        fail_msg("knotd did not start");
 }
 
-/* SIGTERM to our knotd (by PID), wait until it has gone; SIGKILL if it does not. */
 static void knot_kill(void)
 {
-    if (!knot.pid)
-        return;
-    kill(knot.pid, SIGTERM);
-    int64_t deadline = tu_now_ms() + KNOT_WAIT_MS;
-    int st;
-    while (waitpid(knot.pid, &st, WNOHANG) != knot.pid) {
-        if (tu_now_ms() > deadline) {
-            kill(knot.pid, SIGKILL);
-            waitpid(knot.pid, &st, 0);
-            break;
-        }
-        tu_sleep_ms(10);
-    }
-    knot.pid = 0;
-}
-
-/* An executable at /usr/sbin/<name> or on PATH into out; false when there is none. */
-static bool find_program(const char *name, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "/usr/sbin/%s", name);
-    if (access(out, X_OK) == 0)
-        return true;
-    const char *path = getenv("PATH");
-    while (path && *path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        snprintf(out, outlen, "%.*s/%s", (int)n, path, name);
-        if (access(out, X_OK) == 0)
-            return true;
-        path = end ? end + 1 : NULL;
-    }
-    return false;
+    ksrv_stop(&knot);
 }
 
 static bool have_knot;
@@ -173,31 +77,14 @@ static bool have_knot;
 static int group_setup(void **state)
 {
     (void)state;
-    have_knot = find_program("knotd", knot.knotd, sizeof(knot.knotd)) &&
-                find_program("knotc", knot.knotc, sizeof(knot.knotc));
-    if (!have_knot) {
-        /* knot is a test dependency the README's test command installs: its absence is a
-         * broken install, not a reason to skip */
-        fprintf(stderr, "knotd/knotc not found (install Debian's knot)\n");
+    /* knot is a test dependency the README's test command installs: its absence is a broken
+     * install, not a reason to skip */
+    have_knot = ksrv_init(&knot, "tern-knot", "up.test.");
+    if (!have_knot)
         return -1;
-    }
-    tu_mkdtemp(knot.dir, sizeof(knot.dir), "tern-knot");
-    knot.port = free_port();
     char conf[2048];
-    snprintf(conf, sizeof(conf),
-             "server:\n"
-             "    rundir: \"%s\"\n"
-             "    listen: 127.0.0.1@%u\n"
-             "    udp-workers: 1\n"
-             "    tcp-workers: 1\n"
-             "    background-workers: 1\n"
-             "database:\n"
-             "    storage: \"%s/db\"\n"
-             "control:\n"
-             "    listen: \"%s/knot.sock\"\n"
-             "log:\n"
-             "  - target: stderr\n"
-             "    any: warning\n"
+    int h = ksrv_conf_head(&knot, conf, sizeof(conf));
+    snprintf(conf + h, sizeof(conf) - (size_t)h,
              "template:\n"
              "  - id: default\n"
              "    storage: \"%s\"\n"
@@ -207,7 +94,7 @@ static int group_setup(void **state)
              "zone:\n"
              "  - domain: \"up.test.\"\n"
              "    file: \"%s/up.test.zone\"\n",
-             knot.dir, knot.port, knot.dir, knot.dir, knot.dir, knot.dir);
+             knot.dir, knot.dir);
     tu_write_file(knot.dir, "knot.conf", conf);
     write_zone(1, "192.0.2.1");
     knot_spawn();
@@ -227,10 +114,7 @@ static int group_teardown(void **state)
 /* Tell knotd to read its zone file again; bounded by knotc's own timeout. */
 static void knot_reload(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "'%s' -t 5 -s '%s/knot.sock' zone-reload up.test. >/dev/null 2>&1",
-             knot.knotc, knot.dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(ksrv_ctl(&knot, "zone-reload up.test."), 0);
 }
 
 /* ---- what the resolver publishes ---- */
@@ -547,7 +431,7 @@ static void test_failover_tcp(void **state)
     pubs_init(&p);
     aname_resolver_t *r = aname_resolver_new(on_publish, &p);
     assert_non_null(r);
-    aname_upstream_t ups[2] = {{.port = free_port(), .timeout_ms = 200}, knot_upstream(true)};
+    aname_upstream_t ups[2] = {{.port = tu_free_port(), .timeout_ms = 200}, knot_upstream(true)};
     snprintf(ups[0].host, sizeof(ups[0].host), "127.0.0.1");
     aname_upstream_t bad = {.host = "not-an-address"};
     assert_int_equal(aname_resolver_configure(r, &bad, 1), TERN_EINVAL);
