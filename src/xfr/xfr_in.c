@@ -1,0 +1,1115 @@
+/*
+ * xfr_in.c — see xfr_in.h. Three parts: the message reader (bounds-checked, decompressing names
+ * once into a scratch record), the transfer's state machine (one step per answer RR), and the
+ * IXFR delta store with the walk over `have` that applies it. The zone writer is at the end.
+ *
+ * Why the IXFR store looks the way it does: a delta is usually a handful of RRs against a zone of
+ * a million, so what it keeps must be proportional to the delta, and the apply must touch each RR
+ * of `have` once without converting anything. RRs removed from `have` are kept as their position
+ * in it — (node, RRset, RR) packed into 56 bits, in an open-addressing set — since `have` is
+ * pinned and immutable, and a bitmap over the nodes says which nodes have any, so the walk probes
+ * the set only there. RRs added are copied (they are new data) into a chained hash table keyed by
+ * owner, type and canonical RDATA, so a later delta can remove them again.
+ */
+#include "tern/xfr/xfr_in.h"
+
+#include <fcntl.h>
+#include <ldns/ldns.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tern/common/err.h"
+#include "tern/common/grow.h"
+#include "tern/common/hash.h"
+#include "tern/wire/dname.h"
+#include "tern/wire/parse.h"
+#include "tern/wire/rdata.h"
+#include "tern/wire/rr.h"
+#include "tern/xfr/journal.h" /* RFC 1982 serial arithmetic */
+#include "tern/zone/zone_builder.h"
+
+/* A name has at most 127 labels, so a compressor never needs more pointers than that to spell
+ * it; a longer chain is a message built to make us walk it again and again. */
+#define PTR_HOPS_MAX DNAME_MAXLABELS
+
+/* Decompressed RDATA: the layouts with names (wire/rdata.h) grow by at most two names of 255
+ * bytes; everything else is copied and is at most 65535 bytes. */
+#define RDATA_CAP (UINT16_MAX + 2 * DNAME_MAXLEN)
+
+/* The largest SOA RDATA: two names and the five 32-bit fields. */
+#define SOA_RDATA_MAX (2 * DNAME_MAXLEN + 20)
+
+/* Room for a name in presentation form (every byte escaped as \DDD). */
+#define NAME_STR_MAX (DNAME_MAXLEN * 4 + 1)
+
+/* The position of an RR of `have`: node index, RRset index in the node (< 256), RR index in the
+ * RRset (< 65535). RR index 0xffff marks the TTL override of an RRset instead. */
+#define POS(node, set, rr) ((uint64_t)(node) << 24 | (uint64_t)(set) << 16 | (uint64_t)(rr))
+#define POS_TTL            0xffffu
+#define POS_EMPTY          UINT64_MAX
+#define POS_NONE           UINT64_MAX
+
+enum state {
+    ST_START,  /* waiting for the opening SOA */
+    ST_SECOND, /* IXFR: after the opening SOA; the next RR tells deltas from AXFR-style */
+    ST_FULL,   /* the zone's RRs, into the builder, until the closing SOA */
+    ST_DEL,    /* IXFR: a delta's RRs removed, until its new SOA */
+    ST_ADD,    /* IXFR: a delta's RRs added, until the next delta's old SOA or the final SOA */
+    ST_DONE,   /* complete: finish() may build */
+    ST_FAILED, /* a feed failed: the transfer is abandoned */
+    ST_BUILT,  /* finish() was called */
+};
+
+/* One RR of a message, names decompressed. */
+struct rr {
+    size_t off; /* where it starts in the message, for messages */
+    uint8_t owner[DNAME_MAXLEN];
+    uint16_t type, rclass;
+    uint32_t ttl;
+    uint16_t rdlen;
+    uint8_t rdata[RDATA_CAP];
+};
+
+/* One RR an IXFR delta added. */
+struct add {
+    uint64_t hash;
+    uint32_t off;  /* lowercased owner, then the RDATA as received, at blob + off */
+    uint32_t next; /* the next entry of its bucket, plus one; 0 ends the chain */
+    uint32_t ttl;
+    uint16_t type;
+    uint16_t rdlen;
+    uint8_t owner_len;
+    uint8_t live; /* 0 once a later delta removed it */
+};
+
+struct pos_slot {
+    uint64_t key;
+    uint32_t val;
+};
+
+struct xfr_in {
+    uint8_t origin[DNAME_MAXLEN]; /* lowercased */
+    char origin_str[NAME_STR_MAX];
+    uint16_t qtype;
+    uint16_t id;
+    enum state state;
+    xfr_in_kind_t kind;
+    const zone_t *have; /* NULL when there is none or it is unavailable */
+    size_t max_bytes;
+    char *source;
+    size_t messages, records, bytes;
+
+    uint32_t serial; /* the opening SOA's */
+    uint32_t soa_ttl;
+    uint16_t soa_len;
+    uint8_t soa[SOA_RDATA_MAX];
+
+    zone_builder_t *b; /* FULL: the zone as it streams in */
+
+    unsigned delta;    /* IXFR: deltas seen (the current one's number) */
+    uint32_t delta_to; /* the current delta's new serial, once its second SOA is read */
+
+    uint64_t seed; /* of the additions' hash: random, so a primary cannot aim for collisions */
+    struct add *adds;
+    size_t nadds, adds_cap, adds_live;
+    uint32_t *heads; /* buckets: entry index plus one, 0 empty; nbuckets a power of two */
+    size_t nbuckets;
+    uint8_t *blob;
+    size_t blob_len, blob_cap;
+
+    struct pos_slot *pos; /* removed RRs of `have` and TTL overrides */
+    size_t pos_mask, pos_count;
+    uint8_t *touched; /* one bit per node of `have`: it has an entry in pos */
+
+    char msg[1024]; /* why the current feed failed */
+    struct rr rr;
+    uint8_t canon_a[RDATA_CAP], canon_b[RDATA_CAP];
+};
+
+static int fail(xfr_in_t *x, int rc, const char *fmt, ...) TERN_PRINTF(3, 4);
+static int fail(xfr_in_t *x, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->msg, sizeof(x->msg), fmt, ap);
+    va_end(ap);
+    x->state = ST_FAILED;
+    return rc;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The bytes of an RR as it would be on the wire (owner uncompressed, class IN) into w. */
+static size_t rr_wire(uint8_t *w, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                      const uint8_t *rd, uint16_t rdlen)
+{
+    size_t n = dname_len(owner);
+    memcpy(w, owner, n);
+    const uint8_t fixed[10] = {(uint8_t)(type >> 8), (uint8_t)type,        0,
+                               WIRE_CLASS_IN,        (uint8_t)(ttl >> 24), (uint8_t)(ttl >> 16),
+                               (uint8_t)(ttl >> 8),  (uint8_t)ttl,         (uint8_t)(rdlen >> 8),
+                               (uint8_t)rdlen};
+    memcpy(w + n, fixed, 10);
+    memcpy(w + n + 10, rd, rdlen);
+    return n + 10 + rdlen;
+}
+
+/* "A", "ANAME", "TYPE65000": for messages. */
+static const char *type_str(uint16_t type, char *buf, size_t len)
+{
+    if (type == WIRE_T_ANAME)
+        return "ANAME";
+    if (type == WIRE_T_AXFR || type == WIRE_T_IXFR) /* ldns describes no meta type */
+        return type == WIRE_T_AXFR ? "AXFR" : "IXFR";
+    const ldns_rr_descriptor *d = ldns_rr_descript(type);
+    if (d && d->_type == type && d->_name)
+        return d->_name;
+    snprintf(buf, len, "TYPE%u", type);
+    return buf;
+}
+
+static const char *name_str(const uint8_t *name, char *buf)
+{
+    (void)dname_to_str(name, buf, NAME_STR_MAX);
+    return buf;
+}
+
+/* ---- reading a message ---- */
+
+/*
+ * The name at m[*pos], decompressed into out (room for DNAME_MAXLEN). The name's own bytes must
+ * end by `end`; a compression pointer must point into the message after the header and before
+ * the start of the piece of name it is read from, so every chain ends. *pos moves past the name's
+ * own bytes. Returns the name's length, or a negative code with x->msg set.
+ */
+static int read_name(xfr_in_t *x, const uint8_t *m, size_t mlen, size_t *pos, size_t end,
+                     uint8_t *out)
+{
+    size_t p = *pos, piece = p, lim = end, o = 0;
+    unsigned hops = 0;
+    bool jumped = false;
+    for (;;) {
+        if (p >= lim)
+            return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
+        uint8_t c = m[p];
+        if ((c & 0xC0) == 0xC0) {
+            if (p + 1 >= lim)
+                return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
+            size_t to = (size_t)(c & 0x3F) << 8 | m[p + 1];
+            if (to < WIRE_HDR_LEN)
+                return fail(x, TERN_EMALF,
+                            "compression pointer at offset %zu points into the header (%zu)", p,
+                            to);
+            if (to >= piece)
+                return fail(x, TERN_EMALF,
+                            "compression pointer at offset %zu to %zu does not point backwards", p,
+                            to);
+            if (++hops > PTR_HOPS_MAX)
+                return fail(x, TERN_EMALF, "more than %d compression pointers in the name at %zu",
+                            PTR_HOPS_MAX, *pos);
+            if (!jumped)
+                *pos = p + 2;
+            jumped = true;
+            p = piece = to;
+            lim = mlen;
+            continue;
+        }
+        if (c & 0xC0)
+            return fail(x, TERN_EMALF, "bad label type 0x%02x at offset %zu", c, p);
+        if (p + 1 + c > lim)
+            return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
+        if (o + 1 + c > DNAME_MAXLEN)
+            return fail(x, TERN_EMALF, "name at offset %zu longer than %d bytes", *pos,
+                        DNAME_MAXLEN);
+        memcpy(out + o, m + p, 1 + (size_t)c);
+        o += 1 + (size_t)c;
+        p += 1 + (size_t)c;
+        if (c == 0) {
+            if (!jumped)
+                *pos = p;
+            return (int)o;
+        }
+    }
+}
+
+/* The RDATA at m[start .. start + rdlen) into r->rdata, the names of the layouts tern knows
+ * decompressed (see xfr_in.h). */
+static int read_rdata(xfr_in_t *x, const uint8_t *m, size_t mlen, size_t start, struct rr *r)
+{
+    wire_rdata_layout_t l;
+    size_t end = start + r->rdlen;
+    if (!wire_rdata_layout(r->type, &l)) {
+        memcpy(r->rdata, m + start, r->rdlen);
+        return 0;
+    }
+    char tb[16];
+    if (r->rdlen < l.head)
+        goto bad;
+    memcpy(r->rdata, m + start, l.head);
+    size_t p = start + l.head, o = l.head;
+    for (unsigned k = 0; k < l.names; k++) {
+        int n = read_name(x, m, mlen, &p, end, r->rdata + o);
+        if (n < 0)
+            return n;
+        o += (size_t)n;
+    }
+    if (end - p != l.tail)
+        goto bad;
+    memcpy(r->rdata + o, m + p, l.tail);
+    r->rdlen = (uint16_t)(o + l.tail); /* at most 6 + 2 * 255 + 20 */
+    return 0;
+bad:
+    return fail(x, TERN_EMALF, "malformed %s RDATA in the record at offset %zu",
+                type_str(r->type, tb, sizeof(tb)), r->off);
+}
+
+/* The record at m[*pos] into r (RDATA only when want_rdata); *pos moves past it. */
+static int read_rr(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos, bool want_rdata,
+                   struct rr *r)
+{
+    r->off = *pos;
+    int n = read_name(x, m, len, pos, len, r->owner);
+    if (n < 0)
+        return n;
+    size_t p = *pos;
+    if (len - p < 10 || len - p - 10 < rd16(m + p + 8))
+        return fail(x, TERN_EMALF, "truncated record at offset %zu", r->off);
+    r->type = rd16(m + p);
+    r->rclass = rd16(m + p + 2);
+    r->ttl = rd32(m + p + 4); /* as sent: an OPT's carries the upper RCODE bits */
+    r->rdlen = rd16(m + p + 8);
+    *pos = p + 10 + r->rdlen;
+    return want_rdata ? read_rdata(x, m, len, p + 10, r) : 0;
+}
+
+/* ---- the IXFR delta store ---- */
+
+static uint64_t key_hash(const xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
+                         const uint8_t *canon, size_t rdlen)
+{
+    return tern_hash64(canon, rdlen, tern_hash64(lc, len, x->seed ^ type));
+}
+
+static uint64_t *pos_find(xfr_in_t *x, uint64_t key, uint32_t **val)
+{
+    if (!x->pos)
+        return NULL;
+    for (size_t i = tern_mix64(key) & x->pos_mask;; i = (i + 1) & x->pos_mask) {
+        if (x->pos[i].key == key) {
+            if (val)
+                *val = &x->pos[i].val;
+            return &x->pos[i].key;
+        }
+        if (x->pos[i].key == POS_EMPTY)
+            return NULL;
+    }
+}
+
+static void pos_insert(struct pos_slot *slots, size_t mask, uint64_t key, uint32_t val)
+{
+    size_t i = tern_mix64(key) & mask;
+    while (slots[i].key != POS_EMPTY)
+        i = (i + 1) & mask;
+    slots[i] = (struct pos_slot){key, val};
+}
+
+/* Put key (absent) with val; the set stays at most half full so probes stay short. */
+static int pos_put(xfr_in_t *x, uint64_t key, uint32_t val)
+{
+    if (!x->pos || (x->pos_count + 1) * 2 > x->pos_mask + 1) {
+        size_t cap = x->pos ? (x->pos_mask + 1) * 2 : 64;
+        struct pos_slot *s = malloc(cap * sizeof(*s));
+        if (!s)
+            return TERN_ENOMEM;
+        for (size_t i = 0; i < cap; i++)
+            s[i].key = POS_EMPTY;
+        for (size_t i = 0; x->pos && i <= x->pos_mask; i++)
+            if (x->pos[i].key != POS_EMPTY)
+                pos_insert(s, cap - 1, x->pos[i].key, x->pos[i].val);
+        free(x->pos);
+        x->pos = s;
+        x->pos_mask = cap - 1;
+    }
+    pos_insert(x->pos, x->pos_mask, key, val);
+    x->pos_count++;
+    return 0;
+}
+
+/* Mark node i of `have` as having entries in pos. */
+static int touch(xfr_in_t *x, size_t node)
+{
+    if (!x->touched && !(x->touched = calloc(x->have->node_count / 8 + 1, 1)))
+        return TERN_ENOMEM;
+    x->touched[node / 8] |= (uint8_t)(1u << (node % 8));
+    return 0;
+}
+
+static bool touched(const xfr_in_t *x, size_t node)
+{
+    return x->touched && (x->touched[node / 8] >> (node % 8) & 1);
+}
+
+/* The node and RRset index of (lc, type) in `have`; false when there is none. */
+static bool have_rrset(const xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
+                       size_t *node, unsigned *set)
+{
+    if (!x->have)
+        return false;
+    const zone_node_t *n = zone_find_node(x->have, lc, len, dname_hash(lc));
+    if (!n)
+        return false;
+    for (unsigned j = 0; j < n->nrrsets; j++) {
+        if (n->rrsets[j].type == type) {
+            *node = (size_t)(n - x->have->nodes);
+            *set = j;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The position in `have` of the RR (lc, type, canonical RDATA canon), or POS_NONE. */
+static uint64_t have_find(xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
+                          const uint8_t *canon, uint16_t rdlen)
+{
+    size_t node;
+    unsigned set;
+    if (!have_rrset(x, lc, len, type, &node, &set))
+        return POS_NONE;
+    const zone_rrset_t *s = &x->have->nodes[node].rrsets[set];
+    const uint8_t *p = s->rdata;
+    for (unsigned k = 0; k < s->count; k++) {
+        uint16_t l = rd16(p);
+        if (l == rdlen) {
+            wire_rdata_canon(type, p + 2, l, x->canon_b);
+            if (memcmp(x->canon_b, canon, l) == 0)
+                return POS(node, set, k);
+        }
+        p += 2 + l;
+    }
+    return POS_NONE;
+}
+
+/* The live entry added for (lc, type, canon), or NULL. */
+static struct add *adds_find(xfr_in_t *x, uint64_t h, const uint8_t *lc, size_t len, uint16_t type,
+                             const uint8_t *canon, uint16_t rdlen)
+{
+    if (!x->nbuckets)
+        return NULL;
+    for (uint32_t i = x->heads[h & (x->nbuckets - 1)]; i; i = x->adds[i - 1].next) {
+        struct add *a = &x->adds[i - 1];
+        if (a->hash != h || !a->live || a->type != type || a->rdlen != rdlen ||
+            a->owner_len != len || memcmp(x->blob + a->off, lc, len) != 0)
+            continue;
+        wire_rdata_canon(type, x->blob + a->off + len, rdlen, x->canon_b);
+        if (memcmp(x->canon_b, canon, rdlen) == 0)
+            return a;
+    }
+    return NULL;
+}
+
+static int adds_insert(xfr_in_t *x, uint64_t h, const uint8_t *lc, size_t len, const struct rr *r)
+{
+    if (x->blob_len + len + r->rdlen > UINT32_MAX)
+        return fail(x, TERN_ELIMIT, "IXFR: the deltas' data passes 4 GiB");
+    if (tern_grow((void **)&x->adds, &x->adds_cap, x->nadds + 1, sizeof(*x->adds)) < 0 ||
+        tern_grow((void **)&x->blob, &x->blob_cap, x->blob_len + len + r->rdlen, 1) < 0)
+        return fail(x, TERN_ENOMEM, "out of memory");
+    if (x->nadds + 1 > x->nbuckets) {
+        /* one bucket per entry: chains of one or two */
+        size_t nb = x->nbuckets ? x->nbuckets * 2 : 64;
+        uint32_t *heads = calloc(nb, sizeof(*heads));
+        if (!heads)
+            return fail(x, TERN_ENOMEM, "out of memory");
+        for (size_t i = 0; i < x->nadds; i++) {
+            size_t bkt = x->adds[i].hash & (nb - 1);
+            x->adds[i].next = heads[bkt];
+            heads[bkt] = (uint32_t)(i + 1);
+        }
+        free(x->heads);
+        x->heads = heads;
+        x->nbuckets = nb;
+    }
+    struct add *a = &x->adds[x->nadds];
+    *a = (struct add){.hash = h,
+                      .off = (uint32_t)x->blob_len,
+                      .ttl = r->ttl,
+                      .type = r->type,
+                      .rdlen = r->rdlen,
+                      .owner_len = (uint8_t)len,
+                      .live = 1};
+    memcpy(x->blob + x->blob_len, lc, len);
+    memcpy(x->blob + x->blob_len + len, r->rdata, r->rdlen);
+    x->blob_len += len + r->rdlen;
+    size_t bkt = h & (x->nbuckets - 1);
+    a->next = x->heads[bkt];
+    x->heads[bkt] = (uint32_t)++x->nadds;
+    x->adds_live++;
+    return 0;
+}
+
+/* Mark the RR of `have` at position p removed (it must not be already). */
+static int remove_pos(xfr_in_t *x, uint64_t p)
+{
+    if (pos_put(x, p, 0) < 0 || touch(x, (size_t)(p >> 24)) < 0)
+        return fail(x, TERN_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* A delta removes r: from what earlier deltas added, else from `have`; else the versions have
+ * diverged. */
+static int delta_remove(xfr_in_t *x, const struct rr *r)
+{
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, r->owner);
+    wire_rdata_canon(r->type, r->rdata, r->rdlen, x->canon_a);
+    uint64_t h = key_hash(x, lc, len, r->type, x->canon_a, r->rdlen);
+    struct add *a = adds_find(x, h, lc, len, r->type, x->canon_a, r->rdlen);
+    if (a) {
+        a->live = 0;
+        x->adds_live--;
+        return 0;
+    }
+    uint64_t p = have_find(x, lc, len, r->type, x->canon_a, r->rdlen);
+    if (p != POS_NONE && !pos_find(x, p, NULL))
+        return remove_pos(x, p);
+
+    /* "www.example.test. A 192.0.2.9": the RDATA through ldns, as the operator would write it */
+    char nb[NAME_STR_MAX], tb[16], rd[256] = "";
+    size_t o = 0;
+    uint8_t *wire = x->canon_b; /* free now; RDATA_CAP > DNAME_MAXLEN + 10 + UINT16_MAX */
+    size_t pos = 0, wl = rr_wire(wire, r->owner, r->type, 0, r->rdata, r->rdlen);
+    ldns_rr *lr = NULL;
+    if (ldns_wire2rr(&lr, wire, wl, &pos, LDNS_SECTION_ANSWER) == LDNS_STATUS_OK) {
+        for (size_t i = 0; i < ldns_rr_rd_count(lr) && o < sizeof(rd); i++) {
+            char *s = ldns_rdf2str(ldns_rr_rdf(lr, i));
+            if (s)
+                o += (size_t)snprintf(rd + o, sizeof(rd) - o, "%s%s", i ? " " : "", s);
+            free(s);
+        }
+        ldns_rr_free(lr);
+    }
+    return fail(x, TERN_EINVAL, "IXFR: delta %u removes a record that is not in the zone: %s %s %s",
+                x->delta, name_str(r->owner, nb), type_str(r->type, tb, sizeof(tb)), rd);
+}
+
+/* A delta adds r. If `have` holds it (not removed), that copy is marked removed, so the added
+ * one (with its TTL) replaces it and a later delta's removal finds it among the additions. */
+static int delta_add(xfr_in_t *x, const struct rr *r)
+{
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len = dname_lower(lc, r->owner);
+    wire_rdata_canon(r->type, r->rdata, r->rdlen, x->canon_a);
+    uint64_t h = key_hash(x, lc, len, r->type, x->canon_a, r->rdlen);
+    struct add *a = adds_find(x, h, lc, len, r->type, x->canon_a, r->rdlen);
+    if (a) {
+        a->ttl = r->ttl;
+        return 0;
+    }
+    uint64_t p = have_find(x, lc, len, r->type, x->canon_a, r->rdlen);
+    int rc;
+    if (p != POS_NONE && !pos_find(x, p, NULL) && (rc = remove_pos(x, p)) < 0)
+        return rc;
+    return adds_insert(x, h, lc, len, r);
+}
+
+/* ---- the transfer, one answer RR at a time ---- */
+
+static uint32_t soa_serial(const struct rr *r)
+{
+    return rd32(r->rdata + r->rdlen - 20); /* read_rdata() checked the layout */
+}
+
+static bool is_apex_soa(const xfr_in_t *x, const struct rr *r)
+{
+    return r->type == WIRE_T_SOA && dname_equal(r->owner, x->origin);
+}
+
+/* What every answer RR must be, whatever the state: class IN, zone data, inside the zone, and an
+ * SOA only at the apex (an SOA anywhere else would be mistaken for none or the end). */
+static int check_rr(xfr_in_t *x, const struct rr *r)
+{
+    char nb[NAME_STR_MAX], tb[16];
+    if (r->rclass != WIRE_CLASS_IN)
+        return fail(x, TERN_EINVAL, "record %s %s of class %u (only IN)", name_str(r->owner, nb),
+                    type_str(r->type, tb, sizeof(tb)), r->rclass);
+    if (r->type == 0 || r->type == WIRE_T_OPT ||
+        (r->type >= WIRE_T_META_MIN && r->type <= WIRE_T_META_MAX))
+        return fail(x, TERN_EINVAL, "record %s of type %s is not zone data", name_str(r->owner, nb),
+                    type_str(r->type, tb, sizeof(tb)));
+    if (!dname_is_subdomain(r->owner, x->origin))
+        return fail(x, TERN_EOUTZONE, "record outside the zone %s: %s %s", x->origin_str,
+                    name_str(r->owner, nb), type_str(r->type, tb, sizeof(tb)));
+    if (r->type == WIRE_T_SOA && !dname_equal(r->owner, x->origin))
+        return fail(x, TERN_EINVAL, "SOA record at %s, not at the apex of %s",
+                    name_str(r->owner, nb), x->origin_str);
+    return 0;
+}
+
+static int full_add(xfr_in_t *x, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                    const uint8_t *rdata, uint16_t rdlen)
+{
+    int rc = zone_builder_add(x->b, owner, type, WIRE_CLASS_IN, ttl, rdata, rdlen, NULL, 0);
+    return rc < 0 ? fail(x, rc, "%s", zone_builder_error(x->b)) : 0;
+}
+
+static int start_full(xfr_in_t *x)
+{
+    x->kind = XFR_IN_FULL;
+    x->state = ST_FULL;
+    if (!(x->b = zone_builder_new(x->origin, x->source)))
+        return fail(x, TERN_ENOMEM, "out of memory");
+    if (x->have)
+        zone_builder_expect(x->b, x->have->rr_count); /* the new version is likely as large */
+    return full_add(x, x->origin, WIRE_T_SOA, x->soa_ttl, x->soa, x->soa_len);
+}
+
+/* The opening SOA: its serial is the primary's version. last: it ends its message. */
+static int on_first(xfr_in_t *x, const struct rr *r, bool last)
+{
+    if (!is_apex_soa(x, r))
+        return fail(x, TERN_EINVAL, "first record is not the SOA of %s", x->origin_str);
+    x->serial = soa_serial(r);
+    x->soa_ttl = r->ttl;
+    x->soa_len = r->rdlen;
+    memcpy(x->soa, r->rdata, r->rdlen);
+    if (x->qtype == WIRE_T_AXFR) {
+        /* an equal serial is a forced retransfer; an older one would roll the zone back */
+        if (x->have && xfr_serial_lt(x->serial, x->have->serial))
+            return fail(x, TERN_EINVAL, "serial %u is older than the version served (%u)",
+                        x->serial, x->have->serial);
+        return start_full(x);
+    }
+    if (!xfr_serial_gt(x->serial, x->have->serial)) {
+        /* RFC 1995 §4: a single SOA is "nothing newer than what you have" */
+        if (last) {
+            x->kind = XFR_IN_UP_TO_DATE;
+            x->state = ST_DONE;
+            return 0;
+        }
+        return fail(x, TERN_EINVAL,
+                    "IXFR: serial went backwards: %u is not newer than the version served (%u)",
+                    x->serial, x->have->serial);
+    }
+    x->state = ST_SECOND;
+    return 0;
+}
+
+static int on_rr(xfr_in_t *x, const struct rr *r, bool last)
+{
+    int rc = check_rr(x, r);
+    if (rc < 0)
+        return rc;
+    bool soa = r->type == WIRE_T_SOA; /* check_rr(): at the apex */
+    uint32_t s = soa ? soa_serial(r) : 0;
+    switch (x->state) {
+    case ST_START:
+        return on_first(x, r, last);
+    case ST_SECOND:
+        if (!soa) { /* RFC 1995 §4: an AXFR-style answer */
+            if ((rc = start_full(x)) < 0)
+                return rc;
+            return full_add(x, r->owner, r->type, r->ttl, r->rdata, r->rdlen);
+        }
+        if (s != x->have->serial)
+            return fail(x, TERN_EINVAL,
+                        "IXFR: delta 1 starts at serial %u, not at the version served (%u)", s,
+                        x->have->serial);
+        x->kind = XFR_IN_INCREMENTAL;
+        x->delta = 1;
+        x->state = ST_DEL;
+        return 0;
+    case ST_FULL:
+        if (!soa)
+            return full_add(x, r->owner, r->type, r->ttl, r->rdata, r->rdlen);
+        if (s != x->serial)
+            return fail(x, TERN_EINVAL, "closing SOA has serial %u, the opening one %u", s,
+                        x->serial);
+        x->state = ST_DONE;
+        return 0;
+    case ST_DEL:
+        if (!soa)
+            return delta_remove(x, r);
+        x->delta_to = s;
+        x->state = ST_ADD;
+        return 0;
+    case ST_ADD:
+        if (!soa)
+            return delta_add(x, r);
+        if (s == x->serial && x->delta_to == x->serial) {
+            x->state = ST_DONE; /* the final SOA */
+            return 0;
+        }
+        if (s != x->delta_to)
+            return fail(x, TERN_EINVAL,
+                        "IXFR: delta %u starts at serial %u, delta %u ended at %u (the chain "
+                        "must reach %u)",
+                        x->delta + 1, s, x->delta, x->delta_to, x->serial);
+        x->delta++;
+        x->state = ST_DEL;
+        return 0;
+    default:
+        return fail(x, TERN_EINVAL, "records after the closing SOA");
+    }
+}
+
+static const char *rcode_str(unsigned rc, char *buf, size_t len)
+{
+    const ldns_lookup_table *t = ldns_lookup_by_id(ldns_rcodes, (int)rc);
+    if (t && t->name)
+        return t->name;
+    snprintf(buf, len, "%u", rc);
+    return buf;
+}
+
+/* The header and the question: the answer to our query, from a primary that has the zone. */
+static int check_header(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos)
+{
+    char b1[16], b2[16];
+    if (len < WIRE_HDR_LEN)
+        return fail(x, TERN_EMALF, "truncated header (%zu bytes)", len);
+    uint16_t flags = rd16(m + 2);
+    if (rd16(m) != x->id)
+        return fail(x, TERN_EINVAL, "id %u, the query's was %u", rd16(m), x->id);
+    if (!(flags & WIRE_FLAG_QR))
+        return fail(x, TERN_EINVAL, "QR not set: not a response");
+    if (WIRE_OPCODE(flags) != WIRE_OP_QUERY)
+        return fail(x, TERN_EINVAL, "opcode %u, not QUERY", WIRE_OPCODE(flags));
+    if (WIRE_RCODE(flags) != WIRE_RC_NOERROR)
+        return fail(x, TERN_EINVAL, "RCODE %s", rcode_str(WIRE_RCODE(flags), b1, sizeof(b1)));
+    uint16_t qd = rd16(m + 4);
+    if (qd > 1)
+        return fail(x, TERN_EMALF, "%u questions", qd);
+    *pos = WIRE_HDR_LEN;
+    if (qd == 0) /* RFC 5936 §2.2.1: the question may be left out after the first message */
+        return 0;
+    uint8_t name[DNAME_MAXLEN];
+    char nb[NAME_STR_MAX];
+    int n = read_name(x, m, len, pos, len, name);
+    if (n < 0)
+        return n;
+    if (len - *pos < 4)
+        return fail(x, TERN_EMALF, "truncated question");
+    uint16_t qtype = rd16(m + *pos), qclass = rd16(m + *pos + 2);
+    *pos += 4;
+    if (!dname_equal(name, x->origin) || qtype != x->qtype || qclass != WIRE_CLASS_IN)
+        return fail(x, TERN_EINVAL, "the question is %s %s class %u, not %s %s IN",
+                    name_str(name, nb), type_str(qtype, b1, sizeof(b1)), qclass, x->origin_str,
+                    type_str(x->qtype, b2, sizeof(b2)));
+    return 0;
+}
+
+/* Authority and additional records: walked with the same checks, otherwise ignored (TSIG was
+ * removed by the caller; an OPT may carry the upper bits of the RCODE). */
+static int skip_rest(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos, unsigned count,
+                     bool additional)
+{
+    for (unsigned i = 0; i < count; i++) {
+        int rc = read_rr(x, m, len, pos, false, &x->rr);
+        if (rc < 0)
+            return rc;
+        if (additional && x->rr.type == WIRE_T_OPT && x->rr.ttl >> 24) {
+            char b[16];
+            unsigned ext = (x->rr.ttl >> 24) << 4 | WIRE_RCODE(rd16(m + 2));
+            return fail(x, TERN_EINVAL, "RCODE %s", rcode_str(ext, b, sizeof(b)));
+        }
+    }
+    return 0;
+}
+
+static int feed_msg(xfr_in_t *x, const uint8_t *m, size_t len)
+{
+    size_t pos;
+    int rc = check_header(x, m, len, &pos);
+    if (rc < 0)
+        return rc;
+    unsigned an = rd16(m + 6), ns = rd16(m + 8), ar = rd16(m + 10);
+    if (an == 0 && x->state == ST_START)
+        return fail(x, TERN_EINVAL,
+                    "no records in the answer (is the primary authoritative for "
+                    "%s?)",
+                    x->origin_str);
+    for (unsigned i = 0; i < an; i++) {
+        if (x->state == ST_DONE)
+            return fail(x, TERN_EINVAL, "%u records after the closing SOA", an - i);
+        if ((rc = read_rr(x, m, len, &pos, true, &x->rr)) < 0)
+            return rc;
+        if (x->rr.ttl > INT32_MAX) /* RFC 2181 §8 */
+            x->rr.ttl = 0;
+        if ((rc = on_rr(x, &x->rr, i + 1 == an)) < 0)
+            return rc;
+        x->records++;
+    }
+    if ((rc = skip_rest(x, m, len, &pos, ns, false)) < 0 ||
+        (rc = skip_rest(x, m, len, &pos, ar, true)) < 0)
+        return rc;
+    if (pos != len)
+        return fail(x, TERN_EMALF, "%zu bytes after the last record", len - pos);
+    return x->state == ST_DONE ? 0 : 1;
+}
+
+/* ---- the API ---- */
+
+xfr_in_t *xfr_in_new(const uint8_t *origin, uint16_t qtype, const zone_t *have, size_t max_bytes,
+                     const char *source)
+{
+    if (have && (have->unavailable || !dname_equal(have->apex, origin)))
+        have = NULL;
+    if ((qtype != WIRE_T_AXFR && qtype != WIRE_T_IXFR) || (qtype == WIRE_T_IXFR && !have))
+        return NULL;
+    xfr_in_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    dname_lower(x->origin, origin);
+    (void)dname_to_str(x->origin, x->origin_str, sizeof(x->origin_str));
+    x->qtype = qtype;
+    x->have = have;
+    x->max_bytes = max_bytes;
+    x->state = ST_START;
+    x->kind = XFR_IN_FULL;
+    if (getrandom(&x->seed, sizeof(x->seed), GRND_NONBLOCK) != (ssize_t)sizeof(x->seed))
+        x->seed = tern_mix64((uint64_t)(uintptr_t)x); /* no entropy yet: at least not fixed */
+    if (!(x->source = strdup(source ? source : x->origin_str))) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void xfr_in_set_id(xfr_in_t *x, uint16_t id)
+{
+    x->id = id;
+}
+
+int xfr_in_feed(xfr_in_t *x, const uint8_t *msg, size_t len, char *err, size_t errlen)
+{
+    int rc;
+    if (x->state == ST_DONE || x->state == ST_BUILT) {
+        tern_set_err(err, errlen, "%s: message %zu after the end of the transfer", x->source,
+                     x->messages + 1);
+        return TERN_EINVAL;
+    }
+    if (x->state == ST_FAILED) {
+        tern_set_err(err, errlen, "%s: the transfer already failed: %s", x->source, x->msg);
+        return TERN_EINVAL;
+    }
+    x->messages++;
+    if (x->max_bytes && len > x->max_bytes - x->bytes) {
+        x->bytes += len;
+        rc = fail(x, TERN_ELIMIT, "transfer larger than max_bytes (%zu)", x->max_bytes);
+    } else {
+        x->bytes += len;
+        rc = feed_msg(x, msg, len);
+    }
+    if (rc < 0)
+        tern_set_err(err, errlen, "%s: message %zu: %s", x->source, x->messages, x->msg);
+    return rc;
+}
+
+xfr_in_kind_t xfr_in_kind(const xfr_in_t *x)
+{
+    return x->kind;
+}
+
+uint32_t xfr_in_serial(const xfr_in_t *x)
+{
+    return x->serial;
+}
+
+size_t xfr_in_messages(const xfr_in_t *x)
+{
+    return x->messages;
+}
+
+size_t xfr_in_records(const xfr_in_t *x)
+{
+    return x->records;
+}
+
+size_t xfr_in_bytes(const xfr_in_t *x)
+{
+    return x->bytes;
+}
+
+static void free_deltas(xfr_in_t *x)
+{
+    free(x->adds);
+    free(x->heads);
+    free(x->blob);
+    free(x->pos);
+    free(x->touched);
+    x->adds = NULL;
+    x->heads = NULL;
+    x->blob = NULL;
+    x->pos = NULL;
+    x->touched = NULL;
+    x->nadds = x->adds_cap = x->adds_live = x->nbuckets = x->blob_len = x->blob_cap = 0;
+    x->pos_count = x->pos_mask = 0;
+}
+
+/* Each RRset of `have` some delta adds to takes the lowest TTL of the RRs added to it. */
+static int ttl_overrides(xfr_in_t *x)
+{
+    for (size_t i = 0; i < x->nadds; i++) {
+        const struct add *a = &x->adds[i];
+        size_t node;
+        unsigned set;
+        if (!a->live || !have_rrset(x, x->blob + a->off, a->owner_len, a->type, &node, &set))
+            continue;
+        uint32_t *v;
+        uint64_t key = POS(node, set, POS_TTL);
+        if (pos_find(x, key, &v)) {
+            if (a->ttl < *v)
+                *v = a->ttl;
+        } else if (pos_put(x, key, a->ttl) < 0 || touch(x, node) < 0) {
+            return TERN_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* `have` with the deltas applied, into a new builder: every RR of `have` not removed (its apex
+ * SOA replaced by the new one), then every RR added and not removed again. */
+static int apply(xfr_in_t *x, zone_builder_t *b)
+{
+    const zone_t *h = x->have;
+    int rc;
+    for (size_t i = 0; i < h->node_count; i++) {
+        const zone_node_t *n = &h->nodes[i];
+        bool t = touched(x, i);
+        for (unsigned j = 0; j < n->nrrsets; j++) {
+            const zone_rrset_t *s = &n->rrsets[j];
+            if (s->type == WIRE_T_SOA && n == h->apex_node)
+                continue;
+            uint32_t ttl = s->ttl, *v;
+            if (t && pos_find(x, POS(i, j, POS_TTL), &v))
+                ttl = *v;
+            const uint8_t *p = s->rdata;
+            for (unsigned k = 0; k < s->count; k++) {
+                uint16_t l = rd16(p);
+                if ((!t || !pos_find(x, POS(i, j, k), NULL)) &&
+                    (rc = zone_builder_add(b, n->name, s->type, WIRE_CLASS_IN, ttl, p + 2, l, NULL,
+                                           0)) < 0)
+                    return rc;
+                p += 2 + l;
+            }
+        }
+    }
+    if ((rc = zone_builder_add(b, x->origin, WIRE_T_SOA, WIRE_CLASS_IN, x->soa_ttl, x->soa,
+                               x->soa_len, NULL, 0)) < 0)
+        return rc;
+    for (size_t i = 0; i < x->nadds; i++) {
+        const struct add *a = &x->adds[i];
+        if (a->live &&
+            (rc = zone_builder_add(b, x->blob + a->off, a->type, WIRE_CLASS_IN, a->ttl,
+                                   x->blob + a->off + a->owner_len, a->rdlen, NULL, 0)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int xfr_in_finish(xfr_in_t *x, zone_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (x->state != ST_DONE || x->kind == XFR_IN_UP_TO_DATE) {
+        tern_set_err(err, errlen, "%s: %s", x->source,
+                     x->state == ST_BUILT  ? "the zone was built already"
+                     : x->state != ST_DONE ? "the transfer is not complete"
+                                           : "the zone is up to date: nothing to build");
+        return TERN_EINVAL;
+    }
+    x->state = ST_BUILT;
+    zone_builder_t *b = x->b;
+    x->b = NULL;
+    if (x->kind == XFR_IN_INCREMENTAL) {
+        int rc = TERN_ENOMEM;
+        if (!(b = zone_builder_new(x->origin, x->source)) || (rc = ttl_overrides(x)) < 0) {
+            tern_set_err(err, errlen, "%s: out of memory", x->source);
+            zone_builder_free(b);
+            free_deltas(x);
+            return rc;
+        }
+        zone_builder_expect(b, x->have->rr_count + x->adds_live);
+        rc = apply(x, b);
+        free_deltas(x); /* before finish: the builder holds everything now */
+        if (rc < 0) {
+            tern_set_err(err, errlen, "%s", zone_builder_error(b));
+            zone_builder_free(b);
+            return rc;
+        }
+    }
+    return zone_builder_finish(b, out, err, errlen);
+}
+
+void xfr_in_free(xfr_in_t *x)
+{
+    if (!x)
+        return;
+    zone_builder_free(x->b);
+    free_deltas(x);
+    free(x->source);
+    free(x);
+}
+
+/* ---- the on-disk copy ---- */
+
+/* Whether ldns reads text s back as exactly the RR in wire form w (wlen bytes): names keep their
+ * case, so the exact bytes are compared, not the canonical form. */
+static bool reads_back(const char *s, const uint8_t *w, size_t wlen, ldns_buffer *buf)
+{
+    ldns_rr *rr = NULL;
+    if (ldns_rr_new_frm_str(&rr, s, 0, NULL, NULL) != LDNS_STATUS_OK)
+        return false;
+    ldns_buffer_clear(buf);
+    bool same = ldns_rr2buffer_wire(buf, rr, LDNS_SECTION_ANSWER) == LDNS_STATUS_OK &&
+                ldns_buffer_position(buf) == wlen && memcmp(ldns_buffer_begin(buf), w, wlen) == 0;
+    ldns_rr_free(rr);
+    return same;
+}
+
+/* One RR as a line of f: ldns's presentation form if it reads back to the same bytes, else the
+ * generic form of RFC 3597 §5, which every reader takes for every type. */
+static int write_rr(FILE *f, const uint8_t *owner, uint16_t type, uint32_t ttl, const uint8_t *rd,
+                    uint16_t rdlen, uint8_t *w, ldns_buffer *buf)
+{
+    size_t wlen = rr_wire(w, owner, type, ttl, rd, rdlen), pos = 0;
+    ldns_rr *rr = NULL;
+    if (ldns_wire2rr(&rr, w, wlen, &pos, LDNS_SECTION_ANSWER) == LDNS_STATUS_OK) {
+        char *s = ldns_rr2str_fmt(ldns_output_format_nocomments, rr);
+        ldns_rr_free(rr);
+        /* ldns 1.8 reads a HINFO back only without the line end it printed: check without it */
+        size_t n = s ? strlen(s) : 0;
+        if (n && s[n - 1] == '\n')
+            s[n - 1] = '\0';
+        if (s && reads_back(s, w, wlen, buf)) {
+            int rc = fputs(s, f) == EOF || fputc('\n', f) == EOF ? TERN_EIO : 0;
+            free(s);
+            return rc;
+        }
+        free(s);
+    }
+    char nb[NAME_STR_MAX];
+    fprintf(f, "%s\t%u\tIN\tTYPE%u\t\\# %u", name_str(owner, nb), ttl, type, rdlen);
+    if (rdlen)
+        fputc(' ', f);
+    for (size_t i = 0; i < rdlen; i++)
+        fprintf(f, "%02x", rd[i]);
+    return fputc('\n', f) == EOF ? TERN_EIO : 0;
+}
+
+static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
+{
+    char nb[NAME_STR_MAX];
+    fprintf(f, "; zone %s, serial %u, from %s\n", name_str(z->apex, nb), z->serial,
+            z->source ? z->source : "?");
+    const uint8_t *soa = z->soa->rdata;
+    int rc = write_rr(f, z->apex, WIRE_T_SOA, z->soa->ttl, soa + 2, rd16(soa), w, buf);
+    for (size_t i = 0; i < z->node_count && rc == 0; i++) {
+        const zone_node_t *n = &z->nodes[i];
+        for (unsigned j = 0; j < n->nrrsets && rc == 0; j++) {
+            const zone_rrset_t *s = &n->rrsets[j];
+            if (s->type == WIRE_T_SOA && n == z->apex_node)
+                continue; /* written first */
+            const uint8_t *p = s->rdata;
+            for (unsigned k = 0; k < s->count && rc == 0; k++) {
+                rc = write_rr(f, n->name, s->type, s->ttl, p + 2, rd16(p), w, buf);
+                p += 2 + rd16(p);
+            }
+        }
+    }
+    return rc;
+}
+
+/* Make the rename durable: fsync the directory that holds path. */
+static int sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return TERN_ENOMEM;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t errlen)
+{
+    char *tmp = NULL;
+    FILE *f = NULL;
+    uint8_t *w = NULL;
+    ldns_buffer *buf = NULL;
+    int fd = -1, rc;
+    if (asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+        tmp = NULL;
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
+    w = malloc(DNAME_MAXLEN + 10 + UINT16_MAX);
+    buf = ldns_buffer_new(1024);
+    if (!w || !buf) {
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
+    if ((fd = mkstemp(tmp)) < 0) {
+        rc = -errno;
+        free(tmp);
+        tmp = NULL; /* nothing to remove */
+        goto fail;
+    }
+    /* mkstemp makes it 0600; a zone file is no secret, and operators read it */
+    if (fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
+        rc = -errno;
+        goto fail;
+    }
+    fd = -1;
+    if ((rc = write_zone(f, z, w, buf)) < 0)
+        goto fail;
+    errno = 0;
+    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        rc = errno ? -errno : TERN_EIO;
+        goto fail;
+    }
+    rc = fclose(f);
+    f = NULL;
+    if (rc != 0 || rename(tmp, path) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    free(tmp);
+    tmp = NULL;
+    if ((rc = sync_dir(path)) < 0)
+        goto fail;
+    free(w);
+    ldns_buffer_free(buf);
+    return 0;
+fail:
+    tern_set_err(err, errlen, "%s: cannot write the zone file: %s", path, tern_strerror(rc));
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    free(w);
+    ldns_buffer_free(buf);
+    return rc;
+}
