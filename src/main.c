@@ -36,6 +36,7 @@
 #include "tern/load/loader.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
+#include "tern/xfr/xfr.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
 
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
     loader_t *loader = NULL;
     server_t *srv = NULL;
     qlog_t *qlog = NULL;
+    xfr_t *xfr = NULL;
     /* before anything can make libcrypto allocate: workers sign without malloc() */
     (void)dnssec_mem_install();
     metrics_t *metrics = NULL;
@@ -443,7 +445,17 @@ int main(int argc, char **argv)
         }
         server_set_qlog(srv, qlog);
     }
-    if (loader_load_zones(loader) < 0 || server_run(srv) < 0)
+    /* zone transfers: the service always exists (two idle threads when nothing is configured),
+     * so a reload can turn transfers on; workers hand it requests only when some are */
+    xfr_hooks_t hooks = {.zone_in = loader_zone_in, .ctx = loader};
+    if (!(xfr = xfr_new(loader_published(loader), &hooks))) {
+        log_err("out of memory");
+        goto out;
+    }
+    loader_set_xfr(loader, xfr);
+    server_handoff_t handoff = xfr_handoff(xfr);
+    server_set_handoff(srv, &handoff);
+    if (loader_load_zones(loader) < 0 || server_run(srv) < 0 || xfr_start(xfr) < 0)
         goto out;
     if (qlog && (r = qlog_start(qlog)) < 0) {
         log_err("query log: cannot start its writer thread: %s", tern_strerror(r));
@@ -456,6 +468,8 @@ int main(int argc, char **argv)
      * privileges (the socket belongs to the user that removes it at exit) */
     if (cfg->control_socket && !(ctl = ctl_start(cfg->control_socket, loader, srv, cfg->workers)))
         goto out;
+    ctl_set_xfr(ctl, xfr);
+    metrics_set_xfr(metrics, xfr);
     log_listen(cfg, srv);
     log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
     loader_stats_t st;
@@ -490,6 +504,7 @@ out:
     metrics_stop(metrics); /* it reads the loader and the workers: stop it before either */
     /* The loader first: a reload in progress may be waiting for the workers' grace period. */
     loader_stop(loader);
+    xfr_free(xfr); /* before the workers: it answers through their sockets */
     server_stop(srv);
     qlog_free(qlog); /* after the workers: the writer drains their rings a last time */
     if (srv)

@@ -130,6 +130,9 @@ static int check_config(const char *path)
         const config_zone_t *cz = &cfg.zones[i];
         zone_t *z = NULL;
         err[0] = '\0';
+        /* transfer settings of a Redis zone, or a secondary zone not transferred yet: no file */
+        if (!cz->file || (cz->nprimaries && access(cz->file, F_OK) != 0))
+            continue;
         /* records are not located here: that needs the geo databases and changes no validity */
         int r = cz->format == CONFIG_ZONE_JSON
                     ? zone_json_load_file(cz->origin, cz->file, NULL, &z, err, sizeof(err))

@@ -538,6 +538,12 @@ static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
                 rrl_class(r, LIMIT_RC_ANSWER, q->name.hash[0], NULL);
             return; /* the chain left our zones: the resolver takes it from here */
         }
+        if (unlikely(z->unavailable)) {
+            /* a secondary zone with no data, or expired: no authoritative answer at all */
+            r->rcode = WIRE_RC_SERVFAIL;
+            r->aa = false;
+            return;
+        }
         if (first) {
             r->aa = true;
             ctx->info.zone = z;
@@ -804,7 +810,15 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                       : WIRE_RC_FORMERR;
     else if (pr == WIRE_BADVERS)
         r.rcode = WIRE_RC_BADVERS;
-    else if (opcode == WIRE_OP_NOTIFY)
+    else if (unlikely(cfg->xfr) && (opcode == WIRE_OP_NOTIFY || q->has_tsig ||
+                                    (transport == ANSWER_TCP && opcode == WIRE_OP_QUERY &&
+                                     (qtype == WIRE_T_AXFR || qtype == WIRE_T_IXFR)))) {
+        /* the transfer thread's: it checks keys and ACLs, pins the zone and streams it, off
+         * this worker (tern/xfr/xfr.h) */
+        info->outcome = ANSWER_HANDOFF;
+        info->rcode = -1u;
+        return 0;
+    } else if (opcode == WIRE_OP_NOTIFY)
         /* RFC 1996 §3.10: NOTIFY is for a secondary; tern is secondary for no zone (Knot
          * answers NOTAUTH too) */
         r.rcode = WIRE_RC_NOTAUTH;
@@ -816,8 +830,12 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
         answer_chaos(&r, q, cfg);
     else if (q->qclass != WIRE_CLASS_IN && q->qclass != WIRE_CLASS_ANY)
         r.rcode = WIRE_RC_REFUSED; /* QCLASS ANY: the IN data is all there is, as NSD and Knot */
+    else if (qtype == WIRE_T_AXFR && transport == ANSWER_UDP)
+        r.rcode = WIRE_RC_NOTIMP; /* RFC 5936 §4.2: AXFR is TCP only (NSD answers NOTIMP too) */
+    else if (qtype == WIRE_T_IXFR && transport == ANSWER_UDP && cfg->xfr)
+        r.tc = true; /* RFC 1995 §2: the answer would not fit; the secondary asks over TCP */
     else if (qtype == WIRE_T_AXFR || qtype == WIRE_T_IXFR)
-        r.rcode = WIRE_RC_NOTIMP; /* zone transfers are not implemented yet, on any transport */
+        r.rcode = WIRE_RC_REFUSED; /* no zone may be transferred (allow_transfer) */
     else if (qtype >= WIRE_T_META_MIN && qtype < WIRE_T_ANY)
         r.rcode = WIRE_RC_NOTIMP;
     else if (!t)

@@ -431,6 +431,63 @@ static const opt_t schema[] = {
      .desc = "query logging (dnstap, redins' request log); workers never wait (a full ring "
              "drops): a mapping of these keys; unset or ~ = none"},
 
+    /* Zone transfers (tern/xfr): keys, then the bounds of the journal and of transfers in. A
+     * zone's own settings are in its entry (primary, notify, allow_transfer, ...). */
+    {.key = "tsig_keys",
+     .type = OPT_TSIG_KEYS,
+     .desc = "TSIG keys (RFC 8945) for transfers and NOTIFY: a list of {name, algorithm, "
+             "secret}"},
+    {.key = "tsig_key_file",
+     .type = OPT_TSIG_KEY_FILE,
+     .desc = "BIND key files (key \"name\" { algorithm ...; secret \"...\"; };), one or a list"},
+    /* 64 versions cover an hour of minutely Redis changes; a secondary further behind gets
+     * the zone whole (AXFR), which is always correct */
+    {.key = "xfr_journal_versions",
+     .type = OPT_UINT,
+     FIELD(xfr_journal_versions),
+     .def = 64,
+     .min = 0,
+     .max = 1000000,
+     .desc = "changes kept per zone for IXFR; 0 = every transfer is AXFR"},
+    {.key = "xfr_journal_mib",
+     .type = OPT_UINT,
+     FIELD(xfr_journal_mib),
+     .def = 64,
+     .min = 1,
+     .max = 65536,
+     .desc = "MiB of changes kept per zone at most (older ones go first)"},
+    /* a transfer in larger than this is refused before it exhausts memory: 1 GiB of messages
+     * is a zone of ~20M records, far beyond the zones tern is tested with */
+    {.key = "xfr_max_mib",
+     .type = OPT_UINT,
+     FIELD(xfr_max_mib),
+     .def = 1024,
+     .min = 1,
+     .max = 1048576,
+     .desc = "largest zone transfer taken in, MiB; a larger one fails and the old version stays"},
+    /* RFC 1996 §3.6: retry until answered, a few times, a few seconds apart */
+    {.key = "xfr_notify_retries",
+     .type = OPT_UINT,
+     FIELD(xfr_notify_retries),
+     .def = 5,
+     .min = 1,
+     .max = 100,
+     .desc = "NOTIFY sends per change to a secondary that does not answer"},
+    {.key = "xfr_notify_timeout_ms",
+     .type = OPT_UINT,
+     FIELD(xfr_notify_timeout_ms),
+     .def = 2000,
+     .min = 10,
+     .max = 600000,
+     .desc = "ms to wait for a NOTIFY answer before sending again"},
+    {.key = "xfr_timeout_ms",
+     .type = OPT_UINT,
+     FIELD(xfr_timeout_ms),
+     .def = 10000,
+     .min = 100,
+     .max = 3600000,
+     .desc = "a transfer in (or SOA query) with no progress for this long fails"},
+
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
      .type = OPT_SERVER,
@@ -677,8 +734,7 @@ int config_each_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n, item
     return 0;
 }
 
-/* dir + path for a relative path (malloc'd), or a copy of path. NULL: out of memory. */
-static char *resolve_path(const parse_ctx_t *pc, const char *path)
+char *config_resolve_path(const parse_ctx_t *pc, const char *path)
 {
     if (path[0] == '/' || !pc->dir)
         return strdup(path);
@@ -790,7 +846,7 @@ int config_get_str(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const
             return config_fail(pc, n, key, "%s%sbad address \"%s\" (want ADDR:PORT or [V6]:PORT)",
                                field, sep, s);
     }
-    char *copy = o->type == OPT_PATH ? resolve_path(pc, s) : strdup(s);
+    char *copy = o->type == OPT_PATH ? config_resolve_path(pc, s) : strdup(s);
     if (!copy)
         return TERN_ENOMEM;
     size_t len = strlen(copy);
@@ -1088,7 +1144,7 @@ int config_redis_set_host_port(config_redis_t *r, const char *s)
 int config_redis_set_unix(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_redis_t *r,
                           const char *path)
 {
-    char *copy = resolve_path(pc, path);
+    char *copy = config_resolve_path(pc, path);
     if (!copy)
         return TERN_ENOMEM;
     size_t len = strlen(copy);
@@ -1313,18 +1369,39 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 
 /* ---- zones -------------------------------------------------------------------------------- */
 
-enum { ZF_ORIGIN, ZF_FILE, ZF_FORMAT, ZF_ACL, ZF_DNSSEC, ZF_COUNT };
+enum {
+    ZF_ORIGIN,
+    ZF_FILE,
+    ZF_FORMAT,
+    ZF_ACL,
+    ZF_DNSSEC,
+    ZF_PRIMARY,
+    ZF_NOTIFY,
+    ZF_ALLOW_TRANSFER,
+    ZF_TRANSFER_KEY,
+    ZF_ALLOW_NOTIFY,
+    ZF_COUNT
+};
 
 static const field_t zone_fields[ZF_COUNT] = {
     [ZF_ORIGIN] = {"origin", "the zone's apex name", true, NULL},
     [ZF_FILE] = {"file",
                  "master file (RFC 1035) or redins JSON, relative to the config file's "
-                 "directory",
-                 true, NULL},
+                 "directory (a secondary zone's on-disk copy, optional)",
+                 false, NULL},
     [ZF_FORMAT] = {"format", "rfc1035 or json (default: json for a file name ending in .json)",
                    false, NULL},
     [ZF_ACL] = {"acl", "the zone's access list {allow, deny, action}", false, NULL},
     [ZF_DNSSEC] = {"dnssec", "{keys: [BIND key pairs]}: tern signs the zone", false, NULL},
+    [ZF_PRIMARY] = {"primary",
+                    "\"ADDR[@PORT]\" or {address, key}, or a list: a secondary zone, "
+                    "transferred from these",
+                    false, NULL},
+    [ZF_NOTIFY] = {"notify", "secondaries sent NOTIFY on a change (as primary)", false, NULL},
+    [ZF_ALLOW_TRANSFER] = {"allow_transfer", "who may AXFR/IXFR the zone (prefixes)", false, NULL},
+    [ZF_TRANSFER_KEY] = {"transfer_key", "the TSIG key transfers must be signed with", false, NULL},
+    [ZF_ALLOW_NOTIFY] = {"allow_notify", "who may NOTIFY a secondary zone (default: its primaries)",
+                         false, NULL},
 };
 
 enum { ZD_KEYS, ZD_COUNT };
@@ -1355,7 +1432,7 @@ static int get_zone_dnssec(parse_ctx_t *pc, const yaml_node_t *n, const char *ke
         if (!is_text(e) || scalar(e)[0] == '\0')
             return config_fail(pc, e, key, "keys: expected a key file name, got %s",
                                config_node_kind(e));
-        if (!(z->dnssec_keys[z->ndnssec_keys] = resolve_path(pc, scalar(e))))
+        if (!(z->dnssec_keys[z->ndnssec_keys] = config_resolve_path(pc, scalar(e))))
             return TERN_ENOMEM;
         z->ndnssec_keys++;
     }
@@ -1382,7 +1459,15 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
         if (val[i] && (!is_text(val[i]) || scalar(val[i])[0] == '\0'))
             return config_fail(pc, val[i], key, "%s: expected a non-empty string, got %s",
                                zone_fields[i].key, config_node_kind(val[i]));
-    config_zone_format_t fmt = zone_format_of(scalar(val[ZF_FILE]));
+    /* no file and no primary: the transfer settings of a zone another source (Redis) serves */
+    if (!val[ZF_FILE] && !val[ZF_PRIMARY] && !val[ZF_ALLOW_TRANSFER] && !val[ZF_NOTIFY])
+        return config_fail(pc, n, key, "missing \"file\" (%s)", zone_fields[ZF_FILE].desc);
+    if (!val[ZF_FILE] && !val[ZF_PRIMARY] && (val[ZF_DNSSEC] || val[ZF_ACL] || val[ZF_FORMAT]))
+        return config_fail(pc, n, key,
+                           "a zone entry without file or primary only holds transfer settings "
+                           "(for a zone from Redis): no acl, dnssec or format");
+    config_zone_format_t fmt =
+        val[ZF_FILE] ? zone_format_of(scalar(val[ZF_FILE])) : CONFIG_ZONE_RFC1035;
     if (val[ZF_FORMAT]) {
         const char *f = scalar(val[ZF_FORMAT]);
         if (strcmp(f, "rfc1035") == 0)
@@ -1396,8 +1481,13 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
     snprintf(akey, sizeof(akey), "%s: acl", key);
     if (val[ZF_ACL] && (r = config_get_acl(pc, val[ZF_ACL], akey, &acl)) < 0)
         goto out;
-    char *file = resolve_path(pc, scalar(val[ZF_FILE]));
-    if (!file) {
+    if (val[ZF_PRIMARY] && fmt != CONFIG_ZONE_RFC1035) {
+        r = config_fail(pc, val[ZF_FORMAT] ? val[ZF_FORMAT] : val[ZF_FILE], key,
+                        "a secondary zone's copy is a master file (format rfc1035)");
+        goto out;
+    }
+    char *file = val[ZF_FILE] ? config_resolve_path(pc, scalar(val[ZF_FILE])) : NULL;
+    if (val[ZF_FILE] && !file) {
         r = TERN_ENOMEM;
         goto out;
     }
@@ -1406,7 +1496,15 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
     if (r == 0) {
         config_zone_t *z = &pc->c->zones[pc->c->nzones - 1];
         z->acl = acl; /* the zone owns the lists now */
+        if ((r = config_get_zone_xfr(pc, key, z, val[ZF_PRIMARY], val[ZF_NOTIFY],
+                                     val[ZF_ALLOW_TRANSFER], val[ZF_TRANSFER_KEY],
+                                     val[ZF_ALLOW_NOTIFY])) < 0)
+            return r;
         snprintf(akey, sizeof(akey), "%s: dnssec", key);
+        if (val[ZF_DNSSEC] && val[ZF_PRIMARY])
+            return config_fail(pc, val[ZF_DNSSEC], akey,
+                               "a secondary zone is served as transferred (sign it on the "
+                               "primary)");
         return val[ZF_DNSSEC] ? get_zone_dnssec(pc, val[ZF_DNSSEC], akey, z) : 0;
     }
 out:
@@ -1508,6 +1606,10 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
         return config_query_log(pc, o, k, n);
     case OPT_REDINS_LOG:
         return config_get_redins_log(pc, n, o->key);
+    case OPT_TSIG_KEYS:
+        return config_tsig_keys(pc, o, n);
+    case OPT_TSIG_KEY_FILE:
+        return config_tsig_key_file(pc, o, n);
     case OPT_REDIS_ADDR:
     case OPT_CUSTOM:
         break;
@@ -1632,6 +1734,9 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
     have_doc = true;
     pc.doc = &doc;
     if ((r = load_root(&pc)) < 0)
+        goto out;
+    /* the keys zones name may be defined anywhere in the file */
+    if ((r = config_xfr_check(c, path, err, errlen)) < 0)
         goto out;
     yaml_document_delete(&doc);
     have_doc = false;
@@ -1762,9 +1867,9 @@ int config_add_zone_format(config_t *c, const char *origin, const char *file,
     z = &c->zones[c->nzones];
     memset(z, 0, sizeof(*z));
     z->origin = strdup(origin);
-    z->file = strdup(file);
+    z->file = file ? strdup(file) : NULL;
     z->format = format;
-    if (!z->origin || !z->file) {
+    if (!z->origin || (file && !z->file)) {
         free(z->origin);
         free(z->file);
         return TERN_ENOMEM;
@@ -1918,6 +2023,8 @@ int config_copy(config_t *dst, const config_t *src)
     memset(&dst->health, 0, sizeof(dst->health));
     memset(&dst->aname, 0, sizeof(dst->aname));
     memset(&dst->qlog, 0, sizeof(dst->qlog));
+    if (config_tsig_keys_copy(dst, src) < 0)
+        goto fail;
     /* the prefix lists are dst's own (or NULL) from here, whatever fails */
     if (config_limit_copy(dst, src) < 0)
         goto fail;
@@ -1937,6 +2044,7 @@ int config_copy(config_t *dst, const config_t *src)
         if (config_add_zone_format(dst, src->zones[i].origin, src->zones[i].file,
                                    src->zones[i].format) < 0 ||
             config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0 ||
+            config_zone_xfr_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             goto fail;
     return 0;
@@ -2051,11 +2159,13 @@ void config_free(config_t *c)
         free(c->zones[i].origin);
         free(c->zones[i].file);
         config_acl_reset(&c->zones[i].acl);
+        config_zone_xfr_reset(&c->zones[i]);
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
     }
     free(c->zones);
+    config_tsig_keys_reset(c);
     for (size_t i = 0; i < NOPTS; i++)
         if (is_str_opt(&schema[i]))
             free(*str_field(c, &schema[i]));

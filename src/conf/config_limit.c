@@ -307,6 +307,16 @@ static int prefix_list_copy(config_prefix_list_t *dst, const config_prefix_list_
     return 0;
 }
 
+void config_prefix_list_reset(config_prefix_list_t *l)
+{
+    prefix_list_free(l);
+}
+
+int config_prefix_list_copy(config_prefix_list_t *dst, const config_prefix_list_t *src)
+{
+    return prefix_list_copy(dst, src);
+}
+
 /* One prefix of a list at n (field names it: "allow[2]") into *p. */
 static int get_prefix(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const char *field,
                       config_prefix_t *p)
@@ -320,6 +330,16 @@ static int get_prefix(parse_ctx_t *pc, const yaml_node_t *n, const char *key, co
     if (config_parse_prefix(p, scalar(n), why, sizeof(why)) < 0)
         return config_fail(pc, n, key, "%s: bad prefix \"%s\": %s", field, scalar(n), why);
     return 0;
+}
+
+static int get_prefixes(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const opt_t *o,
+                        config_prefix_list_t *out);
+
+int config_get_prefix_list(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                           const char *field, config_prefix_list_t *out)
+{
+    const opt_t o = {.key = field};
+    return get_prefixes(pc, n, key, &o, out);
 }
 
 /* A prefix list (row o) at n into *out, replacing it: one prefix or a sequence of them (as

@@ -49,20 +49,22 @@ typedef enum {
     OPT_HANDLER,    /* redins: {redis, zone_reload, max_ttl, geoip, ...}, into redis and geoip_db */
     OPT_GEOIP,      /* redins (older, top level): {enable, db}, into geoip_db */
     OPT_HEALTH,     /* a mapping of config_health_schema's keys into health, or null for none */
-    OPT_HEALTHCHECK, /* redins (older, top level): {enable, max_requests, ...}, into health */
-    OPT_ACL,         /* a mapping of config_acl_schema's keys into acl, or null for none */
-    OPT_RATELIMIT,   /* tern's and redins' "ratelimit": config_ratelimit_schema's keys */
-    OPT_RRL,         /* a mapping of config_rrl_schema's keys into rrl, or null for none */
-    OPT_COOKIES,     /* a mapping of config_cookies_schema's keys into cookies, or null */
-    OPT_ANAME,       /* a mapping of config_aname_schema's keys into aname, or null for none */
-    OPT_UPSTREAM,    /* redins (older, top level): a list of {ip, port, protocol, timeout} into
-                        aname */
-    OPT_QUERY_LOG,   /* a mapping of config_qlog_schema's keys into qlog, or null for none */
-    OPT_REDINS_LOG,  /* redins (older, top level): its request log {enable, level, target, ...}
-                        into qlog's requests */
-    OPT_CUSTOM,      /* a nested value with a parser of its own (health's log, checks, a check's
-                        address and expect): the row names and describes it, its owner parses it */
-    OPT_LATER,       /* a redins key tern does not implement yet: always an error saying so */
+    OPT_HEALTHCHECK,   /* redins (older, top level): {enable, max_requests, ...}, into health */
+    OPT_ACL,           /* a mapping of config_acl_schema's keys into acl, or null for none */
+    OPT_RATELIMIT,     /* tern's and redins' "ratelimit": config_ratelimit_schema's keys */
+    OPT_RRL,           /* a mapping of config_rrl_schema's keys into rrl, or null for none */
+    OPT_COOKIES,       /* a mapping of config_cookies_schema's keys into cookies, or null */
+    OPT_ANAME,         /* a mapping of config_aname_schema's keys into aname, or null for none */
+    OPT_UPSTREAM,      /* redins (older, top level): a list of {ip, port, protocol, timeout} into
+                          aname */
+    OPT_QUERY_LOG,     /* a mapping of config_qlog_schema's keys into qlog, or null for none */
+    OPT_REDINS_LOG,    /* redins (older, top level): its request log {enable, level, target, ...}
+                          into qlog's requests */
+    OPT_TSIG_KEYS,     /* a list of {name, algorithm, secret}, appended to tsig_keys */
+    OPT_TSIG_KEY_FILE, /* a BIND key file or a list of them, appended to tsig_keys */
+    OPT_CUSTOM,        /* a nested value with a parser of its own (health's log, checks, a check's
+                          address and expect): the row names and describes it, its owner parses it */
+    OPT_LATER,         /* a redins key tern does not implement yet: always an error saying so */
 } opt_type_t;
 
 /* Options that set the same fields share a group; a redins option and any other option of its
@@ -208,6 +210,9 @@ static inline const yaml_node_t *node(const parse_ctx_t *pc, int id)
 
 /** "a plain scalar", "a string", "a list", "a mapping" or "nothing", for type errors. */
 const char *config_node_kind(const yaml_node_t *n);
+
+/** dir + path for a relative path (malloc'd), or a copy of path. NULL: out of memory. */
+char *config_resolve_path(const parse_ctx_t *pc, const char *path);
 
 /** The key node of name in mapping n, or n itself when there is none (an error's line). */
 const yaml_node_t *config_key_node(const parse_ctx_t *pc, const yaml_node_t *n, const char *name);
@@ -412,6 +417,37 @@ int config_limit_copy(config_t *dst, const config_t *src) TERN_WUR;
 
 /** An acl mapping named key at n (or null: none) into a, replacing every setting; errors are
  * "key: allow[2]: ...". */
+/** A prefix list (one address or prefix, or a list; null = empty) at n into *out, replacing it;
+ * errors read "key: field[i]: ...". */
+int config_get_prefix_list(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                           const char *field, config_prefix_list_t *out) TERN_WUR;
+/** Free a prefix list's array (empty after). */
+void config_prefix_list_reset(config_prefix_list_t *l);
+/** dst (owning nothing) gets a copy of src. 0 or TERN_ENOMEM. */
+int config_prefix_list_copy(config_prefix_list_t *dst, const config_prefix_list_t *src) TERN_WUR;
+
+/* ---- zone transfers (config_xfr.c) ---- */
+/** tern's "tsig_keys" (a list of {name, algorithm, secret}), appended to c->tsig_keys. */
+int config_tsig_keys(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+/** "tsig_key_file": one BIND key file or a list of them, appended to c->tsig_keys. */
+int config_tsig_key_file(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_WUR;
+/** A zone's primary, notify, allow_transfer, transfer_key, allow_notify (each may be NULL). */
+int config_get_zone_xfr(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                        const yaml_node_t *primary, const yaml_node_t *notify,
+                        const yaml_node_t *allow_transfer, const yaml_node_t *transfer_key,
+                        const yaml_node_t *allow_notify) TERN_WUR;
+
+/** Free a zone's transfer settings (the zone stays otherwise as it is). */
+void config_zone_xfr_reset(config_zone_t *z);
+/** dst, a shallow copy of src, gets its own copies of src's transfer settings. 0 or
+ * TERN_ENOMEM (dst then owns what was copied: config_zone_xfr_reset() it). */
+int config_zone_xfr_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
+
+/** dst (its tsig_keys not its own) gets a copy of src's keys. 0 or TERN_ENOMEM. */
+int config_tsig_keys_copy(config_t *dst, const config_t *src) TERN_WUR;
+/** Wipe and free c's keys. */
+void config_tsig_keys_reset(config_t *c);
+
 int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
                    config_acl_t *a) TERN_WUR;
 

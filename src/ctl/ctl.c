@@ -36,6 +36,7 @@
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/ctl/ctl.h"
+#include "tern/xfr/xfr.h"
 #include "tern/dnssec/dnssec_zone.h"
 
 /* Connections waiting while one is served; ternctl retries a full backlog until its timeout. */
@@ -60,6 +61,7 @@ struct ctl {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     loader_t *loader; /* may be NULL (tests) */
     server_t *server; /* may be NULL (tests) */
+    xfr_t *xfr;       /* zone transfers; may be NULL */
     unsigned workers;
     int lfd;   /* the listening socket */
     int evfd;  /* ctl_stop() writes it */
@@ -420,6 +422,9 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         sb_line(body, "truncated: %" PRIu64, s.truncated);
         sb_line(body, "dropped_short: %" PRIu64, s.dropped_short);
         sb_line(body, "dropped_qr: %" PRIu64, s.dropped_qr);
+        sb_line(body, "xfr_handed_off: %" PRIu64, s.handed_off);
+        sb_line(body, "xfr_busy: %" PRIu64, s.handoff_full);
+        sb_line(body, "tcp_handed_off: %" PRIu64, s.tcp_handed_off);
         sb_line(body, "edns: %" PRIu64, s.edns);
         sb_line(body, "ecs: %" PRIu64, s.ecs);
         sb_line(body, "health_fail_open: %" PRIu64, s.health_fail_open);
@@ -475,6 +480,61 @@ static const zinfo_t *zone_named(ctl_t *c, const char *arg, zlist_t *zl, char *e
     return NULL;
 }
 
+/* The zone's transfer state (tern/xfr/xfr.h): history, last transfers, secondaries notified. */
+static void zone_xfr_lines(xfr_t *x, const char *key, sb_t *body)
+{
+    xfr_zone_info_t *in = malloc(sizeof(*in));
+    if (!in)
+        return;
+    xfr_zone_info(x, key, in);
+    char t[32], u[32];
+    if (!in->known) {
+        sb_line(body, "transfers: none configured");
+        free(in);
+        return;
+    }
+    sb_line(body, "transfers: %s", in->secondary ? "secondary (transferred in)" : "primary");
+    sb_line(body, "journal: %zu versions", in->nversions);
+    for (size_t i = 0; i < in->nversions; i++) {
+        fmt_time(t, sizeof(t), in->versions[i].when);
+        sb_line(body, "version: %" PRIu32 " -> %" PRIu32 ", %zu removed, %zu added, %zu bytes, %s",
+                in->versions[i].from, in->versions[i].to, in->versions[i].removed,
+                in->versions[i].added, in->versions[i].bytes, t);
+    }
+    if (in->out_when) {
+        fmt_time(t, sizeof(t), in->out_when);
+        sb_line(body,
+                "last_transfer_out: %s serial %" PRIu32 " to %s, %" PRIu64 " records, %s (%" PRIu64
+                " in all)",
+                in->out_kind, in->out_serial, in->out_peer, in->out_records, t, in->out_count);
+    } else {
+        sb_line(body, "last_transfer_out: never");
+    }
+    if (in->secondary) {
+        if (in->in_when) {
+            fmt_time(t, sizeof(t), in->in_when);
+            sb_line(body,
+                    "last_transfer_in: %s from %s, %" PRIu64 " records, %s (%" PRIu64 " in all)",
+                    in->in_kind, in->in_primary, in->in_records, t, in->in_count);
+        } else {
+            sb_line(body, "last_transfer_in: never");
+        }
+        fmt_time(t, sizeof(t), in->refresh_at);
+        fmt_time(u, sizeof(u), in->expire_at);
+        sb_line(body, "refresh: %s, expire: %s%s", t, u, in->expired ? " (expired: SERVFAIL)" : "");
+        if (in->in_error[0])
+            sb_line(body, "last_error: %s", in->in_error);
+    }
+    for (size_t i = 0; i < in->nnotify; i++) {
+        fmt_time(t, sizeof(t), in->notify[i].acked_when);
+        sb_line(body, "notify: %s serial %" PRIu32 " %s after %u sends%s%s", in->notify[i].peer,
+                in->notify[i].serial, in->notify[i].acked ? "acknowledged" : "not acknowledged",
+                in->notify[i].attempts, in->notify[i].acked ? ", " : "",
+                in->notify[i].acked ? t : "");
+    }
+    free(in);
+}
+
 static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
     zlist_t zl;
@@ -498,6 +558,8 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
         } else {
             sb_line(body, "dnssec: unsigned");
         }
+        if (c->xfr)
+            zone_xfr_lines(c->xfr, z->origin, body);
     }
     zlist_free(&zl);
 }
@@ -1006,6 +1068,12 @@ fail:
         close(c->evfd);
     free(c);
     return NULL;
+}
+
+void ctl_set_xfr(ctl_t *c, xfr_t *x)
+{
+    if (c)
+        c->xfr = x;
 }
 
 void ctl_stop(ctl_t *c)

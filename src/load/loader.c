@@ -29,6 +29,7 @@
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
 #include "tern/load/redis_source.h"
+#include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_patch.h"
@@ -185,6 +186,25 @@ struct loader {
     aname_results_t *aname_next;
     bool aname_dirty;
     size_t aname_warned; /* exits last warned about for want of an upstream */
+
+    /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. Secondary zones'
+     * versions arrive from its thread in spend (under mu) and are served from sec (the
+     * loader thread's): the last transferred version, the on-disk copy read at startup, or an
+     * unavailable placeholder (SERVFAIL) until the first transfer. */
+    xfr_t *xfr;
+    struct szone {
+        char *key;
+        zone_t *zone; /* the loader's own reference */
+        uint64_t version;
+        int64_t loaded;
+    } * sec;
+    size_t nsec, capsec;
+    struct spend {
+        char *key;
+        zone_t *zone; /* NULL: expired */
+    } * spend;
+    size_t nspend, capspend;
+    bool sec_dirty; /* spend holds something (under mu) */
 };
 
 /* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
@@ -468,6 +488,87 @@ fail:
  * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
  * 0 with *out, or a negative code with the message in err.
  */
+/* ---- secondary zones (tern/xfr) ------------------------------------------------------------ */
+
+/* Loader thread: the entry of secondary zone key, made on first sight from the on-disk copy
+ * (cz->file, when it exists and loads) or an unavailable placeholder. NULL: out of memory. */
+static struct szone *sec_get(loader_t *l, const char *key, const config_zone_t *cz)
+{
+    for (size_t i = 0; i < l->nsec; i++)
+        if (strcmp(l->sec[i].key, key) == 0)
+            return &l->sec[i];
+    if (tern_grow((void **)&l->sec, &l->capsec, l->nsec + 1, sizeof(*l->sec)) < 0)
+        return NULL;
+    zone_t *z = NULL;
+    if (cz && cz->file && access(cz->file, F_OK) == 0) {
+        char err[1024];
+        if (zone_file_load(cz->origin, cz->file, &z, err, sizeof(err)) < 0) {
+            log_warn("xfr: zone %s: its copy cannot be read (%s); waiting for a transfer", key,
+                     err);
+            z = NULL;
+        } else {
+            log_info("xfr: zone %s: serving its copy %s (serial %u) until the primary is asked",
+                     key, cz->file, z->serial);
+        }
+    }
+    if (!z) {
+        uint8_t apex[DNAME_MAXLEN];
+        const char *why;
+        if (dname_from_str(key, strlen(key), false, apex, &why) < 0 ||
+            !(z = zone_new_unavailable(apex, "secondary zone (no transfer yet)")))
+            return NULL;
+    }
+    char *k = strdup(key);
+    if (!k) {
+        zone_free(z);
+        return NULL;
+    }
+    struct szone *sz = &l->sec[l->nsec++];
+    *sz = (struct szone){.key = k,
+                         .zone = z,
+                         .version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED),
+                         .loaded = (int64_t)time(NULL)};
+    return sz;
+}
+
+/* build(): secondary zone cz into s. */
+static int add_secondary(loader_t *l, struct snapshot *s, const old_index_t *ix,
+                         const config_zone_t *cz, size_t *changed, char *err, size_t errlen)
+{
+    struct zent *e = &s->z[s->nz++];
+    if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file ? cz->file : "")) ||
+        !(e->signing = strdup(""))) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    struct szone *sz = sec_get(l, e->key, cz);
+    if (!sz) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    e->format = CONFIG_ZONE_RFC1035;
+    e->zone = zone_retain(sz->zone);
+    e->loaded = sz->loaded;
+    e->version = sz->version;
+    const struct zent *prev = find_key(ix, e->key);
+    e->fresh = !prev || prev->version != e->version;
+    if (e->fresh)
+        (*changed)++;
+    s->records += e->zone->rr_count;
+    s->bytes += zone_footprint(e->zone);
+    int rc = zone_table_add(s->table, e->zone);
+    if (rc < 0) {
+        zone_free(e->zone);
+        e->zone = NULL;
+        if (rc == TERN_EDUPZONE)
+            snprintf(err, errlen, "zone %s is configured twice", cz->origin);
+        else
+            snprintf(err, errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
 static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
                  struct snapshot **out, size_t *changed, char *err, size_t errlen)
 {
@@ -527,6 +628,13 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
 
     for (size_t i = 0; i < cfg->nzones; i++) {
         const config_zone_t *cz = &cfg->zones[i];
+        if (!cz->file && !cz->nprimaries)
+            continue; /* transfer settings of a zone from Redis (tern/xfr) */
+        if (cz->nprimaries) {
+            if ((rc = add_secondary(l, s, &ix, cz, changed, err, errlen)) < 0)
+                goto fail;
+            continue;
+        }
         struct zent *e = &s->z[s->nz++];
         if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
             !(e->signing = zone_sign_ident(cz, cfg)))
@@ -681,6 +789,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     for (size_t i = 0; i < s->nz && !s->view.dnssec; i++)
         s->view.dnssec = s->z[i].zone && s->z[i].zone->dnssec;
     s->view.cfg.edns_max_udp = cfg->edns_max_udp;
+    s->view.cfg.xfr = l->xfr && xfr_wanted(cfg);
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
     free(ix.slot);
@@ -759,6 +868,25 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
 /* Publish s and free what it replaces once no worker can still see it. */
 static void aname_sync(loader_t *l, const struct snapshot *s);
 
+/* Each zone of s that is not the very version old had goes to the transfer side (journal,
+ * NOTIFY); zones without transfer settings cost it one lookup. */
+static void xfr_sync(loader_t *l, const struct snapshot *old, const struct snapshot *s)
+{
+    old_index_t ix;
+    if (old_index_init(&ix, old) < 0) {
+        log_err("xfr: out of memory; this publish is not journaled (secondaries get AXFR)");
+        return;
+    }
+    for (size_t i = 0; i < s->nz; i++) {
+        const struct zent *e = &s->z[i];
+        const struct zent *o = find_key(&ix, e->key);
+        if (o && o->zone == e->zone)
+            continue;
+        xfr_zone_changed(l->xfr, e->key, o ? o->zone : NULL, e->zone);
+    }
+    free(ix.slot);
+}
+
 static void publish(loader_t *l, struct snapshot *s)
 {
     pthread_mutex_lock(&l->mu); /* loader_zones() reads l->cur under it */
@@ -767,6 +895,8 @@ static void publish(loader_t *l, struct snapshot *s)
     pthread_mutex_unlock(&l->mu);
     const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
     (void)prev; /* == &old->view */
+    if (l->xfr)
+        xfr_sync(l, old, s);
     if (old) {
         tern_rcu_synchronize();
         snapshot_free(old);
@@ -1447,6 +1577,8 @@ static void reload(loader_t *l)
         }
         health_follow(l, cfg);
         aname_configure(l, cfg);
+        if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
+            log_err("xfr: out of memory; transfers keep their previous settings");
         redis_follow(l, cfg, geo_changed);
         if (l->cfg_last != l->cfg0) {
             config_free(l->cfg_last);
@@ -1529,6 +1661,83 @@ static void resign_due(loader_t *l)
     }
 }
 
+/* The transfer thread: a new version of secondary zone key (or NULL: expired). */
+void loader_zone_in(void *ctx, const char *key, zone_t *z)
+{
+    loader_t *l = ctx;
+    char *k = strdup(key);
+    pthread_mutex_lock(&l->mu);
+    if (!k || tern_grow((void **)&l->spend, &l->capspend, l->nspend + 1, sizeof(*l->spend)) < 0) {
+        pthread_mutex_unlock(&l->mu);
+        log_err("xfr: zone %s: out of memory; the new version is dropped (the next refresh "
+                "retries)",
+                key);
+        free(k);
+        zone_free(z);
+        return;
+    }
+    l->spend[l->nspend++] = (struct spend){.key = k, .zone = z};
+    l->sec_dirty = true;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Loader thread: serve the secondary zones' new versions. */
+static void sec_publish(loader_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    struct spend *p = l->spend;
+    size_t n = l->nspend;
+    l->spend = NULL;
+    l->nspend = l->capspend = 0;
+    l->sec_dirty = false;
+    pthread_mutex_unlock(&l->mu);
+    size_t applied = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct szone *sz = sec_get(l, p[i].key, NULL);
+        zone_t *z = p[i].zone;
+        if (!z) { /* expired: SERVFAIL until a transfer succeeds */
+            uint8_t apex[DNAME_MAXLEN];
+            const char *why;
+            if (dname_from_str(p[i].key, strlen(p[i].key), false, apex, &why) >= 0)
+                z = zone_new_unavailable(apex, "secondary zone (expired)");
+        }
+        if (!sz || !z) {
+            log_err("xfr: zone %s: out of memory; the change is dropped", p[i].key);
+            zone_free(z);
+        } else {
+            zone_free(sz->zone);
+            sz->zone = z;
+            sz->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+            sz->loaded = (int64_t)time(NULL);
+            applied++;
+        }
+        free(p[i].key);
+    }
+    free(p);
+    if (!applied || !l->cfg_last)
+        return;
+    char err[1024] = "";
+    struct snapshot *s;
+    size_t changed;
+    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
+        log_err("xfr: cannot publish the transferred zones: %s; still serving the previous data",
+                err);
+        return;
+    }
+    size_t nz = s->nz, records = s->records;
+    publish(l, s);
+    pthread_mutex_lock(&l->mu);
+    l->stats.zones = nz;
+    l->stats.records = records;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void loader_set_xfr(loader_t *l, struct xfr *x)
+{
+    l->xfr = x;
+}
+
 static void *loader_main(void *arg)
 {
     loader_t *l = arg;
@@ -1550,6 +1759,12 @@ static void *loader_main(void *arg)
             if (l->aname_dirty) {
                 pthread_mutex_unlock(&l->mu);
                 aname_publish(l);
+                pthread_mutex_lock(&l->mu);
+                continue;
+            }
+            if (l->sec_dirty) {
+                pthread_mutex_unlock(&l->mu);
+                sec_publish(l);
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
@@ -1651,6 +1866,10 @@ int loader_load_zones(loader_t *l)
         home = MEM_NO_ARENA;
     struct snapshot *s;
     size_t changed;
+    if (l->xfr && (rc = xfr_configure(l->xfr, cfg)) < 0) {
+        log_err("xfr: out of memory");
+        goto out;
+    }
     rc = build(l, NULL, cfg, false, &s, &changed, err, sizeof(err));
     if (rc < 0) {
         log_err("%s", err);
@@ -1850,6 +2069,16 @@ void loader_free(loader_t *l)
     snapshot_free(l->cur); /* its zones drop their endpoints */
     aname_results_release(l->aname_cur);
     aname_results_release(l->aname_next);
+    for (size_t i = 0; i < l->nsec; i++) {
+        zone_free(l->sec[i].zone);
+        free(l->sec[i].key);
+    }
+    free(l->sec);
+    for (size_t i = 0; i < l->nspend; i++) {
+        zone_free(l->spend[i].zone);
+        free(l->spend[i].key);
+    }
+    free(l->spend);
     limit_shared_free(l->limits); /* after every view that used it */
     health_index_free(l->rhidx);
     health_registry_free(l->health);

@@ -26,6 +26,7 @@
 #include "tern/common/log.h"
 #include "tern/conf/config.h"
 #include "tern/metrics/metrics.h"
+#include "tern/xfr/xfr.h"
 
 /*
  * libmicrohttpd is loaded when the endpoint is first configured, not linked: it drags in GnuTLS
@@ -83,6 +84,7 @@ struct metrics {
     struct MHD_Daemon *daemon;
     loader_t *loader;
     const server_t *server;
+    xfr_t *xfr; /* zone transfers, or NULL */
     uint16_t port;
     int64_t start_time;  /* wall clock, s since the epoch */
     atomic_bool serving; /* set once started: libmicrohttpd's messages are then per client */
@@ -182,9 +184,15 @@ static void render_server(buf_t *b, const server_t *s)
     sample(b, "tern_responses_truncated_total", st.truncated);
 
     family(b, "tern_dropped_total", "counter",
-           "Messages dropped without a response: shorter than a DNS header, or with QR set.");
+           "Messages dropped without a response: shorter than a DNS header, with QR set, or "
+           "for the transfer thread while its queue was full.");
     sample_label(b, "tern_dropped_total", "reason", "short", st.dropped_short);
     sample_label(b, "tern_dropped_total", "reason", "qr", st.dropped_qr);
+    sample_label(b, "tern_dropped_total", "reason", "xfr_busy", st.handoff_full);
+
+    family(b, "tern_xfr_handoffs_total", "counter",
+           "Requests handed to the transfer thread: AXFR/IXFR, NOTIFY, TSIG-signed.");
+    sample(b, "tern_xfr_handoffs_total", st.handed_off);
 
     family(b, "tern_udp_received_total", "counter", "UDP datagrams received.");
     sample(b, "tern_udp_received_total", st.udp_received);
@@ -208,6 +216,7 @@ static void render_server(buf_t *b, const server_t *s)
         {"closed_bad", offsetof(server_stats_t, tcp_closed_bad)},
         {"closed_lifetime", offsetof(server_stats_t, tcp_closed_life)},
         {"closed_peer", offsetof(server_stats_t, tcp_closed_peer)},
+        {"handed_off", offsetof(server_stats_t, tcp_handed_off)},
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(tcp); i++) {
         uint64_t v;
@@ -473,6 +482,40 @@ static void render_aname(buf_t *b, loader_t *l)
     singles(b, m, TERN_ARRAY_SIZE(m));
 }
 
+/* Zone transfers (tern/xfr/xfr.h). */
+static void render_xfr(buf_t *b, xfr_t *x)
+{
+    if (!x)
+        return;
+    xfr_stats_t st;
+    xfr_get_stats(x, &st);
+    const single_t m[] = {
+        {"tern_xfr_out_axfr_total", "counter",
+         "Whole-zone transfers sent (AXFR, or IXFR AXFR-style).", st.out_axfr},
+        {"tern_xfr_out_ixfr_total", "counter",
+         "Incremental transfers sent (IXFR from the journal).", st.out_ixfr},
+        {"tern_xfr_out_refused_total", "counter",
+         "Transfer requests refused (allow_transfer, transfer_key).", st.out_refused},
+        {"tern_xfr_out_failed_total", "counter", "Transfers out the client broke off.",
+         st.out_failed},
+        {"tern_xfr_notify_sent_total", "counter", "NOTIFY messages sent to secondaries.",
+         st.notify_sent},
+        {"tern_xfr_notify_acked_total", "counter", "NOTIFY messages a secondary answered.",
+         st.notify_acked},
+        {"tern_xfr_notify_failed_total", "counter", "Changes a secondary never acknowledged.",
+         st.notify_failed},
+        {"tern_xfr_notify_received_total", "counter", "NOTIFY messages received.",
+         st.notify_received},
+        {"tern_xfr_in_ok_total", "counter", "Secondary zones transferred in.", st.in_ok},
+        {"tern_xfr_in_up_to_date_total", "counter", "Refreshes that found the zone current.",
+         st.in_up_to_date},
+        {"tern_xfr_in_failed_total", "counter", "Refreshes or transfers in that failed.",
+         st.in_failed},
+        {"tern_xfr_tsig_bad_total", "counter", "Requests whose TSIG did not verify.", st.tsig_bad},
+    };
+    singles(b, m, TERN_ARRAY_SIZE(m));
+}
+
 /* The query log, when configured. */
 static void render_qlog(buf_t *b, const server_t *srv)
 {
@@ -509,6 +552,7 @@ static void render(buf_t *b, const metrics_t *m)
     render_health(b, m->loader);
     render_aname(b, m->loader);
     render_qlog(b, m->server);
+    render_xfr(b, __atomic_load_n(&m->xfr, __ATOMIC_ACQUIRE));
 }
 
 /* ---- HTTP ----------------------------------------------------------------------------------- */
@@ -670,6 +714,12 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
 uint16_t metrics_port(const metrics_t *m)
 {
     return m->port;
+}
+
+void metrics_set_xfr(metrics_t *m, xfr_t *x)
+{
+    if (m)
+        __atomic_store_n(&m->xfr, x, __ATOMIC_RELEASE);
 }
 
 void metrics_stop(metrics_t *m)

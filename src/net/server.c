@@ -426,6 +426,14 @@ void server_set_limits(server_t *s, limit_shared_t *limits)
     s->limits = limits;
 }
 
+void server_set_handoff(server_t *s, const server_handoff_t *h)
+{
+    if (h)
+        s->handoff = *h;
+    else
+        memset(&s->handoff, 0, sizeof(s->handoff));
+}
+
 void server_set_qlog(server_t *s, qlog_t *q)
 {
     s->qlog = q;

@@ -63,7 +63,15 @@
 _Static_assert(TCP_WBUF_SIZE >= TCP_MSG_MAX, "the largest answer must fit an empty write queue");
 
 /* Why a connection ends; each close is counted under exactly one (see the header). */
-typedef enum { KEEP = 0, CLOSE_PEER, CLOSE_BAD, CLOSE_IDLE, CLOSE_LIFE, CLOSE_EVICT } verdict_t;
+typedef enum {
+    KEEP = 0,
+    CLOSE_PEER,
+    CLOSE_BAD,
+    CLOSE_IDLE,
+    CLOSE_LIFE,
+    CLOSE_EVICT,
+    HANDED, /* the transfer thread has the descriptor now: forget it, do not close it */
+} verdict_t;
 
 int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
 {
@@ -197,11 +205,15 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
     case CLOSE_EVICT:
         NET_COUNT(w, tcp_evicted, 1);
         break;
+    case HANDED:
+        NET_COUNT(w, tcp_handed_off, 1);
+        break;
     default:
         NET_COUNT(w, tcp_closed_peer, 1);
         break;
     }
-    close(c->fd); /* also removes it from the epoll set */
+    if (why != HANDED)
+        close(c->fd); /* also removes it from the epoll set */
     if (w->srv->limits) {
         limit_client_t lc;
         limit_client_of(&lc, (const struct sockaddr *)&c->peer);
@@ -300,6 +312,24 @@ static bool can_resume(const worker_t *w, const tcp_conn_t *c)
 
 /* ---- input ---------------------------------------------------------------------------------- */
 
+/* Give c to the transfer thread with the request at rbuf + off and whatever followed it. */
+static verdict_t hand_over(worker_t *w, tcp_conn_t *c, uint32_t off)
+{
+    const server_handoff_t *h = &w->srv->handoff;
+    if (!h->tcp) {
+        NET_COUNT(w, handoff_full, 1);
+        return CLOSE_BAD;
+    }
+    /* out of this worker's epoll set before anyone else may touch the descriptor */
+    (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->events = 0;
+    if (!h->tcp(h->ctx, c->fd, c->rbuf + off, c->rlen - off, &c->peer, &w->srv->local[c->li])) {
+        NET_COUNT(w, handoff_full, 1);
+        return CLOSE_BAD;
+    }
+    return HANDED;
+}
+
 /* Answer the complete messages in rbuf until they run out or backpressure pauses c (ring full,
  * or no room for the next answer even after writing what the kernel takes); keep the rest. */
 static verdict_t process(worker_t *w, tcp_conn_t *c)
@@ -322,6 +352,19 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
         size_t alen = answer_query(w->view, &w->actx, (const struct sockaddr *)&c->peer,
                                    c->rbuf + off + 2, mlen, out + 2, TCP_MSG_MAX - 2, ANSWER_TCP);
         if (alen == 0) {
+            if (w->actx.info.outcome == ANSWER_HANDOFF) {
+                /* a transfer (or NOTIFY, or a signed request): the answers queued before it
+                 * go out first, then the connection is the transfer thread's */
+                if (c->woff < c->wlen && (v = flush(w, c)) != KEEP)
+                    return v;
+                if (c->woff < c->wlen) {
+                    c->paused = true;
+                    c->need = TCP_WBUF_SIZE; /* resume once the queue is empty */
+                    break;
+                }
+                net_count_answer(w, ANSWER_TCP, &w->actx.info);
+                return hand_over(w, c, off);
+            }
             net_count_answer(w, ANSWER_TCP, &w->actx.info);
             return CLOSE_BAD;
         }

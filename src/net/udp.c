@@ -240,6 +240,18 @@ static void log_datagram(worker_t *w, size_t li, bool pktinfo, const struct msgh
     qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
 }
 
+/* A NOTIFY or TSIG-signed datagram for the transfer thread (server_handoff_t). */
+static void handoff(worker_t *w, int fd, size_t li, bool pktinfo, const struct msghdr *rh,
+                    const udp_slot_t *s, size_t qlen)
+{
+    const server_handoff_t *h = &w->srv->handoff;
+    struct sockaddr_storage local = w->srv->local[li];
+    if (pktinfo)
+        local_of(rh, &local);
+    if (!h->udp || !h->udp(h->ctx, fd, s->rx, qlen, &s->peer, &local, pktinfo))
+        NET_COUNT(w, handoff_full, 1);
+}
+
 /* Answer the n datagrams in the slots and send the replies. */
 static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned n)
 {
@@ -255,6 +267,10 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
             len = answer_query(w->view, &w->actx, (const struct sockaddr *)&s->peer, s->rx,
                                u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
             net_count_answer(w, ANSWER_UDP, &w->actx.info);
+            if (unlikely(w->actx.info.outcome == ANSWER_HANDOFF)) {
+                handoff(w, fd, li, pktinfo, rh, s, u->rmsg[i].msg_len);
+                continue; /* answered (or not) by the transfer thread */
+            }
             if (unlikely(w->qring != NULL))
                 log_datagram(w, li, pktinfo, rh, s, u->rmsg[i].msg_len, len);
         }

@@ -98,6 +98,10 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
         NET_COUNT(w, dropped_qr, 1);
         return;
     }
+    if (unlikely(info->outcome == ANSWER_HANDOFF)) {
+        NET_COUNT(w, handed_off, 1);
+        return;
+    }
     if (unlikely(info->limit_verdict != LIMIT_PASS)) {
         unsigned why = info->limit_why < 6 ? info->limit_why : 0;
         if (info->limit_verdict == LIMIT_REFUSE)

@@ -187,6 +187,7 @@ struct server {
     /* each listener's own address and port: the query log's server side (a wildcard UDP
      * listener logs the address each datagram was sent to, from its PKTINFO) */
     struct sockaddr_storage local[CONFIG_MAX_LISTEN];
+    server_handoff_t handoff; /* the transfer side; its calls NULL when none */
 };
 
 /* The clock the limits, the online signer and the query log of the next batch judge by: read

@@ -164,8 +164,14 @@ static wire_parse_result_t parse_records(wire_query_t *q, const uint8_t *pkt, si
         const uint8_t *rd = pkt + pos;
         pos += rdlen;
 
+        if (type == WIRE_T_TSIG && i >= an_ns) {
+            /* RFC 8945 §5.1: signed requests go to the transfer side, which checks the
+             * signature (and that it is the last record) */
+            q->has_tsig = true;
+            continue;
+        }
         if (type != WIRE_T_OPT)
-            continue; /* TSIG and anything else: walked, not interpreted */
+            continue; /* anything else: walked, not interpreted */
         /* RFC 6891 §6.1.1: one OPT, in the additional section, owned by the root. */
         if (i < an_ns || q->has_edns || labels != 0)
             return WIRE_FORMERR;
@@ -198,6 +204,7 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
     q->qname = NULL;
     q->question_len = 0;
     q->has_edns = false;
+    q->has_tsig = false;
     q->edns_do = false;
     q->edns_version = 0;
     q->edns_udp_size = 0;
@@ -228,9 +235,11 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
     dname_view_init(&q->name, qname);
     q->has_question = true;
 
-    /* A query carries nothing in answer and authority; NOTIFY and UPDATE do, and are walked
-     * like the additional section so that their OPT is still found and checked. */
-    if (WIRE_OPCODE(flags) == WIRE_OP_QUERY && (an != 0 || ns != 0))
+    /* A query carries nothing in answer and authority, but an IXFR its SOA in authority (RFC
+     * 1995 §3); NOTIFY and UPDATE carry records too. All are walked like the additional section
+     * so that their OPT is still found and checked. */
+    if (WIRE_OPCODE(flags) == WIRE_OP_QUERY &&
+        (an != 0 || (ns != 0 && !(q->qtype == WIRE_T_IXFR && ns == 1))))
         return WIRE_FORMERR;
     return parse_records(q, pkt, len, WIRE_HDR_LEN + q->question_len, an + ns, ar);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tern/common/compiler.h"
+#include "tern/zone/zone_builder.h"
 
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
 {
@@ -83,13 +84,14 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
 
 zone_t *zone_retain(zone_t *z)
 {
-    z->refs++;
+    /* atomic: a transfer thread pins the version it streams (tern/xfr) */
+    __atomic_add_fetch(&z->refs, 1, __ATOMIC_RELAXED);
     return z;
 }
 
 void zone_free(zone_t *z)
 {
-    if (!z || --z->refs != 0)
+    if (!z || __atomic_sub_fetch(&z->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     /* after the grace period: no worker can read an endpoint's rank through this zone now */
     for (uint32_t i = 0; i < z->health_count; i++)
@@ -103,7 +105,7 @@ void zone_free(zone_t *z)
 
 void zone_data_release(zone_data_t *d)
 {
-    if (d && --d->refs == 0) {
+    if (d && __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         arena_t *a = d->arena; /* d lives in its own arena */
         arena_destroy(a);
     }
@@ -115,4 +117,30 @@ size_t zone_footprint(const zone_t *z)
     for (uint32_t i = 0; i < z->data_count; i++)
         n += arena_footprint(z->data[i]->arena);
     return n;
+}
+
+zone_t *zone_new_unavailable(const uint8_t *apex, const char *source)
+{
+    /* Built like any zone, so every reader (lookups, listings, metrics) sees a well-formed one:
+     * an SOA and NS at the apex that the answer path never reaches (zone.unavailable). */
+    size_t alen = dname_len(apex);
+    uint8_t soa[2 * DNAME_MAXLEN + 20];
+    memcpy(soa, apex, alen);
+    memcpy(soa + alen, apex, alen);
+    memset(soa + 2 * alen, 0, 20); /* serial, refresh, retry, expire, minimum */
+    zone_builder_t *b = zone_builder_new(apex, source);
+    if (!b)
+        return NULL;
+    zone_t *z = NULL;
+    char err[256];
+    if (zone_builder_add(b, apex, WIRE_T_SOA, WIRE_CLASS_IN, 0, soa, (uint16_t)(2 * alen + 20),
+                         NULL, 0) < 0 ||
+        zone_builder_add(b, apex, WIRE_T_NS, WIRE_CLASS_IN, 0, apex, (uint16_t)alen, NULL, 0) < 0) {
+        zone_builder_free(b);
+        return NULL;
+    }
+    if (zone_builder_finish(b, &z, err, sizeof(err)) < 0) /* frees b */
+        return NULL;
+    z->unavailable = 1;
+    return z;
 }

@@ -436,7 +436,7 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
         return TERN_ENOMEM;
     }
     for (uint32_t i = 0; i < z->data_count; i++)
-        z->data[i]->refs++;
+        __atomic_add_fetch(&z->data[i]->refs, 1, __ATOMIC_RELAXED);
     z->node_count = p.nnodes;
     z->rrset_count = (uint32_t)p.nsets;
     z->geo_count = (uint32_t)p.ngeo;

@@ -157,9 +157,10 @@ class Ternd(Server):
 class Nsd(Server):
     name = "nsd"
 
-    def __init__(self, workdir, zones, identity, version):
+    def __init__(self, workdir, zones, identity, version, extra_conf=""):
         self.identity = identity
         self.version = version
+        self.extra_conf = extra_conf  # appended as is (e.g. secondary zones: test_xfr.py)
         super().__init__(workdir, zones)
 
     def command(self):
@@ -193,6 +194,7 @@ class Nsd(Server):
             f.write("remote-control:\n    control-enable: no\n")
             for origin, path in self.zones:
                 f.write(f'zone:\n    name: "{origin}"\n    zonefile: "{path}"\n')
+            f.write(self.extra_conf.replace("{dir}", d))
         return [binary, "-d", "-c", conf]
 
 

@@ -68,6 +68,10 @@ typedef struct answer_config {
     uint16_t edns_max_udp; /* payload size we advertise and the cap on the client's (>= 512) */
     const char *identity;  /* CHAOS id.server / hostname.bind answer; NULL = REFUSED */
     const char *version;   /* CHAOS version.bind answer; NULL = REFUSED */
+    /* Zone transfers are configured (tern/xfr): AXFR/IXFR over TCP, NOTIFY and TSIG-signed
+     * requests are handed to the transfer thread (ANSWER_HANDOFF); IXFR over UDP is answered
+     * TC (ask again over TCP). Off: AXFR/IXFR are REFUSED, NOTIFY NOTAUTH. */
+    bool xfr;
 } answer_config_t;
 
 /*
@@ -96,6 +100,8 @@ typedef enum {
     ANSWER_DROP_SHORT = 1,  /* fewer than 12 bytes: not DNS, no response */
     ANSWER_DROP_QR = 2,     /* QR set: a response, never answered (no reflection loops) */
     ANSWER_DROP_POLICY = 3, /* an ACL, the rate limit or RRL said drop (info.limit_why) */
+    ANSWER_HANDOFF = 4,     /* for the transfer thread (answer_config.xfr): nothing written;
+                               the transport hands the message (TCP: the connection) over */
 } answer_outcome_t;
 
 typedef struct answer_info {

@@ -23,8 +23,12 @@ enum {
     TERN_EEXIST = -EEXIST,
     TERN_ERANGE = -ERANGE,
     TERN_ENOTSUP = -ENOTSUP,
-    TERN_EIO = -EIO,       /* a write to a log or socket failed */
-    TERN_EAGAIN = -EAGAIN, /* would block: refused instead (a full queue) */
+    TERN_EIO = -EIO,               /* a write to a log or socket failed */
+    TERN_EAGAIN = -EAGAIN,         /* would block: refused instead (a full queue) */
+    TERN_ETIMEDOUT = -ETIMEDOUT,   /* a peer did not answer in time (zone transfers) */
+    TERN_ECONNRESET = -ECONNRESET, /* a peer closed the connection early */
+    TERN_EPROTO = -EPROTO,         /* a peer broke the protocol (a bad answer, rcode, serial) */
+    TERN_EACCES = -EACCES,         /* refused by a key or an access list (TSIG) */
     /* tern's own codes live below every errno value */
     TERN_EBASE = -1000,
     TERN_EMALF = -1001,    /* malformed wire data */

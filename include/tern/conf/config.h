@@ -151,6 +151,27 @@
  *       path: /var/log/tern/requests.log        # required with target file, only then
  *   (query_log: ~ or no key: none. Restart-only: the rings and the writer are made at startup;
  *   SIGHUP reopens the files, for log rotation.)
+ *   zones:                                      # zone transfers (src/conf/config_xfr.c)
+ *     - origin: example.test                    # a primary zone of ours
+ *       file: example.zone
+ *       allow_transfer: [192.0.2.0/24, 127.0.0.1]  # AXFR/IXFR clients; unset = nobody
+ *       transfer_key: xfr-key                   # requests must be signed with it; unset = any
+ *       notify: [192.0.2.7, "192.0.2.8@5300", {address: 192.0.2.9, key: xfr-key}]
+ *     - origin: sec.test                        # a secondary zone: transferred in
+ *       primary: {address: "192.0.2.1@53", key: xfr-key}  # or a list of them, tried in order
+ *       file: sec.zone                          # optional on-disk copy (written after each
+ *                                               #   transfer, read at startup)
+ *       allow_notify: [192.0.2.1]               # default: the primaries' addresses
+ *   tsig_keys:                                  # RFC 8945; hmac-md5, -sha1, -sha224..-sha512
+ *     - {name: xfr-key, algorithm: hmac-sha256, secret: "base64=="}
+ *   tsig_key_file: [keys.conf]                  # BIND syntax: key "name" { algorithm ...;
+ *                                               #   secret "..."; }; as tsig-keygen writes
+ *   xfr_journal_versions: 64                    # changes kept per zone for IXFR (0 = AXFR only)
+ *   xfr_journal_mib: 64                         # and at most this much memory per zone
+ *   xfr_max_mib: 1024                           # largest transfer in
+ *   xfr_notify_retries: 5                       # NOTIFY sends per change and secondary
+ *   xfr_notify_timeout_ms: 2000
+ *   xfr_timeout_ms: 10000                       # a transfer in without progress fails
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -224,6 +245,7 @@
 #ifndef TERN_CONF_CONFIG_H
 #define TERN_CONF_CONFIG_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -233,6 +255,7 @@
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
 #include "tern/health/health.h"
+#include "tern/xfr/tsig.h"
 
 /* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
  * keeps the array fixed-size. */
@@ -278,15 +301,37 @@ typedef struct config_acl {
     unsigned action; /* config_limit_action_t */
 } config_acl_t;
 
+/* A peer of zone transfers (tern/xfr): a primary a secondary zone is transferred from, or a
+ * secondary told of changes with NOTIFY. "ADDR" or "ADDR@PORT" (port 53 by default), or a
+ * mapping {address: "ADDR@PORT", key: NAME}. */
+typedef struct config_xfr_peer {
+    struct sockaddr_storage addr; /* port set */
+    socklen_t addr_len;
+    char text[INET6_ADDRSTRLEN + 8]; /* "ADDR@PORT", for logs */
+    char *key;                       /* the TSIG key (tsig_keys) to sign with; NULL = none */
+    uint32_t line;                   /* where it was given, for the key check */
+} config_xfr_peer_t;
+
 typedef struct config_zone {
     char *origin;
-    char *file; /* resolved path */
+    char *file; /* resolved path; for a secondary zone its on-disk copy, NULL = none */
     config_zone_format_t format;
     config_acl_t acl; /* the zone's own access list; acl.enabled false = none */
     /* "dnssec: {keys: [...]}": the zone is signed by tern with these BIND key pairs (resolved
      * stems or file paths, tern/dnssec/dnssec_key.h); none = served as its source has it */
     char **dnssec_keys;
     size_t ndnssec_keys;
+    /* Zone transfers (tern/xfr). primaries non-empty: a secondary zone, transferred in (and
+     * refreshed on NOTIFY from allow_notify, default the primaries' addresses). */
+    config_xfr_peer_t *primaries;
+    size_t nprimaries;
+    config_xfr_peer_t *notify; /* secondaries sent NOTIFY when the zone changes */
+    size_t nnotify;
+    config_prefix_list_t allow_transfer; /* who may AXFR/IXFR it; empty = nobody */
+    config_prefix_list_t allow_notify;   /* who may NOTIFY it (a secondary zone) */
+    char *transfer_key;                  /* a transfer must be signed with this key; NULL = any
+                                            key or none (the addresses still apply) */
+    uint32_t transfer_key_line;
 } config_zone_t;
 
 /* redins' "ratelimit" block (same keys, same meaning), and tern's additions. */
@@ -453,7 +498,7 @@ typedef struct config_qlog {
 #define CONFIG_REDIS_MAX_SENTINELS 16
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
-#define CONFIG_MAX_OPTIONS 48
+#define CONFIG_MAX_OPTIONS 64
 
 /* Where config_load() set an option, so that a check made later (config_check_runtime()) can
  * name the line of a value it finds wrong. Read it through config_line_of(). */
@@ -479,13 +524,24 @@ typedef struct config {
     unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */
     config_zone_t *zones;
     size_t nzones;
-    log_level_t log_level;        /* default LOG_LVL_INFO */
-    log_target_t log_target;      /* default LOG_TARGET_STDERR */
-    char *user;                   /* account to switch to after binding; NULL = stay */
-    char *group;                  /* group to switch to; NULL = the user's primary group */
-    bool allow_root;              /* may keep running as uid 0; default false */
-    char *pid_file;               /* resolved path; NULL = write none */
-    char *control_socket;         /* resolved path of the ternctl UNIX socket; NULL = disabled */
+    /* TSIG keys (RFC 8945) for transfers and NOTIFY: tsig_keys and the BIND key files of
+     * tsig_key_file, one name each */
+    struct tsig_key *tsig_keys;
+    size_t ntsig_keys;
+    unsigned xfr_journal_versions;  /* changes kept per zone for IXFR, default 64; 0 = AXFR only */
+    unsigned xfr_journal_mib;       /* and at most this many MiB of them per zone, default 64 */
+    unsigned xfr_max_mib;           /* largest transfer taken in, MiB, default 1024 */
+    unsigned xfr_notify_retries;    /* NOTIFY sends to a secondary until it answers, default 5 */
+    unsigned xfr_notify_timeout_ms; /* between those, default 2000 */
+    unsigned xfr_timeout_ms;        /* a transfer in with no progress for this long fails,
+                                       default 10000 */
+    log_level_t log_level;          /* default LOG_LVL_INFO */
+    log_target_t log_target;        /* default LOG_TARGET_STDERR */
+    char *user;                     /* account to switch to after binding; NULL = stay */
+    char *group;                    /* group to switch to; NULL = the user's primary group */
+    bool allow_root;                /* may keep running as uid 0; default false */
+    char *pid_file;                 /* resolved path; NULL = write none */
+    char *control_socket;           /* resolved path of the ternctl UNIX socket; NULL = disabled */
     char *metrics_listen;         /* "ADDR:PORT" (valid for config_parse_listen); NULL = disabled */
     char *asn_table;              /* resolved path of the compiled IP-to-ASN table; NULL = none */
     char *asn_db;                 /* resolved path of a MaxMind ASN .mmdb (compiled and cached) */
@@ -508,6 +564,21 @@ typedef struct config {
     char *file;                                 /* the config file last loaded; NULL = none */
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
+
+/**
+ * Parse "ADDR" or "ADDR@PORT" (numeric IPv4 or IPv6, port 1..65535, default 53) into p's address
+ * and text (p->key and p->line untouched). 0 or TERN_EINVAL.
+ */
+int config_parse_xfr_peer(config_xfr_peer_t *p, const char *text) TERN_WUR;
+
+/** The TSIG key called name (case-insensitive, without a final dot), or NULL. */
+const struct tsig_key *config_tsig_key(const config_t *c, const char *name);
+
+/**
+ * Every TSIG key a zone names (primary, notify, transfer_key) is defined. 0, or TERN_EINVAL with
+ * "file:line: zone Z: ..." in err. config_load() checks this at the end of each file.
+ */
+int config_xfr_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
 
 /** Defaults from the schema: no listen, workers = 1, edns 1232, tcp idle 10 s / 256 connections /
  * lifetime 120 s / 64 in flight / 64 per client (/32, /64), udp_mmsg, log info to stderr,

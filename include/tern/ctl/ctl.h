@@ -98,6 +98,11 @@ ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned 
  */
 void ctl_stop(ctl_t *c);
 
+struct xfr; /* tern/xfr/xfr.h */
+/** The zone-transfer service whose state `zone NAME` shows (transfers, journal, NOTIFY);
+ * before clients connect. NULL c: no-op. */
+void ctl_set_xfr(ctl_t *c, struct xfr *x);
+
 /**
  * Client side (ternctl): a connected socket to path, or a negative code: -ENOENT (no such
  * socket), -ECONNREFUSED (nobody listens), -EACCES, -ETIMEDOUT (the backlog stayed full for

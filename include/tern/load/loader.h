@@ -98,6 +98,16 @@ const answer_view_t *const *loader_published(const loader_t *l);
  */
 typedef void (*loader_listener_fn)(void *ctx, bool done, const loader_stats_t *stats);
 
+struct xfr; /* tern/xfr/xfr.h */
+
+/** The zone-transfer service (before loader_load_zones()): the loader gives it every config
+ * and every changed zone, and serves the secondary zones it transfers. NULL: none. */
+void loader_set_xfr(loader_t *l, struct xfr *x);
+
+/** xfr_hooks_t.zone_in for the loader (ctx: the loader): a secondary zone's new version, its
+ * reference handed over, or NULL when the zone expired. Any thread. */
+void loader_zone_in(void *ctx, const char *key, zone_t *z);
+
 /** Set the listener (before loader_start()). */
 void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx);
 

@@ -48,4 +48,8 @@ uint16_t metrics_port(const metrics_t *m);
 /** Close the listener, finish the request in hand, join the thread and free. NULL is a no-op. */
 void metrics_stop(metrics_t *m);
 
+struct xfr; /* tern/xfr/xfr.h */
+/** Also export the zone-transfer counters (tern_xfr_*). NULL m: no-op. */
+void metrics_set_xfr(metrics_t *m, struct xfr *x);
+
 #endif

@@ -90,6 +90,7 @@ typedef struct server_stats {
     uint64_t tcp_closed_bad;    /* closed for a zero-length or unanswerable message */
     uint64_t tcp_closed_life;   /* closed at the total connection lifetime */
     uint64_t tcp_closed_peer;   /* closed by the peer, or after our answers to its EOF */
+    uint64_t tcp_handed_off;    /* given to the transfer thread (a zone transfer, NOTIFY, TSIG) */
     uint64_t queries_udp;       /* messages handed to the answer path, by transport */
     uint64_t queries_tcp;
     uint64_t qtype[SERVER_QTYPE_COUNT]; /* answered queries by question type */
@@ -97,6 +98,8 @@ typedef struct server_stats {
     uint64_t truncated;                 /* responses with TC set */
     uint64_t dropped_short;             /* not DNS (under 12 bytes): no response */
     uint64_t dropped_qr;                /* QR set: no response */
+    uint64_t handed_off;                /* to the transfer thread (AXFR/IXFR, NOTIFY, TSIG) */
+    uint64_t handoff_full;              /* ... refused by it (its queue full): no response */
     uint64_t edns;                      /* queries with EDNS */
     uint64_t ecs;                       /* ... with an EDNS Client Subnet option */
     uint64_t health_fail_open;          /* health-checked RRsets served whole: all down */
@@ -131,6 +134,26 @@ void server_set_limits(server_t *s, limit_shared_t *limits);
 /** The query log whose rings the workers write (tern/qlog/qlog.h), one per worker; before
  * server_run(). NULL (the default): nothing is logged, at the cost of one branch per query. */
 void server_set_qlog(server_t *s, qlog_t *q);
+
+/*
+ * The transfer side (tern/xfr/xfr.h): where a worker hands a request answer_query() marked
+ * ANSWER_HANDOFF. Both calls run on the worker and must not block: copy and queue.
+ *   udp: a datagram; the callee answers through fd (shared, sendmsg is thread-safe) from local
+ *        (set pktinfo when the listener is a wildcard one). false: not taken (queue full).
+ *   tcp: a connection; from a true return on, fd and everything sent on it are the callee's
+ *        (it closes it). buf holds the request and whatever the client pipelined after it.
+ */
+typedef struct server_handoff {
+    bool (*udp)(void *ctx, int fd, const uint8_t *msg, size_t len,
+                const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
+                bool pktinfo);
+    bool (*tcp)(void *ctx, int fd, const uint8_t *buf, size_t len,
+                const struct sockaddr_storage *peer, const struct sockaddr_storage *local);
+    void *ctx;
+} server_handoff_t;
+
+/** Set the transfer side (before server_run()); NULL: none (answer_config.xfr must be false). */
+void server_set_handoff(server_t *s, const server_handoff_t *h);
 
 /** The query log's counters; false (zeroed) without one. Any thread. */
 bool server_qlog_stats(const server_t *s, qlog_stats_t *out);

@@ -8,13 +8,15 @@
  *   - fewer than 12 bytes, or QR=1: WIRE_DROP (no reply at all);
  *   - QDCOUNT != 1: WIRE_FORMERR with q->qdcount set, so policy can tell a header-only message
  *     of an unimplemented opcode (NOTIMP) from a malformed query;
- *   - QDCOUNT != 1, ANCOUNT != 0 or NSCOUNT != 0 (for opcode QUERY), a bad question name
+ *   - QDCOUNT != 1, ANCOUNT != 0 or NSCOUNT != 0 (for opcode QUERY; an IXFR has its one SOA
+ *     there), a bad question name
  *     (label > 63, name > 255, a compression pointer, running past the end), a question cut short:
  *     WIRE_FORMERR;
  *   - additional section: every record is walked with length checks; names may be compressed
  *     only there (pointers must point backwards); more than one OPT, an OPT whose owner is not the
- *     root, or a bad OPT option length: WIRE_FORMERR; other additional records (e.g. TSIG) are
- *     skipped; trailing bytes after the last counted record: WIRE_FORMERR (as Knot);
+ *     root, or a bad OPT option length: WIRE_FORMERR; a TSIG sets has_tsig (its checks are
+ *     tern/xfr/tsig.h's); other additional records are skipped; trailing bytes after the last
+ * counted record: WIRE_FORMERR (as Knot);
  *   - EDNS version != 0: WIRE_BADVERS (the response carries an OPT with extended rcode BADVERS);
  *   - EDNS Client Subnet (RFC 7871): family 1 or 2, source prefix <= 32/128, scope prefix 0 in a
  *     query, address length == ceil(source/8), bits beyond the prefix zero — else WIRE_FORMERR.
@@ -105,6 +107,9 @@ typedef struct wire_query {
     bool has_cookie;
     uint8_t cookie_len; /* WIRE_COOKIE_CLIENT, or 16..WIRE_COOKIE_MAX */
     uint8_t cookie[WIRE_COOKIE_MAX];
+    /* a TSIG record in the additional section (RFC 8945): the request is the transfer side's
+     * (tern/xfr), which verifies it */
+    bool has_tsig;
 } wire_query_t;
 
 /**

@@ -134,7 +134,8 @@ struct dnssec_zone; /* tern/dnssec/dnssec_zone.h */
 
 /* The immutable bytes a zone points into (names, RDATA, geo lists, its source string), apart
  * from its arrays (zone, nodes, index, RRsets, targets, geo): a patched version (zone_patch.h)
- * copies the arrays it changes and shares these. Counted references, loader thread only. */
+ * copies the arrays it changes and shares these. Counted references, atomic: a version a
+ * transfer thread pinned may be the last to let go. */
 typedef struct zone_data {
     uint32_t refs;
     arena_t *arena;
@@ -146,6 +147,9 @@ typedef struct zone {
     uint8_t apex_len;
     uint8_t apex_labels;
     uint8_t max_labels; /* labels of the deepest node: lookups start there */
+    /* A secondary zone never transferred yet, or expired (RFC 1034 §4.3.5): every query for
+     * it is answered SERVFAIL. Such a zone holds only an apex (zone_new_unavailable()). */
+    uint8_t unavailable;
     uint32_t serial;
     const zone_node_t *apex_node;
     const zone_rrset_t *soa;       /* the apex SOA */
@@ -185,8 +189,9 @@ typedef struct zone {
     uint32_t patches;    /* zone_patch() calls since the last full build */
     size_t patched;      /* names those patches changed */
     /* References: the builder hands out one; every zone table holding the zone holds one (a
-     * reload shares an unchanged zone between the old and the new table). Changed only by the
-     * loader thread, never on the query path, so not atomic. */
+     * reload shares an unchanged zone between the old and the new table); a transfer thread
+     * pins the version it streams or diffs (tern/xfr). Atomic, never touched on the query
+     * path. */
     uint32_t refs;
 } zone_t;
 
@@ -267,11 +272,18 @@ static inline const zone_geo_t *zone_rrset_geo(const zone_t *z, const zone_rrset
 /** Bytes of memory the zone holds: its arrays and every data blob it references. */
 size_t zone_footprint(const zone_t *z);
 
-/** Take one more reference to z (loader thread only). Returns z. */
+/** Take one more reference to z (any thread: the count is atomic). Returns z. */
 zone_t *zone_retain(zone_t *z);
 
 /** Drop one reference to a data blob; the last one frees it. NULL is a no-op. */
 void zone_data_release(zone_data_t *d);
+
+/**
+ * A zone that answers SERVFAIL for every name in it (zone.unavailable): a secondary zone with no
+ * data yet, or whose data expired. Its apex carries a synthetic SOA (serial 0) and NS that are
+ * never served. NULL when out of memory. source names it in logs.
+ */
+zone_t *zone_new_unavailable(const uint8_t *apex, const char *source) TERN_WUR;
 
 /** Drop one reference; the last one releases the zone and all its data (its arena). NULL is a
  * no-op. */

@@ -925,17 +925,70 @@ static void test_notimp_opcode(void **state)
 static void test_axfr_ixfr(void **state)
 {
     (void)state;
-    /* no zone transfers yet: NOTIMP over UDP and TCP alike (AXFR over UDP is NOTIMP in NSD and
-     * Knot too) */
+    /* no transfers configured: AXFR over UDP is NOTIMP (RFC 5936 §4.2; NSD too), anything else
+     * REFUSED, as a server that allows nobody answers */
+    ldns_pkt *p = ASK(.name = "example.test.", .type = LDNS_RR_TYPE_AXFR);
+    check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
+    ldns_pkt_free(p);
+    p = ASK(.name = "example.test.", .type = LDNS_RR_TYPE_IXFR);
+    check_head(p, LDNS_RCODE_REFUSED, false, 0, 0, 0);
+    ldns_pkt_free(p);
     static const uint16_t types[] = {LDNS_RR_TYPE_AXFR, LDNS_RR_TYPE_IXFR};
     for (size_t i = 0; i < TERN_ARRAY_SIZE(types); i++) {
-        ldns_pkt *p = ASK(.name = "example.test.", .type = types[i]);
-        check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
-        ldns_pkt_free(p);
         p = ASKTCP(.name = "example.test.", .type = types[i]);
-        check_head(p, LDNS_RCODE_NOTIMPL, false, 0, 0, 0);
+        check_head(p, LDNS_RCODE_REFUSED, false, 0, 0, 0);
         ldns_pkt_free(p);
     }
+}
+
+/* answer_query() with transfers configured (answer_config.xfr): nothing written, ANSWER_HANDOFF
+ * for what the transfer thread takes. */
+static size_t ask_xfr(answer_transport_t tr)
+{
+    answer_config_t c = *cfg;
+    c.xfr = true;
+    answer_view_t v = {.table = table, .cfg = c};
+    return answer_query(&v, &ctx, NULL, qbuf, qlen, out, sizeof(out), tr);
+}
+
+static void test_xfr_handoff(void **state)
+{
+    (void)state;
+    /* AXFR and IXFR over TCP: the transfer thread's */
+    mkquery(&(qspec_t){.name = "example.test.", .type = LDNS_RR_TYPE_AXFR});
+    assert_int_equal(ask_xfr(ANSWER_TCP), 0);
+    assert_int_equal(ctx.info.outcome, ANSWER_HANDOFF);
+    mkquery(&(qspec_t){.name = "example.test.", .type = LDNS_RR_TYPE_IXFR});
+    assert_int_equal(ask_xfr(ANSWER_TCP), 0);
+    assert_int_equal(ctx.info.outcome, ANSWER_HANDOFF);
+    /* IXFR over UDP: TC, ask again over TCP (RFC 1995 §2) */
+    size_t n = ask_xfr(ANSWER_UDP);
+    assert_true(n >= 12);
+    assert_int_equal(ctx.info.outcome, ANSWER_SENT);
+    assert_true(out[2] & 0x02); /* TC */
+    /* NOTIFY, on either transport */
+    mkquery(&(qspec_t){.name = "example.test.", .type = LDNS_RR_TYPE_SOA, .opcode = 4});
+    assert_int_equal(ask_xfr(ANSWER_UDP), 0);
+    assert_int_equal(ctx.info.outcome, ANSWER_HANDOFF);
+    /* a query with a TSIG record (the transfer side verifies it) */
+    mkquery(&(qspec_t){.name = "example.test.", .type = LDNS_RR_TYPE_SOA});
+    static const uint8_t tsig[] = {
+        3,    'k',  'e',  'y',  0,    0,    250, 0,   255, 0,   0,   0,   0, /* key. TSIG ANY 0 */
+        0,    29,                                                            /* RDLENGTH */
+        11,   'h',  'm',  'a',  'c',  '-',  's', 'h', 'a', '2', '5', '6', 0, /* algorithm */
+        0,    0,    0x5f, 0x5e, 0x10, 0x00,                                  /* time signed */
+        1,    0x2c, 0,    0,                                                 /* fudge, MAC size */
+        0x12, 0x34, 0,    0,    0,    0};                                    /* id, error, other */
+    memcpy(qbuf + qlen, tsig, sizeof(tsig));
+    qlen += sizeof(tsig);
+    put16(qbuf + 10, 1);
+    assert_int_equal(ask_xfr(ANSWER_UDP), 0);
+    assert_int_equal(ctx.info.outcome, ANSWER_HANDOFF);
+    /* without transfers configured the same query is answered here (the TSIG ignored) */
+    ldns_pkt *p = run(table, ANSWER_UDP);
+    assert_int_equal(ldns_pkt_get_rcode(p), LDNS_RCODE_NOERROR);
+    assert_int_equal(ldns_pkt_ancount(p), 1);
+    ldns_pkt_free(p);
 }
 
 static void test_notify_notauth(void **state)
@@ -1104,6 +1157,7 @@ int main(void)
         cmocka_unit_test(test_other_class_refused),
         cmocka_unit_test(test_notimp_opcode),
         cmocka_unit_test(test_axfr_ixfr),
+        cmocka_unit_test(test_xfr_handoff),
         cmocka_unit_test(test_meta_qtypes),
         cmocka_unit_test(test_refused_outside_zones),
         cmocka_unit_test(test_formerr_from_parse),

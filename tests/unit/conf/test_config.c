@@ -538,7 +538,7 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 37);
+    assert_int_equal(count, 45);
     /* redis 17; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 1,
      * an upstream 4; query_log 5, its dnstap 6, its requests 4 */
     assert_int_equal(nested, 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 1 + 4 + 5 + 6 + 4);
@@ -2318,10 +2318,15 @@ static void test_unknown_key(void **state)
     expect_error("{\n  \"workers\": 2,\n  \"bogus\": true\n}\n", 3, "bogus: unknown key");
     /* nested: every mapping has its own keys */
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    type: master\n", 4,
-                 "zones[0]: unknown key \"type\" (want origin, file, format, acl, dnssec)");
+                 "zones[0]: unknown key \"type\" (want origin, file, format, acl, dnssec, primary, "
+                 "notify, allow_transfer, "
+                 "transfer_key, allow_notify)");
     expect_error("{\n\"zones\": [\n {\"origin\": \"a.\",\n  \"file\": \"a.zone\",\n"
                  "  \"master\": true}\n]}\n",
-                 5, "zones[0]: unknown key \"master\" (want origin, file, format, acl, dnssec)");
+                 5,
+                 "zones[0]: unknown key \"master\" (want origin, file, format, acl, dnssec, "
+                 "primary, notify, allow_transfer, "
+                 "transfer_key, allow_notify)");
     expect_error("{\"error_log\": {\n  \"level\": \"info\",\n  \"colour\": true}}\n", 3,
                  "error_log: unknown key \"colour\" (want enable, level, target, format)");
     expect_error("server:\n  ip: 1.2.3.4\n  port: 53\n  proto: udp\n", 4,
@@ -2339,7 +2344,9 @@ static void test_error_escapes(void **state)
     (void)state;
     expect_error("\"bad\\nREADY=1\": 1\n", 1, "bad\\010READY=1: unknown key");
     expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
-                 "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format, acl, dnssec)");
+                 "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format, acl, dnssec, "
+                 "primary, notify, allow_transfer, "
+                 "transfer_key, allow_notify)");
     expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
                  "log_level: expected error, warning, info or debug, got \"\\027[31mred\\127\"");
     expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
@@ -2548,7 +2555,7 @@ static void test_zone_fields(void **state)
     (void)state;
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n  - origin: b.test\n", 4,
                  "zones[1]: missing \"file\" (master file (RFC 1035) or redins JSON, relative to "
-                 "the config file's directory)");
+                 "the config file's directory (a secondary zone's on-disk copy, optional))");
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    format: bind\n", 4,
                  "zones[0]: format: expected rfc1035 or json, got \"bind\"");
     expect_error("zones:\n  - file: a.zone\n", 2,
@@ -2559,7 +2566,8 @@ static void test_zone_fields(void **state)
                  "zones[0]: origin: expected a non-empty string, got a string");
     expect_error(
         "zones:\n  - a.test\n", 2,
-        "zones[0]: expected a mapping {origin, file, format, acl, dnssec}, got a plain scalar");
+        "zones[0]: expected a mapping {origin, file, format, acl, dnssec, primary, notify, "
+        "allow_transfer, transfer_key, allow_notify}, got a plain scalar");
 }
 
 static void test_syntax_error(void **state)

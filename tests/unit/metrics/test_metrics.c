@@ -428,6 +428,7 @@ static const struct {
     {"tern_responses_total", "counter"},
     {"tern_responses_truncated_total", "counter"},
     {"tern_dropped_total", "counter"},
+    {"tern_xfr_handoffs_total", "counter"},
     {"tern_udp_received_total", "counter"},
     {"tern_udp_sent_total", "counter"},
     {"tern_udp_dropped_total", "counter"},
@@ -669,7 +670,7 @@ static void test_counters(void **state)
     assert_int_equal(f->samples, SERVER_RCODE_COUNT);
     f = family_find(&e, "tern_tcp_connections_total", strlen("tern_tcp_connections_total"));
     assert_non_null(f);
-    assert_int_equal(f->samples, 7);
+    assert_int_equal(f->samples, 8); /* accepted ... closed_peer, handed_off */
     http_free(&r);
     stop_all();
 }

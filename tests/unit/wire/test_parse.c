@@ -309,6 +309,48 @@ static void test_notify_answer_walked(void **state)
     assert_true(q.has_question);
 }
 
+/* IXFR (RFC 1995 §3) carries the client's SOA in the authority section; a TSIG after it sets
+ * has_tsig. Any other query with authority records, or an IXFR with two, is FORMERR. */
+static void test_ixfr_authority_soa(void **state)
+{
+    (void)state;
+    pkt_t p;
+    header(&p, 9, 0, 1, 0, 1, 1);
+    putname(&p, "example.com");
+    put16(&p, WIRE_T_IXFR);
+    put16(&p, WIRE_CLASS_IN);
+    put16(&p, 0xC00C);
+    put16(&p, WIRE_T_SOA);
+    put16(&p, WIRE_CLASS_IN);
+    put32(&p, 3600);
+    put16(&p, 22);
+    put8(&p, 0);
+    put8(&p, 0);
+    for (int i = 0; i < 5; i++)
+        put32(&p, (uint32_t)i);
+    /* a TSIG (its contents are tsig.c's to check) */
+    putname(&p, "key");
+    put16(&p, WIRE_T_TSIG);
+    put16(&p, 255);
+    put32(&p, 0);
+    put16(&p, 0);
+    assert_int_equal(parse(&p), WIRE_OK);
+    assert_int_equal(q.qtype, WIRE_T_IXFR);
+    assert_true(q.has_tsig);
+
+    p.b[11] = 0; /* ARCOUNT 0 would leave the TSIG as trailing garbage */
+    assert_int_equal(parse(&p), WIRE_FORMERR);
+    p.b[11] = 1;
+    p.b[9] = 2; /* two authority records */
+    assert_int_equal(parse(&p), WIRE_FORMERR);
+    p.b[9] = 1;
+    /* the qtype follows "\7example\3com\0" (13 bytes): AXFR with an SOA in authority is no
+     * query */
+    p.b[12 + 13] = 0;
+    p.b[12 + 14] = WIRE_T_AXFR & 0xFF;
+    assert_int_equal(parse(&p), WIRE_FORMERR);
+}
+
 /* An OPT outside the additional section is not EDNS (RFC 6891 §6.1.1). */
 static void test_opt_outside_additional(void **state)
 {
@@ -891,6 +933,7 @@ int main(void)
         cmocka_unit_test(test_question_cut_short),
         cmocka_unit_test(test_ancount_nscount),
         cmocka_unit_test(test_notify_answer_walked),
+        cmocka_unit_test(test_ixfr_authority_soa),
         cmocka_unit_test(test_opt_outside_additional),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_missing_additional),

@@ -1,0 +1,128 @@
+/*
+ * xfr.h — zone transfers at run time: AXFR/IXFR out (RFC 5936, RFC 1995), NOTIFY out and in
+ * (RFC 1996), secondary zones transferred in, all with TSIG (RFC 8945) and per-zone ACLs.
+ *
+ * Two threads of its own, never a worker:
+ *   - "tern-xfr-out": an epoll loop. Workers hand it what answer_query() marks ANSWER_HANDOFF
+ *     (net/server.h: a bounded queue, one eventfd write when it was empty): TCP connections that
+ *     asked for AXFR/IXFR, NOTIFY and TSIG-signed messages. It checks the key and the zone's
+ *     allow_transfer, pins the zone version (a reference taken inside an RCU read-side section,
+ *     so the transfer holds no grace period up and never sees half a reload), and streams the
+ *     zone across as many events as the client's window needs. IXFR comes from the zone's
+ *     journal (journal.h); a serial not in it gets the whole zone.
+ *   - "tern-xfr-in": timers. It turns each published change of a zone with transfers into a
+ *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer; and it
+ *     keeps every secondary zone: SOA refresh/retry/expire from the zone's own SOA, IXFR with
+ *     AXFR fallback, at once on NOTIFY, the new version handed to the loader (hooks.zone_in).
+ *     After expire without a successful refresh, the zone answers SERVFAIL (a NULL zone_in).
+ *
+ * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
+ * workers'; xfr_zone_info() any thread's. Everything shared is under one mutex, held briefly.
+ */
+#ifndef TERN_XFR_XFR_H
+#define TERN_XFR_XFR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/answer/answer.h"
+#include "tern/common/compiler.h"
+#include "tern/conf/config.h"
+#include "tern/net/server.h"
+#include "tern/zone/zone.h"
+
+typedef struct xfr xfr_t;
+
+typedef struct xfr_hooks {
+    /* tern-xfr-in: a new version of secondary zone key (a canonical origin) — the callee owns
+     * the reference — or NULL: the zone expired (answer SERVFAIL for it). */
+    void (*zone_in)(void *ctx, const char *key, zone_t *z);
+    void *ctx;
+} xfr_hooks_t;
+
+/** A transfer service reading zones from *published (the view the workers answer from). */
+xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks) TERN_WUR;
+
+/** Whether cfg configures anything of this module: a zone with primary, notify or
+ * allow_transfer, or a TSIG key. Off, workers answer transfers REFUSED by themselves. */
+bool xfr_wanted(const config_t *cfg);
+
+/**
+ * The zones' transfer settings and keys from cfg (loader thread; first before xfr_start(),
+ * again after each reload). Secondary zones that appear are refreshed at once; state of zones
+ * that stay (journals, timers, notify state) is kept. 0 or TERN_ENOMEM (the old settings stay).
+ */
+int xfr_configure(xfr_t *x, const config_t *cfg) TERN_WUR;
+
+/**
+ * Loader thread, after a publish: zone key went from old (NULL: new zone) to new. The callee
+ * takes a reference to each it keeps (callers keep theirs). Zones without transfer settings
+ * are ignored at the cost of one lookup.
+ */
+void xfr_zone_changed(xfr_t *x, const char *key, zone_t *old, zone_t *new);
+
+/** Whether key has outgoing transfer settings (allow_transfer or notify): the loader tells
+ * only those zones' changes. Any thread. */
+bool xfr_zone_wanted(xfr_t *x, const char *key);
+
+/** The hooks the workers hand requests to (server_set_handoff()). */
+server_handoff_t xfr_handoff(xfr_t *x);
+
+/** Start both threads. 0 or a negative code (logged). */
+int xfr_start(xfr_t *x) TERN_WUR;
+
+/** Stop the threads, close every transfer, free everything. NULL is a no-op. */
+void xfr_free(xfr_t *x);
+
+/* One zone as `ternctl zone` shows it. */
+typedef struct xfr_zone_info {
+    bool known;     /* the zone has transfer settings */
+    bool secondary; /* transferred in */
+    uint32_t serial;
+    /* versions in the journal, oldest first */
+    size_t nversions;
+    struct {
+        uint32_t from, to;
+        size_t removed, added, bytes;
+        int64_t when; /* wall clock, s */
+    } versions[16];
+    /* the last transfer out */
+    int64_t out_when; /* 0: none */
+    char out_peer[64];
+    char out_kind[8]; /* AXFR, IXFR */
+    uint32_t out_serial;
+    uint64_t out_records, out_count;
+    /* the last transfer in (a secondary) */
+    int64_t in_when; /* 0: none */
+    char in_primary[64];
+    char in_kind[8];
+    uint64_t in_records, in_count;
+    int64_t refresh_at, expire_at; /* wall clock, s; 0: none */
+    bool expired;
+    char in_error[256]; /* the last failure, "" if none */
+    /* the secondaries told of changes */
+    size_t nnotify;
+    struct {
+        char peer[64];
+        uint32_t serial;    /* last serial notified */
+        bool acked;         /* it answered */
+        unsigned attempts;  /* sends for that serial */
+        int64_t acked_when; /* wall clock, s */
+    } notify[8];
+} xfr_zone_info_t;
+
+/** Fill out for zone key (canonical origin). Any thread. */
+void xfr_zone_info(xfr_t *x, const char *key, xfr_zone_info_t *out);
+
+/* Counters, for metrics. */
+typedef struct xfr_stats {
+    uint64_t out_axfr, out_ixfr, out_refused, out_failed;
+    uint64_t notify_sent, notify_acked, notify_failed, notify_received;
+    uint64_t in_ok, in_failed, in_up_to_date;
+    uint64_t tsig_bad;
+} xfr_stats_t;
+
+void xfr_get_stats(xfr_t *x, xfr_stats_t *out);
+
+#endif

@@ -1,0 +1,5 @@
+# The transfer service (src/xfr/xfr.cmake) over real loopback sockets: AXFR/IXFR out with TSIG,
+# NOTIFY out and in, the hand-over queue's bound. ldns parses every message the service writes.
+tern_unit_test(test_xfr test_xfr.c tern_xfr tern_zone PkgConfig::LDNS)
+# the NOTIFY retries and a few transfers of ~100 KB: seconds at most, even under TSan
+set_tests_properties(unit/test_xfr PROPERTIES TIMEOUT 120)
