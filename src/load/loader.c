@@ -29,6 +29,7 @@
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
 #include "tern/load/redis_source.h"
+#include "tern/xfr/journal.h"
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
@@ -1243,6 +1244,42 @@ static uint32_t *rz_index(const loader_t *l, size_t extra, size_t *mask)
 }
 
 /* Loader thread: move the queued versions into rz. Returns how many changes were applied. */
+/* A Redis zone that secondaries follow (transfer settings, tern/xfr) needs a serial above the
+ * one they have, or they never take the change: redins' writers rarely touch soa.serial. So a
+ * new version whose serial is not above the last one served gets max(last + 1, now) (now as a
+ * Unix time, as Knot's serial-policy unixtime, so serials keep rising across restarts); a zone
+ * read for the first time gets now when its own serial is below it (secondaries may hold a
+ * raised one from before a restart). Signed zones keep theirs (their SOA is signed): logged. */
+static void redis_raise_serial(loader_t *l, const char *key, bool had, uint32_t last, zone_t *z)
+{
+    if (!l->xfr || !xfr_zone_wanted(l->xfr, key))
+        return;
+    uint32_t now = (uint32_t)time(NULL), want;
+    if (had) {
+        if (xfr_serial_lt(last, z->serial))
+            return;
+        want = xfr_serial_lt(last, now) ? now : last + 1;
+    } else {
+        if (!xfr_serial_lt(z->serial, now))
+            return;
+        want = now;
+    }
+    if (z->dnssec) {
+        log_warn("redis: zone %s changed without a higher serial (%u); it is signed, so its "
+                 "secondaries keep the old data until soa.serial rises",
+                 key, z->serial);
+        return;
+    }
+    uint32_t was = z->serial;
+    if (zone_set_serial(z, want) < 0)
+        log_err("redis: zone %s: out of memory raising its serial", key);
+    else if (had)
+        log_info("redis: zone %s: serial %u -> %u (raised above %u for its secondaries)", key, was,
+                 want, last);
+    else
+        log_info("redis: zone %s: serial %u -> %u (raised for its secondaries)", key, was, want);
+}
+
 static size_t redis_apply(loader_t *l)
 {
     pthread_mutex_lock(&l->mu);
@@ -1320,6 +1357,7 @@ static size_t redis_apply(loader_t *l)
                 redis_source_resync(l->redis, false);
                 continue;
             }
+            redis_raise_serial(l, r->key, true, r->zone->serial, nz);
             zone_free(r->zone);
             r->zone = nz;
             r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
@@ -1334,6 +1372,8 @@ static size_t redis_apply(loader_t *l)
         } else {
             free(p[i].key);
         }
+        bool had = r->zone != NULL;
+        uint32_t last = had ? r->zone->serial : 0;
         if (r->zone) {
             if (lines++ < LOG_ZONES_MAX)
                 log_info("redis: zone %s updated (serial %u -> %u)", r->key, r->zone->serial,
@@ -1343,6 +1383,7 @@ static size_t redis_apply(loader_t *l)
             if (lines++ < LOG_ZONES_MAX)
                 log_info("redis: zone %s added (serial %u)", r->key, p[i].zone->serial);
         }
+        redis_raise_serial(l, r->key, had, last, p[i].zone);
         r->zone = p[i].zone;
         r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
         r->loaded = (int64_t)time(NULL);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tern/common/compiler.h"
+#include "tern/common/err.h"
 #include "tern/zone/zone_builder.h"
 
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
@@ -143,4 +144,41 @@ zone_t *zone_new_unavailable(const uint8_t *apex, const char *source)
         return NULL;
     z->unavailable = 1;
     return z;
+}
+
+int zone_set_serial(zone_t *z, uint32_t serial)
+{
+    /* The SOA's RDATA may be shared with other versions (a data blob): it is never written.
+     * A copy goes into a blob of its own that this version (and the versions patched from it)
+     * reference like any other. */
+    zone_rrset_t *soa = (zone_rrset_t *)z->soa, *neg = (zone_rrset_t *)z->neg_soa;
+    if (!soa || soa->count != 1 || soa->rdata_len < 2 + 22)
+        return TERN_EINVAL;
+    arena_t *d = arena_create();
+    if (!d)
+        return TERN_ENOMEM;
+    zone_data_t *zd = arena_calloc(d, 1, sizeof(*zd));
+    uint8_t *rd = arena_alloc(d, soa->rdata_len);
+    zone_data_t **dl = arena_calloc(z->arena, (size_t)z->data_count + 1, sizeof(*dl));
+    if (!zd || !rd || !dl) {
+        arena_destroy(d);
+        return TERN_ENOMEM;
+    }
+    memcpy(rd, soa->rdata, soa->rdata_len);
+    uint8_t *sp = rd + soa->rdata_len - 20; /* serial, refresh, retry, expire, minimum */
+    sp[0] = (uint8_t)(serial >> 24);
+    sp[1] = (uint8_t)(serial >> 16);
+    sp[2] = (uint8_t)(serial >> 8);
+    sp[3] = (uint8_t)serial;
+    zd->refs = 1;
+    zd->arena = d;
+    memcpy(dl, z->data, z->data_count * sizeof(*dl));
+    dl[z->data_count] = zd;
+    z->data = dl;
+    z->data_count++;
+    soa->rdata = rd;
+    if (neg && neg->rdata_len == soa->rdata_len) /* the same RDATA with the negative TTL */
+        neg->rdata = rd;
+    z->serial = serial;
+    return 0;
 }

@@ -285,6 +285,14 @@ void zone_data_release(zone_data_t *d);
  */
 zone_t *zone_new_unavailable(const uint8_t *apex, const char *source) TERN_WUR;
 
+/**
+ * Give z's SOA a new serial, before z is published, by its only owner (a loader raising the
+ * serial of a changed zone its secondaries follow). The RDATA is copied into a data blob of its
+ * own, so versions sharing the old RDATA are untouched. Not for a signed zone (its SOA
+ * signature would no longer match). 0, TERN_EINVAL (no single SOA), TERN_ENOMEM.
+ */
+int zone_set_serial(zone_t *z, uint32_t serial) TERN_WUR;
+
 /** Drop one reference; the last one releases the zone and all its data (its arena). NULL is a
  * no-op. */
 void zone_free(zone_t *z);

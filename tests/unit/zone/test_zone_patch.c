@@ -299,6 +299,52 @@ static void test_shares_data(void **state)
     zone_free(out);
 }
 
+static uint32_t soa_serial(const zone_rrset_t *soa)
+{
+    const uint8_t *p = soa->rdata + soa->rdata_len - 20;
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* zone_set_serial(): the new serial in the SOA and the negative SOA, the shared RDATA of the
+ * version it came from untouched, and versions patched from it keep it after it is gone. */
+static void test_set_serial(void **state)
+{
+    (void)state;
+    unsigned st[NLABELS];
+    for (size_t i = 0; i < NLABELS; i++)
+        st[i] = 1;
+    zone_t *base = build(st, NULL, 0);
+    uint32_t s0 = base->serial;
+    st[4] = 3;
+    zone_t *fresh = build(st, (const unsigned[]){4}, 1);
+    uint8_t w[DNAME_MAXLEN];
+    wire(labels[4], w);
+    const uint8_t *names[1] = {w};
+    zone_t *out = NULL;
+    char err[256];
+    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
+    zone_free(fresh);
+    assert_ptr_equal(out->soa->rdata, base->soa->rdata); /* shared before */
+    assert_int_equal(zone_set_serial(out, s0 + 7), 0);
+    assert_int_equal(out->serial, s0 + 7);
+    assert_int_equal(soa_serial(out->soa), s0 + 7);
+    assert_int_equal(soa_serial(out->neg_soa), s0 + 7);
+    assert_int_equal(soa_serial(base->soa), s0); /* the published version: untouched */
+    assert_int_equal(out->data_count, 3);
+    /* a version patched from it carries the new SOA after both older ones are freed */
+    st[5] = 3;
+    fresh = build(st, (const unsigned[]){5}, 1);
+    wire(labels[5], w);
+    zone_t *next = NULL;
+    assert_int_equal(zone_patch(out, fresh, names, 1, &next, err, sizeof(err)), 0);
+    zone_free(fresh);
+    zone_free(base);
+    zone_free(out);
+    assert_int_equal(next->serial, s0 + 7);
+    assert_int_equal(soa_serial(next->soa), s0 + 7);
+    zone_free(next);
+}
+
 /* A zone of hosts h0..h2999; name i holds an A record while alive[i]. */
 static zone_t *hosts(const bool *alive, const unsigned *only, size_t nonly)
 {
@@ -374,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_random_walk),
         cmocka_unit_test(test_needs_build),
         cmocka_unit_test(test_shares_data),
+        cmocka_unit_test(test_set_serial),
         cmocka_unit_test(test_index_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
