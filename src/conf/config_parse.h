@@ -423,8 +423,6 @@ int config_get_prefix_list(parse_ctx_t *pc, const yaml_node_t *n, const char *ke
                            const char *field, config_prefix_list_t *out) TERN_WUR;
 /** Free a prefix list's array (empty after). */
 void config_prefix_list_reset(config_prefix_list_t *l);
-/** dst (owning nothing) gets a copy of src. 0 or TERN_ENOMEM. */
-int config_prefix_list_copy(config_prefix_list_t *dst, const config_prefix_list_t *src) TERN_WUR;
 
 /* ---- zone transfers (config_xfr.c) ---- */
 /** tern's "tsig_keys" (a list of {name, algorithm, secret}), appended to c->tsig_keys. */

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 
 /* RFC 1035 §4.1.4 pointers are 14 bits; the top two bits of a label byte mark one. */
@@ -23,16 +24,6 @@
 /* RFC 7871 §6: the address families the option defines for IP. */
 #define ECS_FAMILY_IP4 1
 #define ECS_FAMILY_IP6 2
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /*
  * Skip a possibly compressed name starting at pkt[*pos]. On success *pos is just past the name
@@ -88,7 +79,7 @@ static bool parse_ecs(wire_query_t *q, const uint8_t *d, size_t dlen)
 {
     if (dlen < 4)
         return false;
-    uint16_t family = rd16(d);
+    uint16_t family = tern_rd16(d);
     uint8_t source = d[2];
     uint8_t scope = d[3];
     unsigned max = family == ECS_FAMILY_IP4 ? 32 : family == ECS_FAMILY_IP6 ? 128 : 0;
@@ -117,8 +108,8 @@ static bool parse_opt_options(wire_query_t *q, const uint8_t *rd, size_t rdlen)
     while (p < rdlen) {
         if (rdlen - p < 4)
             return false;
-        uint16_t code = rd16(rd + p);
-        size_t olen = rd16(rd + p + 2);
+        uint16_t code = tern_rd16(rd + p);
+        size_t olen = tern_rd16(rd + p + 2);
         p += 4;
         if (olen > rdlen - p)
             return false;
@@ -154,10 +145,10 @@ static wire_parse_result_t parse_records(wire_query_t *q, const uint8_t *pkt, si
         int labels = skip_name(pkt, len, &pos);
         if (labels < 0 || len - pos < RR_FIXED_LEN)
             return WIRE_FORMERR;
-        uint16_t type = rd16(pkt + pos);
-        uint16_t rclass = rd16(pkt + pos + 2);
-        uint32_t ttl = rd32(pkt + pos + 4);
-        size_t rdlen = rd16(pkt + pos + 8);
+        uint16_t type = tern_rd16(pkt + pos);
+        uint16_t rclass = tern_rd16(pkt + pos + 2);
+        uint32_t ttl = tern_rd32(pkt + pos + 4);
+        size_t rdlen = tern_rd16(pkt + pos + 8);
         pos += RR_FIXED_LEN;
         if (rdlen > len - pos)
             return WIRE_FORMERR;
@@ -213,13 +204,14 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
 
     if (len < WIRE_HDR_LEN)
         return WIRE_DROP;
-    uint16_t flags = rd16(pkt + 2);
+    uint16_t flags = tern_rd16(pkt + 2);
     if (flags & WIRE_FLAG_QR) /* a response: answering it could start a loop */
         return WIRE_DROP;
-    q->id = rd16(pkt);
+    q->id = tern_rd16(pkt);
     q->flags = flags;
 
-    unsigned qd = rd16(pkt + 4), an = rd16(pkt + 6), ns = rd16(pkt + 8), ar = rd16(pkt + 10);
+    unsigned qd = tern_rd16(pkt + 4), an = tern_rd16(pkt + 6), ns = tern_rd16(pkt + 8),
+             ar = tern_rd16(pkt + 10);
     q->qdcount = (uint16_t)qd;
     if (qd != 1)
         return WIRE_FORMERR;
@@ -229,8 +221,8 @@ wire_parse_result_t wire_parse_query(wire_query_t *q, const uint8_t *pkt, size_t
     if (nlen < 0 || len - WIRE_HDR_LEN - (size_t)nlen < 4)
         return WIRE_FORMERR;
     q->qname = qname;
-    q->qtype = rd16(qname + nlen);
-    q->qclass = rd16(qname + nlen + 2);
+    q->qtype = tern_rd16(qname + nlen);
+    q->qclass = tern_rd16(qname + nlen + 2);
     q->question_len = (size_t)nlen + 4;
     dname_view_init(&q->name, qname);
     q->has_question = true;

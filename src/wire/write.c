@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/wire/rdata.h"
 
@@ -30,25 +31,6 @@
  * handed us an offset that isn't a name, and we stop rather than loop. */
 #define OWN_NAME_MAX_HOPS DNAME_MAXLABELS
 
-static inline void wr16(uint8_t *p, unsigned v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
 static inline uint8_t ascii_lower(uint8_t c)
 {
     return (uint8_t)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
@@ -66,7 +48,7 @@ static long resolve_off(const wire_writer_t *w, size_t off)
             return (long)off;
         if (off + 1 >= w->len)
             return -1;
-        off = (size_t)rd16(w->buf + off) & ~(size_t)PTR_BITS;
+        off = (size_t)tern_rd16(w->buf + off) & ~(size_t)PTR_BITS;
     }
     return -1;
 }
@@ -85,7 +67,7 @@ static bool msg_name_equal(const wire_writer_t *w, size_t off, const uint8_t *lc
         if ((l & 0xC0u) == 0xC0u) {
             if (off + 1 >= w->len || ++hops > OWN_NAME_MAX_HOPS)
                 return false;
-            off = (size_t)rd16(w->buf + off) & ~(size_t)PTR_BITS;
+            off = (size_t)tern_rd16(w->buf + off) & ~(size_t)PTR_BITS;
             continue;
         }
         if (l != lc[0] || l > DNAME_MAXLABEL || off + 1 + l > w->len)
@@ -112,7 +94,7 @@ static int msg_name_expand(const wire_writer_t *w, size_t off, uint8_t *dst)
         if ((l & 0xC0u) == 0xC0u) {
             if (off + 1 >= w->len || ++hops > OWN_NAME_MAX_HOPS)
                 return -1;
-            off = (size_t)rd16(w->buf + off) & ~(size_t)PTR_BITS;
+            off = (size_t)tern_rd16(w->buf + off) & ~(size_t)PTR_BITS;
             continue;
         }
         if (l > DNAME_MAXLABEL || off + 1 + l > w->len || o + 1 + l > DNAME_MAXLEN)
@@ -164,7 +146,7 @@ static int put_name(wire_writer_t *w, size_t end, const uint8_t *name, const dna
     size_t start = w->len;
     memcpy(w->buf + start, name, litlen); /* case as given: only lookups fold case */
     if (best)
-        wr16(w->buf + start + litlen, PTR_BITS | best->off);
+        tern_wr16(w->buf + start + litlen, PTR_BITS | best->off);
     else
         w->buf[start + litlen] = 0;
     for (unsigned k = 0; k < lit; k++)
@@ -178,7 +160,7 @@ static int put_ptr(wire_writer_t *w, size_t end, size_t off)
 {
     if (w->len + 2 > end)
         return TERN_ENOSPC;
-    wr16(w->buf + w->len, PTR_BITS | (unsigned)off);
+    tern_wr16(w->buf + w->len, PTR_BITS | (unsigned)off);
     w->len += 2;
     return 2;
 }
@@ -259,14 +241,14 @@ void wire_writer_init(wire_writer_t *w, uint8_t *buf, size_t limit, const wire_q
 
     /* RA is never set: we don't recurse. AD and CD are not echoed: we don't validate. */
     unsigned flags = WIRE_FLAG_QR | (q->flags & (0xFu << 11)) | (q->flags & WIRE_FLAG_RD);
-    wr16(buf, q->id);
-    wr16(buf + 2, flags);
+    tern_wr16(buf, q->id);
+    tern_wr16(buf + 2, flags);
     memset(buf + 4, 0, 8);
 
     if (q->has_question && WIRE_HDR_LEN + q->question_len <= w->limit) {
         memcpy(buf + WIRE_HDR_LEN, q->qname, q->question_len);
         w->len += q->question_len;
-        wr16(buf + 4, 1);
+        tern_wr16(buf + 4, 1);
         const dname_view_t *v = &q->name;
         for (unsigned i = 0; i < v->nlabels; i++)
             comp_add(w, WIRE_HDR_LEN + (size_t)v->off[i], v->nlabels - i, v->hash[i]);
@@ -340,19 +322,19 @@ static int write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, c
             goto nospace;
 
         uint8_t *fixed = w->buf + w->len;
-        wr16(fixed, type);
-        wr16(fixed + 2, rclass);
-        wr32(fixed + 4, ttl);
+        tern_wr16(fixed, type);
+        tern_wr16(fixed + 2, rclass);
+        tern_wr32(fixed + 4, ttl);
         w->len += 10;
 
         if (offs)
             rd = rdata + offs[r];
-        size_t rdlen = rd16(rd);
+        size_t rdlen = tern_rd16(rd);
         size_t rd_start = w->len;
         if (put_rdata(w, end, type, rd + 2, rdlen, &rv) < 0)
             goto nospace;
         /* Compression only shrinks names; the length is what was written, not what was given. */
-        wr16(fixed + 8, (unsigned)(w->len - rd_start));
+        tern_wr16(fixed + 8, (unsigned)(w->len - rd_start));
         int np = rd_name_pos(type, rdlen);
         last_name = np >= 0 ? rd_start + (size_t)np : 0;
         rd += 2 + rdlen;
@@ -407,17 +389,17 @@ int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool 
 
     uint8_t *p = w->buf + w->len;
     p[0] = 0; /* owner: the root */
-    wr16(p + 1, WIRE_T_OPT);
-    wr16(p + 3, udp_size);
+    tern_wr16(p + 1, WIRE_T_OPT);
+    tern_wr16(p + 3, udp_size);
     /* TTL: extended rcode, version 0, DO, Z zero (RFC 6891 §6.1.3) */
-    wr32(p + 5, (uint32_t)ext_rcode << 24 | (do_bit ? 0x8000u : 0));
-    wr16(p + 9, (unsigned)(need - OPT_FIXED_LEN));
+    tern_wr32(p + 5, (uint32_t)ext_rcode << 24 | (do_bit ? 0x8000u : 0));
+    tern_wr16(p + 9, (unsigned)(need - OPT_FIXED_LEN));
     uint8_t *o = p + OPT_FIXED_LEN;
     if (ecs) {
         size_t alen = ((size_t)ecs->source_prefix + 7) / 8;
-        wr16(o, WIRE_EDNS_ECS);
-        wr16(o + 2, (unsigned)(4 + alen));
-        wr16(o + 4, ecs->family);
+        tern_wr16(o, WIRE_EDNS_ECS);
+        tern_wr16(o + 2, (unsigned)(4 + alen));
+        tern_wr16(o + 4, ecs->family);
         o[6] = ecs->source_prefix;
         o[7] = scope_prefix;
         memcpy(o + 8, ecs->addr, alen);
@@ -427,8 +409,8 @@ int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool 
         o += ECS_FIXED_LEN + alen;
     }
     if (cookie_len) {
-        wr16(o, WIRE_EDNS_COOKIE);
-        wr16(o + 2, (unsigned)cookie_len);
+        tern_wr16(o, WIRE_EDNS_COOKIE);
+        tern_wr16(o + 2, (unsigned)cookie_len);
         memcpy(o + 4, cookie, cookie_len);
     }
     w->len += need;
@@ -439,12 +421,12 @@ int wire_write_opt(wire_writer_t *w, uint16_t udp_size, uint8_t ext_rcode, bool 
 
 size_t wire_writer_finish(wire_writer_t *w, bool aa, bool tc, unsigned rcode)
 {
-    unsigned flags = rd16(w->buf + 2);
+    unsigned flags = tern_rd16(w->buf + 2);
     flags &= ~(WIRE_FLAG_AA | WIRE_FLAG_TC | 0xFu);
     flags |= (aa ? WIRE_FLAG_AA : 0) | (tc ? WIRE_FLAG_TC : 0) | (rcode & 0xFu);
-    wr16(w->buf + 2, flags);
-    wr16(w->buf + 6, w->count[WIRE_SEC_AN]);
-    wr16(w->buf + 8, w->count[WIRE_SEC_NS]);
-    wr16(w->buf + 10, w->count[WIRE_SEC_AR]);
+    tern_wr16(w->buf + 2, flags);
+    tern_wr16(w->buf + 6, w->count[WIRE_SEC_AN]);
+    tern_wr16(w->buf + 8, w->count[WIRE_SEC_NS]);
+    tern_wr16(w->buf + 10, w->count[WIRE_SEC_AR]);
     return w->len;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/wire/dname.h"
@@ -38,11 +39,6 @@ struct xfr_delta {
     uint8_t apex_len;
     uint8_t apex[DNAME_MAXLEN];
 };
-
-static inline uint16_t be16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] << 8 | p[1]);
-}
 
 /* ---- building a delta ------------------------------------------------------------------- */
 
@@ -82,7 +78,7 @@ static int64_t group_begin(struct side *s, const uint8_t *owner, uint8_t olen, u
 /* Append one RR (rr points at its RDLENGTH) to the group at offset start, the last one. */
 static int group_add_rr(struct side *s, size_t start, const uint8_t *rr)
 {
-    size_t n = 2 + (size_t)be16(rr);
+    size_t n = 2 + (size_t)tern_rd16(rr);
     if (side_reserve(s, n) < 0)
         return TERN_ENOMEM;
     memcpy(s->buf + s->len, rr, n);
@@ -120,7 +116,7 @@ static int put_rrset(struct side *s, const zone_node_t *node, const zone_rrset_t
 static int rr_cmp(const void *a, const void *b)
 {
     const uint8_t *x = *(const uint8_t *const *)a, *y = *(const uint8_t *const *)b;
-    uint16_t lx = be16(x), ly = be16(y);
+    uint16_t lx = tern_rd16(x), ly = tern_rd16(y);
     if (lx != ly)
         return lx < ly ? -1 : 1;
     return memcmp(x + 2, y + 2, lx);
@@ -131,7 +127,7 @@ static void rr_list(const zone_rrset_t *rs, const uint8_t **out)
     const uint8_t *p = rs->rdata;
     for (unsigned i = 0; i < rs->count; i++) {
         out[i] = p;
-        p += 2 + be16(p);
+        p += 2 + tern_rd16(p);
     }
 }
 

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
@@ -147,23 +148,12 @@ const char *tsig_error_name(unsigned error)
 
 /* ---- reading a message ---- */
 
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
 static uint64_t rd48(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 0; i < 6; i++)
         v = v << 8 | p[i];
     return v;
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
 }
 
 static void wr48(uint8_t *p, uint64_t v)
@@ -238,16 +228,16 @@ static int parse_tsig_rdata(const uint8_t *msg, size_t len, size_t pos, size_t r
     if (end - pos < 10)
         return TERN_EMALF;
     rr->time_signed = rd48(msg + pos);
-    rr->fudge = rd16(msg + pos + 6);
-    rr->mac_len = rd16(msg + pos + 8);
+    rr->fudge = tern_rd16(msg + pos + 6);
+    rr->mac_len = tern_rd16(msg + pos + 8);
     pos += 10;
     if (end - pos < (size_t)rr->mac_len + 6)
         return TERN_EMALF;
     rr->mac = msg + pos;
     pos += rr->mac_len;
-    rr->orig_id = rd16(msg + pos);
-    rr->error = rd16(msg + pos + 2);
-    rr->other_len = rd16(msg + pos + 4);
+    rr->orig_id = tern_rd16(msg + pos);
+    rr->error = tern_rd16(msg + pos + 2);
+    rr->other_len = tern_rd16(msg + pos + 4);
     pos += 6;
     if (end - pos != rr->other_len)
         return TERN_EMALF;
@@ -261,9 +251,9 @@ int tsig_find(const uint8_t *msg, size_t len, tsig_rr_t *rr)
     memset(rr, 0, sizeof(*rr));
     if (len < WIRE_HDR_LEN)
         return TERN_EMALF;
-    unsigned qd = rd16(msg + 4);
-    size_t nrr = (size_t)rd16(msg + 6) + rd16(msg + 8) + rd16(msg + 10);
-    unsigned ar = rd16(msg + 10);
+    unsigned qd = tern_rd16(msg + 4);
+    size_t nrr = (size_t)tern_rd16(msg + 6) + tern_rd16(msg + 8) + tern_rd16(msg + 10);
+    unsigned ar = tern_rd16(msg + 10);
     size_t pos = WIRE_HDR_LEN;
     for (unsigned i = 0; i < qd; i++) {
         if (read_name(msg, len, len, &pos, NULL, NULL) < 0 || len - pos < 4)
@@ -274,9 +264,9 @@ int tsig_find(const uint8_t *msg, size_t len, tsig_rr_t *rr)
         size_t start = pos;
         if (read_name(msg, len, len, &pos, NULL, NULL) < 0 || len - pos < RR_FIXED)
             return TERN_EMALF;
-        uint16_t type = rd16(msg + pos), rclass = rd16(msg + pos + 2);
-        uint32_t ttl = (uint32_t)rd16(msg + pos + 4) << 16 | rd16(msg + pos + 6);
-        size_t rdlen = rd16(msg + pos + 8);
+        uint16_t type = tern_rd16(msg + pos), rclass = tern_rd16(msg + pos + 2);
+        uint32_t ttl = (uint32_t)tern_rd16(msg + pos + 4) << 16 | tern_rd16(msg + pos + 6);
+        size_t rdlen = tern_rd16(msg + pos + 8);
         pos += RR_FIXED;
         if (rdlen > len - pos)
             return TERN_EMALF;
@@ -339,7 +329,7 @@ static int mac_feed(tsig_ctx_t *ctx, const void *p, size_t n)
 static int mac_feed_u16(tsig_ctx_t *ctx, uint16_t v)
 {
     uint8_t b[2];
-    wr16(b, v);
+    tern_wr16(b, v);
     return mac_feed(ctx, b, 2);
 }
 
@@ -357,8 +347,8 @@ static int mac_feed_msg(tsig_ctx_t *ctx, const uint8_t *msg, size_t off, uint16_
 {
     uint8_t hdr[WIRE_HDR_LEN];
     memcpy(hdr, msg, WIRE_HDR_LEN);
-    wr16(hdr, orig_id);
-    wr16(hdr + 10, arcount);
+    tern_wr16(hdr, orig_id);
+    tern_wr16(hdr + 10, arcount);
     int r = mac_feed(ctx, hdr, sizeof(hdr));
     return r < 0 ? r : mac_feed(ctx, msg + WIRE_HDR_LEN, off - WIRE_HDR_LEN);
 }
@@ -370,12 +360,12 @@ static int mac_feed_vars(tsig_ctx_t *ctx, const uint8_t *kname, size_t klen, con
                          const uint8_t *other, uint16_t other_len)
 {
     uint8_t mid[6], tail[12];
-    wr16(mid, WIRE_CLASS_ANY);
+    tern_wr16(mid, WIRE_CLASS_ANY);
     memset(mid + 2, 0, 4);
     wr48(tail, t);
-    wr16(tail + 6, fudge);
-    wr16(tail + 8, error);
-    wr16(tail + 10, other_len);
+    tern_wr16(tail + 6, fudge);
+    tern_wr16(tail + 8, error);
+    tern_wr16(tail + 10, other_len);
     int r = mac_feed(ctx, kname, klen);
     if (r == 0)
         r = mac_feed(ctx, mid, sizeof(mid));
@@ -393,7 +383,7 @@ static int mac_feed_timers(tsig_ctx_t *ctx, uint64_t t, uint16_t fudge)
 {
     uint8_t b[8];
     wr48(b, t);
-    wr16(b + 6, fudge);
+    tern_wr16(b + 6, fudge);
     return mac_feed(ctx, b, sizeof(b));
 }
 
@@ -421,7 +411,7 @@ static size_t rr_out_size(const rr_out_t *o)
 static bool rr_fits(const uint8_t *msg, size_t len, size_t cap, size_t size)
 {
     return len <= cap && size <= cap - len && len + size <= UINT16_MAX &&
-           rd16(msg + 10) < UINT16_MAX;
+           tern_rd16(msg + 10) < UINT16_MAX;
 }
 
 /* Append the TSIG RR o (owner and algorithm uncompressed, Original ID = the header's ID) and
@@ -431,28 +421,28 @@ static size_t rr_write(uint8_t *msg, size_t len, const rr_out_t *o)
     uint8_t *p = msg + len;
     memcpy(p, o->kname, o->klen);
     p += o->klen;
-    wr16(p, WIRE_T_TSIG);
-    wr16(p + 2, WIRE_CLASS_ANY);
+    tern_wr16(p, WIRE_T_TSIG);
+    tern_wr16(p + 2, WIRE_CLASS_ANY);
     memset(p + 4, 0, 4);
-    wr16(p + 8, (uint16_t)(o->alen + RDATA_FIXED + o->mac_len + o->other_len));
+    tern_wr16(p + 8, (uint16_t)(o->alen + RDATA_FIXED + o->mac_len + o->other_len));
     p += RR_FIXED;
     memcpy(p, o->aname, o->alen);
     p += o->alen;
     wr48(p, o->time);
-    wr16(p + 6, o->fudge);
-    wr16(p + 8, o->mac_len);
+    tern_wr16(p + 6, o->fudge);
+    tern_wr16(p + 8, o->mac_len);
     p += 10;
     if (o->mac_len)
         memcpy(p, o->mac, o->mac_len);
     p += o->mac_len;
     memcpy(p, msg, 2); /* Original ID */
-    wr16(p + 2, o->error);
-    wr16(p + 4, o->other_len);
+    tern_wr16(p + 2, o->error);
+    tern_wr16(p + 4, o->other_len);
     p += 6;
     if (o->other_len)
         memcpy(p, o->other, o->other_len);
     p += o->other_len;
-    wr16(msg + 10, (uint16_t)(rd16(msg + 10) + 1));
+    tern_wr16(msg + 10, (uint16_t)(tern_rd16(msg + 10) + 1));
     return (size_t)(p - msg);
 }
 
@@ -527,7 +517,7 @@ int tsig_verify_request(tsig_ctx_t *ctx, const tsig_key_t *keys, size_t nkeys, c
     uint8_t mac[TSIG_MAC_MAX];
     size_t mac_len;
     if ((r = mac_begin(ctx, key)) < 0 ||
-        (r = mac_feed_msg(ctx, msg, rr.off, rr.orig_id, (uint16_t)(rd16(msg + 10) - 1))) < 0 ||
+        (r = mac_feed_msg(ctx, msg, rr.off, rr.orig_id, (uint16_t)(tern_rd16(msg + 10) - 1))) < 0 ||
         (r = mac_feed_vars(ctx, rr.key_name, rr.key_name_len, rr.alg_name, rr.alg_name_len,
                            rr.time_signed, rr.fudge, rr.error, rr.other, rr.other_len)) < 0 ||
         (r = mac_final(ctx, mac, &mac_len)) < 0)
@@ -699,7 +689,7 @@ static int chain_begin(tsig_ctx_t *ctx)
 static int client_mac(tsig_ctx_t *ctx, const uint8_t *msg, const tsig_rr_t *rr,
                       uint8_t mac[TSIG_MAC_MAX], size_t *mac_len)
 {
-    uint16_t arcount = (uint16_t)(rd16(msg + 10) - 1);
+    uint16_t arcount = (uint16_t)(tern_rd16(msg + 10) - 1);
     int r;
     if (ctx->nmsg == 0) {
         r = mac_begin(ctx, ctx->key);

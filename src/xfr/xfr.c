@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -65,27 +66,6 @@
 
 /* ---- small wire helpers ------------------------------------------------------------------- */
 
-static inline uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] << 8 | p[1]);
-}
-static inline uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Skip a possibly compressed name at *pos; false when it runs past len. */
 static bool skip_name(const uint8_t *m, size_t len, size_t *pos)
 {
@@ -115,16 +95,17 @@ static bool skip_name(const uint8_t *m, size_t len, size_t *pos)
 static bool ixfr_client_serial(const uint8_t *m, size_t len, size_t qend, uint32_t *serial)
 {
     size_t p = qend;
-    if (rd16(m + 8) != 1 || !skip_name(m, len, &p) || len - p < 10 || rd16(m + p) != WIRE_T_SOA)
+    if (tern_rd16(m + 8) != 1 || !skip_name(m, len, &p) || len - p < 10 ||
+        tern_rd16(m + p) != WIRE_T_SOA)
         return false;
-    size_t rdlen = rd16(m + p + 8);
+    size_t rdlen = tern_rd16(m + p + 8);
     p += 10;
     if (len - p < rdlen)
         return false;
     size_t end = p + rdlen;
     if (!skip_name(m, end, &p) || !skip_name(m, end, &p) || end - p != 20)
         return false;
-    *serial = rd32(m + p);
+    *serial = tern_rd32(m + p);
     return true;
 }
 
@@ -132,14 +113,14 @@ static bool ixfr_client_serial(const uint8_t *m, size_t len, size_t qend, uint32
 static size_t reply_head(uint8_t *out, const uint8_t *req, size_t qlen, unsigned rcode, bool aa)
 {
     memcpy(out, req, 12 + qlen);
-    uint16_t f = rd16(req + 2);
+    uint16_t f = tern_rd16(req + 2);
     f = (uint16_t)((f & (0xF << 11 | WIRE_FLAG_RD)) | WIRE_FLAG_QR | (aa ? WIRE_FLAG_AA : 0) |
                    (rcode & 0xF));
-    wr16(out + 2, f);
-    wr16(out + 4, 1);
-    wr16(out + 6, 0);
-    wr16(out + 8, 0);
-    wr16(out + 10, 0);
+    tern_wr16(out + 2, f);
+    tern_wr16(out + 4, 1);
+    tern_wr16(out + 6, 0);
+    tern_wr16(out + 8, 0);
+    tern_wr16(out + 10, 0);
     return 12 + qlen;
 }
 
@@ -400,19 +381,6 @@ bool xfr_wanted(const config_t *cfg)
     return false;
 }
 
-static int prefix_copy(config_prefix_list_t *dst, const config_prefix_list_t *src)
-{
-    dst->p = NULL;
-    dst->n = 0;
-    if (!src->n)
-        return 0;
-    if (!(dst->p = malloc(src->n * sizeof(*dst->p))))
-        return TERN_ENOMEM;
-    memcpy(dst->p, src->p, src->n * sizeof(*dst->p));
-    dst->n = src->n;
-    return 0;
-}
-
 int xfr_configure(xfr_t *x, const config_t *cfg)
 {
     tsig_key_t *keys = NULL;
@@ -442,8 +410,8 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
         z->apex_len = (size_t)al;
         z->configured = true;
         z->transfer_key = key_index(x, keys, cfg->ntsig_keys, cz->transfer_key);
-        if (prefix_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
-            prefix_copy(&z->allow_notify, &cz->allow_notify) < 0)
+        if (config_prefix_list_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
+            config_prefix_list_copy(&z->allow_notify, &cz->allow_notify) < 0)
             goto nomem;
         if (cz->nnotify) {
             if (!(z->nt = calloc(cz->nnotify, sizeof(*z->nt))))
@@ -796,7 +764,7 @@ static size_t on_notify(xfr_t *x, inmsg_t *im, const uint8_t *req,
         ev_signal(x->in_ev);
     }
     size_t n = reply_head(out, req, im->q.question_len, rcode, rcode == WIRE_RC_NOERROR);
-    wr16(out + 2, (uint16_t)(rd16(out + 2) | (WIRE_OP_NOTIFY << 11)));
+    tern_wr16(out + 2, (uint16_t)(tern_rd16(out + 2) | (WIRE_OP_NOTIFY << 11)));
     return finish_reply(im, out, n, cap);
 }
 
@@ -807,7 +775,7 @@ static size_t on_signed_query(xfr_t *x, inmsg_t *im, const uint8_t *req, uint8_t
 {
     if (im->q.qtype == WIRE_T_IXFR && udp) {
         size_t n = reply_head(out, req, im->q.question_len, WIRE_RC_NOERROR, true);
-        wr16(out + 2, (uint16_t)(rd16(out + 2) | WIRE_FLAG_TC));
+        tern_wr16(out + 2, (uint16_t)(tern_rd16(out + 2) | WIRE_FLAG_TC));
         return finish_reply(im, out, n, cap);
     }
     if (im->q.qtype != WIRE_T_SOA)
@@ -820,16 +788,16 @@ static size_t on_signed_query(xfr_t *x, inmsg_t *im, const uint8_t *req, uint8_t
     }
     size_t n = reply_head(out, req, im->q.question_len, WIRE_RC_NOERROR, true);
     const zone_rrset_t *soa = z->soa;
-    size_t rdlen = rd16(soa->rdata);
+    size_t rdlen = tern_rd16(soa->rdata);
     if (n + 12 + rdlen + 512 < cap) {
-        wr16(out + n, 0xC00C);
-        wr16(out + n + 2, WIRE_T_SOA);
-        wr16(out + n + 4, WIRE_CLASS_IN);
-        wr32(out + n + 6, soa->ttl);
-        wr16(out + n + 10, (uint16_t)rdlen);
+        tern_wr16(out + n, 0xC00C);
+        tern_wr16(out + n + 2, WIRE_T_SOA);
+        tern_wr16(out + n + 4, WIRE_CLASS_IN);
+        tern_wr32(out + n + 6, soa->ttl);
+        tern_wr16(out + n + 10, (uint16_t)rdlen);
         memcpy(out + n + 12, soa->rdata + 2, rdlen);
         n += 12 + rdlen;
-        wr16(out + 6, 1);
+        tern_wr16(out + 6, 1);
     }
     zone_free(z);
     return finish_reply(im, out, n, cap);
@@ -855,7 +823,7 @@ static void oconn_close(xfr_t *x, struct oconn *c)
 /* Queue one reply of n bytes at wbuf + 2 (length prefix written here). */
 static void oconn_queue(struct oconn *c, size_t n)
 {
-    wr16(c->wbuf, (uint16_t)n);
+    tern_wr16(c->wbuf, (uint16_t)n);
     c->woff = 0;
     c->wlen = 2 + n;
 }
@@ -1014,7 +982,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, inmsg_t *im, const uint8_t
 static void oconn_process(xfr_t *x, struct oconn *c)
 {
     while (!c->st && !c->closing && c->woff == c->wlen && c->rlen >= 2) {
-        size_t mlen = rd16(c->rbuf);
+        size_t mlen = tern_rd16(c->rbuf);
         if (mlen == 0) {
             c->closing = true;
             return;
@@ -1032,7 +1000,7 @@ static void oconn_process(xfr_t *x, struct oconn *c)
         check_msg(x, m, mlen, im);
         size_t n = 0;
         uint8_t *out = c->wbuf + 2;
-        unsigned op = mlen >= 12 ? WIRE_OPCODE(rd16(m + 2)) : 0;
+        unsigned op = mlen >= 12 ? WIRE_OPCODE(tern_rd16(m + 2)) : 0;
         if (!im->ok) {
             if (im->q.has_question) {
                 n = reply_head(out, m, im->q.question_len, WIRE_RC_FORMERR, false);
@@ -1176,7 +1144,7 @@ static void take_udp(xfr_t *x, struct req *r)
     im->key = key;
     check_msg(x, r->buf, r->len, im);
     size_t n = 0;
-    unsigned op = r->len >= 12 ? WIRE_OPCODE(rd16(r->buf + 2)) : 0;
+    unsigned op = r->len >= 12 ? WIRE_OPCODE(tern_rd16(r->buf + 2)) : 0;
     if (!im->ok) {
         if (im->q.has_question)
             n = reply_head(out, r->buf, im->q.question_len, WIRE_RC_FORMERR, false);
@@ -1316,26 +1284,26 @@ static size_t make_notify(uint8_t *m, size_t cap, const uint8_t *apex, size_t al
                           uint16_t id, const tsig_key_t *key, tsig_ctx_t *ctx)
 {
     memset(m, 0, 12);
-    wr16(m, id);
-    wr16(m + 2, (uint16_t)(WIRE_OP_NOTIFY << 11 | WIRE_FLAG_AA));
-    wr16(m + 4, 1);
-    wr16(m + 6, 1);
+    tern_wr16(m, id);
+    tern_wr16(m + 2, (uint16_t)(WIRE_OP_NOTIFY << 11 | WIRE_FLAG_AA));
+    tern_wr16(m + 4, 1);
+    tern_wr16(m + 6, 1);
     size_t n = 12;
     memcpy(m + n, apex, alen);
     n += alen;
-    wr16(m + n, WIRE_T_SOA);
-    wr16(m + n + 2, WIRE_CLASS_IN);
+    tern_wr16(m + n, WIRE_T_SOA);
+    tern_wr16(m + n + 2, WIRE_CLASS_IN);
     n += 4;
     /* RFC 1996 §3.7: the new SOA's serial as a hint (the rest of the SOA is not needed) */
-    wr16(m + n, 0xC00C);
-    wr16(m + n + 2, WIRE_T_SOA);
-    wr16(m + n + 4, WIRE_CLASS_IN);
-    wr32(m + n + 6, 0);
-    wr16(m + n + 10, 2 + 20);
+    tern_wr16(m + n, 0xC00C);
+    tern_wr16(m + n + 2, WIRE_T_SOA);
+    tern_wr16(m + n + 4, WIRE_CLASS_IN);
+    tern_wr32(m + n + 6, 0);
+    tern_wr16(m + n + 10, 2 + 20);
     m[n + 12] = 0; /* mname: root */
     m[n + 13] = 0; /* rname: root */
     memset(m + n + 14, 0, 20);
-    wr32(m + n + 14, serial);
+    tern_wr32(m + n + 14, serial);
     n += 12 + 22;
     if (key) {
         size_t nl = n;
@@ -1398,7 +1366,7 @@ static void notify_recv(xfr_t *x, int fd)
         ssize_t k = recvfrom(fd, m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         if (k < 12)
             return;
-        uint16_t id = rd16(m), f = rd16(m + 2);
+        uint16_t id = tern_rd16(m), f = tern_rd16(m + 2);
         if (!(f & WIRE_FLAG_QR) || WIRE_OPCODE(f) != WIRE_OP_NOTIFY)
             continue;
         pthread_mutex_lock(&x->mu);
@@ -1523,13 +1491,13 @@ static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
     if (getrandom(&id, sizeof(id), 0) != sizeof(id))
         id = 0x5a5a;
     memset(m, 0, 12);
-    wr16(m, id);
-    wr16(m + 4, 1);
+    tern_wr16(m, id);
+    tern_wr16(m + 4, 1);
     size_t n = 12;
     memcpy(m + n, p->apex, p->apex_len);
     n += p->apex_len;
-    wr16(m + n, WIRE_T_SOA);
-    wr16(m + n + 2, WIRE_CLASS_IN);
+    tern_wr16(m + n, WIRE_T_SOA);
+    tern_wr16(m + n + 2, WIRE_CLASS_IN);
     n += 4;
     tsig_ctx_t ctx;
     tsig_ctx_init(&ctx);
@@ -1562,7 +1530,7 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
         }
         uint8_t r[4096];
         ssize_t k = recv(fd, r, sizeof(r), 0);
-        if (k < 12 || rd16(r) != id || !(rd16(r + 2) & WIRE_FLAG_QR))
+        if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR))
             continue;
         close(fd);
         size_t len = (size_t)k;
@@ -1577,10 +1545,10 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             }
             len = stripped;
         }
-        unsigned rc = WIRE_RCODE(rd16(r + 2));
-        if (rc != WIRE_RC_NOERROR || rd16(r + 6) < 1) {
+        unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
+        if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
             snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
-                     rd16(r + 6));
+                     tern_rd16(r + 6));
             return TERN_EPROTO;
         }
         size_t pos = 12;
@@ -1589,16 +1557,16 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             return TERN_EPROTO;
         }
         pos += 4;
-        if (!skip_name(r, len, &pos) || len - pos < 10 || rd16(r + pos) != WIRE_T_SOA) {
+        if (!skip_name(r, len, &pos) || len - pos < 10 || tern_rd16(r + pos) != WIRE_T_SOA) {
             snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
             return TERN_EPROTO;
         }
-        size_t rdlen = rd16(r + pos + 8), rd = pos + 10;
+        size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
         if (len - rd < rdlen || rdlen < 22) {
             snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
             return TERN_EPROTO;
         }
-        *serial = rd32(r + rd + rdlen - 20);
+        *serial = tern_rd32(r + rd + rdlen - 20);
         return 0;
     }
 }
@@ -1618,25 +1586,25 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         id = 0x4242;
     uint8_t *q = m + 2;
     memset(q, 0, 12);
-    wr16(q, id);
-    wr16(q + 4, 1);
+    tern_wr16(q, id);
+    tern_wr16(q + 4, 1);
     size_t n = 12;
     memcpy(q + n, p->apex, p->apex_len);
     n += p->apex_len;
     uint16_t qtype = ixfr ? WIRE_T_IXFR : WIRE_T_AXFR;
-    wr16(q + n, qtype);
-    wr16(q + n + 2, WIRE_CLASS_IN);
+    tern_wr16(q + n, qtype);
+    tern_wr16(q + n + 2, WIRE_CLASS_IN);
     n += 4;
     if (ixfr) {
         /* RFC 1995 §3: our SOA in the authority section */
         const zone_rrset_t *soa = p->base->soa;
-        size_t rdlen = rd16(soa->rdata);
-        wr16(q + 8, 1);
-        wr16(q + n, 0xC00C);
-        wr16(q + n + 2, WIRE_T_SOA);
-        wr16(q + n + 4, WIRE_CLASS_IN);
-        wr32(q + n + 6, soa->ttl);
-        wr16(q + n + 10, (uint16_t)rdlen);
+        size_t rdlen = tern_rd16(soa->rdata);
+        tern_wr16(q + 8, 1);
+        tern_wr16(q + n, 0xC00C);
+        tern_wr16(q + n + 2, WIRE_T_SOA);
+        tern_wr16(q + n + 4, WIRE_CLASS_IN);
+        tern_wr32(q + n + 6, soa->ttl);
+        tern_wr16(q + n + 10, (uint16_t)rdlen);
         memcpy(q + n + 12, soa->rdata + 2, rdlen);
         n += 12 + rdlen;
     }
@@ -1648,7 +1616,7 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         snprintf(err, errlen, "cannot sign the request");
         return TERN_EINVAL;
     }
-    wr16(m, (uint16_t)n);
+    tern_wr16(m, (uint16_t)n);
     int fd = connect_to(&p->peer, SOCK_STREAM, p->timeout_ms);
     if (fd < 0) {
         free(m);
@@ -1670,7 +1638,7 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
     while (rc == 0 && more == 1) {
         if ((rc = io_all(fd, m, 2, false, p->timeout_ms)) < 0)
             break;
-        size_t len = rd16(m);
+        size_t len = tern_rd16(m);
         if (len < 12) {
             rc = TERN_EPROTO;
             snprintf(err, errlen, "message %zu: %zu bytes", msgs + 1, len);
@@ -1690,7 +1658,7 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
                 break;
             }
             if (stripped < len) /* the TSIG RR is gone: ARCOUNT says so too */
-                wr16(m + 2 + 10, (uint16_t)(rd16(m + 2 + 10) - 1));
+                tern_wr16(m + 2 + 10, (uint16_t)(tern_rd16(m + 2 + 10) - 1));
             len = stripped;
         }
         more = xfr_in_feed(xi, m + 2, len, err, errlen);
@@ -1728,10 +1696,10 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
 static void soa_timers(const zone_t *z, int64_t *refresh, int64_t *retry, int64_t *expire)
 {
     const uint8_t *rd = z->soa->rdata + 2;
-    size_t rdlen = rd16(z->soa->rdata);
+    size_t rdlen = tern_rd16(z->soa->rdata);
     const uint8_t *t = rd + rdlen - 16;
-    int64_t v[3] = {(int64_t)rd32(t) * 1000, (int64_t)rd32(t + 4) * 1000,
-                    (int64_t)rd32(t + 8) * 1000};
+    int64_t v[3] = {(int64_t)tern_rd32(t) * 1000, (int64_t)tern_rd32(t + 4) * 1000,
+                    (int64_t)tern_rd32(t + 8) * 1000};
     for (int i = 0; i < 3; i++)
         v[i] = v[i] < REFRESH_MIN_MS   ? REFRESH_MIN_MS
                : v[i] > REFRESH_MAX_MS ? REFRESH_MAX_MS

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/common/hash.h"
@@ -141,16 +142,6 @@ static int fail(xfr_in_t *x, int rc, const char *fmt, ...)
     va_end(ap);
     x->state = ST_FAILED;
     return rc;
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* The bytes of an RR as it would be on the wire (owner uncompressed, class IN) into w. */
@@ -286,12 +277,12 @@ static int read_rr(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos, bool 
     if (n < 0)
         return n;
     size_t p = *pos;
-    if (len - p < 10 || len - p - 10 < rd16(m + p + 8))
+    if (len - p < 10 || len - p - 10 < tern_rd16(m + p + 8))
         return fail(x, TERN_EMALF, "truncated record at offset %zu", r->off);
-    r->type = rd16(m + p);
-    r->rclass = rd16(m + p + 2);
-    r->ttl = rd32(m + p + 4); /* as sent: an OPT's carries the upper RCODE bits */
-    r->rdlen = rd16(m + p + 8);
+    r->type = tern_rd16(m + p);
+    r->rclass = tern_rd16(m + p + 2);
+    r->ttl = tern_rd32(m + p + 4); /* as sent: an OPT's carries the upper RCODE bits */
+    r->rdlen = tern_rd16(m + p + 8);
     *pos = p + 10 + r->rdlen;
     return want_rdata ? read_rdata(x, m, len, p + 10, r) : 0;
 }
@@ -393,7 +384,7 @@ static uint64_t have_find(xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t t
     const zone_rrset_t *s = &x->have->nodes[node].rrsets[set];
     const uint8_t *p = s->rdata;
     for (unsigned k = 0; k < s->count; k++) {
-        uint16_t l = rd16(p);
+        uint16_t l = tern_rd16(p);
         if (l == rdlen) {
             wire_rdata_canon(type, p + 2, l, x->canon_b);
             if (memcmp(x->canon_b, canon, l) == 0)
@@ -531,7 +522,7 @@ static int delta_add(xfr_in_t *x, const struct rr *r)
 
 static uint32_t soa_serial(const struct rr *r)
 {
-    return rd32(r->rdata + r->rdlen - 20); /* read_rdata() checked the layout */
+    return tern_rd32(r->rdata + r->rdlen - 20); /* read_rdata() checked the layout */
 }
 
 static bool is_apex_soa(const xfr_in_t *x, const struct rr *r)
@@ -682,16 +673,16 @@ static int check_header(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos)
     char b1[16], b2[16];
     if (len < WIRE_HDR_LEN)
         return fail(x, TERN_EMALF, "truncated header (%zu bytes)", len);
-    uint16_t flags = rd16(m + 2);
-    if (rd16(m) != x->id)
-        return fail(x, TERN_EINVAL, "id %u, the query's was %u", rd16(m), x->id);
+    uint16_t flags = tern_rd16(m + 2);
+    if (tern_rd16(m) != x->id)
+        return fail(x, TERN_EINVAL, "id %u, the query's was %u", tern_rd16(m), x->id);
     if (!(flags & WIRE_FLAG_QR))
         return fail(x, TERN_EINVAL, "QR not set: not a response");
     if (WIRE_OPCODE(flags) != WIRE_OP_QUERY)
         return fail(x, TERN_EINVAL, "opcode %u, not QUERY", WIRE_OPCODE(flags));
     if (WIRE_RCODE(flags) != WIRE_RC_NOERROR)
         return fail(x, TERN_EINVAL, "RCODE %s", rcode_str(WIRE_RCODE(flags), b1, sizeof(b1)));
-    uint16_t qd = rd16(m + 4);
+    uint16_t qd = tern_rd16(m + 4);
     if (qd > 1)
         return fail(x, TERN_EMALF, "%u questions", qd);
     *pos = WIRE_HDR_LEN;
@@ -704,7 +695,7 @@ static int check_header(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos)
         return n;
     if (len - *pos < 4)
         return fail(x, TERN_EMALF, "truncated question");
-    uint16_t qtype = rd16(m + *pos), qclass = rd16(m + *pos + 2);
+    uint16_t qtype = tern_rd16(m + *pos), qclass = tern_rd16(m + *pos + 2);
     *pos += 4;
     if (!dname_equal(name, x->origin) || qtype != x->qtype || qclass != WIRE_CLASS_IN)
         return fail(x, TERN_EINVAL, "the question is %s %s class %u, not %s %s IN",
@@ -724,7 +715,7 @@ static int skip_rest(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos, uns
             return rc;
         if (additional && x->rr.type == WIRE_T_OPT && x->rr.ttl >> 24) {
             char b[16];
-            unsigned ext = (x->rr.ttl >> 24) << 4 | WIRE_RCODE(rd16(m + 2));
+            unsigned ext = (x->rr.ttl >> 24) << 4 | WIRE_RCODE(tern_rd16(m + 2));
             return fail(x, TERN_EINVAL, "RCODE %s", rcode_str(ext, b, sizeof(b)));
         }
     }
@@ -737,7 +728,7 @@ static int feed_msg(xfr_in_t *x, const uint8_t *m, size_t len)
     int rc = check_header(x, m, len, &pos);
     if (rc < 0)
         return rc;
-    unsigned an = rd16(m + 6), ns = rd16(m + 8), ar = rd16(m + 10);
+    unsigned an = tern_rd16(m + 6), ns = tern_rd16(m + 8), ar = tern_rd16(m + 10);
     if (an == 0 && x->state == ST_START)
         return fail(x, TERN_EINVAL,
                     "no records in the answer (is the primary authoritative for "
@@ -900,7 +891,7 @@ static int apply(xfr_in_t *x, zone_builder_t *b)
                 ttl = *v;
             const uint8_t *p = s->rdata;
             for (unsigned k = 0; k < s->count; k++) {
-                uint16_t l = rd16(p);
+                uint16_t l = tern_rd16(p);
                 if ((!t || !pos_find(x, POS(i, j, k), NULL)) &&
                     (rc = zone_builder_add(b, n->name, s->type, WIRE_CLASS_IN, ttl, p + 2, l, NULL,
                                            0)) < 0)
@@ -1017,7 +1008,7 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
     fprintf(f, "; zone %s, serial %u, from %s\n", name_str(z->apex, nb), z->serial,
             z->source ? z->source : "?");
     const uint8_t *soa = z->soa->rdata;
-    int rc = write_rr(f, z->apex, WIRE_T_SOA, z->soa->ttl, soa + 2, rd16(soa), w, buf);
+    int rc = write_rr(f, z->apex, WIRE_T_SOA, z->soa->ttl, soa + 2, tern_rd16(soa), w, buf);
     for (size_t i = 0; i < z->node_count && rc == 0; i++) {
         const zone_node_t *n = &z->nodes[i];
         for (unsigned j = 0; j < n->nrrsets && rc == 0; j++) {
@@ -1026,8 +1017,8 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
                 continue; /* written first */
             const uint8_t *p = s->rdata;
             for (unsigned k = 0; k < s->count && rc == 0; k++) {
-                rc = write_rr(f, n->name, s->type, s->ttl, p + 2, rd16(p), w, buf);
-                p += 2 + rd16(p);
+                rc = write_rr(f, n->name, s->type, s->ttl, p + 2, tern_rd16(p), w, buf);
+                p += 2 + tern_rd16(p);
             }
         }
     }

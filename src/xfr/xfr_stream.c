@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
@@ -51,36 +52,17 @@ struct xfr_stream {
     int state; /* 0: more to send, 1: the last message went out, < 0: failed */
 };
 
-static inline uint16_t be16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Read the header and question of the request. The apex pointer: where the apex starts inside
  * the question's name (for an AXFR/IXFR the question is the apex itself, so offset 12). */
 static int parse_query(xfr_stream_t *s, const uint8_t *q, size_t qlen)
 {
-    if (!q || qlen < WIRE_HDR_LEN || be16(q + 4) != 1)
+    if (!q || qlen < WIRE_HDR_LEN || tern_rd16(q + 4) != 1)
         return TERN_EMALF;
     int nl = dname_check(q + WIRE_HDR_LEN, qlen - WIRE_HDR_LEN);
     if (nl < 0 || qlen - WIRE_HDR_LEN < (size_t)nl + 4)
         return TERN_EMALF;
     memcpy(s->id, q, 2);
-    s->flags = (uint16_t)(WIRE_FLAG_QR | WIRE_FLAG_AA | (be16(q + 2) & WIRE_FLAG_RD));
+    s->flags = (uint16_t)(WIRE_FLAG_QR | WIRE_FLAG_AA | (tern_rd16(q + 2) & WIRE_FLAG_RD));
     s->qlen = (size_t)nl + 4;
     memcpy(s->question, q + WIRE_HDR_LEN, s->qlen);
     const zone_t *z = s->z;
@@ -262,7 +244,7 @@ static bool write_rr(xfr_stream_t *s, msg_t *m)
 {
     const xfr_rrset_t *r = &s->cur;
     const uint8_t *rd = r->rdata + s->rr_off;
-    size_t rdlen = be16(rd);
+    size_t rdlen = tern_rd16(rd);
     owner_form_t f = owner_form(s, m, r);
     if (m->len + f.size + 10 + rdlen > m->limit)
         return false;
@@ -277,11 +259,11 @@ static bool write_rr(xfr_stream_t *s, msg_t *m)
         }
     }
     if (f.ptr)
-        put16(p + f.pre, f.ptr);
+        tern_wr16(p + f.pre, f.ptr);
     p += f.size;
-    put16(p, r->type);
-    put16(p + 2, WIRE_CLASS_IN);
-    put32(p + 4, r->ttl);
+    tern_wr16(p, r->type);
+    tern_wr16(p + 2, WIRE_CLASS_IN);
+    tern_wr32(p + 4, r->ttl);
     memcpy(p + 8, rd, 2 + rdlen); /* RDLENGTH and RDATA, names uncompressed */
     m->len += f.size + 10 + rdlen;
     m->count++;
@@ -326,11 +308,11 @@ int xfr_stream_next(xfr_stream_t *s, uint8_t *buf, size_t cap, size_t reserve, s
     if (more && m.count == UINT16_MAX && (!s->have || s->rr == s->cur.count) && !next_rrset(s))
         more = false;
     memcpy(buf, s->id, 2);
-    put16(buf + 2, s->flags);
-    put16(buf + 4, 1);
-    put16(buf + 6, (uint16_t)m.count);
-    put16(buf + 8, 0);
-    put16(buf + 10, 0);
+    tern_wr16(buf + 2, s->flags);
+    tern_wr16(buf + 4, 1);
+    tern_wr16(buf + 6, (uint16_t)m.count);
+    tern_wr16(buf + 8, 0);
+    tern_wr16(buf + 10, 0);
     *len = m.len;
     if (!more)
         s->state = 1;

@@ -565,6 +565,9 @@ typedef struct config {
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
 
+/** dst (owning nothing) gets a copy of src's prefixes. 0 or TERN_ENOMEM (dst empty). */
+int config_prefix_list_copy(config_prefix_list_t *dst, const config_prefix_list_t *src) TERN_WUR;
+
 /**
  * Parse "ADDR" or "ADDR@PORT" (numeric IPv4 or IPv6, port 1..65535, default 53) into p's address
  * and text (p->key and p->line untouched). 0 or TERN_EINVAL.
