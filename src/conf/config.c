@@ -58,6 +58,7 @@ _Static_assert(sizeof(log_level_t) == sizeof(uint32_t) && sizeof(log_target_t) =
 #define CONFIG_FILE_MAX (64u << 20)
 
 static const char *const redis_read_from_names[] = {"primary", "replica"};
+static const char *const udp_steering_names[] = {"hash", "random", "cpu"};
 
 const opt_t config_redis_schema[RS_COUNT] = {
     [RS_ADDRESS] = {.key = "address",
@@ -307,6 +308,16 @@ static const opt_t schema[] = {
      .def = 1,
      .restart = true,
      .desc = "batch UDP with recvmmsg/sendmmsg; false = one recvmsg/sendmsg per datagram"},
+    /* restart-only: the steering program is attached when the sockets are bound */
+    {.key = "udp_steering",
+     .type = OPT_ENUM,
+     FIELD(udp_steering),
+     .def = CONFIG_UDP_STEER_HASH,
+     .max = CONFIG_UDP_STEER_CPU,
+     .names = udp_steering_names,
+     .restart = true,
+     .desc = "a datagram's worker: hash (one client, one worker), random (even), cpu (the "
+             "receiving CPU's, pinned)"},
     {.key = "log_level",
      .type = OPT_ENUM,
      FIELD(log_level),

@@ -403,6 +403,12 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         sb_line(body, "queries: %" PRIu64, s.queries_udp + s.queries_tcp);
         sb_line(body, "queries_udp: %" PRIu64, s.queries_udp);
         sb_line(body, "queries_tcp: %" PRIu64, s.queries_tcp);
+        /* how the queries spread over the workers (udp_steering) */
+        for (unsigned w = 0; w < server_workers(c->server); w++) {
+            server_stats_t ws;
+            server_worker_stats(c->server, w, &ws);
+            sb_line(body, "worker_%u_queries: %" PRIu64, w, ws.queries_udp + ws.queries_tcp);
+        }
         sb_line(body, "udp_received: %" PRIu64, s.udp_received);
         sb_line(body, "udp_sent: %" PRIu64, s.udp_sent);
         sb_line(body, "udp_dropped: %" PRIu64, s.udp_dropped);

@@ -6,6 +6,7 @@
  * shared queue. Everything a worker needs is allocated and bound here, before its thread starts.
  */
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -149,6 +150,29 @@ static void close_listen(server_t *s, size_t li)
     }
 }
 
+/*
+ * udp_steering other than hash: a classic BPF program on the listen address's SO_REUSEPORT group
+ * picks the socket, whose index in the group is the worker's (they are bound in worker order):
+ * a random number (SKF_AD_RANDOM) or the receiving CPU (SKF_AD_CPU), modulo the workers. An
+ * index out of range would fall back to the hash, so the modulo keeps every worker in. One
+ * program per group, attached through any member. 0 or -1 with errno.
+ */
+static int steer(server_t *s, size_t li)
+{
+    unsigned mode = s->cfg->udp_steering;
+    if (mode == CONFIG_UDP_STEER_HASH || s->nworkers < 2)
+        return 0;
+    struct sock_filter code[] = {
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0,
+         (uint32_t)SKF_AD_OFF + (mode == CONFIG_UDP_STEER_CPU ? SKF_AD_CPU : SKF_AD_RANDOM)},
+        {BPF_ALU | BPF_MOD | BPF_K, 0, 0, s->nworkers},
+        {BPF_RET | BPF_A, 0, 0, 0},
+    };
+    struct sock_fprog prog = {.len = TERN_ARRAY_SIZE(code), .filter = code};
+    return setsockopt(s->workers[0].udp_fd[li], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
+                      sizeof(prog));
+}
+
 /* Bind every worker's UDP and/or TCP socket for listen address li (as its udp/tcp flags say). With
  * port 0 the first socket picks the port and everything else follows it; on EADDRINUSE start over
  * with a fresh one. */
@@ -190,6 +214,10 @@ static int bind_listen(server_t *s, size_t li)
                     port = get_port(&ss);
                 }
             }
+        }
+        if (ok && l->udp && steer(s, li) < 0) {
+            what = "SO_ATTACH_REUSEPORT_CBPF";
+            ok = false;
         }
         if (ok) {
             s->port[li] = port;
@@ -407,18 +435,30 @@ const char *server_rcode_name(unsigned slot)
     return slot < SERVER_RCODE_COUNT ? names[slot] : "?";
 }
 
+/* server_stats_t is all uint64_t: added as an array, field by field, with relaxed loads */
+enum { STATS_N = sizeof(server_stats_t) / sizeof(uint64_t) };
+_Static_assert(sizeof(server_stats_t) % sizeof(uint64_t) == 0, "stats are u64 only");
+
+static void stats_add(server_stats_t *out, const worker_t *w)
+{
+    uint64_t *o = (uint64_t *)out;
+    const uint64_t *c = (const uint64_t *)&w->stats;
+    for (size_t i = 0; i < STATS_N; i++)
+        o[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
+}
+
 void server_stats(const server_t *s, server_stats_t *out)
 {
-    /* server_stats_t is all uint64_t: sum it as an array, field by field, with relaxed loads */
-    enum { N = sizeof(server_stats_t) / sizeof(uint64_t) };
-    _Static_assert(sizeof(server_stats_t) % sizeof(uint64_t) == 0, "stats are u64 only");
-    uint64_t *o = (uint64_t *)out;
     memset(out, 0, sizeof(*out));
-    for (unsigned w = 0; w < s->nworkers; w++) {
-        const uint64_t *c = (const uint64_t *)&s->workers[w].stats;
-        for (size_t i = 0; i < N; i++)
-            o[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
-    }
+    for (unsigned w = 0; w < s->nworkers; w++)
+        stats_add(out, &s->workers[w]);
+}
+
+void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (w < s->nworkers)
+        stats_add(out, &s->workers[w]);
 }
 
 void server_set_limits(server_t *s, limit_shared_t *limits)

@@ -23,7 +23,9 @@
  * finishing the round in which it saw it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -169,10 +171,38 @@ static bool busy_leave(worker_t *w)
     return true;
 }
 
+/* udp_steering cpu: worker i runs on the i-th CPU the process may use (modulo their number),
+ * the CPU whose received datagrams the steering program gives its socket. A CPU set the process
+ * cannot use (a container's cpuset changed) leaves the worker where it was, said once. */
+static void worker_pin(worker_t *w)
+{
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        return;
+    int n = CPU_COUNT(&allowed);
+    if (n <= 0)
+        return;
+    int want = (int)(w->id % (unsigned)n), seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed))
+            continue;
+        if (seen++ != want)
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        int e = pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+        if (e != 0)
+            log_warn("worker %u: cannot pin to CPU %d: %s", w->id, c, strerror(e));
+        return;
+    }
+}
+
 void *worker_main(void *arg)
 {
     worker_t *w = arg;
     (void)pthread_setname_np(pthread_self(), "tern-worker"); /* top -H, perf, the benches */
+    if (w->srv->cfg->udp_steering == CONFIG_UDP_STEER_CPU)
+        worker_pin(w);
     struct epoll_event ev[WORKER_EVENTS];
     bool stop = false;
 

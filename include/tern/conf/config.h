@@ -31,6 +31,7 @@
  *   tcp_max_lifetime: 120                       # seconds, from accept, whatever the peer does
  *   tcp_max_inflight: 64                        # answers queued per connection, then pause
  *   udp_mmsg: true                              # false: one datagram per syscall
+ *   udp_steering: hash                          # hash | random | cpu: a datagram's worker
  *   log_level: info                             # error | warning | info | debug
  *   log_target: stderr                          # stderr | stdout | syslog
  *   user: tern                                  # after binding; unset = stay who we are
@@ -277,6 +278,16 @@ typedef enum {
     CONFIG_ZONE_JSON,        /* redins-schema JSON (tern/zone/zone_json.h) */
 } config_zone_format_t;
 
+/* Which worker's socket the kernel hands a datagram to (SO_REUSEPORT group of a listen
+ * address): its 4-tuple hash (the default: one client stays with one worker), a random one per
+ * datagram (even whatever the clients), or the worker of the CPU that received it (with the
+ * workers pinned one per CPU: the NIC's receive queue steering decides, as Knot and NSD do). */
+typedef enum {
+    CONFIG_UDP_STEER_HASH = 0,
+    CONFIG_UDP_STEER_RANDOM,
+    CONFIG_UDP_STEER_CPU,
+} config_udp_steering_t;
+
 /* An address prefix of an ACL, a whitelist or a blacklist ("192.0.2.0/24", "2001:db8::/32"; a
  * bare address is a full-length prefix). addr has the bits past len cleared. */
 typedef struct config_prefix {
@@ -519,6 +530,7 @@ typedef struct config {
     unsigned tcp_max_lifetime;    /* seconds from accept to close, default 120 */
     unsigned tcp_max_inflight;    /* answers queued per connection before it pauses, default 64 */
     bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
+    unsigned udp_steering;        /* config_udp_steering_t: which worker a datagram goes to */
     unsigned dnssec_lifetime;     /* seconds a signature is valid, default 14 days */
     unsigned dnssec_refresh;      /* re-sign when less remains, default 7 days */
     unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */

@@ -127,6 +127,9 @@ const char *server_rcode_name(unsigned slot);
  */
 server_t *server_bind(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
 
+/** Worker w's own counters (w < server_workers()): how the queries spread. Any thread. */
+void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out);
+
 /** The shared limit state whose TCP connection counts the workers keep (tcp_max_per_client);
  * before server_run(). NULL (the default): no cap. */
 void server_set_limits(server_t *s, limit_shared_t *limits);

@@ -261,6 +261,48 @@ static void test_udp_v4(void **state)
     stop();
 }
 
+/* udp_steering: 400 queries from one client socket (one 4-tuple) over two workers. The hash
+ * gives them all to one worker; random spreads them (each worker between 100 and 300: outside
+ * that a fair coin fails with probability below 1e-20). */
+static void steered(unsigned mode, uint64_t *w0, uint64_t *w1)
+{
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 2, 8, true);
+    fx.cfg.udp_steering = mode;
+    launch();
+    uint16_t port = server_port(fx.srv, 0);
+    int fd = udp_client(AF_INET, "127.0.0.1", port);
+    uint8_t q[512], r[2048];
+    for (uint16_t id = 0; id < 400; id++) {
+        size_t qlen = make_query(q, id, "www.example.test", 1);
+        send_all(fd, q, qlen);
+        if (recv_timeout(fd, r, sizeof(r), REPLY_TIMEOUT_MS) <= 0)
+            fail_msg("reply %u missing", id);
+    }
+    close(fd);
+    server_stats_t a, b;
+    server_worker_stats(fx.srv, 0, &a);
+    server_worker_stats(fx.srv, 1, &b);
+    *w0 = a.queries_udp;
+    *w1 = b.queries_udp;
+    stop();
+}
+
+static void test_udp_steering(void **state)
+{
+    (void)state;
+    uint64_t a, b;
+    steered(CONFIG_UDP_STEER_HASH, &a, &b);
+    assert_int_equal(a + b, 400);
+    assert_true(a == 400 || b == 400);
+    steered(CONFIG_UDP_STEER_RANDOM, &a, &b);
+    assert_int_equal(a + b, 400);
+    assert_true(a >= 100 && a <= 300);
+    /* cpu: every datagram answered (which worker depends on the CPU this test sends from) */
+    steered(CONFIG_UDP_STEER_CPU, &a, &b);
+    assert_int_equal(a + b, 400);
+}
+
 /* A burst larger than one recvmmsg batch: every query answered, none lost. Both I/O paths. */
 static void udp_burst(bool mmsg)
 {
@@ -602,7 +644,7 @@ static void check_close_accounting(const server_stats_t *st)
 {
     assert_int_equal(st->tcp_accepted, st->tcp_closed_idle + st->tcp_closed_full +
                                            st->tcp_closed_bad + st->tcp_closed_life +
-                                           st->tcp_closed_peer);
+                                           st->tcp_closed_peer + st->tcp_handed_off);
 }
 
 /* Wait (bounded) until pred(st) holds; returns the last snapshot. */
@@ -1269,6 +1311,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_udp_v4),
         cmocka_unit_test(test_udp_burst_mmsg),
+        cmocka_unit_test(test_udp_steering),
         cmocka_unit_test(test_udp_burst_fallback),
         cmocka_unit_test(test_udp_drop),
         cmocka_unit_test(test_udp_v6),
