@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -604,6 +605,35 @@ server_handoff_t xfr_handoff(xfr_t *x)
 
 /* ---- the out thread ------------------------------------------------------------------------ */
 
+/* Refusals are logged, but a flood of NOTIFYs or transfer requests from strangers must not
+ * become a flood of log lines: at most REFUSAL_LOG_PER_S a second, then one line saying how many
+ * were left out. The out thread's alone, so no lock. */
+#define REFUSAL_LOG_PER_S 10
+
+static struct {
+    int64_t second;
+    unsigned logged;
+    uint64_t suppressed;
+} refusals;
+
+static bool refusal_log_ok(void)
+{
+    int64_t now = tern_monotonic_ms() / 1000;
+    if (now != refusals.second) {
+        if (refusals.suppressed)
+            log_info("xfr: %" PRIu64 " more refusals not logged", refusals.suppressed);
+        refusals.second = now;
+        refusals.logged = 0;
+        refusals.suppressed = 0;
+    }
+    if (refusals.logged < REFUSAL_LOG_PER_S) {
+        refusals.logged++;
+        return true;
+    }
+    refusals.suppressed++;
+    return false;
+}
+
 /* A datagram reply through the worker's socket, from the address the request went to. */
 static void udp_reply(const struct req *r, const uint8_t *buf, size_t len)
 {
@@ -757,9 +787,10 @@ static size_t on_notify(xfr_t *x, inmsg_t *im, const uint8_t *req,
     char zn[DNAME_KEY_MAX];
     if (dname_to_str(im->q.qname, zn, sizeof(zn)) < 0)
         snprintf(zn, sizeof(zn), "?");
-    if (why)
-        log_info("xfr: NOTIFY for %s from %s refused: %s", zn, from, why);
-    else {
+    if (why) {
+        if (refusal_log_ok())
+            log_info("xfr: NOTIFY for %s from %s refused: %s", zn, from, why);
+    } else {
         log_info("xfr: NOTIFY for %s from %s: refreshing", zn, from);
         ev_signal(x->in_ev);
     }
@@ -929,7 +960,8 @@ static void start_transfer(xfr_t *x, struct oconn *c, inmsg_t *im, const uint8_t
     }
     pthread_mutex_unlock(&x->mu);
     if (why) {
-        log_info("xfr: %s %s from %s refused: %s", c->kind, c->zname, peer, why);
+        if (refusal_log_ok())
+            log_info("xfr: %s %s from %s refused: %s", c->kind, c->zname, peer, why);
         __atomic_add_fetch(&x->stats.out_refused, 1, __ATOMIC_RELAXED);
         oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG,
                                    im->tsig_err ? WIRE_RC_NOTAUTH : WIRE_RC_REFUSED));
