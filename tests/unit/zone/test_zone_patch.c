@@ -417,10 +417,8 @@ static void test_index_churn(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_walk),
-        cmocka_unit_test(test_needs_build),
-        cmocka_unit_test(test_shares_data),
-        cmocka_unit_test(test_set_serial),
+        cmocka_unit_test(test_random_walk), cmocka_unit_test(test_needs_build),
+        cmocka_unit_test(test_shares_data), cmocka_unit_test(test_set_serial),
         cmocka_unit_test(test_index_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
