@@ -1099,6 +1099,71 @@ static void test_no_alloc_per_query(void **state)
     stop();
 }
 
+/* The same with the query log on (a dnstap file and redins' JSON request log, every query
+ * sampled): each worker copies every query and response into its ring, and still not one
+ * allocation or free on a worker (the writer thread's own are not the workers'). */
+static void test_no_alloc_with_qlog(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    char dir[64], dnstap[128], reqlog[128], err[256];
+    tu_mkdtemp(dir, sizeof(dir), "tern-qlog-noalloc");
+    snprintf(dnstap, sizeof(dnstap), "%s/q.fstrm", dir);
+    snprintf(reqlog, sizeof(reqlog), "%s/requests.log", dir);
+    setup(listen, 1, 1, 8, true);
+    fx.cfg.qlog.enabled = true;
+    fx.cfg.qlog.dnstap_file = strdup(dnstap);
+    fx.cfg.qlog.requests = true;
+    fx.cfg.qlog.requests_target = CONFIG_REQLOG_FILE;
+    fx.cfg.qlog.requests_format = CONFIG_REQLOG_JSON;
+    fx.cfg.qlog.requests_path = strdup(reqlog);
+    assert_non_null(fx.cfg.qlog.dnstap_file);
+    assert_non_null(fx.cfg.qlog.requests_path);
+    qlog_t *ql = qlog_new(&fx.cfg, 1, err, sizeof(err));
+    if (!ql)
+        fail_msg("qlog_new: %s", err);
+    fx.table = load_table();
+    fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}};
+    fx.published = &fx.view;
+    fx.srv = server_bind(&fx.cfg, &fx.published);
+    assert_non_null(fx.srv);
+    server_set_qlog(fx.srv, ql);
+    assert_int_equal(server_run(fx.srv), 0);
+    assert_int_equal(qlog_start(ql), 0);
+    uint16_t port = server_port(fx.srv, 0);
+    int ufd = udp_client(AF_INET, "127.0.0.1", port);
+    int tfd = tcp_client(port);
+    query_mix(ufd, tfd, 200);
+    uint64_t a0, d0, a1, d1;
+    if (!alloc_totals(&a0, &d0)) {
+        close(ufd);
+        close(tfd);
+        server_stop(fx.srv);
+        fx.srv = NULL;
+        qlog_free(ql);
+        stop();
+        tu_rmtree(dir);
+        skip();
+    }
+    query_mix(ufd, tfd, 1500);
+    assert_true(alloc_totals(&a1, &d1));
+    qlog_stats_t qs;
+    assert_true(server_qlog_stats(fx.srv, &qs));
+    assert_true(qs.records >= 3400); /* every query of the mix was logged, none dropped */
+    assert_int_equal(qs.dropped, 0);
+    assert_int_equal(a1, a0);
+    assert_int_equal(d1, d0);
+    close(ufd);
+    close(tfd);
+    /* the workers first, then the writer drains their rings a last time; the config last (the
+     * log may hold its strings) */
+    server_stop(fx.srv);
+    fx.srv = NULL;
+    qlog_free(ql);
+    stop();
+    tu_rmtree(dir);
+}
+
 /* The same with every limit on (acl, redins' rate, RRL with slips and its log ring, cookies made
  * and checked, the TCP per-client cap): a flood of one name is limited (drops and TC slips) and
  * cookie queries are answered, and still not one allocation or free. */
@@ -1323,6 +1388,7 @@ int main(void)
         cmocka_unit_test(test_tcp_zero_length_closes),
         cmocka_unit_test(test_tcp_pool_full),
         cmocka_unit_test(test_no_alloc_with_limits),
+        cmocka_unit_test(test_no_alloc_with_qlog),
         cmocka_unit_test(test_tcp_not_reading),
         cmocka_unit_test(test_tcp_inflight_small),
         cmocka_unit_test(test_tcp_inflight_default),
