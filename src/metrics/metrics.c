@@ -171,6 +171,17 @@ static void render_server(buf_t *b, const server_t *s)
     sample_label(b, "tern_queries_total", "transport", "udp", st.queries_udp);
     sample_label(b, "tern_queries_total", "transport", "tcp", st.queries_tcp);
 
+    /* how the queries spread over the workers (udp_steering) */
+    family(b, "tern_worker_queries_total", "counter",
+           "DNS messages each worker handed to the answer path (UDP and TCP).");
+    for (unsigned w = 0; w < server_workers(s); w++) {
+        server_stats_t ws;
+        server_worker_stats(s, w, &ws);
+        char id[16];
+        snprintf(id, sizeof(id), "%u", w);
+        sample_label(b, "tern_worker_queries_total", "worker", id, ws.queries_udp + ws.queries_tcp);
+    }
+
     family(b, "tern_queries_by_type_total", "counter",
            "Answered queries by question type (axfr counts AXFR and IXFR).");
     for (unsigned i = 0; i < SERVER_QTYPE_COUNT; i++)

@@ -429,6 +429,7 @@ static const struct {
     {"tern_responses_truncated_total", "counter"},
     {"tern_dropped_total", "counter"},
     {"tern_xfr_handoffs_total", "counter"},
+    {"tern_worker_queries_total", "counter"},
     {"tern_udp_received_total", "counter"},
     {"tern_udp_sent_total", "counter"},
     {"tern_udp_dropped_total", "counter"},
@@ -644,6 +645,10 @@ static void test_counters(void **state)
     expect(r.body, "tern_udp_dropped_total", 2);
     expect(r.body, "tern_queries_total{transport=\"udp\"}", 12);
     expect(r.body, "tern_queries_total{transport=\"tcp\"}", 1);
+    /* the two workers' shares add up to every message */
+    assert_true(value_of(r.body, "tern_worker_queries_total{worker=\"0\"}") +
+                    value_of(r.body, "tern_worker_queries_total{worker=\"1\"}") ==
+                13);
     expect(r.body, "tern_queries_by_type_total{qtype=\"a\"}", 9);
     expect(r.body, "tern_queries_by_type_total{qtype=\"aaaa\"}", 2);
     expect(r.body, "tern_queries_by_type_total{qtype=\"mx\"}", 0);
