@@ -1854,11 +1854,18 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
     } else {
         log_warn("xfr: zone %s: refresh failed: %s", zkey, errs);
     }
-    bool expired_now = false;
+    bool expired_now = false, revived = false;
+    zone_t *revive = NULL;
     pthread_mutex_lock(&x->mu);
     z = find_zone(x, key);
     if (z && z->secondary) {
         if (rc >= 0) {
+            /* an expired zone whose primary answers again with the version we hold: it is
+             * current once more, serve it again (a new version is handed over below anyway) */
+            if (rc == 1 && z->expired && z->base) {
+                revive = zone_retain(z->base);
+                revived = true;
+            }
             if (rc == 0) {
                 zone_free(z->base);
                 z->base = zone_retain(nz);
@@ -1903,6 +1910,14 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
         x->hooks.zone_in(x->hooks.ctx, zkey, nz); /* the loader owns our reference now */
     else
         zone_free(nz);
+    if (revived) {
+        log_info("xfr: zone %s: the primary answers again with serial %u; serving it again", zkey,
+                 revive->serial);
+        if (x->hooks.zone_in)
+            x->hooks.zone_in(x->hooks.ctx, zkey, revive);
+        else
+            zone_free(revive);
+    }
     if (expired_now) {
         log_err("xfr: zone %s expired: no successful refresh within the SOA expire; answering "
                 "SERVFAIL until a primary answers",

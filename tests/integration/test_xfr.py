@@ -30,9 +30,12 @@ Checks (dnspython, ternctl, the servers' logs):
                               logged; ternd restarted with Knot still down serves its copy
   secondary_wrong_key         a zone whose primary is Knot with a wrong secret: a clear TSIG
                               log line, SERVFAIL (nothing was ever transferred)
-  bad_primary_*               the fake primary sends a truncated stream, a serial that goes
+  bad_primary                 the fake primary sends a truncated stream, a serial that goes
                               back, a transfer larger than xfr_max_mib: each logged, the old
                               version still served
+  secondary_expires           a second fake primary (SOA expire 4 s) stops answering: e.test
+                              answers SERVFAIL once expired (logged); back with the same
+                              serial: served again without a transfer
   clean_exit                  ternd exits 0 on SIGTERM
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
@@ -277,10 +280,12 @@ zone:
 
 
 class FakePrimary:
-    """A primary for f.test that misbehaves on request: UDP SOA answers with a serial we
-    choose; TCP AXFR answers from a mode: good, truncated, big."""
+    """A primary for one zone (f.test) that misbehaves on request: UDP SOA answers with a serial
+    we choose; TCP AXFR answers from a mode: good, truncated, big, or down (nothing answered);
+    its SOA's expire is ours to choose too."""
 
-    def __init__(self):
+    def __init__(self, zone="f.test", expire=3600):
+        self.zone, self.expire = zone, expire
         self.port = free_port()
         self.serial = 1
         self.mode = "good"
@@ -299,14 +304,17 @@ class FakePrimary:
             t.start()
 
     def soa(self):
-        return dns.rrset.from_text("f.test.", 300, "IN", "SOA",
-                                   "ns1.f.test. h.f.test. %d 2 2 3600 60" % self.serial)
+        z = self.zone
+        return dns.rrset.from_text(z + ".", 300, "IN", "SOA", "ns1.%s. h.%s. %d 2 2 %d 60"
+                                   % (z, z, self.serial, self.expire))
 
     def serve_udp(self):
         while not self.stop:
             try:
                 data, peer = self.udp.recvfrom(4096)
             except OSError:
+                continue
+            if self.mode == "down":
                 continue
             try:
                 q = dns.message.from_wire(data)
@@ -319,12 +327,14 @@ class FakePrimary:
 
     def messages(self, q):
         soa = self.soa()
-        recs = [dns.rrset.from_text("f.test.", 300, "IN", "NS", "ns1.f.test."),
-                dns.rrset.from_text("ns1.f.test.", 300, "IN", "A", "192.0.2.53"),
-                dns.rrset.from_text("www.f.test.", 300, "IN", "A", "192.0.2.%d" % (self.serial % 250))]
+        z = self.zone
+        recs = [dns.rrset.from_text(z + ".", 300, "IN", "NS", "ns1.%s." % z),
+                dns.rrset.from_text("ns1.%s." % z, 300, "IN", "A", "192.0.2.53"),
+                dns.rrset.from_text("www.%s." % z, 300, "IN", "A",
+                                    "192.0.2.%d" % (self.serial % 250))]
         if self.mode == "big":
             for i in range(3000):  # about 1.2 MB of TXT: beyond xfr_max_mib 1
-                recs.append(dns.rrset.from_text("t%d.f.test." % i, 300, "IN", "TXT",
+                recs.append(dns.rrset.from_text("t%d.%s." % (i, z), 300, "IN", "TXT",
                                                 '"%s"' % ("z" * 250), '"%s"' % ("q" * 150)))
         out = []
         batch = [soa]
@@ -350,6 +360,9 @@ class FakePrimary:
             try:
                 c, _ = self.tcp.accept()
             except OSError:
+                continue
+            if self.mode == "down":
+                c.close()
                 continue
             try:
                 c.settimeout(3)
@@ -419,6 +432,7 @@ def main():
 
     tern_port = free_port()
     fake = FakePrimary()
+    efake = FakePrimary("e.test", expire=4)  # expires 4 s after its primary goes away
     redis = Redis(work)
     # Knot first (the primary of s.test, a secondary of k.test that retries until tern runs)
     knot = Knot(work, tern_port, s_text)
@@ -451,6 +465,8 @@ zones:
     file: "{s_copy}"
   - origin: w.test
     primary: {{address: "{LOOPBACK}@{knot.port}", key: wrong-key}}
+  - origin: e.test
+    primary: "{LOOPBACK}@{efake.port}"
   - origin: f.test
     primary: "{LOOPBACK}@{fake.port}"
     file: "{f_copy}"
@@ -648,6 +664,28 @@ zones:
 
         run_check(results, "bad_primary", bad_primary)
 
+        def secondary_expires():
+            # RFC 1034: no successful refresh within the SOA expire: SERVFAIL; the primary back
+            # with the same version: served again without a transfer
+            wait_for(lambda: serial_of(tern.port, "e.test") == 1, CONVERGE, "e.test transferred")
+            efake.mode = "down"
+            t0 = time.monotonic()
+            wait_for(lambda: ask(tern.port, "www.e.test", "A").rcode() == dns.rcode.SERVFAIL,
+                     CONVERGE + 10, "e.test answering SERVFAIL after its expire")
+            took = time.monotonic() - t0
+            # expire counts from the last good refresh, at most one refresh (2 s) before
+            expect(took >= 1.9, "expired %.1f s after its primary went away: before its 4 s "
+                   "expire less one 2 s refresh" % took)
+            expect(tern.log_has("zone e.test expired"), "no expiry logged")
+            efake.mode = "good"
+            wait_for(lambda: ask(tern.port, "www.e.test", "A").rcode() == dns.rcode.NOERROR,
+                     CONVERGE, "e.test served again once its primary answers")
+            expect(tern.log_has("zone e.test: the primary answers again with serial 1"),
+                   "no revival logged")
+            print("  e.test answered SERVFAIL %.1f s after its primary went away" % took)
+
+        run_check(results, "secondary_expires", secondary_expires)
+
         def secondary_primary_down():
             knot.stop()
             started.remove(knot)
@@ -682,6 +720,7 @@ zones:
         for s in started:
             s.stop()
         fake.close()
+        efake.close()
     rc = report(results, width=28)
     if rc:
         print("--- ternd log ---\n" + tern.log_text(limit=20000))
