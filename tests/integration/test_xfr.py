@@ -24,6 +24,10 @@ Checks (dnspython, ternctl, the servers' logs):
                               (BADSIG); of a zone without allow_transfer: REFUSED; IXFR over UDP:
                               TC; AXFR over UDP: NOTIMP
   ixfr_not_in_journal         IXFR from a serial tern never had: the whole zone (AXFR-style)
+  axfr_pinned_across_reload   a 30,000-record AXFR read slowly (a 4 KiB receive buffer) while a
+                              reload publishes the next version: every message holds the old
+                              version only, the old SOA at both ends, and the workers already
+                              answer the new serial
   ternctl_zone                serial, journal versions, last transfer out, NOTIFY acknowledged;
                               for s.test the last transfer in
   secondary_primary_down      Knot stopped: tern keeps serving s.test; the failed refresh is
@@ -149,6 +153,16 @@ def differential(a_port, b_port, text, origin):
             bad.append("%s %s: tern %s, secondary %s" % (name, dns.rdatatype.to_text(rdtype),
                                                          ra, rb))
     expect(not bad, "; ".join(bad[:3]))
+
+
+def recv_exact(sk, n):
+    data = b""
+    while len(data) < n:
+        chunk = sk.recv(n - len(data))
+        if not chunk:
+            raise Failure("connection closed after %d of %d bytes" % (len(data), n))
+        data += chunk
+    return data
 
 
 def wait_for(fn, limit, what):
@@ -386,6 +400,16 @@ class FakePrimary:
         self.tcp.close()
 
 
+def big_zone_text(serial):
+    """b.test: 30,000 A records (about 1 MB of AXFR, many 64 KiB messages); the version shows in
+    every address's last byte, so a record of another version stands out."""
+    lines = ["$ORIGIN b.test.", "$TTL 300",
+             "@ SOA ns1.b.test. h.b.test. %d 3600 600 86400 60" % serial, "@ NS ns1.b.test.",
+             "ns1 A 192.0.2.53"]
+    lines += ["h%d A 10.%d.%d.%d" % (i, i >> 8 & 255, i & 255, serial) for i in range(30000)]
+    return "\n".join(lines) + "\n"
+
+
 def put_redis_zone(redis, serial, addr):
     soa = {"ttl": 300, "ns": "ns1.r.test.", "MBox": "hostmaster.r.test.", "refresh": 3600,
            "retry": 600, "expire": 86400, "minttl": 60, "serial": serial}
@@ -427,6 +451,8 @@ def main():
     write_atomic(p_path, p_text)
     write_atomic(k_path, k_text)
     write_atomic(n_path, zone_text("n.test", 1))
+    b_path = os.path.join(zdir, "b.zone")
+    write_atomic(b_path, big_zone_text(1))
     s_copy = os.path.join(zdir, "s.copy")
     f_copy = os.path.join(zdir, "f.copy")
 
@@ -460,6 +486,9 @@ zones:
     notify: [{{address: "{LOOPBACK}@{knot.port}", key: {KEY_NAME}}}]
   - origin: n.test
     file: "{n_path}"
+  - origin: b.test
+    file: "{b_path}"
+    allow_transfer: [127.0.0.1]
   - origin: s.test
     primary: {{address: "{LOOPBACK}@{knot.port}", key: {KEY_NAME}}}
     file: "{s_copy}"
@@ -609,6 +638,43 @@ zones:
             expect(n < 12, "IXFR from serial 1 has %d records" % n)
 
         run_check(results, "ixfr_not_in_journal", ixfr_not_in_journal)
+
+        def axfr_pinned_across_reload():
+            # a transfer pins its version: a reload published in the middle of it changes
+            # nothing in what the client gets (no record of the new version, the old SOA at
+            # both ends), while every worker already answers from the new one
+            q = dns.message.make_query("b.test", "AXFR")
+            w = q.to_wire()
+            sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the stream stalls
+            sk.settimeout(TIMEOUT * 5)
+            sk.connect((LOOPBACK, tern.port))
+            sk.sendall(struct.pack("!H", len(w)) + w)
+
+            def read_msg():
+                n = struct.unpack("!H", recv_exact(sk, 2))[0]
+                return dns.message.from_wire(recv_exact(sk, n))
+            msgs = [read_msg()]
+            write_atomic(b_path, big_zone_text(2))
+            tern.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: serial_of(tern.port, "b.test") == 2, CONVERGE, "b.test reloaded")
+            def soa_count():
+                return sum(1 for m in msgs for rrset in m.answer
+                           if rrset.rdtype == dns.rdatatype.SOA)
+            while soa_count() < 2:  # the stream ends with the SOA it began with
+                msgs.append(read_msg())
+            sk.close()
+            soas = [rrset[0].serial for m in msgs for rrset in m.answer
+                    if rrset.rdtype == dns.rdatatype.SOA]
+            addrs = [rr.address for m in msgs for rrset in m.answer
+                     if rrset.rdtype == dns.rdatatype.A for rr in rrset]
+            expect(soas == [1, 1], "SOAs in the stream: %s" % soas)
+            bad = [a for a in addrs if not a.endswith(".1") and a != "192.0.2.53"]
+            expect(not bad, "records of another version: %s" % bad[:3])
+            expect(len(addrs) == 30001, "%d A records, want 30001" % len(addrs))
+            expect(len(msgs) > 5, "only %d messages: the reload did not land mid-stream" % len(msgs))
+
+        run_check(results, "axfr_pinned_across_reload", axfr_pinned_across_reload)
 
         def ternctl_zone():
             ctl = [args.ternctl, "-s", os.path.join(tern.dir, "ctl.sock")]
