@@ -337,6 +337,16 @@ class Flood:
             s.close()
 
 
+def served(client):
+    """What a well-behaved client under a flood must see: never a refusal, a truncation or
+    another rcode (that would be the limiter's doing), and an answer to all but 1% of its
+    questions after three tries a second apart. The 1%: with two workers and the kernel's hash,
+    the client can share a socket with the flood, whose receive queue the flood keeps full, so
+    a datagram now and then is dropped by the kernel before any limiter sees it (an ASan build
+    answers a third as fast, and drops such a one in a few runs of ten)."""
+    return client.wrong == 0 and client.unanswered <= max(1, client.asked // 100)
+
+
 class Steady(threading.Thread):
     """A well-behaved client: one question every 1/qps s from src until stop, asked again after
     a second of silence up to twice, as a resolver does (a packet the kernel dropped while the
@@ -349,6 +359,8 @@ class Steady(threading.Thread):
         self.stopping = threading.Event()
         self.asked = self.answered = self.retried = 0
         self.misses = []
+        self.unanswered = 0  # no answer to any of the three tries
+        self.wrong = 0       # an answer, but not a full NOERROR one (REFUSED, TC, ...)
         self.client = os.urandom(8)
         self.server = b""
 
@@ -364,6 +376,10 @@ class Steady(threading.Thread):
                 r = query(self.port, self.name, src=self.src, cookie=cookie)
             self.asked += 1
             if r is None or r.rcode() != dns.rcode.NOERROR or r.flags & dns.flags.TC:
+                if r is None:
+                    self.unanswered += 1
+                else:
+                    self.wrong += 1
                 if len(self.misses) < 5:
                     self.misses.append("no answer" if r is None else
                                        "%s%s" % (dns.rcode.to_text(r.rcode()),
@@ -431,10 +447,10 @@ def check_rrl_flood(args, work):
                % (f.tc, limited))
         expect(f.bytes_in <= f.bytes_out, "amplification: %d bytes back for %d sent"
                % (f.bytes_in, f.bytes_out))
-        expect(not legit.misses and legit.asked >= 20,
+        expect(served(legit) and legit.asked >= 20,
                "the client of 127.0.1.1 missed %d of %d: %s"
                % (legit.asked - legit.answered, legit.asked, legit.misses))
-        expect(not cookie.misses and cookie.asked >= 50,
+        expect(served(cookie) and cookie.asked >= 50,
                "the cookie client of 127.0.0.2 missed %d of %d: %s"
                % (cookie.asked - cookie.answered, cookie.asked, cookie.misses))
         expect(t.stat("dropped_rrl") > 0 and t.stat("rrl_slipped") > 0 and
@@ -470,7 +486,7 @@ def check_nxdomain_flood(args, work):
         expect(f.rcodes.get(dns.rcode.NXDOMAIN, 0) == f.full, "rcodes %s" % f.rcodes)
         expect(f.tc > 0 and f.bytes_in <= f.bytes_out, "%d TC, %d/%d bytes in/out"
                % (f.tc, f.bytes_in, f.bytes_out))
-        expect(not legit.misses, "the client of 127.0.1.1 missed %d of %d: %s"
+        expect(served(legit), "the client of 127.0.1.1 missed %d of %d: %s"
                % (legit.asked - legit.answered, legit.asked, legit.misses))
     finally:
         t.stop()
