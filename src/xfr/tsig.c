@@ -402,6 +402,20 @@ typedef struct rr_out {
     const uint8_t *mac, *other;
 } rr_out_t;
 
+/* The TSIG RR we sign with key now: its names, our clock and fudge, a full-length MAC. */
+static rr_out_t rr_out_signed(const tsig_key_t *key, const alg_info_t *a, uint64_t now,
+                              uint8_t *mac)
+{
+    return (rr_out_t){.kname = key->wire,
+                      .klen = key->wire_len,
+                      .aname = (const uint8_t *)a->wire,
+                      .alen = a->wire_len,
+                      .time = now,
+                      .fudge = TSIG_FUDGE,
+                      .mac = mac,
+                      .mac_len = (uint16_t)a->mac_len};
+}
+
 static size_t rr_out_size(const rr_out_t *o)
 {
     return o->klen + RR_FIXED + o->alen + RDATA_FIXED + o->mac_len + o->other_len;
@@ -546,14 +560,7 @@ int tsig_sign_response(tsig_ctx_t *ctx, uint8_t *msg, size_t len, size_t cap, ui
     const alg_info_t *a = alg_get(key->alg);
     uint8_t mac[TSIG_MAC_MAX];
     size_t mac_len = 0;
-    rr_out_t o = {.kname = key->wire,
-                  .klen = key->wire_len,
-                  .aname = (const uint8_t *)a->wire,
-                  .alen = a->wire_len,
-                  .time = now,
-                  .fudge = TSIG_FUDGE,
-                  .mac = mac,
-                  .mac_len = (uint16_t)a->mac_len};
+    rr_out_t o = rr_out_signed(key, a, now, mac);
     if (!rr_fits(msg, len, cap, rr_out_size(&o)))
         return TERN_ENOSPC;
     int r = mac_begin(ctx, key);
@@ -637,14 +644,7 @@ int tsig_sign_request(tsig_ctx_t *ctx, const tsig_key_t *key, uint8_t *msg, size
         return TERN_EINVAL;
     uint8_t mac[TSIG_MAC_MAX];
     size_t mac_len = 0;
-    rr_out_t o = {.kname = key->wire,
-                  .klen = key->wire_len,
-                  .aname = (const uint8_t *)a->wire,
-                  .alen = a->wire_len,
-                  .time = now,
-                  .fudge = TSIG_FUDGE,
-                  .mac = mac,
-                  .mac_len = (uint16_t)a->mac_len};
+    rr_out_t o = rr_out_signed(key, a, now, mac);
     if (!rr_fits(msg, len, cap, rr_out_size(&o)))
         return TERN_ENOSPC;
     int r = mac_begin(ctx, key);

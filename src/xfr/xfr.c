@@ -288,7 +288,9 @@ struct xfr {
     size_t nzones;
     xfr_stats_t stats;
     bool stop, started;
-    /* the workers' queue (under mu) */
+    /* the workers' queue, under a lock of its own: a worker handing a request over never
+     * waits for the transfer threads' work under mu (a TSIG check, a journal lookup) */
+    pthread_mutex_t qmu;
     struct req q[XFR_QUEUE_MAX];
     size_t qhead, qlen;
     uint8_t *qbufs;
@@ -564,9 +566,9 @@ static bool submit(xfr_t *x, bool tcp, int fd, const uint8_t *msg, size_t len,
 {
     if (len > RBUF_CAP)
         return false;
-    pthread_mutex_lock(&x->mu);
-    if (x->qlen == XFR_QUEUE_MAX || x->stop) {
-        pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&x->qmu);
+    if (x->qlen == XFR_QUEUE_MAX || __atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_unlock(&x->qmu);
         return false;
     }
     struct req *r = &x->q[(x->qhead + x->qlen) % XFR_QUEUE_MAX];
@@ -579,7 +581,7 @@ static bool submit(xfr_t *x, bool tcp, int fd, const uint8_t *msg, size_t len,
     r->pktinfo = pktinfo;
     r->len = len;
     memcpy(r->buf, msg, len);
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->qmu);
     if (wake)
         ev_signal(x->out_ev);
     return true;
@@ -1215,9 +1217,9 @@ static void *out_main(void *arg)
             if (evs[i].data.u64 == 0) {
                 ev_drain(x->out_ev);
                 for (;;) {
-                    pthread_mutex_lock(&x->mu);
+                    pthread_mutex_lock(&x->qmu);
                     if (x->qlen == 0) {
-                        pthread_mutex_unlock(&x->mu);
+                        pthread_mutex_unlock(&x->qmu);
                         break;
                     }
                     /* copy out of the slot so workers may refill it meanwhile */
@@ -1228,7 +1230,7 @@ static void *out_main(void *arg)
                         memcpy(r.buf, s->buf, s->len);
                     x->qhead = (x->qhead + 1) % XFR_QUEUE_MAX;
                     x->qlen--;
-                    pthread_mutex_unlock(&x->mu);
+                    pthread_mutex_unlock(&x->qmu);
                     if (!r.buf) {
                         if (r.tcp)
                             close(r.fd);
@@ -2011,6 +2013,7 @@ xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks)
     if (hooks)
         x->hooks = *hooks;
     pthread_mutex_init(&x->mu, NULL);
+    pthread_mutex_init(&x->qmu, NULL);
     x->out_ev = x->in_ev = x->out_ep = x->ns4 = x->ns6 = -1;
     for (size_t i = 0; i < XFR_CONNS_MAX; i++) {
         x->conns[i].fd = -1;
@@ -2110,6 +2113,7 @@ void xfr_free(xfr_t *x)
     if (x->ns6 >= 0)
         close(x->ns6);
     pthread_mutex_destroy(&x->mu);
+    pthread_mutex_destroy(&x->qmu);
     free(x);
 }
 

@@ -208,6 +208,26 @@ def nsd_has_ratelimit(binary):
     return out.returncode == 0
 
 
+def knot_conf_head(d, port, log="warning", server_extra=""):
+    """The common start of a knot.conf: server on LOOPBACK@port with one worker of each kind,
+    server_extra lines in its block, storage and the control socket in d, stderr at log level;
+    the caller appends keys, ACLs, templates and zones."""
+    return f"""server:
+    rundir: "{d}"
+    listen: {LOOPBACK}@{port}
+{server_extra}    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+database:
+    storage: "{d}/db"
+control:
+    listen: "{d}/knot.sock"
+log:
+  - target: stderr
+    any: {log}
+"""
+
+
 class Knot(Server):
     name = "knot"
 
@@ -221,22 +241,9 @@ class Knot(Server):
         d = self.dir
         conf = os.path.join(d, "knot.conf")
         with open(conf, "w") as f:
-            f.write(f"""server:
-    rundir: "{d}"
-    listen: {LOOPBACK}@{self.port}
-    identity: "{self.identity}"
-    version: "{self.version}"
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{d}/db"
-control:
-    listen: "{d}/knot.sock"
-log:
-  - target: stderr
-    any: warning
-template:
+            ident = f'    identity: "{self.identity}"\n    version: "{self.version}"\n'
+            f.write(knot_conf_head(d, self.port, server_extra=ident))
+            f.write(f"""template:
   - id: default
     storage: "{d}"
     zonefile-sync: -1

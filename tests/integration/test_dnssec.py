@@ -325,20 +325,8 @@ class KnotSigner(servers.Server):
         else:
             signing = "    dnssec-signing: on\n    dnssec-policy: bindkeys\n"
         with open(conf, "w") as f:
-            f.write(f"""server:
-    rundir: "{d}"
-    listen: {LOOPBACK}@{self.port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{d}/db"
-control:
-    listen: "{d}/knot.sock"
-log:
-  - target: stderr
-    any: info
-# the imported keys as they are: no generation, no rollover, NSEC
+            f.write(servers.knot_conf_head(d, self.port, log="info"))
+            f.write(f"""# the imported keys as they are: no generation, no rollover, NSEC
 policy:
   - id: bindkeys
     algorithm: ecdsap256sha256

@@ -565,18 +565,8 @@ class KnotCookies(servers.Server):
         d = self.dir
         conf = os.path.join(d, "knot.conf")
         with open(conf, "w") as f:
-            f.write(f"""server:
-    rundir: "{d}"
-    listen: {servers.LOOPBACK}@{self.port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{d}/db"
-log:
-  - target: stderr
-    any: warning
-mod-cookies:
+            f.write(servers.knot_conf_head(d, self.port))
+            f.write(f"""mod-cookies:
   - id: shared
     secret: 0x{SECRET}
 template:

@@ -243,20 +243,8 @@ class Knot(Server):
         d = self.dir
         conf = os.path.join(d, "knot.conf")
         with open(conf, "w") as f:
-            f.write(f"""server:
-    rundir: "{d}"
-    listen: {LOOPBACK}@{self.port}
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{d}/db"
-control:
-    listen: "{d}/knot.sock"
-log:
-  - target: stderr
-    any: info
-key:
+            f.write(servers.knot_conf_head(d, self.port, log="info"))
+            f.write(f"""key:
   - id: {KEY_NAME}
     algorithm: hmac-sha256
     secret: {SECRET}

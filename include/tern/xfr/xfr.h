@@ -17,7 +17,8 @@
  *     After expire without a successful refresh, the zone answers SERVFAIL (a NULL zone_in).
  *
  * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
- * workers'; xfr_zone_info() any thread's. Everything shared is under one mutex, held briefly.
+ * workers'; xfr_zone_info() any thread's. The state the threads share is under one mutex; the
+ * workers' queue has a lock of its own, so a hand-over never waits for a TSIG check.
  */
 #ifndef TERN_XFR_XFR_H
 #define TERN_XFR_XFR_H
