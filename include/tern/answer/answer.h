@@ -202,4 +202,19 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport);
 
+/* The most datagrams one answer_prefetch() call looks at; the rest of a longer batch is not
+ * prefetched. */
+#define ANSWER_PREFETCH_MAX 64
+
+/**
+ * Warm the cache lines answer_query() will read first for each of the n queries in pkts[i]
+ * (lens[i] bytes; 0: skip it), before any of them is answered: their zone's name-index slot,
+ * then the node it names, then the node's name and RRsets. Each stage issues its loads for every
+ * query of the batch before the next stage waits on any, so a batch's cache misses overlap
+ * instead of following one another query by query. Only a hint: it answers nothing and writes
+ * nothing but its own stack; a query it cannot parse is skipped.
+ */
+void answer_prefetch(const answer_view_t *v, const uint8_t *const *pkts, const size_t *lens,
+                     unsigned n);
+
 #endif

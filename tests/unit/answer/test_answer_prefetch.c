@@ -1,0 +1,300 @@
+/*
+ * test_answer_prefetch.c — answer_prefetch() is a hint: it must read nothing outside the
+ * datagrams it is given (every packet sits at the end of a buffer of exactly its length, so
+ * AddressSanitizer sees one byte too far), survive any bytes, and change no answer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tern/answer/answer.h"
+#include "tern/common/err.h"
+#include "tern/zone/zone_file.h"
+#include "tern/zone/zone_table.h"
+
+static zone_table_t *table;
+static answer_ctx_t ctx;
+static const answer_config_t cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT};
+
+static int load_zone(const char *origin, const char *file)
+{
+    const char *dir = getenv("TERN_TEST_DATA");
+    char path[1024], err[512];
+    snprintf(path, sizeof(path), "%s/answer/%s", dir ? dir : "tests/data", file);
+    zone_t *z = NULL;
+    int rc = zone_file_load(origin, path, &z, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "load %s: %s (%s)\n", path, err, tern_strerror(rc));
+        return -1;
+    }
+    if (zone_table_add(table, z) != 0) {
+        zone_free(z);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    table = zone_table_new();
+    if (!table)
+        return -1;
+    if (load_zone("example.test", "example.test.zone") ||
+        load_zone("other.test", "other.test.zone") ||
+        load_zone("child.example.test.", "child.example.test.zone"))
+        return -1;
+    return zone_table_freeze(table) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    zone_table_free(table);
+    return 0;
+}
+
+/* A query for name (dotted, "." for the root) and qtype, id 0x1234, RD, optional EDNS. */
+static size_t mkquery(uint8_t *buf, const char *name, uint16_t qtype, bool edns)
+{
+    static const uint8_t head[12] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+    memcpy(buf, head, 12);
+    size_t p = 12;
+    const char *s = name;
+    while (*s && strcmp(s, ".") != 0) {
+        const char *dot = strchr(s, '.');
+        size_t l = dot ? (size_t)(dot - s) : strlen(s);
+        buf[p++] = (uint8_t)l;
+        memcpy(buf + p, s, l);
+        p += l;
+        s += l + (dot ? 1 : 0);
+    }
+    buf[p++] = 0;
+    buf[p++] = (uint8_t)(qtype >> 8);
+    buf[p++] = (uint8_t)qtype;
+    buf[p++] = 0;
+    buf[p++] = 1;
+    if (edns) {
+        buf[11] = 1;
+        static const uint8_t opt[11] = {0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0};
+        memcpy(buf + p, opt, sizeof(opt));
+        p += sizeof(opt);
+    }
+    return p;
+}
+
+/* The batch as the worker has it, each packet at the very end of its own allocation. */
+typedef struct {
+    unsigned n;
+    uint8_t *mem[ANSWER_PREFETCH_MAX + 8];
+    const uint8_t *pkt[ANSWER_PREFETCH_MAX + 8];
+    size_t len[ANSWER_PREFETCH_MAX + 8];
+} batch_t;
+
+static void batch_add(batch_t *b, const uint8_t *p, size_t len)
+{
+    assert_true(b->n < ANSWER_PREFETCH_MAX + 8);
+    uint8_t *m = malloc(len ? len : 1);
+    assert_non_null(m);
+    memcpy(m, p, len);
+    b->mem[b->n] = m;
+    b->pkt[b->n] = m;
+    b->len[b->n] = len;
+    b->n++;
+}
+
+static void batch_free(batch_t *b)
+{
+    for (unsigned i = 0; i < b->n; i++)
+        free(b->mem[i]);
+    b->n = 0;
+}
+
+/* Answer every packet of b: into outs[i] (4096 bytes each), lengths into lens[i]. */
+static void answer_all(const answer_view_t *v, const batch_t *b, uint8_t (*outs)[4096],
+                       size_t *lens)
+{
+    for (unsigned i = 0; i < b->n; i++)
+        lens[i] = answer_query(v, &ctx, NULL, b->pkt[i], b->len[i], outs[i], 4096, ANSWER_UDP);
+}
+
+/* Prefetching first leaves every response byte for byte what it was without. */
+static void check_same_answers(const answer_view_t *v, const batch_t *b)
+{
+    static uint8_t plain[ANSWER_PREFETCH_MAX + 8][4096], warm[ANSWER_PREFETCH_MAX + 8][4096];
+    size_t lp[ANSWER_PREFETCH_MAX + 8], lw[ANSWER_PREFETCH_MAX + 8];
+    answer_all(v, b, plain, lp);
+    answer_prefetch(v, b->pkt, b->len, b->n);
+    answer_all(v, b, warm, lw);
+    for (unsigned i = 0; i < b->n; i++) {
+        assert_int_equal(lp[i], lw[i]);
+        assert_memory_equal(plain[i], warm[i], lp[i]);
+    }
+}
+
+static void add_names(batch_t *b)
+{
+    static const struct {
+        const char *name;
+        uint16_t qtype;
+    } qs[] = {
+        {"www.example.test", 1},
+        {"WWW.Example.TEST", 28},
+        {"mail.example.test", 15},
+        {"nope.example.test", 1},
+        {"a.b.c.example.test", 1},
+        {"alias.example.test", 1},
+        {"host.sub.example.test", 1},
+        {"x.child.example.test", 1},
+        {"www.other.test", 1},
+        {"example.test", 6},
+        {"example.test", 2},
+        {"www.example.net", 1},
+        {".", 2},
+        {"c1.example.test", 1},
+        {"loop1.example.test", 1},
+        {"ns1.example.test", 255},
+    };
+    uint8_t buf[512];
+    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
+        batch_add(b, buf, mkquery(buf, qs[i].name, qs[i].qtype, i % 2 == 0));
+}
+
+static void test_answers_unchanged(void **state)
+{
+    (void)state;
+    answer_view_t v = {.table = table, .cfg = cfg};
+    batch_t b = {0};
+    add_names(&b);
+    check_same_answers(&v, &b);
+    batch_free(&b);
+}
+
+/* Every prefix of every query (the header alone, a name cut anywhere, the type cut), QR set,
+ * no or two questions, a compression pointer in the question, a label longer than 63. */
+static void test_malformed(void **state)
+{
+    (void)state;
+    answer_view_t v = {.table = table, .cfg = cfg};
+    uint8_t q[512];
+    size_t ql = mkquery(q, "www.example.test", 1, false);
+    batch_t b = {0};
+    for (size_t cut = 0; cut <= ql; cut++) {
+        batch_add(&b, q, cut);
+        if (b.n == ANSWER_PREFETCH_MAX) {
+            check_same_answers(&v, &b);
+            batch_free(&b);
+        }
+    }
+    check_same_answers(&v, &b);
+    batch_free(&b);
+
+    uint8_t m[512];
+    memcpy(m, q, ql);
+    m[2] |= 0x80; /* a response */
+    batch_add(&b, m, ql);
+    memcpy(m, q, ql);
+    m[5] = 0; /* no question */
+    batch_add(&b, m, ql);
+    memcpy(m, q, ql);
+    m[5] = 2; /* two */
+    batch_add(&b, m, ql);
+    memcpy(m, q, ql);
+    m[12] = 0xC0; /* a pointer where the name starts */
+    m[13] = 12;
+    batch_add(&b, m, ql);
+    memcpy(m, q, ql);
+    m[12] = 64; /* a label too long */
+    batch_add(&b, m, ql);
+    memcpy(m, q, ql);
+    m[12] = 60; /* a label running past the end */
+    batch_add(&b, m, ql);
+    /* a name of 127 one-byte labels: longer than any node, deeper than max_labels */
+    size_t p = 12;
+    memcpy(m, q, 12);
+    for (int i = 0; i < 120; i++) {
+        m[p++] = 1;
+        m[p++] = 'a';
+    }
+    memcpy(m + p, q + 12, ql - 12);
+    batch_add(&b, m, p + ql - 12);
+    check_same_answers(&v, &b);
+    batch_free(&b);
+}
+
+/* No table, no packets, one packet, and more than ANSWER_PREFETCH_MAX. */
+static void test_edges(void **state)
+{
+    (void)state;
+    answer_view_t none = {.table = NULL, .cfg = cfg};
+    answer_view_t v = {.table = table, .cfg = cfg};
+    batch_t b = {0};
+    add_names(&b);
+    answer_prefetch(&none, b.pkt, b.len, b.n);
+    answer_prefetch(&v, b.pkt, b.len, 0);
+    answer_prefetch(&v, b.pkt, b.len, 1);
+    batch_free(&b);
+    uint8_t buf[512];
+    while (b.n < ANSWER_PREFETCH_MAX + 8)
+        batch_add(&b, buf, mkquery(buf, b.n % 3 ? "www.example.test" : "zz.other.test", 1, false));
+    check_same_answers(&v, &b);
+    batch_free(&b);
+}
+
+/* Random bytes and random mutations of real queries, in random batch sizes. */
+static void test_random(void **state)
+{
+    (void)state;
+    answer_view_t v = {.table = table, .cfg = cfg};
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    uint8_t q[512], buf[512];
+    batch_t base = {0};
+    add_names(&base);
+    for (int round = 0; round < 3000; round++) {
+        batch_t b = {0};
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned n = 1 + (unsigned)(r >> 33) % ANSWER_PREFETCH_MAX;
+        for (unsigned i = 0; i < n; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            const unsigned k = (unsigned)(r >> 40) % base.n;
+            size_t len = base.len[k];
+            memcpy(q, base.pkt[k], len);
+            unsigned flips = (unsigned)(r >> 20) % 4;
+            for (unsigned f = 0; f < flips; f++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                q[(r >> 33) % len] = (uint8_t)(r >> 17);
+            }
+            if ((r >> 13) % 5 == 0) { /* cut short */
+                len = (size_t)(r >> 45) % (len + 1);
+            } else if ((r >> 13) % 5 == 1) { /* all random */
+                len = (size_t)(r >> 45) % sizeof(buf);
+                for (size_t j = 0; j < len; j++) {
+                    r = r * 6364136223846793005ull + 1442695040888963407ull;
+                    buf[j] = (uint8_t)(r >> 33);
+                }
+                memcpy(q, buf, len);
+            }
+            batch_add(&b, q, len);
+        }
+        check_same_answers(&v, &b);
+        batch_free(&b);
+    }
+    batch_free(&base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_answers_unchanged),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_random),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
