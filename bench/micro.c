@@ -171,13 +171,17 @@ static int run_mix(const char *qfile, const answer_view_t *view, long rounds, lo
             for (size_t i = 0; i < n; i += step) {
                 size_t m = n - i < step ? n - i : step;
                 if (mode == 2) {
-                    const uint8_t *pk[ANSWER_PREFETCH_MAX];
-                    size_t ln[ANSWER_PREFETCH_MAX];
-                    for (size_t k = 0; k < m; k++) {
-                        pk[k] = pkts + offs[i + k];
-                        ln[k] = offs[i + k + 1] - offs[i + k];
-                    }
-                    answer_prefetch(view, pk, ln, (unsigned)m);
+                    static wire_query_t qs[ANSWER_PREFETCH_MAX];
+                    wire_parse_result_t prs[ANSWER_PREFETCH_MAX];
+                    for (size_t k = 0; k < m; k++)
+                        prs[k] =
+                            answer_parse(&qs[k], pkts + offs[i + k], offs[i + k + 1] - offs[i + k]);
+                    answer_prefetch(view, qs, (unsigned)m);
+                    for (size_t k = 0; k < m; k++)
+                        sum += answer_parsed(view, &ctx, &qs[k], prs[k], NULL, pkts + offs[i + k],
+                                             offs[i + k + 1] - offs[i + k], out, sizeof out,
+                                             ANSWER_UDP);
+                    continue;
                 }
                 for (size_t k = i; k < i + m; k++)
                     sum += answer_query(view, &ctx, NULL, pkts + offs[k], offs[k + 1] - offs[k],

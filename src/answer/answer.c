@@ -406,7 +406,7 @@ static bool synthesize(resp_t *r, chase_t *c, const zone_node_t *n, unsigned lab
     chase_to(ctx, c, n, rd + 2);
     /* qtype CNAME asked for the CNAME, and has it; every other type follows it (ANY too, as NSD
      * and Knot do: nothing else lives at a synthesised name) */
-    return ctx->query.qtype != WIRE_T_CNAME;
+    return ctx->q->qtype != WIRE_T_CNAME;
 }
 
 /* ---- ANAME ---- */
@@ -475,7 +475,7 @@ int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qty
 static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, const chase_t *c,
                          const zone_t *z, const zone_node_t *n, const zone_rrset_t *an)
 {
-    const uint16_t qtype = ctx->query.qtype;
+    const uint16_t qtype = ctx->q->qtype;
     uint32_t ttl = an->ttl;
     const zone_t *tz = NULL;
     const zone_rrset_t *rr = NULL;
@@ -485,7 +485,7 @@ static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, co
         limit_zone(ctx->view->limit, tz->apex, tz->hash, &ctx->lc) != LIMIT_PASS)
         w = WALK_NODATA; /* a zone this client may not see lends it nothing */
     if (w == WALK_FOUND) {
-        rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
+        rrl_class(r, LIMIT_RC_ANSWER, ctx->q->name.hash[0], NULL);
         (void)put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, tz, rr, ttl, true);
         return;
     }
@@ -499,7 +499,7 @@ static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, co
                               .ttl = res->ttl < ttl ? res->ttl : ttl,
                               .rdata_len = res->rdata_len,
                               .rdata = res->rdata};
-            rrl_class(r, LIMIT_RC_ANSWER, ctx->query.name.hash[0], NULL);
+            rrl_class(r, LIMIT_RC_ANSWER, ctx->q->name.hash[0], NULL);
             (void)put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, z, &s, s.ttl, true);
             return;
         }
@@ -511,14 +511,14 @@ static void answer_aname(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r, co
         r->aa = false;
         return;
     }
-    rrl_class(r, LIMIT_RC_NODATA, ctx->query.name.hash[0], NULL);
+    rrl_class(r, LIMIT_RC_NODATA, ctx->q->name.hash[0], NULL);
     put_neg(r, z, c->owner_off, c->owner, n);
 }
 
 /* RFC 1034 §4.3.2 over the whole table, following CNAMEs and DNAMEs; fills r. */
 static void resolve(answer_ctx_t *ctx, const zone_table_t *t, resp_t *r)
 {
-    const wire_query_t *q = &ctx->query;
+    const wire_query_t *q = ctx->q;
     const uint16_t qtype = q->qtype;
     /* seen[] is read below hops only: not zeroed (8 pointers a query) */
     chase_t c;
@@ -688,9 +688,22 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport)
 {
+    wire_parse_result_t pr = wire_parse_query(&ctx->query, pkt, len);
+    return answer_parsed(v, ctx, &ctx->query, pr, client, pkt, len, out, out_cap, transport);
+}
+
+wire_parse_result_t answer_parse(wire_query_t *q, const uint8_t *pkt, size_t len)
+{
+    return wire_parse_query(q, pkt, len);
+}
+
+size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
+                     wire_parse_result_t pr, const struct sockaddr *client, const uint8_t *pkt,
+                     size_t len, uint8_t *out, size_t out_cap, answer_transport_t transport)
+{
     const zone_table_t *t = v->table;
     const answer_config_t *cfg = &v->cfg;
-    wire_query_t *q = &ctx->query;
+    ctx->q = q;
     answer_info_t *info = &ctx->info;
     info->rcode = -1u;
     info->truncated = false;
@@ -704,8 +717,6 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
     info->scope = 0;
     info->zone = NULL;
 
-    /* parse */
-    wire_parse_result_t pr = wire_parse_query(q, pkt, len);
     if (pr == WIRE_DROP || unlikely(out_cap < UDP_MIN)) {
         info->outcome = len >= 12 && (pkt[2] & 0x80) ? ANSWER_DROP_QR : ANSWER_DROP_SHORT;
         return 0;

@@ -13,6 +13,7 @@
 
 #include "tern/answer/answer.h"
 #include "tern/wire/dname.h"
+#include "tern/wire/parse.h"
 #include "tern/zone/zone.h"
 #include "tern/zone/zone_table.h"
 
@@ -26,28 +27,21 @@ typedef struct {
     uint16_t qtype;
 } hint_t;
 
-/* Stage 1: parse the question name just enough, find its zone, prefetch its slot. */
-static void find_slot(const zone_table_t *t, const uint8_t *pkt, size_t len, dname_view_t *v,
-                      hint_t *h)
+/* Stage 1: the name's zone; prefetch its slot. */
+static void find_slot(const zone_table_t *t, const wire_query_t *q, hint_t *h)
 {
     h->zone = NULL;
     h->node = NULL;
-    /* a query (QR clear) with one question whose name is uncompressed and not the root */
-    if (len < 12 + 1 + 4 || (pkt[2] & 0x80) || pkt[4] != 0 || pkt[5] != 1)
-        return;
-    int nl = dname_check(pkt + 12, len - 12);
-    if (nl <= 1)
-        return;
-    dname_view_init(v, pkt + 12);
+    const dname_view_t *v = &q->name;
     unsigned apex;
+    if (!q->has_question || v->nlabels == 0)
+        return;
     const zone_t *z = zone_table_find(t, v, &apex);
     if (!z || apex == 0 || v->nlabels > z->max_labels)
         return;
-    if ((size_t)nl + 12 + 2 > len)
-        return;
     h->zone = z;
     h->hash = v->hash[0];
-    h->qtype = (uint16_t)(pkt[12 + nl] << 8 | pkt[12 + nl + 1]);
+    h->qtype = q->qtype;
     __builtin_prefetch(&z->node_slots[h->hash & z->node_mask]);
     /* a name that turns out not to exist is walked from the apex down: its first probe is the
      * name one label below the apex (a random-subdomain flood misses there) */
@@ -72,8 +66,7 @@ static void find_node(hint_t *h)
     }
 }
 
-void answer_prefetch(const answer_view_t *v, const uint8_t *const *pkts, const size_t *lens,
-                     unsigned n)
+void answer_prefetch(const answer_view_t *v, const wire_query_t *qs, unsigned n)
 {
     const zone_table_t *t = v->table;
     if (!t || n < 2)
@@ -81,9 +74,8 @@ void answer_prefetch(const answer_view_t *v, const uint8_t *const *pkts, const s
     if (n > ANSWER_PREFETCH_MAX)
         n = ANSWER_PREFETCH_MAX;
     hint_t h[ANSWER_PREFETCH_MAX];
-    dname_view_t view;
     for (unsigned i = 0; i < n; i++)
-        find_slot(t, pkts[i], lens[i], &view, &h[i]);
+        find_slot(t, &qs[i], &h[i]);
     for (unsigned i = 0; i < n; i++)
         if (h[i].zone)
             find_node(&h[i]);

@@ -34,6 +34,9 @@ struct udp_state {
     unsigned used; /* receive headers the kernel wrote since they were last reset */
     int pktinfo;   /* what their control buffers are set for: 0, 1, or -1 (not yet) */
     udp_slot_t slot[UDP_BATCH];
+    /* the batch parsed before any of it is answered (answer_prefetch() reads the names) */
+    wire_query_t q[UDP_BATCH];
+    wire_parse_result_t pr[UDP_BATCH];
 };
 
 static int mmsg_recv(int fd, struct mmsghdr *msgs, unsigned n)
@@ -258,24 +261,26 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
     udp_state_t *u = w->udp;
     NET_COUNT(w, udp_received, n);
     worker_clock(w);
-    if (n > 1) {
-        /* the batch's zone-data cache misses, overlapped before the first answer waits on one */
-        const uint8_t *pk[UDP_BATCH];
-        size_t ln[UDP_BATCH];
-        for (unsigned i = 0; i < n; i++) {
-            pk[i] = u->slot[i].rx;
-            ln[i] = u->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC ? 0 : u->rmsg[i].msg_len;
+    /* Parse the whole batch, then overlap its zone-data cache misses before the first answer
+     * waits on one. A truncated datagram is not answered: its parse is a drop. */
+    for (unsigned i = 0; i < n; i++) {
+        if (u->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+            u->q[i].has_question = false;
+            u->pr[i] = WIRE_DROP;
+        } else {
+            u->pr[i] = answer_parse(&u->q[i], u->slot[i].rx, u->rmsg[i].msg_len);
         }
-        answer_prefetch(w->view, pk, ln, n);
     }
+    answer_prefetch(w->view, u->q, n);
     unsigned ns = 0;
     for (unsigned i = 0; i < n; i++) {
         const struct msghdr *rh = &u->rmsg[i].msg_hdr;
         udp_slot_t *s = &u->slot[i];
         size_t len = 0;
         if (!(rh->msg_flags & MSG_TRUNC)) {
-            len = answer_query(w->view, &w->actx, (const struct sockaddr *)&s->peer, s->rx,
-                               u->rmsg[i].msg_len, s->tx, sizeof(s->tx), ANSWER_UDP);
+            len = answer_parsed(w->view, &w->actx, &u->q[i], u->pr[i],
+                                (const struct sockaddr *)&s->peer, s->rx, u->rmsg[i].msg_len, s->tx,
+                                sizeof(s->tx), ANSWER_UDP);
             net_count_answer(w, ANSWER_UDP, &w->actx.info);
             if (unlikely(w->actx.info.outcome == ANSWER_HANDOFF)) {
                 handoff(w, fd, li, pktinfo, rh, s, u->rmsg[i].msg_len);

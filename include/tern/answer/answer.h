@@ -145,7 +145,8 @@ typedef struct answer_geo_entry {
 
 /* Per-worker scratch; big enough to keep off the stack of the I/O loop. */
 typedef struct answer_ctx {
-    wire_query_t query;
+    wire_query_t query; /* answer_query()'s parse */
+    wire_query_t *q;    /* the query being answered (answer_parsed()'s) */
     wire_writer_t writer;
     dname_view_t chase; /* CNAME target being followed */
     /* RDATA (u16 length + name) of the CNAMEs synthesised from DNAMEs; two, because a name
@@ -202,19 +203,29 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport);
 
-/* The most datagrams one answer_prefetch() call looks at; the rest of a longer batch is not
+/**
+ * answer_query() in two halves, for a batch: answer_parse() every query of it first (into a
+ * wire_query_t of the caller's per query), answer_prefetch() over the lot, then
+ * answer_parsed() each with its own parse. The response is byte for byte answer_query()'s.
+ */
+wire_parse_result_t answer_parse(wire_query_t *q, const uint8_t *pkt, size_t len) TERN_WUR;
+
+size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
+                     wire_parse_result_t pr, const struct sockaddr *client, const uint8_t *pkt,
+                     size_t len, uint8_t *out, size_t out_cap, answer_transport_t transport);
+
+/* The most queries one answer_prefetch() call looks at; the rest of a longer batch is not
  * prefetched. */
 #define ANSWER_PREFETCH_MAX 64
 
 /**
- * Warm the cache lines answer_query() will read first for each of the n queries in pkts[i]
- * (lens[i] bytes; 0: skip it), before any of them is answered: their zone's name-index slot,
- * then the node it names, then the node's name and RRsets. Each stage issues its loads for every
- * query of the batch before the next stage waits on any, so a batch's cache misses overlap
- * instead of following one another query by query. Only a hint: it answers nothing and writes
- * nothing but its own stack; a query it cannot parse is skipped.
+ * Warm the cache lines answer_parsed() will read first for each of the n parsed queries qs[i]
+ * (as answer_parse() left them), before any of them is answered: the name-index slot of the
+ * name in its zone (and of the first step of the walk a missing name takes), then the node it
+ * names, then the node's name and RRsets, then the RDATA asked for. Each stage issues its loads
+ * for every query before the next stage waits on any, so a batch's cache misses overlap instead
+ * of following one another query by query. Only a hint: it writes nothing but its own stack.
  */
-void answer_prefetch(const answer_view_t *v, const uint8_t *const *pkts, const size_t *lens,
-                     unsigned n);
+void answer_prefetch(const answer_view_t *v, const wire_query_t *qs, unsigned n);
 
 #endif
