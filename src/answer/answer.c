@@ -258,6 +258,24 @@ static bool put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, a
     return true;
 }
 
+/* Where zone z's apex already is in the message as a suffix of the question's name, for a
+ * pointer to it; 0 when it is not (a CNAME chain into another zone, a name too far down for a
+ * pointer). Spares the negative answers' SOA owner a name's view and a compression-table scan:
+ * the bytes written are the same, a pointer to the same suffix of the question. */
+static uint16_t apex_in_question(const resp_t *r, const zone_t *z)
+{
+    const wire_query_t *q = r->ctx->q;
+    const dname_view_t *v = &q->name;
+    if (!q->has_question || v->nlabels < z->apex_labels)
+        return 0;
+    unsigned i = v->nlabels - z->apex_labels;
+    size_t off = WIRE_HDR_LEN + (size_t)v->off[i];
+    if (v->hash[i] != z->hash || off >= 0x4000u || r->w->len < WIRE_HDR_LEN + q->question_len ||
+        memcmp(v->lc + v->off[i], z->apex, z->apex_len) != 0)
+        return 0;
+    return (uint16_t)off;
+}
+
 /* The zone's negative-answer SOA (TTL already min(TTL, MINIMUM)) in authority: RFC 2308 §3.
  * Signed, the proof follows: an NSEC at the name (owner, written at owner_off) with node n's
  * types, or NXNAME when n is NULL (and the rcode becomes NOERROR, RFC 9824 §3). */
@@ -265,7 +283,8 @@ static void put_neg(resp_t *r, const zone_t *z, uint16_t owner_off, const uint8_
                     const zone_node_t *n)
 {
     r->wild = false;
-    if (z->neg_soa && put(r, WIRE_SEC_NS, 0, z->apex, z->neg_soa) && r->sign && z->dnssec) {
+    if (z->neg_soa && put(r, WIRE_SEC_NS, apex_in_question(r, z), z->apex, z->neg_soa) && r->sign &&
+        z->dnssec) {
         if (!n)
             r->rcode = WIRE_RC_NOERROR;
         put_nsec(r, owner_off, owner, n);
