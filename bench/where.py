@@ -39,17 +39,21 @@ BUCKETS = [
 ]
 
 USER = [
-    ("user: parse", ("wire_parse_query", "parse_records", "dname_check", "answer_parse",
+    ("user: parse", ("wire_parse_query", "parse_records", "dname_check", "=answer_parse",
                      "dname_view_init")),
     ("user: lookup", ("zone_lookup", "zone_find_node", "zone_table_find", "zone_node_rrset",
-                      "lookup", "resolve", "chase")),
-    ("user: render", ("write_rrs", "put_name", "put_rdata", "put_as", "put_neg", "put_additional",
-                      "wire_write", "wire_writer", "msg_name", "comp_add", "wire_rdata_layout")),
+                      "=lookup", "=resolve", "chase")),
+    ("user: render", ("write_rrs", "put_", "wire_write", "wire_writer", "msg_name", "comp_add",
+                      "wire_rdata_layout")),
     ("user: prefetch", ("answer_prefetch", "find_slot", "find_node")),
-    ("user: answer (other)", ("answer_", "select_", "limit_")),
     ("user: batch loop, counters", ("udp_", "worker_", "net_count", "answer_batch", "mmsg_",
-                                    "prepare", "send_all", "tern_rcu", "rcu_", "tcp_")),
+                                    "=prepare", "send_all", "tern_rcu", "rcu_", "tcp_")),
+    ("user: answer (other)", ("answer_", "select_", "limit_")),
 ]
+
+
+def _match(sym, pats):
+    return any(sym == p[1:] if p.startswith("=") else sym.startswith(p) for p in pats)
 
 
 def classify(frames, user_leaf):
@@ -58,7 +62,7 @@ def classify(frames, user_leaf):
     if user_leaf:
         sym, dso = user_leaf
         for bucket, prefixes in USER:
-            if any(sym == p or sym.startswith(p) for p in prefixes):
+            if _match(sym, prefixes):
                 return bucket
         if "libc" in dso:
             return "user: libc"
