@@ -137,18 +137,6 @@ def ipis():
     return res
 
 
-def cpu_ticks(pids):
-    t = 0
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                s = f.read().rsplit(")", 1)[1].split()
-            t += int(s[11]) + int(s[12])
-        except OSError:
-            pass
-    return t
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("variants", nargs="+", help="LABEL=PATH of a ternd, or a peer's name")
@@ -162,7 +150,6 @@ def main():
     if not os.path.exists(os.path.join(zd, "manifest.json")):
         sys.exit("no %s: run bench/run.py once (or gen_zone.py) to make it" % zd)
     os.makedirs(os.path.join(R.CACHE, "run"), exist_ok=True)
-    hz = os.sysconf("SC_CLK_TCK")
     table, extra = {}, {}
 
     class Args:
@@ -181,16 +168,16 @@ def main():
             dp = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             time.sleep(2)
             pids = set(run.pids())
-            i0, c0, t0 = ipis(), cpu_ticks(pids), time.monotonic()
+            i0, c0, t0 = ipis(), R.cpu_ticks(pids), time.monotonic()
             subprocess.run(["perf", "record", "-q", "-a", "-C", R.SERVER_CPU, "-g", "-o", data,
                             "--", "sleep", str(a.secs)], capture_output=True, timeout=a.secs + 60)
-            i1, c1, t1 = ipis(), cpu_ticks(pids), time.monotonic()
+            i1, c1, t1 = ipis(), R.cpu_ticks(pids), time.monotonic()
             out, _ = dp.communicate(timeout=a.secs + 30)
             d = R.parse_dnsperf(out)
             if d["completed"] is None or d["lost"]:
                 print("%s: dnsperf lost %s: the figures assume every query answered" % (label, d["lost"]))
             queries = a.rate * (t1 - t0)
-            us_q = (c1 - c0) / hz * 1e6 / queries
+            us_q = (c1 - c0) * 1e6 / queries
             counts, leaves = read_samples(data, pids)
         finally:
             run.stop()

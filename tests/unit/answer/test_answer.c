@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <ldns/ldns.h>
 
+#include "answer_test_util.h"
 #include "tern/answer/answer.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone_file.h"
@@ -39,35 +40,11 @@ static const answer_config_t *cfg = &cfg_default;
 
 /* ---- fixtures ---- */
 
-static int load_zone(const char *origin, const char *file)
-{
-    const char *dir = getenv("TERN_TEST_DATA");
-    char path[1024], err[512];
-    snprintf(path, sizeof(path), "%s/answer/%s", dir ? dir : "tests/data", file);
-    zone_t *z = NULL;
-    int rc = zone_file_load(origin, path, &z, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "load %s: %s (%s)\n", path, err, tern_strerror(rc));
-        return -1;
-    }
-    if (zone_table_add(table, z) != 0) {
-        zone_free(z);
-        return -1;
-    }
-    return 0;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    table = zone_table_new();
-    if (!table)
-        return -1;
-    if (load_zone("example.test", "example.test.zone") ||
-        load_zone("other.test", "other.test.zone") ||
-        load_zone("child.example.test.", "child.example.test.zone"))
-        return -1;
-    return zone_table_freeze(table) == 0 ? 0 : -1;
+    table = atu_fixture_table();
+    return table ? 0 : -1;
 }
 
 static int teardown(void **state)

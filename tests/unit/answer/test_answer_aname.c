@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <ldns/ldns.h>
 
+#include "answer_test_util.h"
 #include "tern/answer/answer.h"
 #include "tern/common/err.h"
 #include "tern/wire/dname.h"
@@ -69,22 +70,14 @@ static char dir[] = "/tmp/tern-aname-XXXXXX";
 
 static int load(const char *origin, const char *text)
 {
-    char path[256], err[512];
+    char path[256];
     snprintf(path, sizeof(path), "%s/%s.zone", dir, origin);
     FILE *f = fopen(path, "w");
     if (!f || fputs(text, f) < 0 || fclose(f) != 0)
         return -1;
-    zone_t *z = NULL;
-    if (zone_file_load(origin, path, &z, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s: %s\n", path, err);
-        return -1;
-    }
+    int rc = atu_add_file(table, origin, path);
     (void)unlink(path);
-    if (zone_table_add(table, z) != 0) {
-        zone_free(z);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 static int setup(void **state)

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "answer_test_util.h"
+#include "zone/zone_test_util.h"
 #include "tern/answer/answer.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone_file.h"
@@ -23,35 +25,11 @@ static zone_table_t *table;
 static answer_ctx_t ctx;
 static const answer_config_t cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT};
 
-static int load_zone(const char *origin, const char *file)
-{
-    const char *dir = getenv("TERN_TEST_DATA");
-    char path[1024], err[512];
-    snprintf(path, sizeof(path), "%s/answer/%s", dir ? dir : "tests/data", file);
-    zone_t *z = NULL;
-    int rc = zone_file_load(origin, path, &z, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "load %s: %s (%s)\n", path, err, tern_strerror(rc));
-        return -1;
-    }
-    if (zone_table_add(table, z) != 0) {
-        zone_free(z);
-        return -1;
-    }
-    return 0;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    table = zone_table_new();
-    if (!table)
-        return -1;
-    if (load_zone("example.test", "example.test.zone") ||
-        load_zone("other.test", "other.test.zone") ||
-        load_zone("child.example.test.", "child.example.test.zone"))
-        return -1;
-    return zone_table_freeze(table) == 0 ? 0 : -1;
+    table = atu_fixture_table();
+    return table ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -66,17 +44,7 @@ static size_t mkquery(uint8_t *buf, const char *name, uint16_t qtype, bool edns)
 {
     static const uint8_t head[12] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
     memcpy(buf, head, 12);
-    size_t p = 12;
-    const char *s = name;
-    while (*s && strcmp(s, ".") != 0) {
-        const char *dot = strchr(s, '.');
-        size_t l = dot ? (size_t)(dot - s) : strlen(s);
-        buf[p++] = (uint8_t)l;
-        memcpy(buf + p, s, l);
-        p += l;
-        s += l + (dot ? 1 : 0);
-    }
-    buf[p++] = 0;
+    size_t p = 12 + wire_name(buf + 12, name);
     buf[p++] = (uint8_t)(qtype >> 8);
     buf[p++] = (uint8_t)qtype;
     buf[p++] = 0;
