@@ -8,7 +8,9 @@
  * the limit), over UDP into a 65535-byte buffer, over TCP into a 65535-byte buffer, and with no
  * table at all (everything REFUSED). Every non-empty response must be a well-formed DNS message
  * (ldns_wire2pkt accepts it), start with the query's id, have QR set, echo the question byte for
- * byte, and respect the size limit of its transport; both UDP answers must be identical.
+ * byte, and respect the size limit of its transport; both UDP answers must be identical. The
+ * input and its two halves are also answered as a worker's UDP batch (parse all, prefetch,
+ * answer each), which must give answer_query()'s bytes.
  * A broken invariant aborts, which libFuzzer reports as a crash with the input.
  *
  * The same file is linked with replay.c (no libFuzzer) to replay the corpus under ctest.
@@ -231,6 +233,37 @@ static void check_response(const uint8_t *q, size_t qlen, const uint8_t *r, size
     }
 }
 
+/* A worker's UDP batch (answer_parse() of each, answer_prefetch(), answer_parsed() of each) of
+ * the input, its first half and its second half, each copied to a buffer of exactly its length:
+ * every answer must be answer_query()'s, byte for byte. */
+static void check_batch(const answer_view_t *view, const uint8_t *data, size_t size)
+{
+    static wire_query_t qs[3];
+    wire_parse_result_t prs[3];
+    const size_t half = size / 2, lens[3] = {size, half, size - half};
+    const uint8_t *src[3] = {data, data, data + half};
+    uint8_t *pk[3];
+    for (int i = 0; i < 3; i++) {
+        pk[i] = malloc(lens[i] ? lens[i] : 1);
+        if (!pk[i])
+            abort();
+        memcpy(pk[i], src[i], lens[i]);
+        prs[i] = answer_parse(&qs[i], pk[i], lens[i]);
+    }
+    answer_prefetch(view, qs, 3);
+    for (int i = 0; i < 3; i++) {
+        answer_ctx_seed(&ctx, 1);
+        size_t nb = answer_parsed(view, &ctx, &qs[i], prs[i], NULL, pk[i], lens[i], out_udp2,
+                                  TCP_CAP, ANSWER_UDP);
+        answer_ctx_seed(&ctx, 1);
+        size_t nq = answer_query(view, &ctx, NULL, pk[i], lens[i], out_big, TCP_CAP, ANSWER_UDP);
+        if (nb != nq || memcmp(out_udp2, out_big, nb) != 0)
+            die("a batch answer differs from answer_query()'s", data, size);
+    }
+    for (int i = 0; i < 3; i++)
+        free(pk[i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (table == NULL)
@@ -260,5 +293,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_response(data, size, out_big, n4, ANSWER_UDP, data, size);
     if ((n1 == 0) != (n4 == 0))
         die("dropped with a table but not without one", data, size);
+
+    check_batch(&view, data, size);
     return 0;
 }
