@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "tern/answer/select.h"
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone.h"
 
@@ -276,6 +277,36 @@ static uint16_t apex_in_question(const resp_t *r, const zone_t *z)
     return (uint16_t)off;
 }
 
+/* The negative-answer SOA of z in authority, unsigned: as put() writes it, with the views of
+ * its two names from ctx->soa (made again only when the SOA's name bytes differ from the last
+ * one's). */
+static bool put_neg_soa(resp_t *r, const zone_t *z, uint16_t owner_off)
+{
+    const zone_rrset_t *soa = z->neg_soa;
+    size_t rdlen = soa->count == 1 ? tern_rd16(soa->rdata) : 0;
+    if (rdlen <= 20 || unlikely(r->sign))
+        return put(r, WIRE_SEC_NS, owner_off, z->apex, soa);
+    const uint8_t *names = soa->rdata + 2;
+    size_t nlen = rdlen - 20; /* MNAME RNAME, then serial, refresh, retry, expire, minimum */
+    answer_ctx_t *ctx = r->ctx;
+    if (ctx->soa.len != nlen || memcmp(ctx->soa.names, names, nlen) != 0) {
+        int a = dname_check(names, nlen);
+        int b = a > 0 ? dname_check(names + a, nlen - (size_t)a) : -1;
+        if (b < 0 || (size_t)a + (size_t)b != nlen)
+            return put(r, WIRE_SEC_NS, owner_off, z->apex, soa);
+        memcpy(ctx->soa.names, names, nlen);
+        ctx->soa.len = (uint16_t)nlen;
+        dname_view_init(&ctx->soa.view[0], ctx->soa.names);
+        dname_view_init(&ctx->soa.view[1], ctx->soa.names + a);
+    }
+    const dname_view_t *v[2] = {&ctx->soa.view[0], &ctx->soa.view[1]};
+    if (likely(wire_write_rrset_names(r->w, WIRE_SEC_NS, owner_off, z->apex, WIRE_T_SOA, soa->ttl,
+                                      1, soa->rdata, v, 2) == 0))
+        return true;
+    r->tc = true;
+    return false;
+}
+
 /* The zone's negative-answer SOA (TTL already min(TTL, MINIMUM)) in authority: RFC 2308 §3.
  * Signed, the proof follows: an NSEC at the name (owner, written at owner_off) with node n's
  * types, or NXNAME when n is NULL (and the rcode becomes NOERROR, RFC 9824 §3). */
@@ -283,8 +314,7 @@ static void put_neg(resp_t *r, const zone_t *z, uint16_t owner_off, const uint8_
                     const zone_node_t *n)
 {
     r->wild = false;
-    if (z->neg_soa && put(r, WIRE_SEC_NS, apex_in_question(r, z), z->apex, z->neg_soa) && r->sign &&
-        z->dnssec) {
+    if (z->neg_soa && put_neg_soa(r, z, apex_in_question(r, z)) && r->sign && z->dnssec) {
         if (!n)
             r->rcode = WIRE_RC_NOERROR;
         put_nsec(r, owner_off, owner, n);

@@ -198,7 +198,7 @@ static int rd_name_pos(uint16_t type, size_t rdlen)
  * (zone data is validated at load, but a copy is always a faithful rendering). v is scratch.
  */
 static int put_rdata(wire_writer_t *w, size_t end, uint16_t type, const uint8_t *rd, size_t rdlen,
-                     dname_view_t *v)
+                     dname_view_t *v, const dname_view_t *const *pre, unsigned npre)
 {
     wire_rdata_layout_t l;
     if (wire_rdata_layout(type, &l) && l.compress && rdlen >= (size_t)l.head + l.tail) {
@@ -217,10 +217,15 @@ static int put_rdata(wire_writer_t *w, size_t end, uint16_t type, const uint8_t 
                 return TERN_ENOSPC;
             p = l.head;
             for (unsigned k = 0; k < l.names; k++) {
-                dname_view_init(v, rd + p);
-                if (put_name(w, end, rd + p, v) < 0)
+                /* a view the caller made of these very bytes (write.h), or one made now */
+                const dname_view_t *nv = k < npre ? pre[k] : NULL;
+                if (!nv || nv->len != dname_len(rd + p)) {
+                    dname_view_init(v, rd + p);
+                    nv = v;
+                }
+                if (put_name(w, end, rd + p, nv) < 0)
                     return TERN_ENOSPC;
-                p += v->len;
+                p += nv->len;
             }
             return put_bytes(w, end, rd + p, l.tail);
         }
@@ -273,7 +278,8 @@ int wire_write_rrset(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, c
  * RR r-1's. */
 static int write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
                      uint16_t type, uint16_t rclass, uint32_t ttl, uint16_t count,
-                     const uint8_t *rdata, const uint32_t *offs)
+                     const uint8_t *rdata, const uint32_t *offs, const dname_view_t *const *pre,
+                     unsigned npre)
 {
     if ((int)sec < w->section || sec > WIRE_SEC_AR)
         return TERN_EINVAL; /* records are appended: an earlier section is already closed */
@@ -331,7 +337,7 @@ static int write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, c
             rd = rdata + offs[r];
         size_t rdlen = tern_rd16(rd);
         size_t rd_start = w->len;
-        if (put_rdata(w, end, type, rd + 2, rdlen, &rv) < 0)
+        if (put_rdata(w, end, type, rd + 2, rdlen, &rv, r == 0 ? pre : NULL, r == 0 ? npre : 0) < 0)
             goto nospace;
         /* Compression only shrinks names; the length is what was written, not what was given. */
         tern_wr16(fixed + 8, (unsigned)(w->len - rd_start));
@@ -357,14 +363,22 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
                            const uint8_t *owner, uint16_t type, uint16_t rclass, uint32_t ttl,
                            uint16_t count, const uint8_t *rdata)
 {
-    return write_rrs(w, sec, owner_off, owner, type, rclass, ttl, count, rdata, NULL);
+    return write_rrs(w, sec, owner_off, owner, type, rclass, ttl, count, rdata, NULL, NULL, 0);
+}
+
+int wire_write_rrset_names(wire_writer_t *w, wire_section_t sec, uint16_t owner_off,
+                           const uint8_t *owner, uint16_t type, uint32_t ttl, uint16_t count,
+                           const uint8_t *rdata, const dname_view_t *const *names, unsigned n)
+{
+    return write_rrs(w, sec, owner_off, owner, type, WIRE_CLASS_IN, ttl, count, rdata, NULL, names,
+                     n);
 }
 
 int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,
                    uint16_t type, uint32_t ttl, uint16_t count, const uint8_t *rdata,
                    const uint32_t *offs)
 {
-    return write_rrs(w, sec, owner_off, owner, type, 1, ttl, count, rdata, offs);
+    return write_rrs(w, sec, owner_off, owner, type, 1, ttl, count, rdata, offs, NULL, 0);
 }
 
 size_t wire_opt_size(const wire_ecs_t *ecs, size_t cookie_len)

@@ -149,6 +149,14 @@ typedef struct answer_ctx {
     wire_query_t *q;    /* the query being answered (answer_parsed()'s) */
     wire_writer_t writer;
     dname_view_t chase; /* CNAME target being followed */
+    /* The negative answers' SOA: views of its RDATA's two names (MNAME, RNAME), kept with the
+     * bytes they were made from and used only while the SOA being written has those bytes (an
+     * NXDOMAIN flood writes the same SOA every time; another zone's makes them again). */
+    struct {
+        uint16_t len; /* bytes of names[], 0: none yet */
+        uint8_t names[2 * DNAME_MAXLEN];
+        dname_view_t view[2];
+    } soa;
     /* RDATA (u16 length + name) of the CNAMEs synthesised from DNAMEs; two, because a name
      * synthesised from the previous one is built from its labels */
     uint8_t synth[2][2 + DNAME_MAXLEN];

@@ -83,6 +83,17 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
                            const uint8_t *owner, uint16_t type, uint16_t rclass, uint32_t ttl,
                            uint16_t count, const uint8_t *rdata) TERN_WUR;
 
+/**
+ * wire_write_rrset() (class IN) given the views (dname_view_init()) of the first n names in the
+ * RDATA of RR 0, in order, made by the caller from exactly those bytes: the same message, without
+ * making the views again (the negative answers' SOA, whose two names a flood writes every time).
+ * A NULL view, or one of another length, is made here as usual.
+ */
+int wire_write_rrset_names(wire_writer_t *w, wire_section_t sec, uint16_t owner_off,
+                           const uint8_t *owner, uint16_t type, uint32_t ttl, uint16_t count,
+                           const uint8_t *rdata, const dname_view_t *const *names,
+                           unsigned n) TERN_WUR;
+
 /** Same (class IN), writing a chosen subset of an RRset in a chosen order: RR r is the one whose
  * RDLENGTH is at rdata + offs[r] (geo-steered answers). */
 int wire_write_rrs(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *owner,

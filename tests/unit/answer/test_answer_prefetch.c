@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -229,6 +230,63 @@ static void test_edges(void **state)
     batch_free(&b);
 }
 
+/* The negative answers' SOA views a context keeps (answer.h: ctx.soa) follow the zone asked:
+ * NXDOMAIN and NODATA in turn from three zones give every response byte for byte as a context
+ * that never answered anything does. */
+static void test_neg_soa_views_follow_the_zone(void **state)
+{
+    (void)state;
+    answer_view_t v = {.table = table, .cfg = cfg};
+    static const char *const names[] = {"nope.example.test", "nope.other.test",
+                                        "www.example.test",  "x.child.example.test",
+                                        "nope.example.test", "a.b.other.test"};
+    /* and two zones whose SOA names have the same lengths but not the same bytes */
+    char dir[] = "/tmp/tern-prefetch-XXXXXX", path[2][300];
+    assert_non_null(mkdtemp(dir));
+    zone_table_t *t2 = zone_table_new();
+    assert_non_null(t2);
+    for (int z = 0; z < 2; z++) {
+        const char c = z ? 'b' : 'a';
+        snprintf(path[z], sizeof(path[z]), "%s/%c.zone", dir, c);
+        FILE *f = fopen(path[z], "w");
+        assert_non_null(f);
+        fprintf(f, "@ 300 SOA ns1.%c.test. h.%c.test. 1 2 3 4 5\n@ NS ns1\nns1 A 192.0.2.1\n", c,
+                c);
+        assert_int_equal(fclose(f), 0);
+        char origin[] = "x.test";
+        origin[0] = c;
+        assert_int_equal(atu_add_file(t2, origin, path[z]), 0);
+        (void)unlink(path[z]);
+    }
+    (void)rmdir(dir);
+    assert_int_equal(zone_table_freeze(t2), 0);
+    answer_view_t v2 = {.table = t2, .cfg = cfg};
+    static const char *const names2[] = {"x.a.test", "x.b.test", "y.b.test", "y.a.test"};
+
+    static answer_ctx_t fresh;
+    static uint8_t warm_out[4096], fresh_out[4096];
+    uint8_t buf[512];
+    memset(&ctx, 0, sizeof(ctx)); /* the first SOA it keeps is a.test's */
+    for (int round = 0; round < 6; round++) {
+        const answer_view_t *vv = round % 2 ? &v : &v2;
+        const char *const *nn = round % 2 ? names : names2;
+        size_t count =
+            round % 2 ? sizeof(names) / sizeof(names[0]) : sizeof(names2) / sizeof(names2[0]);
+        for (size_t i = 0; i < count; i++) {
+            size_t ql = mkquery(buf, nn[i], i == 2 ? 16 : 1, round == 2);
+            size_t lw =
+                answer_query(vv, &ctx, NULL, buf, ql, warm_out, sizeof(warm_out), ANSWER_UDP);
+            memset(&fresh, 0, sizeof(fresh));
+            size_t lf =
+                answer_query(vv, &fresh, NULL, buf, ql, fresh_out, sizeof(fresh_out), ANSWER_UDP);
+            assert_true(lw > 12);
+            assert_int_equal(lw, lf);
+            assert_memory_equal(warm_out, fresh_out, lw);
+        }
+    }
+    zone_table_free(t2);
+}
+
 /* Random bytes and random mutations of real queries, in random batch sizes. */
 static void test_random(void **state)
 {
@@ -276,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_answers_unchanged),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_neg_soa_views_follow_the_zone),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -376,6 +376,65 @@ static void test_soa_mx_minfo_compressed(void **state)
     ldns_pkt_free(p);
 }
 
+/* wire_write_rrset_names(): with the caller's views of the SOA's names the message is byte for
+ * byte wire_write_rrset()'s, whatever the question and whatever came before; a missing view or
+ * one of another name's length is made anew. */
+static void test_rrset_names_same_bytes(void **state)
+{
+    (void)state;
+    static const char *const qnames[] = {"x.example.com", "ns1.example.com", "a.ns1.example.com",
+                                         "example.com",   "other.net",       "EXAMPLE.COM"};
+    static const char *const soas[][2] = {{"ns1.example.com", "hostmaster.example.com"},
+                                          {"ns1.example.com", "h.ns1.example.com"},
+                                          {"ns.other.net", "root.example.com"},
+                                          {".", "."}};
+    static uint8_t ref[65535];
+    for (size_t qi = 0; qi < sizeof(qnames) / sizeof(qnames[0]); qi++) {
+        for (size_t si = 0; si < sizeof(soas) / sizeof(soas[0]); si++) {
+            for (int cname = 0; cname < 2; cname++) {
+                for (int mode = 0; mode < 3; mode++) {
+                    uint8_t soa[600];
+                    size_t a = to_wire(soas[si][0], soa);
+                    size_t b = to_wire(soas[si][1], soa + a);
+                    memset(soa + a + b, 7, 20);
+                    rdseq_t sr = {.len = 0}, cr = {.len = 0};
+                    rd_add(&sr, soa, a + b + 20);
+                    rd_add_name(&cr, "alias.ns1.example.com");
+                    dname_view_t v0, v1;
+                    dname_view_init(&v0, soa);
+                    dname_view_init(&v1, soa + a);
+                    const dname_view_t *views[2] = {&v0, &v1};
+                    if (mode == 1)
+                        views[0] = NULL; /* made here */
+                    if (mode == 2)
+                        views[1] = &v0; /* the wrong name: used only when lengths agree */
+                    if (mode == 2 && v0.len == v1.len)
+                        continue;
+                    size_t len[2];
+                    for (int k = 0; k < 2; k++) {
+                        make_query(&q, qpkt, qnames[qi], WIRE_T_A, 0);
+                        wire_writer_init(&w, buf, 512, &q);
+                        if (cname)
+                            assert_int_equal(wire_write_rrset(&w, WIRE_SEC_AN, 12, NULL,
+                                                              WIRE_T_CNAME, 60, 1, cr.b),
+                                             0);
+                        int rc = k == 0 ? wire_write_rrset(&w, WIRE_SEC_NS, 0, soa, WIRE_T_SOA, 60,
+                                                           1, sr.b)
+                                        : wire_write_rrset_names(&w, WIRE_SEC_NS, 0, soa,
+                                                                 WIRE_T_SOA, 60, 1, sr.b, views, 2);
+                        assert_int_equal(rc, 0);
+                        len[k] = wire_writer_finish(&w, true, false, 0);
+                        if (k == 0)
+                            memcpy(ref, buf, len[0]);
+                    }
+                    assert_int_equal(len[0], len[1]);
+                    assert_memory_equal(ref, buf, len[0]);
+                }
+            }
+        }
+    }
+}
+
 /* SRV, DNAME (and every type not in RFC 3597 §4's list) keep their names uncompressed. */
 static void test_srv_dname_not_compressed(void **state)
 {
@@ -839,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_cname_chain_compression),
         cmocka_unit_test(test_compression_label_boundaries),
         cmocka_unit_test(test_soa_mx_minfo_compressed),
+        cmocka_unit_test(test_rrset_names_same_bytes),
         cmocka_unit_test(test_srv_dname_not_compressed),
         cmocka_unit_test(test_root_owner_and_class),
         cmocka_unit_test(test_rollback_on_enospc),
