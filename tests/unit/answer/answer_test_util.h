@@ -1,6 +1,7 @@
 /*
  * answer_test_util.h — the zone tables the answer tests query: a zone file loaded and added to a
- * table (failures said on stderr), and the fixture zones of tests/data/answer in one table.
+ * table (failures said on stderr), and the fixture zones of tests/data/answer in one table with
+ * the cmocka group fixtures that make and free it.
  * Header-only (static functions) so each test stays one executable. Include after <cmocka.h>.
  */
 #ifndef TERN_TEST_ANSWER_TEST_UTIL_H
@@ -54,6 +55,24 @@ static inline zone_table_t *atu_fixture_table(void)
         return NULL;
     }
     return t;
+}
+
+/* The table the fixture tests query, and cmocka group fixtures that make and free it
+ * (a test with a table of its own declares the same `table` and ignores these). */
+static zone_table_t *table;
+
+static inline int atu_setup(void **state)
+{
+    (void)state;
+    table = atu_fixture_table();
+    return table ? 0 : -1;
+}
+
+static inline int atu_teardown(void **state)
+{
+    (void)state;
+    zone_table_free(table);
+    return 0;
 }
 
 #endif

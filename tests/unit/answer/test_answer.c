@@ -24,7 +24,6 @@
 
 #define QID 0xBEEF
 
-static zone_table_t *table;
 static answer_ctx_t ctx;
 static uint8_t qbuf[1024];
 static size_t qlen;
@@ -39,20 +38,6 @@ static const answer_config_t cfg_default = {
 static const answer_config_t *cfg = &cfg_default;
 
 /* ---- fixtures ---- */
-
-static int setup(void **state)
-{
-    (void)state;
-    table = atu_fixture_table();
-    return table ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    zone_table_free(table);
-    return 0;
-}
 
 /* ---- queries ---- */
 
@@ -1149,5 +1134,5 @@ int main(void)
         cmocka_unit_test(test_dname_yxdomain),
         cmocka_unit_test(test_glue_that_does_not_fit_sets_tc),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, atu_setup, atu_teardown);
 }

@@ -22,23 +22,8 @@
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
 
-static zone_table_t *table;
 static answer_ctx_t ctx;
 static const answer_config_t cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT};
-
-static int setup(void **state)
-{
-    (void)state;
-    table = atu_fixture_table();
-    return table ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    zone_table_free(table);
-    return 0;
-}
 
 /* A query for name (dotted, "." for the root) and qtype, id 0x1234, RD, optional EDNS. */
 static size_t mkquery(uint8_t *buf, const char *name, uint16_t qtype, bool edns)
@@ -337,5 +322,5 @@ int main(void)
         cmocka_unit_test(test_neg_soa_views_follow_the_zone),
         cmocka_unit_test(test_random),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, atu_setup, atu_teardown);
 }
