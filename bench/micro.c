@@ -174,8 +174,8 @@ static int run_mix(const char *qfile, const answer_view_t *view, long rounds, lo
                     static wire_query_t qs[ANSWER_PREFETCH_MAX];
                     wire_parse_result_t prs[ANSWER_PREFETCH_MAX];
                     for (size_t k = 0; k < m; k++)
-                        prs[k] =
-                            answer_parse(&qs[k], pkts + offs[i + k], offs[i + k + 1] - offs[i + k]);
+                        prs[k] = wire_parse_query(&qs[k], pkts + offs[i + k],
+                                                  offs[i + k + 1] - offs[i + k]);
                     answer_prefetch(view, qs, (unsigned)m);
                     for (size_t k = 0; k < m; k++)
                         sum += answer_parsed(view, &ctx, &qs[k], prs[k], NULL, pkts + offs[i + k],

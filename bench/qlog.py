@@ -159,10 +159,7 @@ def main():
     ap.add_argument("--ternd", default=os.path.join(run.ROOT, "build-bench", "ternd"))
     ap.add_argument("--load-timeout", type=float, default=120)
     args = ap.parse_args()
-    zd = os.path.join(run.CACHE, "z100k")
-    if not os.path.exists(os.path.join(zd, "manifest.json")):
-        subprocess.run([sys.executable, os.path.join(BENCH, "gen_zone.py"), "--names", "100000",
-                        "--out", zd], check=True)
+    zd, _ = run.ensure_zone("100k")
     os.makedirs(os.path.join(run.CACHE, "run"), exist_ok=True)
     os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
     parts = args.parts.split(",")

@@ -109,6 +109,23 @@ def proc_tree(root):
     return out
 
 
+def thread_cpu(pid, prefix):
+    """CPU seconds (utime+stime) of each thread of pid whose name starts with prefix, by tid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if not f.read().startswith(prefix):
+                    continue
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        out[tid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def cpu_ticks(pids):
     """utime+stime (all threads of each process) summed, in seconds."""
     total = 0
@@ -810,10 +827,13 @@ def capacity_table(summ, order):
 
 
 def ensure_zone(args):
-    names = {"100k": 100000, "1m": 1000000}[args.zone]
-    zd = os.path.join(CACHE, "z" + args.zone)
+    """The zone directory and manifest of args.zone (or a zone name: "100k", "1m"), generated
+    once into the cache."""
+    zone = args if isinstance(args, str) else args.zone
+    names = {"100k": 100000, "1m": 1000000}[zone]
+    zd = os.path.join(CACHE, "z" + zone)
     if not os.path.exists(os.path.join(zd, "manifest.json")):
-        log("generating %s zone" % args.zone)
+        log("generating %s zone" % zone)
         subprocess.run([sys.executable, os.path.join(BENCH, "gen_zone.py"), "--names",
                         str(names), "--out", zd], check=True)
     with open(os.path.join(zd, "manifest.json")) as f:

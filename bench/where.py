@@ -39,7 +39,7 @@ BUCKETS = [
 ]
 
 USER = [
-    ("user: parse", ("wire_parse_query", "parse_records", "dname_check", "=answer_parse",
+    ("user: parse", ("wire_parse_query", "parse_records", "dname_check",
                      "dname_view_init")),
     ("user: lookup", ("zone_lookup", "zone_find_node", "zone_table_find", "zone_node_rrset",
                       "=lookup", "=resolve", "chase")),

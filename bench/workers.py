@@ -37,19 +37,7 @@ VARIANTS = {"w1": (1, "hash"), "w2-hash": (2, "hash"), "w2-random": (2, "random"
 
 
 def worker_cpu(pid):
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if not f.read().startswith("tern-worker"):
-                    continue
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rindex(")") + 2:].split()
-        out[tid] = (int(fields[11]) + int(fields[12])) / run.CLK_TCK
-    return out
+    return run.thread_cpu(pid, "tern-worker")
 
 
 def one(args, zd, workers, steering):
@@ -99,10 +87,7 @@ def main():
     ap.add_argument("--ternd", default=os.path.join(run.ROOT, "build-bench", "ternd"))
     ap.add_argument("--load-timeout", type=float, default=120)
     args = ap.parse_args()
-    zd = os.path.join(run.CACHE, "z100k")
-    if not os.path.exists(os.path.join(zd, "manifest.json")):
-        subprocess.run([sys.executable, os.path.join(BENCH, "gen_zone.py"), "--names", "100000",
-                        "--out", zd], check=True)
+    zd, _ = run.ensure_zone("100k")
     names = list(VARIANTS)
     res = {n: [] for n in names}
     for i in range(args.runs):

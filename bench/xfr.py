@@ -270,26 +270,11 @@ def part_axfr(args, res):
 
 def worker_cpu(pid):
     """CPU seconds of ternd's worker threads (named tern-worker)."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if not f.read().startswith("tern-worker"):
-                    continue
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rindex(")") + 2:].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / run.CLK_TCK
+    return sum(run.thread_cpu(pid, "tern-worker").values())
 
 
 def part_workers(args, res):
-    zd = os.path.join(run.CACHE, "z100k")
-    if not os.path.exists(os.path.join(zd, "manifest.json")):
-        subprocess.run([sys.executable, os.path.join(BENCH, "gen_zone.py"), "--names", "100000",
-                        "--out", zd], check=True)
+    zd, _ = run.ensure_zone("100k")
     zf = os.path.join(zd, "bench.test.zone")
     rows = {"off": [], "axfr": []}
     for i in range(args.runs):

@@ -271,7 +271,7 @@ static uint16_t apex_in_question(const resp_t *r, const zone_t *z)
         return 0;
     unsigned i = v->nlabels - z->apex_labels;
     size_t off = WIRE_HDR_LEN + (size_t)v->off[i];
-    if (v->hash[i] != z->hash || off >= 0x4000u || r->w->len < WIRE_HDR_LEN + q->question_len ||
+    if (v->hash[i] != z->hash || off > PTR_MAX_OFF || r->w->len < WIRE_HDR_LEN + q->question_len ||
         memcmp(v->lc + v->off[i], z->apex, z->apex_len) != 0)
         return 0;
     return (uint16_t)off;
@@ -739,11 +739,6 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
 {
     wire_parse_result_t pr = wire_parse_query(&ctx->query, pkt, len);
     return answer_parsed(v, ctx, &ctx->query, pr, client, pkt, len, out, out_cap, transport);
-}
-
-wire_parse_result_t answer_parse(wire_query_t *q, const uint8_t *pkt, size_t len)
-{
-    return wire_parse_query(q, pkt, len);
 }
 
 size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,

@@ -268,7 +268,7 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
             u->q[i].has_question = false;
             u->pr[i] = WIRE_DROP;
         } else {
-            u->pr[i] = answer_parse(&u->q[i], u->slot[i].rx, u->rmsg[i].msg_len);
+            u->pr[i] = wire_parse_query(&u->q[i], u->slot[i].rx, u->rmsg[i].msg_len);
         }
     }
     answer_prefetch(w->view, u->q, n);

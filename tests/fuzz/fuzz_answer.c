@@ -233,7 +233,7 @@ static void check_response(const uint8_t *q, size_t qlen, const uint8_t *r, size
     }
 }
 
-/* A worker's UDP batch (answer_parse() of each, answer_prefetch(), answer_parsed() of each) of
+/* A worker's UDP batch (wire_parse_query() of each, answer_prefetch(), answer_parsed() of each) of
  * the input, its first half and its second half, each copied to a buffer of exactly its length:
  * every answer must be answer_query()'s, byte for byte. */
 static void check_batch(const answer_view_t *view, const uint8_t *data, size_t size)
@@ -248,7 +248,7 @@ static void check_batch(const answer_view_t *view, const uint8_t *data, size_t s
         if (!pk[i])
             abort();
         memcpy(pk[i], src[i], lens[i]);
-        prs[i] = answer_parse(&qs[i], pk[i], lens[i]);
+        prs[i] = wire_parse_query(&qs[i], pk[i], lens[i]);
     }
     answer_prefetch(view, qs, 3);
     for (int i = 0; i < 3; i++) {

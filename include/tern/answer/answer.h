@@ -212,12 +212,11 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
                     answer_transport_t transport);
 
 /**
- * answer_query() in two halves, for a batch: answer_parse() every query of it first (into a
+ * answer_query() in two halves, for a batch: wire_parse_query() every query of it first (into a
  * wire_query_t of the caller's per query), answer_prefetch() over the lot, then
- * answer_parsed() each with its own parse. The response is byte for byte answer_query()'s.
+ * answer_parsed() each with its own parse and result. The response is byte for byte
+ * answer_query()'s.
  */
-wire_parse_result_t answer_parse(wire_query_t *q, const uint8_t *pkt, size_t len) TERN_WUR;
-
 size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
                      wire_parse_result_t pr, const struct sockaddr *client, const uint8_t *pkt,
                      size_t len, uint8_t *out, size_t out_cap, answer_transport_t transport);
@@ -228,7 +227,7 @@ size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
 
 /**
  * Warm the cache lines answer_parsed() will read first for each of the n parsed queries qs[i]
- * (as answer_parse() left them), before any of them is answered: the name-index slot of the
+ * (as wire_parse_query() left them), before any of them is answered: the name-index slot of the
  * name in its zone (and of the first step of the walk a missing name takes), then the node it
  * names, then the node's name and RRsets, then the RDATA asked for. Each stage issues its loads
  * for every query before the next stage waits on any, so a batch's cache misses overlap instead

@@ -1,5 +1,5 @@
 /*
- * test_answer_prefetch.c — a batch answered in halves (answer_parse() for every query, then
+ * test_answer_prefetch.c — a batch answered in halves (wire_parse_query() for every query, then
  * answer_prefetch(), then answer_parsed() for each) gives every response byte for byte as
  * answer_query() does, whatever the bytes: every packet sits at the end of a buffer of exactly
  * its length, so AddressSanitizer sees a read one byte too far.
@@ -88,7 +88,7 @@ static void check_same_answers(const answer_view_t *v, const batch_t *b)
     size_t lp[ANSWER_PREFETCH_MAX + 8], lw[ANSWER_PREFETCH_MAX + 8];
     answer_all(v, b, plain, lp);
     for (unsigned i = 0; i < b->n; i++)
-        prs[i] = answer_parse(&qs[i], b->pkt[i], b->len[i]);
+        prs[i] = wire_parse_query(&qs[i], b->pkt[i], b->len[i]);
     answer_prefetch(v, qs, b->n);
     for (unsigned i = 0; i < b->n; i++)
         lw[i] = answer_parsed(v, &ctx, &qs[i], prs[i], NULL, b->pkt[i], b->len[i], warm[i], 4096,
@@ -199,7 +199,7 @@ static void test_edges(void **state)
     add_names(&b);
     static wire_query_t qs[ANSWER_PREFETCH_MAX + 8];
     for (unsigned i = 0; i < b.n; i++) {
-        wire_parse_result_t pr = answer_parse(&qs[i], b.pkt[i], b.len[i]);
+        wire_parse_result_t pr = wire_parse_query(&qs[i], b.pkt[i], b.len[i]);
         assert_int_equal(pr, WIRE_OK);
     }
     answer_prefetch(&none, qs, b.n);

@@ -1099,6 +1099,19 @@ static void test_no_alloc_per_query(void **state)
     stop();
 }
 
+/* The end of test_no_alloc_with_qlog: the workers first, then the writer drains their rings a
+ * last time; the config last (the log may hold its strings). */
+static void qlog_fixture_end(int ufd, int tfd, qlog_t *ql, const char *dir)
+{
+    close(ufd);
+    close(tfd);
+    server_stop(fx.srv);
+    fx.srv = NULL;
+    qlog_free(ql);
+    stop();
+    tu_rmtree(dir);
+}
+
 /* The same with the query log on (a dnstap file and redins' JSON request log, every query
  * sampled): each worker copies every query and response into its ring, and still not one
  * allocation or free on a worker (the writer thread's own are not the workers'). */
@@ -1136,13 +1149,7 @@ static void test_no_alloc_with_qlog(void **state)
     query_mix(ufd, tfd, 200);
     uint64_t a0, d0, a1, d1;
     if (!alloc_totals(&a0, &d0)) {
-        close(ufd);
-        close(tfd);
-        server_stop(fx.srv);
-        fx.srv = NULL;
-        qlog_free(ql);
-        stop();
-        tu_rmtree(dir);
+        qlog_fixture_end(ufd, tfd, ql, dir);
         skip();
     }
     query_mix(ufd, tfd, 1500);
@@ -1153,15 +1160,7 @@ static void test_no_alloc_with_qlog(void **state)
     assert_int_equal(qs.dropped, 0);
     assert_int_equal(a1, a0);
     assert_int_equal(d1, d0);
-    close(ufd);
-    close(tfd);
-    /* the workers first, then the writer drains their rings a last time; the config last (the
-     * log may hold its strings) */
-    server_stop(fx.srv);
-    fx.srv = NULL;
-    qlog_free(ql);
-    stop();
-    tu_rmtree(dir);
+    qlog_fixture_end(ufd, tfd, ql, dir);
 }
 
 /* The same with every limit on (acl, redins' rate, RRL with slips and its log ring, cookies made
