@@ -191,7 +191,7 @@ static void put_nsec(resp_t *r, uint16_t owner_off, const uint8_t *owner, const 
     answer_ctx_t *ctx = r->ctx;
     uint16_t types[256];
     unsigned nt = 0;
-    bool cut = n && n->cut == n;
+    bool cut = n && (n->flags & ZONE_NODE_CUT);
     for (unsigned k = 0; n && k < n->nrrsets; k++) {
         uint16_t t = n->rrsets[k].type;
         if (!cut || t == WIRE_T_NS || t == WIRE_T_DS)
@@ -234,7 +234,7 @@ static bool put_additional(resp_t *r, const zone_t *z, const zone_rrset_t *rr, a
         const zone_node_t *n = zone_rrset_target(z, rr, i);
         if (!n)
             continue;
-        bool below = n->cut != NULL, in_domain = below && n->cut == cut;
+        bool below = n->cut != 0, in_domain = below && zone_node_cut(z, n) == cut;
         if ((mode == ADD_ANSWER && below) || (mode == ADD_GLUE && !in_domain) ||
             (mode == ADD_SIBLING && in_domain))
             continue;

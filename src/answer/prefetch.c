@@ -59,7 +59,7 @@ static void find_node(hint_t *h)
         if (sl.node == 0)
             return;
         if (sl.hash == h->hash) {
-            h->node = &z->nodes[sl.node - 1];
+            h->node = zone_node_at(z, sl.node - 1);
             __builtin_prefetch(h->node);
             return;
         }

@@ -278,8 +278,8 @@ int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_si
     p.s->expiration = p.s->inception + dz->policy.lifetime;
     bool have_dnskey = false;
     for (size_t i = 0; i < z->node_count; i++) {
-        const zone_node_t *n = &z->nodes[i];
-        if (n->cut && n->cut != n)
+        const zone_node_t *n = zone_node_at(z, (uint32_t)i);
+        if (n->cut && !(n->flags & ZONE_NODE_CUT))
             continue; /* below a delegation: glue and occluded data are not signed */
         for (unsigned k = 0; k < n->nrrsets; k++) {
             const zone_rrset_t *s = &n->rrsets[k];

@@ -962,7 +962,7 @@ static void aname_sync(loader_t *l, const struct snapshot *s)
         if (!z || !z->aname_count)
             continue;
         for (size_t k = 0; k < z->node_count && !nomem; k++) {
-            const zone_rrset_t *an = zone_node_rrset(&z->nodes[k], WIRE_T_ANAME);
+            const zone_rrset_t *an = zone_node_rrset(zone_node_at(z, (uint32_t)k), WIRE_T_ANAME);
             if (!an)
                 continue;
             static const uint16_t types[] = {WIRE_T_A, WIRE_T_AAAA};

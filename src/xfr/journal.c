@@ -253,7 +253,7 @@ static size_t names_with_data(const zone_t *z)
 {
     size_t n = 0;
     for (size_t i = 0; i < z->node_count; i++)
-        n += z->nodes[i].nrrsets != 0;
+        n += zone_node_at(z, (uint32_t)i)->nrrsets != 0;
     return n;
 }
 
@@ -281,7 +281,7 @@ xfr_delta_t *xfr_diff(const zone_t *old, const zone_t *new)
      * are read sequentially: on a 1M-name zone that beat skipping the hashing by a third. */
     size_t matched = 0;
     for (size_t i = 0; i < new->node_count; i++) {
-        const zone_node_t *n = &new->nodes[i];
+        const zone_node_t *n = zone_node_at(new, (uint32_t)i);
         if (!n->nrrsets)
             continue;
         const zone_node_t *o = zone_find_node(old, n->name, n->name_len, dname_hash(n->name));
@@ -300,7 +300,7 @@ xfr_delta_t *xfr_diff(const zone_t *old, const zone_t *new)
     if (matched != names_with_data(old)) {
         c.apex = false; /* the apex is paired: it always holds the SOA */
         for (size_t i = 0; i < old->node_count; i++) {
-            const zone_node_t *o = &old->nodes[i];
+            const zone_node_t *o = zone_node_at(old, (uint32_t)i);
             if (!o->nrrsets)
                 continue;
             const zone_node_t *n = zone_find_node(new, o->name, o->name_len, dname_hash(o->name));

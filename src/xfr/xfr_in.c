@@ -360,12 +360,13 @@ static bool have_rrset(const xfr_in_t *x, const uint8_t *lc, size_t len, uint16_
 {
     if (!x->have)
         return false;
-    const zone_node_t *n = zone_find_node(x->have, lc, len, dname_hash(lc));
-    if (!n)
+    uint32_t id = zone_find_index(x->have, lc, len, dname_hash(lc));
+    if (!id)
         return false;
+    const zone_node_t *n = zone_node_at(x->have, id - 1);
     for (unsigned j = 0; j < n->nrrsets; j++) {
         if (n->rrsets[j].type == type) {
-            *node = (size_t)(n - x->have->nodes);
+            *node = id - 1;
             *set = j;
             return true;
         }
@@ -381,7 +382,7 @@ static uint64_t have_find(xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t t
     unsigned set;
     if (!have_rrset(x, lc, len, type, &node, &set))
         return POS_NONE;
-    const zone_rrset_t *s = &x->have->nodes[node].rrsets[set];
+    const zone_rrset_t *s = &zone_node_at(x->have, (uint32_t)node)->rrsets[set];
     const uint8_t *p = s->rdata;
     for (unsigned k = 0; k < s->count; k++) {
         uint16_t l = tern_rd16(p);
@@ -880,7 +881,7 @@ static int apply(xfr_in_t *x, zone_builder_t *b)
     const zone_t *h = x->have;
     int rc;
     for (size_t i = 0; i < h->node_count; i++) {
-        const zone_node_t *n = &h->nodes[i];
+        const zone_node_t *n = zone_node_at(h, (uint32_t)i);
         bool t = touched(x, i);
         for (unsigned j = 0; j < n->nrrsets; j++) {
             const zone_rrset_t *s = &n->rrsets[j];
@@ -1010,7 +1011,7 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
     const uint8_t *soa = z->soa->rdata;
     int rc = write_rr(f, z->apex, WIRE_T_SOA, z->soa->ttl, soa + 2, tern_rd16(soa), w, buf);
     for (size_t i = 0; i < z->node_count && rc == 0; i++) {
-        const zone_node_t *n = &z->nodes[i];
+        const zone_node_t *n = zone_node_at(z, (uint32_t)i);
         for (unsigned j = 0; j < n->nrrsets && rc == 0; j++) {
             const zone_rrset_t *s = &n->rrsets[j];
             if (s->type == WIRE_T_SOA && n == z->apex_node)

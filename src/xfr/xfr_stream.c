@@ -170,7 +170,7 @@ static bool next_rrset(xfr_stream_t *s)
         case SEG_ZONE:
             /* ENT nodes have no RRsets and fall through; the synthetic neg_soa is in no node */
             while (!got && s->node < z->node_count) {
-                const zone_node_t *n = &z->nodes[s->node];
+                const zone_node_t *n = zone_node_at(z, (uint32_t)s->node);
                 if (s->rrset == n->nrrsets) {
                     s->node++;
                     s->rrset = 0;

@@ -5,11 +5,26 @@
  */
 #include "tern/zone/zone.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "tern/common/compiler.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone_builder.h"
+
+uint32_t zone_find_index(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
+{
+    for (uint32_t i = hash & z->node_mask;; i = (i + 1) & z->node_mask) {
+        zone_slot_t sl = z->node_slots[i];
+        if (sl.node == 0)
+            return 0;
+        if (sl.hash != hash)
+            continue;
+        const zone_node_t *n = zone_node_at(z, sl.node - 1);
+        if (n->name_len == len && memcmp(n->name, lcname, len) == 0)
+            return sl.node;
+    }
+}
 
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
 {
@@ -21,7 +36,7 @@ const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t
             return NULL;
         if (sl.hash != hash)
             continue;
-        const zone_node_t *n = &z->nodes[sl.node - 1];
+        const zone_node_t *n = zone_node_at(z, sl.node - 1);
         if (n->name_len == len && memcmp(n->name, lcname, len) == 0)
             return n;
     }
@@ -64,7 +79,7 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
     }
     r->encloser = n;
     r->encloser_label = i;
-    r->cut = n->cut;
+    r->cut = zone_node_cut(z, n);
     if (i == 0) {
         r->kind = ZONE_LOOKUP_EXACT;
         r->node = n;
@@ -76,11 +91,31 @@ void zone_lookup(const zone_t *z, const dname_view_t *v, unsigned apex_label, zo
     } else if (!n->cut && n->wildcard) {
         /* RFC 4592 §3.3.1: the source of synthesis is "*.<closest encloser>"; none below a cut */
         r->kind = ZONE_LOOKUP_WILDCARD;
-        r->node = &z->nodes[n->wildcard - 1];
+        r->node = zone_node_at(z, n->wildcard - 1);
     } else {
         r->kind = ZONE_LOOKUP_NXDOMAIN;
         r->node = NULL;
     }
+}
+
+zone_node_t *zone_node_page_new(uint32_t cap)
+{
+    /* a cache line of header keeps the 32-byte nodes aligned to half lines; the nodes are not
+     * written here, so a builder touches each page only as it fills it (zone_builder.c) */
+    size_t size = offsetof(zone_node_page_t, nodes) + (size_t)(cap ? cap : 1) * sizeof(zone_node_t);
+    zone_node_page_t *pg = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    if (!pg)
+        return NULL;
+    pg->refs = 1;
+    pg->cap = cap;
+    return pg->nodes;
+}
+
+void zone_node_page_release(zone_node_t *nodes)
+{
+    zone_node_page_t *pg = zone_node_page_of(nodes);
+    if (__atomic_sub_fetch(&pg->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(pg);
 }
 
 zone_t *zone_retain(zone_t *z)
@@ -101,6 +136,9 @@ void zone_free(zone_t *z)
         z->dnssec_free(z->dnssec);
     for (uint32_t i = 0; i < z->data_count; i++)
         zone_data_release(z->data[i]);
+    for (uint32_t i = 0; i < z->node_page_count; i++)
+        if (z->node_pages[i])
+            zone_node_page_release(z->node_pages[i]);
     arena_destroy(z->arena);
 }
 
@@ -115,6 +153,9 @@ void zone_data_release(zone_data_t *d)
 size_t zone_footprint(const zone_t *z)
 {
     size_t n = arena_footprint(z->arena);
+    for (uint32_t i = 0; i < z->node_page_count; i++)
+        n += offsetof(zone_node_page_t, nodes) +
+             zone_node_page_of(z->node_pages[i])->cap * sizeof(zone_node_t);
     for (uint32_t i = 0; i < z->data_count; i++)
         n += arena_footprint(z->data[i]->arena);
     return n;
@@ -148,22 +189,43 @@ zone_t *zone_new_unavailable(const uint8_t *apex, const char *source)
 
 int zone_set_serial(zone_t *z, uint32_t serial)
 {
-    /* The SOA's RDATA may be shared with other versions (a data blob): it is never written.
-     * A copy goes into a blob of its own that this version (and the versions patched from it)
-     * reference like any other. */
-    zone_rrset_t *soa = (zone_rrset_t *)z->soa, *neg = (zone_rrset_t *)z->neg_soa;
-    if (!soa || soa->count != 1 || soa->rdata_len < 2 + 22)
+    /* The SOA's RDATA, the apex's RRsets and the apex's node page may all be shared with other
+     * versions (data blobs, pages): none of them is written. Copies go into a blob and a page
+     * of this version's own, which the versions patched from it share like any other. */
+    const zone_rrset_t *soa0 = z->soa, *neg0 = z->neg_soa;
+    const zone_node_t *apex0 = z->apex_node;
+    if (!soa0 || soa0->count != 1 || soa0->rdata_len < 2 + 22 || apex0 != zone_node_at(z, 0))
         return TERN_EINVAL;
     arena_t *d = arena_create();
     if (!d)
         return TERN_ENOMEM;
     zone_data_t *zd = arena_calloc(d, 1, sizeof(*zd));
-    uint8_t *rd = arena_alloc(d, soa->rdata_len);
+    uint8_t *rd = arena_alloc(d, soa0->rdata_len);
+    zone_rrset_t *sets = arena_alloc(d, ((size_t)apex0->nrrsets + 1) * sizeof(*sets));
     zone_data_t **dl = arena_calloc(z->arena, (size_t)z->data_count + 1, sizeof(*dl));
-    if (!zd || !rd || !dl) {
+    zone_node_t *page = zd && rd && sets && dl
+                            ? zone_node_page_new(zone_node_page_of(z->node_pages[0])->cap)
+                            : NULL;
+    if (!page) {
         arena_destroy(d);
         return TERN_ENOMEM;
     }
+    memcpy(page, z->node_pages[0], zone_node_page_of(z->node_pages[0])->cap * sizeof(zone_node_t));
+    memcpy(sets, apex0->rrsets, apex0->nrrsets * sizeof(*sets));
+    zone_rrset_t *soa = &sets[soa0 - apex0->rrsets], *neg = NULL;
+    if (neg0) {
+        neg = &sets[apex0->nrrsets];
+        *neg = *neg0;
+    }
+    page[0].rrsets = sets;
+    if (z->apex_ns)
+        z->apex_ns = &sets[z->apex_ns - apex0->rrsets];
+    z->apex_node = page;
+    z->soa = soa;
+    z->neg_soa = neg;
+    /* apex0 is in the old page: not read after this */
+    zone_node_page_release(((zone_node_t **)z->node_pages)[0]);
+    ((zone_node_t **)z->node_pages)[0] = page;
     memcpy(rd, soa->rdata, soa->rdata_len);
     uint8_t *sp = rd + soa->rdata_len - 20; /* serial, refresh, retry, expire, minimum */
     sp[0] = (uint8_t)(serial >> 24);

@@ -714,7 +714,9 @@ struct fctx {
     arena_t *darena;
     zone_t *z;
     uint32_t *kids;
-    zone_node_t *nodes;
+    zone_node_t **pages; /* the zone's node pages (zone.h), npages; owned by the zone once built */
+    size_t npages;
+    bool pages_given;
     zone_slot_t *slot;
     uint8_t *names;
     zone_rrset_t *sets;
@@ -1266,16 +1268,17 @@ static size_t parts_size(const size_t *parts, size_t n)
 static int allocate(struct fctx *f)
 {
     zone_builder_t *b = f->b;
+    f->npages = (f->nnodes + ZONE_NODE_PAGE - 1) / ZONE_NODE_PAGE;
     const size_t arrays[] = {sizeof(zone_t),
-                             f->nnodes * sizeof(zone_node_t),
+                             f->npages * sizeof(zone_node_t *),
                              f->slots * sizeof(zone_slot_t),
-                             (f->run_count + 1) * sizeof(zone_rrset_t), /* +1: neg_soa */
                              f->ntargets * sizeof(uint32_t),
                              f->ngeo * sizeof(zone_geo_t),
                              f->nhealth * sizeof(health_ep_t *),
                              f->nnodes * sizeof(uint32_t),
                              sizeof(zone_data_t *)};
     const size_t data[] = {sizeof(zone_data_t),
+                           (f->run_count + 1) * sizeof(zone_rrset_t), /* +1: neg_soa */
                            b->names_len,
                            f->rdbytes,
                            strlen(b->source) + 1,
@@ -1290,9 +1293,9 @@ static int allocate(struct fctx *f)
         return nomem(f);
     arena_t *a = f->arena, *d = f->darena;
     f->z = arena_calloc(a, 1, sizeof(*f->z));
-    f->nodes = arena_calloc(a, f->nnodes, sizeof(*f->nodes));
+    f->pages = arena_calloc(a, f->npages ? f->npages : 1, sizeof(*f->pages));
     f->slot = arena_calloc(a, f->slots, sizeof(*f->slot));
-    f->sets = arena_calloc(a, f->run_count + 1, sizeof(*f->sets));
+    f->sets = arena_calloc(d, f->run_count + 1, sizeof(*f->sets));
     f->targets = arena_calloc(a, f->ntargets, sizeof(*f->targets));
     f->geo = arena_calloc(a, f->ngeo, sizeof(*f->geo));
     f->health = arena_calloc(a, f->nhealth, sizeof(*f->health));
@@ -1306,7 +1309,13 @@ static int allocate(struct fctx *f)
     f->geo_cc = arena_calloc(d, f->ngeo_cc, sizeof(*f->geo_cc));
     f->geo_asn = arena_calloc(d, f->ngeo_asn, sizeof(*f->geo_asn));
     f->tnames = malloc((f->ntargets ? f->ntargets : 1) * sizeof(*f->tnames));
-    if (!f->z || !f->nodes || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
+    for (size_t i = 0; f->pages && i < f->npages; i++) {
+        size_t left = f->nnodes - i * ZONE_NODE_PAGE;
+        if (!(f->pages[i] =
+                  zone_node_page_new(left < ZONE_NODE_PAGE ? (uint32_t)left : ZONE_NODE_PAGE)))
+            return nomem(f);
+    }
+    if (!f->z || !f->pages || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
         !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn || !f->health ||
         !f->kids || !dl || !zd)
         return nomem(f);
@@ -1322,10 +1331,13 @@ static int allocate(struct fctx *f)
     z->refs = 1;
     z->source = source;
     z->node_slots = f->slot;
-    z->nodes = f->nodes;
+    z->node_pages = f->pages;
+    z->node_page_count = (uint32_t)f->npages;
+    f->pages_given = true; /* the zone owns them now (zone_free()) */
     z->rrsets = f->sets;
     z->rrset_count = (uint32_t)f->run_count + 1; /* + neg_soa */
     z->targets = f->targets;
+    z->target_count = (uint32_t)f->ntargets;
     z->node_mask = (uint32_t)(f->slots - 1);
     z->geo = f->geo;
     z->geo_count = (uint32_t)f->ngeo;
@@ -1333,13 +1345,17 @@ static int allocate(struct fctx *f)
 }
 
 /* Nodes and the name index. */
+/* Node id of the zone being filled (zone_node_at(), writable). */
+#define NODE(f, id) (&(f)->pages[(id) >> ZONE_NODE_SHIFT][(id) & (ZONE_NODE_PAGE - 1)])
+
 static void fill_nodes(struct fctx *f)
 {
     zone_builder_t *b = f->b;
     unsigned max_labels = 0;
     for (uint32_t id = 0; id < f->nnodes; id++) {
         const struct bname *bn = &b->nm[id];
-        zone_node_t *n = &f->nodes[id];
+        zone_node_t *n = NODE(f, id);
+        *n = (zone_node_t){0}; /* the page's first touch (zone_node_page_new()) */
         n->name = f->names + bn->off;
         n->name_len = bn->len;
         n->labels = bn->labels;
@@ -1480,8 +1496,7 @@ static void resolve_targets(struct fctx *f)
     for (size_t i = 0; i < f->ntargets; i++) {
         uint8_t lc[DNAME_MAXLEN];
         size_t len = dname_lower(lc, f->tnames[i]);
-        const zone_node_t *n = zone_find_node(f->z, lc, len, dname_hash(lc));
-        f->targets[i] = n ? (uint32_t)(n - f->nodes) + 1 : 0;
+        f->targets[i] = zone_find_index(f->z, lc, len, dname_hash(lc));
     }
 }
 
@@ -1496,16 +1511,18 @@ static void link_nodes(struct fctx *f)
     for (uint32_t id = 0; id < f->nnodes; id++) {
         if (b->nm[id].parent != NO_ID)
             f->kids[b->nm[id].parent]++;
-        if ((f->nodes[id].flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
-            f->nodes[b->nm[id].parent].wildcard = id + 1;
+        if ((NODE(f, id)->flags & ZONE_NODE_WILD) && b->nm[id].parent != NO_ID)
+            NODE(f, b->nm[id].parent)->wildcard = id + 1;
     }
     for (size_t k = 0; k < f->nnodes; k++) {
         uint32_t id = f->bylabel[k];
-        zone_node_t *n = &f->nodes[id];
+        zone_node_t *n = NODE(f, id);
         if (id == 0)
             continue;
-        const zone_node_t *pc = f->nodes[b->nm[id].parent].cut;
-        n->cut = pc ? pc : (n->flags & ZONE_NODE_DELEG) ? n : NULL;
+        uint32_t pc = NODE(f, b->nm[id].parent)->cut;
+        n->cut = pc ? pc : (n->flags & ZONE_NODE_DELEG) ? id + 1 : 0;
+        if (!pc && (n->flags & ZONE_NODE_DELEG))
+            n->flags |= ZONE_NODE_CUT;
     }
 }
 
@@ -1518,7 +1535,7 @@ static uint32_t rd_u32(const uint8_t *p)
 static void fill_zone(struct fctx *f)
 {
     zone_t *z = f->z;
-    const zone_node_t *apex = &f->nodes[0];
+    const zone_node_t *apex = NODE(f, 0);
     z->apex_node = apex;
     z->apex = apex->name;
     z->hash = f->b->nm[0].hash;
@@ -1611,6 +1628,9 @@ static void release_runs(struct fctx *f)
 
 static void fctx_free(struct fctx *f)
 {
+    for (size_t i = 0; f->pages && !f->pages_given && i < f->npages; i++)
+        if (f->pages[i])
+            zone_node_page_release(f->pages[i]);
     free(f->rr_health);
     free(f->run_health);
     free(f->run_pol);

@@ -2,11 +2,12 @@
  * zone_patch.c — a new zone version with a few names changed (zone_patch.h says what and why).
  *
  * Steps: judge every name (a full build is asked for anything that would move a cut or needs
- * signatures), count what the change adds, copy the base's arrays into one new arena with room
- * for it, re-point the copies' internal pointers, then for each name replace, add or remove its
- * node. New nodes and RRsets go after the base's, so every index kept elsewhere (targets,
- * wildcard children, geo) stays valid; a removed node stays in the array, unreachable from the
- * name index, with no RRsets.
+ * signatures), count what the change adds, copy the base's small arrays into one new arena with
+ * room for it, take a reference to each of the base's node pages, then for each name replace,
+ * add or remove its node, copying a node page the first time the patch writes into it. New
+ * nodes go after the base's, so every index kept elsewhere (targets, wildcard children, cuts,
+ * geo) stays valid; a removed node stays in its page, unreachable from the name index, with no
+ * RRsets. Nothing points at a node (zone.h), so a copied page leaves no pointer behind.
  */
 #include "tern/zone/zone_patch.h"
 
@@ -22,10 +23,12 @@
 
 struct patch {
     const zone_t *base, *fresh;
-    zone_t *z; /* the new version */
-    zone_node_t *nodes;
+    zone_t *z;           /* the new version */
+    zone_node_t **pages; /* its page directory (z->node_pages, writable) */
+    uint8_t *owned;      /* per page: 1 when the new version has its own copy (written) */
+    size_t max_nodes;    /* node_count + what judge() counted: the pages' sizes */
     zone_slot_t *slots;
-    zone_rrset_t *sets;
+    zone_rrset_t *sets; /* the patch's RRsets (its data blob) */
     uint32_t *targets, *kids;
     zone_geo_t *geo;
     size_t nnodes, nsets, ntargets, ngeo; /* used so far */
@@ -75,9 +78,6 @@ static int judge(struct patch *p, const uint8_t *const *names, size_t n, size_t 
     const zone_t *base = p->base, *fresh = p->fresh;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *nm = names[i];
-        size_t len = dname_len(nm);
-        if (len == base->apex_len && memcmp(nm, base->apex, len) == 0)
-            return want_build(p, nm, "a change at the apex");
         if (!dname_is_subdomain(nm, base->apex))
             return want_build(p, nm, "not in the zone");
         const zone_node_t *b = find(base, nm), *f = find(fresh, nm);
@@ -149,18 +149,37 @@ static void slot_del(struct patch *p, uint32_t h, uint32_t id)
     }
 }
 
-static uint32_t node_id(const struct patch *p, const zone_node_t *n)
+/* Node id of the new version, writable: its page is copied on the first write (the base and
+ * the other versions sharing the page keep theirs). NULL when out of memory. */
+static zone_node_t *node_mut(struct patch *p, uint32_t id)
 {
-    return (uint32_t)(n - p->nodes);
+    uint32_t k = id >> ZONE_NODE_SHIFT;
+    if (!p->owned[k]) {
+        size_t need = p->max_nodes - (size_t)k * ZONE_NODE_PAGE;
+        uint32_t cap = need < ZONE_NODE_PAGE ? (uint32_t)need : ZONE_NODE_PAGE;
+        zone_node_t *old = p->pages[k];
+        if (old && zone_node_page_of(old)->cap > cap)
+            cap = zone_node_page_of(old)->cap;
+        zone_node_t *pg = zone_node_page_new(cap);
+        if (!pg)
+            return NULL;
+        if (old) {
+            memcpy(pg, old, zone_node_page_of(old)->cap * sizeof(zone_node_t));
+            zone_node_page_release(old);
+        }
+        p->pages[k] = pg;
+        p->owned[k] = 1;
+    }
+    return &p->pages[k][id & (ZONE_NODE_PAGE - 1)];
 }
 
-/* The new version's node of lc, or NULL. */
-static zone_node_t *find_new(struct patch *p, const uint8_t *lc)
+/* 1 + the new version's node id of lc, or 0. */
+static uint32_t find_id(const struct patch *p, const uint8_t *lc)
 {
-    return (zone_node_t *)zone_find_node(p->z, lc, dname_len(lc), dname_hash(lc));
+    return zone_find_index(p->z, lc, dname_len(lc), dname_hash(lc));
 }
 
-/* Copy the fresh node's RRsets after the new version's, with their targets and steering. */
+/* Copy the fresh node's RRsets into the patch's blob, with their targets and steering. */
 static void put_rrsets(struct patch *p, zone_node_t *n, const zone_node_t *f)
 {
     const zone_t *fresh = p->fresh;
@@ -185,45 +204,66 @@ static void put_rrsets(struct patch *p, zone_node_t *n, const zone_node_t *f)
     n->nrrsets = f->nrrsets;
 }
 
-/* A node for lc (a name of fresh) under its parent, which exists in the new version. */
-static zone_node_t *add_node(struct patch *p, const zone_node_t *f)
+/* A node for lc (a name of fresh) under its parent, which exists in the new version: 1 + its id,
+ * or 0 when out of memory. */
+static uint32_t add_node(struct patch *p, const zone_node_t *f)
 {
     const uint8_t *lc = f->name;
-    zone_node_t *parent = find_new(p, parent_of(lc));
+    uint32_t pid = find_id(p, parent_of(lc));
     uint32_t id = (uint32_t)p->nnodes++;
-    zone_node_t *n = &p->nodes[id];
+    zone_node_t *n = node_mut(p, id);
+    const zone_node_t *parent = zone_node_at(p->z, pid - 1);
+    if (!n)
+        return 0;
     memset(n, 0, sizeof(*n));
     n->name = f->name;
     n->name_len = f->name_len;
     n->labels = f->labels;
     n->flags = (uint8_t)((f->flags & ZONE_NODE_WILD) | ZONE_NODE_ENT);
-    n->cut = parent->cut ? parent->cut : (parent->flags & ZONE_NODE_DELEG) ? parent : NULL;
+    n->cut = parent->cut ? parent->cut : (parent->flags & ZONE_NODE_DELEG) ? pid : 0;
     p->kids[id] = 0;
-    p->kids[node_id(p, parent)]++;
-    if (n->flags & ZONE_NODE_WILD)
-        parent->wildcard = id + 1;
+    p->kids[pid - 1]++;
+    if (n->flags & ZONE_NODE_WILD) {
+        zone_node_t *pw = node_mut(p, pid - 1); /* the parent's page only when it changes */
+        if (!pw)
+            return 0;
+        pw->wildcard = id + 1;
+    }
     slot_put(p, dname_hash(lc), id);
     if (n->labels > p->z->max_labels)
         p->z->max_labels = n->labels;
-    return n;
+    return id + 1;
 }
 
-/* lc has no data any more: an empty non-terminal if names remain below it, else gone, and so
- * is every empty non-terminal above it left without children. */
-static void drop(struct patch *p, zone_node_t *n)
+/* Node id (a name with no data any more): an empty non-terminal if names remain below it, else
+ * gone, and so is every empty non-terminal above it left without children. */
+static int drop(struct patch *p, uint32_t id)
 {
-    const zone_node_t *apex = p->z->apex_node;
-    n->rrsets = NULL;
-    n->nrrsets = 0;
-    n->flags |= ZONE_NODE_ENT;
-    while (n != apex && (n->flags & ZONE_NODE_ENT) && p->kids[node_id(p, n)] == 0) {
-        zone_node_t *parent = find_new(p, parent_of(n->name));
-        slot_del(p, dname_hash(n->name), node_id(p, n));
-        p->kids[node_id(p, parent)]--;
-        if ((n->flags & ZONE_NODE_WILD) && parent->wildcard == node_id(p, n) + 1)
-            parent->wildcard = 0;
+    zone_node_t *w = node_mut(p, id);
+    if (!w)
+        return TERN_ENOMEM;
+    w->rrsets = NULL;
+    w->nrrsets = 0;
+    w->flags |= ZONE_NODE_ENT;
+    /* a removed node stays in its page as it is, unreachable: only a parent whose wildcard
+     * child goes is written (and its page copied) */
+    const zone_node_t *n = w;
+    while (id != 0 && (n->flags & ZONE_NODE_ENT) && p->kids[id] == 0) {
+        uint32_t pid = find_id(p, parent_of(n->name)) - 1;
+        const zone_node_t *parent = zone_node_at(p->z, pid);
+        slot_del(p, dname_hash(n->name), id);
+        p->kids[pid]--;
+        if ((n->flags & ZONE_NODE_WILD) && parent->wildcard == id + 1) {
+            zone_node_t *pw = node_mut(p, pid);
+            if (!pw)
+                return TERN_ENOMEM;
+            pw->wildcard = 0;
+            parent = pw;
+        }
         n = parent;
+        id = pid;
     }
+    return 0;
 }
 
 static uint32_t anames_of(const zone_node_t *n)
@@ -239,38 +279,44 @@ static unsigned rrs_of(const zone_node_t *n)
     return c;
 }
 
-/* One changed name. */
-static void apply(struct patch *p, const uint8_t *nm)
+/* One changed name: 0 or TERN_ENOMEM. */
+static int apply(struct patch *p, const uint8_t *nm)
 {
     const zone_node_t *f = find(p->fresh, nm);
-    zone_node_t *n = find_new(p, nm);
+    uint32_t id = find_id(p, nm);
+    const zone_node_t *n = id ? zone_node_at(p->z, id - 1) : NULL;
     p->z->aname_count += anames_of(f) - anames_of(n);
     if (!has_data(f)) {
         if (n && n->nrrsets) {
             p->removed_rrs += rrs_of(n);
-            drop(p, n);
+            return drop(p, id - 1);
         }
-        return;
+        return 0;
     }
     if (!n) {
         /* the missing ancestors first, top down: fresh has each as a node (its ENTs) */
         const uint8_t *chain[DNAME_MAXLABELS];
         unsigned depth = 0;
-        for (const uint8_t *a = nm; !find_new(p, a); a = parent_of(a))
+        for (const uint8_t *a = nm; !find_id(p, a); a = parent_of(a))
             chain[depth++] = a;
         while (depth-- > 0)
-            n = add_node(p, find(p->fresh, chain[depth]));
+            if (!(id = add_node(p, find(p->fresh, chain[depth]))))
+                return TERN_ENOMEM;
     } else {
         p->removed_rrs += rrs_of(n);
     }
-    put_rrsets(p, n, f);
-    n->flags &= (uint8_t)~ZONE_NODE_ENT;
+    zone_node_t *w = node_mut(p, id - 1);
+    if (!w)
+        return TERN_ENOMEM;
+    put_rrsets(p, w, f);
+    w->flags &= (uint8_t)~ZONE_NODE_ENT;
+    return 0;
 }
 
 /* The targets of the RRsets this patch added, resolved in the new version. */
-static void resolve_targets(struct patch *p, size_t first_set)
+static void resolve_targets(struct patch *p)
 {
-    for (size_t i = first_set; i < p->nsets; i++) {
+    for (size_t i = 0; i < p->nsets; i++) {
         const zone_rrset_t *s = &p->sets[i];
         if (!zone_rrset_has_targets(s))
             continue;
@@ -279,12 +325,26 @@ static void resolve_targets(struct patch *p, size_t first_set)
             size_t rdlen = (size_t)rd[0] << 8 | rd[1];
             uint8_t lc[DNAME_MAXLEN];
             (void)dname_lower(lc, rd + 2 + zone_type_target_off(s->type));
-            const zone_node_t *t = find_new(p, lc);
+            uint32_t t = find_id(p, lc);
+            const zone_node_t *tn = t ? zone_node_at(p->z, t - 1) : NULL;
             p->targets[s->ext.targets - 1 + k] =
-                t && (t->nrrsets || !(t->flags & ZONE_NODE_ENT)) ? node_id(p, t) + 1 : 0;
+                tn && (tn->nrrsets || !(tn->flags & ZONE_NODE_ENT)) ? t : 0;
             rd += 2 + rdlen;
         }
     }
+}
+
+/* After a change at the apex: the zone's own view of it (SOA, negative SOA, NS, serial). */
+static void refresh_apex(struct patch *p, zone_rrset_t *neg)
+{
+    zone_t *z = p->z;
+    const zone_node_t *apex = zone_node_at(z, 0);
+    z->apex_node = apex;
+    z->soa = zone_node_rrset(apex, WIRE_T_SOA);
+    z->apex_ns = zone_node_rrset(apex, WIRE_T_NS);
+    *neg = *p->fresh->neg_soa; /* fresh's SOA with the negative TTL; its RDATA is fresh's */
+    z->neg_soa = neg;
+    z->serial = p->fresh->serial;
 }
 
 /* The union of both zones' endpoint lists, each endpoint once with a reference of its own. */
@@ -331,6 +391,10 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
     int rc = judge(&p, names, n, &add, &nsets, &ntg, &ngeo);
     if (rc != 0)
         return rc;
+    bool apex = false;
+    for (size_t i = 0; i < n && !apex; i++)
+        apex = dname_len(names[i]) == base->apex_len &&
+               memcmp(names[i], base->apex, base->apex_len) == 0;
 
     /* the index grows (doubles) when the added nodes would fill it past 2/3 */
     size_t nodes = base->node_count + add;
@@ -339,73 +403,83 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
         slots *= 2;
     if (slots - 1 > UINT32_MAX)
         return want_build(&p, NULL, "too many names");
+    size_t npages = (nodes + ZONE_NODE_PAGE - 1) / ZONE_NODE_PAGE;
 
-    /* the targets the base's RRsets use (earlier patches appended theirs after the build's) */
-    size_t base_targets = 0;
-    for (uint32_t i = 0; i < base->rrset_count; i++) {
-        const zone_rrset_t *s = &base->rrsets[i];
-        if (zone_rrset_has_targets(s) && s->ext.targets - 1 + (size_t)s->count > base_targets)
-            base_targets = s->ext.targets - 1 + (size_t)s->count;
-    }
+    /* The new version's own arrays: the page directory, the name index, child counts, steering
+     * and targets (about 18 bytes a name: the nodes are shared page by page, the RRsets, names
+     * and RDATA blob by blob). */
     const size_t parts[] = {sizeof(zone_t),
-                            nodes * sizeof(zone_node_t),
+                            npages * sizeof(zone_node_t *),
+                            npages,
                             slots * sizeof(zone_slot_t),
-                            (base->rrset_count + nsets) * sizeof(zone_rrset_t),
                             nodes * sizeof(uint32_t),
                             (base->geo_count + ngeo) * sizeof(zone_geo_t),
-                            (base_targets + ntg) * sizeof(uint32_t),
-                            (base->data_count + fresh->data_count) * sizeof(zone_data_t *),
+                            (base->target_count + ntg) * sizeof(uint32_t),
+                            (base->data_count + fresh->data_count + 1) * sizeof(zone_data_t *),
                             ((size_t)base->health_count + fresh->health_count) *
                                 sizeof(health_ep_t *)};
     size_t need = 0;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(parts); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15;
-    arena_t *a = arena_create();
-    if (!a || arena_reserve(a, need) < 0) {
+    arena_t *a = arena_create(), *d = arena_create();
+    if (!a || !d || arena_reserve(a, need) < 0) {
         arena_destroy(a);
+        arena_destroy(d);
         return TERN_ENOMEM;
     }
     zone_t *z = arena_calloc(a, 1, sizeof(*z));
-    p.nodes = arena_alloc(a, nodes * sizeof(zone_node_t));
+    p.pages = arena_calloc(a, npages, sizeof(*p.pages));
+    p.owned = arena_calloc(a, npages, 1);
     p.slots = arena_calloc(a, slots, sizeof(zone_slot_t));
-    p.sets = arena_alloc(a, (base->rrset_count + nsets) * sizeof(zone_rrset_t));
     p.kids = arena_alloc(a, nodes * sizeof(uint32_t));
     p.geo = arena_alloc(a, (base->geo_count + ngeo) * sizeof(zone_geo_t));
-    p.targets = arena_alloc(a, (base_targets + ntg) * sizeof(uint32_t));
-    zone_data_t **data = arena_alloc(a, (base->data_count + fresh->data_count) * sizeof(*data));
-    if (!z || !p.nodes || !p.slots || !p.sets || !p.kids || !p.geo || !p.targets || !data) {
+    p.targets = arena_alloc(a, (base->target_count + ntg) * sizeof(uint32_t));
+    zone_data_t **data = arena_alloc(a, (base->data_count + fresh->data_count + 1) * sizeof(*data));
+    /* the patch's blob: the changed names' RRsets, and the negative SOA when the apex changes */
+    zone_data_t *zd = arena_calloc(d, 1, sizeof(*zd));
+    p.sets = arena_alloc(d, (nsets + 1) * sizeof(zone_rrset_t));
+    if (!z || !p.pages || !p.owned || !p.slots || !p.kids || !p.geo || !p.targets || !data || !zd ||
+        !p.sets) {
         arena_destroy(a);
+        arena_destroy(d);
         return TERN_ENOMEM;
     }
+    zd->refs = 1;
+    zd->arena = d;
+
+    /* From here on z is a well-formed zone holding a reference to everything it shares, so a
+     * failure is zone_free(z). */
     *z = *base;
     p.z = z;
     z->arena = a;
     z->refs = 1;
+    z->health = NULL;
+    z->health_count = 0;
+    for (uint32_t i = 0; i < base->data_count; i++)
+        data[i] = base->data[i];
+    for (uint32_t i = 0; i < fresh->data_count; i++)
+        data[base->data_count + i] = fresh->data[i];
+    z->data = data;
+    z->data_count = base->data_count + fresh->data_count;
+    for (uint32_t i = 0; i < z->data_count; i++)
+        __atomic_add_fetch(&z->data[i]->refs, 1, __ATOMIC_RELAXED);
+    data[z->data_count++] = zd;
+    for (uint32_t i = 0; i < base->node_page_count; i++) {
+        p.pages[i] = base->node_pages[i];
+        __atomic_add_fetch(&zone_node_page_of(p.pages[i])->refs, 1, __ATOMIC_RELAXED);
+    }
+    z->node_pages = p.pages;
+    z->node_page_count = (uint32_t)npages;
+    p.max_nodes = nodes;
 
-    /* the arrays, and every pointer into them re-pointed at the copies */
-    memcpy(p.nodes, base->nodes, base->node_count * sizeof(zone_node_t));
-    memcpy(p.sets, base->rrsets, base->rrset_count * sizeof(zone_rrset_t));
     memcpy(p.kids, base->kids, base->node_count * sizeof(uint32_t));
     if (base->geo_count)
         memcpy(p.geo, base->geo, base->geo_count * sizeof(zone_geo_t));
-    if (base_targets)
-        memcpy(p.targets, base->targets, base_targets * sizeof(uint32_t));
-    for (size_t i = 0; i < base->node_count; i++) {
-        zone_node_t *nd = &p.nodes[i];
-        if (nd->cut)
-            nd->cut = p.nodes + (nd->cut - base->nodes);
-        if (nd->rrsets)
-            nd->rrsets = p.sets + (nd->rrsets - base->rrsets);
-    }
-    z->nodes = p.nodes;
-    z->rrsets = p.sets;
+    if (base->target_count)
+        memcpy(p.targets, base->targets, base->target_count * sizeof(uint32_t));
     z->kids = p.kids;
     z->geo = p.geo;
     z->targets = p.targets;
-    z->apex_node = p.nodes + (base->apex_node - base->nodes);
-    z->soa = p.sets + (base->soa - base->rrsets);
-    z->neg_soa = p.sets + (base->neg_soa - base->rrsets);
-    z->apex_ns = base->apex_ns ? p.sets + (base->apex_ns - base->rrsets) : NULL;
     z->node_slots = p.slots;
     z->node_mask = (uint32_t)(slots - 1);
     if (slots == (size_t)base->node_mask + 1) {
@@ -416,30 +490,26 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
                 slot_put(&p, base->node_slots[i].hash, base->node_slots[i].node - 1);
     }
     p.nnodes = base->node_count;
-    p.nsets = base->rrset_count;
     p.ngeo = base->geo_count;
-    p.ntargets = base_targets;
+    p.ntargets = base->target_count;
 
-    for (size_t i = 0; i < n; i++)
-        apply(&p, names[i]);
-    resolve_targets(&p, base->rrset_count);
-
-    /* what the new version shares, each with a reference of its own */
-    for (uint32_t i = 0; i < base->data_count; i++)
-        data[i] = base->data[i];
-    for (uint32_t i = 0; i < fresh->data_count; i++)
-        data[base->data_count + i] = fresh->data[i];
-    z->data = data;
-    z->data_count = base->data_count + fresh->data_count;
+    for (size_t i = 0; i < n; i++) {
+        if (apply(&p, names[i]) < 0) {
+            zone_free(z);
+            return TERN_ENOMEM;
+        }
+    }
+    resolve_targets(&p);
     if (merge_health(&p, a) < 0) {
-        arena_destroy(a);
+        zone_free(z);
         return TERN_ENOMEM;
     }
-    for (uint32_t i = 0; i < z->data_count; i++)
-        __atomic_add_fetch(&z->data[i]->refs, 1, __ATOMIC_RELAXED);
+    z->apex_node = zone_node_at(z, 0);
+    if (apex)
+        refresh_apex(&p, &p.sets[nsets]);
     z->node_count = p.nnodes;
-    z->rrset_count = (uint32_t)p.nsets;
     z->geo_count = (uint32_t)p.ngeo;
+    z->target_count = (uint32_t)p.ntargets;
     z->rr_count = base->rr_count + p.added_rrs - p.removed_rrs;
     z->patches = base->patches + 1;
     z->patched = base->patched + n;

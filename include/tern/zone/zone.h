@@ -2,9 +2,11 @@
  * zone.h — one immutable zone: nodes by name, RRsets pre-rendered to wire form.
  *
  * Lifecycle: a zone_builder (zone_builder.h) collects records, validates them and produces a
- * zone_t in the zone's own arena (build); nothing changes it afterwards (freeze); it is put in a
- * zone_table and published (publish); zone_free() releases the arena in one call once no reader
- * can hold it (retire).
+ * zone_t: its arrays in the zone's own arena, its nodes in shared pages, its RRsets and bytes in
+ * a shared data blob (build); nothing changes it afterwards (freeze); it is put in a zone_table
+ * and published (publish); zone_free() releases the arena and its references to the pages and
+ * blobs in one call once no reader can hold it (retire). A patched version (zone_patch.h) shares
+ * pages and blobs with the version it came from.
  * Threading: after build, any number of threads read it without locks.
  *
  * Everything the answer path needs is computed at build time: lowercased names and their suffix
@@ -105,23 +107,45 @@ enum zone_node_flags {
     ZONE_NODE_ENT = 1u << 2,   /* empty non-terminal: no RRsets, exists because of a descendant */
     ZONE_NODE_WILD = 1u << 3,  /* the name's first label is "*" */
     ZONE_NODE_DNAME = 1u << 4, /* has a DNAME RRset (RFC 6672); no node exists below it */
+    ZONE_NODE_CUT = 1u << 5,   /* a delegation point that is its own cut (the topmost of nested
+                                  NS sets): referrals name it */
 };
 
-/* 32 bytes: the name's hash lives in the index slot (zone_slot_t), the wildcard child is an index;
- * a 100,000-name zone has as many nodes, so every 8 bytes here is most of a megabyte. */
+/* 32 bytes: the name's hash lives in the index slot (zone_slot_t), the wildcard child and the
+ * cut are indexes; a 100,000-name zone has as many nodes, so every 8 bytes here is most of a
+ * megabyte. Nothing points at a node but the zone's page directory (zone_t.node_pages): that is
+ * what lets a patched version copy only the pages it changes. */
 struct zone_node {
     const uint8_t *name; /* lowercased wire name */
     uint8_t name_len;
     uint8_t labels;             /* root excluded */
     uint8_t flags;              /* zone_node_flags */
     uint8_t nrrsets;            /* RRsets at rrsets[0..nrrsets), types ascending */
-    uint32_t wildcard;          /* index + 1 in zone.nodes of "*.<name>" if it exists, else 0 */
-    const zone_node_t *cut;     /* nearest delegation point at or above this node, strictly
-                                   below the apex; NULL if none (the node is authoritative).
-                                   With nested NS sets it is the topmost one (the inner ones
-                                   are occluded), which a top-down walk meets first. */
-    const zone_rrset_t *rrsets; /* an array sorted by type; NULL for an ENT */
+    uint32_t wildcard;          /* index + 1 (zone_node_at()) of "*.<name>" if it exists, else 0 */
+    uint32_t cut;               /* index + 1 of the nearest delegation point at or above this node,
+                                   strictly below the apex; 0 if none (the node is authoritative). With
+                                   nested NS sets it is the topmost one (the inner ones are occluded),
+                                   which a top-down walk meets first (zone_node_cut()). */
+    const zone_rrset_t *rrsets; /* an array sorted by type, in a data blob; NULL for an ENT */
 };
+
+/* Nodes live in pages of ZONE_NODE_PAGE (the last one, and a small zone's only one, as long as
+ * needed): zone_node_at() is one more load than a flat array, from a directory of a few hundred
+ * pointers that stays in L1, and a patched version (zone_patch.h) shares every page it does not
+ * write, so a 1,000,000-name zone's 43 MB of nodes are not copied for a change of one name. 4096
+ * nodes is 128 KiB a page: a change copies that much, and the directory of a 1M-name zone is 2.6
+ * KB. */
+#define ZONE_NODE_SHIFT 12
+#define ZONE_NODE_PAGE  (1u << ZONE_NODE_SHIFT)
+
+/* A page's header, a cache line before its nodes (so no node straddles two lines). Counted
+ * references, atomic: every version whose directory holds the page holds one. */
+typedef struct zone_node_page {
+    uint32_t refs;
+    uint32_t cap; /* nodes the page has room for */
+    uint8_t pad[56];
+    zone_node_t nodes[];
+} zone_node_page_t;
 
 /* One slot of a zone's name index: the node's hash beside its index, so a probe compares hashes
  * without touching the node (a random-subdomain NXDOMAIN costs no node cache misses). */
@@ -132,10 +156,10 @@ typedef struct zone_slot {
 
 struct dnssec_zone; /* tern/dnssec/dnssec_zone.h */
 
-/* The immutable bytes a zone points into (names, RDATA, geo lists, its source string), apart
- * from its arrays (zone, nodes, index, RRsets, targets, geo): a patched version (zone_patch.h)
- * copies the arrays it changes and shares these. Counted references, atomic: a version a
- * transfer thread pinned may be the last to let go. */
+/* The immutable bytes a zone points into (RRsets, names, RDATA, geo lists, its source string),
+ * apart from its arrays (zone, index, targets, geo, child counts) and node pages: a patched
+ * version (zone_patch.h) copies the arrays, copies the pages it writes, and shares these. Counted
+ * references, atomic: a version a transfer thread pinned may be the last to let go. */
 typedef struct zone_data {
     uint32_t refs;
     arena_t *arena;
@@ -157,15 +181,21 @@ typedef struct zone {
     const zone_rrset_t *apex_ns;   /* the apex NS */
     uint32_t node_mask;            /* node_slots has node_mask + 1 entries (a power of two) */
     const zone_slot_t *node_slots; /* open addressing, linear probing, at most 2/3 full */
-    const zone_node_t *nodes;      /* node_count nodes; the apex is nodes[0] */
-    /* Every RRset of the zone, the nodes' arrays back to back (neg_soa last): an RRset's index
-     * here keys what is kept per RRset outside the zone (its signatures). */
+    /* node_count nodes, in pages (zone_node_at()); the apex is node 0. Each page is the nodes of
+     * a zone_node_page_t, one reference each. */
+    zone_node_t *const *node_pages;
+    uint32_t node_page_count;
+    /* Every RRset of the zone as built, the nodes' arrays back to back (neg_soa last), in the
+     * build's data blob: an RRset's index here keys what is kept per RRset outside the zone
+     * (its signatures; a signed zone is never patched). A patched version's changed names have
+     * RRsets elsewhere (in the patch's data blob); this stays the build's. */
     const zone_rrset_t *rrsets;
     uint32_t rrset_count;
+    uint32_t target_count; /* entries of targets */
     /* Targets of the NS/MX/SRV records: 1 + the index in nodes of the target name when it is in
      * this zone, else 0. Used for additional-section A/AAAA and glue. */
-    const uint32_t *targets;
-    const zone_geo_t *geo; /* steered A/AAAA RRsets (zone_rrset_t.ext.geo), geo_count */
+    const uint32_t *targets; /* target_count */
+    const zone_geo_t *geo;   /* steered A/AAAA RRsets (zone_rrset_t.ext.geo), geo_count */
     uint32_t geo_count;
     /* The health-checked endpoints the zone's RRs point at, each once, each holding one
      * reference (health.h) that zone_free() drops. */
@@ -183,7 +213,7 @@ typedef struct zone {
     /* Node i's child nodes (names one label longer below it): what zone_patch() needs to tell
      * an empty non-terminal that must stay from one that goes. Not read by lookups. */
     const uint32_t *kids;
-    arena_t *arena;      /* owns the zone struct and its arrays */
+    arena_t *arena;      /* owns the zone struct and its arrays but the nodes */
     zone_data_t **data;  /* the byte blobs it points into, one reference each */
     uint32_t data_count; /* 1 for a built zone, 1 + patches for a patched one */
     uint32_t patches;    /* zone_patch() calls since the last full build */
@@ -195,9 +225,38 @@ typedef struct zone {
     uint32_t refs;
 } zone_t;
 
+/** Node i of z (0 <= i < node_count; the apex is node 0). Index references (slots, wildcard,
+ * targets, kids) are 1 + i. */
+static inline const zone_node_t *zone_node_at(const zone_t *z, uint32_t i)
+{
+    return &z->node_pages[i >> ZONE_NODE_SHIFT][i & (ZONE_NODE_PAGE - 1)];
+}
+
+/** The delegation point node n of z is at or below (zone_node_t.cut), or NULL. */
+static inline const zone_node_t *zone_node_cut(const zone_t *z, const zone_node_t *n)
+{
+    return n->cut ? zone_node_at(z, n->cut - 1) : NULL;
+}
+
+/** A new node page with room for cap nodes (at most ZONE_NODE_PAGE; their bytes undefined), one
+ * reference; NULL when out of memory. For builders and zone_patch(). */
+zone_node_t *zone_node_page_new(uint32_t cap);
+
+/** The page header of a page's nodes. */
+static inline zone_node_page_t *zone_node_page_of(const zone_node_t *nodes)
+{
+    return (zone_node_page_t *)((uintptr_t)nodes - offsetof(zone_node_page_t, nodes));
+}
+
+/** Drop one reference to the page whose nodes these are; the last one frees it. */
+void zone_node_page_release(zone_node_t *nodes);
+
 /** Node with exactly this lowercased name (len bytes, hash = its dname hash), or NULL. */
 const zone_node_t *zone_find_node(const zone_t *z, const uint8_t *lcname, size_t len,
                                   uint32_t hash);
+
+/** 1 + the index (zone_node_at()) of the node with exactly this lowercased name, or 0. */
+uint32_t zone_find_index(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash);
 
 /** The node's RRset of this type, or NULL. */
 const zone_rrset_t *zone_node_rrset(const zone_node_t *n, uint16_t type);
@@ -258,7 +317,7 @@ static inline const zone_node_t *zone_rrset_target(const zone_t *z, const zone_r
     if (!zone_rrset_has_targets(s))
         return NULL;
     uint32_t n = z->targets[s->ext.targets - 1 + i];
-    return n ? &z->nodes[n - 1] : NULL;
+    return n ? zone_node_at(z, n - 1) : NULL;
 }
 
 /** The geo steering of RRset s of zone z, or NULL for a plain RRset (and every type but A/AAAA). */

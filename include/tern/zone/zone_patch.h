@@ -1,20 +1,25 @@
 /*
  * zone_patch.h — a new version of a published zone with a few names changed, in time and memory
- * proportional to the zone's arrays (copied once) and the change, not to its records.
+ * proportional to the zone's small arrays (copied once) and the change, not to its records.
  *
- * The new version copies the base's arrays (nodes, name index, RRsets, targets, geo: about 85
- * bytes per name), changes the names given, and shares every byte the arrays point into (names,
- * RDATA, geo lists: zone_data_t) with the base and with the zone the change was built as. The
- * base stays untouched and published until the loader swaps the new version in (the immutable
- * snapshot and RCU contract of zone.h holds). Lookups read a patched version exactly as a built
- * one: the query path does not know the difference.
+ * The new version copies the base's name index, child counts, targets and steering (about 18
+ * bytes per name), shares the base's node pages but those it writes (zone.h: a changed name
+ * copies the 128 KiB page it is on), and shares every byte the nodes point into (RRsets, names,
+ * RDATA, geo lists: zone_data_t) with the base and with the zone the change was built as; the
+ * changed names' RRsets go into a blob of the patch's own. The base stays untouched and
+ * published until the loader swaps the new version in (the immutable snapshot and RCU contract
+ * of zone.h holds). Lookups read a patched version exactly as a built one: the query path does
+ * not know the difference.
+ *
+ * A change at the apex (a new SOA serial, NS set or apex records) is patched like any name; the
+ * zone's SOA, negative SOA, NS and serial follow it.
  *
  * What a patch does not do, and says so by asking for a full build instead (return 1):
- * signed zones (their signatures are per RRset, made at build time), a change at the apex,
- * delegations and DNAMEs changing below it (they move the zone's cuts for every name under
- * them), a new name under a DNAME, and every ZONE_PATCH_MAX-th patch or once the patched names
- * pass an eighth of the zone (plus ZONE_PATCH_NAMES) (a build compacts what earlier patches left
- * behind).
+ * signed zones (their signatures are per RRset, made at build time), delegations and DNAMEs
+ * changing (they move the zone's cuts for every name under them), a new name under a DNAME,
+ * and every ZONE_PATCH_MAX-th patch or once the patched names pass an eighth of the zone (plus
+ * ZONE_PATCH_NAMES) (a build compacts what earlier patches left behind: removed nodes, RRsets
+ * and pages no version uses any more).
  *
  * One inexactness until that next build: an NS/MX/SRV RRset elsewhere in the zone whose target
  * is a name this patch adds does not yet carry the target's addresses in the additional section

@@ -152,7 +152,7 @@ static strs_t zone_strs(const zone_t *z)
 {
     strs_t s = {0};
     for (size_t i = 0; i < z->node_count; i++) {
-        const zone_node_t *n = &z->nodes[i];
+        const zone_node_t *n = zone_node_at(z, (uint32_t)i);
         for (unsigned k = 0; k < n->nrrsets; k++) {
             const zone_rrset_t *rs = &n->rrsets[k];
             xfr_rrset_t r = {.owner = n->name,
@@ -960,7 +960,7 @@ static void test_diff_cost(void **state)
     /* a patched version of a: one name changed, every other RRset shares a's RDATA */
     const zone_node_t *victim = NULL;
     for (size_t i = a->node_count / 2; i < a->node_count && !victim; i++) {
-        const zone_node_t *n = &a->nodes[i];
+        const zone_node_t *n = zone_node_at(a, (uint32_t)i);
         if (n->flags == 0 && !n->cut && zone_node_rrset(n, WIRE_T_A) &&
             !zone_node_rrset(n, WIRE_T_MX))
             victim = n;

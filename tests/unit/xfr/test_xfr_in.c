@@ -93,7 +93,7 @@ static void assert_zones_equal(const zone_t *a, const zone_t *b)
     char nb[DNAME_MAXLEN * 4 + 1];
     assert_int_equal(a->serial, b->serial);
     for (size_t i = 0; i < a->node_count; i++) {
-        const zone_node_t *n = &a->nodes[i];
+        const zone_node_t *n = zone_node_at(a, (uint32_t)i);
         const zone_node_t *m = zone_find_node(b, n->name, n->name_len, dname_hash(n->name));
         (void)dname_to_str(n->name, nb, sizeof(nb));
         if (!m)

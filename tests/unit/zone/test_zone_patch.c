@@ -32,6 +32,23 @@
 
 #define APEX "{\"ns\": {\"records\": [{\"host\": \"ns1.p.test\"}]}}"
 
+/* What the apex may hold (the walk changes it too): the SOA's serial, TTL and negative TTL, the
+ * NS set (mail1 as a second name server brings its address along), an address at the apex. */
+static const char *const apex_cfgs[] = {
+    CONFIG,
+    "{\"soa\": {\"ttl\": 3600, \"ns\": \"ns1.p.test.\", \"mbox\": \"hostmaster.p.test\", "
+    "\"refresh\": 7200, \"retry\": 900, \"expire\": 1209600, \"minttl\": 60, \"serial\": 8}}",
+    "{\"soa\": {\"ttl\": 100, \"ns\": \"ns1.p.test.\", \"mbox\": \"admin.p.test\", "
+    "\"refresh\": 7200, \"retry\": 900, \"expire\": 1209600, \"minttl\": 300, \"serial\": 9}}",
+};
+static const char *const apex_recs[] = {
+    APEX,
+    "{\"ns\": {\"records\": [{\"host\": \"ns1.p.test\"}, {\"host\": \"mail1.p.test\"}]}}",
+    "{\"ns\": {\"records\": [{\"host\": \"ns1.p.test\"}]}, \"a\": {\"records\": [{\"ip\": "
+    "\"192.0.2.80\"}]}, \"txt\": {\"records\": [{\"text\": \"apex\"}]}}",
+};
+static unsigned apex_v; /* which of them build() uses */
+
 /* Labels that never change: the delegation, its glue, the MX targets, the name server. */
 static const char *const fixed[][2] = {
     {"sub", "{\"ns\": {\"records\": [{\"host\": \"ns.sub.p.test\"}]}}"},
@@ -80,9 +97,10 @@ static zone_t *build(const unsigned *state, const unsigned *only, size_t nonly)
     zone_json_t *zj = zone_json_new(ORIGIN, "test", NULL, err, sizeof(err));
     if (!zj)
         fail_msg("new: %s", err);
-    if (zone_json_config(zj, CONFIG, strlen(CONFIG), err, sizeof(err)) != 0)
+    const char *cfg = apex_cfgs[apex_v], *apex = apex_recs[apex_v];
+    if (zone_json_config(zj, cfg, strlen(cfg), err, sizeof(err)) != 0)
         fail_msg("config: %s", err);
-    if (zone_json_label(zj, "@", APEX, strlen(APEX), err, sizeof(err)) != 0)
+    if (zone_json_label(zj, "@", apex, strlen(apex), err, sizeof(err)) != 0)
         fail_msg("apex: %s", err);
     if (!only)
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -193,16 +211,23 @@ static void test_random_walk(void **state)
                 }
             st[chg[k]] = rnd(NVARIANTS);
         }
-        zone_t *fresh = build(st, chg, nchg);
-        uint8_t w[6][DNAME_MAXLEN];
-        const uint8_t *names[6];
+        uint8_t w[7][DNAME_MAXLEN];
+        const uint8_t *names[7];
+        size_t nnames = nchg;
         for (size_t k = 0; k < nchg; k++) {
             wire(labels[chg[k]], w[k]);
             names[k] = w[k];
         }
+        if (rnd(4) == 0) { /* the apex too (a reload that bumps the serial, a new NS) */
+            apex_v = rnd(3);
+            assert_true(from_str(ORIGIN ".", w[nnames]) > 0);
+            names[nnames] = w[nnames];
+            nnames++;
+        }
+        zone_t *fresh = build(st, chg, nchg);
         zone_t *next = NULL;
         char err[256];
-        int rc = zone_patch(cur, fresh, names, nchg, &next, err, sizeof(err));
+        int rc = zone_patch(cur, fresh, names, nnames, &next, err, sizeof(err));
         zone_free(fresh); /* the patch keeps references to what it needs */
         assert_true(rc == 0 || rc == 1);
         zone_t *full = build(st, NULL, 0);
@@ -219,6 +244,7 @@ static void test_random_walk(void **state)
         cur = next;
     }
     zone_free(cur);
+    apex_v = 0;
     print_message("%d patched, %d built in full\n", patched, rebuilt);
     assert_true(patched > 150);
 }
@@ -235,11 +261,7 @@ static void test_needs_build(void **state)
     uint8_t w[DNAME_MAXLEN];
     const uint8_t *names[1] = {w};
 
-    /* the apex */
     zone_t *fresh = build(st, (const unsigned[]){0}, 1);
-    assert_true(from_str(ORIGIN ".", w) > 0);
-    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 1);
-    assert_non_null(strstr(err, "apex"));
     /* the delegation */
     wire("sub", w);
     assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 1);
@@ -268,8 +290,8 @@ static void test_needs_build(void **state)
     zone_free(base);
 }
 
-/* A patch copies the arrays but shares the data: the base's blob gains a reference, and the
- * patched version outlives the base. */
+/* A patch shares the data: the base's blob gains a reference, the patch adds fresh's and its own
+ * (the changed names' RRsets), and the patched version outlives the base. */
 static void test_shares_data(void **state)
 {
     (void)state;
@@ -288,7 +310,7 @@ static void test_shares_data(void **state)
     char err[256];
     assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
     zone_free(fresh);
-    assert_int_equal(out->data_count, 2);
+    assert_int_equal(out->data_count, 3);
     assert_ptr_equal(out->data[0], base->data[0]);
     assert_int_equal(base->data[0]->refs, 2);
     assert_int_equal(out->patches, 1);
@@ -330,7 +352,7 @@ static void test_set_serial(void **state)
     assert_int_equal(soa_serial(out->soa), s0 + 7);
     assert_int_equal(soa_serial(out->neg_soa), s0 + 7);
     assert_int_equal(soa_serial(base->soa), s0); /* the published version: untouched */
-    assert_int_equal(out->data_count, 3);
+    assert_int_equal(out->data_count, 4);
     /* a version patched from it carries the new SOA after both older ones are freed */
     st[5] = 3;
     fresh = build(st, (const unsigned[]){5}, 1);
@@ -345,8 +367,8 @@ static void test_set_serial(void **state)
     zone_free(next);
 }
 
-/* A zone of hosts h0..h2999; name i holds an A record while alive[i]. */
-static zone_t *hosts(const bool *alive, const unsigned *only, size_t nonly)
+/* A zone of hosts h0..h<count - 1>; name i holds an A record while alive[i]. */
+static zone_t *hosts(const bool *alive, size_t count, const unsigned *only, size_t nonly)
 {
     char err[512], label[16];
     static const char a[] = "{\"a\": {\"records\": [{\"ip\": \"192.0.2.9\"}]}}";
@@ -354,7 +376,7 @@ static zone_t *hosts(const bool *alive, const unsigned *only, size_t nonly)
     assert_non_null(zj);
     assert_int_equal(zone_json_config(zj, CONFIG, strlen(CONFIG), err, sizeof(err)), 0);
     assert_int_equal(zone_json_label(zj, "@", APEX, strlen(APEX), err, sizeof(err)), 0);
-    size_t n = only ? nonly : 3000;
+    size_t n = only ? nonly : count;
     for (size_t k = 0; k < n; k++) {
         unsigned i = only ? only[k] : (unsigned)k;
         snprintf(label, sizeof(label), "h%u", i);
@@ -374,14 +396,14 @@ static void test_index_churn(void **state)
     static bool alive[3000];
     for (size_t i = 0; i < 3000; i++)
         alive[i] = i % 3 != 0;
-    zone_t *cur = hosts(alive, NULL, 0);
+    zone_t *cur = hosts(alive, 3000, NULL, 0);
     for (int step = 0; step < 40; step++) {
         unsigned chg[100];
         for (size_t k = 0; k < 100; k++) {
             chg[k] = (unsigned)((step * 7919 + (int)k * 31) % 3000);
             alive[chg[k]] = rnd(3) != 0;
         }
-        zone_t *fresh = hosts(alive, chg, 100);
+        zone_t *fresh = hosts(alive, 3000, chg, 100);
         uint8_t w[100][DNAME_MAXLEN];
         const uint8_t *names[100];
         for (size_t k = 0; k < 100; k++) {
@@ -395,7 +417,7 @@ static void test_index_churn(void **state)
         int rc = zone_patch(cur, fresh, names, 100, &next, err, sizeof(err));
         zone_free(fresh);
         if (rc == 1) {
-            next = hosts(alive, NULL, 0);
+            next = hosts(alive, 3000, NULL, 0);
         } else {
             assert_int_equal(rc, 0);
         }
@@ -414,12 +436,69 @@ static void test_index_churn(void **state)
     zone_free(cur);
 }
 
+/* The nodes are shared page by page: a change of one name copies the one page it is on (and the
+ * apex's, for a serial bump), every other page is the base's with a reference more, and each
+ * outlives the version it came from. */
+static void test_shares_pages(void **state)
+{
+    (void)state;
+    enum { N = 3 * ZONE_NODE_PAGE + 100 };
+    static bool alive[N];
+    for (size_t i = 0; i < N; i++)
+        alive[i] = true;
+    zone_t *base = hosts(alive, N, NULL, 0);
+    assert_int_equal(base->node_page_count, 4);
+    uint8_t w[DNAME_MAXLEN];
+    wire("h9000", w);
+    uint32_t id = zone_find_index(base, w, dname_len(w), dname_hash(w));
+    assert_true(id > 0);
+    unsigned page = (id - 1) >> ZONE_NODE_SHIFT;
+    alive[9000] = false;
+    zone_t *fresh = hosts(alive, N, (const unsigned[]){9000}, 1);
+    const uint8_t *names[1] = {w};
+    zone_t *out = NULL;
+    char err[256];
+    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
+    zone_free(fresh);
+    assert_int_equal(out->node_page_count, base->node_page_count);
+    for (unsigned k = 0; k < base->node_page_count; k++) {
+        const zone_node_page_t *pb = zone_node_page_of(base->node_pages[k]);
+        if (k == page) {
+            assert_ptr_not_equal(out->node_pages[k], base->node_pages[k]);
+            assert_int_equal(pb->refs, 1);
+        } else {
+            assert_ptr_equal(out->node_pages[k], base->node_pages[k]);
+            assert_int_equal(pb->refs, 2);
+        }
+    }
+    assert_null(zone_find_node(out, w, dname_len(w), dname_hash(w)));
+    assert_non_null(zone_find_node(base, w, dname_len(w), dname_hash(w)));
+    /* a serial bump copies the apex's page, and the base's pages outlive the base */
+    assert_int_equal(zone_set_serial(out, 99), 0);
+    assert_ptr_not_equal(out->node_pages[0], base->node_pages[0]);
+    zone_free(base);
+    zone_t *full = hosts(alive, N, NULL, 0);
+    for (unsigned i = 0; i < N; i += 97) {
+        char label[16];
+        snprintf(label, sizeof(label), "h%u", i);
+        wire(label, w);
+        const zone_node_t *a = zone_find_node(out, w, dname_len(w), dname_hash(w));
+        const zone_node_t *b = zone_find_node(full, w, dname_len(w), dname_hash(w));
+        assert_int_equal(a != NULL, b != NULL);
+        if (a)
+            assert_memory_equal(a->rrsets[0].rdata, b->rrsets[0].rdata, a->rrsets[0].rdata_len);
+    }
+    assert_int_equal(out->serial, 99);
+    zone_free(full);
+    zone_free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_walk), cmocka_unit_test(test_needs_build),
-        cmocka_unit_test(test_shares_data), cmocka_unit_test(test_set_serial),
-        cmocka_unit_test(test_index_churn),
+        cmocka_unit_test(test_random_walk),  cmocka_unit_test(test_needs_build),
+        cmocka_unit_test(test_shares_pages), cmocka_unit_test(test_shares_data),
+        cmocka_unit_test(test_set_serial),   cmocka_unit_test(test_index_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
