@@ -12,6 +12,9 @@
  * default. We do not use the SOA MINIMUM (the pre-RFC 2308 meaning, which BIND falls back to)
  * because RFC 2308 §4 redefined that field as the negative-caching TTL, and the SOA need not
  * be the first record of the file.
+ *
+ * One parser serves a load and both passes of a patch: only where its records go differs (a
+ * zf_sink_fn), so a patch accepts, refuses and warns about exactly what a load does.
  */
 #include "tern/zone/zone_file.h"
 
@@ -31,6 +34,8 @@
 #include "tern/common/log.h"
 #include "tern/wire/rr.h"
 #include "tern/zone/zone_builder.h"
+#include "tern/zone/zone_diff.h"
+#include "tern/zone/zone_patch.h"
 
 /* RFC 1035 sets no limit; 8 levels is far beyond real use (BIND and Knot files nest one or two)
  * and stops an include loop early. */
@@ -50,8 +55,35 @@
 
 #define DEFAULT_TTL 3600u
 
+struct zf_parser;
+struct src;
+
+/* One parsed record, as zone_builder_add() takes it. */
+struct zf_rec {
+    const uint8_t *owner;
+    uint16_t type, rclass;
+    uint32_t ttl;
+    const uint8_t *rdata;
+    uint16_t rdlen;
+};
+
+/* Where the records go: the builder of a full load (sink_build), or one of the two passes of a
+ * patch (sink_diff, sink_fresh). One parser for all three, so a patch reads a file exactly as a
+ * load does. 0, or a negative code with L->err set. */
+typedef int (*zf_sink_fn)(struct zf_parser *L, const struct src *s, const struct zf_rec *r);
+
+/* What a patch's first pass saw of each file it opened, in order: the second pass must open
+ * the same files, unchanged. ctime too, since mtime can be set back by hand. */
+struct zf_stamp {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+
 struct zf_parser {
     zone_builder_t *b;
+    zf_sink_fn sink;
     uint32_t default_ttl;
     ldns_rdf *prev;     /* owner of the previous record, for entries with a blank owner */
     ldns_buffer *rdbuf; /* RDATA scratch */
@@ -61,6 +93,18 @@ struct zf_parser {
     size_t errlen;
     zone_file_seen_fn seen; /* optional: told of every file opened */
     void *seen_ctx;
+    /* a patch (zone_file_patch()): */
+    zone_diff_t *diff;     /* the change against the base */
+    zone_builder_t *probe; /* first pass: an empty builder that words (and refuses) the records
+                              the diff does not take, as a load would: never given a record it
+                              would keep */
+    const uint8_t *apex;   /* second pass: the origin, whose records always go in */
+    bool sink_failed;      /* second pass: the error is the builder's, not the parser's */
+    bool skipped;          /* second pass: the last record's entry was skipped (fresh_skip()) */
+    unsigned pass;         /* 1, 2: the patch's pass, which records (1) or checks (2) stamps */
+    bool changed;          /* a file changed while or since the first pass read it */
+    struct zf_stamp *files;
+    size_t nfiles, files_cap, file_no; /* file_no: files the second pass opened so far */
 };
 
 /* Reads are this large: a 1,000,000-record file is ~50 MB, so about 800 reads. */
@@ -419,8 +463,173 @@ static char *aname_as_cname(char *e, char saved[5])
     return p;
 }
 
+/* One record into builder b: an out-of-zone one is skipped (with the builder's warning when
+ * warn), anything else the builder refuses fails the load with its message. */
+static int builder_add(struct zf_parser *L, zone_builder_t *b, const struct src *s,
+                       const struct zf_rec *r, bool warn)
+{
+    int rc = zone_builder_add(b, r->owner, r->type, r->rclass, r->ttl, r->rdata, r->rdlen, s->path,
+                              s->first);
+    if (rc == TERN_EOUTZONE) {
+        if (warn)
+            log_warn("%s, skipped", zone_builder_error(b));
+        return 0;
+    }
+    if (rc < 0)
+        snprintf(L->err, L->errlen, "%s", zone_builder_error(b));
+    return rc;
+}
+
+static int sink_build(struct zf_parser *L, const struct src *s, const struct zf_rec *r)
+{
+    return builder_add(L, L->b, s, r, true);
+}
+
+/* A patch's first pass: each record against the base. One of another class, or outside the
+ * zone, goes to the probe, which refuses it with the error or the warning a load gives, at the
+ * same place in the file (the class is checked before the owner, as the builder does). */
+static int sink_diff(struct zf_parser *L, const struct src *s, const struct zf_rec *r)
+{
+    int rc = r->rclass != WIRE_CLASS_IN
+                 ? TERN_EOUTZONE
+                 : zone_diff_add(L->diff, r->owner, r->type, r->rclass, r->ttl, r->rdata, r->rdlen);
+    if (rc == TERN_EOUTZONE)
+        return builder_add(L, L->probe, s, r, true);
+    if (rc < 0)
+        snprintf(L->err, L->errlen, "%s:%u: out of memory", s->path, s->first);
+    return rc;
+}
+
+/* A patch's second pass: the records of the changed names and of the apex (zone_patch() needs
+ * the apex in every fresh zone), into the fresh builder. Silent about what it skips: the first
+ * pass warned. An error here is the builder's about a changed name (the base's data was valid). */
+static int sink_fresh(struct zf_parser *L, const struct src *s, const struct zf_rec *r)
+{
+    if (!dname_equal(r->owner, L->apex) && !zone_diff_changed(L->diff, r->owner))
+        return 0;
+    int rc = builder_add(L, L->b, s, r, false);
+    if (rc < 0)
+        L->sink_failed = true;
+    return rc;
+}
+
+/* The wire form of an owner token of only letters, digits, '-', '_', '*' and dots (or "@"),
+ * relative to origin unless it ends in a dot; false for anything else (escapes, empty or long
+ * labels), which ldns alone judges. */
+static bool simple_owner(const char *t, size_t n, const ldns_rdf *origin, uint8_t w[DNAME_MAXLEN])
+{
+    const uint8_t *org = ldns_rdf_data(origin);
+    size_t olen = ldns_rdf_size(origin), len = 0;
+    if (n == 1 && (t[0] == '@' || t[0] == '.')) {
+        if (t[0] == '@')
+            memcpy(w, org, olen);
+        else
+            w[0] = 0;
+        return true;
+    }
+    bool absolute = n > 0 && t[n - 1] == '.';
+    if (absolute)
+        n--;
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i <= n;) {
+        size_t j = i;
+        for (; j < n && t[j] != '.'; j++) {
+            char c = t[j];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_' || c == '*'))
+                return false;
+        }
+        size_t l = j - i;
+        if (l == 0 || l > 63 || len + 1 + l >= DNAME_MAXLEN)
+            return false; /* an empty label ("a..b", ".a") or too long */
+        w[len++] = (uint8_t)l;
+        memcpy(w + len, t + i, l);
+        len += l;
+        i = j + 1;
+        if (j == n)
+            break;
+    }
+    if (absolute) {
+        w[len] = 0;
+        return true;
+    }
+    if (len + olen > DNAME_MAXLEN)
+        return false;
+    memcpy(w + len, org, olen); /* relative: the origin follows, its final zero included */
+    return true;
+}
+
+/* A patch's second pass keeps the changed names' records and the apex's only: an entry whose
+ * owner is plainly another name (simple_owner()), or that has a blank owner after such an
+ * entry, is skipped before ldns parses it. That is most of the file and most of the cost of
+ * reading it: the first pass parsed every entry and the stamps say the file is the same. */
+static bool fresh_skip(struct zf_parser *L, const ldns_rdf *origin)
+{
+    const char *e = L->entry;
+    if (*e == ' ' || *e == '\t')
+        return L->skipped; /* the previous record's owner */
+    uint8_t w[DNAME_MAXLEN];
+    L->skipped = simple_owner(e, strcspn(e, " \t"), origin, w) && !dname_equal(w, L->apex) &&
+                 !zone_diff_changed(L->diff, w);
+    return L->skipped;
+}
+
+static struct zf_stamp stamp_of(const struct stat *st)
+{
+    return (struct zf_stamp){.dev = st->st_dev,
+                             .ino = st->st_ino,
+                             .size = st->st_size,
+                             .mtime = st->st_mtim,
+                             .ctime = st->st_ctim};
+}
+
+static bool stamp_equal(const struct zf_stamp *a, const struct zf_stamp *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* A patch opened path (fstat st): the first pass notes it, the second checks it is the file
+ * the first pass read, unchanged. 0, or a negative code with L->changed (or out of memory). */
+static int stamp_open(struct zf_parser *L, const char *path, const struct stat *st)
+{
+    struct zf_stamp now = stamp_of(st);
+    if (L->pass == 1) {
+        if (tern_grow((void **)&L->files, &L->files_cap, L->nfiles + 1, sizeof(*L->files)) < 0) {
+            snprintf(L->err, L->errlen, "%s: out of memory", path);
+            return TERN_ENOMEM;
+        }
+        L->files[L->nfiles++] = now;
+        return 0;
+    }
+    if (L->file_no >= L->nfiles || !stamp_equal(&L->files[L->file_no], &now)) {
+        L->changed = true;
+        snprintf(L->err, L->errlen, "%s: changed since the first pass read it", path);
+        return TERN_EINVAL;
+    }
+    L->file_no++;
+    return 0;
+}
+
+/* A patch read all of s (opened with fstat st): it must not have changed meanwhile, or what was
+ * read may be half old, half new. */
+static int stamp_close(struct zf_parser *L, const struct src *s, const struct stat *st)
+{
+    struct stat end;
+    struct zf_stamp a = stamp_of(st), b;
+    if (fstat(s->fd, &end) == 0 && (b = stamp_of(&end), stamp_equal(&a, &b)))
+        return 0;
+    L->changed = true;
+    snprintf(L->err, L->errlen, "%s: changed while it was read", s->path);
+    return TERN_EINVAL;
+}
+
 static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
 {
+    if (L->sink == sink_fresh && fresh_skip(L, origin))
+        return 0;
     ldns_rr *rr = NULL;
     uint32_t def = L->default_ttl ? L->default_ttl : TTL_ZERO_SENTINEL;
     int rc;
@@ -461,16 +670,13 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
         rc = TERN_ESYNTAX;
         goto out;
     }
-    rc = zone_builder_add(L->b, ldns_rdf_data(ldns_rr_owner(rr)),
-                          aname ? WIRE_T_ANAME : (uint16_t)ldns_rr_get_type(rr),
-                          (uint16_t)ldns_rr_get_class(rr), ttl, ldns_buffer_begin(L->rdbuf),
-                          (uint16_t)ldns_buffer_position(L->rdbuf), s->path, s->first);
-    if (rc == TERN_EOUTZONE) {
-        log_warn("%s, skipped", zone_builder_error(L->b));
-        rc = 0;
-    } else if (rc < 0) {
-        snprintf(L->err, L->errlen, "%s", zone_builder_error(L->b));
-    }
+    const struct zf_rec r = {.owner = ldns_rdf_data(ldns_rr_owner(rr)),
+                             .type = aname ? WIRE_T_ANAME : (uint16_t)ldns_rr_get_type(rr),
+                             .rclass = (uint16_t)ldns_rr_get_class(rr),
+                             .ttl = ttl,
+                             .rdata = ldns_buffer_begin(L->rdbuf),
+                             .rdlen = (uint16_t)ldns_buffer_position(L->rdbuf)};
+    rc = L->sink(L, s, &r);
 out:
     ldns_rr_free(rr);
     return rc;
@@ -503,6 +709,8 @@ static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *orig
         snprintf(L->err, L->errlen, "%s: %s", path, tern_strerror(rc));
         goto fail;
     }
+    if (L->pass && (rc = stamp_open(L, path, &st)) < 0)
+        goto fail;
     for (;;) {
         rc = read_entry(L, &s);
         if (rc <= 0)
@@ -514,6 +722,8 @@ static int load_file(struct zf_parser *L, const char *path, const ldns_rdf *orig
         if (rc < 0)
             break;
     }
+    if (rc == 0 && L->pass)
+        rc = stamp_close(L, &s, &st);
 fail:
     if (s.fd >= 0)
         close(s.fd);
@@ -543,13 +753,39 @@ int zone_file_load_health(const char *origin, const char *path, zone_file_seen_f
     return zone_file_load_opts(origin, path, &o, out, err, errlen);
 }
 
+/* The zone origin as an ldns name in *org: always absolute, with or without its final dot.
+ * 0 or TERN_EINVAL with the message. */
+static int parse_origin(const char *origin, const char *path, ldns_rdf **org, char *err,
+                        size_t errlen)
+{
+    *org = ldns_dname_new_frm_str(origin);
+    if (!*org || ldns_rdf_size(*org) > DNAME_MAXLEN) {
+        snprintf(err, errlen, "%s: bad zone origin '%s'", path, origin);
+        return TERN_EINVAL;
+    }
+    return 0;
+}
+
+/* What a parser holds besides its builder, freed. */
+static void parser_fini(struct zf_parser *L)
+{
+    zone_builder_free(L->b);
+    zone_builder_free(L->probe);
+    zone_diff_free(L->diff);
+    ldns_buffer_free(L->rdbuf);
+    ldns_rdf_deep_free(L->prev);
+    free(L->entry);
+    free(L->files);
+}
+
 int zone_file_load_opts(const char *origin, const char *path, const zone_file_opts_t *opts,
                         zone_t **out, char *err, size_t errlen)
 {
     static const zone_file_opts_t none;
     if (!opts)
         opts = &none;
-    struct zf_parser L = {.default_ttl = DEFAULT_TTL,
+    struct zf_parser L = {.sink = sink_build,
+                          .default_ttl = DEFAULT_TTL,
                           .err = err,
                           .errlen = errlen,
                           .seen = opts->seen,
@@ -560,13 +796,9 @@ int zone_file_load_opts(const char *origin, const char *path, const zone_file_op
     if (errlen)
         err[0] = 0;
 
-    /* the zone origin is always absolute, with or without its final dot */
-    org = ldns_dname_new_frm_str(origin);
-    if (!org || ldns_rdf_size(org) > DNAME_MAXLEN) {
-        snprintf(err, errlen, "%s: bad zone origin '%s'", path, origin);
-        rc = TERN_EINVAL;
+    if ((rc = parse_origin(origin, path, &org, err, errlen)) < 0)
         goto fail;
-    }
+    rc = TERN_ENOMEM;
     L.rdbuf = ldns_buffer_new(512);
     L.b = zone_builder_new(ldns_rdf_data(org), path);
     if (!L.rdbuf || !L.b) {
@@ -594,10 +826,132 @@ int zone_file_load_opts(const char *origin, const char *path, const zone_file_op
                  path, dropped);
     rc = zone_builder_finish(b, out, err, errlen);
 fail:
-    zone_builder_free(L.b);
-    ldns_buffer_free(L.rdbuf);
-    ldns_rdf_deep_free(L.prev);
+    parser_fini(&L);
     ldns_rdf_deep_free(org);
-    free(L.entry);
+    return rc;
+}
+
+/* A patch's answer that the caller should build in full, why in err. */
+static int want_build(char *err, size_t errlen, const char *path, const char *why)
+{
+    snprintf(err, errlen, "%s: %s", path, why);
+    return ZONE_FILE_BUILD;
+}
+
+/* The second pass of zone_file_patch(): the fresh zone of the changed names and the apex in
+ * *fresh. 0, ZONE_FILE_BUILD (a file changed since the first pass) or a negative code. */
+static int patch_fresh(struct zf_parser *L, const char *path, const ldns_rdf *org,
+                       const zone_file_opts_t *opts, zone_t **fresh)
+{
+    /* the parser starts over as it did for the first pass, told of no file this time */
+    L->pass = 2;
+    L->sink = sink_fresh;
+    L->default_ttl = DEFAULT_TTL;
+    ldns_rdf_deep_free(L->prev);
+    L->prev = NULL;
+    L->skipped = false;
+    L->seen = NULL;
+    L->apex = ldns_rdf_data(org);
+    L->b = zone_builder_new(ldns_rdf_data(org), path);
+    if (!L->b) {
+        snprintf(L->err, L->errlen, "%s: out of memory", path);
+        return TERN_ENOMEM;
+    }
+    if (opts->health)
+        zone_builder_set_health(L->b, opts->health, opts->health_ctx);
+    int rc = load_file(L, path, org, 0, NULL, 0);
+    /* a parse error now, where the first pass had none, is a file that changed between them */
+    if (L->changed || (rc < 0 && rc != TERN_ENOMEM && !L->sink_failed) ||
+        (rc == 0 && L->file_no != L->nfiles))
+        return want_build(L->err, L->errlen, path, "changed while it was read twice");
+    if (rc < 0)
+        return rc;
+    zone_builder_t *b = L->b;
+    L->b = NULL;
+    return zone_builder_finish(b, fresh, L->err, L->errlen);
+}
+
+int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t *opts,
+                    const zone_t *base, zone_t **out, char *err, size_t errlen)
+{
+    static const zone_file_opts_t none;
+    if (!opts)
+        opts = &none;
+    struct zf_parser L = {.sink = sink_diff,
+                          .pass = 1,
+                          .default_ttl = DEFAULT_TTL,
+                          .err = err,
+                          .errlen = errlen,
+                          .seen = opts->seen,
+                          .seen_ctx = opts->seen_ctx};
+    ldns_rdf *org = NULL;
+    zone_t *fresh = NULL;
+    int rc;
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    /* signatures are made per RRset at build time: a signed zone is never patched */
+    if (opts->dnskeys || base->dnssec)
+        return want_build(err, errlen, path, "a signed zone is built in full");
+    /* a zone that answers SERVFAIL holds no data of any file: nothing to patch */
+    if (base->unavailable)
+        return want_build(err, errlen, path, "the zone has no data yet");
+    if ((rc = parse_origin(origin, path, &org, err, errlen)) < 0)
+        goto fail;
+    uint8_t apex[DNAME_MAXLEN];
+    size_t apex_len = dname_lower(apex, ldns_rdf_data(org));
+    if (apex_len != base->apex_len || memcmp(apex, base->apex, apex_len) != 0) {
+        rc = want_build(err, errlen, path, "the zone's origin is not the base's");
+        goto fail;
+    }
+    L.rdbuf = ldns_buffer_new(512);
+    L.diff = zone_diff_new(base);
+    L.probe = zone_builder_new(ldns_rdf_data(org), path);
+    if (!L.rdbuf || !L.diff || !L.probe) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
+
+    /* pass 1: every record against the base, the files' stamps noted */
+    rc = load_file(&L, path, org, 0, NULL, 0);
+    if (L.changed) {
+        rc = want_build(err, errlen, path, "changed while it was read");
+        goto fail;
+    }
+    if (rc < 0)
+        goto fail;
+    const uint8_t *const *names;
+    size_t n;
+    if ((rc = zone_diff_finish(L.diff, &names, &n)) < 0) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "%s: no change", path);
+        rc = ZONE_FILE_SAME;
+        goto fail;
+    }
+    /* past this, the second pass would read the file again to copy most of the zone anyway */
+    if (n > base->node_count / 8 + ZONE_PATCH_NAMES) {
+        char why[96];
+        snprintf(why, sizeof(why), "%zu names changed", n);
+        rc = want_build(err, errlen, path, why);
+        goto fail;
+    }
+
+    /* pass 2: only what changed, then the new version from the base and it */
+    zone_builder_free(L.probe);
+    L.probe = NULL;
+    rc = patch_fresh(&L, path, org, opts, &fresh);
+    if (rc != 0)
+        goto fail;
+    rc = zone_patch(base, fresh, names, n, out, err, errlen);
+    if (rc == 1)
+        rc = ZONE_FILE_BUILD; /* err: zone_patch()'s reason */
+fail:
+    zone_free(fresh);
+    parser_fini(&L);
+    ldns_rdf_deep_free(org);
     return rc;
 }
