@@ -232,6 +232,14 @@ static void zent_clear(struct zent *e)
     /* the zone reference belongs to the table */
 }
 
+/* Forget the files a zone read was told of (a patch attempt that turned into a full read). */
+static void deps_clear(struct zent *e)
+{
+    for (size_t i = 0; i < e->ndeps; i++)
+        free(e->deps[i].path);
+    e->ndeps = 0;
+}
+
 static void snapshot_free(struct snapshot *s)
 {
     if (!s)
@@ -343,6 +351,22 @@ static const struct zent *reusable(const old_index_t *ix, const char *key, const
         if (!dep_unchanged(&e->deps[d]))
             return NULL;
     return e;
+}
+
+/* A changed master file is read as a change of the version served (zone_file_patch()): the
+ * new version shares every node page, RRset and byte it does not change, so a reload holds
+ * little more than one copy of the zone and takes the time of reading the file, not of building
+ * it. Not for zones signed by tern (signatures are made per build), nor when health checks or
+ * the geo databases changed (every record is looked at again). The old entry, or NULL. */
+static const struct zent *patch_base(const old_index_t *ix, const struct zent *e,
+                                     const config_zone_t *cz, bool health_changed)
+{
+    const struct zent *old = find_key(ix, e->key);
+    if (!old || old->redis || !old->zone || old->zone->dnssec || old->zone->unavailable ||
+        health_changed || cz->format != CONFIG_ZONE_RFC1035 || old->format != cz->format ||
+        cz->ndnssec_keys || (old->signing && old->signing[0]) || strcmp(old->file, e->file) != 0)
+        return NULL;
+    return old;
 }
 
 static int copy_deps(struct zent *dst, const struct zent *src)
@@ -660,7 +684,37 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, cfg, dep_add, e, &dz, dnskeys,
                                                             &dnskeys_len, err, errlen)) < 0)
                 goto fail;
-            if (cz->format == CONFIG_ZONE_JSON) {
+            const struct zent *base = dz ? NULL : patch_base(&ix, e, cz, health_changed);
+            int prc = 2; /* 0: patched, 1: the same data, 2: read in full */
+            if (base) {
+                const zone_file_opts_t fo = {.seen = dep_add,
+                                             .seen_ctx = e,
+                                             .health = hx ? health_index_lookup : NULL,
+                                             .health_ctx = hx};
+                char why[512];
+                prc = zone_file_patch(cz->origin, cz->file, &fo, base->zone, &z, why, sizeof(why));
+                if (prc < 0) {
+                    rc = prc;
+                    snprintf(err, errlen, "%s", why);
+                    goto fail;
+                }
+                if (prc == 0)
+                    log_info("zone %s: %s: %zu names changed, patched (%u patches since its "
+                             "last full read)",
+                             cz->origin, cz->file, z->patched - base->zone->patched, z->patches);
+                if (prc == 2) {
+                    log_info("zone %s: %s: reading it in full (%s)", cz->origin, cz->file, why);
+                    deps_clear(e);
+                }
+            }
+            if (prc == 1) {
+                /* the file was touched, its records are the served ones: nothing to publish */
+                z = zone_retain(base->zone);
+                e->loaded = base->loaded;
+                e->version = base->version;
+            } else if (prc == 0) {
+                /* a new version, counted below like a full read */
+            } else if (cz->format == CONFIG_ZONE_JSON) {
                 struct stat st;
                 zone_json_opts_t zo = jopts;
                 zo.dnskeys = dz ? dnskeys : NULL;
@@ -683,7 +737,9 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
                                              .dnskeys_len = dnskeys_len};
                 rc = zone_file_load_opts(cz->origin, cz->file, &fo, &z, err, errlen);
             }
-            if (rc >= 0 && dz)
+            if (prc != 2)
+                rc = 0;
+            else if (rc >= 0 && dz)
                 rc = zone_sign_attach(z, dz, err, errlen); /* frees dz on failure */
             else if (dz)
                 dnssec_zone_free(dz);
@@ -694,10 +750,12 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
                     snprintf(err, errlen, "%s: %s", cz->file, tern_strerror(rc));
                 goto fail;
             }
-            (*changed)++;
-            e->loaded = (int64_t)time(NULL);
-            e->fresh = true;
-            e->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+            if (prc != 1) {
+                (*changed)++;
+                e->loaded = (int64_t)time(NULL);
+                e->fresh = true;
+                e->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+            }
         }
         e->zone = z;
         s->records += z->rr_count;
