@@ -23,7 +23,7 @@ if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
 fi
 # shellcheck disable=SC2086
 cc -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -I"$root/include" \
-    -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/load/redis_source.c" \
+    -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/load/redis_source.c" "$root/src/load/redis_sentinel.c" \
     "$root/src/load/zone_sign.c" "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
     "$bd/src/health/libtern_health.a" "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" \
     "$bd/src/common/libtern_common.a" \

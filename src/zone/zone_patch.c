@@ -430,7 +430,10 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
     zone_t *z = arena_calloc(a, 1, sizeof(*z));
     p.pages = arena_calloc(a, npages, sizeof(*p.pages));
     p.owned = arena_calloc(a, npages, 1);
-    p.slots = arena_calloc(a, slots, sizeof(zone_slot_t));
+    /* zeroed only when it is filled anew (a grown index); a copy is written over whole */
+    bool same_index = slots == (size_t)base->node_mask + 1;
+    p.slots = same_index ? arena_alloc(a, slots * sizeof(zone_slot_t))
+                         : arena_calloc(a, slots, sizeof(zone_slot_t));
     p.kids = arena_alloc(a, nodes * sizeof(uint32_t));
     p.geo = arena_alloc(a, (base->geo_count + ngeo) * sizeof(zone_geo_t));
     p.targets = arena_alloc(a, (base->target_count + ntg) * sizeof(uint32_t));
@@ -482,7 +485,7 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
     z->targets = p.targets;
     z->node_slots = p.slots;
     z->node_mask = (uint32_t)(slots - 1);
-    if (slots == (size_t)base->node_mask + 1) {
+    if (same_index) {
         memcpy(p.slots, base->node_slots, slots * sizeof(zone_slot_t));
     } else {
         for (size_t i = 0; i <= base->node_mask; i++)
