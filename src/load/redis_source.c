@@ -1143,9 +1143,9 @@ typedef struct zbuild {
     /* diff mode (diff_read()): only the labels that differ from old are built */
     const seen_t *old;
     uint8_t *omark; /* per slot of old: read again */
-    char **changed; /* labels built (changed or new), "@" excluded */
+    char **changed; /* labels built (changed or new), "@" among them when it changed */
     size_t nchanged, capchanged;
-    bool apex_changed;
+    bool list_lost; /* no memory for the list of changed labels: a full build */
     char err[1024]; /* why the version is rejected; "" if it is not */
 } zbuild_t;
 
@@ -1498,7 +1498,8 @@ static void count(run_counts_t *c, int outcome)
 }
 
 /* In a diff read: whether label k (its value's digest d) must be built — it is new or changed,
- * or it is the apex, which every build needs. Remembers the changed ones. Outside one: true. */
+ * or it is the apex, which every build needs. Remembers the changed ones (the apex too, when it
+ * changed: zone_patch() takes it like any name). Outside one: true. */
 static bool diff_label(zbuild_t *b, const redisReply *k, uint64_t d)
 {
     if (!b->old)
@@ -1508,17 +1509,13 @@ static bool diff_label(zbuild_t *b, const redisReply *k, uint64_t d)
     if (o >= 0)
         b->omark[o] = 1;
     bool apex = k->len == 1 && k->str[0] == '@';
-    if (apex) {
-        b->apex_changed |= !same;
-        return true;
-    }
     if (same)
-        return false;
+        return apex;
     char *lab = strndup(k->str, k->len);
     if (!lab ||
         tern_grow((void **)&b->changed, &b->capchanged, b->nchanged + 1, sizeof(*b->changed)) < 0) {
         free(lab);
-        b->apex_changed = true; /* no memory for the list: a full build */
+        b->list_lost = true; /* no memory for the list: a full build */
         return true;
     }
     b->changed[b->nchanged++] = lab;
@@ -1661,13 +1658,18 @@ static void add_patch(redis_source_stats_t *st, void *arg)
     st->patches++;
 }
 
-/* The owner name of label in zone z, lowercased wire form, into out. false if it is none. */
+/* The owner name of label in zone z ("@": the apex), lowercased wire form, into out. false if
+ * it is none. */
 static bool label_owner(const struct zst *z, const char *label, uint8_t out[DNAME_MAXLEN])
 {
     uint8_t rel[DNAME_MAXLEN], apex[DNAME_MAXLEN];
     const char *why = NULL;
-    int rl = dname_from_str(label, strlen(label), true, rel, &why);
     int al = dname_from_str(z->origin, strlen(z->origin), false, apex, &why);
+    if (al > 0 && strcmp(label, "@") == 0) {
+        (void)dname_lower(out, apex);
+        return true;
+    }
+    int rl = dname_from_str(label, strlen(label), true, rel, &why);
     if (rl <= 0 || al <= 0 || (size_t)rl + (size_t)al > DNAME_MAXLEN)
         return false;
     memcpy(rel + rl, apex, (size_t)al);
@@ -1747,7 +1749,7 @@ static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool 
     for (size_t i = 0; i <= z->lt->mask; i++)
         ndel += z->lt->off[i] && !b.omark[i];
     size_t n = b.nchanged + ndel;
-    bool ok = b.zj && b.rc == 0 && !b.breach && !b.bad && !b.apex_changed &&
+    bool ok = b.zj && b.rc == 0 && !b.breach && !b.bad && !b.list_lost &&
               b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
               n <= b.labels / 8 + 1024 && n <= PLAB_MAX;
     uint8_t(*owners)[DNAME_MAXLEN] = ok && n ? malloc(n * sizeof(*owners)) : NULL;
@@ -1859,8 +1861,9 @@ static int cmp_str(const void *a, const void *b)
 /*
  * A served zone whose changed labels were named on the change channel: read those labels (with
  * the config, the DNSSEC keys and the apex label every build needs) and build a zone of them
- * alone, handed out through on_patch. Whatever a patch cannot carry — the apex among them, a
- * changed config or keys, a signed zone, a build that fails — makes it a full read instead.
+ * alone, handed out through on_patch. The apex named is read once (it is always read) and
+ * patched like any label. Whatever a patch cannot carry — a changed config or keys, a signed
+ * zone, a build that fails — makes it a full read instead.
  */
 static int patch_zone(redis_source_t *rs, struct zst *z)
 {
@@ -1872,13 +1875,16 @@ static int patch_zone(redis_source_t *rs, struct zst *z)
             free(z->plab[i]);
             continue;
         }
-        apex |= strcmp(z->plab[i], "@") == 0;
+        if (strcmp(z->plab[i], "@") == 0) { /* read anyway (argv[2] below) */
+            apex = true;
+            free(z->plab[i]);
+            continue;
+        }
         z->plab[n++] = z->plab[i];
     }
     z->nplab = n;
-    if (!rs->cb.on_patch || apex || !z->served) {
-        log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
-                  apex ? "the apex label changed" : "no zone to patch");
+    if (!rs->cb.on_patch || !z->served) {
+        log_debug("%s: zone %s: no zone to patch; reading it whole", rs->where, z->origin);
         plab_clear(z);
         mark_dirty(rs, z);
         return 0;
@@ -1887,8 +1893,8 @@ static int patch_zone(redis_source_t *rs, struct zst *z)
     char *khash = redis_zone_key(rs, z->name, false);
     const char **argv = malloc((n + 3) * sizeof(*argv));
     size_t *lens = malloc((n + 3) * sizeof(*lens));
-    uint8_t(*owners)[DNAME_MAXLEN] = malloc(n * sizeof(*owners));
-    const uint8_t **names = malloc(n * sizeof(*names));
+    uint8_t(*owners)[DNAME_MAXLEN] = malloc((n + 1) * sizeof(*owners));
+    const uint8_t **names = malloc((n + 1) * sizeof(*names));
     int rc = 0;
     if (!kcfg || !khash || !argv || !lens || !owners || !names) {
         rc = fail(rs, "out of memory");
@@ -1924,7 +1930,7 @@ static int patch_zone(redis_source_t *rs, struct zst *z)
             redisReply f = {.type = REDIS_REPLY_STRING, .str = (char *)lab, .len = strlen(lab)};
             if (vals->element[i]->type == REDIS_REPLY_STRING)
                 zb_label(&b, &f, vals->element[i]);
-            if (i && label_owner(z, lab, owners[nn]))
+            if ((i || apex) && label_owner(z, lab, owners[nn]))
                 names[nn] = owners[nn], nn++;
             ok = b.zj != NULL;
         }

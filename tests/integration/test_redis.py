@@ -25,7 +25,7 @@ redins:zones:<zone>, string redins:zones:<zone>:config), and checks with dnspyth
                     channel patches the label into the zone served (no rebuild, logged as a
                     patch); a new name two labels deep, an HDEL'd label and a changed MX target
                     in one message; an HSET and an HDEL with no label named are found by
-                    comparing label digests and patched too; the apex named is read whole
+                    comparing label digests and patched too; so is the apex, named or not
   redis_down_up     Redis stopped: answers continue; Redis restarted with data changed while it
                     was away (edited through a second, temporary redis-server on the saved dump):
                     the change arrives
@@ -380,18 +380,28 @@ def main():
             log = tern.log_text(1 << 20)
             expect(log.count("zone big.test patched") >= before + 2,
                    "the keyspace-only changes were not patched")
-            # the apex named: read whole, as any change the patch cannot carry
-            redis.cmd("HSET", key, "@", json.dumps({"ns": {"records": [
-                {"host": "ns1.big.test."}, {"host": "ns9.other.test."}]}}))
-            redis.cmd("PUBLISH", channel, big + " @")
-            deadline = time.monotonic() + WAIT
-            while time.monotonic() < deadline:
-                r = ask(tern.port, big, "NS")
-                if len([rd for rrset in r.answer for rd in rrset]) == 2:
-                    break
-                time.sleep(0.05)
-            else:
-                raise Failure("the apex change did not arrive")
+            # the apex named, and the apex changed with no name given: patched like any label
+            for how, name in (("named", " @"), ("found by digest", None)):
+                before = tern.log_text(1 << 20).count("zone big.test patched")
+                hosts = ["ns1.big.test.", "ns9.other.test."] + (["ns8.other.test."] if name is None
+                                                               else [])
+                redis.cmd("HSET", key, "@", json.dumps({"ns": {"records": [
+                    {"host": h} for h in hosts]}}))
+                if name:
+                    redis.cmd("PUBLISH", channel, big + name)
+                deadline = time.monotonic() + WAIT
+                while time.monotonic() < deadline:
+                    r = ask(tern.port, big, "NS")
+                    if len([rd for rrset in r.answer for rd in rrset]) == len(hosts):
+                        break
+                    time.sleep(0.05)
+                else:
+                    raise Failure("the apex change (%s) did not arrive" % how)
+                log = tern.log_text(1 << 20)
+                expect(log.count("zone big.test patched") > before,
+                       "the apex change (%s) was not patched" % how)
+                expect(addresses(tern.port, "h5.big.test.") == ["192.0.2.5"],
+                       "h5 lost its change after the apex patch (%s)" % how)
 
         check("label_patch", label_patch)
 
