@@ -277,15 +277,155 @@ static uint16_t apex_in_question(const resp_t *r, const zone_t *z)
     return (uint16_t)off;
 }
 
-/* The negative-answer SOA of z in authority, unsigned: as put() writes it, with the views of
- * its two names from ctx->soa (made again only when the SOA's name bytes differ from the last
- * one's). */
+/* Label offsets of the valid wire name n (as dname_view_t.off: off[count] is the root's);
+ * returns count. */
+static unsigned label_offs(const uint8_t *n, uint8_t off[DNAME_MAXLABELS])
+{
+    unsigned k = 0;
+    size_t p = 0;
+    for (; n[p]; p += 1u + n[p])
+        off[k++] = (uint8_t)p;
+    off[k] = (uint8_t)p;
+    return k;
+}
+
+/* ctx->negt made for z's negative SOA soa: its record after the owner, rendered as the generic
+ * writer renders it right after a question that shares exactly the apex with its names. Each
+ * name points at its longest suffix that the message already holds: a suffix of the apex (in
+ * the question, at a known place in it) or, for RNAME, a suffix of MNAME's literal labels (in
+ * the record itself). A name with none is written whole. */
+static void neg_template(answer_ctx_t *ctx, const zone_t *z, const zone_rrset_t *soa)
+{
+    struct answer_negt *t = &ctx->negt;
+    size_t rdlen = tern_rd16(soa->rdata), alen = z->apex_len;
+    t->ttl = soa->ttl;
+    t->rdlen = (uint16_t)rdlen;
+    t->apex_len = (uint8_t)alen;
+    memcpy(t->rdata, soa->rdata + 2, rdlen);
+    memcpy(t->apex, z->apex, alen);
+    t->ok = false;
+    t->nptr = 0;
+    size_t nlen = rdlen - 20;
+    int a = dname_check(t->rdata, nlen);
+    int b = a > 0 ? dname_check(t->rdata + a, nlen - (size_t)a) : -1;
+    if (b < 0 || (size_t)a + (size_t)b != nlen)
+        return;
+    uint8_t aoff[DNAME_MAXLABELS];
+    unsigned an = label_offs(z->apex, aoff);
+    uint8_t *o = t->rr;
+    tern_wr16(o, WIRE_T_SOA);
+    tern_wr16(o + 2, WIRE_CLASS_IN);
+    tern_wr32(o + 4, soa->ttl);
+    size_t len = 10;
+    uint8_t mlc[DNAME_MAXLEN], moff[DNAME_MAXLABELS];
+    size_t mlen = 0;
+    unsigned mlit = 0;   /* MNAME's labels written literally */
+    uint16_t mstart = 0; /* where MNAME starts in rr[] */
+    const uint8_t *nm[2] = {t->rdata, t->rdata + a};
+    for (unsigned i = 0; i < 2; i++) {
+        uint8_t lc[DNAME_MAXLEN], off[DNAME_MAXLABELS];
+        size_t l = dname_lower(lc, nm[i]);
+        unsigned n = label_offs(lc, off), j = 0;
+        bool rec = false;
+        uint16_t to = 0;
+        for (; j < n; j++) { /* the longest suffix first, the root never */
+            const uint8_t *sfx = lc + off[j];
+            size_t slen = l - off[j];
+            for (unsigned k = 0; i == 1 && k < mlit && !rec; k++) {
+                if (mlen - moff[k] == slen && memcmp(mlc + moff[k], sfx, slen) == 0) {
+                    rec = true;
+                    to = (uint16_t)(2 + mstart + moff[k]);
+                }
+            }
+            if (rec)
+                break;
+            bool in_apex = false;
+            for (unsigned k = 0; k < an && !in_apex; k++)
+                in_apex = alen - aoff[k] == slen && memcmp(z->apex + aoff[k], sfx, slen) == 0;
+            if (in_apex) {
+                to = (uint16_t)(alen - slen);
+                break;
+            }
+        }
+        /* below the apex: the question's label above the apex must not be this one's */
+        t->guard[i][0] = 0;
+        if (n > an && l - off[n - an] == alen && memcmp(lc + off[n - an], z->apex, alen) == 0)
+            memcpy(t->guard[i], lc + off[n - an - 1], 1u + lc[off[n - an - 1]]);
+        if (i == 0) {
+            memcpy(mlc, lc, l);
+            memcpy(moff, off, sizeof(off));
+            mlen = l;
+            mlit = j;
+            mstart = (uint16_t)len;
+        }
+        if (j == n) {
+            memcpy(o + len, nm[i], l); /* nothing to point at: whole, root included */
+            len += l;
+            continue;
+        }
+        memcpy(o + len, nm[i], off[j]); /* literal labels, in the case they were given */
+        len += off[j];
+        t->ptr_at[t->nptr] = (uint16_t)len;
+        t->ptr_to[t->nptr] = to;
+        t->ptr_rec[t->nptr] = rec;
+        t->nptr++;
+        len += 2;
+    }
+    memcpy(o + len, t->rdata + nlen, 20); /* serial, refresh, retry, expire, minimum */
+    len += 20;
+    tern_wr16(o + 8, (unsigned)(len - 10));
+    t->len = (uint16_t)len;
+    t->ok = true;
+}
+
+/* The negative SOA from ctx->negt when this answer is the usual negative answer: nothing
+ * written after the question yet, the apex at owner_off in the question, and the question's
+ * label above the apex (if any) none of the SOA names' (else the generic writer would point
+ * further into the question). The bytes are the generic writer's, without a search for
+ * suffixes. 1: written, 0: not for this answer, -1: no room (TC). */
+static int put_neg_tpl(resp_t *r, const zone_t *z, const zone_rrset_t *soa, uint16_t owner_off)
+{
+    answer_ctx_t *ctx = r->ctx;
+    wire_writer_t *w = r->w;
+    struct answer_negt *t = &ctx->negt;
+    if (ctx->neg_plain || owner_off == 0 || w->count[WIRE_SEC_AN] || w->count[WIRE_SEC_NS] ||
+        w->count[WIRE_SEC_AR])
+        return 0;
+    size_t rdlen = tern_rd16(soa->rdata);
+    if (t->ttl != soa->ttl || t->rdlen != rdlen || t->apex_len != z->apex_len ||
+        memcmp(t->rdata, soa->rdata + 2, rdlen) != 0 || memcmp(t->apex, z->apex, z->apex_len) != 0)
+        neg_template(ctx, z, soa);
+    if (!t->ok || w->len + 2 + t->len > PTR_MAX_OFF)
+        return 0;
+    const dname_view_t *v = &ctx->q->name;
+    unsigned above = v->nlabels - z->apex_labels; /* apex_in_question(): nlabels >= apex's */
+    if (above > 0) {
+        const uint8_t *lab = v->lc + v->off[above - 1];
+        for (unsigned i = 0; i < 2; i++)
+            if (t->guard[i][0] == lab[0] && memcmp(t->guard[i] + 1, lab + 1, lab[0]) == 0)
+                return 0;
+    }
+    uint16_t to[2];
+    for (unsigned i = 0; i < t->nptr; i++)
+        to[i] = (uint16_t)(t->ptr_rec[i] ? w->len + t->ptr_to[i] : owner_off + t->ptr_to[i]);
+    if (wire_write_rr_raw(w, WIRE_SEC_NS, owner_off, t->rr, t->len, t->ptr_at, to, t->nptr) == 0)
+        return 1;
+    r->tc = true;
+    return -1;
+}
+
+/* The negative-answer SOA of z in authority, unsigned: rendered ahead (put_neg_tpl()), or as
+ * put() writes it, with the views of its two names from ctx->soa (made again only when the
+ * SOA's name bytes differ from the last one's). */
 static bool put_neg_soa(resp_t *r, const zone_t *z, uint16_t owner_off)
 {
     const zone_rrset_t *soa = z->neg_soa;
     size_t rdlen = soa->count == 1 ? tern_rd16(soa->rdata) : 0;
     if (rdlen <= 20 || unlikely(r->sign))
         return put(r, WIRE_SEC_NS, owner_off, z->apex, soa);
+    int tr = put_neg_tpl(r, z, soa, owner_off);
+    if (tr != 0)
+        return tr > 0;
     const uint8_t *names = soa->rdata + 2;
     size_t nlen = rdlen - 20; /* MNAME RNAME, then serial, refresh, retry, expire, minimum */
     answer_ctx_t *ctx = r->ctx;

@@ -366,6 +366,25 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
     return write_rrs(w, sec, owner_off, owner, type, rclass, ttl, count, rdata, NULL, NULL, 0);
 }
 
+int wire_write_rr_raw(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *rest,
+                      size_t n, const uint16_t *ptr_at, const uint16_t *ptr_to, unsigned nptr)
+{
+    if ((int)sec < w->section || sec > WIRE_SEC_AR || owner_off >= PTR_MAX_OFF)
+        return TERN_EINVAL;
+    if (w->count[sec] == 0xFFFFu || w->len + 2 + n > w->limit - w->reserved)
+        return TERN_ENOSPC;
+    uint8_t *o = w->buf + w->len;
+    tern_wr16(o, PTR_BITS | owner_off);
+    memcpy(o + 2, rest, n);
+    for (unsigned i = 0; i < nptr; i++)
+        tern_wr16(o + 2 + ptr_at[i], PTR_BITS | (ptr_to[i] & ~PTR_BITS));
+    w->len += 2 + n;
+    w->count[sec]++;
+    w->section = (int)sec;
+    w->last_name_off = 0;
+    return 0;
+}
+
 int wire_write_rrset_names(wire_writer_t *w, wire_section_t sec, uint16_t owner_off,
                            const uint8_t *owner, uint16_t type, uint32_t ttl, uint16_t count,
                            const uint8_t *rdata, const dname_view_t *const *names, unsigned n)

@@ -157,6 +157,32 @@ typedef struct answer_ctx {
         uint8_t names[2 * DNAME_MAXLEN];
         dname_view_t view[2];
     } soa;
+    /* The negative answers' SOA rendered ahead, for the usual negative answer (unsigned, the
+     * SOA the first record after the question): its bytes after the owner, with where its
+     * compression pointers go, which depends only on where the zone's apex sits in the question
+     * (answer.c put_neg_tpl()). Kept with what it was made from (TTL, RDATA, apex) and made
+     * again when another SOA is written. */
+    struct answer_negt {
+        uint32_t ttl;
+        uint16_t rdlen;   /* of rdata[]; 0: none yet */
+        uint8_t apex_len; /* of apex[] */
+        bool ok;          /* the SOA could be rendered ahead (its names parse) */
+        uint8_t rdata[2 * DNAME_MAXLEN + 20];
+        uint8_t apex[DNAME_MAXLEN];
+        uint16_t len; /* bytes of rr[]: TYPE, CLASS, TTL, RDLENGTH, RDATA */
+        uint8_t rr[10 + 2 * DNAME_MAXLEN + 20];
+        uint8_t nptr;
+        uint16_t ptr_at[2]; /* where in rr[] a compression pointer goes */
+        uint16_t ptr_to[2]; /* to this offset in the apex (ptr_rec 0) or in the record, whose
+                               2-byte owner pointer comes first (ptr_rec 1) */
+        uint8_t ptr_rec[2];
+        /* MNAME's and RNAME's label just above the apex (lowercased, with its length byte)
+         * when the name is below the apex: a question whose label there is the same shares
+         * more than the apex with it, and the generic writer would point further. [i][0] 0:
+         * none. */
+        uint8_t guard[2][64];
+    } negt;
+    bool neg_plain; /* for tests: never the template (the generic writer's bytes to compare) */
     /* RDATA (u16 length + name) of the CNAMEs synthesised from DNAMEs; two, because a name
      * synthesised from the previous one is built from its labels */
     uint8_t synth[2][2 + DNAME_MAXLEN];

@@ -84,6 +84,18 @@ int wire_write_rrset_class(wire_writer_t *w, wire_section_t sec, uint16_t owner_
                            uint16_t count, const uint8_t *rdata) TERN_WUR;
 
 /**
+ * Append one RR the caller rendered ahead (a template): a compression pointer to owner_off (the
+ * offset of a name already in the message, < 0x4000), then the n bytes of rest (TYPE, CLASS, TTL,
+ * RDLENGTH and RDATA as they go on the wire), with a compression pointer written at each of the
+ * nptr offsets ptr_at[i] of rest, to ptr_to[i] (< 0x4000: a name in the message before, or in
+ * the record itself). Nothing is registered for compression, so nothing written after it can
+ * point into it. Returns 0, or TERN_ENOSPC with the message unchanged.
+ */
+int wire_write_rr_raw(wire_writer_t *w, wire_section_t sec, uint16_t owner_off, const uint8_t *rest,
+                      size_t n, const uint16_t *ptr_at, const uint16_t *ptr_to,
+                      unsigned nptr) TERN_WUR;
+
+/**
  * wire_write_rrset() (class IN) given the views (dname_view_init()) of the first n names in the
  * RDATA of RR 0, in order, made by the caller from exactly those bytes: the same message, without
  * making the views again (the negative answers' SOA, whose two names a flood writes every time).

@@ -272,6 +272,82 @@ static void test_neg_soa_views_follow_the_zone(void **state)
     zone_table_free(t2);
 }
 
+/* The negative SOA rendered ahead (answer.c put_neg_tpl()) is byte for byte what the generic
+ * writer gives (ctx.neg_plain), for SOAs whose names are in the zone, outside it, share labels
+ * with each other beyond the apex, are the apex, are the root, or are written in upper case,
+ * asked as NXDOMAIN and NODATA with questions that share more than the apex with the SOA's
+ * names (the template must step aside), in mixed case, long, after a CNAME, and truncated. */
+static void test_neg_template_is_the_generic_bytes(void **state)
+{
+    (void)state;
+    static const char *const zones[][2] = {
+        {"z1.test", "@ 300 SOA ns1 hostmaster 1 2 3 4 5\n@ NS ns1\nns1 A 192.0.2.1\n"
+                    "alias CNAME gone\nalias2 CNAME x.ns1\nwww A 192.0.2.2\n"},
+        {"z2.test", "@ 300 SOA NS.Provider.NET. HostMaster 1 2 3 4 5\n@ NS ns.provider.net.\n"},
+        {"z3.test", "@ 300 SOA ns hostmaster.ns 1 2 3 4 60\n@ NS ns\nns A 192.0.2.3\n"},
+        {"z4.test", "@ 300 SOA @ @ 1 2 3 4 5\n@ NS @\n@ A 192.0.2.4\n"},
+        {"a.b.z5.test", "@ 300 SOA ns1.b.z5.test. mail.z5.test. 1 2 3 4 5\n@ NS ns1.b.z5.test.\n"},
+        {"z6.test", "@ 300 SOA ns.other.test. h.other.test. 1 2 3 4 5\n@ NS ns.other.test.\n"},
+        {"z7.test", "@ 300 SOA . . 1 2 3 4 5\n@ NS ns.z7.test.\nns A 192.0.2.7\n"},
+        {"z8.test", "@ 300 SOA x.y.ns.z8.test. y.ns.z8.test. 1 2 3 4 5\n@ NS ns\n"
+                    "ns A 192.0.2.8\n"},
+    };
+    static const char *const labels[] = {
+        "",     "nx1", "NX2",    "ns1", "x.ns1", "hostmaster", "x.HOSTMASTER", "ns",    "y.ns",
+        "mail", "www", "x.y.ns", "q.b", "alias", "z.x.y.ns",   "Ns1",          "alias2"};
+    char dir[] = "/tmp/tern-negt-XXXXXX", path[300];
+    assert_non_null(mkdtemp(dir));
+    zone_table_t *t = zone_table_new();
+    assert_non_null(t);
+    for (size_t z = 0; z < sizeof(zones) / sizeof(zones[0]); z++) {
+        snprintf(path, sizeof(path), "%s/%zu.zone", dir, z);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "$ORIGIN %s.\n%s", zones[z][0], zones[z][1]);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(atu_add_file(t, zones[z][0], path), 0);
+        (void)unlink(path);
+    }
+    (void)rmdir(dir);
+    assert_int_equal(zone_table_freeze(t), 0);
+    answer_view_t v = {.table = t, .cfg = cfg};
+    static answer_ctx_t plain;
+    static uint8_t out_t[4096], out_p[4096];
+    uint8_t buf[512];
+    char name[300];
+    memset(&ctx, 0, sizeof(ctx));
+    memset(&plain, 0, sizeof(plain));
+    plain.neg_plain = true;
+    unsigned made = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t z = 0; z < sizeof(zones) / sizeof(zones[0]); z++) {
+            for (size_t k = 0; k < sizeof(labels) / sizeof(labels[0]); k++) {
+                for (int qt = 0; qt < 2; qt++) {
+                    if (round == 2 && k == 1) /* a long question */
+                        snprintf(name, sizeof(name), "%s.%s.%s.%s",
+                                 "a123456789012345678901234567890",
+                                 "b123456789012345678901234567890",
+                                 "c123456789012345678901234567890", zones[z][0]);
+                    else
+                        snprintf(name, sizeof(name), "%s%s%s", labels[k], labels[k][0] ? "." : "",
+                                 zones[z][0]);
+                    size_t ql = mkquery(buf, name, qt ? 16 : 1, round == 1);
+                    /* round 0 also truncated: room for the question and little more */
+                    size_t cap = round == 0 && k % 3 == 0 ? ql + 20 : sizeof(out_t);
+                    size_t lt = answer_query(&v, &ctx, NULL, buf, ql, out_t, cap, ANSWER_UDP);
+                    size_t lp = answer_query(&v, &plain, NULL, buf, ql, out_p, cap, ANSWER_UDP);
+                    if (lt != lp || memcmp(out_t, out_p, lt) != 0)
+                        fail_msg("%s type %d round %d: template %zu bytes, generic %zu", name,
+                                 qt ? 16 : 1, round, lt, lp);
+                    made += ctx.negt.ok;
+                }
+            }
+        }
+    }
+    assert_true(made > 100); /* the template was made and used, not stepped around */
+    zone_table_free(t);
+}
+
 /* Random bytes and random mutations of real queries, in random batch sizes. */
 static void test_random(void **state)
 {
@@ -320,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_neg_soa_views_follow_the_zone),
+        cmocka_unit_test(test_neg_template_is_the_generic_bytes),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, atu_setup, atu_teardown);
