@@ -766,6 +766,20 @@ static int parse_origin(const char *origin, const char *path, ldns_rdf **org, ch
     return 0;
 }
 
+/* A parser about to read a file for sink (a load, or pass 1 of a patch), told of the files it
+ * opens as opts says. */
+static struct zf_parser parser_start(zf_sink_fn sink, unsigned pass, const zone_file_opts_t *opts,
+                                     char *err, size_t errlen)
+{
+    return (struct zf_parser){.sink = sink,
+                              .pass = pass,
+                              .default_ttl = DEFAULT_TTL,
+                              .err = err,
+                              .errlen = errlen,
+                              .seen = opts->seen,
+                              .seen_ctx = opts->seen_ctx};
+}
+
 /* What a parser holds besides its builder, freed. */
 static void parser_fini(struct zf_parser *L)
 {
@@ -784,12 +798,7 @@ int zone_file_load_opts(const char *origin, const char *path, const zone_file_op
     static const zone_file_opts_t none;
     if (!opts)
         opts = &none;
-    struct zf_parser L = {.sink = sink_build,
-                          .default_ttl = DEFAULT_TTL,
-                          .err = err,
-                          .errlen = errlen,
-                          .seen = opts->seen,
-                          .seen_ctx = opts->seen_ctx};
+    struct zf_parser L = parser_start(sink_build, 0, opts, err, errlen);
     ldns_rdf *org = NULL;
     int rc = TERN_ENOMEM;
     *out = NULL;
@@ -877,13 +886,7 @@ int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t
     static const zone_file_opts_t none;
     if (!opts)
         opts = &none;
-    struct zf_parser L = {.sink = sink_diff,
-                          .pass = 1,
-                          .default_ttl = DEFAULT_TTL,
-                          .err = err,
-                          .errlen = errlen,
-                          .seen = opts->seen,
-                          .seen_ctx = opts->seen_ctx};
+    struct zf_parser L = parser_start(sink_diff, 1, opts, err, errlen);
     ldns_rdf *org = NULL;
     zone_t *fresh = NULL;
     int rc;

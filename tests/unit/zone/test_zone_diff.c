@@ -25,6 +25,7 @@
 #include "tern/zone/zone_diff.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"
+#include "zone_test_util.h"
 
 #define ORIGIN "d.test"
 #define HOSTS  300
@@ -144,32 +145,6 @@ static zone_t *load(void)
     return z;
 }
 
-/* ---- stderr captured, for the warnings ---- */
-
-static FILE *cap_file;
-static int cap_saved = -1;
-
-static void capture_begin(void)
-{
-    cap_file = tmpfile();
-    assert_non_null(cap_file);
-    fflush(stderr);
-    cap_saved = dup(2);
-    assert_true(cap_saved >= 0);
-    assert_true(dup2(fileno(cap_file), 2) >= 0);
-}
-
-static void capture_end(char *buf, size_t len)
-{
-    fflush(stderr);
-    assert_true(dup2(cap_saved, 2) >= 0);
-    close(cap_saved);
-    rewind(cap_file);
-    size_t n = fread(buf, 1, len - 1, cap_file);
-    buf[n] = 0;
-    fclose(cap_file);
-}
-
 static unsigned count_of(const char *hay, const char *needle)
 {
     unsigned n = 0;
@@ -182,22 +157,6 @@ static unsigned count_of(const char *hay, const char *needle)
 
 static answer_ctx_t ctx;
 
-static size_t query(uint8_t *pkt, const uint8_t *name, uint16_t type)
-{
-    static const uint8_t hdr[12] = {0xab, 0xcd, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1};
-    memcpy(pkt, hdr, 12);
-    size_t len = dname_len(name);
-    memcpy(pkt + 12, name, len);
-    size_t o = 12 + len;
-    pkt[o++] = (uint8_t)(type >> 8);
-    pkt[o++] = (uint8_t)type;
-    pkt[o++] = 0;
-    pkt[o++] = 1;
-    static const uint8_t opt[11] = {0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0};
-    memcpy(pkt + o, opt, sizeof(opt));
-    return o + sizeof(opt);
-}
-
 static void ask_all(const answer_view_t *va, const answer_view_t *vb, const uint8_t *name,
                     const char *tag)
 {
@@ -206,7 +165,7 @@ static void ask_all(const answer_view_t *va, const answer_view_t *vb, const uint
                                      WIRE_T_DNAME, WIRE_T_ANY};
     static uint8_t pkt[512], ra[4096], rb[4096];
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        size_t ql = query(pkt, name, types[t]);
+        size_t ql = ztu_query(pkt, name, types[t]);
         size_t la = answer_query(va, &ctx, NULL, pkt, ql, ra, sizeof(ra), ANSWER_UDP);
         size_t lb = answer_query(vb, &ctx, NULL, pkt, ql, rb, sizeof(rb), ANSWER_UDP);
         if (la != lb || memcmp(ra, rb, la) != 0) {
@@ -223,13 +182,7 @@ static void ask_all(const answer_view_t *va, const answer_view_t *vb, const uint
  * bytes from both, for every type. */
 static void same_answers(zone_t *a, zone_t *b, const char *tag)
 {
-    zone_table_t *ta = zone_table_new(), *tb = zone_table_new();
-    assert_non_null(ta);
-    assert_non_null(tb);
-    assert_int_equal(zone_table_add(ta, zone_retain(a)), 0);
-    assert_int_equal(zone_table_add(tb, zone_retain(b)), 0);
-    assert_int_equal(zone_table_freeze(ta), 0);
-    assert_int_equal(zone_table_freeze(tb), 0);
+    zone_table_t *ta = ztu_table_of(a), *tb = ztu_table_of(b);
     answer_view_t va = {.table = ta, .cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT}};
     answer_view_t vb = {.table = tb, .cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT}};
     const zone_t *zs[2] = {a, b};
@@ -267,9 +220,9 @@ static void patch_case(const char *tag, struct result *r)
     zone_t *base = load();
     write_model(&work_m);
     zone_t *out = NULL;
-    capture_begin();
+    ztu_capture_begin();
     r->rc = zone_file_patch(ORIGIN, main_path, NULL, base, &out, r->err, sizeof(r->err));
-    capture_end(r->log, sizeof(r->log));
+    ztu_capture_end(r->log, sizeof(r->log));
     if (r->rc == 0 || r->rc == ZONE_FILE_SAME) {
         zone_t *full = load();
         zone_t *got = r->rc == 0 ? out : base;
@@ -503,9 +456,9 @@ static void test_warn_once(void **state)
         /* the load's own words */
         char log[4096], err[512];
         zone_t *z = NULL;
-        capture_begin();
+        ztu_capture_begin();
         int rc = zone_file_load(ORIGIN, main_path, &z, err, sizeof(err));
-        capture_end(log, sizeof(log));
+        ztu_capture_end(log, sizeof(log));
         assert_int_equal(rc, 0);
         zone_free(z);
         assert_string_equal(r.log, log);

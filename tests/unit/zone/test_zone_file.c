@@ -33,20 +33,9 @@ static char *data_path(const char *rel)
 static int load_capture(const char *origin, const char *rel, zone_t **z, char *err, size_t errlen,
                         char *log, size_t loglen)
 {
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    fflush(stderr);
-    int saved = dup(2);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(tmp), 2) >= 0);
+    ztu_capture_begin();
     int rc = zone_file_load(origin, data_path(rel), z, err, errlen);
-    fflush(stderr);
-    assert_true(dup2(saved, 2) >= 0);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(log, 1, loglen - 1, tmp);
-    log[n] = 0;
-    fclose(tmp);
+    ztu_capture_end(log, loglen);
     return rc;
 }
 

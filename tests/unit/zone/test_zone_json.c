@@ -29,33 +29,6 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-/* stderr (where log lines go) captured between cap_begin and cap_end. */
-struct capture {
-    FILE *tmp;
-    int saved;
-};
-
-static void cap_begin(struct capture *c)
-{
-    c->tmp = tmpfile();
-    assert_non_null(c->tmp);
-    fflush(stderr);
-    c->saved = dup(2);
-    assert_true(c->saved >= 0);
-    assert_true(dup2(fileno(c->tmp), 2) >= 0);
-}
-
-static void cap_end(struct capture *c, char *log, size_t loglen)
-{
-    fflush(stderr);
-    assert_true(dup2(c->saved, 2) >= 0);
-    close(c->saved);
-    rewind(c->tmp);
-    size_t n = fread(log, 1, loglen - 1, c->tmp);
-    log[n] = 0;
-    fclose(c->tmp);
-}
-
 static zone_json_t *start(const zone_json_opts_t *opts, const char *config)
 {
     char err[512];
@@ -892,14 +865,13 @@ static void test_max_ttl(void **state)
 static void test_apex_ns_synthesised(void **state)
 {
     char log[2048];
-    struct capture c;
-    cap_begin(&c);
+    ztu_capture_begin();
     zone_json_t *zj = start(NULL, CONFIG);
     label_ok(zj, "@",
              "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}]},"
              " \"ns\": {\"records\": [{\"host\": \"\"}]}}");
     zone_t *z = finish(zj);
-    cap_end(&c, log, sizeof(log));
+    ztu_capture_end(log, sizeof(log));
     assert_non_null(z->apex_ns);
     assert_int_equal(z->apex_ns->count, 1);
     assert_int_equal(z->apex_ns->ttl, 3600); /* the SOA's */
@@ -927,8 +899,7 @@ static void test_apex_ns_synthesised(void **state)
 static void test_warnings(void **state)
 {
     char log[2048];
-    struct capture c;
-    cap_begin(&c);
+    ztu_capture_begin();
     zone_json_t *zj = start(NULL, "{\"soa\": {\"ns\": \"ns.test\", \"mbox\": \"h.test\"}}");
     label_ok(zj, "al",
              "{\"aname\": {\"location\": \"x.example.\"},"
@@ -937,7 +908,7 @@ static void test_warnings(void **state)
              "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], \"health_check\": "
              "{\"enable\": true, \"uri\": \"/\", \"port\": 80}}}"); /* no registry: no check */
     zone_t *z = finish(zj);
-    cap_end(&c, log, sizeof(log));
+    ztu_capture_end(log, sizeof(log));
     assert_null(strstr(log, "ANAME")); /* served now: no warning */
     assert_non_null(rrset(z, "al." ORIGIN, 16));
     /* redins' aname is an ANAME record (answer.h), its location the RDATA */
@@ -1024,11 +995,10 @@ static void test_example_file(void **state)
     zone_t *z = NULL;
     unsigned calls = 0;
     zone_json_opts_t opts = {.locate = locate_any, .locate_ctx = &calls};
-    struct capture c;
-    cap_begin(&c);
+    ztu_capture_begin();
     int rc =
         zone_json_load_file(ORIGIN, TERN_CONF_DIR "/example-geo.json", &opts, &z, err, sizeof(err));
-    cap_end(&c, log, sizeof(log));
+    ztu_capture_end(log, sizeof(log));
     if (rc)
         fail_msg("example: %s", err);
     assert_string_equal(log, ""); /* no warning for the shipped example */

@@ -22,6 +22,7 @@
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_patch.h"
 #include "tern/zone/zone_table.h"
+#include "zone_test_util.h"
 
 #define ORIGIN "p.test"
 
@@ -141,17 +142,7 @@ static size_t query(uint8_t *pkt, const char *name, uint16_t type)
     snprintf(full, sizeof(full), "%s%s%s.", name, name[0] ? "." : "", ORIGIN);
     int len = from_str(full, w);
     assert_true(len > 0);
-    static const uint8_t hdr[12] = {0xab, 0xcd, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1};
-    memcpy(pkt, hdr, 12);
-    memcpy(pkt + 12, w, (size_t)len);
-    size_t o = 12 + (size_t)len;
-    pkt[o++] = (uint8_t)(type >> 8);
-    pkt[o++] = (uint8_t)type;
-    pkt[o++] = 0;
-    pkt[o++] = 1;
-    static const uint8_t opt[11] = {0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0};
-    memcpy(pkt + o, opt, sizeof(opt));
-    return o + sizeof(opt);
+    return ztu_query(pkt, w, type);
 }
 
 static answer_ctx_t ctx;
@@ -159,13 +150,7 @@ static answer_ctx_t ctx;
 /* Every name of the universe and around it, every type: the same bytes from both zones. */
 static void same_answers(zone_t *patched, zone_t *full, int step)
 {
-    zone_table_t *tp = zone_table_new(), *tf = zone_table_new();
-    assert_non_null(tp);
-    assert_non_null(tf);
-    assert_int_equal(zone_table_add(tp, zone_retain(patched)), 0);
-    assert_int_equal(zone_table_add(tf, zone_retain(full)), 0);
-    assert_int_equal(zone_table_freeze(tp), 0);
-    assert_int_equal(zone_table_freeze(tf), 0);
+    zone_table_t *tp = ztu_table_of(patched), *tf = ztu_table_of(full);
     answer_view_t vp = {.table = tp, .cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT}};
     answer_view_t vf = {.table = tf, .cfg = {.edns_max_udp = ANSWER_EDNS_DEFAULT}};
     static const uint16_t types[] = {WIRE_T_A,  WIRE_T_AAAA, WIRE_T_TXT,   WIRE_T_MX,
