@@ -27,6 +27,7 @@ struct patch {
     zone_node_t **pages; /* its page directory (z->node_pages, writable) */
     uint8_t *owned;      /* per page: 1 when the new version has its own copy (written) */
     size_t max_nodes;    /* node_count + what judge() counted: the pages' sizes */
+    bool overflow;       /* a node past max_nodes was asked for (never: a full build then) */
     zone_slot_t *slots;
     zone_rrset_t *sets; /* the patch's RRsets (its data blob) */
     uint32_t *targets, *kids;
@@ -154,6 +155,10 @@ static void slot_del(struct patch *p, uint32_t h, uint32_t id)
 static zone_node_t *node_mut(struct patch *p, uint32_t id)
 {
     uint32_t k = id >> ZONE_NODE_SHIFT;
+    if (id >= p->max_nodes) {
+        p->overflow = true;
+        return NULL;
+    }
     if (!p->owned[k]) {
         size_t need = p->max_nodes - (size_t)k * ZONE_NODE_PAGE;
         uint32_t cap = need < ZONE_NODE_PAGE ? (uint32_t)need : ZONE_NODE_PAGE;
@@ -334,6 +339,42 @@ static void resolve_targets(struct patch *p)
     }
 }
 
+/* Names this patch added may be the targets of NS/MX/SRV RRsets it did not touch: one that
+ * named a name not there yet, or one whose target was removed and is back (as a new node). Each
+ * target that points at no live node is looked up again, so the additional section of a patched
+ * version is the one a build gives. Only when names were added: one walk over the nodes, a probe
+ * per such target inside the zone. */
+static void retarget(struct patch *p, size_t first_new)
+{
+    const zone_t *z = p->z;
+    if (p->nnodes == first_new)
+        return;
+    for (uint32_t i = 0; i < p->nnodes; i++) {
+        const zone_node_t *n = zone_node_at(z, i);
+        for (unsigned k = 0; k < n->nrrsets; k++) {
+            const zone_rrset_t *s = &n->rrsets[k];
+            if (!zone_rrset_has_targets(s))
+                continue;
+            const uint8_t *rd = s->rdata;
+            for (unsigned j = 0; j < s->count; j++) {
+                size_t rdlen = (size_t)rd[0] << 8 | rd[1];
+                const uint8_t *name = rd + 2 + zone_type_target_off(s->type);
+                uint32_t *t = &p->targets[s->ext.targets - 1 + j];
+                const zone_node_t *tn = *t ? zone_node_at(z, *t - 1) : NULL;
+                rd += 2 + rdlen;
+                if ((tn && (tn->nrrsets || !(tn->flags & ZONE_NODE_ENT))) ||
+                    !dname_is_subdomain(name, z->apex))
+                    continue;
+                uint8_t lc[DNAME_MAXLEN];
+                (void)dname_lower(lc, name);
+                uint32_t id = find_id(p, lc);
+                const zone_node_t *now = id ? zone_node_at(z, id - 1) : NULL;
+                *t = now && (now->nrrsets || !(now->flags & ZONE_NODE_ENT)) ? id : 0;
+            }
+        }
+    }
+}
+
 /* After a change at the apex: the zone's own view of it (SOA, negative SOA, NS, serial). */
 static void refresh_apex(struct patch *p, zone_rrset_t *neg)
 {
@@ -496,13 +537,23 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
     p.ngeo = base->geo_count;
     p.ntargets = base->target_count;
 
-    for (size_t i = 0; i < n; i++) {
-        if (apply(&p, names[i]) < 0) {
-            zone_free(z);
-            return TERN_ENOMEM;
+    /* Names that get data first, then names that lose it: a removal takes empty non-terminals
+     * away with it, and a name added after that below one of them would need nodes judge()
+     * did not count (the node pages are sized by it). Added first, they keep those ancestors. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            if (has_data(find(fresh, names[i])) != (pass == 0))
+                continue;
+            if (apply(&p, names[i]) < 0) {
+                zone_free(z);
+                if (p.overflow)
+                    return want_build(&p, names[i], "more new nodes than counted");
+                return TERN_ENOMEM;
+            }
         }
     }
     resolve_targets(&p);
+    retarget(&p, base->node_count);
     if (merge_health(&p, a) < 0) {
         zone_free(z);
         return TERN_ENOMEM;

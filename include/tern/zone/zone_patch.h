@@ -21,9 +21,11 @@
  * ZONE_PATCH_NAMES) (a build compacts what earlier patches left behind: removed nodes, RRsets
  * and pages no version uses any more).
  *
- * One inexactness until that next build: an NS/MX/SRV RRset elsewhere in the zone whose target
- * is a name this patch adds does not yet carry the target's addresses in the additional section
- * (optional data, RFC 2181 §9); targets that change or go are exact.
+ * A patched version answers byte for byte as a build of the same data: names that get data are
+ * applied before names that lose it (so no empty non-terminal is taken away and made again), and
+ * when names were added every NS/MX/SRV target that pointed at no live node is looked up again
+ * (a target named before it existed, or removed and back), at the cost of one walk over the
+ * nodes (7 ms for 1,000,000 names).
  */
 #ifndef TERN_ZONE_ZONE_PATCH_H
 #define TERN_ZONE_ZONE_PATCH_H
