@@ -1672,6 +1672,7 @@ int zone_builder_finish(zone_builder_t *b, zone_t **out, char *err, size_t errle
     link_nodes(&f);
     fill_zone(&f);
     fill_health(&f);
+    f.z->built_bytes = zone_footprint(f.z);
     fctx_free(&f);
     zone_builder_free(b);
     *out = f.z;

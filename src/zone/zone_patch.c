@@ -426,6 +426,10 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
         return want_build(&p, NULL, "%u patches since the last build", base->patches);
     if (base->patched + n > base->node_count / 8 + ZONE_PATCH_NAMES)
         return want_build(&p, NULL, "%zu names patched since the last build", base->patched + n);
+    size_t held = zone_footprint(base);
+    if (base->built_bytes && held > base->built_bytes + base->built_bytes / 2 + ZONE_PATCH_SLACK)
+        return want_build(&p, NULL, "patches hold %zu KiB, built it was %zu KiB", held >> 10,
+                          base->built_bytes >> 10);
     if (base->apex_len != fresh->apex_len || memcmp(base->apex, fresh->apex, base->apex_len))
         return want_build(&p, NULL, "another origin");
     size_t add = 0, nsets = 0, ntg = 0, ngeo = 0;
@@ -462,8 +466,10 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
     size_t need = 0;
     for (size_t i = 0; i < TERN_ARRAY_SIZE(parts); i++)
         need += ((parts[i] ? parts[i] : 1) + 15) & ~(size_t)15;
+    /* the patch's blob sized exactly, as it stays for the life of the versions after it */
+    size_t dneed = ((sizeof(zone_data_t) + 15) & ~(size_t)15) + (nsets + 1) * sizeof(zone_rrset_t);
     arena_t *a = arena_create(), *d = arena_create();
-    if (!a || !d || arena_reserve(a, need) < 0) {
+    if (!a || !d || arena_reserve(a, need) < 0 || arena_reserve(d, dneed) < 0) {
         arena_destroy(a);
         arena_destroy(d);
         return TERN_ENOMEM;

@@ -217,6 +217,7 @@ typedef struct zone {
     zone_data_t **data;  /* the byte blobs it points into, one reference each */
     uint32_t data_count; /* 1 for a built zone, 1 + patches for a patched one */
     uint32_t patches;    /* zone_patch() calls since the last full build */
+    size_t built_bytes;  /* zone_footprint() when it was built: what patches are measured by */
     size_t patched;      /* names those patches changed */
     /* References: the builder hands out one; every zone table holding the zone holds one (a
      * reload shares an unchanged zone between the old and the new table); a transfer thread

@@ -17,9 +17,12 @@
  * What a patch does not do, and says so by asking for a full build instead (return 1):
  * signed zones (their signatures are per RRset, made at build time), delegations and DNAMEs
  * changing (they move the zone's cuts for every name under them), a new name under a DNAME,
- * and every ZONE_PATCH_MAX-th patch or once the patched names pass an eighth of the zone (plus
- * ZONE_PATCH_NAMES) (a build compacts what earlier patches left behind: removed nodes, RRsets
- * and pages no version uses any more).
+ * and, so that what patches leave behind stays bounded (removed nodes, replaced RRsets and
+ * RDATA that shared blobs keep, each patch's own small blobs), once the patched names pass an
+ * eighth of the zone (plus ZONE_PATCH_NAMES), once the version holds more than half again the
+ * bytes it was built with (plus ZONE_PATCH_SLACK: a small zone is built again after a few
+ * patches, a large one hardly ever for a few changed names), and every ZONE_PATCH_MAX-th patch;
+ * a build compacts.
  *
  * A patched version answers byte for byte as a build of the same data: names that get data are
  * applied before names that lose it (so no empty non-terminal is taken away and made again), and
@@ -35,10 +38,12 @@
 
 #include "tern/zone/zone.h"
 
-/* Patches in a row before a full build is asked for, and the names they may change together
- * beyond an eighth of the zone's nodes. */
-#define ZONE_PATCH_MAX   64
+/* Patches in a row before a full build is asked for (each keeps a few small blobs: the count
+ * bounds the list), the names they may change together beyond an eighth of the zone's nodes,
+ * and the bytes they may hold beyond half again the zone's size when built. */
+#define ZONE_PATCH_MAX   1024
 #define ZONE_PATCH_NAMES 1024
+#define ZONE_PATCH_SLACK ((size_t)16 << 10)
 
 /**
  * A new version of base (refs 1, loader thread) in which each of the n names (lowercased wire
