@@ -711,6 +711,146 @@ static void test_sequence(void **state)
     zone_free(cur);
 }
 
+/* A random walk of file edits, each reload patched from the version the last one made (as
+ * SIGHUPs do): lines of the host part changed, removed, duplicated, moved, given another TTL or
+ * case; new names under hosts, under new empty non-terminals and as wildcards; MX and SRV whose
+ * targets come and go; the SOA serial bumped. Every version answers as a full load of its file,
+ * or the patch says the file must be read in full (then the load is the next base). The first 24
+ * lines (apex, fixed names, $INCLUDE) stay. TERN_WALK_SEED picks another walk. */
+static uint64_t walk_rng = 0x2545F4914F6CDD1Dull;
+
+static unsigned walk_rnd(unsigned n)
+{
+    walk_rng ^= walk_rng << 13;
+    walk_rng ^= walk_rng >> 7;
+    walk_rng ^= walk_rng << 17;
+    return (unsigned)(walk_rng % n);
+}
+
+static void walk_edit(struct model *m, unsigned serial)
+{
+    enum { FIXED = 24 };
+    snprintf(m->main[1], LINELEN, "@ IN SOA ns1 hostmaster %u 7200 900 1209600 300", serial);
+    unsigned edits = 1 + walk_rnd(6);
+    for (unsigned e = 0; e < edits && m->nmain < MAXLINES - 2; e++) {
+        size_t span = m->nmain - FIXED, at = FIXED + (span ? walk_rnd((unsigned)span) : 0);
+        unsigned h = walk_rnd(HOSTS), x = walk_rnd(1000);
+        switch (walk_rnd(11)) {
+        case 0: /* an address changed */
+            snprintf(m->main[at], LINELEN, "h%u A 10.9.%u.%u", h, x >> 8, x & 255);
+            break;
+        case 1: /* a line gone */
+            if (span > 1) {
+                memmove(m->main[at], m->main[at + 1], (m->nmain - at - 1) * LINELEN);
+                m->nmain--;
+            }
+            break;
+        case 2: /* a line twice */
+            addf(m, "%s", m->main[at]);
+            break;
+        case 3: { /* a line moved to the end */
+            char line[LINELEN];
+            memcpy(line, m->main[at], LINELEN);
+            memmove(m->main[at], m->main[at + 1], (m->nmain - at - 1) * LINELEN);
+            memcpy(m->main[m->nmain - 1], line, LINELEN);
+            break;
+        }
+        case 4: /* a name below a host, or below a new empty non-terminal */
+            addf(m, x % 2 ? "n%u.h%u A 192.0.2.%u" : "n%u.ent%u.h%u A 192.0.2.%u", x % 7, h,
+                 x % 2 ? x % 250 : h % 3, x % 250);
+            break;
+        case 5: /* a wildcard */
+            addf(m, "*.h%u TXT \"wild %u\"", h, x);
+            break;
+        case 6: /* MX and SRV naming hosts that may not be there */
+            addf(m, "mx%u MX %u h%u", x % 9, x % 50, h);
+            addf(m, "_s%u._tcp SRV 0 1 53 n%u.h%u", x % 5, x % 7, h);
+            break;
+        case 7: /* another TTL for a host's address */
+            addf(m, "h%u %u A 10.0.%u.%u", h, 60 + x, h >> 8, h & 255);
+            break;
+        case 8: /* upper case owner, the same data */
+            addf(m, "H%u.D.TEST. TXT \"host %u\"", h, h);
+            break;
+        case 9: /* a CNAME where there may be other data (the load refuses it: so must the
+                   patch) */
+            if (x % 10 == 0)
+                addf(m, "h%u CNAME h%u", h, (h + 1) % HOSTS);
+            else
+                addf(m, "c%u CNAME h%u", x % 11, h);
+            break;
+        default: /* a name and all its lines gone */
+            for (size_t i = FIXED; i < m->nmain;) {
+                char pre[16];
+                int pl = snprintf(pre, sizeof(pre), "h%u ", h);
+                if (strncmp(m->main[i], pre, (size_t)pl) == 0) {
+                    memmove(m->main[i], m->main[i + 1], (m->nmain - i - 1) * LINELEN);
+                    m->nmain--;
+                } else {
+                    i++;
+                }
+            }
+        }
+    }
+}
+
+static void test_random_edits(void **state)
+{
+    (void)state;
+    const char *seed = getenv("TERN_WALK_SEED");
+    if (seed)
+        walk_rng ^= strtoull(seed, NULL, 0) * 0x9E3779B97F4A7C15ull;
+    gen(&work_m, HOSTS);
+    write_model(&work_m);
+    zone_t *cur = load();
+    unsigned patched = 0, same = 0, built = 0, refused = 0;
+    for (unsigned step = 0; step < 120; step++) {
+        struct model keep = work_m;
+        walk_edit(&work_m, 2 + step);
+        write_model(&work_m);
+        zone_t *out = NULL, *full = NULL;
+        char err[512], lerr[512];
+        ztu_capture_begin(); /* out-of-zone and TTL warnings: not this test's business */
+        int lrc = zone_file_load(ORIGIN, main_path, &full, lerr, sizeof(lerr));
+        int rc = zone_file_patch(ORIGIN, main_path, NULL, cur, &out, err, sizeof(err));
+        char log[8192];
+        ztu_capture_end(log, sizeof(log));
+        if (lrc != 0) {
+            /* a file the load refuses: the patch refuses it as well, with the same words */
+            if (rc >= 0 || strcmp(err, lerr) != 0)
+                fail_msg("step %u: load %d '%s', patch %d '%s'", step, lrc, lerr, rc, err);
+            refused++;
+            work_m = keep; /* the operator mends the file */
+            continue;
+        }
+        char tag[64];
+        snprintf(tag, sizeof(tag), "step %u (rc %d)", step, rc);
+        if (rc == 0) {
+            patched++;
+            assert_int_equal(out->rr_count, full->rr_count);
+            same_answers(out, full, tag);
+            zone_free(cur);
+            cur = out;
+        } else if (rc == ZONE_FILE_SAME) {
+            same++;
+            same_answers(cur, full, tag);
+        } else if (rc == ZONE_FILE_BUILD) {
+            if (getenv("WALK_DEBUG"))
+                fprintf(stderr, "%s: %s\n", tag, err);
+            built++;
+            zone_free(cur);
+            cur = zone_retain(full);
+        } else {
+            fail_msg("%s: %s", tag, err);
+        }
+        zone_free(full);
+    }
+    zone_free(cur);
+    print_message("%u patched, %u unchanged, %u read in full, %u refused (rng %llx)\n", patched,
+                  same, built, refused, (unsigned long long)walk_rng);
+    assert_true(patched > 60);
+}
+
 /* The diff itself: what matches, what does not, and what is out of the zone. */
 static void wname(uint8_t *w, const char *s)
 {
@@ -839,7 +979,7 @@ int main(void)
         cmocka_unit_test(test_needs_build), cmocka_unit_test(test_large_change),
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_files_change),
         cmocka_unit_test(test_sequence),    cmocka_unit_test(test_diff_api),
-        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_memory),      cmocka_unit_test(test_random_edits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
