@@ -277,18 +277,6 @@ static uint16_t apex_in_question(const resp_t *r, const zone_t *z)
     return (uint16_t)off;
 }
 
-/* Label offsets of the valid wire name n (as dname_view_t.off: off[count] is the root's);
- * returns count. */
-static unsigned label_offs(const uint8_t *n, uint8_t off[DNAME_MAXLABELS])
-{
-    unsigned k = 0;
-    size_t p = 0;
-    for (; n[p]; p += 1u + n[p])
-        off[k++] = (uint8_t)p;
-    off[k] = (uint8_t)p;
-    return k;
-}
-
 /* ctx->negt made for z's negative SOA soa: its record after the owner, rendered as the generic
  * writer renders it right after a question that shares exactly the apex with its names. Each
  * name points at its longest suffix that the message already holds: a suffix of the apex (in
@@ -310,38 +298,41 @@ static void neg_template(answer_ctx_t *ctx, const zone_t *z, const zone_rrset_t 
     int b = a > 0 ? dname_check(t->rdata + a, nlen - (size_t)a) : -1;
     if (b < 0 || (size_t)a + (size_t)b != nlen)
         return;
-    uint8_t aoff[DNAME_MAXLABELS];
-    unsigned an = label_offs(z->apex, aoff);
+    /* views of the apex and of each name: their label offsets (made only when the SOA
+     * changes, so their hashes cost nothing that matters) */
+    dname_view_t av, nv, mv;
+    dname_view_init(&av, z->apex);
+    unsigned an = av.nlabels;
     uint8_t *o = t->rr;
     tern_wr16(o, WIRE_T_SOA);
     tern_wr16(o + 2, WIRE_CLASS_IN);
     tern_wr32(o + 4, soa->ttl);
     size_t len = 10;
-    uint8_t mlc[DNAME_MAXLEN], moff[DNAME_MAXLABELS];
-    size_t mlen = 0;
-    unsigned mlit = 0;   /* MNAME's labels written literally */
+    unsigned mlit = 0;   /* MNAME's labels written literally (mv: MNAME's view) */
     uint16_t mstart = 0; /* where MNAME starts in rr[] */
     const uint8_t *nm[2] = {t->rdata, t->rdata + a};
     for (unsigned i = 0; i < 2; i++) {
-        uint8_t lc[DNAME_MAXLEN], off[DNAME_MAXLABELS];
-        size_t l = dname_lower(lc, nm[i]);
-        unsigned n = label_offs(lc, off), j = 0;
+        dname_view_init(&nv, nm[i]);
+        const uint8_t *lc = nv.lc, *off = nv.off;
+        size_t l = nv.len;
+        unsigned n = nv.nlabels, j = 0;
         bool rec = false;
         uint16_t to = 0;
         for (; j < n; j++) { /* the longest suffix first, the root never */
             const uint8_t *sfx = lc + off[j];
             size_t slen = l - off[j];
             for (unsigned k = 0; i == 1 && k < mlit && !rec; k++) {
-                if (mlen - moff[k] == slen && memcmp(mlc + moff[k], sfx, slen) == 0) {
+                if ((size_t)(mv.len - mv.off[k]) == slen &&
+                    memcmp(mv.lc + mv.off[k], sfx, slen) == 0) {
                     rec = true;
-                    to = (uint16_t)(2 + mstart + moff[k]);
+                    to = (uint16_t)(2 + mstart + mv.off[k]);
                 }
             }
             if (rec)
                 break;
             bool in_apex = false;
             for (unsigned k = 0; k < an && !in_apex; k++)
-                in_apex = alen - aoff[k] == slen && memcmp(z->apex + aoff[k], sfx, slen) == 0;
+                in_apex = alen - av.off[k] == slen && memcmp(z->apex + av.off[k], sfx, slen) == 0;
             if (in_apex) {
                 to = (uint16_t)(alen - slen);
                 break;
@@ -352,9 +343,7 @@ static void neg_template(answer_ctx_t *ctx, const zone_t *z, const zone_rrset_t 
         if (n > an && l - off[n - an] == alen && memcmp(lc + off[n - an], z->apex, alen) == 0)
             memcpy(t->guard[i], lc + off[n - an - 1], 1u + lc[off[n - an - 1]]);
         if (i == 0) {
-            memcpy(mlc, lc, l);
-            memcpy(moff, off, sizeof(off));
-            mlen = l;
+            mv = nv;
             mlit = j;
             mstart = (uint16_t)len;
         }

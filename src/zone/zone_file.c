@@ -513,55 +513,29 @@ static int sink_fresh(struct zf_parser *L, const struct src *s, const struct zf_
     return rc;
 }
 
-/* The wire form of an owner token of only letters, digits, '-', '_', '*' and dots (or "@"),
- * relative to origin unless it ends in a dot; false for anything else (escapes, empty or long
- * labels), which ldns alone judges. */
-static bool simple_owner(const char *t, size_t n, const ldns_rdf *origin, uint8_t w[DNAME_MAXLEN])
+/* The wire form of owner token t (n bytes) as ldns reads it: "@" is the origin, a name ending
+ * in a dot is absolute, any other is relative to origin (dname_from_str(): the same RFC 1035
+ * escapes). false when it does not parse here: ldns alone judges it then. */
+static bool owner_wire(const char *t, size_t n, const ldns_rdf *origin, uint8_t w[DNAME_MAXLEN])
 {
     const uint8_t *org = ldns_rdf_data(origin);
-    size_t olen = ldns_rdf_size(origin), len = 0;
-    if (n == 1 && (t[0] == '@' || t[0] == '.')) {
-        if (t[0] == '@')
-            memcpy(w, org, olen);
-        else
-            w[0] = 0;
+    size_t olen = ldns_rdf_size(origin);
+    const char *why = NULL;
+    if (n == 1 && t[0] == '@') {
+        memcpy(w, org, olen);
         return true;
     }
-    bool absolute = n > 0 && t[n - 1] == '.';
-    if (absolute)
-        n--;
-    if (n == 0)
+    if (n > 0 && t[n - 1] == '.')
+        return dname_from_str(t, n, false, w, &why) > 0;
+    int rl = dname_from_str(t, n, true, w, &why);
+    if (rl <= 0 || (size_t)rl + olen > DNAME_MAXLEN)
         return false;
-    for (size_t i = 0; i <= n;) {
-        size_t j = i;
-        for (; j < n && t[j] != '.'; j++) {
-            char c = t[j];
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_' || c == '*'))
-                return false;
-        }
-        size_t l = j - i;
-        if (l == 0 || l > 63 || len + 1 + l >= DNAME_MAXLEN)
-            return false; /* an empty label ("a..b", ".a") or too long */
-        w[len++] = (uint8_t)l;
-        memcpy(w + len, t + i, l);
-        len += l;
-        i = j + 1;
-        if (j == n)
-            break;
-    }
-    if (absolute) {
-        w[len] = 0;
-        return true;
-    }
-    if (len + olen > DNAME_MAXLEN)
-        return false;
-    memcpy(w + len, org, olen); /* relative: the origin follows, its final zero included */
+    memcpy(w + rl, org, olen); /* the origin follows, its final zero included */
     return true;
 }
 
 /* A patch's second pass keeps the changed names' records and the apex's only: an entry whose
- * owner is plainly another name (simple_owner()), or that has a blank owner after such an
+ * owner is another name (owner_wire()), or that has a blank owner after such an
  * entry, is skipped before ldns parses it. That is most of the file and most of the cost of
  * reading it: the first pass parsed every entry and the stamps say the file is the same. */
 static bool fresh_skip(struct zf_parser *L, const ldns_rdf *origin)
@@ -570,7 +544,7 @@ static bool fresh_skip(struct zf_parser *L, const ldns_rdf *origin)
     if (*e == ' ' || *e == '\t')
         return L->skipped; /* the previous record's owner */
     uint8_t w[DNAME_MAXLEN];
-    L->skipped = simple_owner(e, strcspn(e, " \t"), origin, w) && !dname_equal(w, L->apex) &&
+    L->skipped = owner_wire(e, strcspn(e, " \t"), origin, w) && !dname_equal(w, L->apex) &&
                  !zone_diff_changed(L->diff, w);
     return L->skipped;
 }

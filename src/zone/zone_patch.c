@@ -318,60 +318,51 @@ static int apply(struct patch *p, const uint8_t *nm)
     return 0;
 }
 
-/* The targets of the RRsets this patch added, resolved in the new version. */
-static void resolve_targets(struct patch *p)
+/* A node an additional section takes addresses from: one with data, or a name that was never
+ * an empty non-terminal (a removed name's node is an ENT without RRsets). */
+static bool live(const zone_node_t *n)
 {
-    for (size_t i = 0; i < p->nsets; i++) {
-        const zone_rrset_t *s = &p->sets[i];
-        if (!zone_rrset_has_targets(s))
+    return n && (n->nrrsets || !(n->flags & ZONE_NODE_ENT));
+}
+
+/* The targets of RRset s looked up in the new version: all of them, or (only_dead) those that
+ * point at no live node and name something inside the zone. */
+static void resolve_rrset(struct patch *p, const zone_rrset_t *s, bool only_dead)
+{
+    const zone_t *z = p->z;
+    const uint8_t *rd = s->rdata;
+    for (unsigned k = 0; k < s->count; k++) {
+        size_t rdlen = (size_t)rd[0] << 8 | rd[1];
+        const uint8_t *name = rd + 2 + zone_type_target_off(s->type);
+        uint32_t *t = &p->targets[s->ext.targets - 1 + k];
+        rd += 2 + rdlen;
+        if (only_dead &&
+            ((*t && live(zone_node_at(z, *t - 1))) || !dname_is_subdomain(name, z->apex)))
             continue;
-        const uint8_t *rd = s->rdata;
-        for (unsigned k = 0; k < s->count; k++) {
-            size_t rdlen = (size_t)rd[0] << 8 | rd[1];
-            uint8_t lc[DNAME_MAXLEN];
-            (void)dname_lower(lc, rd + 2 + zone_type_target_off(s->type));
-            uint32_t t = find_id(p, lc);
-            const zone_node_t *tn = t ? zone_node_at(p->z, t - 1) : NULL;
-            p->targets[s->ext.targets - 1 + k] =
-                tn && (tn->nrrsets || !(tn->flags & ZONE_NODE_ENT)) ? t : 0;
-            rd += 2 + rdlen;
-        }
+        uint8_t lc[DNAME_MAXLEN];
+        (void)dname_lower(lc, name);
+        uint32_t id = find_id(p, lc);
+        *t = id && live(zone_node_at(z, id - 1)) ? id : 0;
     }
 }
 
-/* Names this patch added may be the targets of NS/MX/SRV RRsets it did not touch: one that
+/* The targets of the RRsets this patch added, resolved in the new version. Then, when names
+ * were added, they may be the targets of NS/MX/SRV RRsets the patch did not touch: one that
  * named a name not there yet, or one whose target was removed and is back (as a new node). Each
  * target that points at no live node is looked up again, so the additional section of a patched
- * version is the one a build gives. Only when names were added: one walk over the nodes, a probe
- * per such target inside the zone. */
-static void retarget(struct patch *p, size_t first_new)
+ * version is the one a build gives: one walk over the nodes, a probe per such target. */
+static void resolve_targets(struct patch *p, size_t first_new)
 {
-    const zone_t *z = p->z;
+    for (size_t i = 0; i < p->nsets; i++)
+        if (zone_rrset_has_targets(&p->sets[i]))
+            resolve_rrset(p, &p->sets[i], false);
     if (p->nnodes == first_new)
         return;
     for (uint32_t i = 0; i < p->nnodes; i++) {
-        const zone_node_t *n = zone_node_at(z, i);
-        for (unsigned k = 0; k < n->nrrsets; k++) {
-            const zone_rrset_t *s = &n->rrsets[k];
-            if (!zone_rrset_has_targets(s))
-                continue;
-            const uint8_t *rd = s->rdata;
-            for (unsigned j = 0; j < s->count; j++) {
-                size_t rdlen = (size_t)rd[0] << 8 | rd[1];
-                const uint8_t *name = rd + 2 + zone_type_target_off(s->type);
-                uint32_t *t = &p->targets[s->ext.targets - 1 + j];
-                const zone_node_t *tn = *t ? zone_node_at(z, *t - 1) : NULL;
-                rd += 2 + rdlen;
-                if ((tn && (tn->nrrsets || !(tn->flags & ZONE_NODE_ENT))) ||
-                    !dname_is_subdomain(name, z->apex))
-                    continue;
-                uint8_t lc[DNAME_MAXLEN];
-                (void)dname_lower(lc, name);
-                uint32_t id = find_id(p, lc);
-                const zone_node_t *now = id ? zone_node_at(z, id - 1) : NULL;
-                *t = now && (now->nrrsets || !(now->flags & ZONE_NODE_ENT)) ? id : 0;
-            }
-        }
+        const zone_node_t *n = zone_node_at(p->z, i);
+        for (unsigned k = 0; k < n->nrrsets; k++)
+            if (zone_rrset_has_targets(&n->rrsets[k]))
+                resolve_rrset(p, &n->rrsets[k], true);
     }
 }
 
@@ -558,8 +549,7 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
             }
         }
     }
-    resolve_targets(&p);
-    retarget(&p, base->node_count);
+    resolve_targets(&p, base->node_count);
     if (merge_health(&p, a) < 0) {
         zone_free(z);
         return TERN_ENOMEM;
