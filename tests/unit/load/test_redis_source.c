@@ -752,6 +752,8 @@ static void test_hung_redis(void **state)
     wait_count(&got.downs, 1, 2000, "hung Redis noticed");
     kill(srv.pid, SIGCONT);
     wait_count(&got.ups, 2, 8000, "reconnected");
+    /* the verify after the reconnect finds the zone unchanged */
+    wait_count(&got.syncs, 2, 4000, "verify after the reconnect");
     assert_int_equal(versions("h.test"), 1);
 
     /* stop() does not wait for the read timeout */
