@@ -27,14 +27,16 @@ MAKE_MMDB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data
 
 
 def free_port():
-    """A port free for both UDP and TCP on the loopback address (bounded number of tries)."""
+    """A port free for both UDP and TCP on every IPv4 address, so on 127.0.0.2 and the rest of
+    the loopback net too (bounded number of tries). Free when picked: a test running beside
+    this one may still take it before it is bound."""
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind((LOOPBACK, 0))
+            t.bind(("0.0.0.0", 0))
             port = t.getsockname()[1]
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
                 try:
-                    u.bind((LOOPBACK, port))
+                    u.bind(("0.0.0.0", port))
                 except OSError:
                     continue
             return port

@@ -40,6 +40,7 @@ and every measured time is printed.
 """
 
 import argparse
+import errno
 import http.server
 import json
 import os
@@ -267,29 +268,56 @@ svc    5 IN A   127.0.0.21
 """
 
 
+def listen_tcp(addr, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((addr, port))
+        s.listen(64)
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def start_backends(certs):
+    """The HTTP(S) backends and the two TCP listeners on fresh ports. A port free when picked
+    can be taken by a test running beside this one before it is bound here: then every
+    listener started is closed and new ports are picked (a bounded number of times)."""
+    for _ in range(5):
+        port, tls_port, tcp_port = (servers.free_port() for _ in range(3))
+        backends = {ip: Backend(ip, port) for ip in
+                    ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6",
+                     "127.0.0.7")}
+        backends["127.0.0.8"] = Backend("127.0.0.8", tls_port, certs["secure.health.test"])
+        backends["127.0.0.9"] = Backend("127.0.0.9", tls_port, certs["other.name.test"])
+        backends["127.0.0.10"] = Backend("127.0.0.10", tls_port, certs["other.name.test"])
+        started = []
+        try:
+            for b in backends.values():
+                b.start()
+                started.append(b)
+            tcp = listen_tcp("127.0.0.20", tcp_port)
+            started.append(tcp)
+            tcp21 = listen_tcp("127.0.0.21", tcp_port)
+            return port, tls_port, tcp_port, backends, tcp, tcp21
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            for x in started:
+                if isinstance(x, Backend):
+                    x.stop()
+                else:
+                    x.close()
+    raise Failure("no free ports for the backends in 5 tries")
+
+
 def run_checks(args, work, results):
-    port = servers.free_port()
-    tls_port = servers.free_port()
-    tcp_port = servers.free_port()
     certs = make_certs(work)
     data = os.path.join(work, "data")
     os.makedirs(data)
     subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60)
-    backends = {ip: Backend(ip, port) for ip in
-                ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7")}
-    backends["127.0.0.8"] = Backend("127.0.0.8", tls_port, certs["secure.health.test"])
-    backends["127.0.0.9"] = Backend("127.0.0.9", tls_port, certs["other.name.test"])
-    backends["127.0.0.10"] = Backend("127.0.0.10", tls_port, certs["other.name.test"])
-    for b in backends.values():
-        b.start()
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp.bind(("127.0.0.20", tcp_port))
-    tcp.listen(64)
-    tcp21 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp21.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp21.bind(("127.0.0.21", tcp_port))
-    tcp21.listen(64)
+    port, tls_port, tcp_port, backends, tcp, tcp21 = start_backends(certs)
 
     zone = os.path.join(work, "health.json")
     with open(zone, "w") as f:
