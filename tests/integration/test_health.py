@@ -292,23 +292,20 @@ def start_backends(certs):
         backends["127.0.0.8"] = Backend("127.0.0.8", tls_port, certs["secure.health.test"])
         backends["127.0.0.9"] = Backend("127.0.0.9", tls_port, certs["other.name.test"])
         backends["127.0.0.10"] = Backend("127.0.0.10", tls_port, certs["other.name.test"])
-        started = []
+        closers = []  # of what is open, should a port be taken
         try:
             for b in backends.values():
                 b.start()
-                started.append(b)
+                closers.append(b.stop)
             tcp = listen_tcp("127.0.0.20", tcp_port)
-            started.append(tcp)
+            closers.append(tcp.close)
             tcp21 = listen_tcp("127.0.0.21", tcp_port)
             return port, tls_port, tcp_port, backends, tcp, tcp21
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
                 raise
-            for x in started:
-                if isinstance(x, Backend):
-                    x.stop()
-                else:
-                    x.close()
+            for close in closers:
+                close()
     raise Failure("no free ports for the backends in 5 tries")
 
 
