@@ -5,7 +5,7 @@
  * replaces the file's listen list (as NSD's -a does: the usual reason to give it is to serve the
  * same config somewhere else), --zone adds zones, --workers overrides. There is no default listen
  * address: a DNS server silently binding port 53 on some address is a surprise, so ternd refuses
- * to start without one (--check-config does not need one).
+ * to start without one (and so do --check-config and every reload: config_check_complete()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -410,10 +410,6 @@ int main(int argc, char **argv)
             goto out;
         log_info("configuration OK");
         rc = 0;
-        goto out;
-    }
-    if (cfg->nlisten == 0) {
-        log_err("no listen address: give --listen ADDR:PORT or 'listen:' in the config");
         goto out;
     }
     if (!(srv = server_bind(cfg, loader_published(loader))))

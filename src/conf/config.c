@@ -1633,11 +1633,23 @@ static int apply(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const ya
 static int load_root(parse_ctx_t *pc)
 {
     const yaml_node_t *root = yaml_document_get_root_node(pc->doc);
-    if (!root)
-        return 0; /* an empty file: all defaults */
+    /* A file with no options is what a crashed editor or a half-finished deploy leaves behind,
+     * never a configuration: taken as "all defaults" it would reload into serving no zone at
+     * all. A config that means something names at least a listen address or a zone. */
+    if (!root) {
+        set_err(pc->err, pc->errlen,
+                "%s: the file holds no options (empty, or only comments): refused, as a "
+                "truncated file would be",
+                pc->path);
+        return TERN_EINVAL;
+    }
     if (root->type != YAML_MAPPING_NODE)
         return config_fail(pc, root, NULL, "the top level must be a mapping of options, got %s",
                            config_node_kind(root));
+    if (root->data.mapping.pairs.start == root->data.mapping.pairs.top)
+        return config_fail(pc, root, NULL,
+                           "an empty mapping ({}) holds no options: refused, as a truncated file "
+                           "would be");
     /* a redins config.json, whatever order its keys come in: redins' defaults apply where the
      * two differ (ratelimit's enable) */
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;

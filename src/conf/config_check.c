@@ -22,6 +22,7 @@
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -203,4 +204,18 @@ int config_check_runtime(const config_t *c, bool create_dirs, char *err, size_t 
     check_dir(&r, "pid_file", c->pid_file, create, uid, gid);
     check_dir(&r, "control_socket", c->control_socket, create, uid, gid);
     return r.rc;
+}
+
+int config_check_complete(const config_t *c, char *err, size_t errlen)
+{
+    if (errlen)
+        err[0] = '\0';
+    /* the server has nothing to serve on: a start stops here, so a reload must too */
+    if (c->nlisten == 0) {
+        snprintf(err, errlen,
+                 "no listen address: give --listen ADDR:PORT or 'listen:' in the "
+                 "config");
+        return TERN_EINVAL;
+    }
+    return 0;
 }

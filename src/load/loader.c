@@ -1638,6 +1638,23 @@ static void health_follow(loader_t *l, const config_t *cfg)
         l->checker_started = health_checker_start(l->checker) == 0;
 }
 
+/* The config as a start would take it: config_fn (the file, the command line over it), then
+ * what a start requires of the whole. A reload also checks what the config names outside
+ * ternd (users, groups, run directories; startup does that itself, creating the directories),
+ * so a config that could not start never replaces one that did. */
+static int read_config(loader_t *l, config_t *cfg, bool reloading, char *err, size_t errlen)
+{
+    int rc = l->config_fn(l->config_ctx, cfg, err, errlen);
+    if (rc < 0) {
+        if (!err[0])
+            snprintf(err, errlen, "cannot read the configuration");
+        return rc;
+    }
+    if ((rc = config_check_complete(cfg, err, errlen)) < 0)
+        return rc;
+    return reloading ? config_check_runtime(cfg, false, err, errlen) : 0;
+}
+
 /* One reload on the loader thread. */
 static void reload(loader_t *l)
 {
@@ -1653,9 +1670,8 @@ static void reload(loader_t *l)
     err[0] = '\0';
     if (!cfg) {
         snprintf(err, sizeof(err), "out of memory");
-    } else if (l->config_fn(l->config_ctx, cfg, err, sizeof(err)) < 0) {
-        if (!err[0])
-            snprintf(err, sizeof(err), "cannot read the configuration");
+    } else if (read_config(l, cfg, true, err, sizeof(err)) < 0) {
+        /* nothing of it applies: the config and zones in force stay (logged below) */
     } else {
         warn_restart_only(l->cfg0, cfg);
         (void)redis_apply(l);
@@ -1702,8 +1718,8 @@ static void reload(loader_t *l)
                  (unsigned long long)gen, nz, changed, nz - changed, records,
                  (double)bytes / (1 << 20), (long long)ms);
     else
-        log_err("reload #%llu failed: %s; still serving the previous data", (unsigned long long)gen,
-                err);
+        log_err("reload #%llu failed: %s; still serving the previous config and data",
+                (unsigned long long)gen, err);
 
     pthread_mutex_lock(&l->mu);
     if (ok) {
@@ -1923,10 +1939,9 @@ int loader_read_config(loader_t *l, const config_t **cfg_out)
         log_err("out of memory");
         return TERN_ENOMEM;
     }
-    int rc = l->config_fn(l->config_ctx, cfg, err, sizeof(err));
+    int rc = read_config(l, cfg, false, err, sizeof(err));
     if (rc < 0) {
-        if (err[0])
-            log_err("%s", err);
+        log_err("%s", err);
         config_free(cfg);
         free(cfg);
         return rc;

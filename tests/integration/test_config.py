@@ -22,8 +22,8 @@ Every check starts its own ternd(s) in its own directory under one temporary dir
                              naming file:3, the old data keeps answering; fixed, it reloads
   check_config               --check-config: conf/ternd.yaml is valid (its tern account is named
                              with its line where it does not exist; with --user nobody it passes);
-                             an unknown key and a zone syntax error fail with file:line; no listen
-                             address needed
+                             an unknown key and a zone syntax error fail with file:line; what a
+                             start refuses is refused: no listen address, an empty file, "{}"
   check_config_runtime       a user or group that does not exist: --check-config and startup exit
                              1 naming file:line (or the --user/--group flag) before binding; a
                              pid_file two missing levels down is an error with its line; one
@@ -710,12 +710,26 @@ def check_check_config(ctx):
     os.makedirs(d)
     za = os.path.join(d, "ok.zone")
     write_atomic(za, zone_text(ZONE_A, "ok"))
-    # valid, no listen address: fine for --check-config
+    # no listen address: a start refuses it, so --check-config does; --listen completes it
     ok_conf = os.path.join(d, "nolisten.yaml")
     write_atomic(ok_conf, "workers: 1\n" + zones_yaml([(ZONE_A, "ok.zone")]))
     rc, out, err = run_ternd(b, ["--check-config", "-c", ok_conf])
-    expect(rc == 0, "--check-config of a config without listen exited %d:\n%s%s"
+    expect(rc == 1 and "no listen address" in err,
+           "--check-config of a config without listen: want exit 1 and 'no listen address', "
+           "got %d:\n%s%s" % (rc, out, err))
+    rc, out, err = run_ternd(b, ["--check-config", "-c", ok_conf, "--listen", "127.0.0.1:53"])
+    expect(rc == 0, "--check-config of a config without listen, --listen given, exited %d:\n%s%s"
            % (rc, out, err))
+    # a truncated file (empty, or only "{}") is never "all defaults": refused, saying why
+    for text, why in (("", "holds no options"), ("{}\n", "empty mapping")):
+        empty = os.path.join(d, "empty.yaml")
+        write_atomic(empty, text)
+        for args in (["--check-config", "-c", empty],
+                     ["--check-config", "-c", empty, "--listen", "127.0.0.1:53"]):
+            rc, out, err = run_ternd(b, args)
+            expect(rc == 1 and why in err and "empty.yaml" in err,
+                   "%s of %r: want exit 1 naming empty.yaml and '%s', got %d:\n%s%s"
+                   % (" ".join(args), text, why, rc, out, err))
     # unknown key on line 3
     bad_conf = os.path.join(d, "unknown.yaml")
     write_atomic(bad_conf, 'listen: ["127.0.0.1:53"]\nworkers: 1\nfrobnicate: yes\n'
@@ -729,7 +743,8 @@ def check_check_config(ctx):
     zbad = os.path.join(d, "broken.zone")
     write_atomic(zbad, zone_text(ZONE_A, "x").replace('www IN TXT "x"', "www IN A 300.1.2.3"))
     zconf = os.path.join(d, "badzone.yaml")
-    write_atomic(zconf, "workers: 1\n" + zones_yaml([(ZONE_A, "broken.zone")]))
+    write_atomic(zconf, 'listen: ["127.0.0.1:53"]\nworkers: 1\n'
+                 + zones_yaml([(ZONE_A, "broken.zone")]))
     rc, out, err = run_ternd(b, ["--check-config", "-c", zconf])
     expect(rc != 0, "--check-config with a broken zone exited 0:\n%s%s" % (out, err))
     m = re.search(r"broken\.zone:(\d+)", err)
@@ -1042,7 +1057,7 @@ def check_health_config(ctx):
                  '      "log": {"enable": true, "level": "info", "target": "file",\n'
                  '              "format": "json", "path": "nowhere/healthcheck.log"}}},\n'
                  '  "zones": [{"origin": "%s", "file": "ok.zone"}]\n}\n' % ZONE_A)
-    rc, out, err = run_ternd(b, ["--check-config", "-c", conf])
+    rc, out, err = run_ternd(b, ["--check-config", "-c", conf, "--listen", "127.0.0.1:53"])
     expect(rc == 0, "--check-config of redins' handler.healthcheck exited %d:\n%s" % (rc, err))
 
 

@@ -11,6 +11,9 @@ a temporary directory, then:
   syntax      a zone with a syntax error: the reload fails (logged with file:line), the old data
               keeps answering; the fixed file then reloads
   missing     the zone file renamed away: the reload fails (logged), the old data keeps answering
+  config      ternd.yaml truncated to 0 bytes, then "{}", then without its listen line: each
+              reload fails saying why (a start would refuse each), both zones keep answering;
+              the restored config reloads
   coalesce    5 rewrites + SIGHUPs back to back: ternd stays up, ends with the newest data, and
               logs between 1 and 5 successful reloads
   unchanged   two zones, only one changed: the reload logs "1 changed" (then both: "2 changed")
@@ -388,6 +391,41 @@ def check_missing_file(ctx):
     ctx.wait_ok(mark, "after restoring the zone file")
 
 
+def check_config_refused(ctx):
+    """A config that would not start is refused by a reload, which keeps the config in force."""
+    conf = os.path.join(ctx.tern.dir, "ternd.yaml")
+    with open(conf) as f:
+        good = f.read()
+    no_listen = re.sub(r"(?m)^listen:.*\n", "", good)
+    expect(no_listen != good, "the test's config has no listen line to leave out:\n%s" % good)
+    cases = [("truncated to 0 bytes", "", "holds no options"),
+             ("{}", "{}\n", "empty mapping"),
+             ("without a listen address", no_listen, "no listen address")]
+    try:
+        for what, text, why in cases:
+            mark = ctx.log.mark()
+            with open(conf, "w") as f:  # in place, as a crashed editor or a cut copy leaves it
+                f.write(text)
+            ctx.hup()
+            got = ctx.log.wait_for(mark, lambda l: is_failed_line(l) or is_ok_line(l))
+            expect(got, "config %s: no reload line within %.0f s" % (what, LOG_TIMEOUT))
+            expect(is_failed_line(got[0]), "a config %s reloaded: %s" % (what, got[0]))
+            expect(why in got[0], "config %s: the failed line does not say '%s': %s"
+                   % (what, why, got[0]))
+            ctx.c.expect_still(ctx.main, ctx.served_main, "after the config %s" % what)
+            ctx.c.expect_still(ctx.other, ctx.served_other, "after the config %s" % what)
+    finally:
+        with open(conf, "w") as f:
+            f.write(good)
+    # the config restored: a reload takes the zone's next generation
+    mark = ctx.log.mark()
+    gen = ctx.main.bump()
+    ctx.hup()
+    ctx.c.expect_gen(ctx.main, gen, "after restoring the config")
+    ctx.served_main = gen
+    ctx.wait_ok(mark, "after restoring the config")
+
+
 def check_coalesce(ctx):
     z = ctx.main
     mark = ctx.log.mark()
@@ -512,6 +550,7 @@ def check_patched(ctx):
 
 STEPS = [("syntax_error_keeps_old_data", check_syntax_error),
          ("missing_file_keeps_old_data", check_missing_file),
+         ("bad_config_keeps_old_config", check_config_refused),
          ("coalesced_sighups", check_coalesce),
          ("unchanged_zones_not_counted", check_unchanged),
          ("patched_reload_equals_full_read", check_patched)]

@@ -638,6 +638,15 @@ size_t config_line_of(const config_t *c, const char *key);
  */
 int config_check_runtime(const config_t *c, bool create_dirs, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * What a start requires of the complete config (the file with the command line applied over
+ * it) beyond the schema: a listen address. Startup, --check-config and every reload call it,
+ * so a reload refuses exactly what a start refuses and keeps the old config (`ternctl
+ * check-config` does not: the file may be meant for a command line with --listen). Returns 0,
+ * or TERN_EINVAL with the reason in err.
+ */
+int config_check_complete(const config_t *c, char *err, size_t errlen) TERN_WUR;
+
 struct passwd;
 struct group;
 

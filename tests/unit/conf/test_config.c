@@ -176,14 +176,50 @@ static void test_defaults(void **state)
     assert_null(c.health.log_path);
     assert_null(c.health.checks);
     assert_int_equal(c.health.nchecks, 0);
-    /* an empty file changes nothing but the name of the file last read (for config_line_of) */
     assert_null(c.file);
-    config_t e = load_text("");
-    assert_non_null(e.file);
-    free(e.file);
-    e.file = NULL;
-    assert_true(memcmp(&c, &e, sizeof(c)) == 0);
-    config_free(&e);
+    config_free(&c);
+}
+
+/* A file with no options is a truncated one (a crashed editor, a half-finished deploy), never
+ * "all defaults": a reload would otherwise serve no zone at all. */
+static void test_empty_refused(void **state)
+{
+    (void)state;
+    const char *texts[] = {"", "\n", "# only a comment\n", "\n# two\n\n# comments\n"};
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(texts); i++) {
+        config_t c;
+        char err[512] = "", want[512];
+        config_init(&c);
+        const char *path = write_tmp(texts[i]);
+        int r = config_load(&c, path, err, sizeof(err));
+        snprintf(want, sizeof(want),
+                 "%s: the file holds no options (empty, or only comments): refused, as a "
+                 "truncated file would be",
+                 path);
+        assert_int_equal(r, TERN_EINVAL);
+        assert_string_equal(err, want);
+        unlink(path);
+        config_free(&c);
+    }
+    expect_error("{}\n", 1,
+                 "an empty mapping ({}) holds no options: refused, as a truncated "
+                 "file would be");
+    expect_error("\n\n{ }\n", 3,
+                 "an empty mapping ({}) holds no options: refused, as a "
+                 "truncated file would be");
+}
+
+/* What a start requires of the complete config: a listen address (the file's or --listen's). */
+static void test_check_complete(void **state)
+{
+    (void)state;
+    char err[256];
+    config_t c = load_text("workers: 1\n");
+    assert_int_equal(config_check_complete(&c, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "no listen address"));
+    assert_int_equal(config_add_listen(&c, "127.0.0.1:53"), 0);
+    assert_int_equal(config_check_complete(&c, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
     config_free(&c);
 }
 
@@ -2238,9 +2274,9 @@ static void test_listen_forms(void **state)
     assert_int_equal(c.nlisten, 1);
     assert_string_equal(c.listen[0].text, "127.0.0.1:0");
     unlink(path);
-    /* an empty file keeps every default and what was there */
+    /* an empty file is refused (a truncated one) and changes nothing that was there */
     path = write_tmp("");
-    assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+    assert_int_equal(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
     assert_int_equal(c.nlisten, 1);
     assert_int_equal(c.workers, 1);
     unlink(path);
@@ -3098,6 +3134,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_empty_refused),
+        cmocka_unit_test(test_check_complete),
         cmocka_unit_test(test_valid_yaml),
         cmocka_unit_test(test_valid_json),
         cmocka_unit_test(test_example_ternd_yaml),
