@@ -336,8 +336,8 @@ static int do_include(struct zf_parser *L, struct src *s, char *args, const ldns
     if (oname) {
         inc_origin = directive_name(oname, origin);
         if (!inc_origin) {
-            snprintf(L->err, L->errlen, "%s:%u: bad origin '%s' in $INCLUDE", s->path, s->first,
-                     oname);
+            snprintf(L->err, L->errlen, "%s:%u: bad origin in $INCLUDE (not a domain name)",
+                     s->path, s->first);
             free(full);
             return TERN_ESYNTAX;
         }
@@ -379,7 +379,9 @@ static int directive(struct zf_parser *L, struct src *s, ldns_rdf **origin, unsi
     }
     if (strcasecmp(name, "$INCLUDE") == 0)
         return do_include(L, s, p, *origin, depth);
-    snprintf(L->err, L->errlen, "%s:%u: unknown directive %s", s->path, s->first, name);
+    /* not its name: the text of a file that does not parse is never shown (see record()) */
+    snprintf(L->err, L->errlen, "%s:%u: unknown directive (known: $ORIGIN, $TTL, $INCLUDE)",
+             s->path, s->first);
     return TERN_ESYNTAX;
 }
 
@@ -396,13 +398,14 @@ static bool ttl_or_class(const char *tok)
 
 /* Where the type token of the entry e starts, or NULL: after the owner (unless the entry starts
  * with a blank, which means "the previous owner"), then at most a TTL and a class. *n is its
- * length. */
-static const char *type_pos(const char *e, size_t *n)
+ * length, *field its place among the entry's fields (1 = the first). */
+static const char *type_pos(const char *e, size_t *n, unsigned *field)
 {
     char buf[256];
     const char *p = e;
     bool owner = *p != ' ' && *p != '\t';
     for (int i = 0; i < 4; i++) {
+        *field = (unsigned)i + 1;
         while (*p == ' ' || *p == '\t')
             p++;
         *n = strcspn(p, " \t");
@@ -424,11 +427,11 @@ static const char *type_pos(const char *e, size_t *n)
     return NULL;
 }
 
-/* The type token of the entry e, or NULL; tok has room for it. */
-static const char *type_token(const char *e, char *tok, size_t len)
+/* The type token of the entry e, or NULL; tok has room for it; *field as type_pos(). */
+static const char *type_token(const char *e, char *tok, size_t len, unsigned *field)
 {
     size_t n;
-    const char *p = type_pos(e, &n);
+    const char *p = type_pos(e, &n, field);
     if (!p)
         return NULL;
     snprintf(tok, len, "%.*s", (int)n, p);
@@ -455,7 +458,8 @@ static char *aname_as_cname(char *e, char saved[5])
     if (!mentions_aname(e))
         return NULL;
     size_t n;
-    char *p = (char *)(uintptr_t)type_pos(e, &n);
+    unsigned field;
+    char *p = (char *)(uintptr_t)type_pos(e, &n, &field);
     if (!p || n != 5 || (strncasecmp(p, "ANAME", 5) != 0 && strncasecmp(p, "ALIAS", 5) != 0))
         return NULL;
     memcpy(saved, p, 5);
@@ -613,19 +617,29 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
     if (aname)
         memcpy(aname, saved, 5);
     if (st != LDNS_STATUS_OK) {
+        /* Never the entry's text: a file that does not parse may be one only root may read
+         * ($INCLUDE /etc/shadow, read by --check-config or `ternctl check-zone` as root). What
+         * parses is published anyway; what does not is described by where it is and what it
+         * was taken for: the field, and the type when it is one ldns knows. */
         char tok[256];
-        const char *type = type_token(L->entry, tok, sizeof(tok));
-        if (type && ldns_get_rr_type_by_name(type) == 0) {
+        unsigned field = 0;
+        const char *type = type_token(L->entry, tok, sizeof(tok), &field);
+        ldns_rr_type t = type ? ldns_get_rr_type_by_name(type) : 0;
+        if (type && t == 0) {
             /* ldns calls this "could not parse the RR's rdata": say what is wrong */
             snprintf(L->err, L->errlen,
-                     "%s:%u: unknown type %s (write an unknown type as "
+                     "%s:%u: unknown type in field %u (write an unknown type as "
                      "TYPEnnn with \\# RDATA, RFC 3597)",
-                     s->path, s->first, type);
+                     s->path, s->first, field);
             return TERN_ESYNTAX;
         }
-        /* show the start of the entry: ldns's messages do not say which field was wrong */
-        snprintf(L->err, L->errlen, "%s:%u: %s: '%.60s%s'", s->path, s->first,
-                 ldns_get_errorstr_by_id(st), L->entry, strlen(L->entry) > 60 ? "..." : "");
+        const ldns_rr_descriptor *d = t ? ldns_rr_descript(t) : NULL;
+        if (d && d->_name)
+            snprintf(L->err, L->errlen, "%s:%u: %s (a %s record; its text is not shown)", s->path,
+                     s->first, ldns_get_errorstr_by_id(st), d->_name);
+        else
+            snprintf(L->err, L->errlen, "%s:%u: %s (no record type found; the text is not shown)",
+                     s->path, s->first, ldns_get_errorstr_by_id(st));
         return TERN_ESYNTAX;
     }
     uint32_t ttl = ldns_rr_ttl(rr);
