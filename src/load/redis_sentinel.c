@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Sentinel's replica list is a few entries; more than this is not a real deployment, and the
@@ -131,4 +132,25 @@ size_t redis_sentinel_pick_replica(const redisReply *r, const redis_node_t *pref
 bool redis_node_same(const redis_node_t *a, const redis_node_t *b)
 {
     return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+const char *redis_node_text(const redis_node_t *n, char *buf, size_t len)
+{
+    snprintf(buf, len, strchr(n->host, ':') ? "[%s]:%u" : "%s:%u", n->host, n->port);
+    return buf;
+}
+
+const char *redis_sentinel_move_text(char *buf, size_t len, const redis_node_t *now,
+                                     bool now_replica, const redis_node_t *was, bool was_replica)
+{
+    char a[REDIS_NODE_TEXT_MAX], b[REDIS_NODE_TEXT_MAX];
+    const char *role = now_replica ? "a replica" : "the primary";
+    if (redis_node_same(now, was)) /* a promotion (or a demotion) of the node read */
+        snprintf(buf, len, "Sentinel now names %s %s (read as %s until now)",
+                 redis_node_text(now, a, sizeof(a)), role,
+                 was_replica ? "a replica" : "the primary");
+    else
+        snprintf(buf, len, "Sentinel now names %s %s instead of %s", role,
+                 redis_node_text(now, a, sizeof(a)), redis_node_text(was, b, sizeof(b)));
+    return buf;
 }

@@ -42,4 +42,18 @@ size_t redis_sentinel_pick_replica(const redisReply *r, const redis_node_t *pref
 /** Whether a and b are the same node. */
 bool redis_node_same(const redis_node_t *a, const redis_node_t *b);
 
+/* Room for redis_node_text(): "[V6]:PORT" and its NUL. */
+#define REDIS_NODE_TEXT_MAX (INET6_ADDRSTRLEN + 8)
+
+/** n as "IP:PORT" or "[V6]:PORT" into buf; returns buf. */
+const char *redis_node_text(const redis_node_t *n, char *buf, size_t len);
+
+/**
+ * Why the source moves (buf, returned): Sentinel names node now (a replica when now_replica) in
+ * place of was. The same address in a new role (a replica read, then promoted) says so rather
+ * than "X instead of X".
+ */
+const char *redis_sentinel_move_text(char *buf, size_t len, const redis_node_t *now,
+                                     bool now_replica, const redis_node_t *was, bool was_replica);
+
 #endif

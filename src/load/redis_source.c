@@ -963,12 +963,6 @@ static int sen_run(redis_source_t *rs, redisReply **out, const char *const *argv
     return fail(rs, "no sentinel answered (last: %s)", why);
 }
 
-static const char *node_text(const redis_node_t *n, char *buf, size_t len)
-{
-    snprintf(buf, len, strchr(n->host, ':') ? "[%s]:%u" : "%s:%u", n->host, n->port);
-    return buf;
-}
-
 /* Ask the sentinels for the node to read: the primary of master, or for read_from replica a
  * usable replica (the current one while it stays usable), else the primary (logged). */
 static int discover(redis_source_t *rs, redis_node_t *out, bool *replica)
@@ -1005,7 +999,7 @@ static int discover(redis_source_t *rs, redis_node_t *out, bool *replica)
         if (!rs->no_replica_said)
             log_warn("%s: Sentinel names no usable replica of %s; reading from the primary %s "
                      "until one is",
-                     rs->where, rs->master, node_text(out, buf, sizeof(buf)));
+                     rs->where, rs->master, redis_node_text(out, buf, sizeof(buf)));
         rs->no_replica_said = true;
         return 0;
     }
@@ -1028,7 +1022,7 @@ static int check_role(redis_source_t *rs)
         strcmp(r->element[0]->str, "master") != 0) {
         char buf[INET6_ADDRSTRLEN + 8];
         fail(rs, "%s is a %s, not the primary Sentinel named (a failover in progress?)",
-             node_text(&rs->node, buf, sizeof(buf)), r->element[0]->str);
+             redis_node_text(&rs->node, buf, sizeof(buf)), r->element[0]->str);
         rc = E_CONN;
     }
     freeReplyObject(r);
@@ -1057,10 +1051,10 @@ static int sentinel_check(redis_source_t *rs)
     rs->sen_down[0] = '\0';
     if (redis_node_same(&n, &rs->node) && replica == rs->node_replica)
         return 0;
-    char a[INET6_ADDRSTRLEN + 8], b[INET6_ADDRSTRLEN + 8];
-    return fail(rs, "Sentinel now names %s %s instead of %s, moving",
-                replica ? "the replica" : "the primary", node_text(&n, a, sizeof(a)),
-                node_text(&rs->node, b, sizeof(b)));
+    char why[3 * REDIS_NODE_TEXT_MAX + 64];
+    return fail(
+        rs, "%s, moving",
+        redis_sentinel_move_text(why, sizeof(why), &n, replica, &rs->node, rs->node_replica));
 }
 
 /* Both connections, subscribed, or E_CONN / E_STOP with both closed. */
@@ -2481,7 +2475,7 @@ static int try_connect(redis_source_t *rs)
         char buf[INET6_ADDRSTRLEN + 8];
         log_info("%s: connected to %s %s of %s", rs->where,
                  rs->node_replica ? "the replica" : "the primary",
-                 node_text(&rs->node, buf, sizeof(buf)), rs->master);
+                 redis_node_text(&rs->node, buf, sizeof(buf)), rs->master);
     } else {
         log_info("%s: connected", rs->where);
     }

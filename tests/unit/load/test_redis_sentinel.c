@@ -104,12 +104,33 @@ static void test_pick_replica(void **state)
     assert_int_equal(redis_sentinel_pick_replica(&empty, NULL, 0, &out), 0);
 }
 
+/* Why the source moves: another node, or the node read in a new role (a replica promoted),
+ * which used to read "the primary 127.0.0.1:6401 instead of 127.0.0.1:6401". */
+static void test_move_text(void **state)
+{
+    (void)state;
+    char buf[256];
+    redis_node_t a = {.host = "127.0.0.1", .port = 6401}, b = {.host = "127.0.0.1", .port = 6402};
+    redis_node_t v6 = {.host = "::1", .port = 6403};
+    assert_string_equal(redis_sentinel_move_text(buf, sizeof(buf), &a, false, &a, true),
+                        "Sentinel now names 127.0.0.1:6401 the primary (read as a replica until "
+                        "now)");
+    assert_string_equal(redis_sentinel_move_text(buf, sizeof(buf), &a, true, &a, false),
+                        "Sentinel now names 127.0.0.1:6401 a replica (read as the primary until "
+                        "now)");
+    assert_string_equal(redis_sentinel_move_text(buf, sizeof(buf), &b, false, &a, false),
+                        "Sentinel now names the primary 127.0.0.1:6402 instead of 127.0.0.1:6401");
+    assert_string_equal(redis_sentinel_move_text(buf, sizeof(buf), &v6, true, &a, true),
+                        "Sentinel now names a replica [::1]:6403 instead of 127.0.0.1:6401");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_master),
         cmocka_unit_test(test_pick_replica),
+        cmocka_unit_test(test_move_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
