@@ -456,11 +456,13 @@ def check_rrl_flood(args, work):
         expect(served(legit) and legit.asked >= 20,
                "the client of 127.0.1.1 missed %d of %d: %s"
                % (legit.asked - legit.answered, legit.asked, legit.misses))
-        expect(served(cookie) and cookie.asked >= 50,
+        # 20, as for the other client: how many it asks is up to the CPU the flood's sender
+        # leaves it (39 with a CPU hog on the other core: seen failing a bound of 50)
+        expect(served(cookie) and cookie.asked >= 20,
                "the cookie client of 127.0.0.2 missed %d of %d: %s"
                % (cookie.asked - cookie.answered, cookie.asked, cookie.misses))
         # every question of the cookie client after its first carries the server cookie it
-        # learned; how many it asks is up to the GIL the flood's sender holds (50 to 300)
+        # learned; how many it asks is up to the GIL the flood's sender holds (20 to 300)
         expect(t.stat("dropped_rrl") > 0 and t.stat("rrl_slipped") > 0 and
                t.stat("cookies_valid") >= min(100, cookie.answered - 1),
                "ternctl stats: dropped_rrl %d rrl_slipped %d cookies_valid %d (the cookie "
