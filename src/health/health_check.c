@@ -1018,10 +1018,10 @@ static void check_capacity(health_checker_t *c)
     uint64_t round = (sum + m - 1) / m;
     if (round <= iv)
         return;
-    log_warn("health: %zu endpoints every %u ms need up to %llu ms of checks per round (every "
-             "check to its timeout) and max_requests %u runs %u at once: the achievable "
-             "interval is %llu ms; max_requests %llu would keep %u ms",
-             n, iv, (unsigned long long)sum, m, m, (unsigned long long)round,
+    log_warn("health: %zu endpoints every %u ms with max_requests %u: when every check runs to "
+             "its timeout (%llu ms of checks per round), the achievable interval is %llu ms; "
+             "max_requests %llu would keep %u ms",
+             n, iv, m, (unsigned long long)sum, (unsigned long long)round,
              (unsigned long long)((sum + iv - 1) / iv), iv);
 }
 

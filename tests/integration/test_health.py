@@ -39,7 +39,8 @@ and every measured time is printed.
                     check takes the status and headers only: the server gets under 1 MiB of the
                     body into the connection before the checker closes it
   capacity          endpoints whose timeouts add up to more than max_requests can check in
-                    check_interval_ms: one warning at load naming the achievable interval
+                    check_interval_ms: one warning at load naming the achievable interval,
+                    not repeated by later rounds of checks, and one more at a reload
 
     test_health.py --ternd build/ternd --ternctl build/ternctl [--only big_body,capacity]
 """
@@ -80,15 +81,28 @@ LEAVE = (INTERVAL + TIMEOUT_MS) / 1000.0 * (DOWN + 1)
 RETURN = INTERVAL / 1000.0 * (UP + 1)
 GB = ("81.2.69.130", 32)  # GB in the fixture database (tests/data/make_mmdb.pl)
 
+BIG_BODY = 100 * 1000 * 1000  # bytes: the defect's 100 MB health page
+BODY_CHUNK = 64 * 1024        # the server writes the body in pieces of this size
+BODY_LIMIT = 1 << 20          # a check that stops after the headers leaves the server below this
+# The server's send buffer, fixed: what sendall() counts is then what went towards the checker
+# (this buffer and the checker's receive window), not what Linux lets a sender queue on its own
+# side (tcp_wmem's autotuning, up to 4 MiB, in the time the checker takes to close).
+BODY_SNDBUF = 64 * 1024
+
 
 class Backend:
     """An HTTP(S) server on one loopback address whose behaviour the test sets: "ok" (200),
-    "500", "hang" (no answer for 5 s), or stopped (the port closed: connection refused)."""
+    "500", "hang" (no answer for 5 s), "big" (200 and, to a GET, a body of BIG_BODY bytes
+    written in BODY_CHUNK pieces through a BODY_SNDBUF send buffer), or stopped (the port
+    closed: connection refused). body_sent() lists, per finished "big" answer, how many body
+    bytes went into the connection before the client closed it (a piece counts once sendall()
+    returned: exact to one piece)."""
 
     def __init__(self, addr, port, tls=None):
         self.addr, self.port, self.tls = addr, port, tls
         self.mode = "ok"
         self.requests = []  # (method, path, Host) of each request
+        self.bodies = []  # body bytes sent per finished "big" answer
         self.lock = threading.Lock()
         self.httpd = None
         self.thread = None
@@ -109,10 +123,33 @@ class Backend:
                 if mode == "hang":
                     time.sleep(5)
                     return
+                if mode == "big":
+                    self.big()
+                    return
                 self.send_response(200 if mode == "ok" else 500)
                 self.send_header("Content-Length", "0")
                 self.send_header("Connection", "close")
                 self.end_headers()
+
+            def big(self):
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BODY_SNDBUF)
+                self.send_response(200)
+                self.send_header("Content-Length", str(BIG_BODY))
+                self.end_headers()
+                self.wfile.flush()
+                self.close_connection = True
+                if self.command != "GET":
+                    return
+                chunk, sent = b"x" * BODY_CHUNK, 0
+                try:
+                    while sent < BIG_BODY:
+                        n = min(BODY_CHUNK, BIG_BODY - sent)
+                        self.connection.sendall(chunk[:n])
+                        sent += n
+                except OSError:
+                    pass  # the checker closed (reset) the connection: what the check wants
+                with backend.lock:
+                    backend.bodies.append(sent)
 
             do_HEAD = answer
             do_GET = answer
@@ -148,6 +185,10 @@ class Backend:
     def seen(self):
         with self.lock:
             return list(self.requests)
+
+    def body_sent(self):
+        with self.lock:
+            return list(self.bodies)
 
 
 class Client:
@@ -659,77 +700,6 @@ def fleet(args, work):
         redis.stop()
 
 
-BIG_BODY = 100 * 1000 * 1000  # bytes: the defect's 100 MB health page
-BODY_CHUNK = 64 * 1024        # the server writes the body in pieces of this size
-BODY_LIMIT = 1 << 20          # a check that stops after the headers leaves the server below this
-# The server's send buffer, fixed: what sendall() counts is then what went towards the checker
-# (this buffer and the checker's receive window), not what Linux lets a sender queue on its own
-# side (tcp_wmem's autotuning, up to 4 MiB, in the time the checker takes to close).
-BODY_SNDBUF = 64 * 1024
-
-
-class BigBody:
-    """An HTTP server on one loopback address answering every GET with 200 and a body of
-    BIG_BODY bytes (Content-Length, written in BODY_CHUNK pieces through a BODY_SNDBUF send
-    buffer). sent() lists, per finished response, how many body bytes went into the connection
-    before the client closed it (a piece counts once sendall() returned: exact to one piece)."""
-
-    def __init__(self, addr, port):
-        self.addr, self.port = addr, port
-        self.lock = threading.Lock()
-        self.done = []  # body bytes per finished response
-        self.httpd = self.thread = None
-
-    def start(self):
-        backend = self
-        chunk = b"x" * BODY_CHUNK
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BODY_SNDBUF)
-                self.send_response(200)
-                self.send_header("Content-Length", str(BIG_BODY))
-                self.end_headers()
-                self.wfile.flush()
-                sent = 0
-                try:
-                    while sent < BIG_BODY:
-                        n = min(BODY_CHUNK, BIG_BODY - sent)
-                        self.connection.sendall(chunk[:n])
-                        sent += n
-                except OSError:
-                    pass  # the checker closed (reset) the connection: what the check wants
-                with backend.lock:
-                    backend.done.append(sent)
-                self.close_connection = True
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.httpd = Server((self.addr, self.port), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(timeout=WAIT)
-            self.httpd = None
-
-    def sent(self):
-        with self.lock:
-            return list(self.done)
 
 
 def mini_zone(origin, records):
@@ -747,7 +717,8 @@ def big_body(args, work):
     os.makedirs(d)
     for _ in range(5):  # a port taken between free_port() and bind: pick again
         port = servers.free_port()
-        srv = BigBody("127.0.0.40", port)
+        srv = Backend("127.0.0.40", port)
+        srv.set("big")
         try:
             srv.start()
             break
@@ -770,11 +741,11 @@ def big_body(args, work):
     tern.start("big.test")
     try:
         deadline = time.monotonic() + WAIT
-        while len(srv.sent()) < 3 and time.monotonic() < deadline:
+        while len(srv.body_sent()) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         eps, _ = endpoints(args, tern)
         e = eps.get("127.0.0.40:%d www.big.test" % port)
-        sent = srv.sent()
+        sent = srv.body_sent()
         print("  big body: %d checks, body bytes the server got out per check: %s; endpoint %s"
               % (len(sent), sent[:8], e))
         expect(len(sent) >= 3, "only %d checks finished within %.0f s" % (len(sent), WAIT))
@@ -795,7 +766,8 @@ def big_body(args, work):
 
 def capacity(args, work):
     """Four endpoints of 1000 ms timeout, max_requests 1, every 1000 ms: 4000 ms of checks per
-    round when every check runs to its timeout, so one warning at load: achievable 4000 ms."""
+    round when every check runs to its timeout, so one warning at load (achievable 4000 ms),
+    and one at each reload."""
     d = os.path.join(work, "capacity")
     os.makedirs(d)
     port = servers.free_port()  # nothing listens: every check is refused at once
@@ -833,6 +805,13 @@ def capacity(args, work):
         expect(int(summary["checks"]) >= 3 * len(ips), "checks: %s" % summary["checks"])
         expect(len(warnings()) == 1, "the warning repeats: %s" % warnings())
         print("  capacity: %s" % lines[0].strip())
+        # a reload is a load: said once more
+        ternctl(args, tern, "reload")
+        deadline = time.monotonic() + WAIT
+        while len(warnings()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expect(len(warnings()) == 2 and want in warnings()[1],
+               "want the warning once more after a reload: %s" % warnings())
     except Failure:
         print(tern.log_text())
         raise

@@ -194,6 +194,17 @@ static config_health_t settings(unsigned interval_ms)
     return h;
 }
 
+/* A checker of r, started with settings(interval_ms). */
+static health_checker_t *checker_start(health_registry_t *r, unsigned interval_ms)
+{
+    health_checker_t *c = health_checker_new(r);
+    assert_non_null(c);
+    config_health_t h = settings(interval_ms);
+    assert_int_equal(health_checker_configure(c, &h), 0);
+    assert_int_equal(health_checker_start(c), 0);
+    return c;
+}
+
 /* Wait (at most 10 s) until every endpoint of eps has its wanted rank. */
 static void wait_ranks(health_ep_t **eps, const unsigned *want, size_t n)
 {
@@ -228,11 +239,7 @@ static void test_checks(void **state)
     close(listen_any(&closed_port)); /* nobody listens there now */
 
     health_registry_t *r = health_registry_new();
-    health_checker_t *c = health_checker_new(r);
-    assert_non_null(c);
-    config_health_t h = settings(100);
-    assert_int_equal(health_checker_configure(c, &h), 0);
-    assert_int_equal(health_checker_start(c), 0);
+    health_checker_t *c = checker_start(r, 100);
 
     health_spec_t s[6];
     s[0] = spec(HEALTH_HTTP, ok.port, "www.example.test", "/health");
@@ -313,11 +320,7 @@ static void test_headers_only(void **state)
     server_t endless;
     server_start(&endless, SRV_ENDLESS);
     health_registry_t *r = health_registry_new();
-    health_checker_t *c = health_checker_new(r);
-    assert_non_null(c);
-    config_health_t h = settings(100);
-    assert_int_equal(health_checker_configure(c, &h), 0);
-    assert_int_equal(health_checker_start(c), 0);
+    health_checker_t *c = checker_start(r, 100);
     health_spec_t s = spec(HEALTH_HTTP, endless.port, "www.example.test", "/big");
     s.method = HEALTH_GET;
     s.timeout_ms = 3000; /* a checker that reads the body times out, down */
@@ -344,10 +347,7 @@ static void test_new_and_stop(void **state)
     server_t hang;
     server_start(&hang, SRV_HANG);
     health_registry_t *r = health_registry_new();
-    health_checker_t *c = health_checker_new(r);
-    config_health_t h = settings(60000); /* one check a minute: only the first one counts */
-    assert_int_equal(health_checker_configure(c, &h), 0);
-    assert_int_equal(health_checker_start(c), 0);
+    health_checker_t *c = checker_start(r, 60000); /* one check a minute: only the first counts */
     uint16_t open_port;
     int lfd = listen_any(&open_port);
     health_spec_t s = spec(HEALTH_TCP, open_port, NULL, NULL);
