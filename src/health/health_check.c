@@ -22,6 +22,16 @@
  *     sees — a server that stopped accepting is down even if an old connection still works.
  *   - libcurl never resolves a name here: the URL's host is the owner (Host header and TLS name)
  *     and CONNECT_TO sends the connection to the record's address literal.
+ *   - An HTTP check reads the status line and headers, never the body: the header callback
+ *     notes the final status at the blank line and stops the transfer there (header_end()). A
+ *     GET of a page of 100 MB costs its headers, not 100 MB per check. libcurl has no option for
+ *     "a GET without its body" (NOBODY turns it into a HEAD), so the stop is the callback's
+ *     error return, and the noted status, not the transfer's CURLE_WRITE_ERROR, is the result.
+ *     The connection cannot be reused after a stop, and is not meant to be (fresh per check);
+ *     the reset close (sockopt_nolinger()) tells the server at once to stop sending.
+ *   - Once per load the checker compares what the endpoints ask with what max_requests can give
+ *     (check_capacity()) and says so when checks that run to their timeouts cannot keep
+ *     check_interval_ms.
  */
 #include "tern/health/health_check.h"
 
@@ -139,6 +149,11 @@ static void cu_load(void)
 #define WAIT_SLACK_MS 250
 /* curl's error buffer. */
 #define ERRBUF CURL_ERROR_SIZE
+/* The capacity check waits this long after new settings: at a reload the loader hands them over
+ * before it publishes the new zones and frees the old ones, whose endpoints (gone from the new
+ * config) would otherwise be counted too. Publishing takes milliseconds; a second is ample and
+ * still "at load" for whoever reads the log. */
+#define CAPACITY_SETTLE_MS 1000
 
 struct settings {
     unsigned interval_ms;
@@ -158,6 +173,9 @@ struct job {
     bool busy;
     CURL *easy;
     struct curl_slist *connect_to;
+    /* http(s): the status of the final response, noted when its headers end and the transfer
+     * is stopped (header_end()); 0 until then */
+    long http_status;
     int fd;    /* tcp, icmp */
     bool sent; /* icmp: the request went out */
     uint16_t seq;
@@ -184,7 +202,8 @@ struct health_checker {
     int64_t expire_us;   /* the earliest deadline of a TCP/ICMP job, or INT64_MAX */
     CURL **pool;         /* idle easy handles, reset, up to njobs */
     unsigned npool;
-    struct ep *cursor; /* where the next due scan starts (referenced), or NULL */
+    struct ep *cursor;   /* where the next due scan starts (referenced), or NULL */
+    int64_t capacity_at; /* monotonic ms: check_capacity() then; 0 = done for these settings */
     CURLM *multi;
     struct settings cur;
     bool have_cur;
@@ -331,6 +350,7 @@ static void apply_settings(health_checker_t *c)
             log_err("health: out of memory for the redis client; checking locally");
     }
     open_log(c); /* every reload: reopens a rotated file */
+    c->capacity_at = tern_monotonic_ms() + CAPACITY_SETTLE_MS;
     /* jobs grow with max_requests; a smaller value just starts fewer */
     if (s.max_requests > c->njobs) {
         struct job **j = realloc(c->jobs, s.max_requests * sizeof(*j));
@@ -478,10 +498,37 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
 
 /* ---- starting checks --------------------------------------------------------------------- */
 
-static size_t discard(char *p, size_t size, size_t n, void *ctx)
+/* The headers of the final response are in: note its status and stop the transfer (see the
+ * decisions above). CURL_WRITEFUNC_ERROR from a callback makes libcurl end the transfer with
+ * CURLE_WRITE_ERROR; harvest_curl() judges the noted status instead. */
+static size_t header_end(struct job *j)
 {
-    (void)p, (void)ctx;
-    return size * n;
+    long code = 0;
+    curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &code);
+    j->http_status = code > 0 ? code : -1; /* -1: stopped, but no status (cannot happen) */
+    return CURL_WRITEFUNC_ERROR;
+}
+
+/* CURLOPT_HEADERFUNCTION: one header line at a time; the empty line ends a response's headers.
+ * An interim response (1xx: 100 Continue, 103 Early Hints) is followed by the final one. */
+static size_t on_header(char *p, size_t size, size_t n, void *ctx)
+{
+    struct job *j = ctx;
+    size_t len = size * n;
+    if (!((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n')))
+        return len;
+    long code = 0;
+    curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &code);
+    return code >= 100 && code < 200 ? len : header_end(j);
+}
+
+/* CURLOPT_WRITEFUNCTION: body bytes mean the headers are over; on_header() stops before any
+ * arrive, so this only guards against a response it did not see end (and keeps libcurl's
+ * default, writing to stdout, away). */
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p, (void)size, (void)n;
+    return header_end(ctx);
 }
 
 /* A name libcurl takes as a URL host as it is. */
@@ -547,8 +594,11 @@ static int start_http(health_checker_t *c, struct job *j)
     /* A health answer is a status line and a few headers: libcurl's 16 KiB receive buffer per
      * handle is memory that 500 concurrent checks would hold for nothing. */
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 4096L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    /* a GET body is read and thrown away; a health page is small, the timeout bounds a big one */
+    /* the status and headers, never the body (see the decisions above) */
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, j);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
     if (s->method == HEALTH_GET)
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     else
@@ -867,14 +917,18 @@ static void harvest_curl(health_checker_t *c)
         if (!j || !j->busy)
             continue;
         CURLcode rc = m->data.result;
-        if (rc != CURLE_OK) {
+        long code = j->http_status;
+        /* stopped after the headers: the status is the result, whatever error libcurl gives
+         * the stop (CURLE_WRITE_ERROR; some versions said CURLE_RECV_ERROR) */
+        if (code == 0 && rc != CURLE_OK) {
             if (!j->err[0])
                 snprintf(j->err, sizeof(j->err), "%s", curl_easy_strerror(rc));
             finish(c, j, false, j->err);
             continue;
         }
-        long code = 0;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+        j->err[0] = '\0'; /* libcurl's word on the stop */
+        if (code == 0)
+            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
         const health_spec_t *s = &j->e->spec;
         bool ok = false;
         if (s->nexpect == 0) {
@@ -940,6 +994,37 @@ static int64_t expire_jobs(health_checker_t *c, int64_t now_us)
     return soonest;
 }
 
+/*
+ * Say once per load when the endpoints ask more than max_requests can give. Each endpoint is due
+ * check_interval after its last result and its check holds one of max_requests slots for up to
+ * its timeout; when every check runs to its timeout (endpoints down or unreachable: when checks
+ * matter most) a round of all of them takes sum(timeout) / max_requests. Past check_interval,
+ * that round is the interval each endpoint really gets, and failover is that much slower.
+ */
+static void check_capacity(health_checker_t *c)
+{
+    c->capacity_at = 0;
+    uint64_t sum = 0;
+    size_t n = 0;
+    pthread_mutex_lock(&c->reg->mu);
+    for (struct ep *e = c->reg->head; e; e = e->next) {
+        if (e == c->cursor && e->refs == 1)
+            continue; /* kept alive by the scan's cursor alone: no zone checks it any more */
+        sum += e->spec.timeout_ms;
+        n++;
+    }
+    pthread_mutex_unlock(&c->reg->mu);
+    unsigned m = c->cur.max_requests, iv = c->cur.interval_ms;
+    uint64_t round = (sum + m - 1) / m;
+    if (round <= iv)
+        return;
+    log_warn("health: %zu endpoints every %u ms with max_requests %u: when every check runs to "
+             "its timeout (%llu ms of checks per round), the achievable interval is %llu ms; "
+             "max_requests %llu would keep %u ms",
+             n, iv, m, (unsigned long long)sum, (unsigned long long)round,
+             (unsigned long long)((sum + iv - 1) / iv), iv);
+}
+
 static void *run(void *arg)
 {
     health_checker_t *c = arg;
@@ -955,6 +1040,8 @@ static void *run(void *arg)
             now = tern_monotonic_ms();
             next_scan = due > now + SCAN_MIN_MS ? due : now + SCAN_MIN_MS;
         }
+        if (c->capacity_at && now >= c->capacity_at)
+            check_capacity(c);
         flush_publish(c);
         /* sleep until the next scan, curl's timer or a job's deadline, or an event */
         int64_t wake_ms = next_scan;
@@ -962,6 +1049,8 @@ static void *run(void *arg)
             wake_ms = c->curl_due_us / 1000;
         if (c->expire_us != INT64_MAX && c->expire_us / 1000 + 1 < wake_ms)
             wake_ms = c->expire_us / 1000 + 1;
+        if (c->capacity_at && c->capacity_at < wake_ms)
+            wake_ms = c->capacity_at;
         int64_t wait = wake_ms - tern_monotonic_ms();
         wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;
         int n = epoll_wait(c->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), (int)wait);

@@ -35,8 +35,14 @@ and every measured time is printed.
                     a restarted node starts with the state from Redis; Redis stopped, each
                     node checks on its own (an endpoint coming back is seen) and answers on
   clean_exit        ternd exits 0 on SIGTERM
+  big_body          a GET check of a server answering 200 with a 100 MB body is up, and each
+                    check takes the status and headers only: the server gets under 1 MiB of the
+                    body into the connection before the checker closes it
+  capacity          endpoints whose timeouts add up to more than max_requests can check in
+                    check_interval_ms: one warning at load naming the achievable interval,
+                    not repeated by later rounds of checks, and one more at a reload
 
-    test_health.py --ternd build/ternd --ternctl build/ternctl
+    test_health.py --ternd build/ternd --ternctl build/ternctl [--only big_body,capacity]
 """
 
 import argparse
@@ -75,15 +81,28 @@ LEAVE = (INTERVAL + TIMEOUT_MS) / 1000.0 * (DOWN + 1)
 RETURN = INTERVAL / 1000.0 * (UP + 1)
 GB = ("81.2.69.130", 32)  # GB in the fixture database (tests/data/make_mmdb.pl)
 
+BIG_BODY = 100 * 1000 * 1000  # bytes: the defect's 100 MB health page
+BODY_CHUNK = 64 * 1024        # the server writes the body in pieces of this size
+BODY_LIMIT = 1 << 20          # a check that stops after the headers leaves the server below this
+# The server's send buffer, fixed: what sendall() counts is then what went towards the checker
+# (this buffer and the checker's receive window), not what Linux lets a sender queue on its own
+# side (tcp_wmem's autotuning, up to 4 MiB, in the time the checker takes to close).
+BODY_SNDBUF = 64 * 1024
+
 
 class Backend:
     """An HTTP(S) server on one loopback address whose behaviour the test sets: "ok" (200),
-    "500", "hang" (no answer for 5 s), or stopped (the port closed: connection refused)."""
+    "500", "hang" (no answer for 5 s), "big" (200 and, to a GET, a body of BIG_BODY bytes
+    written in BODY_CHUNK pieces through a BODY_SNDBUF send buffer), or stopped (the port
+    closed: connection refused). body_sent() lists, per finished "big" answer, how many body
+    bytes went into the connection before the client closed it (a piece counts once sendall()
+    returned: exact to one piece)."""
 
     def __init__(self, addr, port, tls=None):
         self.addr, self.port, self.tls = addr, port, tls
         self.mode = "ok"
         self.requests = []  # (method, path, Host) of each request
+        self.bodies = []  # body bytes sent per finished "big" answer
         self.lock = threading.Lock()
         self.httpd = None
         self.thread = None
@@ -104,10 +123,33 @@ class Backend:
                 if mode == "hang":
                     time.sleep(5)
                     return
+                if mode == "big":
+                    self.big()
+                    return
                 self.send_response(200 if mode == "ok" else 500)
                 self.send_header("Content-Length", "0")
                 self.send_header("Connection", "close")
                 self.end_headers()
+
+            def big(self):
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BODY_SNDBUF)
+                self.send_response(200)
+                self.send_header("Content-Length", str(BIG_BODY))
+                self.end_headers()
+                self.wfile.flush()
+                self.close_connection = True
+                if self.command != "GET":
+                    return
+                chunk, sent = b"x" * BODY_CHUNK, 0
+                try:
+                    while sent < BIG_BODY:
+                        n = min(BODY_CHUNK, BIG_BODY - sent)
+                        self.connection.sendall(chunk[:n])
+                        sent += n
+                except OSError:
+                    pass  # the checker closed (reset) the connection: what the check wants
+                with backend.lock:
+                    backend.bodies.append(sent)
 
             do_HEAD = answer
             do_GET = answer
@@ -143,6 +185,10 @@ class Backend:
     def seen(self):
         with self.lock:
             return list(self.requests)
+
+    def body_sent(self):
+        with self.lock:
+            return list(self.bodies)
 
 
 class Client:
@@ -654,19 +700,146 @@ def fleet(args, work):
         redis.stop()
 
 
+
+
+def mini_zone(origin, records):
+    """A redins JSON zone of origin with the given records (label -> {type: rrset})."""
+    soa = {"ttl": 300, "ns": "ns1." + origin + ".", "mbox": "h." + origin + ".", "serial": 1}
+    recs = {"@": {"ns": {"records": [{"host": "ns1." + origin + "."}]}},
+            "ns1": {"a": {"records": [{"ip": "192.0.2.53"}]}}}
+    recs.update(records)
+    return {"config": {"soa": soa}, "records": recs}
+
+
+def big_body(args, work):
+    """GET of a 100 MB health page: up, and under BODY_LIMIT of the body sent per check."""
+    d = os.path.join(work, "big")
+    os.makedirs(d)
+    for _ in range(5):  # a port taken between free_port() and bind: pick again
+        port = servers.free_port()
+        srv = Backend("127.0.0.40", port)
+        srv.set("big")
+        try:
+            srv.start()
+            break
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+    else:
+        raise Failure("no free port for the big-body server in 5 tries")
+    zone = os.path.join(d, "big.json")
+    with open(zone, "w") as f:
+        json.dump(mini_zone("big.test", {
+            "www": {"a": {"ttl": 5, "records": [{"ip": "127.0.0.40"}],
+                          "health_check": hc(port, method="GET", up_count=1, down_count=-1,
+                                             timeout=5000)}}}), f)
+    sock = os.path.join(d, "ternd.sock")
+    tern = Ternd(d, [("big.test", zone)], args.ternd,
+                 extra_yaml='control_socket: "%s"\nhealth: {check_interval_ms: %d}\n'
+                 % (sock, INTERVAL))
+    tern.sock = sock
+    tern.start("big.test")
+    try:
+        deadline = time.monotonic() + WAIT
+        while len(srv.body_sent()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        eps, _ = endpoints(args, tern)
+        e = eps.get("127.0.0.40:%d www.big.test" % port)
+        sent = srv.body_sent()
+        print("  big body: %d checks, body bytes the server got out per check: %s; endpoint %s"
+              % (len(sent), sent[:8], e))
+        expect(len(sent) >= 3, "only %d checks finished within %.0f s" % (len(sent), WAIT))
+        expect(e and e["state"] == "up" and e.get("error", "") in ("", "-"),
+               "the 200 answer did not count as up: %s" % e)
+        expect(max(sent) < BODY_LIMIT,
+               "the checker read the body: %s bytes sent for one check (limit %d)"
+               % (max(sent), BODY_LIMIT))
+    except Failure:
+        print(tern.log_text())
+        raise
+    finally:
+        tern.stop()
+        srv.stop()
+    r = clean_exit_result(tern)
+    expect(r is None, r[1] if r else "")
+
+
+def capacity(args, work):
+    """Four endpoints of 1000 ms timeout, max_requests 1, every 1000 ms: 4000 ms of checks per
+    round when every check runs to its timeout, so one warning at load (achievable 4000 ms),
+    and one at each reload."""
+    d = os.path.join(work, "capacity")
+    os.makedirs(d)
+    port = servers.free_port()  # nothing listens: every check is refused at once
+    ips = ["127.0.0.%d" % i for i in range(41, 45)]
+    zone = os.path.join(d, "cap.json")
+    with open(zone, "w") as f:
+        json.dump(mini_zone("cap.test", {
+            "www": {"a": {"ttl": 5, "records": [{"ip": ip} for ip in ips],
+                          "health_check": hc(port, timeout=1000)}}}), f)
+    sock = os.path.join(d, "ternd.sock")
+    tern = Ternd(d, [("cap.test", zone)], args.ternd,
+                 extra_yaml='control_socket: "%s"\nhealth: {check_interval_ms: 1000, '
+                 'max_requests: 1}\n' % sock)
+    tern.sock = sock
+    tern.start("cap.test")
+    want = "achievable interval is 4000 ms"
+
+    def warnings():
+        return [l for l in tern.log_text(1 << 20).splitlines() if "max_requests" in l]
+
+    try:
+        deadline = time.monotonic() + WAIT
+        while not any(want in l for l in warnings()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = warnings()
+        expect(len(lines) == 1 and want in lines[0],
+               "want one warning with %r at load, got %s" % (want, lines))
+        # once: several rounds of checks later it has not been said again
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            _, summary = endpoints(args, tern)
+            if int(summary["checks"]) >= 3 * len(ips):
+                break
+            time.sleep(0.1)
+        expect(int(summary["checks"]) >= 3 * len(ips), "checks: %s" % summary["checks"])
+        expect(len(warnings()) == 1, "the warning repeats: %s" % warnings())
+        print("  capacity: %s" % lines[0].strip())
+        # a reload is a load: said once more
+        ternctl(args, tern, "reload")
+        deadline = time.monotonic() + WAIT
+        while len(warnings()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expect(len(warnings()) == 2 and want in warnings()[1],
+               "want the warning once more after a reload: %s" % warnings())
+    except Failure:
+        print(tern.log_text())
+        raise
+    finally:
+        tern.stop()
+    r = clean_exit_result(tern)
+    expect(r is None, r[1] if r else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", default=os.environ.get("TERND"))
     ap.add_argument("--ternctl", default=os.environ.get("TERNCTL"))
+    ap.add_argument("--only", help="comma-separated scenario groups: checks (the first list "
+                    "above), bad_specs, fleet, big_body, capacity; default all")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
     if not args.ternd or not args.ternctl:
         ap.error("--ternd and --ternctl are required")
     work = tempfile.mkdtemp(prefix="tern-health-")
     results = []
     try:
-        run_checks(args, work, results)
-        run_check(results, "bad_specs", lambda: bad_specs(args, work))
-        run_check(results, "fleet", lambda: fleet(args, work))
+        if only is None or "checks" in only:
+            run_checks(args, work, results)
+        for name, fn in (("bad_specs", bad_specs), ("fleet", fleet), ("big_body", big_body),
+                         ("capacity", capacity)):
+            if only is None or name in only:
+                run_check(results, name, lambda: fn(args, work))
         return report(results)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -13,16 +13,20 @@
  *   http, https  HEAD (or GET) of scheme://<host>:<port><uri> connected to the endpoint's
  *                address (libcurl CONNECT_TO: Host and TLS name are the owner, as redins sends
  *                them, the connection goes to the record's address and port); a fresh connection
- *                each time, no redirects followed, no proxy; up when the status is one of the
- *                expected codes (default 200, 301, 302), down on any other status, a connection
- *                or TLS error, or no answer within the timeout;
+ *                each time, no redirects followed, no proxy; only the status line and headers
+ *                are read (a GET stops at the end of the final response's headers, so a big
+ *                page costs its headers); up when the status is one of the expected codes
+ *                (default 200, 301, 302), down on any other status, a connection or TLS error,
+ *                or no answer within the timeout;
  *   tcp          connect() to address:port completes within the timeout;
  *   icmp         an echo reply within the timeout, through an unprivileged ping socket
  *                (SOCK_DGRAM, IPPROTO_ICMP/ICMPV6). When the system forbids those
  *                (net.ipv4.ping_group_range excludes our group) the check fails with an error
  *                that says so and how to allow it; logged once.
  * Each endpoint is checked every check_interval after its previous result; at most max_requests
- * checks are in flight; a new endpoint is checked at once.
+ * checks are in flight; a new endpoint is checked at once. Once per load (a second after new
+ * settings) the checker logs a warning when checks that all run to their timeouts would need
+ * longer than check_interval per round, with the interval it can then keep.
  *
  * Fleet (with redis configured): before checking an endpoint the checker reads its state key
  * (health_int.h: redins:healthcheck:<owner>.:<ip>, JSON with status and lastcheck as redins

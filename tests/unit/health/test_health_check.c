@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -29,7 +30,8 @@
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
 
-typedef enum { SRV_OK, SRV_500, SRV_HANG } srv_mode_t;
+/* SRV_ENDLESS: a 103 (Early Hints) interim response, then 200 with a body that never ends */
+typedef enum { SRV_OK, SRV_500, SRV_HANG, SRV_ENDLESS } srv_mode_t;
 
 typedef struct server {
     int fd;
@@ -39,6 +41,7 @@ typedef struct server {
     int stop;
     char last_request[512]; /* under mu */
     unsigned requests;
+    size_t max_body; /* SRV_ENDLESS: the most body bytes one response got into the connection */
     pthread_mutex_t mu;
 } server_t;
 
@@ -55,6 +58,36 @@ static int listen_any(uint16_t *port)
     assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
     *port = ntohs(a.sin_port);
     return fd;
+}
+
+/* SRV_ENDLESS's answer on c, until the client closes (send fails), a stop or 5 s. The send
+ * buffer is fixed at 64 KiB, so what send() takes is what went towards the client, not what
+ * Linux lets a sender queue (tcp_wmem autotuning, up to 4 MiB). */
+static void send_endless(server_t *s, int c)
+{
+    static const char head[] = "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                               "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n";
+    int sndbuf = 64 * 1024;
+    (void)setsockopt(c, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    struct timeval tv = {0, 100 * 1000}; /* so that the stop flag and the deadline are seen */
+    (void)setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (send(c, head, sizeof(head) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(head) - 1)
+        return;
+    static char body[16384];
+    memset(body, 'x', sizeof(body));
+    size_t sent = 0;
+    int64_t end = tern_monotonic_ms() + 5000;
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) && tern_monotonic_ms() < end) {
+        ssize_t k = send(c, body, sizeof(body), MSG_NOSIGNAL);
+        if (k > 0)
+            sent += (size_t)k;
+        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            break;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (sent > s->max_body)
+        s->max_body = sent;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void *serve(void *arg)
@@ -91,6 +124,11 @@ static void *serve(void *arg)
                 held[nheld++] = c; /* never answered, closed at the end */
             else
                 close(c);
+            continue;
+        }
+        if (mode == SRV_ENDLESS) {
+            send_endless(s, c);
+            close(c);
             continue;
         }
         const char *resp =
@@ -156,6 +194,17 @@ static config_health_t settings(unsigned interval_ms)
     return h;
 }
 
+/* A checker of r, started with settings(interval_ms). */
+static health_checker_t *checker_start(health_registry_t *r, unsigned interval_ms)
+{
+    health_checker_t *c = health_checker_new(r);
+    assert_non_null(c);
+    config_health_t h = settings(interval_ms);
+    assert_int_equal(health_checker_configure(c, &h), 0);
+    assert_int_equal(health_checker_start(c), 0);
+    return c;
+}
+
 /* Wait (at most 10 s) until every endpoint of eps has its wanted rank. */
 static void wait_ranks(health_ep_t **eps, const unsigned *want, size_t n)
 {
@@ -190,11 +239,7 @@ static void test_checks(void **state)
     close(listen_any(&closed_port)); /* nobody listens there now */
 
     health_registry_t *r = health_registry_new();
-    health_checker_t *c = health_checker_new(r);
-    assert_non_null(c);
-    config_health_t h = settings(100);
-    assert_int_equal(health_checker_configure(c, &h), 0);
-    assert_int_equal(health_checker_start(c), 0);
+    health_checker_t *c = checker_start(r, 100);
 
     health_spec_t s[6];
     s[0] = spec(HEALTH_HTTP, ok.port, "www.example.test", "/health");
@@ -267,6 +312,33 @@ static void test_checks(void **state)
     server_stop(&hang);
 }
 
+/* A GET takes the status of the final response (after a 103 interim one) and stops at its
+ * headers: a body that never ends is up, at once, and the server gets little of it out. */
+static void test_headers_only(void **state)
+{
+    (void)state;
+    server_t endless;
+    server_start(&endless, SRV_ENDLESS);
+    health_registry_t *r = health_registry_new();
+    health_checker_t *c = checker_start(r, 100);
+    health_spec_t s = spec(HEALTH_HTTP, endless.port, "www.example.test", "/big");
+    s.method = HEALTH_GET;
+    s.timeout_ms = 3000; /* a checker that reads the body times out, down */
+    health_ep_t *e = health_intern(r, &s);
+    unsigned want = HEALTH_RANK_UP;
+    wait_ranks(&e, &want, 1);
+    health_checker_free(c);
+    pthread_mutex_lock(&r->mu);
+    assert_string_equal(ep_of(e)->error, "");
+    pthread_mutex_unlock(&r->mu);
+    health_ep_release(e);
+    health_registry_free(r);
+    server_stop(&endless);
+    /* the 64 KiB send buffer and the checker's receive window, not a megabyte */
+    fprintf(stderr, "endless body: at most %zu bytes sent to one check\n", endless.max_body);
+    assert_true(endless.max_body < 1024 * 1024);
+}
+
 /* Endpoints that appear while the checker runs are checked at once; a stop with checks in flight
  * releases them. */
 static void test_new_and_stop(void **state)
@@ -275,10 +347,7 @@ static void test_new_and_stop(void **state)
     server_t hang;
     server_start(&hang, SRV_HANG);
     health_registry_t *r = health_registry_new();
-    health_checker_t *c = health_checker_new(r);
-    config_health_t h = settings(60000); /* one check a minute: only the first one counts */
-    assert_int_equal(health_checker_configure(c, &h), 0);
-    assert_int_equal(health_checker_start(c), 0);
+    health_checker_t *c = checker_start(r, 60000); /* one check a minute: only the first counts */
     uint16_t open_port;
     int lfd = listen_any(&open_port);
     health_spec_t s = spec(HEALTH_TCP, open_port, NULL, NULL);
@@ -315,6 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checks),
         cmocka_unit_test(test_new_and_stop),
+        cmocka_unit_test(test_headers_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
