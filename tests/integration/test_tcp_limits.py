@@ -6,12 +6,15 @@ tcp_max_connections 8 and tcp_idle_timeout 2, then:
 
   1. fills the pool: three slow clients (one sends a length prefix and stalls, one sends half a
      message, one pipelines queries and never reads its answers), one active client that keeps
-     querying, four idle holders;
-  2. opens ten more connections and holds them: each is accepted and closed at once (pool full);
+     querying (from 127.0.0.2), four idle holders;
+  2. opens ten more connections from 127.0.0.1 and holds them: each takes the slot of the idle
+     connection of 127.0.0.1 (the prefix holding the most idle ones) idle longest — the four
+     holders, then the first six of the ten — while the busy slow clients and the active
+     client on its own address keep theirs;
   3. meanwhile sends UDP queries (dnspython) every 100 ms and a TCP query on the active
      connection every 250 ms: all must be answered promptly;
-  4. the slow clients and the idle holders must be closed by the idle timeout (not earlier than
-     it, not much later), the active client never;
+  4. the slow clients and the last four of the ten must be closed by the idle timeout (not
+     earlier than it, not much later), the active client never;
   5. once slots are free, fresh TCP connections are answered, and ternd is still running;
   6. a second ternd, limited to 48 descriptors, gets 80 connections: accept() fails with EMFILE,
      the worker must not spin (CPU time measured), must log it once, and must take
@@ -58,7 +61,7 @@ MARGIN = 2.0       # how much later than the idle timeout a close may come (swee
 ANSWER_TIMEOUT = 2.0   # a query that must be answered
 PROMPT = 1.0       # what "answered promptly" means for the UDP and active TCP queries
 SCENARIO = 12.0    # upper bound on the abuse phase, seconds
-REFUSE_WAIT = 2.0  # a connection beyond the pool must be closed within this
+REFUSE_WAIT = 2.0  # a connection beyond the pool must have made room within this
 
 
 
@@ -75,8 +78,10 @@ def framed(wire):
     return struct.pack("!H", len(wire)) + wire
 
 
-def connect(port, rcvbuf=None):
+def connect(port, rcvbuf=None, src=None):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if src:
+        s.bind((src, 0))
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.settimeout(ANSWER_TIMEOUT)
@@ -170,10 +175,12 @@ def scenario(port, results):
         socks.append(noread)
         noread.setblocking(False)
         pipeline = b"".join(framed(query_wire("big.diff.test", "TXT", i)) for i in range(64))
+        # busy from the start: its answers pile up unread (the rest of it is sent in step 3)
+        sent_noread = noread.send(pipeline)
         slow = [Watched("slow_length_prefix", prefix, time.monotonic()),
                 Watched("slow_half_message", half, time.monotonic()),
                 Watched("slow_never_reads", noread, time.monotonic())]
-        active = connect(port)
+        active = connect(port, src="127.0.0.2")  # a prefix of its own
         socks.append(active)
         holders = []
         for i in range(MAX_CONN - 4):
@@ -183,32 +190,37 @@ def scenario(port, results):
             holders.append(Watched("idle_holder_%d" % i, h, time.monotonic()))
         tcp_roundtrip(active, 200)
 
-        # --- 2. ten more: accepted and closed at once, while everyone above stays
+        # --- 2. ten more from 127.0.0.1: each takes the slot of 127.0.0.1's connection idle
+        # longest (the holders, then the earlier of the ten); the busy and 127.0.0.2 stay
         extra = []
         for i in range(EXTRA):
             s = connect(port)
             socks.append(s)
-            extra.append(s)
-        refused_at = {}
+            extra.append(Watched("extra_%d" % i, s, time.monotonic()))
+        made_room = [h.sock for h in holders] + [e.sock for e in extra[:EXTRA - 4]]
+        gone = set()
         deadline = time.monotonic() + REFUSE_WAIT
-        while len(refused_at) < EXTRA and time.monotonic() < deadline:
-            for i, s in enumerate(extra):
-                if i not in refused_at and closed_by_peer(s):
-                    refused_at[i] = time.monotonic()
+        while len(gone) < len(made_room) and time.monotonic() < deadline:
+            for i, s in enumerate(made_room):
+                if i not in gone and closed_by_peer(s):
+                    gone.add(i)
             time.sleep(0.02)
 
-        def extras_refused():
-            expect(len(refused_at) == EXTRA, "%d of %d connections beyond the pool were closed "
-                   "within %.1f s" % (len(refused_at), EXTRA, REFUSE_WAIT))
-        check("pool_full_extra_connections_closed", extras_refused)
+        def idle_made_room():
+            expect(len(gone) == len(made_room), "%d of the %d idle connections idle longest "
+                   "were closed for the newcomers within %.1f s"
+                   % (len(gone), len(made_room), REFUSE_WAIT))
+            kept = [w.name for w in slow + extra[EXTRA - 4:] if closed_by_peer(w.sock)]
+            expect(not kept, "closed instead: %s" % ", ".join(kept))
+            expect(not closed_by_peer(active), "the active client's connection was closed")
+        check("pool_full_idle_connections_make_room", idle_made_room)
 
         # --- 3. service goes on while the slow ones sit there
         udp_times, tcp_times, errors = [], [], []
         next_udp = next_tcp = time.monotonic()
         qid = 1000
-        sent_noread = 0
         active_closed = False
-        watched = slow + holders
+        watched = slow + extra[EXTRA - 4:]
         end = t0 + SCENARIO
         while time.monotonic() < end:
             now = time.monotonic()
@@ -258,7 +270,7 @@ def scenario(port, results):
             expect(max(tcp_times) < PROMPT, "slowest TCP answer took %.2f s" % max(tcp_times))
         check("active_tcp_answered_during_abuse", active_answered)
 
-        # --- 4. every slow client and idle holder is closed by the idle timeout
+        # --- 4. every slow client and idle newcomer left is closed by the idle timeout
         for w in watched:
             def closed_by_idle(w=w):
                 expect(w.closed_at is not None, "%s still open after %.0f s" % (w.name, SCENARIO))
