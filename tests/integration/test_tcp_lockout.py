@@ -7,12 +7,14 @@ rescue anyone during the test), then:
 
   1. an attacker opens idle connections from 20 loopback addresses (127.0.1.1-20), 4 from each
      (its cap: 80 wanted for 40 slots), sends nothing, and reconnects as soon as one is closed,
-     for the whole test (bounded: ATTACK_SECONDS at most);
+     for the whole round (bounded: ATTACK_SECONDS at most);
   2. meanwhile a well-behaved client on 127.0.2.1 asks QUERIES questions, each on a new
      connection (as a resolver sent to TCP by a truncated answer does), retrying once on a second
      connection when the first is closed or times out: at least 90% must be answered;
   3. the attack was real: it made many more connections than the pool holds;
-  4. once the attack stops, ternd still answers over TCP.
+  4. the same again with one connection from each of 80 addresses (127.0.3.1-80): every
+     holder then holds as many as the client, and the client must still get its answers;
+  5. once the attacks stop, ternd still answers over TCP.
 
 Before the fix (a full pool evicted only a connection quiet for 1 s, and instant reconnects keep
 every connection younger than that), the client got a few answers in 30. Every wait is bounded;
@@ -48,7 +50,9 @@ ZONES = [("diff.test", os.path.join(HERE, "data", "diff.zone"))]
 
 POOL = 40              # tcp_max_connections
 PER_CLIENT = 4         # tcp_max_per_client: each attacker address holds at most this many
-ATTACKERS = ["127.0.1.%d" % i for i in range(1, 21)]  # 20 x 4 = 80 wanted for 40 slots
+# (name, addresses, connections from each): 80 wanted for 40 slots either way
+ROUNDS = [("spread", ["127.0.1.%d" % i for i in range(1, 21)], PER_CLIENT),
+          ("one_each", ["127.0.3.%d" % i for i in range(1, 81)], 1)]
 CLIENT = "127.0.2.1"   # the well-behaved client, on an address of its own
 QUERIES = 30           # questions it asks, one connection each
 ANSWER_TIMEOUT = 2.0   # per attempt; generous for a loaded 2-core machine
@@ -65,9 +69,11 @@ class Attacker(threading.Thread):
     """Holds up to PER_CLIENT idle connections from each attacker address, reopening each one
     the moment the server closes it, until stopped or ATTACK_SECONDS pass."""
 
-    def __init__(self, port):
+    def __init__(self, port, addresses, each):
         super().__init__(daemon=True)
         self.port = port
+        self.addresses = addresses
+        self.each = each
         self.stop_ev = threading.Event()
         self.connects = 0   # connections opened
         self.closed = 0     # ... that the server closed
@@ -92,11 +98,11 @@ class Attacker(threading.Thread):
 
     def run(self):
         sel = selectors.DefaultSelector()
-        want = {src: PER_CLIENT for src in ATTACKERS}  # connections to (re)open, by address
+        want = {src: self.each for src in self.addresses}  # connections to (re)open, by address
         end = time.monotonic() + ATTACK_SECONDS
         try:
             while not self.stop_ev.is_set() and time.monotonic() < end:
-                for src in ATTACKERS:
+                for src in self.addresses:
                     while want[src] > 0 and self._open(sel, src):
                         want[src] -= 1
                 for key, _ in sel.select(timeout=0.01):
@@ -154,9 +160,9 @@ def ask_once(port, qid):
         s.close()
 
 
-def scenario(tern, results):
+def attack_round(tern, results, name, addresses, each):
     port = tern.port
-    attacker = Attacker(port)
+    attacker = Attacker(port, addresses, each)
     attacker.start()
     try:
         # let the attacker fill the pool (bounded), so every question below meets a full pool
@@ -174,19 +180,27 @@ def scenario(tern, results):
     finally:
         attacker.stop_ev.set()
         attacker.join(ATTACK_SECONDS + 5)
-    print("client: %d of %d answered (%d needed a retry); attacker: %d connections opened, "
-          "%d closed by ternd" % (answered, QUERIES, retried, connects, attacker.closed))
+    print("%s: client %d of %d answered (%d needed a retry); attacker (%d addresses x %d): %d "
+          "connections opened, %d closed by ternd" % (name, answered, QUERIES, retried,
+                                                      len(addresses), each, connects,
+                                                      attacker.closed))
 
     def client_answered():
         expect(answered >= SHARE * QUERIES, "the client got %d of %d answers (%d retried) while "
                "%d addresses held the pool with idle connections" %
-               (answered, QUERIES, retried, len(ATTACKERS)))
-    run_check(results, "newcomer_answered_in_full_idle_pool", client_answered)
+               (answered, QUERIES, retried, len(addresses)))
+    run_check(results, name + "_newcomer_answered", client_answered)
 
     def attack_was_real():
         expect(connects > 2 * POOL, "the attacker only opened %d connections" % connects)
         expect(not attacker.is_alive(), "the attacker thread did not stop")
-    run_check(results, "attack_filled_the_pool", attack_was_real)
+    run_check(results, name + "_attack_filled_the_pool", attack_was_real)
+
+
+def scenario(tern, results):
+    for name, addresses, each in ROUNDS:
+        attack_round(tern, results, name, addresses, each)
+    port = tern.port
 
     def served_after():
         deadline = time.monotonic() + 10
