@@ -10,11 +10,30 @@
  * Policies, all chosen to bound what one peer can hold (time, memory, worker attention):
  *   - per client (tcp_max_per_client, over all workers, by client prefix): a client at its cap
  *     has its new connection closed at once. Counted tcp_client_capped.
- *   - pool full (tcp_max_connections): the connection that has been quiet longest (the head of
- *     the idle list) is closed to make room, as NSD and Knot do, so a newcomer — a client sent
- *     to TCP by a truncated answer — gets in while others only sit there. Counted
- *     tcp_evicted. When even the quietest said something within TCP_EVICT_QUIET_MS (a pool of
- *     busy clients), the newcomer is accepted and closed at once instead: tcp_refused.
+ *   - pool full (tcp_max_connections): a slot held without work must not keep a newcomer out
+ *     (RFC 7766 §10: at the limit, close idle connections or refuse new ones; §6.2.3 lets a
+ *     loaded server use a zero idle timeout). A connection is idle when it has nothing
+ *     half-read and nothing to write — connected and silent, or answered and silent — and busy
+ *     otherwise. A newcomer to a full pool closes, in this order:
+ *       1. an idle connection of the client prefix (tcp_client_prefix_v4/v6, as for
+ *          tcp_max_per_client) holding the most idle connections in this pool, the one idle
+ *          longest: whoever hoards slots pays first, so 250 addresses holding thousands of idle
+ *          connections and reconnecting at once cannot starve a client asking once; among
+ *          prefixes holding as many, the one that came to that count first;
+ *       2. with none idle, the connection quiet longest if it has made no progress for
+ *          TCP_EVICT_QUIET_MS (stalled mid-message, or not reading its answers);
+ *     else it is accepted and closed at once: tcp_refused. 1 and 2 count tcp_evicted. A
+ *     busy connection that progressed within the last second is never closed for a newcomer.
+ *     NSD instead stops accepting when full and gives connections accepted while over half
+ *     full a 200 ms timeout (server.c, handle_tcp_accept); Knot stops polling its listeners
+ *     when full and sweeps idle connections every 2 s (tcp-handler.c). Both make a newcomer
+ *     wait in the listen backlog behind the attacker's reconnects; closing an idle slot on
+ *     demand is the zero timeout applied only when someone waits, so idle clients keep their
+ *     connections while the pool has room.
+ *     Cost: per worker, preallocated at startup (a peer per slot, a hash of 2x that many
+ *     chains seeded at random, and by_idle[k] lists of the prefixes holding k idle
+ *     connections with the highest k kept); every change is a count moving by one, so accept,
+ *     close and an idle/busy change are O(1) plus one hash chain walk, with no allocation.
  *   - idle (tcp_idle_timeout): a connection whose deadline (the timeout after the last complete
  *     query or write progress) passes is closed. A peer trickling a message byte by byte, or
  *     sending a length prefix and stalling, does not refresh it. Open connections sit in a list
@@ -116,8 +135,8 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
     p->peer_hash = calloc(heads, sizeof(*p->peer_hash));
     p->by_idle = calloc((size_t)n + 1, sizeof(*p->by_idle));
     p->by_idle_tail = calloc((size_t)n + 1, sizeof(*p->by_idle_tail));
-    if (!p->conns || !p->bufs || !p->ends || !p->out || !p->peers || !p->peer_hash ||
-        !p->by_idle || !p->by_idle_tail) {
+    if (!p->conns || !p->bufs || !p->ends || !p->out || !p->peers || !p->peer_hash || !p->by_idle ||
+        !p->by_idle_tail) {
         tcp_pool_free(p);
         return TERN_ENOMEM;
     }

@@ -144,19 +144,20 @@ typedef struct tcp_pool {
     int64_t idle_ms;          /* tcp_idle_timeout */
     int64_t life_ms;          /* tcp_max_lifetime */
     uint8_t *out;             /* TCP_MSG_MAX bytes: answer_query() output before queueing */
-    /* admission under a full pool (tcp.c): the client prefixes with connections here */
-    tcp_peer_t *peers;        /* n of them, one allocation; unused ones on peer_free */
-    tcp_peer_t *peer_free;    /* through their hash chain link */
-    tcp_peer_t **peer_hash;   /* chained by masked prefix, hmask + 1 heads */
-    uint32_t hmask;
-    uint64_t seed;            /* random per pool: chains an attacker cannot aim at */
-    uint8_t pfx4, pfx6;       /* tcp_client_prefix_v4/v6: one client, as for tcp_max_per_client */
-    tcp_peer_t **by_idle;     /* [k]: the prefixes holding k idle connections, longest first */
-    tcp_peer_t **by_idle_tail;
-    uint32_t top;             /* the highest k with a prefix in by_idle[k]; 0 = nobody idle */
     uint32_t accept_paused;   /* listen indexes taken out of epoll after an accept() failure */
     int64_t accept_resume_ms; /* when they go back in (TCP_ACCEPT_PAUSE_MS) */
     bool accept_logged;       /* the first failure was logged; later ones are only counted */
+
+    /* admission under a full pool (tcp.c): the client prefixes with connections here */
+    tcp_peer_t *peers;      /* n of them, one allocation; unused ones on peer_free */
+    tcp_peer_t *peer_free;  /* through their hash chain link */
+    tcp_peer_t **peer_hash; /* chained by masked prefix, hmask + 1 heads */
+    uint32_t hmask;
+    uint64_t seed;        /* random per pool: chains an attacker cannot aim at */
+    uint8_t pfx4, pfx6;   /* tcp_client_prefix_v4/v6: one client, as for tcp_max_per_client */
+    tcp_peer_t **by_idle; /* [k]: the prefixes holding k idle connections, longest first */
+    tcp_peer_t **by_idle_tail;
+    uint32_t top; /* the highest k with a prefix in by_idle[k]; 0 = nobody idle */
 } tcp_pool_t;
 
 /* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums
