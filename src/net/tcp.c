@@ -189,54 +189,53 @@ void tcp_pool_free(tcp_pool_t *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* ---- the two lists of open connections ------------------------------------------------------ */
+/* ---- the lists ------------------------------------------------------------------------------ */
+
+/* Intrusive doubly linked lists with a head and a tail. The pool keeps four, each through its own
+ * link fields: open connections by idle deadline and by lifetime, a prefix's idle connections,
+ * and the prefixes holding k idle connections. */
+#define DL_UNLINK(head, tail, x, prev, next)                                                       \
+    do {                                                                                           \
+        if ((x)->prev)                                                                             \
+            (x)->prev->next = (x)->next;                                                           \
+        else                                                                                       \
+            (head) = (x)->next;                                                                    \
+        if ((x)->next)                                                                             \
+            (x)->next->prev = (x)->prev;                                                           \
+        else                                                                                       \
+            (tail) = (x)->prev;                                                                    \
+        (x)->prev = (x)->next = NULL;                                                              \
+    } while (0)
+
+#define DL_APPEND(head, tail, x, prev, next)                                                       \
+    do {                                                                                           \
+        (x)->next = NULL;                                                                          \
+        (x)->prev = (tail);                                                                        \
+        if (tail)                                                                                  \
+            (tail)->next = (x);                                                                    \
+        else                                                                                       \
+            (head) = (x);                                                                          \
+        (tail) = (x);                                                                              \
+    } while (0)
 
 static void list_unlink(tcp_pool_t *p, tcp_conn_t *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        p->tail = c->prev;
-    c->prev = c->next = NULL;
+    DL_UNLINK(p->head, p->tail, c, prev, next);
 }
 
 static void list_append(tcp_pool_t *p, tcp_conn_t *c)
 {
-    c->next = NULL;
-    c->prev = p->tail;
-    if (p->tail)
-        p->tail->next = c;
-    else
-        p->head = c;
-    p->tail = c;
+    DL_APPEND(p->head, p->tail, c, prev, next);
 }
 
 static void life_unlink(tcp_pool_t *p, tcp_conn_t *c)
 {
-    if (c->lprev)
-        c->lprev->lnext = c->lnext;
-    else
-        p->lhead = c->lnext;
-    if (c->lnext)
-        c->lnext->lprev = c->lprev;
-    else
-        p->ltail = c->lprev;
-    c->lprev = c->lnext = NULL;
+    DL_UNLINK(p->lhead, p->ltail, c, lprev, lnext);
 }
 
 static void life_append(tcp_pool_t *p, tcp_conn_t *c)
 {
-    c->lnext = NULL;
-    c->lprev = p->ltail;
-    if (p->ltail)
-        p->ltail->lnext = c;
-    else
-        p->lhead = c;
-    p->ltail = c;
+    DL_APPEND(p->lhead, p->ltail, c, lprev, lnext);
 }
 
 /* ---- who pays first: client prefixes and their idle connections ------------------------------ */
@@ -299,26 +298,11 @@ static void peer_put(tcp_pool_t *p, tcp_peer_t *e)
 static void peer_step(tcp_pool_t *p, tcp_peer_t *e, bool up)
 {
     uint32_t k = e->nidle;
-    if (k > 0) {
-        if (e->bprev)
-            e->bprev->bnext = e->bnext;
-        else
-            p->by_idle[k] = e->bnext;
-        if (e->bnext)
-            e->bnext->bprev = e->bprev;
-        else
-            p->by_idle_tail[k] = e->bprev;
-    }
+    if (k > 0)
+        DL_UNLINK(p->by_idle[k], p->by_idle_tail[k], e, bprev, bnext);
     e->nidle = up ? k + 1 : k - 1;
-    e->bprev = e->bnext = NULL;
-    if (e->nidle > 0) {
-        e->bprev = p->by_idle_tail[e->nidle];
-        if (e->bprev)
-            e->bprev->bnext = e;
-        else
-            p->by_idle[e->nidle] = e;
-        p->by_idle_tail[e->nidle] = e;
-    }
+    if (e->nidle > 0)
+        DL_APPEND(p->by_idle[e->nidle], p->by_idle_tail[e->nidle], e, bprev, bnext);
     if (e->nidle > p->top)
         p->top = e->nidle;
     else if (k == p->top && !p->by_idle[k])
@@ -327,32 +311,16 @@ static void peer_step(tcp_pool_t *p, tcp_peer_t *e, bool up)
 
 static void idle_enter(tcp_pool_t *p, tcp_conn_t *c)
 {
-    tcp_peer_t *e = c->owner;
     c->idle = true;
-    c->inext = NULL;
-    c->iprev = e->itail;
-    if (e->itail)
-        e->itail->inext = c;
-    else
-        e->ihead = c;
-    e->itail = c;
-    peer_step(p, e, true);
+    DL_APPEND(c->owner->ihead, c->owner->itail, c, iprev, inext);
+    peer_step(p, c->owner, true);
 }
 
 static void idle_leave(tcp_pool_t *p, tcp_conn_t *c)
 {
-    tcp_peer_t *e = c->owner;
-    if (c->iprev)
-        c->iprev->inext = c->inext;
-    else
-        e->ihead = c->inext;
-    if (c->inext)
-        c->inext->iprev = c->iprev;
-    else
-        e->itail = c->iprev;
-    c->iprev = c->inext = NULL;
     c->idle = false;
-    peer_step(p, e, false);
+    DL_UNLINK(c->owner->ihead, c->owner->itail, c, iprev, inext);
+    peer_step(p, c->owner, false);
 }
 
 /* After c's event: idle is nothing half-read, nothing to write (a connection that has not asked

@@ -23,7 +23,7 @@ Linux), so ternd sees distinct sources; every flood is paced and bounded in coun
   tcp_per_client    one address opens 2000 connections and keeps reconnecting: it holds at most
                     tcp_max_per_client of them while another client's TCP queries are answered
   tcp_evict         a pool full of idle connections, however fresh: a newcomer evicts one
-                    at once and is answered (test_tcp_lockout.py: many addresses reconnecting)
+                    at once and is answered (test_tcp_limits.py: many addresses reconnecting)
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Only processes
 started here are stopped.

@@ -19,6 +19,11 @@ tcp_max_connections 8 and tcp_idle_timeout 2, then:
   6. a second ternd, limited to 48 descriptors, gets 80 connections: accept() fails with EMFILE,
      the worker must not spin (CPU time measured), must log it once, and must take
      connections again once they close.
+  7. a third ternd (tcp_max_connections 40, tcp_max_per_client 4, idle timeout 30 s) has its
+     pool held by idle connections from 20 addresses x 4 (then 80 x 1), each reopened the moment
+     it is closed, while a client on another address asks 30 questions, each on a new
+     connection, retrying once: at least 90% must be answered (issue 27: the previous rule,
+     evict only a connection quiet for 1 s, gave it 0 of 30), and ternd must serve after.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the ternd started here is stopped.
@@ -30,11 +35,13 @@ import argparse
 import errno
 import os
 import select
+import selectors
 import shutil
 import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 
 import dns.exception
@@ -308,6 +315,14 @@ def scenario(port, results):
                     raise
 
 
+def stop_checked(tern, results):
+    """Stop a ternd started here; a dirty exit on SIGTERM is a failed check."""
+    tern.stop()
+    bad = servers.clean_exit_result(tern)
+    if bad:
+        results.append(bad)
+
+
 NOFILE = 48        # descriptors ternd may hold in the EMFILE scenario (soft = hard)
 FLOOD = 80         # connections opened against it: more than it can hold
 
@@ -370,10 +385,185 @@ def emfile_scenario(binary, workdir, results):
     finally:
         for c in held:
             c.close()
-        tern.stop()
-        bad = servers.clean_exit_result(tern)
-        if bad:
-            results.append(bad)
+        stop_checked(tern, results)
+
+
+# step 7: a full pool held by idle connections from many addresses
+LOCKOUT_POOL = 40              # tcp_max_connections
+LOCKOUT_PER_CLIENT = 4         # tcp_max_per_client: each attacker address holds at most this many
+# (name, addresses, connections from each): 80 wanted for 40 slots either way
+LOCKOUT_ROUNDS = [("spread", ["127.0.1.%d" % i for i in range(1, 21)], LOCKOUT_PER_CLIENT),
+                  ("one_each", ["127.0.3.%d" % i for i in range(1, 81)], 1)]
+LOCKOUT_CLIENT = "127.0.2.1"   # the well-behaved client, on an address of its own
+LOCKOUT_QUERIES = 30           # questions it asks, one connection each
+LOCKOUT_SHARE = 0.9            # of the questions that must be answered
+LOCKOUT_WARMUP = 2.0           # attack seconds (at most) before the client asks: the pool is full
+LOCKOUT_ATTACK_SECONDS = 25.0  # hard bound on the attack, whatever happens
+
+# Linux: let connect() pick the source port, so the 4-tuple is unique even while the server
+# holds many of this address's recent connections in TIME_WAIT.
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+class Attacker(threading.Thread):
+    """Holds `each` idle connections from each of `addresses`, reopening each one the moment the
+    server closes it, until stopped or LOCKOUT_ATTACK_SECONDS pass."""
+
+    def __init__(self, port, addresses, each):
+        super().__init__(daemon=True)
+        self.port = port
+        self.addresses = addresses
+        self.each = each
+        self.stop_ev = threading.Event()
+        self.connects = 0   # connections opened
+        self.closed = 0     # ... that the server closed
+
+    def _open(self, sel, src):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            s.bind((src, 0))
+            s.setblocking(False)
+            rc = s.connect_ex((servers.LOOPBACK, self.port))
+            if rc not in (0, errno.EINPROGRESS):
+                s.close()
+                return False
+        except OSError:
+            s.close()
+            return False
+        sel.register(s, selectors.EVENT_READ, src)
+        self.connects += 1
+        return True
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        want = {src: self.each for src in self.addresses}  # connections to (re)open, by address
+        end = time.monotonic() + LOCKOUT_ATTACK_SECONDS
+        try:
+            while not self.stop_ev.is_set() and time.monotonic() < end:
+                for src in self.addresses:
+                    while want[src] > 0 and self._open(sel, src):
+                        want[src] -= 1
+                for key, _ in sel.select(timeout=0.01):
+                    s = key.fileobj
+                    try:
+                        data = s.recv(512)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if data:
+                        continue  # nothing is asked, so nothing is expected; ignore it
+                    sel.unregister(s)
+                    s.close()
+                    self.closed += 1
+                    want[key.data] += 1
+        finally:
+            for key in list(sel.get_map().values()):
+                key.fileobj.close()
+            sel.close()
+
+
+def ask_once(port, qid):
+    """One question on a new connection from LOCKOUT_CLIENT; True when answered correctly."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        s.bind((LOCKOUT_CLIENT, 0))
+        s.settimeout(ANSWER_TIMEOUT)
+        deadline = time.monotonic() + ANSWER_TIMEOUT
+        s.connect((servers.LOOPBACK, port))
+        q = dns.message.make_query("www.diff.test", "A")
+        q.id = qid
+        wire = q.to_wire()
+        s.sendall(struct.pack("!H", len(wire)) + wire)
+        buf = b""
+        while True:
+            if len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            s.settimeout(left)
+            chunk = s.recv(4096)
+            if not chunk:
+                return False  # closed by the server: refused, or evicted before it asked
+            buf += chunk
+        n = struct.unpack("!H", buf[:2])[0]
+        r = dns.message.from_wire(buf[2:2 + n])
+        return r.id == qid and r.rcode() == dns.rcode.NOERROR and bool(r.answer)
+    except (OSError, dns.exception.DNSException):
+        return False
+    finally:
+        s.close()
+
+
+def lockout_round(tern, results, name, addresses, each):
+    port = tern.port
+    attacker = Attacker(port, addresses, each)
+    attacker.start()
+    try:
+        # let the attacker fill the pool (bounded), so every question below meets a full pool
+        deadline = time.monotonic() + LOCKOUT_WARMUP
+        while time.monotonic() < deadline and attacker.connects < 2 * LOCKOUT_POOL:
+            time.sleep(0.05)
+        answered = retried = 0
+        for i in range(LOCKOUT_QUERIES):
+            ok = ask_once(port, 0x1000 + i)
+            if not ok:
+                retried += 1
+                ok = ask_once(port, 0x2000 + i)  # a real client tries once more
+            answered += ok
+        connects = attacker.connects
+    finally:
+        attacker.stop_ev.set()
+        attacker.join(LOCKOUT_ATTACK_SECONDS + 5)
+    print("lockout %s: client %d of %d answered (%d needed a retry); attacker (%d addresses x "
+          "%d): %d connections opened, %d closed by ternd"
+          % (name, answered, LOCKOUT_QUERIES, retried, len(addresses), each, connects,
+             attacker.closed))
+
+    def client_answered():
+        expect(answered >= LOCKOUT_SHARE * LOCKOUT_QUERIES, "the client got %d of %d answers "
+               "(%d retried) while %d addresses held the pool with idle connections"
+               % (answered, LOCKOUT_QUERIES, retried, len(addresses)))
+    run_check(results, "lockout_" + name + "_newcomer_answered", client_answered)
+
+    def attack_was_real():
+        expect(connects > 2 * LOCKOUT_POOL, "the attacker only opened %d connections" % connects)
+        expect(not attacker.is_alive(), "the attacker thread did not stop")
+    run_check(results, "lockout_" + name + "_attack_filled_the_pool", attack_was_real)
+
+
+def lockout_rounds(tern, results):
+    for name, addresses, each in LOCKOUT_ROUNDS:
+        lockout_round(tern, results, name, addresses, each)
+    port = tern.port
+
+    def served_after():
+        deadline = time.monotonic() + 10
+        while not ask_once(port, 0x4242):
+            expect(time.monotonic() < deadline, "no TCP answer after the attack stopped")
+            time.sleep(0.2)
+        expect(tern.proc.poll() is None, "ternd exited:\n%s" % tern.log_text())
+    run_check(results, "lockout_tcp_served_after_attack", served_after)
+
+
+def lockout_scenario(binary, workdir, results):
+    """Idle connections from many addresses, reopened the moment they are closed, must not keep
+    a newcomer on another address out of a full pool (see step 7)."""
+    zones = [(origin, os.path.join(DATA, f)) for origin, f in ZONES]
+    tern = servers.Ternd(os.path.join(workdir, "lockout"), zones, binary,
+                         extra_yaml="tcp_max_connections: %d\ntcp_max_per_client: %d\n"
+                         "tcp_idle_timeout: 30\nlog_level: warning\n"
+                         % (LOCKOUT_POOL, LOCKOUT_PER_CLIENT), workers=1)
+    try:
+        tern.start("diff.test")
+        lockout_rounds(tern, results)
+    except RuntimeError as e:
+        results.append(("lockout_start", str(e)))
+    finally:
+        stop_checked(tern, results)
 
 
 def main():
@@ -400,6 +590,7 @@ def main():
             return 1
         scenario(tern.port, results)
         emfile_scenario(binary, workdir, results)
+        lockout_scenario(binary, workdir, results)
 
         def alive():
             expect(tern.proc.poll() is None, "ternd exited (%s):\n%s"
@@ -411,10 +602,7 @@ def main():
         except (Failure, dns.exception.DNSException, OSError) as e:
             results.append(("server_alive", str(e)))
     finally:
-        tern.stop()
-        bad = servers.clean_exit_result(tern)
-        if bad:
-            results.append(bad)
+        stop_checked(tern, results)
         if args.keep:
             print("kept %s" % workdir)
         else:

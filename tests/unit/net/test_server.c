@@ -187,16 +187,30 @@ static int udp_client(int family, const char *addr, uint16_t port)
     return fd;
 }
 
-static int tcp_client(uint16_t port)
+/* A TCP client of 127.0.0.1 port: from source address src (NULL: any; every 127.0.0.0/8 address
+ * is local), with a receive buffer of rcvbuf bytes (0: the default). */
+static int tcp_client_opt(uint16_t port, const char *src, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
+    if (src) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+        assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+    }
+    if (rcvbuf)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
+}
+
+static int tcp_client(uint16_t port)
+{
+    return tcp_client_opt(port, NULL, 0);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
@@ -557,22 +571,6 @@ static void test_tcp_zero_length_closes(void **state)
     stop();
 }
 
-/* A TCP client from source address src (any 127.0.0.0/8 address is local). */
-static int tcp_client_from(uint16_t port, const char *src)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in from = {.sin_family = AF_INET};
-    assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
-    assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
-
 /* One www query with id on fd, and its answer. */
 static void tcp_www(int fd, uint16_t id)
 {
@@ -584,6 +582,17 @@ static void tcp_www(int fd, uint16_t id)
     check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), id);
 }
 
+/* One worker with a pool of slots connections and an idle timeout of 5 s (so a close within
+ * the tests' waits is an admission, not a timeout). Returns the TCP port. */
+static uint16_t start_pool(unsigned slots)
+{
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 1, slots, true);
+    fx.cfg.tcp_idle_timeout = 5;
+    launch();
+    return server_port(fx.srv, 0);
+}
+
 /* One worker, one connection slot (idle timeout 5 s, so every close below is an admission):
  *   - an idle connection (answered, silent) gives its slot to a newcomer at once;
  *   - a connection in the middle of a query (half a message read) keeps it: the newcomer is
@@ -592,11 +601,7 @@ static void tcp_www(int fd, uint16_t id)
 static void test_tcp_pool_full(void **state)
 {
     (void)state;
-    static const char *const listen[] = {"127.0.0.1:0"};
-    setup(listen, 1, 1, 1, true);
-    fx.cfg.tcp_idle_timeout = 5;
-    launch();
-    uint16_t port = server_port(fx.srv, 0);
+    uint16_t port = start_pool(1);
     int a = tcp_client(port);
     tcp_www(a, 0x0a0a); /* a is in the pool, answered, and idle */
     int b = tcp_client(port);
@@ -637,18 +642,14 @@ static void test_tcp_pool_full(void **state)
 static void test_tcp_pool_full_fair(void **state)
 {
     (void)state;
-    static const char *const listen[] = {"127.0.0.1:0"};
-    setup(listen, 1, 1, 3, true);
-    fx.cfg.tcp_idle_timeout = 5;
-    launch();
-    uint16_t port = server_port(fx.srv, 0);
-    int x = tcp_client_from(port, "127.0.0.3");
+    uint16_t port = start_pool(3);
+    int x = tcp_client_opt(port, "127.0.0.3", 0);
     tcp_www(x, 0x0301);
-    int a1 = tcp_client_from(port, "127.0.0.2");
+    int a1 = tcp_client_opt(port, "127.0.0.2", 0);
     tcp_www(a1, 0x0201);
-    int a2 = tcp_client_from(port, "127.0.0.2");
+    int a2 = tcp_client_opt(port, "127.0.0.2", 0);
     tcp_www(a2, 0x0202);
-    int n = tcp_client_from(port, "127.0.0.4");
+    int n = tcp_client_opt(port, "127.0.0.4", 0);
     assert_true(wait_closed(a1, 3000) >= 0);
     close(a1);
     tcp_www(n, 0x0401);
@@ -668,14 +669,7 @@ static void test_tcp_pool_full_fair(void **state)
  * server quickly. */
 static int tcp_client_small_rcvbuf(uint16_t port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
+    return tcp_client_opt(port, NULL, 4096);
 }
 
 /* count length-prefixed queries for big.example.test TXT (~250-byte answers), ids from first. */
