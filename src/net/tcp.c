@@ -10,11 +10,30 @@
  * Policies, all chosen to bound what one peer can hold (time, memory, worker attention):
  *   - per client (tcp_max_per_client, over all workers, by client prefix): a client at its cap
  *     has its new connection closed at once. Counted tcp_client_capped.
- *   - pool full (tcp_max_connections): the connection that has been quiet longest (the head of
- *     the idle list) is closed to make room, as NSD and Knot do, so a newcomer — a client sent
- *     to TCP by a truncated answer — gets in while others only sit there. Counted
- *     tcp_evicted. When even the quietest said something within TCP_EVICT_QUIET_MS (a pool of
- *     busy clients), the newcomer is accepted and closed at once instead: tcp_refused.
+ *   - pool full (tcp_max_connections): a slot held without work must not keep a newcomer out
+ *     (RFC 7766 §10: at the limit, close idle connections or refuse new ones; §6.2.3 lets a
+ *     loaded server use a zero idle timeout). A connection is idle when it has nothing
+ *     half-read and nothing to write — connected and silent, or answered and silent — and busy
+ *     otherwise. A newcomer to a full pool closes, in this order:
+ *       1. an idle connection of the client prefix (tcp_client_prefix_v4/v6, as for
+ *          tcp_max_per_client) holding the most idle connections in this pool, the one idle
+ *          longest: whoever hoards slots pays first, so 250 addresses holding thousands of idle
+ *          connections and reconnecting at once cannot starve a client asking once; among
+ *          prefixes holding as many, the one that came to that count first;
+ *       2. with none idle, the connection quiet longest if it has made no progress for
+ *          TCP_EVICT_QUIET_MS (stalled mid-message, or not reading its answers);
+ *     else it is accepted and closed at once: tcp_refused. 1 and 2 count tcp_evicted. A
+ *     busy connection that progressed within the last second is never closed for a newcomer.
+ *     NSD instead stops accepting when full and gives connections accepted while over half
+ *     full a 200 ms timeout (server.c, handle_tcp_accept); Knot stops polling its listeners
+ *     when full and sweeps idle connections every 2 s (tcp-handler.c). Both make a newcomer
+ *     wait in the listen backlog behind the attacker's reconnects; closing an idle slot on
+ *     demand is the zero timeout applied only when someone waits, so idle clients keep their
+ *     connections while the pool has room.
+ *     Cost: per worker, preallocated at startup (a peer per slot, a hash of 2x that many
+ *     chains seeded at random, and by_idle[k] lists of the prefixes holding k idle
+ *     connections with the highest k kept); every change is a count moving by one, so accept,
+ *     close and an idle/busy change are O(1) plus one hash chain walk, with no allocation.
  *   - idle (tcp_idle_timeout): a connection whose deadline (the timeout after the last complete
  *     query or write progress) passes is closed. A peer trickling a message byte by byte, or
  *     sending a length prefix and stalling, does not refresh it. Open connections sit in a list
@@ -51,10 +70,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "worker.h"
 
@@ -72,6 +94,17 @@ typedef enum {
     CLOSE_EVICT,
     HANDED, /* the transfer thread has the descriptor now: forget it, do not close it */
 } verdict_t;
+
+/* One client prefix with connections in this pool (see the header: who pays first). */
+struct tcp_peer {
+    tcp_peer_t *hnext;         /* hash chain, or the free list */
+    tcp_peer_t *bprev, *bnext; /* the prefixes holding as many idle connections, longest first */
+    tcp_conn_t *ihead, *itail; /* its idle connections, idle longest first */
+    uint32_t nconn;            /* connections it holds in this pool */
+    uint32_t nidle;            /* ... of which idle: its by_idle index */
+    uint8_t family;            /* 4 or 6; 0 for a non-IP peer (they all share one) */
+    uint8_t key[16];           /* the address masked to its client prefix */
+};
 
 int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
 {
@@ -94,7 +127,16 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
     p->bufs = malloc((size_t)n * (TCP_MSG_MAX + TCP_WBUF_SIZE));
     p->ends = malloc((size_t)n * ring * sizeof(*p->ends));
     p->out = malloc(TCP_MSG_MAX);
-    if (!p->conns || !p->bufs || !p->ends || !p->out) {
+    /* at most one peer per connection; twice as many chains as peers keeps them short */
+    uint32_t heads = 1;
+    while (heads < 2 * n)
+        heads <<= 1;
+    p->peers = calloc(n, sizeof(*p->peers));
+    p->peer_hash = calloc(heads, sizeof(*p->peer_hash));
+    p->by_idle = calloc((size_t)n + 1, sizeof(*p->by_idle));
+    p->by_idle_tail = calloc((size_t)n + 1, sizeof(*p->by_idle_tail));
+    if (!p->conns || !p->bufs || !p->ends || !p->out || !p->peers || !p->peer_hash || !p->by_idle ||
+        !p->by_idle_tail) {
         tcp_pool_free(p);
         return TERN_ENOMEM;
     }
@@ -110,6 +152,19 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
         c->ends = p->ends + (size_t)i * ring;
         c->next = p->free;
         p->free = c;
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        p->peers[i].hnext = p->peer_free;
+        p->peer_free = &p->peers[i];
+    }
+    p->hmask = heads - 1;
+    p->pfx4 = (uint8_t)(cfg->tcp_client_prefix_v4 ? cfg->tcp_client_prefix_v4 : 32);
+    p->pfx6 = (uint8_t)(cfg->tcp_client_prefix_v6 ? cfg->tcp_client_prefix_v6 : 64);
+    /* a seed the peers cannot guess, so no set of addresses lines up in one chain */
+    if (getrandom(&p->seed, sizeof(p->seed), GRND_NONBLOCK) != (ssize_t)sizeof(p->seed)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        p->seed = tern_mix64((uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)p);
     }
     return 0;
 }
@@ -127,57 +182,172 @@ void tcp_pool_free(tcp_pool_t *p)
     free(p->bufs);
     free(p->ends);
     free(p->out);
+    free(p->peers);
+    free(p->peer_hash);
+    free(p->by_idle);
+    free(p->by_idle_tail);
     memset(p, 0, sizeof(*p));
 }
 
-/* ---- the two lists of open connections ------------------------------------------------------ */
+/* ---- the lists ------------------------------------------------------------------------------ */
+
+/* Intrusive doubly linked lists with a head and a tail. The pool keeps four, each through its own
+ * link fields: open connections by idle deadline and by lifetime, a prefix's idle connections,
+ * and the prefixes holding k idle connections. */
+#define DL_UNLINK(head, tail, x, prev, next)                                                       \
+    do {                                                                                           \
+        if ((x)->prev)                                                                             \
+            (x)->prev->next = (x)->next;                                                           \
+        else                                                                                       \
+            (head) = (x)->next;                                                                    \
+        if ((x)->next)                                                                             \
+            (x)->next->prev = (x)->prev;                                                           \
+        else                                                                                       \
+            (tail) = (x)->prev;                                                                    \
+        (x)->prev = (x)->next = NULL;                                                              \
+    } while (0)
+
+#define DL_APPEND(head, tail, x, prev, next)                                                       \
+    do {                                                                                           \
+        (x)->next = NULL;                                                                          \
+        (x)->prev = (tail);                                                                        \
+        if (tail)                                                                                  \
+            (tail)->next = (x);                                                                    \
+        else                                                                                       \
+            (head) = (x);                                                                          \
+        (tail) = (x);                                                                              \
+    } while (0)
 
 static void list_unlink(tcp_pool_t *p, tcp_conn_t *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        p->tail = c->prev;
-    c->prev = c->next = NULL;
+    DL_UNLINK(p->head, p->tail, c, prev, next);
 }
 
 static void list_append(tcp_pool_t *p, tcp_conn_t *c)
 {
-    c->next = NULL;
-    c->prev = p->tail;
-    if (p->tail)
-        p->tail->next = c;
-    else
-        p->head = c;
-    p->tail = c;
+    DL_APPEND(p->head, p->tail, c, prev, next);
 }
 
 static void life_unlink(tcp_pool_t *p, tcp_conn_t *c)
 {
-    if (c->lprev)
-        c->lprev->lnext = c->lnext;
-    else
-        p->lhead = c->lnext;
-    if (c->lnext)
-        c->lnext->lprev = c->lprev;
-    else
-        p->ltail = c->lprev;
-    c->lprev = c->lnext = NULL;
+    DL_UNLINK(p->lhead, p->ltail, c, lprev, lnext);
 }
 
 static void life_append(tcp_pool_t *p, tcp_conn_t *c)
 {
-    c->lnext = NULL;
-    c->lprev = p->ltail;
-    if (p->ltail)
-        p->ltail->lnext = c;
+    DL_APPEND(p->lhead, p->ltail, c, lprev, lnext);
+}
+
+/* ---- who pays first: client prefixes and their idle connections ------------------------------ */
+
+/* The client prefix of sa, as tcp_max_per_client counts clients (tcp_client_prefix_v4/v6). */
+static void peer_key(const tcp_pool_t *p, const struct sockaddr *sa, uint8_t *family,
+                     uint8_t key[16])
+{
+    limit_client_t lc;
+    limit_client_of(&lc, sa);
+    unsigned len = lc.family == 4 ? p->pfx4 : lc.family == 6 ? p->pfx6 : 0;
+    memset(key, 0, 16);
+    memcpy(key, lc.addr, len / 8);
+    if (len % 8)
+        key[len / 8] = lc.addr[len / 8] & (uint8_t)(0xFF << (8 - len % 8));
+    *family = lc.family;
+}
+
+static tcp_peer_t **peer_chain(tcp_pool_t *p, uint8_t family, const uint8_t key[16])
+{
+    return &p->peer_hash[tern_hash64(key, 16, p->seed ^ family) & p->hmask];
+}
+
+/* The peer of sa, added with no connection when new; NULL only if every peer is taken, which
+ * cannot happen while a connection slot is free (one peer per connection at most). */
+static tcp_peer_t *peer_get(tcp_pool_t *p, const struct sockaddr *sa)
+{
+    uint8_t family, key[16];
+    peer_key(p, sa, &family, key);
+    tcp_peer_t **chain = peer_chain(p, family, key);
+    for (tcp_peer_t *e = *chain; e; e = e->hnext)
+        if (e->family == family && memcmp(e->key, key, 16) == 0)
+            return e;
+    tcp_peer_t *e = p->peer_free;
+    if (!e)
+        return NULL;
+    p->peer_free = e->hnext;
+    memset(e, 0, sizeof(*e));
+    e->family = family;
+    memcpy(e->key, key, 16);
+    e->hnext = *chain;
+    *chain = e;
+    return e;
+}
+
+/* e holds no connection any more: back to the free list. */
+static void peer_put(tcp_pool_t *p, tcp_peer_t *e)
+{
+    tcp_peer_t **pp = peer_chain(p, e->family, e->key);
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    e->hnext = p->peer_free;
+    p->peer_free = e;
+}
+
+/* e's idle count goes up or down by one: it moves to the tail of the next by_idle list. A step
+ * of one keeps top exact in O(1): when e leaves the top list empty, it lands on the one below
+ * (or on none, from 1 to 0). */
+static void peer_step(tcp_pool_t *p, tcp_peer_t *e, bool up)
+{
+    uint32_t k = e->nidle;
+    if (k > 0)
+        DL_UNLINK(p->by_idle[k], p->by_idle_tail[k], e, bprev, bnext);
+    e->nidle = up ? k + 1 : k - 1;
+    if (e->nidle > 0)
+        DL_APPEND(p->by_idle[e->nidle], p->by_idle_tail[e->nidle], e, bprev, bnext);
+    if (e->nidle > p->top)
+        p->top = e->nidle;
+    else if (k == p->top && !p->by_idle[k])
+        p->top = e->nidle;
+}
+
+static void idle_enter(tcp_pool_t *p, tcp_conn_t *c)
+{
+    c->idle = true;
+    DL_APPEND(c->owner->ihead, c->owner->itail, c, iprev, inext);
+    peer_step(p, c->owner, true);
+}
+
+static void idle_leave(tcp_pool_t *p, tcp_conn_t *c)
+{
+    c->idle = false;
+    DL_UNLINK(c->owner->ihead, c->owner->itail, c, iprev, inext);
+    peer_step(p, c->owner, false);
+}
+
+/* After c's event: idle is nothing half-read, nothing to write (a connection that has not asked
+ * yet, or has had every answer written); anything else is busy with a query. */
+static void conn_settle(tcp_pool_t *p, tcp_conn_t *c)
+{
+    bool idle = c->rlen == 0 && c->woff == c->wlen && !c->eof;
+    if (idle == c->idle)
+        return;
+    if (idle)
+        idle_enter(p, c);
     else
-        p->lhead = c;
-    p->ltail = c;
+        idle_leave(p, c);
+}
+
+/* The pool is full: the connection to close for a newcomer, or NULL (refuse it). An idle one of
+ * the prefix holding the most idle connections, idle longest; with none idle, the one quiet
+ * longest if it has made no progress for TCP_EVICT_QUIET_MS (stalled mid-message, or not
+ * reading its answers). */
+static tcp_conn_t *evict_victim(const worker_t *w)
+{
+    const tcp_pool_t *p = &w->tcp;
+    if (p->top > 0)
+        return p->by_idle[p->top]->ihead;
+    if (p->head && w->now_ms - (p->head->deadline_ms - p->idle_ms) >= TCP_EVICT_QUIET_MS)
+        return p->head;
+    return NULL;
 }
 
 /* Activity: push the idle deadline out and keep the list sorted by moving c to the tail. */
@@ -219,6 +389,11 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
         limit_client_of(&lc, (const struct sockaddr *)&c->peer);
         limit_tcp_release(w->srv->limits, &lc);
     }
+    if (c->idle)
+        idle_leave(&w->tcp, c);
+    if (--c->owner->nconn == 0)
+        peer_put(&w->tcp, c->owner);
+    c->owner = NULL;
     list_unlink(&w->tcp, c);
     life_unlink(&w->tcp, c);
     c->fd = -1;
@@ -474,6 +649,8 @@ void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
     verdict_t v = conn_event(w, c, events);
     if (v != KEEP)
         conn_close(w, c, v);
+    else
+        conn_settle(&w->tcp, c);
 }
 
 /* Out of descriptors or memory: stop watching listener li for TCP_ACCEPT_PAUSE_MS (tcp_sweep()
@@ -533,14 +710,16 @@ void tcp_accept(worker_t *w, size_t li)
             continue;
         }
         tcp_conn_t *c = w->tcp.free;
-        if (!c && w->tcp.head &&
-            w->now_ms - (w->tcp.head->deadline_ms - w->tcp.idle_ms) >= TCP_EVICT_QUIET_MS) {
-            /* pool full: the connection quiet longest makes room (as NSD and Knot do), so a
-             * client sent to TCP by a truncated answer gets in while others only sit there */
-            conn_close(w, w->tcp.head, CLOSE_EVICT);
-            c = w->tcp.free;
-        }
         if (!c) {
+            /* pool full: a connection holding a slot without work makes room (see the header) */
+            tcp_conn_t *victim = evict_victim(w);
+            if (victim) {
+                conn_close(w, victim, CLOSE_EVICT);
+                c = w->tcp.free;
+            }
+        }
+        tcp_peer_t *owner = c ? peer_get(&w->tcp, (const struct sockaddr *)&peer) : NULL;
+        if (!owner) {
             NET_COUNT(w, tcp_refused, 1);
             limit_tcp_release(w->srv->limits, &lc);
             close(fd);
@@ -549,6 +728,8 @@ void tcp_accept(worker_t *w, size_t li)
         struct epoll_event ev = {.events = EPOLLIN};
         ev.data.u64 = TAG_MAKE(TAG_CONN, c->gen, (uint32_t)(c - w->tcp.conns));
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            if (owner->nconn == 0)
+                peer_put(&w->tcp, owner);
             limit_tcp_release(w->srv->limits, &lc);
             close(fd);
             continue;
@@ -563,6 +744,9 @@ void tcp_accept(worker_t *w, size_t li)
         c->life_ms = w->now_ms + w->tcp.life_ms;
         list_append(&w->tcp, c);
         life_append(&w->tcp, c);
+        c->owner = owner;
+        owner->nconn++;
+        idle_enter(&w->tcp, c); /* nothing read yet */
         NET_COUNT(w, tcp_accepted, 1);
     }
 }

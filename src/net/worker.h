@@ -100,6 +100,10 @@ extern const udp_ops_t udp_ops_msg;
 
 typedef struct udp_state udp_state_t;
 
+/* A client prefix with connections in one worker's pool (tcp.c): who pays first when the pool is
+ * full. */
+typedef struct tcp_peer tcp_peer_t;
+
 typedef struct tcp_conn {
     int fd;
     uint32_t gen;          /* bumped at close: see TAG_MAKE */
@@ -122,6 +126,10 @@ typedef struct tcp_conn {
     uint8_t *wbuf;       /* TCP_WBUF_SIZE bytes */
     struct sockaddr_storage peer; /* the client, for geo-steered answers */
     uint8_t li;                   /* the listener it came through (the query log's server) */
+    bool idle;                    /* nothing half-read, nothing to write: on its owner's list */
+    tcp_peer_t *owner;            /* its client prefix in this pool */
+    struct tcp_conn *iprev;       /* the owner's idle connections, idle longest first */
+    struct tcp_conn *inext;
 } tcp_conn_t;
 
 typedef struct tcp_pool {
@@ -139,6 +147,17 @@ typedef struct tcp_pool {
     uint32_t accept_paused;   /* listen indexes taken out of epoll after an accept() failure */
     int64_t accept_resume_ms; /* when they go back in (TCP_ACCEPT_PAUSE_MS) */
     bool accept_logged;       /* the first failure was logged; later ones are only counted */
+
+    /* admission under a full pool (tcp.c): the client prefixes with connections here */
+    tcp_peer_t *peers;      /* n of them, one allocation; unused ones on peer_free */
+    tcp_peer_t *peer_free;  /* through their hash chain link */
+    tcp_peer_t **peer_hash; /* chained by masked prefix, hmask + 1 heads */
+    uint32_t hmask;
+    uint64_t seed;        /* random per pool: chains an attacker cannot aim at */
+    uint8_t pfx4, pfx6;   /* tcp_client_prefix_v4/v6: one client, as for tcp_max_per_client */
+    tcp_peer_t **by_idle; /* [k]: the prefixes holding k idle connections, longest first */
+    tcp_peer_t **by_idle_tail;
+    uint32_t top; /* the highest k with a prefix in by_idle[k]; 0 = nobody idle */
 } tcp_pool_t;
 
 /* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums

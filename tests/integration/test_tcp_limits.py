@@ -6,16 +6,24 @@ tcp_max_connections 8 and tcp_idle_timeout 2, then:
 
   1. fills the pool: three slow clients (one sends a length prefix and stalls, one sends half a
      message, one pipelines queries and never reads its answers), one active client that keeps
-     querying, four idle holders;
-  2. opens ten more connections and holds them: each is accepted and closed at once (pool full);
+     querying (from 127.0.0.2), four idle holders;
+  2. opens ten more connections from 127.0.0.1 and holds them: each takes the slot of the idle
+     connection of 127.0.0.1 (the prefix holding the most idle ones) idle longest — the four
+     holders, then the first six of the ten — while the busy slow clients and the active
+     client on its own address keep theirs;
   3. meanwhile sends UDP queries (dnspython) every 100 ms and a TCP query on the active
      connection every 250 ms: all must be answered promptly;
-  4. the slow clients and the idle holders must be closed by the idle timeout (not earlier than
-     it, not much later), the active client never;
+  4. the slow clients and the last four of the ten must be closed by the idle timeout (not
+     earlier than it, not much later), the active client never;
   5. once slots are free, fresh TCP connections are answered, and ternd is still running;
   6. a second ternd, limited to 48 descriptors, gets 80 connections: accept() fails with EMFILE,
      the worker must not spin (CPU time measured), must log it once, and must take
      connections again once they close.
+  7. a third ternd (tcp_max_connections 40, tcp_max_per_client 4, idle timeout 30 s) has its
+     pool held by idle connections from 20 addresses x 4 (then 80 x 1), each reopened the moment
+     it is closed, while a client on another address asks 30 questions, each on a new
+     connection, retrying once: at least 90% must be answered (issue 27: the previous rule,
+     evict only a connection quiet for 1 s, gave it 0 of 30), and ternd must serve after.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the ternd started here is stopped.
@@ -27,11 +35,13 @@ import argparse
 import errno
 import os
 import select
+import selectors
 import shutil
 import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 
 import dns.exception
@@ -58,7 +68,7 @@ MARGIN = 2.0       # how much later than the idle timeout a close may come (swee
 ANSWER_TIMEOUT = 2.0   # a query that must be answered
 PROMPT = 1.0       # what "answered promptly" means for the UDP and active TCP queries
 SCENARIO = 12.0    # upper bound on the abuse phase, seconds
-REFUSE_WAIT = 2.0  # a connection beyond the pool must be closed within this
+REFUSE_WAIT = 2.0  # a connection beyond the pool must have made room within this
 
 
 
@@ -75,8 +85,10 @@ def framed(wire):
     return struct.pack("!H", len(wire)) + wire
 
 
-def connect(port, rcvbuf=None):
+def connect(port, rcvbuf=None, src=None):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if src:
+        s.bind((src, 0))
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.settimeout(ANSWER_TIMEOUT)
@@ -170,10 +182,12 @@ def scenario(port, results):
         socks.append(noread)
         noread.setblocking(False)
         pipeline = b"".join(framed(query_wire("big.diff.test", "TXT", i)) for i in range(64))
+        # busy from the start: its answers pile up unread (the rest of it is sent in step 3)
+        sent_noread = noread.send(pipeline)
         slow = [Watched("slow_length_prefix", prefix, time.monotonic()),
                 Watched("slow_half_message", half, time.monotonic()),
                 Watched("slow_never_reads", noread, time.monotonic())]
-        active = connect(port)
+        active = connect(port, src="127.0.0.2")  # a prefix of its own
         socks.append(active)
         holders = []
         for i in range(MAX_CONN - 4):
@@ -183,32 +197,37 @@ def scenario(port, results):
             holders.append(Watched("idle_holder_%d" % i, h, time.monotonic()))
         tcp_roundtrip(active, 200)
 
-        # --- 2. ten more: accepted and closed at once, while everyone above stays
+        # --- 2. ten more from 127.0.0.1: each takes the slot of 127.0.0.1's connection idle
+        # longest (the holders, then the earlier of the ten); the busy and 127.0.0.2 stay
         extra = []
         for i in range(EXTRA):
             s = connect(port)
             socks.append(s)
-            extra.append(s)
-        refused_at = {}
+            extra.append(Watched("extra_%d" % i, s, time.monotonic()))
+        made_room = [h.sock for h in holders] + [e.sock for e in extra[:EXTRA - 4]]
+        gone = set()
         deadline = time.monotonic() + REFUSE_WAIT
-        while len(refused_at) < EXTRA and time.monotonic() < deadline:
-            for i, s in enumerate(extra):
-                if i not in refused_at and closed_by_peer(s):
-                    refused_at[i] = time.monotonic()
+        while len(gone) < len(made_room) and time.monotonic() < deadline:
+            for i, s in enumerate(made_room):
+                if i not in gone and closed_by_peer(s):
+                    gone.add(i)
             time.sleep(0.02)
 
-        def extras_refused():
-            expect(len(refused_at) == EXTRA, "%d of %d connections beyond the pool were closed "
-                   "within %.1f s" % (len(refused_at), EXTRA, REFUSE_WAIT))
-        check("pool_full_extra_connections_closed", extras_refused)
+        def idle_made_room():
+            expect(len(gone) == len(made_room), "%d of the %d idle connections idle longest "
+                   "were closed for the newcomers within %.1f s"
+                   % (len(gone), len(made_room), REFUSE_WAIT))
+            kept = [w.name for w in slow + extra[EXTRA - 4:] if closed_by_peer(w.sock)]
+            expect(not kept, "closed instead: %s" % ", ".join(kept))
+            expect(not closed_by_peer(active), "the active client's connection was closed")
+        check("pool_full_idle_connections_make_room", idle_made_room)
 
         # --- 3. service goes on while the slow ones sit there
         udp_times, tcp_times, errors = [], [], []
         next_udp = next_tcp = time.monotonic()
         qid = 1000
-        sent_noread = 0
         active_closed = False
-        watched = slow + holders
+        watched = slow + extra[EXTRA - 4:]
         end = t0 + SCENARIO
         while time.monotonic() < end:
             now = time.monotonic()
@@ -258,7 +277,7 @@ def scenario(port, results):
             expect(max(tcp_times) < PROMPT, "slowest TCP answer took %.2f s" % max(tcp_times))
         check("active_tcp_answered_during_abuse", active_answered)
 
-        # --- 4. every slow client and idle holder is closed by the idle timeout
+        # --- 4. every slow client and idle newcomer left is closed by the idle timeout
         for w in watched:
             def closed_by_idle(w=w):
                 expect(w.closed_at is not None, "%s still open after %.0f s" % (w.name, SCENARIO))
@@ -294,6 +313,14 @@ def scenario(port, results):
             except OSError as e:
                 if e.errno != errno.EBADF:
                     raise
+
+
+def stop_checked(tern, results):
+    """Stop a ternd started here; a dirty exit on SIGTERM is a failed check."""
+    tern.stop()
+    bad = servers.clean_exit_result(tern)
+    if bad:
+        results.append(bad)
 
 
 NOFILE = 48        # descriptors ternd may hold in the EMFILE scenario (soft = hard)
@@ -358,10 +385,185 @@ def emfile_scenario(binary, workdir, results):
     finally:
         for c in held:
             c.close()
-        tern.stop()
-        bad = servers.clean_exit_result(tern)
-        if bad:
-            results.append(bad)
+        stop_checked(tern, results)
+
+
+# step 7: a full pool held by idle connections from many addresses
+LOCKOUT_POOL = 40              # tcp_max_connections
+LOCKOUT_PER_CLIENT = 4         # tcp_max_per_client: each attacker address holds at most this many
+# (name, addresses, connections from each): 80 wanted for 40 slots either way
+LOCKOUT_ROUNDS = [("spread", ["127.0.1.%d" % i for i in range(1, 21)], LOCKOUT_PER_CLIENT),
+                  ("one_each", ["127.0.3.%d" % i for i in range(1, 81)], 1)]
+LOCKOUT_CLIENT = "127.0.2.1"   # the well-behaved client, on an address of its own
+LOCKOUT_QUERIES = 30           # questions it asks, one connection each
+LOCKOUT_SHARE = 0.9            # of the questions that must be answered
+LOCKOUT_WARMUP = 2.0           # attack seconds (at most) before the client asks: the pool is full
+LOCKOUT_ATTACK_SECONDS = 25.0  # hard bound on the attack, whatever happens
+
+# Linux: let connect() pick the source port, so the 4-tuple is unique even while the server
+# holds many of this address's recent connections in TIME_WAIT.
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+class Attacker(threading.Thread):
+    """Holds `each` idle connections from each of `addresses`, reopening each one the moment the
+    server closes it, until stopped or LOCKOUT_ATTACK_SECONDS pass."""
+
+    def __init__(self, port, addresses, each):
+        super().__init__(daemon=True)
+        self.port = port
+        self.addresses = addresses
+        self.each = each
+        self.stop_ev = threading.Event()
+        self.connects = 0   # connections opened
+        self.closed = 0     # ... that the server closed
+
+    def _open(self, sel, src):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            s.bind((src, 0))
+            s.setblocking(False)
+            rc = s.connect_ex((servers.LOOPBACK, self.port))
+            if rc not in (0, errno.EINPROGRESS):
+                s.close()
+                return False
+        except OSError:
+            s.close()
+            return False
+        sel.register(s, selectors.EVENT_READ, src)
+        self.connects += 1
+        return True
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        want = {src: self.each for src in self.addresses}  # connections to (re)open, by address
+        end = time.monotonic() + LOCKOUT_ATTACK_SECONDS
+        try:
+            while not self.stop_ev.is_set() and time.monotonic() < end:
+                for src in self.addresses:
+                    while want[src] > 0 and self._open(sel, src):
+                        want[src] -= 1
+                for key, _ in sel.select(timeout=0.01):
+                    s = key.fileobj
+                    try:
+                        data = s.recv(512)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if data:
+                        continue  # nothing is asked, so nothing is expected; ignore it
+                    sel.unregister(s)
+                    s.close()
+                    self.closed += 1
+                    want[key.data] += 1
+        finally:
+            for key in list(sel.get_map().values()):
+                key.fileobj.close()
+            sel.close()
+
+
+def ask_once(port, qid):
+    """One question on a new connection from LOCKOUT_CLIENT; True when answered correctly."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        s.bind((LOCKOUT_CLIENT, 0))
+        s.settimeout(ANSWER_TIMEOUT)
+        deadline = time.monotonic() + ANSWER_TIMEOUT
+        s.connect((servers.LOOPBACK, port))
+        q = dns.message.make_query("www.diff.test", "A")
+        q.id = qid
+        wire = q.to_wire()
+        s.sendall(struct.pack("!H", len(wire)) + wire)
+        buf = b""
+        while True:
+            if len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            s.settimeout(left)
+            chunk = s.recv(4096)
+            if not chunk:
+                return False  # closed by the server: refused, or evicted before it asked
+            buf += chunk
+        n = struct.unpack("!H", buf[:2])[0]
+        r = dns.message.from_wire(buf[2:2 + n])
+        return r.id == qid and r.rcode() == dns.rcode.NOERROR and bool(r.answer)
+    except (OSError, dns.exception.DNSException):
+        return False
+    finally:
+        s.close()
+
+
+def lockout_round(tern, results, name, addresses, each):
+    port = tern.port
+    attacker = Attacker(port, addresses, each)
+    attacker.start()
+    try:
+        # let the attacker fill the pool (bounded), so every question below meets a full pool
+        deadline = time.monotonic() + LOCKOUT_WARMUP
+        while time.monotonic() < deadline and attacker.connects < 2 * LOCKOUT_POOL:
+            time.sleep(0.05)
+        answered = retried = 0
+        for i in range(LOCKOUT_QUERIES):
+            ok = ask_once(port, 0x1000 + i)
+            if not ok:
+                retried += 1
+                ok = ask_once(port, 0x2000 + i)  # a real client tries once more
+            answered += ok
+        connects = attacker.connects
+    finally:
+        attacker.stop_ev.set()
+        attacker.join(LOCKOUT_ATTACK_SECONDS + 5)
+    print("lockout %s: client %d of %d answered (%d needed a retry); attacker (%d addresses x "
+          "%d): %d connections opened, %d closed by ternd"
+          % (name, answered, LOCKOUT_QUERIES, retried, len(addresses), each, connects,
+             attacker.closed))
+
+    def client_answered():
+        expect(answered >= LOCKOUT_SHARE * LOCKOUT_QUERIES, "the client got %d of %d answers "
+               "(%d retried) while %d addresses held the pool with idle connections"
+               % (answered, LOCKOUT_QUERIES, retried, len(addresses)))
+    run_check(results, "lockout_" + name + "_newcomer_answered", client_answered)
+
+    def attack_was_real():
+        expect(connects > 2 * LOCKOUT_POOL, "the attacker only opened %d connections" % connects)
+        expect(not attacker.is_alive(), "the attacker thread did not stop")
+    run_check(results, "lockout_" + name + "_attack_filled_the_pool", attack_was_real)
+
+
+def lockout_rounds(tern, results):
+    for name, addresses, each in LOCKOUT_ROUNDS:
+        lockout_round(tern, results, name, addresses, each)
+    port = tern.port
+
+    def served_after():
+        deadline = time.monotonic() + 10
+        while not ask_once(port, 0x4242):
+            expect(time.monotonic() < deadline, "no TCP answer after the attack stopped")
+            time.sleep(0.2)
+        expect(tern.proc.poll() is None, "ternd exited:\n%s" % tern.log_text())
+    run_check(results, "lockout_tcp_served_after_attack", served_after)
+
+
+def lockout_scenario(binary, workdir, results):
+    """Idle connections from many addresses, reopened the moment they are closed, must not keep
+    a newcomer on another address out of a full pool (see step 7)."""
+    zones = [(origin, os.path.join(DATA, f)) for origin, f in ZONES]
+    tern = servers.Ternd(os.path.join(workdir, "lockout"), zones, binary,
+                         extra_yaml="tcp_max_connections: %d\ntcp_max_per_client: %d\n"
+                         "tcp_idle_timeout: 30\nlog_level: warning\n"
+                         % (LOCKOUT_POOL, LOCKOUT_PER_CLIENT), workers=1)
+    try:
+        tern.start("diff.test")
+        lockout_rounds(tern, results)
+    except RuntimeError as e:
+        results.append(("lockout_start", str(e)))
+    finally:
+        stop_checked(tern, results)
 
 
 def main():
@@ -388,6 +590,7 @@ def main():
             return 1
         scenario(tern.port, results)
         emfile_scenario(binary, workdir, results)
+        lockout_scenario(binary, workdir, results)
 
         def alive():
             expect(tern.proc.poll() is None, "ternd exited (%s):\n%s"
@@ -399,10 +602,7 @@ def main():
         except (Failure, dns.exception.DNSException, OSError) as e:
             results.append(("server_alive", str(e)))
     finally:
-        tern.stop()
-        bad = servers.clean_exit_result(tern)
-        if bad:
-            results.append(bad)
+        stop_checked(tern, results)
         if args.keep:
             print("kept %s" % workdir)
         else:

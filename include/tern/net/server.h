@@ -72,9 +72,10 @@ enum {
 
 /* Counters summed over every worker. Each worker writes only its own copy (cache-line separated,
  * plain increments); server_stats() reads them without stopping anyone. */
-/* A full pool closes its quietest connection for a newcomer only when that one has said nothing
- * for this long: an idle holder makes room, a client in the middle of a conversation does not
- * (one that queries once a second or more often is never evicted). */
+/* A full pool with no idle connection (nothing half-read, nothing to write) closes a busy one for
+ * a newcomer only when it has made no progress for this long: a client stalled mid-message or
+ * not reading its answers makes room, one in the middle of a query does not. Idle connections
+ * make room at once (tcp.c says who pays first). */
 #define TCP_EVICT_QUIET_MS 1000
 
 typedef struct server_stats {
@@ -82,7 +83,7 @@ typedef struct server_stats {
     uint64_t udp_sent;          /* responses the kernel accepted */
     uint64_t udp_dropped;       /* truncated datagrams, no-answer queries, failed sends */
     uint64_t tcp_accepted;      /* connections taken into the pool */
-    uint64_t tcp_refused;       /* connections closed at once because the pool was full */
+    uint64_t tcp_refused;       /* closed at once: the pool was full of busy connections */
     uint64_t tcp_accept_paused; /* accept() out of descriptors/memory: listener paused 100 ms */
     uint64_t tcp_queries;       /* complete messages answered */
     uint64_t tcp_closed_idle;   /* closed by the idle timeout */
@@ -111,7 +112,8 @@ typedef struct server_stats {
     uint64_t cookies_valid;             /* ... with a valid server cookie */
     uint64_t badcookie;                 /* answered BADCOOKIE */
     uint64_t tcp_client_capped;         /* connections closed: the client held its cap */
-    uint64_t tcp_evicted;               /* idle connections closed to make room for a new one */
+    uint64_t tcp_evicted;               /* idle (or stalled) connections closed to make room
+                                           for a new one in a full pool */
 } server_stats_t;
 
 /** Lower-case name of a qtype slot ("a", "aaaa", "other") or rcode slot ("noerror"...). */

@@ -187,16 +187,30 @@ static int udp_client(int family, const char *addr, uint16_t port)
     return fd;
 }
 
-static int tcp_client(uint16_t port)
+/* A TCP client of 127.0.0.1 port: from source address src (NULL: any; every 127.0.0.0/8 address
+ * is local), with a receive buffer of rcvbuf bytes (0: the default). */
+static int tcp_client_opt(uint16_t port, const char *src, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
+    if (src) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+        assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+    }
+    if (rcvbuf)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
+}
+
+static int tcp_client(uint16_t port)
+{
+    return tcp_client_opt(port, NULL, 0);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
@@ -557,44 +571,97 @@ static void test_tcp_zero_length_closes(void **state)
     stop();
 }
 
-/* One worker, one connection slot: a newcomer while the first has just spoken is closed at once;
- * once the first has been quiet for TCP_EVICT_QUIET_MS, a newcomer takes its slot (the first is
- * closed) and is answered. */
+/* One www query with id on fd, and its answer. */
+static void tcp_www(int fd, uint16_t id)
+{
+    uint8_t buf[512], r[65535];
+    size_t l = make_query(buf + 2, id, "www.example.test", 1);
+    buf[0] = 0;
+    buf[1] = (uint8_t)l;
+    send_all(fd, buf, 2 + l);
+    check_www_answer(r, read_tcp_msg(fd, r, sizeof(r)), id);
+}
+
+/* One worker with a pool of slots connections and an idle timeout of 5 s (so a close within
+ * the tests' waits is an admission, not a timeout). Returns the TCP port. */
+static uint16_t start_pool(unsigned slots)
+{
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 1, slots, true);
+    fx.cfg.tcp_idle_timeout = 5;
+    launch();
+    return server_port(fx.srv, 0);
+}
+
+/* One worker, one connection slot (idle timeout 5 s, so every close below is an admission):
+ *   - an idle connection (answered, silent) gives its slot to a newcomer at once;
+ *   - a connection in the middle of a query (half a message read) keeps it: the newcomer is
+ *     closed (tcp_refused);
+ *   - once that one has made no progress for TCP_EVICT_QUIET_MS, it is stalled and gives way. */
 static void test_tcp_pool_full(void **state)
 {
     (void)state;
-    static const char *const listen[] = {"127.0.0.1:0"};
-    setup(listen, 1, 1, 1, true);
-    fx.cfg.tcp_idle_timeout = 5; /* longer than the quiet time that allows an eviction */
-    launch();
-    uint16_t port = server_port(fx.srv, 0);
+    uint16_t port = start_pool(1);
     int a = tcp_client(port);
-    uint8_t buf[512], r[65535];
-    size_t l = make_query(buf + 2, 0x0a0a, "www.example.test", 1);
+    tcp_www(a, 0x0a0a); /* a is in the pool, answered, and idle */
+    int b = tcp_client(port);
+    assert_true(wait_closed(a, 3000) >= 0); /* made room for b, long before the idle timeout */
+    close(a);
+    tcp_www(b, 0x0b0b);
+    /* b asks once more and sends half of a third query with it: once the second is answered the
+     * half is in the server's buffer, and b is busy */
+    uint8_t buf[1024], r[65535];
+    size_t l = make_query(buf + 2, 0x0b0c, "www.example.test", 1);
     buf[0] = 0;
     buf[1] = (uint8_t)l;
-    send_all(a, buf, 2 + l); /* makes sure a is in the pool before b arrives */
-    check_www_answer(r, read_tcp_msg(a, r, sizeof(r)), 0x0a0a);
-    /* a newcomer while a has just spoken: a stays, the newcomer is closed at once */
+    memcpy(buf + 2 + l, buf, 2 + l / 2);
+    send_all(b, buf, 2 + l + 2 + l / 2);
+    check_www_answer(r, read_tcp_msg(b, r, sizeof(r)), 0x0b0c);
     int c = tcp_client(port);
-    int64_t ms = wait_closed(c, 2000);
-    assert_true(ms >= 0 && ms < 800);
+    assert_true(wait_closed(c, 3000) >= 0); /* refused: b is mid-query */
     close(c);
-    /* once a has been quiet for TCP_EVICT_QUIET_MS, a newcomer takes its slot */
+    /* b made no progress since: after TCP_EVICT_QUIET_MS it is stalled, and a newcomer gets in */
     struct timespec quiet = {TCP_EVICT_QUIET_MS / 1000,
                              (TCP_EVICT_QUIET_MS % 1000) * 1000000L + 100000000L};
     nanosleep(&quiet, NULL);
-    int b = tcp_client(port);
-    ms = wait_closed(a, 2000);
-    assert_true(ms >= 0 && ms < 800);
-    close(a);
-    send_all(b, buf, 2 + l);
-    check_www_answer(r, read_tcp_msg(b, r, sizeof(r)), 0x0a0a);
+    int d = tcp_client(port);
+    assert_true(wait_closed(b, 3000) >= 0);
     close(b);
+    tcp_www(d, 0x0d0d);
+    close(d);
     server_stats_t st;
     server_stats(fx.srv, &st);
     assert_int_equal(st.tcp_refused, 1);
+    assert_int_equal(st.tcp_evicted, 2);
+    stop();
+}
+
+/* A full pool takes the slot from the client prefix holding the most idle connections, not from
+ * the connection idle longest: 127.0.0.2 holds two, 127.0.0.3 one (the quietest); a newcomer
+ * from 127.0.0.4 closes the older of 127.0.0.2's. */
+static void test_tcp_pool_full_fair(void **state)
+{
+    (void)state;
+    uint16_t port = start_pool(3);
+    int x = tcp_client_opt(port, "127.0.0.3", 0);
+    tcp_www(x, 0x0301);
+    int a1 = tcp_client_opt(port, "127.0.0.2", 0);
+    tcp_www(a1, 0x0201);
+    int a2 = tcp_client_opt(port, "127.0.0.2", 0);
+    tcp_www(a2, 0x0202);
+    int n = tcp_client_opt(port, "127.0.0.4", 0);
+    assert_true(wait_closed(a1, 3000) >= 0);
+    close(a1);
+    tcp_www(n, 0x0401);
+    tcp_www(x, 0x0302); /* the quietest connection, from a prefix holding one, is still there */
+    tcp_www(a2, 0x0203);
+    close(x);
+    close(a2);
+    close(n);
+    server_stats_t st;
+    server_stats(fx.srv, &st);
     assert_int_equal(st.tcp_evicted, 1);
+    assert_int_equal(st.tcp_refused, 0);
     stop();
 }
 
@@ -602,14 +669,7 @@ static void test_tcp_pool_full(void **state)
  * server quickly. */
 static int tcp_client_small_rcvbuf(uint16_t port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
+    return tcp_client_opt(port, NULL, 4096);
 }
 
 /* count length-prefixed queries for big.example.test TXT (~250-byte answers), ids from first. */
@@ -1386,6 +1446,7 @@ int main(void)
         cmocka_unit_test(test_tcp_idle_timeout),
         cmocka_unit_test(test_tcp_zero_length_closes),
         cmocka_unit_test(test_tcp_pool_full),
+        cmocka_unit_test(test_tcp_pool_full_fair),
         cmocka_unit_test(test_no_alloc_with_limits),
         cmocka_unit_test(test_no_alloc_with_qlog),
         cmocka_unit_test(test_tcp_not_reading),
