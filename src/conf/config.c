@@ -251,7 +251,8 @@ static const opt_t schema[] = {
      .min = 1,
      .max = 65536,
      .restart = true,
-     .desc = "TCP connections per worker; beyond this new connections are closed at once"},
+     .desc = "TCP connections per worker; when full a newcomer takes an idle one's place, or is "
+             "closed"},
     /* The idle timeout alone lets a peer that keeps querying hold a slot forever; a total
      * lifetime bounds that, as NSD bounds a session by tcp-timeout (default 120 s) and
      * tcp-query-count, and Knot each message by tcp-io-timeout (500 ms). 120 s, NSD's default, is
