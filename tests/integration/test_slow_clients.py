@@ -40,14 +40,9 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
+from servers import Failure, expect, run_check  # noqa: E402
 
-Failure = servers.Failure
-expect = servers.expect
-run_check = servers.run_check
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "data")
-ZONES = [("diff.test", "diff.zone")]
+ZONE = ("diff.test", os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "diff.zone"))
 
 IDLE = 16             # connections that send nothing (what used to fill /metrics' pool)
 TRICKLING = 16        # connections that trickle a request head
@@ -165,10 +160,9 @@ class Ctx:
         self.ternctl = ternctl
         self.sock = os.path.join(workdir, "ternd.sock")
         self.metrics_port = servers.free_port()
-        zones = [(o, os.path.join(DATA, f)) for o, f in ZONES]
         extra = ('control_socket: "%s"\nmetrics_listen: "%s:%d"\n'
                  % (self.sock, servers.LOOPBACK, self.metrics_port))
-        self.tern = servers.Ternd(workdir, zones, ternd, extra_yaml=extra)
+        self.tern = servers.Ternd(workdir, [ZONE], ternd, extra_yaml=extra)
         self.held = []  # sockets to close at the end
 
     def close_held(self):

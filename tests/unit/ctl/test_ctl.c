@@ -161,6 +161,25 @@ static char *call(const char *request)
     return call_at(sock, request);
 }
 
+/* Read until EOF (bounded by CALL_TIMEOUT_MS of silence), close fd; the caller frees. */
+static char *read_all(int fd)
+{
+    char buf[65536];
+    size_t got = 0;
+    while (got < sizeof(buf) - 1) { /* bounded by the buffer and the poll timeout */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, CALL_TIMEOUT_MS) != 1)
+            fail_msg("no response within %d ms (got %zu bytes)", CALL_TIMEOUT_MS, got);
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    close(fd);
+    return strdup(buf);
+}
+
 /* Send len raw bytes (then shut down the write side if shut), read the response until EOF. */
 static char *raw_call(const char *data, size_t len, bool shut)
 {
@@ -178,20 +197,7 @@ static char *raw_call(const char *data, size_t len, bool shut)
     }
     if (shut)
         assert_int_equal(shutdown(fd, SHUT_WR), 0);
-    static char buf[65536];
-    size_t got = 0;
-    while (got < sizeof(buf) - 1) { /* bounded by the buffer and the poll timeout */
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, CALL_TIMEOUT_MS) != 1)
-            fail_msg("no response within %d ms (got %zu bytes)", CALL_TIMEOUT_MS, got);
-        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    close(fd);
-    return strdup(buf);
+    return read_all(fd);
 }
 
 static void assert_contains(const char *text, const char *what)
@@ -571,25 +577,6 @@ static int reload_async(void)
     assert_true(fd >= 0);
     assert_int_equal(send(fd, "reload\n", 7, MSG_NOSIGNAL), 7);
     return fd;
-}
-
-/* Read until EOF (bounded by CALL_TIMEOUT_MS of silence), close fd; the caller frees. */
-static char *read_all(int fd)
-{
-    char buf[65536];
-    size_t got = 0;
-    while (got < sizeof(buf) - 1) { /* bounded by the buffer and the poll timeout */
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, CALL_TIMEOUT_MS) != 1)
-            fail_msg("no response within %d ms (got %zu bytes)", CALL_TIMEOUT_MS, got);
-        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    close(fd);
-    return strdup(buf);
 }
 
 /* A reload that waits for the loader holds no other request: status is answered while the
