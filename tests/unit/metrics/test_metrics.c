@@ -889,9 +889,9 @@ static void test_idle_connections(void **state)
             }
         }
     }
-    if (closed != want_closed)
-        fail_msg("%zu of %zu idle connections closed, want %zu", closed, TERN_ARRAY_SIZE(idle),
-                 want_closed);
+    if (closed < want_closed)
+        fail_msg("%zu of %zu idle connections closed, want %zu or more", closed,
+                 TERN_ARRAY_SIZE(idle), want_closed);
     int64_t t0 = now_ms();
     metrics_stop(fx.m);
     fx.m = NULL;
