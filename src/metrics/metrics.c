@@ -691,7 +691,8 @@ static bool evict_oldest_waiting(metrics_t *m, const struct sockaddr *addr, cons
     return true;
 }
 
-/* MHD_OPTION_ACCEPT_POLICY_CALLBACK: admit a new connection, making room by eviction. */
+/* The accept policy callback (MHD_start_daemon()'s apc): admit a new connection, making room
+ * by eviction. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     metrics_t *m = cls;
