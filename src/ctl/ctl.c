@@ -1,12 +1,17 @@
 /*
- * ctl.c — the control socket's thread: accept, read one request line, answer, close.
+ * ctl.c — the control socket's threads: accept, read one request line, answer, close.
  *
- * One connection at a time, on a thread of its own: control traffic is rare (an operator, a
- * monitoring script), and serving it sequentially keeps the thread free of connection state.
- * Every read and write is non-blocking under poll() with a deadline, and every poll() also
- * watches the stop eventfd, so neither a stalled client nor a pending connection delays
- * ctl_stop(). The only wait that does not watch it is loader_reload_wait(): a reload, once asked
- * for, finishes (loader_stop() would wait for it as well).
+ * The serving thread runs one poll() loop over every connection (up to CTL_MAX_CONNECTIONS, all
+ * non-blocking), each under its own deadline: CTL_IO_TIMEOUT_MS for the whole request line from
+ * the accept, then CTL_IO_TIMEOUT_MS for the whole response. An idle or trickling client holds
+ * only its own slot, and a client beyond the last slot closes the one that has waited longest for
+ * its request, so nobody queues behind them. The loop also watches the stop eventfd, so ctl_stop()
+ * waits for no client.
+ *
+ * A reload waits for the loader (loader_reload_wait()), which is no business of the other
+ * requests: it runs on a second thread, the waiter, and every reload asked for before the waiter
+ * starts one is answered by that one. The waiter's wait is the only one that does not watch the
+ * stop eventfd: a reload, once started, finishes (loader_stop() would wait for it as well).
  *
  * Responses are built in memory first (a growable buffer), then written: a response is at most a
  * line per zone, and building it whole means the loader's lock (loader_zones()) is held only to
@@ -39,8 +44,15 @@
 #include "tern/xfr/xfr.h"
 #include "tern/dnssec/dnssec_zone.h"
 
-/* Connections waiting while one is served; ternctl retries a full backlog until its timeout. */
+/* Connections waiting to be accepted while all CTL_MAX_CONNECTIONS are being answered (reloads,
+ * responses not yet read); ternctl retries a full backlog until its timeout. */
 #define CTL_BACKLOG 16
+
+/* Served at once. Control traffic is an operator and a monitoring script or two; 32 leave room
+ * for bursts of those (each costs a descriptor and a 1 KiB request buffer), and a client beyond
+ * them closes the one that has waited longest for its request line, so idle connections cannot
+ * keep anyone out. */
+#define CTL_MAX_CONNECTIONS 32
 
 /* ctl_exchange() refuses a larger response: a line per zone is ~150 bytes, so this allows
  * hundreds of thousands of zones while bounding what a confused peer can make ternctl buffer. */
@@ -57,6 +69,20 @@
 /* The socket file's mode: the owner (the user ternd runs as) and its group (operators). */
 #define CTL_SOCKET_MODE 0660
 
+typedef tern_buf_t sb_t;
+
+/* One client: its request line is read, then its response written, each under a deadline. */
+typedef struct ctl_conn {
+    enum { CONN_FREE, CONN_READ, CONN_RELOAD, CONN_WRITE } state;
+    int fd;
+    int64_t deadline; /* monotonic ms: READ, for the whole line; WRITE, the whole response */
+    uint64_t ticket;  /* RELOAD: answered by the first reload done with done >= ticket */
+    size_t len;       /* READ: bytes in req */
+    char req[CTL_MAX_REQUEST + 1];
+    sb_t resp; /* WRITE: the response, sent from off */
+    size_t off;
+} ctl_conn_t;
+
 struct ctl {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     loader_t *loader; /* may be NULL (tests) */
@@ -70,7 +96,18 @@ struct ctl {
     int64_t start_ms; /* monotonic, for the uptime */
     int64_t start_wall;
     pthread_t thread;
-    struct ucred peer; /* of the connection being served, for the log */
+    int64_t accept_resume; /* after a failed accept(), accept again from then on (monotonic) */
+    ctl_conn_t conns[CTL_MAX_CONNECTIONS]; /* the serving thread's */
+    /* The waiter thread runs the reloads asked for, so that a reload (which waits for the
+     * loader) holds up no other request. */
+    pthread_t waiter;
+    pthread_mutex_t mu; /* guards asked, done, result, stopping */
+    pthread_cond_t cv;  /* asked moved, or stopping */
+    uint64_t asked;     /* reload tickets handed out */
+    uint64_t done;      /* the last ticket the last finished reload answers */
+    sb_t result;        /* that reload's whole response */
+    bool stopping;
+    int donefd; /* eventfd: the waiter has a result */
 };
 
 /* "2026-11-23T10:00:00Z", or "never" for 0 (the loader's "not yet"). */
@@ -86,7 +123,6 @@ static void fmt_time(char *buf, size_t cap, int64_t t)
 
 /* Responses are bounded by CTL_MAX_RESPONSE; an append beyond it (or out of memory) fails the
  * buffer and the response becomes "error: out of memory". */
-typedef tern_buf_t sb_t;
 
 #define SB_INIT                                                                                    \
     {                                                                                              \
@@ -291,8 +327,6 @@ static void cmd_reload(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
         snprintf(err, errlen, "no loader: reload is not available");
         return;
     }
-    log_info("control socket: reload requested (pid %ld, uid %u)", (long)c->peer.pid,
-             (unsigned)c->peer.uid);
     zlist_t before, after;
     if (!zlist_get(c->loader, &before)) {
         snprintf(err, errlen, "out of memory");
@@ -794,147 +828,266 @@ static void dispatch(ctl_t *c, char *line, sb_t *resp)
             argv[0]);
 }
 
-/* --- one connection */
+/* --- connections: one poll() loop over non-blocking sockets, each under its own deadline */
 
-/* Wait for events on fd until deadline: 1 ready, 0 not yet (time out or interrupted: the caller
- * checks its deadline), -1 stop requested or poll failed. */
-static int wait_fd(ctl_t *c, int fd, short events, int64_t deadline)
+/* A request line that is exactly "reload" (blanks around it allowed): the waiter thread runs
+ * it. With arguments it goes to dispatch(), which answers the usage error at once. */
+static bool is_reload(const char *line)
 {
-    int64_t left = deadline - tern_monotonic_ms();
-    if (left <= 0)
-        return 0;
-    struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = c->evfd, .events = POLLIN}};
-    int n = poll(p, 2, (int)left);
-    if (n < 0)
-        return errno == EINTR ? 0 : -1;
-    if (p[1].revents)
-        return -1;
-    return n > 0 ? 1 : 0;
+    line += strspn(line, " \t");
+    size_t n = strcspn(line, " \t");
+    return n == 6 && memcmp(line, "reload", 6) == 0 && line[n + strspn(line + n, " \t")] == '\0';
 }
 
-enum { RD_CLOSED = -1, RD_TIMEOUT = -2, RD_LONG = -3, RD_STOP = -4 };
-
-/* Read one request line into buf (cap = CTL_MAX_REQUEST + 1): its length without the "\n" (and
- * a "\r" before it), NUL-terminated; or RD_CLOSED (nothing, or an error), RD_TIMEOUT, RD_LONG,
- * RD_STOP. The end of the stream also ends a non-empty request. */
-static int read_request(ctl_t *c, int fd, char *buf, size_t cap)
+static void conn_close(ctl_conn_t *k)
 {
-    size_t len = 0;
-    int64_t deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS;
-    /* each pass reads at least one byte (at most cap - 1 in all) or waits; ends at the deadline */
-    for (;;) {
-        if (tern_monotonic_ms() >= deadline)
-            return RD_TIMEOUT;
-        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
-        if (n > 0) {
-            char *nl = memchr(buf + len, '\n', (size_t)n);
-            len += (size_t)n;
-            if (nl) {
-                len = (size_t)(nl - buf);
-                break;
-            }
-            if (len == cap - 1)
-                return RD_LONG;
-            continue;
-        }
-        if (n == 0) {
-            if (len == 0)
-                return RD_CLOSED;
-            break;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return RD_CLOSED;
-        if (wait_fd(c, fd, POLLIN, deadline) < 0)
-            return RD_STOP;
-    }
-    if (len > 0 && buf[len - 1] == '\r')
-        len--;
-    buf[len] = '\0';
-    return (int)len;
+    close(k->fd);
+    tern_buf_free(&k->resp);
+    *k = (ctl_conn_t){.state = CONN_FREE, .fd = -1};
 }
 
-/* Write the whole response within CTL_IO_TIMEOUT_MS; a client that does not read loses it. */
-static void write_response(ctl_t *c, int fd, const char *p, size_t len)
+/* Send what the socket takes now; close k once all is sent or the client is gone. */
+static void conn_write(ctl_conn_t *k)
 {
-    int64_t deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS;
-    /* each pass sends something or waits; ends at the deadline */
-    while (len > 0) {
-        if (tern_monotonic_ms() >= deadline) {
-            log_warn("control socket: a client did not read its response within %d ms",
-                     CTL_IO_TIMEOUT_MS);
-            return;
-        }
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    static const char oom[] = "error: out of memory\n";
+    const char *p = k->resp.failed || !k->resp.p ? oom : k->resp.p;
+    size_t len = k->resp.failed || !k->resp.p ? sizeof(oom) - 1 : k->resp.len;
+    /* each pass sends something; ends when the socket is full, or all is sent */
+    while (k->off < len) {
+        ssize_t n = send(k->fd, p + k->off, len - k->off, MSG_NOSIGNAL);
         if (n > 0) {
-            p += n;
-            len -= (size_t)n;
+            k->off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_fd(c, fd, POLLOUT, deadline) < 0)
-                return;
-            continue;
-        }
-        return; /* the client went away (EPIPE, ECONNRESET) */
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* poll() says when there is room */
+        break;      /* the client went away (EPIPE, ECONNRESET) */
     }
+    conn_close(k);
 }
 
-static void serve(ctl_t *c, int fd)
+/* k's response is in k->resp: write it within CTL_IO_TIMEOUT_MS from now. */
+static void conn_respond(ctl_conn_t *k)
 {
-    socklen_t sl = sizeof(c->peer);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer, &sl) < 0)
-        c->peer = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-    char req[CTL_MAX_REQUEST + 1];
-    int n = read_request(c, fd, req, sizeof(req));
-    if (n == RD_CLOSED || n == RD_STOP)
+    k->state = CONN_WRITE;
+    k->off = 0;
+    k->deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS;
+    conn_write(k);
+}
+
+/* The request line of k is complete (k->req, k->len bytes): answer it, or queue a reload. */
+static void conn_request(ctl_t *c, ctl_conn_t *k)
+{
+    if (k->len > 0 && k->req[k->len - 1] == '\r')
+        k->len--;
+    k->req[k->len] = '\0';
+    if (!is_reload(k->req)) {
+        dispatch(c, k->req, &k->resp);
+        conn_respond(k);
         return;
-    sb_t resp = SB_INIT;
-    if (n == RD_TIMEOUT)
-        sb_line(&resp, "error: no request within %d ms", CTL_IO_TIMEOUT_MS);
-    else if (n == RD_LONG)
-        sb_line(&resp, "error: request longer than %d bytes", CTL_MAX_REQUEST);
+    }
+    struct ucred peer;
+    socklen_t sl = sizeof(peer);
+    if (getsockopt(k->fd, SOL_SOCKET, SO_PEERCRED, &peer, &sl) < 0)
+        peer = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    log_info("control socket: reload requested (pid %ld, uid %u)", (long)peer.pid,
+             (unsigned)peer.uid);
+    k->state = CONN_RELOAD;
+    pthread_mutex_lock(&c->mu);
+    k->ticket = ++c->asked;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Read what k's client has sent; a whole line (or the end of the stream) makes the request. */
+static void conn_read(ctl_t *c, ctl_conn_t *k)
+{
+    ssize_t n = recv(k->fd, k->req + k->len, CTL_MAX_REQUEST - k->len, 0);
+    if (n > 0) {
+        char *nl = memchr(k->req + k->len, '\n', (size_t)n);
+        k->len += (size_t)n;
+        if (nl) {
+            k->len = (size_t)(nl - k->req);
+            conn_request(c, k);
+        } else if (k->len == CTL_MAX_REQUEST) {
+            sb_line(&k->resp, "error: request longer than %d bytes", CTL_MAX_REQUEST);
+            conn_respond(k);
+        }
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n == 0 && k->len > 0)
+        conn_request(c, k); /* the end of the stream ends a non-empty request */
     else
-        dispatch(c, req, &resp);
-    if (resp.failed || !resp.p)
-        write_response(c, fd, "error: out of memory\n", strlen("error: out of memory\n"));
-    else
-        write_response(c, fd, resp.p, resp.len);
-    tern_buf_free(&resp);
+        conn_close(k); /* nothing, or an error */
+}
+
+/* Hand every finished reload's response to the connections that asked before it started. */
+static void deliver_reloads(ctl_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++) {
+        ctl_conn_t *k = &c->conns[i];
+        if (k->state != CONN_RELOAD || k->ticket > c->done)
+            continue;
+        if (c->result.failed || !c->result.p)
+            k->resp.failed = true;
+        else
+            sb_append(&k->resp, c->result.p, c->result.len);
+        conn_respond(k);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Answer or close the connections past their deadline; the next deadline (INT64_MAX: none). */
+static int64_t conns_expire(ctl_t *c, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++) {
+        ctl_conn_t *k = &c->conns[i];
+        if (k->state == CONN_READ && k->deadline <= now) {
+            sb_line(&k->resp, "error: no request within %d ms", CTL_IO_TIMEOUT_MS);
+            conn_respond(k);
+        } else if (k->state == CONN_WRITE && k->deadline <= now) {
+            log_warn("control socket: a client did not read its response within %d ms",
+                     CTL_IO_TIMEOUT_MS);
+            conn_close(k);
+        }
+        if ((k->state == CONN_READ || k->state == CONN_WRITE) && k->deadline < next)
+            next = k->deadline;
+    }
+    return next;
+}
+
+/* A slot for a new connection: a free one, else the one that has waited longest for its request
+ * line (closed); NULL when every connection is being answered. */
+static ctl_conn_t *conn_slot(ctl_t *c, bool evict)
+{
+    ctl_conn_t *oldest = NULL;
+    for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++) {
+        ctl_conn_t *k = &c->conns[i];
+        if (k->state == CONN_FREE)
+            return k;
+        if (k->state == CONN_READ && (!oldest || k->deadline < oldest->deadline))
+            oldest = k;
+    }
+    if (oldest && evict) {
+        log_debug("control socket: %d connections; closing the one waiting longest for its "
+                  "request",
+                  CTL_MAX_CONNECTIONS);
+        conn_close(oldest);
+    }
+    return oldest;
+}
+
+/* Accept what is pending, while there is room; pause accepting after a failure. */
+static void accept_pending(ctl_t *c)
+{
+    /* one connection per pass; ends when none is pending, or there is no room */
+    while (conn_slot(c, false)) {
+        int fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                log_warn("control socket: accept: %s", strerror(errno));
+                c->accept_resume = tern_monotonic_ms() + CTL_ACCEPT_BACKOFF_MS;
+            }
+            return;
+        }
+        ctl_conn_t *k = conn_slot(c, true);
+        *k = (ctl_conn_t){.state = CONN_READ,
+                          .fd = fd,
+                          .deadline = tern_monotonic_ms() + CTL_IO_TIMEOUT_MS,
+                          .resp = SB_INIT};
+    }
 }
 
 static void *ctl_main(void *arg)
 {
     ctl_t *c = arg;
-    /* one connection per pass; ends when ctl_stop() writes the eventfd */
+    enum { P_STOP, P_DONE, P_LISTEN, P_CONNS };
+    struct pollfd p[P_CONNS + CTL_MAX_CONNECTIONS];
+    ctl_conn_t *pk[CTL_MAX_CONNECTIONS];
+    /* one poll() per pass; ends when ctl_stop() writes the eventfd */
     for (;;) {
-        struct pollfd p[2] = {{.fd = c->lfd, .events = POLLIN}, {.fd = c->evfd, .events = POLLIN}};
-        if (poll(p, 2, -1) < 0) {
+        int64_t now = tern_monotonic_ms();
+        int64_t next = conns_expire(c, now);
+        bool paused = now < c->accept_resume;
+        if (paused && c->accept_resume < next)
+            next = c->accept_resume;
+        p[P_STOP] = (struct pollfd){.fd = c->evfd, .events = POLLIN};
+        p[P_DONE] = (struct pollfd){.fd = c->donefd, .events = POLLIN};
+        /* no room (every connection being answered): new ones wait in the listen backlog */
+        p[P_LISTEN] =
+            (struct pollfd){.fd = !paused && conn_slot(c, false) ? c->lfd : -1, .events = POLLIN};
+        nfds_t n = P_CONNS;
+        for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++) {
+            ctl_conn_t *k = &c->conns[i];
+            if (k->state != CONN_READ && k->state != CONN_WRITE)
+                continue;
+            pk[n - P_CONNS] = k;
+            p[n++] =
+                (struct pollfd){.fd = k->fd, .events = k->state == CONN_READ ? POLLIN : POLLOUT};
+        }
+        int64_t wait = next == INT64_MAX ? -1 : next - now;
+        if (poll(p, n, (int)(wait > INT32_MAX ? INT32_MAX : wait)) < 0) {
             if (errno == EINTR)
                 continue;
             log_err("control socket: poll: %s", strerror(errno));
             break;
         }
-        if (p[1].revents)
+        if (p[P_STOP].revents)
             break;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        int fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-                continue;
-            log_warn("control socket: accept: %s", strerror(errno));
-            struct pollfd s = {.fd = c->evfd, .events = POLLIN};
-            if (poll(&s, 1, CTL_ACCEPT_BACKOFF_MS) > 0)
-                break;
-            continue;
+        if (p[P_DONE].revents) {
+            uint64_t v;
+            (void)!read(c->donefd, &v, sizeof(v));
+            deliver_reloads(c);
         }
-        serve(c, fd);
-        close(fd);
+        for (nfds_t i = P_CONNS; i < n; i++) {
+            ctl_conn_t *k = pk[i - P_CONNS];
+            if (!p[i].revents || k->fd != p[i].fd)
+                continue; /* closed meanwhile (a delivered reload cannot take its slot) */
+            if (k->state == CONN_READ)
+                conn_read(c, k);
+            else if (k->state == CONN_WRITE)
+                conn_write(k);
+        }
+        if (p[P_LISTEN].revents)
+            accept_pending(c);
     }
+    return NULL;
+}
+
+/* Reloads asked for on the socket, one at a time: every ticket handed out before a reload
+ * starts is answered by that reload. */
+static void *ctl_waiter(void *arg)
+{
+    ctl_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    /* one reload per pass; ends on ctl_stop() (a reload in progress finishes first) */
+    for (;;) {
+        while (!c->stopping && c->asked == c->done)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->stopping)
+            break;
+        uint64_t upto = c->asked;
+        pthread_mutex_unlock(&c->mu);
+        sb_t resp = SB_INIT;
+        char line[] = "reload";
+        dispatch(c, line, &resp);
+        pthread_mutex_lock(&c->mu);
+        tern_buf_free(&c->result);
+        c->result = resp;
+        c->done = upto;
+        uint64_t one = 1;
+        if (write(c->donefd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+            log_warn("control socket: eventfd write: %s", strerror(errno));
+    }
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
@@ -994,6 +1147,16 @@ static int clear_stale(const char *path, const struct sockaddr_un *sa)
     return 0;
 }
 
+/* Stop the waiter thread; a reload in progress finishes first. */
+static void stop_waiter(ctl_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->waiter, NULL);
+}
+
 /* Remove the socket file if it is still the one we bound. */
 static void unlink_ours(const ctl_t *c)
 {
@@ -1020,7 +1183,13 @@ ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned 
     c->loader = loader;
     c->server = server;
     c->workers = workers;
-    c->lfd = c->evfd = -1;
+    c->lfd = c->evfd = c->donefd = -1;
+    for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++)
+        c->conns[i] = (ctl_conn_t){.state = CONN_FREE, .fd = -1};
+    c->result = (sb_t)SB_INIT;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    bool waiting = false;
     c->start_ms = tern_monotonic_ms();
     c->start_wall = (int64_t)time(NULL);
     bool bound = false;
@@ -1054,11 +1223,18 @@ ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned 
         log_err("control socket %s: listen: %s", path, strerror(errno));
         goto fail;
     }
-    if ((c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+    if ((c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+        (c->donefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         log_err("control socket: eventfd: %s", strerror(errno));
         goto fail;
     }
-    int e = pthread_create(&c->thread, NULL, ctl_main, c);
+    int e = pthread_create(&c->waiter, NULL, ctl_waiter, c);
+    if (e != 0) {
+        log_err("control socket: cannot start its thread: %s", strerror(e));
+        goto fail;
+    }
+    waiting = true;
+    e = pthread_create(&c->thread, NULL, ctl_main, c);
     if (e != 0) {
         log_err("control socket: cannot start its thread: %s", strerror(e));
         goto fail;
@@ -1066,12 +1242,18 @@ ctl_t *ctl_start(const char *path, loader_t *loader, server_t *server, unsigned 
     log_info("control socket %s", path);
     return c;
 fail:
+    if (waiting)
+        stop_waiter(c);
     if (bound)
         unlink_ours(c);
     if (c->lfd >= 0)
         close(c->lfd);
     if (c->evfd >= 0)
         close(c->evfd);
+    if (c->donefd >= 0)
+        close(c->donefd);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
     free(c);
     return NULL;
 }
@@ -1090,9 +1272,19 @@ void ctl_stop(ctl_t *c)
     if (write(c->evfd, &one, sizeof(one)) != (ssize_t)sizeof(one))
         log_warn("control socket: eventfd write: %s", strerror(errno));
     pthread_join(c->thread, NULL);
+    stop_waiter(c);
+    /* a reload that was in progress has finished: its clients get one try at their answer */
+    deliver_reloads(c);
+    for (unsigned i = 0; i < CTL_MAX_CONNECTIONS; i++)
+        if (c->conns[i].state != CONN_FREE)
+            conn_close(&c->conns[i]);
     unlink_ours(c);
     close(c->lfd);
     close(c->evfd);
+    close(c->donefd);
+    tern_buf_free(&c->result);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
     free(c);
 }
 

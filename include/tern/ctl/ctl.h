@@ -1,11 +1,12 @@
 /*
  * ctl.h — the control socket ternctl talks to: reload, status, stats, zone status, health.
  *
- * Owns one UNIX stream socket (the config's control_socket, mode 0660) and one thread that serves
- * it. Never a worker: the query path does not know the control socket exists, and every response
- * is formatted on the control thread from what the loader (loader_zones(), loader_get_stats())
- * and the server (server_stats(), summed without stopping anyone) report. A reload requested here
- * runs on the loader's thread like a SIGHUP one (loader_reload_wait()); this thread only waits.
+ * Owns one UNIX stream socket (the config's control_socket, mode 0660), one thread that serves
+ * it and one that waits for the reloads it asks for. Never a worker: the query path does not know
+ * the control socket exists, and every response is formatted on the control threads from what
+ * the loader (loader_zones(), loader_get_stats()) and the server (server_stats(), summed without
+ * stopping anyone) report. A reload requested here runs on the loader's thread like a SIGHUP one
+ * (loader_reload_wait()); the waiter thread only waits.
  *
  * Lifecycle: ctl_start() (after loader_start(): a reload request needs the loader thread) binds
  * the socket — replacing a stale socket file nobody answers on, refusing a live one — and starts
@@ -54,9 +55,11 @@
  * messages are written as '?', so a response line never splits. Key names are stable: scripts
  * may grep them.
  *
- * Connections are served one at a time. A client gets CTL_IO_TIMEOUT_MS to send its request, so
- * one that connects and says nothing delays the next by at most that; a reload holds the others
- * until it has finished (they wait in the listen backlog).
+ * Connections are served side by side (up to 32; beyond that a new one closes the connection that
+ * has waited longest for its request). A client gets CTL_IO_TIMEOUT_MS for its whole request line
+ * and as long again to read its response, and delays nobody else: an idle or trickling client
+ * holds only its own connection, and a reload (answered from a thread of its own) holds no other
+ * request.
  */
 #ifndef TERN_CTL_CTL_H
 #define TERN_CTL_CTL_H
@@ -74,8 +77,8 @@
  * characters; 1 KiB leaves room and bounds what a client can make us buffer. */
 #define CTL_MAX_REQUEST 1024
 
-/* How long a client has to send its request, and (separately) to read the whole response. A
- * few seconds: ternctl does both at once; a stalled client delays the next by no more. */
+/* How long a client has to send its whole request, and (separately) to read the whole response.
+ * A few seconds: ternctl does both at once; a stalled client holds only its own connection. */
 #define CTL_IO_TIMEOUT_MS 3000
 
 typedef struct ctl ctl_t;

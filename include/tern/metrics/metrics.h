@@ -19,9 +19,14 @@
  * dropping privileges (the address may be a privileged port); metrics_stop() before
  * server_stop() and loader_free(). The address is fixed until restart.
  *
- * Threads: requests are served on libmicrohttpd's own polling thread, never on a worker; it
- * inherits the caller's signal mask (block SIGINT/SIGTERM/SIGHUP before metrics_start()). The
- * rendering allocates (a buffer per request): it is off the query path.
+ * Threads: requests are served on the endpoint's own thread, which runs libmicrohttpd (never a
+ * worker); it inherits the caller's signal mask (block SIGINT/SIGTERM/SIGHUP before
+ * metrics_start()). The rendering allocates (a buffer per request): it is off the query path.
+ *
+ * Clients: at most 16 connections, 8 from one address; a request head must be complete within
+ * 5 s of the connection (or of the previous response), the response within 30 s of its head. A
+ * new connection beyond either bound closes the one that has waited longest for its head, so idle
+ * or trickling clients cannot keep a scraper out.
  */
 #ifndef TERN_METRICS_METRICS_H
 #define TERN_METRICS_METRICS_H
@@ -45,7 +50,8 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
 /** The port actually bound (the ephemeral one when 0 was configured). */
 uint16_t metrics_port(const metrics_t *m);
 
-/** Close the listener, finish the request in hand, join the thread and free. NULL is a no-op. */
+/** Close the listener and every connection at once (idle, trickling or mid-response: none is
+ * waited for), join the thread and free. NULL is a no-op. */
 void metrics_stop(metrics_t *m);
 
 struct xfr; /* tern/xfr/xfr.h */

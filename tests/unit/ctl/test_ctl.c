@@ -45,7 +45,12 @@ static struct {
     server_t *srv;
     ctl_t *ctl;
     _Atomic bool broken_config; /* read by the loader thread */
+    _Atomic bool hold_config;   /* read_config() waits (HOLD_MS at most) while set */
+    _Atomic bool in_config;     /* read_config() is waiting */
 } fx;
+
+/* The longest read_config() holds a reload: past any bound the tests wait for a response. */
+#define HOLD_MS 10000
 
 static void write_file(const char *name, const char *text)
 {
@@ -67,6 +72,14 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
 {
     (void)ctx;
     config_init(cfg);
+    if (fx.hold_config) {
+        fx.in_config = true;
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        /* bounded: HOLD_MS at most */
+        for (int i = 0; i < HOLD_MS / 10 && fx.hold_config; i++)
+            nanosleep(&tick, NULL);
+        fx.in_config = false;
+    }
     if (fx.broken_config) {
         snprintf(err, errlen, "test.yaml:3: unknown key 'bogus'");
         return TERN_ESYNTAX;
@@ -148,6 +161,25 @@ static char *call(const char *request)
     return call_at(sock, request);
 }
 
+/* Read until EOF (bounded by CALL_TIMEOUT_MS of silence), close fd; the caller frees. */
+static char *read_all(int fd)
+{
+    char buf[65536];
+    size_t got = 0;
+    while (got < sizeof(buf) - 1) { /* bounded by the buffer and the poll timeout */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, CALL_TIMEOUT_MS) != 1)
+            fail_msg("no response within %d ms (got %zu bytes)", CALL_TIMEOUT_MS, got);
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    close(fd);
+    return strdup(buf);
+}
+
 /* Send len raw bytes (then shut down the write side if shut), read the response until EOF. */
 static char *raw_call(const char *data, size_t len, bool shut)
 {
@@ -165,20 +197,7 @@ static char *raw_call(const char *data, size_t len, bool shut)
     }
     if (shut)
         assert_int_equal(shutdown(fd, SHUT_WR), 0);
-    static char buf[65536];
-    size_t got = 0;
-    while (got < sizeof(buf) - 1) { /* bounded by the buffer and the poll timeout */
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, CALL_TIMEOUT_MS) != 1)
-            fail_msg("no response within %d ms (got %zu bytes)", CALL_TIMEOUT_MS, got);
-        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    close(fd);
-    return strdup(buf);
+    return read_all(fd);
 }
 
 static void assert_contains(const char *text, const char *what)
@@ -485,8 +504,8 @@ static void test_oversized(void **state)
     free(r);
 }
 
-/* A client that connects and says nothing holds the next one for at most CTL_IO_TIMEOUT_MS, then
- * is told so. */
+/* A client that connects and says nothing holds nobody else, and is told so after
+ * CTL_IO_TIMEOUT_MS. */
 static void test_silent_client(void **state)
 {
     (void)state;
@@ -496,11 +515,11 @@ static void test_silent_client(void **state)
     char *r = call("status");
     assert_true(strncmp(r, "ok\n", 3) == 0);
     free(r);
-    /* liveness: the second client was not held much beyond the first one's timeout */
-    assert_true(now_ms() - t0 < CTL_IO_TIMEOUT_MS + CALL_TIMEOUT_MS / 2);
+    /* liveness: the second client did not wait for the first one's timeout */
+    assert_true(now_ms() - t0 < CTL_IO_TIMEOUT_MS);
     char buf[256];
     struct pollfd p = {.fd = silent, .events = POLLIN};
-    assert_int_equal(poll(&p, 1, REPLY_TIMEOUT_MS), 1);
+    assert_int_equal(poll(&p, 1, CTL_IO_TIMEOUT_MS + REPLY_TIMEOUT_MS), 1);
     ssize_t n = recv(silent, buf, sizeof(buf) - 1, 0);
     assert_true(n > 0);
     buf[n] = '\0';
@@ -515,6 +534,80 @@ static void test_silent_client(void **state)
     close(gone);
     r = call("status");
     assert_true(strncmp(r, "ok\n", 3) == 0);
+    free(r);
+}
+
+/* Idle clients hold only their own connections: with 40 of them connected (more than the
+ * server's 32 places and its listen backlog), status is answered at once, not after each idle
+ * client's CTL_IO_TIMEOUT_MS in turn; the server closed the ones that waited longest. */
+static void test_many_idle_clients(void **state)
+{
+    (void)state;
+    int idle[40];
+    size_t n = 0;
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(idle); i++) {
+        int fd = ctl_connect(sock, 200); /* a full backlog (the old server) is not waited for */
+        if (fd >= 0)
+            idle[n++] = fd;
+    }
+    int fd = ctl_connect(sock, CALL_TIMEOUT_MS);
+    assert_true(fd >= 0);
+    char *out = NULL;
+    /* liveness: less than one idle client's timeout */
+    int r = ctl_exchange(fd, "status", CTL_IO_TIMEOUT_MS - 500, &out);
+    close(fd);
+    if (r < 0)
+        fail_msg("status beside %zu idle clients: %s", n, tern_strerror(r));
+    assert_true(strncmp(out, "ok\n", 3) == 0);
+    free(out);
+    assert_int_equal(n, TERN_ARRAY_SIZE(idle));
+    /* the first ones were closed to make room, without an answer */
+    struct pollfd p = {.fd = idle[0], .events = POLLIN};
+    assert_int_equal(poll(&p, 1, REPLY_TIMEOUT_MS), 1);
+    char c;
+    assert_true(recv(idle[0], &c, 1, 0) <= 0);
+    for (size_t i = 0; i < n; i++)
+        close(idle[i]);
+}
+
+/* Send "reload\n" on a new connection; the response is read later with read_all(). */
+static int reload_async(void)
+{
+    int fd = ctl_connect(sock, CALL_TIMEOUT_MS);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, "reload\n", 7, MSG_NOSIGNAL), 7);
+    return fd;
+}
+
+/* A reload that waits for the loader holds no other request: status is answered while the
+ * loader is still reading the config; a second reload asked meanwhile gets a reload of its own
+ * (one that started after it asked), and both are answered. */
+static void test_status_during_reload(void **state)
+{
+    (void)state;
+    fx.hold_config = true;
+    int first = reload_async();
+    int64_t deadline = now_ms() + CALL_TIMEOUT_MS;
+    while (!fx.in_config && now_ms() < deadline) { /* bounded by the deadline */
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    assert_true(fx.in_config);
+    int second = reload_async();
+    char *r = call("status");
+    bool held = fx.in_config; /* status came back while the reload was still held */
+    fx.hold_config = false;
+    assert_true(strncmp(r, "ok\n", 3) == 0);
+    free(r);
+    assert_true(held);
+    r = read_all(first);
+    assert_true(strncmp(r, "ok\n", 3) == 0);
+    free(r);
+    r = read_all(second);
+    assert_true(strncmp(r, "ok\n", 3) == 0);
+    free(r);
+    r = call("status");
+    assert_int_equal(value_of(r, "reloads_ok"), 2);
     free(r);
 }
 
@@ -646,6 +739,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_endings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_idle_clients, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_during_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_with_pending_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_socket_replaced, setup_dir, teardown_dir),
