@@ -323,7 +323,8 @@ static void render_server(buf_t *b, const server_t *s)
            "TCP connections closed at once: their client prefix held tcp_max_per_client.");
     sample(b, "tern_tcp_client_capped_total", st.tcp_client_capped);
     family(b, "tern_tcp_evicted_total", "counter",
-           "Idle TCP connections closed to make room for a new one in a full pool.");
+           "TCP connections closed to make room for a new one in a full pool: idle ones, "
+           "or one stalled for a second.");
     sample(b, "tern_tcp_evicted_total", st.tcp_evicted);
 
     dnssec_worker_stats_t ds;
