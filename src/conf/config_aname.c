@@ -55,10 +55,8 @@ const opt_t config_aname_schema[AN_COUNT] = {
                        AFIELD(state_file),
                        .min = 1,
                        .max = PATH_MAX - 1,
-                       .desc =
-                           "the last good results are kept here and served after a restart "
-                           "until the upstreams answer; unset = $STATE_DIRECTORY/" STATE_FILE_NAME
-                           " under systemd's StateDirectory=, else none"},
+                       .desc = "last good results, served after a restart; unset: "
+                               "$STATE_DIRECTORY/" STATE_FILE_NAME " or none"},
     /* 5 s: a first round with a few hundred targets and one upstream answering in tens of ms
      * fits; a dead upstream costs its timeout per (target, type), so this bounds that case */
     [AN_READY_WAIT] = {.key = "ready_wait",
@@ -67,16 +65,15 @@ const opt_t config_aname_schema[AN_COUNT] = {
                        .def = 5000,
                        .min = 0,
                        .max = READY_WAIT_MAX,
-                       .desc = "milliseconds ternd waits at start, before it says ready, for every "
-                               "target to be asked once; 0 = do not wait"},
+                       .desc = "ms READY waits at start for every target to be asked once; 0 = "
+                               "no wait"},
     [AN_MAX_STALE] = {.key = "max_stale",
                       .type = OPT_UINT,
                       AFIELD(max_stale_s),
                       .def = 86400,
                       .min = 0,
                       .max = MAX_STALE_MAX,
-                      .desc = "seconds a saved result is still served after its TTL ran out, "
-                              "when read at start (RFC 8767 serve-stale)"},
+                      .desc = "seconds a saved result is loaded after its TTL ran out (RFC 8767)"},
 };
 
 const opt_t config_aname_upstream_schema[AU_COUNT] = {
