@@ -66,8 +66,7 @@ int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, cha
     return fd;
 }
 
-/* fsync the directory holding path, so that a rename into it is on disk. */
-static int sync_dir(const char *path)
+int tern_file_sync_dir(const char *path)
 {
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
@@ -119,7 +118,7 @@ int tern_file_replace(const char *path, const void *data, size_t len, mode_t mod
     } else if (rename(tmp, path) != 0) {
         rc = -errno;
         tern_set_err(err, errlen, "%s: rename: %s", path, strerror(-rc));
-    } else if ((rc = sync_dir(path)) < 0) {
+    } else if ((rc = tern_file_sync_dir(path)) < 0) {
         tern_set_err(err, errlen, "%s: syncing its directory: %s", path, tern_strerror(rc));
     }
     if (rc < 0)

@@ -9,6 +9,11 @@
  * stays an authoritative-only server. They are numeric addresses: resolving the resolver's own
  * name would need a resolver before the first one is known.
  *
+ * Beside the list, the block has the resolver's start-up keys: state_file (its last good results,
+ * by default in systemd's $STATE_DIRECTORY), ready_wait (how long READY waits for its first
+ * round) and max_stale (how old a saved result may be to be loaded); rows with offsets into
+ * config_aname_t.
+ *
  * Each upstream's scalar keys are opt_t rows with offsets into config_upstream_t, bounded and
  * printed by the same code as every other option; the address, its "ip" synonym and the
  * protocol (a bool in the struct) are read here. Nothing here holds state beyond one

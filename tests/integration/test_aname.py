@@ -248,6 +248,17 @@ def wait_file(path, text, timeout):
     raise Failure("%s does not hold %r within %.0f s" % (path, text, timeout))
 
 
+def finish(tern, results):
+    """After tern.stop(): its clean exit as one more check, its log when any check failed; the
+    exit status."""
+    r = clean_exit_result(tern)
+    if r:
+        results.append(r)
+    if any(err for _, err in results):
+        print(tern.log_text())
+    return report(results)
+
+
 def restart_checks(args, work, data):
     """READY after the first round, and the state file across a restart (see the docstring)."""
     results = []
@@ -272,8 +283,10 @@ def restart_checks(args, work, data):
 
         def ready_after_round():
             nonlocal run
+            t0 = time.monotonic()
             run = NotifiedTernd(tern, state_dir, "1")
-            run.wait_ready()
+            print("  (READY=1 %.1f s after start, the relay holding answers %.1f s)"
+                  % (run.wait_ready() - t0, SLOW_S))
             r = ask(tern.port, "www.file.test.", "A")
             expect(r.rcode() == dns.rcode.NOERROR and addrs_of(r) == ["198.51.100.1"],
                    "right after READY=1: %s %s (want NOERROR 198.51.100.1)"
@@ -288,8 +301,10 @@ def restart_checks(args, work, data):
             run.stop()
             relay.stop()
             knot.stop()
+            t0 = time.monotonic()
             run = NotifiedTernd(tern, state_dir, "2")
-            run.wait_ready()
+            print("  (READY=1 %.1f s after a start with the upstream down)"
+                  % (run.wait_ready() - t0))
             r = ask(tern.port, "www.file.test.", "A")
             expect(r.rcode() == dns.rcode.NOERROR and addrs_of(r) == ["198.51.100.1"],
                    "restarted with the upstream down: %s %s (want the saved 198.51.100.1)"
@@ -314,12 +329,7 @@ def restart_checks(args, work, data):
         run_check(results, "a truncated state file: logged and ignored", truncated_file)
         if run is not None:
             run.stop()
-        r = clean_exit_result(tern)
-        if r:
-            results.append(r)
-        if any(err for _, err in results):
-            print(tern.log_text())
-        return report(results)
+        return finish(tern, results)
     finally:
         if run is not None:
             run.stop()
@@ -475,12 +485,7 @@ def main():
         run_check(results, "Redis label patch: a new ANAME label follows its target", redis_patch)
 
         tern.stop()
-        r = clean_exit_result(tern)
-        if r:
-            results.append(r)
-        if any(err for _, err in results):
-            print(tern.log_text())
-        return report(results)
+        return finish(tern, results)
     finally:
         for p in (tern, knot, redis):
             if p is not None:

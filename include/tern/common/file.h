@@ -29,6 +29,10 @@
 int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, char *err,
                       size_t errlen) TERN_WUR;
 
+/** fsync the directory holding path, so that a rename into it survives a crash. 0 or a negative
+ * code. */
+int tern_file_sync_dir(const char *path) TERN_WUR;
+
 /**
  * Replace path with len bytes of data, atomically: a temporary file beside it (mkstemp, mode
  * mode), written, fsync'ed and renamed over path, then the directory fsync'ed so the rename

@@ -481,6 +481,34 @@ static aname_results_t *wait_complete(struct pubs *p)
     }
 }
 
+/* A started resolver publishing into p (initialised here) for the n names, asking u (if not
+ * NULL), keeping its results in path (if not NULL). */
+static aname_resolver_t *start(struct pubs *p, const aname_upstream_t *u, const char *path,
+                               uint32_t max_stale, const char *const *names, size_t n)
+{
+    pubs_init(p);
+    aname_resolver_t *r = aname_resolver_new(on_publish, p);
+    assert_non_null(r);
+    if (u)
+        assert_int_equal(aname_resolver_configure(r, u, 1), 0);
+    assert_int_equal(aname_resolver_set_state(r, path, max_stale), 0);
+    set_targets(r, names, n);
+    assert_int_equal(aname_resolver_start(r), 0);
+    return r;
+}
+
+/* The resolver's latest table marked complete has (name, A) in state (with addr, if given);
+ * then the resolver is freed. */
+static void complete_then_stop(aname_resolver_t *r, struct pubs *p, const char *name, int state,
+                               const char *addr)
+{
+    aname_results_t *t = wait_complete(p);
+    assert_true(entry_is(t, name, WIRE_T_A, state, addr));
+    aname_results_release(t);
+    aname_resolver_free(r);
+    pubs_free(p);
+}
+
 /* (The earlier tests left target.up.test. at 192.0.2.77.) The first round: the table that says it
  * is complete has every target asked once, the one no upstream answers included; with no upstream
  * at all the first table is complete. */
@@ -488,32 +516,18 @@ static void test_first_round(void **state)
 {
     (void)state;
     struct pubs p;
-    pubs_init(&p);
-    aname_resolver_t *r = aname_resolver_new(on_publish, &p);
-    assert_non_null(r);
     aname_upstream_t u = knot_upstream(false);
-    assert_int_equal(aname_resolver_configure(r, &u, 1), 0);
     const char *names[] = {"target.up.test.", "other.invalid.", "v4only.up.test."};
-    set_targets(r, names, 3);
-    assert_int_equal(aname_resolver_start(r), 0);
+    aname_resolver_t *r = start(&p, &u, NULL, 0, names, 3);
     aname_results_t *t = wait_complete(&p);
-    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
     assert_true(entry_is(t, "target.up.test.", WIRE_T_AAAA, ANAME_OK, "2001:db8::1"));
     assert_true(entry_is(t, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
     assert_true(entry_is(t, "other.invalid.", WIRE_T_A, ANAME_PENDING, NULL));
     aname_results_release(t);
-    aname_resolver_free(r);
-    pubs_free(&p);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.77");
 
-    pubs_init(&p);
-    r = aname_resolver_new(on_publish, &p);
-    set_targets(r, names, 3);
-    assert_int_equal(aname_resolver_start(r), 0);
-    t = wait_complete(&p);
-    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_PENDING, NULL));
-    aname_results_release(t);
-    aname_resolver_free(r);
-    pubs_free(&p);
+    r = start(&p, NULL, NULL, 0, names, 3);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
 }
 
 /* The state file: written once the first round is in; a resolver whose upstream is dead
@@ -522,19 +536,13 @@ static void test_first_round(void **state)
 static void test_state_file(void **state)
 {
     (void)state;
-    char dir[256], path[300];
+    char dir[256], path[300], text[512];
     tu_mkdtemp(dir, sizeof(dir), "tern-aname-state");
     snprintf(path, sizeof(path), "%s/aname.state", dir);
     const char *names[] = {"target.up.test.", "v4only.up.test."};
-
     struct pubs p;
-    pubs_init(&p);
-    aname_resolver_t *r = aname_resolver_new(on_publish, &p);
     aname_upstream_t u = knot_upstream(false);
-    assert_int_equal(aname_resolver_configure(r, &u, 1), 0);
-    assert_int_equal(aname_resolver_set_state(r, path, 86400), 0);
-    set_targets(r, names, 2);
-    assert_int_equal(aname_resolver_start(r), 0);
+    aname_resolver_t *r = start(&p, &u, path, 86400, names, 2);
     aname_results_release(wait_complete(&p));
     int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
     while (access(path, F_OK) != 0) {
@@ -546,67 +554,37 @@ static void test_state_file(void **state)
     pubs_free(&p);
 
     /* upstream dead: the saved answers, at once, with at most their own TTL (2 s) or the stale
-     * one (30 s) */
+     * one (30 s); the failed round keeps them */
     aname_upstream_t dead = {.port = tu_free_port(), .timeout_ms = 200};
     snprintf(dead.host, sizeof(dead.host), "127.0.0.1");
-    pubs_init(&p);
-    r = aname_resolver_new(on_publish, &p);
-    assert_int_equal(aname_resolver_configure(r, &dead, 1), 0);
-    assert_int_equal(aname_resolver_set_state(r, path, 86400), 0);
-    set_targets(r, names, 2);
-    assert_int_equal(aname_resolver_start(r), 0);
+    r = start(&p, &dead, path, 86400, names, 2);
     aname_results_t *t = wait_entry(&p, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77");
     const aname_result_t *x = find(t, "target.up.test.", WIRE_T_A);
     assert_true(x->ttl >= 1 && (x->ttl <= 2 || x->ttl == 30));
     assert_true(entry_is(t, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
     aname_results_release(t);
-    /* the failed round keeps them */
-    t = wait_complete(&p);
-    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77"));
-    aname_results_release(t);
-    aname_resolver_free(r);
-    pubs_free(&p);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.77");
 
-    /* a saved answer an hour past its TTL, with max_stale 0 and then an hour and a bit */
-    char text[512];
+    /* a saved answer an hour past its TTL: refused with max_stale 0, served (TTL 30) with an
+     * hour and a bit */
     snprintf(text, sizeof(text),
              "tern-aname-state 1\ntarget.up.test. A ok 2 %lld 192.0.2.9\nend 1\n",
              (long long)time(NULL) - 3600);
     tu_write_file(dir, "aname.state", text);
-    for (int pass = 0; pass < 2; pass++) {
-        pubs_init(&p);
-        r = aname_resolver_new(on_publish, &p);
-        assert_int_equal(aname_resolver_configure(r, &dead, 1), 0);
-        assert_int_equal(aname_resolver_set_state(r, path, pass ? 3700 : 0), 0);
-        set_targets(r, names, 1);
-        assert_int_equal(aname_resolver_start(r), 0);
-        t = wait_complete(&p);
-        if (pass) {
-            assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.9"));
-            assert_int_equal(find(t, "target.up.test.", WIRE_T_A)->ttl, 30);
-        } else {
-            assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_PENDING, NULL));
-        }
-        aname_results_release(t);
-        aname_resolver_free(r);
-        pubs_free(&p);
-    }
+    r = start(&p, &dead, path, 0, names, 1);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
+    r = start(&p, &dead, path, 3700, names, 1);
+    t = wait_complete(&p);
+    assert_int_equal(find(t, "target.up.test.", WIRE_T_A)->ttl, 30);
+    aname_results_release(t);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.9");
 
     /* cut short (no end line): ignored whole */
     snprintf(text, sizeof(text), "tern-aname-state 1\ntarget.up.test. A ok 2 %lld 192.0.2.9\n",
              (long long)time(NULL));
     tu_write_file(dir, "aname.state", text);
-    pubs_init(&p);
-    r = aname_resolver_new(on_publish, &p);
-    assert_int_equal(aname_resolver_configure(r, &dead, 1), 0);
-    assert_int_equal(aname_resolver_set_state(r, path, 86400), 0);
-    set_targets(r, names, 1);
-    assert_int_equal(aname_resolver_start(r), 0);
-    t = wait_complete(&p);
-    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_PENDING, NULL));
-    aname_results_release(t);
-    aname_resolver_free(r);
-    pubs_free(&p);
+    r = start(&p, &dead, path, 86400, names, 1);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
     tu_rmtree(dir);
 }
 
