@@ -110,8 +110,10 @@ struct aname_resolver {
     char *state_path;   /* the state file, or NULL */
     uint32_t max_stale; /* seconds a saved answer may have outlived its TTL to be loaded */
     bool state_dirty;   /* an answer arrived (changed or confirmed) since the file was written */
-    bool warned_no_ups; /* "targets but no upstream" logged since the last configure() */
-    aname_stats_t st;   /* targets and pending are computed by aname_resolver_stats() */
+    aname_state_entry_t *saved; /* read from the file for names that were no targets (yet), */
+    size_t nsaved;              /* in file order; taken by set_targets() */
+    bool warned_no_ups;         /* "targets but no upstream" logged since the last configure() */
+    aname_stats_t st;           /* targets and pending are computed by aname_resolver_stats() */
 };
 
 /* The thread's own connections: one ldns resolver per upstream, in the order they are tried. */
@@ -592,15 +594,21 @@ static void wait_until(aname_resolver_t *r, int64_t until_ms)
 
 /* ---- the state file ---- */
 
-/* Saved entry e into its (target, type) if that is a target still waiting for its first answer
- * and e is not older than its TTL plus max_stale at Unix time now. Under mu. Whether it was. */
-static bool load_entry(aname_resolver_t *r, aname_state_entry_t *e, int64_t now)
+/* Whether saved entry e may still be served at Unix time now: not older than its TTL plus
+ * max_stale. */
+static bool saved_fresh(const aname_resolver_t *r, const aname_state_entry_t *e, int64_t now)
 {
-    struct target *t = target_find(r, e->name, e->len);
-    struct item *it = t ? &t->it[e->qtype == WIRE_T_A ? QT_A : QT_AAAA] : NULL;
+    return now < e->confirmed + (int64_t)e->ttl + r->max_stale;
+}
+
+/* Saved entry e (fresh) into the item of its type in t if that still waits for its first answer;
+ * its rdata is taken. Under mu. */
+static void load_into(aname_resolver_t *r, struct target *t, aname_state_entry_t *e, int64_t now)
+{
+    struct item *it = &t->it[e->qtype == WIRE_T_A ? QT_A : QT_AAAA];
     int64_t expires = e->confirmed + e->ttl;
-    if (!it || it->a.state != ANAME_PENDING || now >= expires + r->max_stale)
-        return false;
+    if (it->a.state != ANAME_PENDING)
+        return;
     it->a = (struct answer){.state = e->state,
                             .count = e->count,
                             .ttl = now < expires ? (uint32_t)(expires - now) : STALE_TTL,
@@ -610,11 +618,38 @@ static bool load_entry(aname_resolver_t *r, aname_state_entry_t *e, int64_t now)
     it->ttl_given = e->ttl;
     it->confirmed = e->confirmed;
     r->dirty = true;
-    return true;
+}
+
+/* The saved entries of t, a target new to the set: the file's answers for a name that was no
+ * target yet when it was read (a zone from Redis arrives after the start). They leave the saved
+ * list. Under mu. */
+static void saved_take(aname_resolver_t *r, struct target *t)
+{
+    size_t lo = 0, hi = r->nsaved, end;
+    if (!r->nsaved)
+        return;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (aname_state_name_cmp(r->saved[mid].name, r->saved[mid].len, t->name, t->len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t now = (int64_t)time(NULL);
+    for (end = lo; end < r->nsaved && aname_state_name_cmp(r->saved[end].name, r->saved[end].len,
+                                                           t->name, t->len) == 0;
+         end++) {
+        if (saved_fresh(r, &r->saved[end], now))
+            load_into(r, t, &r->saved[end], now);
+        free(r->saved[end].rdata);
+    }
+    memmove(r->saved + lo, r->saved + end, (r->nsaved - end) * sizeof(*r->saved));
+    r->nsaved -= end - lo;
 }
 
 /* At start, before the first round: what the state file holds for the current targets, so they
- * answer while the upstreams do not (yet). A missing file is no error; a bad one is logged and
+ * answer while the upstreams do not (yet); entries for names that are no targets yet are kept
+ * for set_targets() (and written back). A missing file is no error; a bad one is logged and
  * ignored whole. Without the lock while it reads the file. */
 static void state_load(aname_resolver_t *r)
 {
@@ -624,7 +659,7 @@ static void state_load(aname_resolver_t *r)
     if (!path)
         return;
     aname_state_entry_t *e = NULL;
-    size_t n = 0, used = 0;
+    size_t n = 0, used = 0, kept = 0;
     char err[1024];
     int rc = aname_state_read(path, &e, &n, err, sizeof(err));
     if (rc == TERN_ENOENT)
@@ -633,25 +668,40 @@ static void state_load(aname_resolver_t *r)
         log_warn("aname: ignoring the saved results: %s", err);
     int64_t now = (int64_t)time(NULL);
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < n; i++)
-        used += load_entry(r, &e[i], now);
+    for (size_t i = 0; i < n; i++) {
+        struct target *t = target_find(r, e[i].name, e[i].len);
+        if (!saved_fresh(r, &e[i], now)) {
+            free(e[i].rdata);
+        } else if (t) {
+            load_into(r, t, &e[i], now);
+            free(e[i].rdata); /* NULL when taken */
+            used++;
+        } else {
+            e[kept++] = e[i]; /* in order still */
+        }
+    }
+    aname_state_free(r->saved, r->nsaved);
+    r->saved = e;
+    r->nsaved = kept;
     pthread_mutex_unlock(&r->mu);
     if (rc == 0)
-        log_info("aname: %zu saved results loaded from %s (%zu too old or no longer targets)", used,
-                 path, n - used);
-    aname_state_free(e, n);
+        log_info("aname: %zu saved results from %s: %zu served, %zu kept for names that are no "
+                 "targets yet, %zu too old",
+                 n, path, used, kept, n - used - kept);
     free(path);
 }
 
-/* Write every answered (target, type) to the state file. Under mu, which it drops while it
- * writes (local disk, bounded by the file's size; never the workers' or the loader's wait). */
+/* Write every answered (target, type), and the saved entries still fresh, to the state file.
+ * Under mu, which it drops while it writes (local disk, bounded by the file's size; never the
+ * workers' or the loader's wait). */
 static void state_save(aname_resolver_t *r, bool *failing)
 {
-    aname_state_entry_t *e = calloc(r->nt ? 2 * r->nt : 1, sizeof(*e));
+    aname_state_entry_t *e = calloc(2 * r->nt + r->nsaved + 1, sizeof(*e));
     char *path = strdup(r->state_path);
     tern_buf_t b;
     tern_buf_init(&b, 0);
     size_t n = 0;
+    int64_t now = (int64_t)time(NULL);
     for (size_t i = 0; e && i < r->nt; i++)
         for (int ti = 0; ti < 2; ti++) {
             const struct target *t = r->t[i];
@@ -668,14 +718,18 @@ static void state_save(aname_resolver_t *r, bool *failing)
                                          .rdata = it->a.rdata};
             memcpy(e[n++].name, t->name, t->len);
         }
+    for (size_t i = 0; e && i < r->nsaved; i++)
+        if (saved_fresh(r, &r->saved[i], now))
+            e[n++] = r->saved[i];
+    bool made = e && path;
     if (e)
         aname_state_format(&b, e, n); /* under mu: the entries point into the items */
     free(e);
     r->state_dirty = false;
     pthread_mutex_unlock(&r->mu);
     char err[1024] = "out of memory";
-    int rc = !e || !path || b.failed ? TERN_ENOMEM
-                                     : tern_file_replace(path, b.p, b.len, 0644, err, sizeof(err));
+    int rc = !made || b.failed ? TERN_ENOMEM
+                               : tern_file_replace(path, b.p, b.len, 0644, err, sizeof(err));
     if (rc < 0 && !*failing)
         log_warn("aname: cannot save the results: %s; trying again after the next change", err);
     else if (rc == 0 && *failing)
@@ -896,6 +950,7 @@ int aname_resolver_set_targets(aname_resolver_t *r, const uint8_t *const *lcname
             changed = true;
         } else if (c > 0) { /* new */
             r->untried += 2;
+            saved_take(r, cand[j]);
             next[k++] = cand[j];
             cand[j++] = NULL;
             changed = true;
@@ -1007,6 +1062,7 @@ void aname_resolver_free(aname_resolver_t *r)
     free(r->t);
     free(r->ups);
     free(r->state_path);
+    aname_state_free(r->saved, r->nsaved);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->wake);
     free(r);

@@ -44,8 +44,14 @@ static size_t addr_size(uint16_t qtype)
     return qtype == WIRE_T_A ? 4 : 16;
 }
 
-void aname_state_format(tern_buf_t *b, const aname_state_entry_t *e, size_t n)
+static int entry_qsort_cmp(const void *x, const void *y)
 {
+    return entry_cmp(x, y);
+}
+
+void aname_state_format(tern_buf_t *b, aname_state_entry_t *e, size_t n)
+{
+    qsort(e, n, sizeof(*e), entry_qsort_cmp);
     tern_buf_printf(b,
                     "# ANAME results of ternd's resolver: written by ternd, read at its start\n"
                     "%s %s\n",

@@ -41,7 +41,9 @@
  * State file (aname_state.h; optional): read once when the thread starts, before its first
  * round; a saved answer for a current target that is not older than its TTL plus max_stale is
  * taken as that target's answer (TTL: what is left of it, or 30 s once it ran out, RFC 8767) and
- * published at once, then asked again like any other. The file is written by the thread, never
+ * published at once, then asked again like any other. Saved answers for names that are no
+ * targets yet (a zone from Redis comes after the start) are kept, taken when set_targets() adds
+ * the name, and written back until they are too old. The file is written by the thread, never
  * while it holds its lock, after the first round and then at most once a minute while answers
  * arrive (changed or confirmed), so it always holds each target's last good answer.
  *

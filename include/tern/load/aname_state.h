@@ -48,9 +48,9 @@ typedef struct aname_state_entry {
  * bytes, then the length. <0, 0, >0 like memcmp. */
 int aname_state_name_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 
-/** Append the whole file for the n entries at e (in file order) to b; b->failed tells whether it
- * is complete. */
-void aname_state_format(tern_buf_t *b, const aname_state_entry_t *e, size_t n);
+/** Sort the n entries at e into file order and append the whole file for them to b; b->failed
+ * tells whether it is complete. */
+void aname_state_format(tern_buf_t *b, aname_state_entry_t *e, size_t n);
 
 /**
  * Read the file at path into *out (a malloc'd array of *n entries; free with aname_state_free()).

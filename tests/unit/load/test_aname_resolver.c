@@ -532,7 +532,7 @@ static void test_first_round(void **state)
 
 /* The state file: written once the first round is in; a resolver whose upstream is dead
  * publishes the saved answers before it asks anyone; max_stale 0 refuses one whose TTL ran out;
- * a bad file is ignored. */
+ * a name that becomes a target later gets its saved answer then; a bad file is ignored. */
 static void test_state_file(void **state)
 {
     (void)state;
@@ -578,6 +578,22 @@ static void test_state_file(void **state)
     assert_int_equal(find(t, "target.up.test.", WIRE_T_A)->ttl, 30);
     aname_results_release(t);
     complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.9");
+
+    /* a name that becomes a target only after the start (a zone from Redis): its saved answer */
+    snprintf(text, sizeof(text),
+             "tern-aname-state 1\nlate.up.test. A ok 60 %lld 192.0.2.8\n"
+             "target.up.test. A ok 60 %lld 192.0.2.9\nend 2\n",
+             (long long)time(NULL), (long long)time(NULL));
+    tu_write_file(dir, "aname.state", text);
+    r = start(&p, &dead, path, 0, names, 1);
+    aname_results_release(wait_complete(&p));
+    const char *later[] = {"target.up.test.", "late.up.test."};
+    set_targets(r, later, 2);
+    t = wait_entry(&p, "late.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.8");
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.9"));
+    aname_results_release(t);
+    aname_resolver_free(r);
+    pubs_free(&p);
 
     /* cut short (no end line): ignored whole */
     snprintf(text, sizeof(text), "tern-aname-state 1\ntarget.up.test. A ok 2 %lld 192.0.2.9\n",
