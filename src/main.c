@@ -14,6 +14,7 @@
 #include <pwd.h>
 #include <pthread.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,71 @@ static void on_reload(void *ctx, bool done, const loader_stats_t *st)
     }
     notify("%s", "READY=1");
     notify_status(st, "");
+}
+
+/* One signal from sfd: SIGHUP reopens the query log and asks for a reload, or only sets *hup when
+ * hup is not NULL (before READY: a reload's end says READY=1). 1 for SIGINT/SIGTERM (shut down),
+ * 0 otherwise, -1 when sfd cannot be read (logged; shut down too). */
+static int take_signal(int sfd, loader_t *loader, qlog_t *qlog, bool *hup)
+{
+    struct signalfd_siginfo si;
+    ssize_t n = read(sfd, &si, sizeof(si));
+    if (n != (ssize_t)sizeof(si)) {
+        if (n < 0 && errno == EINTR)
+            return 0;
+        log_err("signalfd read: %s", n < 0 ? strerror(errno) : "short read");
+        return -1;
+    }
+    if (si.ssi_signo == SIGHUP && hup) {
+        log_info("SIGHUP: reloading once ready");
+        *hup = true;
+        return 0;
+    }
+    if (si.ssi_signo == SIGHUP) {
+        log_info("SIGHUP: reloading");
+        qlog_reopen(qlog); /* log rotation */
+        loader_request(loader);
+        return 0;
+    }
+    log_info("signal %u: shutting down", si.ssi_signo);
+    notify("%s", "STOPPING=1\nSTATUS=shutting down");
+    return 1;
+}
+
+/* Hold READY until the ANAME resolver's first round is in the published view, for at most
+ * aname.ready_wait ms (then the targets without an answer are logged); the workers serve
+ * meanwhile. SIGTERM/SIGINT end the wait at once; a SIGHUP sets *hup. 0 to go on, nonzero to
+ * shut down. */
+static int wait_aname(loader_t *loader, qlog_t *qlog, const config_t *cfg, int sfd, bool *hup)
+{
+    int fd = loader_aname_ready_fd(loader);
+    if (fd < 0 || cfg->aname.ready_wait_ms == 0)
+        return 0;
+    int64_t start = tern_monotonic_ms(), end = start + cfg->aname.ready_wait_ms;
+    notify("STATUS=waiting up to %u ms for ANAME targets", cfg->aname.ready_wait_ms);
+    for (;;) {
+        int64_t left = end - tern_monotonic_ms();
+        if (left <= 0) {
+            log_warn("aname: the first round is not in after %u ms; ready anyway",
+                     cfg->aname.ready_wait_ms);
+            loader_aname_log_pending(loader);
+            return 0;
+        }
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        int n = poll(p, 2, (int)left);
+        if (n < 0 && errno != EINTR) {
+            log_err("poll: %s; not waiting for ANAME targets", strerror(errno));
+            return 0;
+        }
+        if (n > 0 && p[0].revents) {
+            log_info("aname: first round in after %lld ms",
+                     (long long)(tern_monotonic_ms() - start));
+            return 0;
+        }
+        int sig = n > 0 && p[1].revents ? take_signal(sfd, loader, qlog, hup) : 0;
+        if (sig)
+            return sig;
+    }
 }
 
 /* The command line, kept so every reload applies it again over a fresh read of the config file. */
@@ -467,33 +533,26 @@ int main(int argc, char **argv)
     ctl_set_xfr(ctl, xfr);
     metrics_set_xfr(metrics, xfr);
     log_listen(cfg, srv);
+    bool hup = false;
+    if (wait_aname(loader, qlog, cfg, sfd, &hup) != 0) {
+        rc = 0;
+        goto out;
+    }
     log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
     loader_stats_t st;
     loader_get_stats(loader, &st);
     notify("%s", "READY=1");
     notify_status(&st, "");
 
+    if (hup) { /* a SIGHUP while READY waited: its reload now */
+        qlog_reopen(qlog);
+        loader_request(loader);
+    }
+
     /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
      * the loader into one more reload after it. */
-    for (;;) {
-        struct signalfd_siginfo si;
-        ssize_t n = read(sfd, &si, sizeof(si));
-        if (n != (ssize_t)sizeof(si)) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            log_err("signalfd read: %s", n < 0 ? strerror(errno) : "short read");
-            break;
-        }
-        if (si.ssi_signo == SIGHUP) {
-            log_info("SIGHUP: reloading");
-            qlog_reopen(qlog); /* log rotation */
-            loader_request(loader);
-        } else {
-            log_info("signal %u: shutting down", si.ssi_signo);
-            notify("%s", "STOPPING=1\nSTATUS=shutting down");
-            break;
-        }
-    }
+    while (take_signal(sfd, loader, qlog, NULL) == 0)
+        ;
     rc = 0;
 out:
     ctl_stop(ctl);         /* first: a reload it waits for finishes, then nobody asks for more */

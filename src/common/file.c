@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -62,4 +64,65 @@ int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, cha
         return rc;
     }
     return fd;
+}
+
+int tern_file_sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return TERN_ENOMEM;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int tern_file_replace(const char *path, const void *data, size_t len, mode_t mode, char *err,
+                      size_t errlen)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+        tern_set_err(err, errlen, "%s: out of memory", path);
+        return TERN_ENOMEM;
+    }
+    int rc = 0, fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = -errno;
+        tern_set_err(err, errlen, "%s: %s", tmp, strerror(-rc));
+        free(tmp);
+        return rc;
+    }
+    /* mkstemp makes it 0600 */
+    if (fchmod(fd, mode) < 0)
+        rc = -errno;
+    const char *p = data;
+    for (size_t off = 0; off < len && rc == 0;) {
+        ssize_t n = write(fd, p + off, len - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            rc = -errno;
+        else if (n == 0)
+            rc = TERN_EIO;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc < 0) {
+        tern_set_err(err, errlen, "%s: %s", tmp, tern_strerror(rc));
+    } else if (rename(tmp, path) != 0) {
+        rc = -errno;
+        tern_set_err(err, errlen, "%s: rename: %s", path, strerror(-rc));
+    } else if ((rc = tern_file_sync_dir(path)) < 0) {
+        tern_set_err(err, errlen, "%s: syncing its directory: %s", path, tern_strerror(rc));
+    }
+    if (rc < 0)
+        unlink(tmp); /* gone already when only the directory's sync failed */
+    free(tmp);
+    return rc;
 }

@@ -9,25 +9,41 @@
  * stays an authoritative-only server. They are numeric addresses: resolving the resolver's own
  * name would need a resolver before the first one is known.
  *
+ * Beside the list, the block has the resolver's start-up keys: state_file (its last good results,
+ * by default in systemd's $STATE_DIRECTORY), ready_wait (how long READY waits for its first
+ * round) and max_stale (how old a saved result may be to be loaded); rows with offsets into
+ * config_aname_t.
+ *
  * Each upstream's scalar keys are opt_t rows with offsets into config_upstream_t, bounded and
  * printed by the same code as every other option; the address, its "ip" synonym and the
  * protocol (a bool in the struct) are read here. Nothing here holds state beyond one
  * config_load() call; config_aname_t is read-only once loaded.
  */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_parse.h"
 #include "tern/common/err.h"
 
+#define AFIELD(f) .offset = offsetof(config_aname_t, f), .size = sizeof(((config_aname_t *)0)->f)
 #define UFIELD(f)                                                                                  \
     .offset = offsetof(config_upstream_t, f), .size = sizeof(((config_upstream_t *)0)->f)
 
 /* A minute: an upstream that takes longer is down for any purpose, and the targets it was asked
  * for wait that long behind it before the next upstream is tried. */
 #define UPSTREAM_TIMEOUT_MAX 60000
+
+/* systemd's default start timeout is 90 s: a READY held longer would fail the start. */
+#define READY_WAIT_MAX 60000
+/* A week: past that a saved address is more likely wrong than useful (RFC 8767 §5 suggests
+ * one to three days; BIND's max-stale-ttl defaults to one). */
+#define MAX_STALE_MAX (7 * 86400)
+/* The file in systemd's state directory (StateDirectory=tern: /var/lib/tern). */
+#define STATE_FILE_NAME "aname.state"
 
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "timeout_ms is stored as 32 bits");
 
@@ -39,6 +55,30 @@ const opt_t config_aname_schema[AN_COUNT] = {
                       .type = OPT_CUSTOM,
                       .desc = "asked in this order for ANAME targets outside the served zones: a "
                               "list of at most 8 of these; empty or unset = none"},
+    [AN_STATE_FILE] = {.key = "state_file",
+                       .type = OPT_PATH,
+                       AFIELD(state_file),
+                       .min = 1,
+                       .max = PATH_MAX - 1,
+                       .desc = "last good results, served after a restart; unset: "
+                               "$STATE_DIRECTORY/" STATE_FILE_NAME " or none"},
+    /* 5 s: a first round with a few hundred targets and one upstream answering in tens of ms
+     * fits; a dead upstream costs its timeout per (target, type), so this bounds that case */
+    [AN_READY_WAIT] = {.key = "ready_wait",
+                       .type = OPT_UINT,
+                       AFIELD(ready_wait_ms),
+                       .def = 5000,
+                       .min = 0,
+                       .max = READY_WAIT_MAX,
+                       .desc = "ms READY waits at start for every target to be asked once; 0 = "
+                               "no wait"},
+    [AN_MAX_STALE] = {.key = "max_stale",
+                      .type = OPT_UINT,
+                      AFIELD(max_stale_s),
+                      .def = 86400,
+                      .min = 0,
+                      .max = MAX_STALE_MAX,
+                      .desc = "seconds a saved result is loaded after its TTL ran out (RFC 8767)"},
 };
 
 const opt_t config_aname_upstream_schema[AU_COUNT] = {
@@ -78,7 +118,9 @@ void config_aname_reset(config_aname_t *a)
     /* every slot: one whose entry failed half-way was cleared, the others are NULL or owned */
     for (size_t i = 0; i < CONFIG_MAX_UPSTREAMS; i++)
         free(a->upstreams[i].host);
+    free(a->state_file);
     memset(a, 0, sizeof(*a));
+    config_set_defaults(a, config_aname_schema, AN_COUNT);
 }
 
 int config_aname_copy(config_aname_t *dst, const config_aname_t *src)
@@ -86,6 +128,9 @@ int config_aname_copy(config_aname_t *dst, const config_aname_t *src)
     *dst = *src;
     for (size_t i = 0; i < CONFIG_MAX_UPSTREAMS; i++)
         dst->upstreams[i].host = NULL;
+    dst->state_file = NULL;
+    if (src->state_file && !(dst->state_file = strdup(src->state_file)))
+        return TERN_ENOMEM;
     for (size_t i = 0; i < src->nupstreams; i++)
         if (!(dst->upstreams[i].host = strdup(src->upstreams[i].host)))
             return TERN_ENOMEM;
@@ -103,6 +148,20 @@ bool config_same_aname(const config_aname_t *a, const config_aname_t *b)
             return false;
     }
     return true;
+}
+
+const char *config_aname_state_file(const config_aname_t *a, char *buf, size_t len)
+{
+    if (a->state_file)
+        return a->state_file;
+    /* systemd sets it for StateDirectory= (a colon-separated list for several): the first */
+    const char *dir = getenv("STATE_DIRECTORY");
+    if (!dir || dir[0] != '/')
+        return NULL;
+    size_t dlen = strcspn(dir, ":");
+    if ((size_t)snprintf(buf, len, "%.*s/%s", (int)dlen, dir, STATE_FILE_NAME) >= len)
+        return NULL;
+    return buf;
 }
 
 /* ---- one upstream ------------------------------------------------------------------------- */
@@ -269,9 +328,14 @@ int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         fields[i] = (field_t){config_aname_schema[i].key, config_aname_schema[i].desc, false, NULL};
     if ((rc = config_get_fields(pc, n, o->key, fields, AN_COUNT, val)) < 0)
         return rc;
+    /* the list first: config_get_upstreams() starts from a reset block */
     config_aname_reset(a);
-    if (!val[AN_UPSTREAMS])
-        return 0;
     snprintf(key, sizeof(key), "%s: %s", o->key, config_aname_schema[AN_UPSTREAMS].key);
-    return config_get_upstreams(pc, val[AN_UPSTREAMS], key, false, a);
+    if (val[AN_UPSTREAMS] && (rc = config_get_upstreams(pc, val[AN_UPSTREAMS], key, false, a)) < 0)
+        return rc;
+    for (size_t i = 0; i < AN_COUNT; i++)
+        if (i != AN_UPSTREAMS && val[i] &&
+            (rc = config_get_row(pc, val[i], o->key, &config_aname_schema[i], a)) < 0)
+            return rc;
+    return 0;
 }

@@ -460,7 +460,7 @@ int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n) TERN_W
 /* ---- ANAME upstreams (config_aname.c) ----------------------------------------------------- */
 
 /* The keys of "aname:" (config_aname_schema's rows). */
-enum { AN_UPSTREAMS, AN_COUNT };
+enum { AN_UPSTREAMS, AN_STATE_FILE, AN_READY_WAIT, AN_MAX_STALE, AN_COUNT };
 
 /* The keys of one upstream (config_aname_upstream_schema's rows, offsets into config_upstream_t;
  * "ip", redins' word, is address's synonym). */

@@ -15,9 +15,12 @@
 
 #include <ldns/ldns.h>
 
+#include "tern/common/buf.h"
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/log.h"
+#include "tern/load/aname_state.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 
@@ -46,6 +49,14 @@
 /* With nothing due (no targets, or no upstreams) the thread still wakes up this often: nothing
  * depends on it, it only bounds a sleep that a lost wake-up could otherwise make endless. */
 #define IDLE_WAIT_MS (3600 * 1000)
+/* The state file is written at most this often (and at once when the first round is in): a
+ * restart loses at most a minute of confirmations, which its own first round asks again, and an
+ * upstream whose TTLs count down (a caching resolver) costs one small fsync'ed write a minute. */
+#define STATE_SAVE_GAP_MS 60000
+/* TTL of a saved answer whose own TTL ran out before the restart (RFC 8767 §4: 30 s). */
+#define STALE_TTL 30
+/* Targets named in the log line of aname_resolver_log_pending(); the rest are counted. */
+#define PENDING_LOG_MAX 5
 
 enum { QT_A = 0, QT_AAAA = 1 };
 static const uint16_t qtypes[2] = {WIRE_T_A, WIRE_T_AAAA};
@@ -66,6 +77,10 @@ struct item {
     int64_t due;     /* monotonic ms: when to ask next */
     /* the last retry delay (ms) while failing; 0 when the last attempt answered */
     uint32_t backoff;
+    bool tried;         /* asked at least once since the target appeared (the first round) */
+    uint32_t ttl_given; /* the TTL of a.state as the upstream gave it (a.ttl of a saved one is
+                           what is left of it) */
+    int64_t confirmed;  /* Unix time an upstream last gave a (for the state file) */
 };
 
 struct target {
@@ -91,8 +106,14 @@ struct aname_resolver {
     struct target **t; /* nt targets sorted by target_cmp() */
     size_t nt;
     bool dirty;         /* something a client could see changed since the last publish */
-    bool warned_no_ups; /* "targets but no upstream" logged since the last configure() */
-    aname_stats_t st;   /* targets and pending are computed by aname_resolver_stats() */
+    size_t untried;     /* (target, type) pairs not tried yet: the first round is in at 0 */
+    char *state_path;   /* the state file, or NULL */
+    uint32_t max_stale; /* seconds a saved answer may have outlived its TTL to be loaded */
+    bool state_dirty;   /* an answer arrived (changed or confirmed) since the file was written */
+    aname_state_entry_t *saved; /* read from the file for names that were no targets (yet), */
+    size_t nsaved;              /* in file order; taken by set_targets() */
+    bool warned_no_ups;         /* "targets but no upstream" logged since the last configure() */
+    aname_stats_t st;           /* targets and pending are computed by aname_resolver_stats() */
 };
 
 /* The thread's own connections: one ldns resolver per upstream, in the order they are tried. */
@@ -108,17 +129,11 @@ struct conns {
 
 /* ---- targets ---- */
 
-static int name_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    return c ? c : (alen > blen) - (alen < blen);
-}
-
 static int target_cmp(const void *a, const void *b)
 {
     const struct target *x = *(const struct target *const *)a;
     const struct target *y = *(const struct target *const *)b;
-    return name_cmp(x->name, x->len, y->name, y->len);
+    return aname_state_name_cmp(x->name, x->len, y->name, y->len);
 }
 
 static void target_free(struct target *t)
@@ -136,7 +151,7 @@ static struct target *target_find(aname_resolver_t *r, const uint8_t *name, size
     size_t lo = 0, hi = r->nt;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = name_cmp(r->t[mid]->name, r->t[mid]->len, name, len);
+        int c = aname_state_name_cmp(r->t[mid]->name, r->t[mid]->len, name, len);
         if (c == 0)
             return r->t[mid];
         if (c < 0)
@@ -485,6 +500,12 @@ static void apply(aname_resolver_t *r, const uint8_t *name, size_t len, int ti, 
     struct item *it = &t->it[ti];
     int64_t now = tern_monotonic_ms();
     char str[DNAME_KEY_MAX];
+    if (!it->tried) {
+        it->tried = true;
+        /* the last of the first round: publish a table that says so (aname_results_complete) */
+        if (--r->untried == 0)
+            r->dirty = true;
+    }
     if (rc < 0) {
         r->st.failures++;
         it->backoff = it->backoff ? it->backoff * 2 : BACKOFF_MIN_MS;
@@ -507,6 +528,9 @@ static void apply(aname_resolver_t *r, const uint8_t *name, size_t len, int ti, 
         r->st.changes++;
         r->dirty = true;
     }
+    it->ttl_given = it->a.ttl;
+    it->confirmed = (int64_t)time(NULL);
+    r->state_dirty = true;
     it->backoff = 0;
     int64_t delay = (int64_t)it->a.ttl * REFRESH_PERMILLE;
     it->due = now + (delay < REFRESH_MIN_MS   ? REFRESH_MIN_MS
@@ -519,12 +543,15 @@ static void apply(aname_resolver_t *r, const uint8_t *name, size_t len, int ti, 
     }
 }
 
-/* The table of every (target, type) now. Under mu. NULL when out of memory. */
-static aname_results_t *build_table(aname_resolver_t *r)
+/* The table of every (target, type) now; complete when the first round is in. Under mu. NULL
+ * when out of memory. */
+static aname_results_t *build_table(aname_resolver_t *r, bool complete)
 {
     aname_results_builder_t *b = aname_results_builder_new();
     if (!b)
         return NULL;
+    if (complete)
+        aname_results_set_complete(b);
     for (size_t i = 0; i < r->nt; i++) {
         const struct target *t = r->t[i];
         for (int ti = 0; ti < 2; ti++) {
@@ -565,18 +592,170 @@ static void wait_until(aname_resolver_t *r, int64_t until_ms)
     (void)pthread_cond_timedwait(&r->wake, &r->mu, &ts);
 }
 
+/* ---- the state file ---- */
+
+/* Whether saved entry e may still be served at Unix time now: not older than its TTL plus
+ * max_stale. */
+static bool saved_fresh(const aname_resolver_t *r, const aname_state_entry_t *e, int64_t now)
+{
+    return now < e->confirmed + (int64_t)e->ttl + r->max_stale;
+}
+
+/* Saved entry e (fresh) into the item of its type in t if that still waits for its first answer;
+ * its rdata is taken. Under mu. */
+static void load_into(aname_resolver_t *r, struct target *t, aname_state_entry_t *e, int64_t now)
+{
+    struct item *it = &t->it[e->qtype == WIRE_T_A ? QT_A : QT_AAAA];
+    int64_t expires = e->confirmed + e->ttl;
+    if (it->a.state != ANAME_PENDING)
+        return;
+    it->a = (struct answer){.state = e->state,
+                            .count = e->count,
+                            .ttl = now < expires ? (uint32_t)(expires - now) : STALE_TTL,
+                            .rdata_len = e->rdata_len,
+                            .rdata = e->rdata};
+    e->rdata = NULL;
+    it->ttl_given = e->ttl;
+    it->confirmed = e->confirmed;
+    r->dirty = true;
+}
+
+/* The saved entries of t, a target new to the set: the file's answers for a name that was no
+ * target yet when it was read (a zone from Redis arrives after the start). They leave the saved
+ * list. Under mu. */
+static void saved_take(aname_resolver_t *r, struct target *t)
+{
+    size_t lo = 0, hi = r->nsaved, end;
+    if (!r->nsaved)
+        return;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (aname_state_name_cmp(r->saved[mid].name, r->saved[mid].len, t->name, t->len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t now = (int64_t)time(NULL);
+    for (end = lo; end < r->nsaved && aname_state_name_cmp(r->saved[end].name, r->saved[end].len,
+                                                           t->name, t->len) == 0;
+         end++) {
+        if (saved_fresh(r, &r->saved[end], now))
+            load_into(r, t, &r->saved[end], now);
+        free(r->saved[end].rdata);
+    }
+    memmove(r->saved + lo, r->saved + end, (r->nsaved - end) * sizeof(*r->saved));
+    r->nsaved -= end - lo;
+}
+
+/* At start, before the first round: what the state file holds for the current targets, so they
+ * answer while the upstreams do not (yet); entries for names that are no targets yet are kept
+ * for set_targets() (and written back). A missing file is no error; a bad one is logged and
+ * ignored whole. Without the lock while it reads the file. */
+static void state_load(aname_resolver_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    char *path = r->state_path ? strdup(r->state_path) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (!path)
+        return;
+    aname_state_entry_t *e = NULL;
+    size_t n = 0, used = 0, kept = 0;
+    char err[1024];
+    int rc = aname_state_read(path, &e, &n, err, sizeof(err));
+    if (rc == TERN_ENOENT)
+        log_info("aname: no saved results in %s yet", path);
+    else if (rc < 0)
+        log_warn("aname: ignoring the saved results: %s", err);
+    int64_t now = (int64_t)time(NULL);
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct target *t = target_find(r, e[i].name, e[i].len);
+        if (!saved_fresh(r, &e[i], now)) {
+            free(e[i].rdata);
+        } else if (t) {
+            load_into(r, t, &e[i], now);
+            free(e[i].rdata); /* NULL when taken */
+            used++;
+        } else {
+            e[kept++] = e[i]; /* in order still */
+        }
+    }
+    aname_state_free(r->saved, r->nsaved);
+    r->saved = e;
+    r->nsaved = kept;
+    pthread_mutex_unlock(&r->mu);
+    if (rc == 0)
+        log_info("aname: %zu saved results from %s: %zu served, %zu kept for names that are no "
+                 "targets yet, %zu too old",
+                 n, path, used, kept, n - used - kept);
+    free(path);
+}
+
+/* Write every answered (target, type), and the saved entries still fresh, to the state file.
+ * Under mu, which it drops while it writes (local disk, bounded by the file's size; never the
+ * workers' or the loader's wait). */
+static void state_save(aname_resolver_t *r, bool *failing)
+{
+    aname_state_entry_t *e = calloc(2 * r->nt + r->nsaved + 1, sizeof(*e));
+    char *path = strdup(r->state_path);
+    tern_buf_t b;
+    tern_buf_init(&b, 0);
+    size_t n = 0;
+    int64_t now = (int64_t)time(NULL);
+    for (size_t i = 0; e && i < r->nt; i++)
+        for (int ti = 0; ti < 2; ti++) {
+            const struct target *t = r->t[i];
+            const struct item *it = &t->it[ti];
+            if (it->a.state == ANAME_PENDING)
+                continue;
+            e[n] = (aname_state_entry_t){.len = t->len,
+                                         .qtype = qtypes[ti],
+                                         .state = it->a.state,
+                                         .count = it->a.count,
+                                         .ttl = it->ttl_given,
+                                         .confirmed = it->confirmed,
+                                         .rdata_len = it->a.rdata_len,
+                                         .rdata = it->a.rdata};
+            memcpy(e[n++].name, t->name, t->len);
+        }
+    for (size_t i = 0; e && i < r->nsaved; i++)
+        if (saved_fresh(r, &r->saved[i], now))
+            e[n++] = r->saved[i];
+    bool made = e && path;
+    if (e)
+        aname_state_format(&b, e, n); /* under mu: the entries point into the items */
+    free(e);
+    r->state_dirty = false;
+    pthread_mutex_unlock(&r->mu);
+    char err[1024] = "out of memory";
+    int rc = !made || b.failed ? TERN_ENOMEM
+                               : tern_file_replace(path, b.p, b.len, 0644, err, sizeof(err));
+    if (rc < 0 && !*failing)
+        log_warn("aname: cannot save the results: %s; trying again after the next change", err);
+    else if (rc == 0 && *failing)
+        log_info("aname: results saved to %s again", path);
+    *failing = rc < 0;
+    tern_buf_free(&b);
+    free(path);
+    pthread_mutex_lock(&r->mu);
+}
+
 static void *resolver_main(void *arg)
 {
     aname_resolver_t *r = arg;
     (void)pthread_setname_np(pthread_self(), "tern-aname");
     struct conns cs = {0};
-    int64_t last_pub = INT64_MIN / 2;
+    int64_t last_pub = INT64_MIN / 2, last_save = INT64_MIN / 2;
+    bool save_failing = false;
+    state_load(r);
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
         conns_sync(r, &cs);
         int64_t now = tern_monotonic_ms();
+        /* no upstream to ask: the round is as complete as it will get */
+        bool complete = r->untried == 0 || cs.n == 0;
         if (r->dirty && now - last_pub >= PUBLISH_GAP_MS) {
-            aname_results_t *tbl = build_table(r);
+            aname_results_t *tbl = build_table(r, complete);
             last_pub = now;
             if (!tbl) {
                 log_err("aname: out of memory building the results table; trying again");
@@ -590,6 +769,15 @@ static void *resolver_main(void *arg)
             continue;
         }
         int64_t wake = r->dirty ? last_pub + PUBLISH_GAP_MS : now + IDLE_WAIT_MS;
+        if (r->state_dirty && r->state_path && complete) {
+            if (now - last_save >= STATE_SAVE_GAP_MS) {
+                last_save = now;
+                state_save(r, &save_failing);
+                continue;
+            }
+            if (last_save + STATE_SAVE_GAP_MS < wake)
+                wake = last_save + STATE_SAVE_GAP_MS;
+        }
         if (cs.n) {
             struct target *t = NULL;
             int ti = 0;
@@ -757,9 +945,12 @@ int aname_resolver_set_targets(aname_resolver_t *r, const uint8_t *const *lcname
     while (i < r->nt || j < m) {
         int c = i == r->nt ? 1 : j == m ? -1 : target_cmp(&r->t[i], &cand[j]);
         if (c < 0) { /* removed */
+            r->untried -= !r->t[i]->it[QT_A].tried + !r->t[i]->it[QT_AAAA].tried;
             target_free(r->t[i++]);
             changed = true;
         } else if (c > 0) { /* new */
+            r->untried += 2;
+            saved_take(r, cand[j]);
             next[k++] = cand[j];
             cand[j++] = NULL;
             changed = true;
@@ -784,6 +975,49 @@ out:
     free(cand);
     free(next);
     return rc;
+}
+
+int aname_resolver_set_state(aname_resolver_t *r, const char *path, uint32_t max_stale_s)
+{
+    char *copy = NULL;
+    if (path && !(copy = strdup(path)))
+        return TERN_ENOMEM;
+    pthread_mutex_lock(&r->mu);
+    /* a reload that names another file: it gets what is known now */
+    if (copy && r->state_path && strcmp(copy, r->state_path) != 0)
+        r->state_dirty = true;
+    free(r->state_path);
+    r->state_path = copy;
+    r->max_stale = max_stale_s;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+void aname_resolver_log_pending(aname_resolver_t *r)
+{
+    char names[PENDING_LOG_MAX * (DNAME_KEY_MAX + 2)] = "";
+    size_t pending = 0, off = 0;
+    pthread_mutex_lock(&r->mu);
+    size_t untried = r->untried;
+    for (size_t i = 0; i < r->nt; i++) {
+        const struct target *t = r->t[i];
+        if (t->it[QT_A].a.state != ANAME_PENDING && t->it[QT_AAAA].a.state != ANAME_PENDING)
+            continue;
+        if (pending++ < PENDING_LOG_MAX) {
+            char str[DNAME_KEY_MAX];
+            (void)dname_to_str(t->name, str, sizeof(str));
+            off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", off ? ", " : "", str);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (pending)
+        log_warn("aname: %zu targets have no answer yet (%s%s): their owners answer SERVFAIL "
+                 "until an upstream answers",
+                 pending, names, pending > PENDING_LOG_MAX ? ", ..." : "");
+    if (untried)
+        log_warn("aname: %zu (target, type) pairs not asked yet: the first round is not in",
+                 untried);
 }
 
 int aname_resolver_start(aname_resolver_t *r)
@@ -827,6 +1061,8 @@ void aname_resolver_free(aname_resolver_t *r)
         target_free(r->t[i]);
     free(r->t);
     free(r->ups);
+    free(r->state_path);
+    aname_state_free(r->saved, r->nsaved);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->wake);
     free(r);

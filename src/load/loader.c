@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -186,6 +187,10 @@ struct loader {
     aname_results_t *aname_cur;
     aname_results_t *aname_next;
     bool aname_dirty;
+    /* readable once a complete first round is in the published view (main holds READY for it);
+     * made with the resolver, -1 before */
+    int aname_ready_fd;
+    bool aname_ready_told;
     size_t aname_warned; /* exits last warned about for want of an upstream */
 
     /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. Secondary zones'
@@ -998,6 +1003,10 @@ static void aname_configure(loader_t *l, const config_t *cfg)
     }
     if (aname_resolver_configure(l->aname, ups, n) < 0)
         log_err("aname: out of memory; the resolver keeps its previous upstreams");
+    char def[4096];
+    if (aname_resolver_set_state(l->aname, config_aname_state_file(&cfg->aname, def, sizeof(def)),
+                                 cfg->aname.max_stale_s) < 0)
+        log_err("aname: out of memory; the resolver keeps its previous state file");
 }
 
 static void aname_start(loader_t *l)
@@ -1047,8 +1056,10 @@ static void aname_sync(loader_t *l, const struct snapshot *s)
         log_err("aname: out of memory; the resolver keeps its previous targets");
     } else if (n || l->aname) {
         aname_resolver_t *made = NULL;
-        if (!l->aname && (made = aname_resolver_new(aname_arrived, l)) != NULL)
+        if (!l->aname && (made = aname_resolver_new(aname_arrived, l)) != NULL) {
+            l->aname_ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
             __atomic_store_n(&l->aname, made, __ATOMIC_RELEASE); /* loader_aname_stats() */
+        }
         if (!l->aname) {
             log_err("aname: out of memory; targets outside the served zones are not resolved");
         } else {
@@ -1094,6 +1105,10 @@ static void aname_publish(loader_t *l)
         return;
     }
     publish(l, s);
+    if (aname_results_complete(res) && !l->aname_ready_told && l->aname_ready_fd >= 0) {
+        uint64_t one = 1;
+        l->aname_ready_told = write(l->aname_ready_fd, &one, sizeof(one)) == sizeof(one);
+    }
 }
 
 /* ---- the Redis source ------------------------------------------------------------------ */
@@ -1910,6 +1925,7 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     loader_t *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL;
+    l->aname_ready_fd = -1;
     l->config_fn = fn;
     l->config_ctx = ctx;
     l->arena = mem_arena_create();
@@ -2183,6 +2199,8 @@ void loader_free(loader_t *l)
     snapshot_free(l->cur); /* its zones drop their endpoints */
     aname_results_release(l->aname_cur);
     aname_results_release(l->aname_next);
+    if (l->aname_ready_fd >= 0)
+        close(l->aname_ready_fd);
     for (size_t i = 0; i < l->nsec; i++) {
         zone_free(l->sec[i].zone);
         free(l->sec[i].key);
@@ -2238,6 +2256,19 @@ bool loader_aname_stats(loader_t *l, aname_stats_t *out)
         return false;
     aname_resolver_stats(r, out);
     return true;
+}
+
+int loader_aname_ready_fd(loader_t *l)
+{
+    /* made with the resolver, before it is stored (release) */
+    return __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE) ? l->aname_ready_fd : -1;
+}
+
+void loader_aname_log_pending(loader_t *l)
+{
+    aname_resolver_t *r = __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE);
+    if (r)
+        aname_resolver_log_pending(r);
 }
 
 limit_shared_t *loader_limits(loader_t *l)

@@ -31,6 +31,7 @@ struct aname_slot {
 struct aname_results {
     uint32_t refs; /* atomic (__atomic builtins): workers and the publisher share a table */
     uint32_t mask; /* slots has mask + 1 entries, a power of two, at most half full */
+    bool complete; /* aname_results_set_complete() was called on its builder */
     size_t count;
     const struct aname_entry *entries;
     const struct aname_slot *slots;
@@ -48,6 +49,7 @@ struct bentry {
 struct aname_results_builder {
     struct bentry *e;
     size_t n, cap;
+    bool complete;
 };
 
 /* The index key of (name, type): A and AAAA of one name land in unrelated slots. */
@@ -126,6 +128,16 @@ static bool same_key(const struct bentry *a, const struct bentry *b)
     return a->qtype == b->qtype && a->len == b->len && memcmp(a->name, b->name, a->len) == 0;
 }
 
+void aname_results_set_complete(aname_results_builder_t *b)
+{
+    b->complete = true;
+}
+
+bool aname_results_complete(const aname_results_t *t)
+{
+    return t && t->complete;
+}
+
 aname_results_t *aname_results_finish(aname_results_builder_t *b)
 {
     if (!b)
@@ -194,6 +206,7 @@ aname_results_t *aname_results_finish(aname_results_builder_t *b)
     }
     t->refs = 1;
     t->mask = mask;
+    t->complete = b->complete;
     t->count = count;
     t->entries = entries;
     t->slots = slots;

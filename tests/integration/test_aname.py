@@ -18,19 +18,30 @@ layout (a real redis-server). A real Knot on loopback serves up.test. and is ter
     with an out-of-zone ANAME added by HSET and named on the change channel (a patched zone
     version) answers its target's address.
 
+With --restart it runs the start-up checks instead, against Knot behind a relay that holds
+every answer for SLOW_S (a slow upstream), with systemd's NOTIFY_SOCKET and STATE_DIRECTORY:
+
+  - READY=1 comes only once the out-of-zone owner answers: the query sent right after it gets
+    NOERROR with the address, not SERVFAIL;
+  - ternd keeps the last good answer in $STATE_DIRECTORY/aname.state; restarted with the
+    upstream (Knot and relay) gone, the owner still answers it;
+  - a state file that is cut short is logged with its name and line and ignored (no crash).
+
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the processes started here are stopped.
 
-    test_aname.py --ternd build/ternd
+    test_aname.py --ternd build/ternd [--restart]
 """
 
 import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import dns.edns
@@ -141,12 +152,208 @@ def in_zone_checks(port, results, origin="apex.test."):
               lambda: steered(SE, ["2001:db8::1"], 32, "AAAA"))
 
 
+SLOW_S = 1.0  # the relay holds each answer this long: longer than ternd's start-up takes
+NOTIFY_WAIT = 20.0  # seconds for READY=1 (ternd holds it at most aname.ready_wait, 5 s)
+
+
+class SlowRelay:
+    """A UDP relay on loopback that passes each query to a real server (Knot) and its answer
+    back SLOW_S later: a slow upstream. A thread per query, each bounded by its timeouts."""
+
+    def __init__(self, target_port):
+        self.target = (LOOPBACK, target_port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((LOOPBACK, 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            try:
+                data, peer = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(data, peer), daemon=True).start()
+
+    def _relay(self, data, peer):
+        time.sleep(SLOW_S)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(2.0)
+            try:
+                s.sendto(data, self.target)
+                answer = s.recv(65535)
+                if self.running:
+                    self.sock.sendto(answer, peer)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.running = False
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+class NotifiedTernd:
+    """ternd (servers.Ternd's config) run with NOTIFY_SOCKET at our datagram socket and
+    STATE_DIRECTORY at state_dir, as systemd's Type=notify and StateDirectory= would."""
+
+    def __init__(self, tern, state_dir, tag):
+        self.tern = tern
+        self.sock_path = os.path.join(tern.dir, "notify-%s.sock" % tag)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.sock_path)
+        env = dict(os.environ, NOTIFY_SOCKET=self.sock_path, STATE_DIRECTORY=state_dir)
+        tern._log = open(tern.log_path, "ab")
+        tern.proc = subprocess.Popen(tern.command(), env=env, stdout=tern._log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=tern.dir)
+
+    def wait_ready(self):
+        """Read notifications until READY=1 (bounded); the monotonic time it came."""
+        deadline = time.monotonic() + NOTIFY_WAIT
+        while time.monotonic() < deadline:
+            if self.tern.proc.poll() is not None:
+                raise Failure("ternd exited with %s:\n%s"
+                              % (self.tern.proc.returncode, self.tern.log_text()))
+            self.sock.settimeout(max(0.1, min(1.0, deadline - time.monotonic())))
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            if b"READY=1" in data.split(b"\n"):
+                return time.monotonic()
+        raise Failure("no READY=1 within %.0f s:\n%s" % (NOTIFY_WAIT, self.tern.log_text()))
+
+    def stop(self):
+        self.tern.stop()
+        self.sock.close()
+
+
+def wait_file(path, text, timeout):
+    """Poll until path exists and holds text (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                if text in f.read():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise Failure("%s does not hold %r within %.0f s" % (path, text, timeout))
+
+
+def finish(tern, results):
+    """After tern.stop(): its clean exit as one more check, its log when any check failed; the
+    exit status."""
+    r = clean_exit_result(tern)
+    if r:
+        results.append(r)
+    if any(err for _, err in results):
+        print(tern.log_text())
+    return report(results)
+
+
+def restart_checks(args, work, data):
+    """READY after the first round, and the state file across a restart (see the docstring)."""
+    results = []
+    upz = os.path.join(data, "up.test.zone")
+    with open(upz, "w") as f:
+        f.write(up_zone(1, "198.51.100.1"))
+    fzone = os.path.join(data, "file.test.zone")
+    with open(fzone, "w") as f:
+        f.write(FILE_ZONE.replace("@ ALIAS alias.geo.test.\n", ""))  # one target only
+    state_dir = os.path.join(work, "state")
+    os.makedirs(state_dir)
+    state = os.path.join(state_dir, "aname.state")
+    knot = Knot(work, [("up.test.", upz)], "knot", "knot")
+    relay = run = None
+    try:
+        knot.start("up.test.")
+        relay = SlowRelay(knot.port)
+        # the timeout well above the relay's delay: every query of the first round is answered
+        extra = ('aname:\n  upstreams:\n    - address: %s\n      port: %d\n'
+                 '      timeout: 3000\n' % (LOOPBACK, relay.port))
+        tern = Ternd(work, [("file.test.", fzone)], args.ternd, extra_yaml=extra)
+
+        def ready_after_round():
+            nonlocal run
+            t0 = time.monotonic()
+            run = NotifiedTernd(tern, state_dir, "1")
+            print("  (READY=1 %.1f s after start, the relay holding answers %.1f s)"
+                  % (run.wait_ready() - t0, SLOW_S))
+            r = ask(tern.port, "www.file.test.", "A")
+            expect(r.rcode() == dns.rcode.NOERROR and addrs_of(r) == ["198.51.100.1"],
+                   "right after READY=1: %s %s (want NOERROR 198.51.100.1)"
+                   % (dns.rcode.to_text(r.rcode()), addrs_of(r)))
+            expect(" ready: " in tern.log_text(), "no \"ready\" log line")
+
+        run_check(results, "READY=1 after the first ANAME round", ready_after_round)
+
+        def saved_and_restarted():
+            nonlocal run
+            wait_file(state, "198.51.100.1", 10)
+            run.stop()
+            relay.stop()
+            knot.stop()
+            t0 = time.monotonic()
+            run = NotifiedTernd(tern, state_dir, "2")
+            print("  (READY=1 %.1f s after a start with the upstream down)"
+                  % (run.wait_ready() - t0))
+            r = ask(tern.port, "www.file.test.", "A")
+            expect(r.rcode() == dns.rcode.NOERROR and addrs_of(r) == ["198.51.100.1"],
+                   "restarted with the upstream down: %s %s (want the saved 198.51.100.1)"
+                   % (dns.rcode.to_text(r.rcode()), addrs_of(r)))
+
+        run_check(results, "restart, upstream down: the saved answer", saved_and_restarted)
+
+        def truncated_file():
+            nonlocal run
+            run.stop()
+            with open(state) as f:
+                text = f.read()
+            with open(state, "w") as f:
+                f.write(text[:text.index("\nend ") + 1])  # the end line lost
+            run = NotifiedTernd(tern, state_dir, "3")
+            run.wait_ready()
+            r = ask(tern.port, "www.file.test.", "A")
+            expect(r.rcode() == dns.rcode.SERVFAIL, "a truncated file's answer is served: %s"
+                   % dns.rcode.to_text(r.rcode()))
+            expect(state + ": line " in tern.log_text(), "no log line naming the file and line")
+
+        run_check(results, "a truncated state file: logged and ignored", truncated_file)
+        if run is not None:
+            run.stop()
+        return finish(tern, results)
+    finally:
+        if run is not None:
+            run.stop()
+        if relay is not None:
+            relay.stop()
+        knot.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ternd", default=os.environ.get("TERND"))
+    ap.add_argument("--restart", action="store_true",
+                    help="only the start-up checks: READY after the first round, the state file")
     args = ap.parse_args()
     if not args.ternd:
         ap.error("--ternd is required")
+    if args.restart:
+        work = tempfile.mkdtemp(prefix="tern-aname-restart-")
+        try:
+            data = os.path.join(work, "data")
+            os.makedirs(data)
+            return restart_checks(args, work, data)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     work = tempfile.mkdtemp(prefix="tern-aname-")
     tern = knot = redis = None
     results = []
@@ -278,12 +485,7 @@ def main():
         run_check(results, "Redis label patch: a new ANAME label follows its target", redis_patch)
 
         tern.stop()
-        r = clean_exit_result(tern)
-        if r:
-            results.append(r)
-        if any(err for _, err in results):
-            print(tern.log_text())
-        return report(results)
+        return finish(tern, results)
     finally:
         for p in (tern, knot, redis):
             if p is not None:

@@ -5,7 +5,8 @@
  * until a writer appears, and the loader thread with it, for good), a device, a directory or a
  * huge sparse file. tern_open_regular() opens without blocking, accepts only regular files, and
  * refuses one larger than the caller's bound before a byte is read, so a bad path fails a load
- * with a message instead of hanging it or filling memory.
+ * with a message instead of hanging it or filling memory. tern_file_replace() writes a file the
+ * way a reader or a crash never sees half of it.
  *
  * Loader-side only (it blocks on disk I/O); thread-safe, no state.
  */
@@ -26,6 +27,19 @@
  * negative TERN_E* code (a negated errno for open/fstat failures).
  */
 int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, char *err,
+                      size_t errlen) TERN_WUR;
+
+/** fsync the directory holding path, so that a rename into it survives a crash. 0 or a negative
+ * code. */
+int tern_file_sync_dir(const char *path) TERN_WUR;
+
+/**
+ * Replace path with len bytes of data, atomically: a temporary file beside it (mkstemp, mode
+ * mode), written, fsync'ed and renamed over path, then the directory fsync'ed so the rename
+ * survives a crash. A reader sees the old file or the whole new one. 0, or a negative code with a
+ * message naming the file in err; the temporary file is removed on failure.
+ */
+int tern_file_replace(const char *path, const void *data, size_t len, mode_t mode, char *err,
                       size_t errlen) TERN_WUR;
 
 #endif

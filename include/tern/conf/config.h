@@ -132,6 +132,10 @@
  *         port: 53                              #   works too; port 1..65535
  *         protocol: udp                         # udp | tcp
  *         timeout: 400                          # ms, 1..60000
+ *     state_file: /var/lib/tern/aname.state     # last good results (default: in systemd's
+ *                                               #   $STATE_DIRECTORY, else none)
+ *     ready_wait: 5000                          # ms READY waits for the first round, 0..60000
+ *     max_stale: 86400                          # s a saved result outlives its TTL, 0..604800
  *   (aname: ~, no aname key, or no upstreams: none. tern never forwards a client's query; a
  *   reload applies a new list.)
  *   query_log:                                  # query logging (config_qlog.c, tern/qlog/)
@@ -462,6 +466,10 @@ typedef struct config_upstream {
 typedef struct config_aname {
     config_upstream_t upstreams[CONFIG_MAX_UPSTREAMS]; /* tried in this order */
     size_t nupstreams;                                 /* 0 = none */
+    char *state_file;       /* last good results kept here, owned; NULL = the default
+                               (config_aname_state_file()) */
+    unsigned ready_wait_ms; /* READY waits this long at most for the first round; default 5000 */
+    unsigned max_stale_s;   /* results older than their TTL plus this are not loaded; 86400 */
 } config_aname_t;
 
 /* Where the request log goes (query_log: requests: target, redins' log target). */
@@ -724,6 +732,13 @@ bool config_same_health_checks(const config_health_t *a, const config_health_t *
  * the new list (no restart is needed).
  */
 bool config_same_aname(const config_aname_t *a, const config_aname_t *b);
+
+/**
+ * Where the ANAME results are kept: a->state_file, else "$STATE_DIRECTORY/aname.state" when
+ * systemd gives ternd a state directory (StateDirectory=; the first of a list), else NULL (none).
+ * buf (len bytes) holds the default; NULL too when it does not fit.
+ */
+const char *config_aname_state_file(const config_aname_t *a, char *buf, size_t len);
 
 /**
  * Whether a and b are the same query logging: every field of config_qlog_t equal (strings by

@@ -34,7 +34,21 @@
  * something a client could see changed (state, RR set or TTL), at most once per 100 ms (changes in
  * between are coalesced), and once after set_targets() changed the set.
  *
- * Threading: configure(), set_targets(), stats() and free() from any thread. One mutex protects
+ * The first round: every (target, type) is asked once as soon as it appears; a table published
+ * after the last of them was tried (answered or not) is marked aname_results_complete(), and so
+ * is every table while no upstream is usable (nothing more can come). ternd holds READY for it.
+ *
+ * State file (aname_state.h; optional): read once when the thread starts, before its first
+ * round; a saved answer for a current target that is not older than its TTL plus max_stale is
+ * taken as that target's answer (TTL: what is left of it, or 30 s once it ran out, RFC 8767) and
+ * published at once, then asked again like any other. Saved answers for names that are no
+ * targets yet (a zone from Redis comes after the start) are kept, taken when set_targets() adds
+ * the name, and written back until they are too old. The file is written by the thread, never
+ * while it holds its lock, after the first round and then at most once a minute while answers
+ * arrive (changed or confirmed), so it always holds each target's last good answer.
+ *
+ * Threading: configure(), set_targets(), set_state(), log_pending(), stats() and free() from any
+ * thread. One mutex protects
  * the targets, the configuration and the counters between those callers and the resolver thread,
  * which never holds it while it waits on the network; it sleeps on a condition variable
  * (CLOCK_MONOTONIC) until the next query is due, and the calls above wake it.
@@ -96,6 +110,17 @@ int aname_resolver_configure(aname_resolver_t *r, const aname_upstream_t *ups, s
  */
 int aname_resolver_set_targets(aname_resolver_t *r, const uint8_t *const *lcnames,
                                size_t n) TERN_WUR;
+
+/**
+ * Keep the results in the file at path (copied; NULL: none), and at start load those not older
+ * than their TTL plus max_stale_s seconds. Call before start() for the load; later calls (a
+ * reload) change where the next write goes. 0 or TERN_ENOMEM (nothing changed).
+ */
+int aname_resolver_set_state(aname_resolver_t *r, const char *path, uint32_t max_stale_s) TERN_WUR;
+
+/** Log (warning) the targets that have no answer at all yet, a few by name, and how many
+ * (target, type) pairs the first round has still to ask. Any thread. */
+void aname_resolver_log_pending(aname_resolver_t *r);
 
 /** Start the thread. 0, TERN_EINVAL if already started, or a negated errno (logged). */
 int aname_resolver_start(aname_resolver_t *r) TERN_WUR;

@@ -152,6 +152,14 @@ void loader_get_stats(loader_t *l, loader_stats_t *out);
  * has a target outside the served zones. Any thread. */
 bool loader_aname_stats(loader_t *l, aname_stats_t *out);
 
+/** A descriptor that polls readable once the ANAME resolver's first complete round is in the
+ * published view (never read it; loader_free() closes it), or -1 when there is nothing to wait
+ * for (no target outside the served zones, or no descriptor to be had). Any thread. */
+int loader_aname_ready_fd(loader_t *l);
+
+/** Log the ANAME targets still without an answer (aname_resolver_log_pending()). Any thread. */
+void loader_aname_log_pending(loader_t *l);
+
 /** The registry of every health-checked endpoint (tern/health/health.h): for listing them and
  * for administrative overrides. Valid until loader_free(). Any thread. */
 health_registry_t *loader_health(loader_t *l);

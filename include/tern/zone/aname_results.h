@@ -21,6 +21,7 @@
 #ifndef TERN_ZONE_ANAME_RESULTS_H
 #define TERN_ZONE_ANAME_RESULTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,10 @@ aname_results_builder_t *aname_results_builder_new(void) TERN_WUR;
 int aname_results_add(aname_results_builder_t *b, const uint8_t *lcname, uint16_t qtype,
                       const aname_result_t *r) TERN_WUR;
 
+/** Mark the table to be finished as complete: every name in it has been asked of the upstreams
+ * at least once (the resolver's first round is in), whatever the answers were. */
+void aname_results_set_complete(aname_results_builder_t *b);
+
 /** The table of everything added, holding one reference (refs = 1). Consumes b, also on failure.
  * NULL when out of memory. An empty table is fine. */
 aname_results_t *aname_results_finish(aname_results_builder_t *b) TERN_WUR;
@@ -74,6 +79,9 @@ void aname_results_builder_free(aname_results_builder_t *b);
  */
 const aname_result_t *aname_results_find(const aname_results_t *t, const uint8_t *lcname,
                                          size_t len, uint32_t hash, uint16_t qtype);
+
+/** Whether t was finished complete (aname_results_set_complete()); false for NULL. */
+bool aname_results_complete(const aname_results_t *t);
 
 /** Entries, i.e. distinct (name, type) pairs. 0 for NULL. */
 size_t aname_results_count(const aname_results_t *t);

@@ -129,9 +129,15 @@ static void test_yaml_errors(void **state)
     static const char keys[] = "address, ip, port, protocol, timeout";
     char msg[512];
     /* the block */
-    expect_error("aname: true\n", 1, "aname: expected a mapping {upstreams}, got a plain scalar");
-    expect_error("aname: [127.0.0.1]\n", 1, "aname: expected a mapping {upstreams}, got a list");
-    expect_error("aname:\n  upstream: []\n", 2, "aname: unknown key \"upstream\" (want upstreams)");
+    expect_error("aname: true\n", 1,
+                 "aname: expected a mapping {upstreams, state_file, ready_wait, max_stale}, got a "
+                 "plain scalar");
+    expect_error(
+        "aname: [127.0.0.1]\n", 1,
+        "aname: expected a mapping {upstreams, state_file, ready_wait, max_stale}, got a list");
+    expect_error(
+        "aname:\n  upstream: []\n", 2,
+        "aname: unknown key \"upstream\" (want upstreams, state_file, ready_wait, max_stale)");
     expect_error("aname:\n  upstreams: []\n  upstreams: []\n", 3,
                  "aname: duplicate key \"upstreams\" (first at line 2)");
     expect_error("aname: ~\naname: ~\n", 2, "aname: duplicate key (first at line 1)");
@@ -473,6 +479,55 @@ static void test_not_restart_only(void **state)
     config_free(&a);
 }
 
+/* The start-up keys: defaults, values (state_file relative to the config's directory), bounds,
+ * copies, and the state file's default in systemd's $STATE_DIRECTORY. */
+static void test_state_and_ready(void **state)
+{
+    (void)state;
+    char buf[256];
+    config_t c;
+    config_init(&c);
+    assert_null(c.aname.state_file);
+    assert_int_equal(c.aname.ready_wait_ms, 5000);
+    assert_int_equal(c.aname.max_stale_s, 86400);
+    unsetenv("STATE_DIRECTORY");
+    assert_null(config_aname_state_file(&c.aname, buf, sizeof(buf)));
+    setenv("STATE_DIRECTORY", "/var/lib/tern:/var/lib/other", 1);
+    assert_string_equal(config_aname_state_file(&c.aname, buf, sizeof(buf)),
+                        "/var/lib/tern/aname.state");
+    assert_null(config_aname_state_file(&c.aname, buf, 10)); /* does not fit: none */
+    setenv("STATE_DIRECTORY", "relative", 1);
+    assert_null(config_aname_state_file(&c.aname, buf, sizeof(buf)));
+    unsetenv("STATE_DIRECTORY");
+    config_free(&c);
+
+    c = load_text("aname:\n  state_file: /srv/tern/aname.state\n  ready_wait: 0\n"
+                  "  max_stale: 604800\n  upstreams: [{address: 192.0.2.53}]\n");
+    assert_string_equal(c.aname.state_file, "/srv/tern/aname.state");
+    assert_string_equal(config_aname_state_file(&c.aname, buf, sizeof(buf)),
+                        "/srv/tern/aname.state");
+    assert_int_equal(c.aname.ready_wait_ms, 0);
+    assert_int_equal(c.aname.max_stale_s, 604800);
+    assert_int_equal(c.aname.nupstreams, 1);
+    config_t d;
+    assert_int_equal(config_copy(&d, &c), 0);
+    assert_ptr_not_equal(d.aname.state_file, c.aname.state_file);
+    config_free(&c);
+    assert_string_equal(d.aname.state_file, "/srv/tern/aname.state");
+    config_free(&d);
+
+    c = load_text("aname:\n  state_file: aname.state\n");
+    assert_true(c.aname.state_file[0] == '/'); /* resolved against the config's directory */
+    assert_non_null(strstr(c.aname.state_file, "/aname.state"));
+    config_free(&c);
+
+    expect_error("aname:\n  ready_wait: 60001\n", 2,
+                 "aname: ready_wait: 60001 is out of range 0..60000");
+    expect_error("aname:\n  max_stale: 604801\n", 2,
+                 "aname: max_stale: 604801 is out of range 0..604800");
+    expect_error("aname:\n  max_stale: -1\n", 2, "aname: max_stale: -1 is out of range 0..604800");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_same),
         cmocka_unit_test(test_not_restart_only),
+        cmocka_unit_test(test_state_and_ready),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

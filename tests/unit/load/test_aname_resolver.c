@@ -4,7 +4,9 @@
  * NODATA, NXDOMAIN and a CNAME chain; a changed zone reaching a new table within its TTL; the last
  * good answer kept (and failures counted) while the upstream is down, and changes flowing again
  * when it is back; a target nobody answers staying pending; set_targets() adding and removing;
- * TCP and failing over from a dead upstream. Every wait is bounded. Fails without knotd.
+ * TCP and failing over from a dead upstream; the table marked complete after the first round; the
+ * state file written, loaded with the upstream dead, refused when too old or cut short. Every
+ * wait is bounded. Fails without knotd.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -464,6 +466,144 @@ static void test_failover_tcp(void **state)
     aname_resolver_free(NULL);
 }
 
+/* Wait (bounded) for a table marked complete (the first round in); the caller releases it. */
+static aname_results_t *wait_complete(struct pubs *p)
+{
+    int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
+    for (;;) {
+        aname_results_t *t = pubs_get(p, NULL);
+        if (aname_results_complete(t))
+            return t;
+        aname_results_release(t);
+        if (tu_now_ms() > deadline)
+            fail_msg("no complete table within %d ms", PUB_WAIT_MS);
+        tu_sleep_ms(20);
+    }
+}
+
+/* A started resolver publishing into p (initialised here) for the n names, asking u (if not
+ * NULL), keeping its results in path (if not NULL). */
+static aname_resolver_t *start(struct pubs *p, const aname_upstream_t *u, const char *path,
+                               uint32_t max_stale, const char *const *names, size_t n)
+{
+    pubs_init(p);
+    aname_resolver_t *r = aname_resolver_new(on_publish, p);
+    assert_non_null(r);
+    if (u)
+        assert_int_equal(aname_resolver_configure(r, u, 1), 0);
+    assert_int_equal(aname_resolver_set_state(r, path, max_stale), 0);
+    set_targets(r, names, n);
+    assert_int_equal(aname_resolver_start(r), 0);
+    return r;
+}
+
+/* The resolver's latest table marked complete has (name, A) in state (with addr, if given);
+ * then the resolver is freed. */
+static void complete_then_stop(aname_resolver_t *r, struct pubs *p, const char *name, int state,
+                               const char *addr)
+{
+    aname_results_t *t = wait_complete(p);
+    assert_true(entry_is(t, name, WIRE_T_A, state, addr));
+    aname_results_release(t);
+    aname_resolver_free(r);
+    pubs_free(p);
+}
+
+/* (The earlier tests left target.up.test. at 192.0.2.77.) The first round: the table that says it
+ * is complete has every target asked once, the one no upstream answers included; with no upstream
+ * at all the first table is complete. */
+static void test_first_round(void **state)
+{
+    (void)state;
+    struct pubs p;
+    aname_upstream_t u = knot_upstream(false);
+    const char *names[] = {"target.up.test.", "other.invalid.", "v4only.up.test."};
+    aname_resolver_t *r = start(&p, &u, NULL, 0, names, 3);
+    aname_results_t *t = wait_complete(&p);
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_AAAA, ANAME_OK, "2001:db8::1"));
+    assert_true(entry_is(t, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
+    assert_true(entry_is(t, "other.invalid.", WIRE_T_A, ANAME_PENDING, NULL));
+    aname_results_release(t);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.77");
+
+    r = start(&p, NULL, NULL, 0, names, 3);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
+}
+
+/* The state file: written once the first round is in; a resolver whose upstream is dead
+ * publishes the saved answers before it asks anyone; max_stale 0 refuses one whose TTL ran out;
+ * a name that becomes a target later gets its saved answer then; a bad file is ignored. */
+static void test_state_file(void **state)
+{
+    (void)state;
+    char dir[256], path[300], text[512];
+    tu_mkdtemp(dir, sizeof(dir), "tern-aname-state");
+    snprintf(path, sizeof(path), "%s/aname.state", dir);
+    const char *names[] = {"target.up.test.", "v4only.up.test."};
+    struct pubs p;
+    aname_upstream_t u = knot_upstream(false);
+    aname_resolver_t *r = start(&p, &u, path, 86400, names, 2);
+    aname_results_release(wait_complete(&p));
+    int64_t deadline = tu_now_ms() + PUB_WAIT_MS;
+    while (access(path, F_OK) != 0) {
+        if (tu_now_ms() > deadline)
+            fail_msg("%s not written within %d ms", path, PUB_WAIT_MS);
+        tu_sleep_ms(20);
+    }
+    aname_resolver_free(r);
+    pubs_free(&p);
+
+    /* upstream dead: the saved answers, at once, with at most their own TTL (2 s) or the stale
+     * one (30 s); the failed round keeps them */
+    aname_upstream_t dead = {.port = tu_free_port(), .timeout_ms = 200};
+    snprintf(dead.host, sizeof(dead.host), "127.0.0.1");
+    r = start(&p, &dead, path, 86400, names, 2);
+    aname_results_t *t = wait_entry(&p, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.77");
+    const aname_result_t *x = find(t, "target.up.test.", WIRE_T_A);
+    assert_true(x->ttl >= 1 && (x->ttl <= 2 || x->ttl == 30));
+    assert_true(entry_is(t, "v4only.up.test.", WIRE_T_AAAA, ANAME_NODATA, NULL));
+    aname_results_release(t);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.77");
+
+    /* a saved answer an hour past its TTL: refused with max_stale 0, served (TTL 30) with an
+     * hour and a bit */
+    snprintf(text, sizeof(text),
+             "tern-aname-state 1\ntarget.up.test. A ok 2 %lld 192.0.2.9\nend 1\n",
+             (long long)time(NULL) - 3600);
+    tu_write_file(dir, "aname.state", text);
+    r = start(&p, &dead, path, 0, names, 1);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
+    r = start(&p, &dead, path, 3700, names, 1);
+    t = wait_complete(&p);
+    assert_int_equal(find(t, "target.up.test.", WIRE_T_A)->ttl, 30);
+    aname_results_release(t);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_OK, "192.0.2.9");
+
+    /* a name that becomes a target only after the start (a zone from Redis): its saved answer */
+    snprintf(text, sizeof(text),
+             "tern-aname-state 1\nlate.up.test. A ok 60 %lld 192.0.2.8\n"
+             "target.up.test. A ok 60 %lld 192.0.2.9\nend 2\n",
+             (long long)time(NULL), (long long)time(NULL));
+    tu_write_file(dir, "aname.state", text);
+    r = start(&p, &dead, path, 0, names, 1);
+    aname_results_release(wait_complete(&p));
+    const char *later[] = {"target.up.test.", "late.up.test."};
+    set_targets(r, later, 2);
+    t = wait_entry(&p, "late.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.8");
+    assert_true(entry_is(t, "target.up.test.", WIRE_T_A, ANAME_OK, "192.0.2.9"));
+    aname_results_release(t);
+    aname_resolver_free(r);
+    pubs_free(&p);
+
+    /* cut short (no end line): ignored whole */
+    snprintf(text, sizeof(text), "tern-aname-state 1\ntarget.up.test. A ok 2 %lld 192.0.2.9\n",
+             (long long)time(NULL));
+    tu_write_file(dir, "aname.state", text);
+    r = start(&p, &dead, path, 86400, names, 1);
+    complete_then_stop(r, &p, "target.up.test.", ANAME_PENDING, NULL);
+    tu_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +612,8 @@ int main(void)
         cmocka_unit_test(test_upstream_down_and_back),
         cmocka_unit_test(test_set_targets),
         cmocka_unit_test(test_failover_tcp),
+        cmocka_unit_test(test_first_round),
+        cmocka_unit_test(test_state_file),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
