@@ -497,7 +497,27 @@ static const opt_t schema[] = {
      .def = 10000,
      .min = 100,
      .max = 3600000,
-     .desc = "a transfer in (or SOA query) with no progress for this long fails"},
+     .desc = "a step of a transfer in (the SOA query, the connect, one message) not done in "
+             "this long fails it"},
+    /* BIND's max-transfer-time-in: a primary that sends a small message now and then would
+     * otherwise hold a transfer for ever. 10 min moves a zone of the default xfr_max_mib
+     * (~190 MB of messages) at 2.5 Mbit/s */
+    {.key = "xfr_total_timeout_ms",
+     .type = OPT_UINT,
+     FIELD(xfr_total_timeout_ms),
+     .def = 600000,
+     .min = 1000,
+     .max = 86400000,
+     .desc = "a transfer in (connect, request, every message) not done in this long fails"},
+    /* Knot's background-workers bound refreshes the same way (at most 10 by default); each
+     * transfer has its own xfr_max_mib */
+    {.key = "xfr_in_concurrency",
+     .type = OPT_UINT,
+     FIELD(xfr_in_concurrency),
+     .def = 8,
+     .min = 1,
+     .max = 64,
+     .desc = "secondary zones refreshed at once: a slow or dead primary holds only its own"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",
