@@ -1541,6 +1541,7 @@ typedef struct {
     xfr_t *x; /* whose stop every wait checks */
     int timeout_ms, total_ms;
     int64_t until;
+    size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
     char key_name[DNAME_KEY_MAX];
 } pull_t;
 
@@ -1790,6 +1791,8 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         return TERN_EACCES;
     }
     *records = xfr_in_records(xi);
+    p->wire = xfr_in_bytes(xi);
+    p->mem = xfr_in_memory(xi);
     xfr_in_kind_t k = xfr_in_kind(xi);
     *kind = k == XFR_IN_INCREMENTAL ? "IXFR" : k == XFR_IN_FULL ? "AXFR" : "IXFR";
     if (k == XFR_IN_UP_TO_DATE) {
@@ -1921,8 +1924,10 @@ static void refresh_zone(xfr_t *x, const char *key)
         char was[32] = "";
         if (p.base)
             snprintf(was, sizeof(was), " (was %u)", p.base->serial);
-        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records", zkey, kind,
-                 prims[used].text, nz->serial, was, (unsigned long long)records);
+        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records, %zu KiB of messages, "
+                 "~%zu MiB in memory while built",
+                 zkey, kind, prims[used].text, nz->serial, was, (unsigned long long)records,
+                 p.wire >> 10, p.mem >> 20);
         if (file) {
             char werr[512];
             if (xfr_zone_write_file(nz, file, werr, sizeof(werr)) < 0)
