@@ -467,15 +467,17 @@ static const opt_t schema[] = {
      .min = 1,
      .max = 65536,
      .desc = "MiB of changes kept per zone at most (older ones go first)"},
-    /* a transfer in larger than this is refused before it exhausts memory: 1 GiB of messages
-     * is a zone of ~20M records, far beyond the zones tern is tested with */
+    /* a transfer in that would take more memory than this is refused before it exhausts it
+     * (xfr_in.c counts records as built): 1 GiB is a zone of ~7M A records, far beyond the
+     * zones tern is tested with */
     {.key = "xfr_max_mib",
      .type = OPT_UINT,
      FIELD(xfr_max_mib),
      .def = 1024,
      .min = 1,
      .max = 1048576,
-     .desc = "largest zone transfer taken in, MiB; a larger one fails and the old version stays"},
+     .desc = "memory one zone transfer in may take, MiB; a larger one fails and the old "
+             "version stays"},
     /* RFC 1996 §3.6: retry until answered, a few times, a few seconds apart */
     {.key = "xfr_notify_retries",
      .type = OPT_UINT,

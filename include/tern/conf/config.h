@@ -169,7 +169,7 @@
  *                                               #   secret "..."; }; as tsig-keygen writes
  *   xfr_journal_versions: 64                    # changes kept per zone for IXFR (0 = AXFR only)
  *   xfr_journal_mib: 64                         # and at most this much memory per zone
- *   xfr_max_mib: 1024                           # largest transfer in
+ *   xfr_max_mib: 1024                           # memory a transfer in may take
  *   xfr_notify_retries: 5                       # NOTIFY sends per change and secondary
  *   xfr_notify_timeout_ms: 2000
  *   xfr_timeout_ms: 10000                       # each step of a transfer in (one message)
@@ -544,7 +544,7 @@ typedef struct config {
     size_t ntsig_keys;
     unsigned xfr_journal_versions;  /* changes kept per zone for IXFR, default 64; 0 = AXFR only */
     unsigned xfr_journal_mib;       /* and at most this many MiB of them per zone, default 64 */
-    unsigned xfr_max_mib;           /* largest transfer taken in, MiB, default 1024 */
+    unsigned xfr_max_mib;           /* memory a transfer in may take, MiB, default 1024 */
     unsigned xfr_notify_retries;    /* NOTIFY sends to a secondary until it answers, default 5 */
     unsigned xfr_notify_timeout_ms; /* between those, default 2000 */
     unsigned xfr_timeout_ms;        /* a step of a transfer in (SOA query, connect, one
