@@ -43,16 +43,14 @@ import time
 import dns.exception
 import dns.flags
 import dns.message
-import dns.query
-import dns.rcode
 import dns.rrset
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import (LOOPBACK, Failure, Server, expect, free_port, report,  # noqa: E402
-                     run_check, write_atomic)
+from servers import (LOOPBACK, Failure, expect, free_port, report, run_check,  # noqa: E402
+                     write_atomic)
+from test_xfr import Ternd, read_query, serial_of, wait_for  # noqa: E402
 
-TIMEOUT = 2.0
 # What the secondary is configured with: short, so the test is short; the defaults are longer
 PROGRESS_MS = 3000  # xfr_timeout_ms
 TOTAL_MS = 6000  # xfr_total_timeout_ms
@@ -73,46 +71,9 @@ www A 192.0.2.%d
 """ % (serial, serial)
 
 
-def serial_of(port, origin):
-    q = dns.message.make_query(origin, "SOA")
-    r = dns.query.udp(q, LOOPBACK, port=port, timeout=TIMEOUT)
-    if r.rcode() != dns.rcode.NOERROR or not r.answer:
-        return None
-    return r.answer[0][0].serial
-
-
-def wait_for(fn, limit, what):
-    t0 = time.monotonic()
-    last = None
-    while time.monotonic() - t0 < limit:
-        try:
-            if fn():
-                return time.monotonic() - t0
-        except (dns.exception.DNSException, OSError) as e:
-            last = e
-        time.sleep(0.05)
-    raise Failure("%s: not within %.0f s (%s)" % (what, limit, last))
-
-
-class Ternd(Server):
-    def __init__(self, workdir, name, binary, yaml):
-        self.name = name
-        self.binary = binary
-        self.yaml = yaml
-        super().__init__(workdir, [])
-
-    def command(self):
-        conf = os.path.join(self.dir, "ternd.yaml")
-        with open(conf, "w") as f:
-            f.write('listen: ["%s:%d"]\nworkers: 1\n' % (LOOPBACK, self.port))
-            if os.geteuid() == 0:
-                f.write("allow_root: true\n")
-            f.write(self.yaml)
-        return [self.binary, "-c", conf]
-
-    def log_has(self, *texts):
-        log = self.log_text(limit=400000)
-        return all(t in log for t in texts)
+def log_has(server, *texts):
+    log = server.log_text(limit=400000)
+    return all(t in log for t in texts)
 
 
 class BadPrimary:
@@ -207,11 +168,7 @@ class BadPrimary:
                 continue
             try:
                 c.settimeout(3)
-                n = struct.unpack("!H", c.recv(2))[0]
-                data = b""
-                while len(data) < n:
-                    data += c.recv(n - len(data))
-                self.send_slowly(c, dns.message.from_wire(data))
+                self.send_slowly(c, read_query(c))
             except (OSError, dns.exception.DNSException, struct.error):
                 pass  # the secondary gave up and closed: wait for its next try
             finally:
@@ -244,7 +201,7 @@ def main():
     write_atomic(good_path, good_text(1))
     bad = {m: BadPrimary("%s.test" % m, m) for m in ("drip", "trickle", "dead", "hole")}
     sec_port = free_port()
-    primary = Ternd(work, "primary", args.ternd, f"""zones:
+    primary = Ternd(work, args.ternd, name="primary", yaml=f"""zones:
   - origin: good.test
     file: "{good_path}"
     allow_transfer: [127.0.0.0/8]
@@ -252,7 +209,7 @@ def main():
 """)
     zones = "".join('  - origin: %s.test\n    primary: "%s@%d"\n' % (m, LOOPBACK, b.port)
                     for m, b in bad.items())
-    secondary = Ternd(work, "secondary", args.ternd, f"""xfr_timeout_ms: {PROGRESS_MS}
+    secondary = Ternd(work, args.ternd, name="secondary", yaml=f"""xfr_timeout_ms: {PROGRESS_MS}
 xfr_total_timeout_ms: {TOTAL_MS}
 zones:
   - origin: good.test
@@ -279,20 +236,19 @@ zones:
         run_check(results, "good_change_not_held", good_change_not_held)
 
         def drip_cut():
-            wait_for(lambda: secondary.log_has("zone drip.test: refresh failed",
-                                               "message 1: not done in %d ms" % PROGRESS_MS),
+            wait_for(lambda: log_has(secondary, "zone drip.test: refresh failed",
+                                     "message 1: not done in %d ms" % PROGRESS_MS),
                      LOG_WAIT, "the dripped transfer's failure logged")
 
         def trickle_cut():
-            wait_for(lambda: secondary.log_has("zone trickle.test: refresh failed",
-                                               "not done within %d ms (xfr_total_timeout_ms)"
-                                               % TOTAL_MS),
+            wait_for(lambda: log_has(secondary, "zone trickle.test: refresh failed",
+                                     "not done within %d ms (xfr_total_timeout_ms)" % TOTAL_MS),
                      LOG_WAIT, "the trickled transfer's failure logged")
 
         def dead_primaries():
-            wait_for(lambda: secondary.log_has("zone dead.test: refresh failed",
-                                               "zone hole.test: refresh failed",
-                                               "connect to %s@%d" % (LOOPBACK, bad["hole"].port)),
+            wait_for(lambda: log_has(secondary, "zone dead.test: refresh failed",
+                                     "zone hole.test: refresh failed",
+                                     "connect to %s@%d" % (LOOPBACK, bad["hole"].port)),
                      LOG_WAIT, "the dead primaries' failures logged")
 
         run_check(results, "drip_cut", drip_cut)
