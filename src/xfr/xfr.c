@@ -1878,7 +1878,7 @@ static void refresh_zone(xfr_t *x, const char *key)
     uint64_t records = 0;
     int rc = TERN_EINVAL;
     size_t used = 0;
-    for (size_t i = 0; i < nprim; i++) {
+    for (size_t i = 0; i < nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
         p.peer = prims[i];
         p.has_key = pkeys[i] >= 0;
         if (p.has_key)
@@ -1892,8 +1892,10 @@ static void refresh_zone(xfr_t *x, const char *key)
         }
         if (rc == 0) {
             rc = pull(&p, p.base != NULL, &nz, &kind, &records, err, sizeof(err));
-            if (rc < 0 && p.base) {
-                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback) */
+            if (rc < 0 && p.base && rc != TERN_ETIMEDOUT) {
+                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a
+                 * deadline, which an AXFR from the same primary would only wait out again
+                 * (Knot's refresh does not fall back after an I/O failure either) */
                 char e2[512];
                 log_info("xfr: zone %s: IXFR from %s failed (%s); trying AXFR", zkey, p.peer.text,
                          err);
