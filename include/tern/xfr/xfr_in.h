@@ -16,7 +16,7 @@
  * RRs removed, only their positions in `have`; finish() then walks `have` once, feeding the
  * builder every RR not removed and then the RRs added, so the zone's records exist in one extra
  * copy at most (the builder's), never as ldns objects.
- * Threading: an xfr_in_t belongs to one thread (the transfer thread); `have` is an immutable
+ * Threading: an xfr_in_t belongs to one thread (the puller that runs it); `have` is an immutable
  * version the caller keeps alive (its own reference) until xfr_in_free().
  *
  * Choices where the RFCs leave room, each as Knot makes it:
