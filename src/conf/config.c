@@ -468,15 +468,17 @@ static const opt_t schema[] = {
      .min = 1,
      .max = 65536,
      .desc = "MiB of changes kept per zone at most (older ones go first)"},
-    /* a transfer in larger than this is refused before it exhausts memory: 1 GiB of messages
-     * is a zone of ~20M records, far beyond the zones tern is tested with */
+    /* a transfer in that would take more memory than this is refused before it exhausts it
+     * (xfr_in.c counts records as built): 1 GiB is a zone of ~7M A records, far beyond the
+     * zones tern is tested with */
     {.key = "xfr_max_mib",
      .type = OPT_UINT,
      FIELD(xfr_max_mib),
      .def = 1024,
      .min = 1,
      .max = 1048576,
-     .desc = "largest zone transfer taken in, MiB; a larger one fails and the old version stays"},
+     .desc = "memory one zone transfer in may take, MiB; a larger one fails and the old "
+             "version stays"},
     /* RFC 1996 §3.6: retry until answered, a few times, a few seconds apart */
     {.key = "xfr_notify_retries",
      .type = OPT_UINT,
@@ -498,7 +500,27 @@ static const opt_t schema[] = {
      .def = 10000,
      .min = 100,
      .max = 3600000,
-     .desc = "a transfer in (or SOA query) with no progress for this long fails"},
+     .desc = "a step of a transfer in (the SOA query, the connect, one message) not done in "
+             "this long fails it"},
+    /* BIND's max-transfer-time-in: a primary that sends a small message now and then would
+     * otherwise hold a transfer for ever. 10 min moves a zone of the default xfr_max_mib
+     * (~190 MB of messages) at 2.5 Mbit/s */
+    {.key = "xfr_total_timeout_ms",
+     .type = OPT_UINT,
+     FIELD(xfr_total_timeout_ms),
+     .def = 600000,
+     .min = 1000,
+     .max = 86400000,
+     .desc = "a transfer in (connect, request, every message) not done in this long fails"},
+    /* Knot's background-workers bound refreshes the same way (at most 10 by default); each
+     * transfer has its own xfr_max_mib */
+    {.key = "xfr_in_concurrency",
+     .type = OPT_UINT,
+     FIELD(xfr_in_concurrency),
+     .def = 8,
+     .min = 1,
+     .max = 64,
+     .desc = "secondary zones refreshed at once: a slow or dead primary holds only its own"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",

@@ -65,6 +65,11 @@
 /* before any SOA is known (nothing transferred yet): retry this often */
 #define RETRY_FIRST_MS 5000
 
+/* The most pullers (xfr_in_concurrency's bound): each is a thread that mostly waits on a
+ * primary, with a 64 KiB message buffer; past this many, a secondary fleet wants NSD's one
+ * epoll loop, not more threads. */
+#define XFR_PULLERS_MAX 64
+
 /* ---- small wire helpers ------------------------------------------------------------------- */
 
 /* Skip a possibly compressed name at *pos; false when it runs past len. */
@@ -231,6 +236,7 @@ struct zst {
     int64_t next_ms, expire_ms; /* monotonic */
     int64_t refresh_wall, expire_wall;
     bool expired, notified;
+    bool busy; /* a puller refreshes it now: no other takes it */
     int64_t in_when;
     char in_primary[64], in_kind[8], in_error[256];
     uint64_t in_records, in_count;
@@ -274,6 +280,12 @@ struct oconn {
 #define RBUF_CAP (2u + 65535u)
 #define WBUF_CAP (2u + XFR_OUT_MSG)
 
+struct puller {
+    xfr_t *x;
+    unsigned idx; /* takes work while idx < xfr.in_max (a reload may lower it) */
+    pthread_t t;
+};
+
 struct xfr {
     const answer_view_t *const *published;
     xfr_hooks_t hooks;
@@ -304,6 +316,13 @@ struct xfr {
     uint8_t *conn_bufs;
     /* the in thread's NOTIFY sockets */
     int ns4, ns6;
+    /* the pullers: each refreshes one due secondary zone at a time, so a slow or dead primary
+     * holds its own zone only; under mu */
+    unsigned in_max;        /* xfr_in_concurrency */
+    unsigned total_ms;      /* xfr_total_timeout_ms */
+    pthread_cond_t pull_cv; /* a zone may be due: a NOTIFY, a new config, a stop */
+    struct puller pullers[XFR_PULLERS_MAX];
+    unsigned npullers;
 };
 
 static void ev_signal(int fd)
@@ -371,6 +390,8 @@ static void zst_free(struct zst *z)
     zone_free(z->base);
     free(z);
 }
+
+static void pullers_grow(xfr_t *x);
 
 bool xfr_wanted(const config_t *cfg)
 {
@@ -481,6 +502,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             z->refresh_wall = o->refresh_wall;
             z->expire_wall = o->expire_wall;
             z->expired = o->expired;
+            z->busy = o->busy;
             z->in_when = o->in_when;
             memcpy(z->in_primary, o->in_primary, sizeof(z->in_primary));
             memcpy(z->in_kind, o->in_kind, sizeof(z->in_kind));
@@ -508,6 +530,8 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     x->notify_retries = cfg->xfr_notify_retries;
     x->notify_timeout_ms = cfg->xfr_notify_timeout_ms;
     x->timeout_ms = cfg->xfr_timeout_ms;
+    x->total_ms = cfg->xfr_total_timeout_ms;
+    x->in_max = cfg->xfr_in_concurrency;
     x->max_bytes = (size_t)cfg->xfr_max_mib << 20;
     pthread_mutex_unlock(&x->mu);
     for (size_t i = 0; i < nold; i++)
@@ -516,8 +540,10 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     if (okeys)
         explicit_bzero(okeys, onkeys * sizeof(*okeys));
     free(okeys);
-    if (x->started)
+    if (x->started) {
         ev_signal(x->in_ev);
+        pullers_grow(x);
+    }
     return 0;
 nomem:
     for (size_t i = 0; i < n; i++)
@@ -783,6 +809,7 @@ static size_t on_notify(xfr_t *x, inmsg_t *im, const uint8_t *req,
             why = "not signed with the primary's key";
         } else {
             z->notified = true;
+            pthread_cond_broadcast(&x->pull_cv);
         }
     }
     pthread_mutex_unlock(&x->mu);
@@ -794,7 +821,6 @@ static size_t on_notify(xfr_t *x, inmsg_t *im, const uint8_t *req,
             log_info("xfr: NOTIFY for %s from %s refused: %s", zn, from, why);
     } else {
         log_info("xfr: NOTIFY for %s from %s: refreshing", zn, from);
-        ev_signal(x->in_ev);
     }
     size_t n = reply_head(out, req, im->q.question_len, rcode, rcode == WIRE_RC_NOERROR);
     tern_wr16(out + 2, (uint16_t)(tern_rd16(out + 2) | (WIRE_OP_NOTIFY << 11)));
@@ -1426,19 +1452,16 @@ static void notify_recv(xfr_t *x, int fd)
 
 /* ---- the in thread: secondary zones -------------------------------------------------------- */
 
-/* The transfer thread's waits are sliced so that a stop (xfr_free()) never waits for a slow
- * primary's timeout: 100 ms is a shutdown nobody notices. */
+/* The pullers' waits are sliced so that a stop (xfr_free()) never waits for a slow primary's
+ * deadline: 100 ms is a shutdown nobody notices. */
 #define WAIT_SLICE_MS 100
 
-static xfr_t *stop_watch; /* the service whose stop flag the in thread's waits check */
-
-/* poll() one descriptor for up to timeout_ms, giving up early on stop: 1 ready, 0 timed out or
- * stopping, -errno. */
-static int wait_fd(int fd, short events, int timeout_ms)
+/* poll() one descriptor until the monotonic time until (ms), giving up early when x stops:
+ * 1 ready, 0 timed out or stopping (the caller tells which by x->stop), -errno. */
+static int wait_fd(xfr_t *x, int fd, short events, int64_t until)
 {
-    int64_t until = tern_monotonic_ms() + timeout_ms;
     for (;;) {
-        if (stop_watch && __atomic_load_n(&stop_watch->stop, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE))
             return 0;
         int64_t left = until - tern_monotonic_ms();
         if (left <= 0)
@@ -1452,8 +1475,9 @@ static int wait_fd(int fd, short events, int timeout_ms)
     }
 }
 
-/* One TCP or UDP exchange partner, with a deadline per step. */
-static int connect_to(const config_xfr_peer_t *p, int type, int timeout_ms)
+/* A socket to peer p, connected (TCP: the handshake done by until). fd or a negative code:
+ * TERN_ETIMEDOUT when until passed (or x stops). */
+static int connect_to(xfr_t *x, const config_xfr_peer_t *p, int type, int64_t until)
 {
     int fd = socket(p->addr.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -1464,9 +1488,10 @@ static int connect_to(const config_xfr_peer_t *p, int type, int timeout_ms)
         return -e;
     }
     if (type == SOCK_STREAM) {
-        if (wait_fd(fd, POLLOUT, timeout_ms) != 1) {
+        int rc = wait_fd(x, fd, POLLOUT, until);
+        if (rc != 1) {
             close(fd);
-            return TERN_ETIMEDOUT;
+            return rc < 0 ? rc : TERN_ETIMEDOUT;
         }
         int err = 0;
         socklen_t el = sizeof(err);
@@ -1479,11 +1504,12 @@ static int connect_to(const config_xfr_peer_t *p, int type, int timeout_ms)
     return fd;
 }
 
-static int io_all(int fd, uint8_t *buf, size_t len, bool wr, int timeout_ms)
+/* Write or read len bytes by until: 0, TERN_ETIMEDOUT, TERN_ECONNRESET (closed) or -errno. */
+static int io_all(xfr_t *x, int fd, uint8_t *buf, size_t len, bool wr, int64_t until)
 {
     size_t done = 0;
     while (done < len) {
-        int pr = wait_fd(fd, wr ? POLLOUT : POLLIN, timeout_ms);
+        int pr = wait_fd(x, fd, wr ? POLLOUT : POLLIN, until);
         if (pr == 0)
             return TERN_ETIMEDOUT;
         if (pr < 0)
@@ -1510,9 +1536,45 @@ typedef struct {
     tsig_key_t key;
     zone_t *base;
     size_t max_bytes;
-    int timeout_ms;
+    /* Deadlines (see step_end()): each step within timeout_ms, the transfer by until, which is
+     * total_ms after its start. */
+    xfr_t *x; /* whose stop every wait checks */
+    int timeout_ms, total_ms;
+    int64_t until;
+    size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
     char key_name[DNAME_KEY_MAX];
 } pull_t;
+
+/*
+ * The deadline of the step of p that starts now: one exchange (the SOA query and its answer,
+ * the connect, the request written, one message of the answer read whole) must be done within
+ * xfr_timeout_ms, and every step by the transfer's total deadline. Per step, not per byte: a
+ * primary dripping a byte a second would otherwise keep a message, and the transfer, going for
+ * ever (Knot decrements its tcp-remote-io-timeout across a message the same way, in
+ * src/contrib/net.c io_exec()). The total deadline is BIND's max-transfer-time-in: a primary
+ * sending a small message a second never breaks the per-step deadline.
+ */
+static int64_t step_end(const pull_t *p)
+{
+    int64_t step = tern_monotonic_ms() + p->timeout_ms;
+    return step < p->until ? step : p->until;
+}
+
+/* err for a step (what) that ended with rc at the deadline step (from step_end()); returns rc. */
+static int step_failed(const pull_t *p, int rc, int64_t step, const char *what, char *err,
+                       size_t errlen)
+{
+    if (__atomic_load_n(&p->x->stop, __ATOMIC_ACQUIRE))
+        snprintf(err, errlen, "%s: stopped (shutting down)", what);
+    else if (rc != TERN_ETIMEDOUT)
+        snprintf(err, errlen, "%s: %s", what, tern_strerror(rc));
+    else if (step >= p->until)
+        snprintf(err, errlen, "%s: the transfer was not done within %d ms (xfr_total_timeout_ms)",
+                 what, p->total_ms);
+    else
+        snprintf(err, errlen, "%s: not done in %d ms (xfr_timeout_ms)", what, p->timeout_ms);
+    return rc;
+}
 
 static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
                         uint32_t *serial, char *err, size_t errlen);
@@ -1547,20 +1609,19 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
         snprintf(err, errlen, "cannot sign the SOA query");
         return TERN_EINVAL;
     }
-    int fd = connect_to(&p->peer, SOCK_DGRAM, p->timeout_ms);
-    if (fd < 0) {
-        snprintf(err, errlen, "SOA query to %s: %s", p->peer.text, tern_strerror(fd));
-        return fd;
-    }
+    char what[96];
+    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
+    p->until = tern_monotonic_ms() + p->total_ms;
+    int64_t step = step_end(p);
+    int fd = connect_to(p->x, &p->peer, SOCK_DGRAM, step);
+    if (fd < 0)
+        return step_failed(p, fd, step, what, err, errlen);
     (void)send(fd, m, n, MSG_NOSIGNAL);
-    int64_t until = tern_monotonic_ms() + p->timeout_ms;
     for (;;) {
-        int left = (int)(until - tern_monotonic_ms());
-        if (left <= 0 || wait_fd(fd, POLLIN, left) != 1) {
+        int wr = wait_fd(p->x, fd, POLLIN, step);
+        if (wr != 1) {
             close(fd);
-            snprintf(err, errlen, "SOA query to %s: no answer in %d ms", p->peer.text,
-                     p->timeout_ms);
-            return TERN_ETIMEDOUT;
+            return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
         }
         uint8_t r[4096];
         ssize_t k = recv(fd, r, sizeof(r), 0);
@@ -1651,13 +1712,21 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         return TERN_EINVAL;
     }
     tern_wr16(m, (uint16_t)n);
-    int fd = connect_to(&p->peer, SOCK_STREAM, p->timeout_ms);
+    char what[96];
+    snprintf(what, sizeof(what), "connect to %s", p->peer.text);
+    p->until = tern_monotonic_ms() + p->total_ms;
+    int64_t step = step_end(p);
+    int fd = connect_to(p->x, &p->peer, SOCK_STREAM, step);
     if (fd < 0) {
         free(m);
-        snprintf(err, errlen, "connect to %s: %s", p->peer.text, tern_strerror(fd));
-        return fd;
+        tsig_ctx_clear(&ctx);
+        return step_failed(p, fd, step, what, err, errlen);
     }
-    int rc = io_all(fd, m, n + 2, true, p->timeout_ms);
+    err[0] = '\0';
+    step = step_end(p);
+    int rc = io_all(p->x, fd, m, n + 2, true, step);
+    if (rc < 0)
+        step_failed(p, rc, step, "the request", err, errlen);
     char src[128];
     snprintf(src, sizeof(src), "primary %s", p->peer.text);
     xfr_in_t *xi =
@@ -1666,20 +1735,27 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         rc = TERN_ENOMEM;
     if (xi)
         xfr_in_set_id(xi, id);
-    err[0] = '\0';
     int more = 1;
     size_t msgs = 0;
     while (rc == 0 && more == 1) {
-        if ((rc = io_all(fd, m, 2, false, p->timeout_ms)) < 0)
+        /* the whole message, its length and its bytes, within one step */
+        step = step_end(p);
+        if ((rc = io_all(p->x, fd, m, 2, false, step)) < 0) {
+            snprintf(what, sizeof(what), "message %zu", msgs + 1);
+            step_failed(p, rc, step, what, err, errlen);
             break;
+        }
         size_t len = tern_rd16(m);
         if (len < 12) {
             rc = TERN_EPROTO;
             snprintf(err, errlen, "message %zu: %zu bytes", msgs + 1, len);
             break;
         }
-        if ((rc = io_all(fd, m + 2, len, false, p->timeout_ms)) < 0)
+        if ((rc = io_all(p->x, fd, m + 2, len, false, step)) < 0) {
+            snprintf(what, sizeof(what), "message %zu", msgs + 1);
+            step_failed(p, rc, step, what, err, errlen);
             break;
+        }
         msgs++;
         if (p->has_key) {
             size_t stripped = len;
@@ -1715,6 +1791,8 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         return TERN_EACCES;
     }
     *records = xfr_in_records(xi);
+    p->wire = xfr_in_bytes(xi);
+    p->mem = xfr_in_memory(xi);
     xfr_in_kind_t k = xfr_in_kind(xi);
     *kind = k == XFR_IN_INCREMENTAL ? "IXFR" : k == XFR_IN_FULL ? "AXFR" : "IXFR";
     if (k == XFR_IN_UP_TO_DATE) {
@@ -1745,9 +1823,9 @@ static void soa_timers(const zone_t *z, int64_t *refresh, int64_t *retry, int64_
         *expire = *refresh;
 }
 
-static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
+/* A puller: one refresh attempt of secondary zone key, which it marked busy. */
+static void refresh_zone(xfr_t *x, const char *key)
 {
-    (void)zs_unused;
     pull_t p = {0};
     char zkey[DNAME_KEY_MAX];
     uint8_t apex[DNAME_MAXLEN];
@@ -1776,7 +1854,9 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
     z->base_tried = true;
     z->notified = false;
     p.max_bytes = x->max_bytes;
+    p.x = x;
     p.timeout_ms = (int)x->timeout_ms;
+    p.total_ms = (int)x->total_ms;
     file = z->file ? strdup(z->file) : NULL;
     tsig_key_t keys[8];
     for (size_t i = 0; i < nprim; i++)
@@ -1798,7 +1878,7 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
     uint64_t records = 0;
     int rc = TERN_EINVAL;
     size_t used = 0;
-    for (size_t i = 0; i < nprim; i++) {
+    for (size_t i = 0; i < nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
         p.peer = prims[i];
         p.has_key = pkeys[i] >= 0;
         if (p.has_key)
@@ -1812,8 +1892,10 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
         }
         if (rc == 0) {
             rc = pull(&p, p.base != NULL, &nz, &kind, &records, err, sizeof(err));
-            if (rc < 0 && p.base) {
-                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback) */
+            if (rc < 0 && p.base && rc != TERN_ETIMEDOUT) {
+                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a
+                 * deadline, which an AXFR from the same primary would only wait out again
+                 * (Knot's refresh does not fall back after an I/O failure either) */
                 char e2[512];
                 log_info("xfr: zone %s: IXFR from %s failed (%s); trying AXFR", zkey, p.peer.text,
                          err);
@@ -1844,8 +1926,10 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
         char was[32] = "";
         if (p.base)
             snprintf(was, sizeof(was), " (was %u)", p.base->serial);
-        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records", zkey, kind,
-                 prims[used].text, nz->serial, was, (unsigned long long)records);
+        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records, %zu KiB of messages, "
+                 "~%zu MiB in memory while built",
+                 zkey, kind, prims[used].text, nz->serial, was, (unsigned long long)records,
+                 p.wire >> 10, p.mem >> 20);
         if (file) {
             char werr[512];
             if (xfr_zone_write_file(nz, file, werr, sizeof(werr)) < 0)
@@ -1936,7 +2020,6 @@ static void refresh_zone(xfr_t *x, struct zst *zs_unused, const char *key)
 static void *in_main(void *arg)
 {
     xfr_t *x = arg;
-    stop_watch = x;
     (void)pthread_setname_np(pthread_self(), "tern-xfr-in");
     tern_rcu_register();
     tern_rcu_offline();
@@ -1956,29 +2039,10 @@ static void *in_main(void *arg)
             journal_change(x, &ch[i]);
         free(ch);
         notify_send(x, now);
-        /* due secondary zones, one at a time (their keys copied: the list may change) */
-        for (;;) {
-            char key[DNAME_KEY_MAX] = "";
-            pthread_mutex_lock(&x->mu);
-            now = tern_monotonic_ms();
-            for (size_t i = 0; i < x->nzones && !key[0]; i++) {
-                struct zst *z = x->zones[i];
-                if (z->secondary && (z->notified || z->next_ms <= now))
-                    snprintf(key, sizeof(key), "%s", z->key);
-            }
-            bool stop = x->stop;
-            pthread_mutex_unlock(&x->mu);
-            if (!key[0] || stop)
-                break;
-            refresh_zone(x, NULL, key);
-            notify_send(x, tern_monotonic_ms()); /* keep NOTIFY retries on time */
-        }
         pthread_mutex_lock(&x->mu);
         now = tern_monotonic_ms();
         for (size_t i = 0; i < x->nzones; i++) {
             struct zst *z = x->zones[i];
-            if (z->secondary && z->next_ms < next)
-                next = z->next_ms;
             for (size_t k = 0; k < z->nnt; k++)
                 if (z->nt[k].pending && z->nt[k].next_ms < next)
                     next = z->nt[k].next_ms;
@@ -2002,6 +2066,74 @@ static void *in_main(void *arg)
     return NULL;
 }
 
+/* A puller thread: takes the first due secondary zone no other puller has, refreshes it, and
+ * again; sleeps on pull_cv until the next zone is due, a NOTIFY or a new config. */
+static void *pull_main(void *arg)
+{
+    struct puller *me = arg;
+    xfr_t *x = me->x;
+    char name[16];
+    snprintf(name, sizeof(name), "tern-xfr-in%u", me->idx);
+    (void)pthread_setname_np(pthread_self(), name);
+    tern_rcu_register(); /* pin_zone() reads the published view */
+    tern_rcu_offline();
+    pthread_mutex_lock(&x->mu);
+    while (!x->stop) {
+        int64_t now = tern_monotonic_ms(), next = now + 1000;
+        struct zst *due = NULL;
+        for (size_t i = 0; i < x->nzones && !due && me->idx < x->in_max; i++) {
+            struct zst *z = x->zones[i];
+            if (!z->secondary || z->busy)
+                continue;
+            if (z->notified || z->next_ms <= now)
+                due = z;
+            else if (z->next_ms < next)
+                next = z->next_ms;
+        }
+        if (!due) {
+            struct timespec ts = {.tv_sec = (time_t)(next / 1000),
+                                  .tv_nsec = (long)(next % 1000) * 1000000L};
+            pthread_cond_timedwait(&x->pull_cv, &x->mu, &ts);
+            continue;
+        }
+        char key[DNAME_KEY_MAX];
+        snprintf(key, sizeof(key), "%s", due->key);
+        due->busy = true;
+        pthread_mutex_unlock(&x->mu);
+        refresh_zone(x, key);
+        pthread_mutex_lock(&x->mu);
+        struct zst *z = find_zone(x, key); /* a reload may have replaced it meanwhile */
+        if (z)
+            z->busy = false;
+    }
+    pthread_mutex_unlock(&x->mu);
+    tern_rcu_unregister();
+    return NULL;
+}
+
+/* As many pullers as there are secondary zones, up to in_max; never fewer than before (a
+ * puller past a lowered in_max idles). Wakes them all: a zone may be due. */
+static void pullers_grow(xfr_t *x)
+{
+    pthread_mutex_lock(&x->mu);
+    size_t nsec = 0;
+    for (size_t i = 0; i < x->nzones; i++)
+        nsec += x->zones[i]->secondary;
+    size_t want = nsec < x->in_max ? nsec : x->in_max;
+    while (x->npullers < want && !x->stop) {
+        struct puller *pl = &x->pullers[x->npullers];
+        pl->x = x;
+        pl->idx = x->npullers;
+        if (pthread_create(&pl->t, NULL, pull_main, pl) != 0) {
+            log_err("xfr: cannot start a transfer-in thread (%u running)", x->npullers);
+            break;
+        }
+        x->npullers++;
+    }
+    pthread_cond_broadcast(&x->pull_cv);
+    pthread_mutex_unlock(&x->mu);
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks)
@@ -2014,6 +2146,11 @@ xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks)
         x->hooks = *hooks;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->qmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* pull_main()'s deadlines are monotonic */
+    pthread_cond_init(&x->pull_cv, &ca);
+    pthread_condattr_destroy(&ca);
     x->out_ev = x->in_ev = x->out_ep = x->ns4 = x->ns6 = -1;
     for (size_t i = 0; i < XFR_CONNS_MAX; i++) {
         x->conns[i].fd = -1;
@@ -2045,6 +2182,8 @@ xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks)
     x->notify_retries = 5;
     x->notify_timeout_ms = 2000;
     x->timeout_ms = 10000;
+    x->total_ms = 600000;
+    x->in_max = 8;
     x->max_bytes = (size_t)1 << 30;
     x->journal_versions = 64;
     x->journal_bytes = (size_t)64 << 20;
@@ -2067,6 +2206,7 @@ int xfr_start(xfr_t *x)
         return TERN_ENOMEM;
     }
     x->started = true;
+    pullers_grow(x);
     return 0;
 }
 
@@ -2077,11 +2217,15 @@ void xfr_free(xfr_t *x)
     if (x->started) {
         pthread_mutex_lock(&x->mu);
         __atomic_store_n(&x->stop, true, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&x->pull_cv);
         pthread_mutex_unlock(&x->mu);
         ev_signal(x->out_ev);
         ev_signal(x->in_ev);
         pthread_join(x->out_thread, NULL);
         pthread_join(x->in_thread, NULL);
+        /* each gives up its primary within WAIT_SLICE_MS of the stop (wait_fd()) */
+        for (unsigned i = 0; i < x->npullers; i++)
+            pthread_join(x->pullers[i].t, NULL);
     }
     for (size_t i = 0; i < x->qlen; i++) {
         struct req *r = &x->q[(x->qhead + i) % XFR_QUEUE_MAX];
@@ -2112,6 +2256,7 @@ void xfr_free(xfr_t *x)
         close(x->ns4);
     if (x->ns6 >= 0)
         close(x->ns6);
+    pthread_cond_destroy(&x->pull_cv);
     pthread_mutex_destroy(&x->mu);
     pthread_mutex_destroy(&x->qmu);
     free(x);

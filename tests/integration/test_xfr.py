@@ -165,6 +165,15 @@ def recv_exact(sk, n):
     return data
 
 
+def read_query(c):
+    """The length-prefixed query a client sent on TCP socket c (OSError if it closes first)."""
+    try:
+        n = struct.unpack("!H", recv_exact(c, 2))[0]
+        return dns.message.from_wire(recv_exact(c, n))
+    except Failure as e:
+        raise ConnectionError(str(e)) from e
+
+
 def wait_for(fn, limit, what):
     t0 = time.monotonic()
     last = None
@@ -188,9 +197,11 @@ def serial_of(port, origin):
 class Ternd(Server):
     name = "tern"
 
-    def __init__(self, workdir, binary, yaml):
+    def __init__(self, workdir, binary, yaml, name=None):
         self.binary = binary
         self.yaml = yaml
+        if name:  # two of them in one test: their own directories
+            self.name = name
         super().__init__(workdir, [])
 
     def command(self):
@@ -368,12 +379,7 @@ class FakePrimary:
                 continue
             try:
                 c.settimeout(3)
-                n = struct.unpack("!H", c.recv(2))[0]
-                data = b""
-                while len(data) < n:
-                    data += c.recv(n - len(data))
-                q = dns.message.from_wire(data)
-                for w in self.messages(q):
+                for w in self.messages(read_query(c)):
                     c.sendall(struct.pack("!H", len(w)) + w)
             except (OSError, dns.exception.DNSException, struct.error):
                 pass

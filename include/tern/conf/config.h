@@ -173,10 +173,12 @@
  *                                               #   secret "..."; }; as tsig-keygen writes
  *   xfr_journal_versions: 64                    # changes kept per zone for IXFR (0 = AXFR only)
  *   xfr_journal_mib: 64                         # and at most this much memory per zone
- *   xfr_max_mib: 1024                           # largest transfer in
+ *   xfr_max_mib: 1024                           # memory a transfer in may take
  *   xfr_notify_retries: 5                       # NOTIFY sends per change and secondary
  *   xfr_notify_timeout_ms: 2000
- *   xfr_timeout_ms: 10000                       # a transfer in without progress fails
+ *   xfr_timeout_ms: 10000                       # each step of a transfer in (one message)
+ *   xfr_total_timeout_ms: 600000                # a whole transfer in
+ *   xfr_in_concurrency: 8                       # secondary zones refreshed at once
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -550,11 +552,13 @@ typedef struct config {
     size_t ntsig_keys;
     unsigned xfr_journal_versions;  /* changes kept per zone for IXFR, default 64; 0 = AXFR only */
     unsigned xfr_journal_mib;       /* and at most this many MiB of them per zone, default 64 */
-    unsigned xfr_max_mib;           /* largest transfer taken in, MiB, default 1024 */
+    unsigned xfr_max_mib;           /* memory a transfer in may take, MiB, default 1024 */
     unsigned xfr_notify_retries;    /* NOTIFY sends to a secondary until it answers, default 5 */
     unsigned xfr_notify_timeout_ms; /* between those, default 2000 */
-    unsigned xfr_timeout_ms;        /* a transfer in with no progress for this long fails,
-                                       default 10000 */
+    unsigned xfr_timeout_ms;        /* a step of a transfer in (SOA query, connect, one
+                                       message) not done in this long fails it, default 10000 */
+    unsigned xfr_total_timeout_ms;  /* a whole transfer in, default 600000 */
+    unsigned xfr_in_concurrency;    /* secondary zones refreshed at once, default 8 */
     log_level_t log_level;          /* default LOG_LVL_INFO */
     log_target_t log_target;        /* default LOG_TARGET_STDERR */
     char *user;                     /* account to switch to after binding; NULL = stay */

@@ -2,7 +2,7 @@
  * xfr.h — zone transfers at run time: AXFR/IXFR out (RFC 5936, RFC 1995), NOTIFY out and in
  * (RFC 1996), secondary zones transferred in, all with TSIG (RFC 8945) and per-zone ACLs.
  *
- * Two threads of its own, never a worker:
+ * Threads of its own, never a worker:
  *   - "tern-xfr-out": an epoll loop. Workers hand it what answer_query() marks ANSWER_HANDOFF
  *     (net/server.h: a bounded queue, one eventfd write when it was empty): TCP connections that
  *     asked for AXFR/IXFR, NOTIFY and TSIG-signed messages. It checks the key and the zone's
@@ -11,10 +11,15 @@
  *     zone across as many events as the client's window needs. IXFR comes from the zone's
  *     journal (journal.h); a serial not in it gets the whole zone.
  *   - "tern-xfr-in": timers. It turns each published change of a zone with transfers into a
- *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer; and it
- *     keeps every secondary zone: SOA refresh/retry/expire from the zone's own SOA, IXFR with
- *     AXFR fallback, at once on NOTIFY, the new version handed to the loader (hooks.zone_in).
- *     After expire without a successful refresh, the zone answers SERVFAIL (a NULL zone_in).
+ *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer.
+ *   - "tern-xfr-inN", the pullers: one per secondary zone, at most xfr_in_concurrency (Knot's
+ *     background workers). Each takes a due zone no other puller has (a zone is refreshed by
+ *     one at a time) and keeps it: SOA refresh/retry/expire from the zone's own SOA, IXFR with
+ *     AXFR fallback, at once on NOTIFY, the new version handed to the loader (hooks.zone_in,
+ *     from any puller). After expire without a successful refresh, the zone answers SERVFAIL (a
+ *     NULL zone_in). Every step of a transfer in has a deadline (xfr_timeout_ms) and the whole
+ *     transfer one more (xfr_total_timeout_ms), and every wait watches the stop flag, so a slow
+ *     or dead primary holds its own zone only and xfr_free() waits for none.
  *
  * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
  * workers'; xfr_zone_info() any thread's. The state the threads share is under one mutex; the

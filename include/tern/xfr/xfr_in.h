@@ -16,7 +16,7 @@
  * RRs removed, only their positions in `have`; finish() then walks `have` once, feeding the
  * builder every RR not removed and then the RRs added, so the zone's records exist in one extra
  * copy at most (the builder's), never as ldns objects.
- * Threading: an xfr_in_t belongs to one thread (the transfer thread); `have` is an immutable
+ * Threading: an xfr_in_t belongs to one thread (the puller that runs it); `have` is an immutable
  * version the caller keeps alive (its own reference) until xfr_in_free().
  *
  * Choices where the RFCs leave room, each as Knot makes it:
@@ -48,7 +48,11 @@ typedef struct xfr_in xfr_in_t;
  * A transfer of the zone origin (a validated wire name, any case) asked with qtype WIRE_T_AXFR
  * or WIRE_T_IXFR. have is the version the secondary serves (NULL if none, or an unavailable zone:
  * then only AXFR may be asked): an IXFR's deltas apply to it, and an AXFR older than it is
- * refused. max_bytes caps the bytes of all messages together (0: no cap). source names the
+ * refused. max_bytes (0: no cap) caps both the bytes of all messages together and what the
+ * transfer will cost in memory: each record taken in is counted at its owner name and RDATA
+ * twice plus a measured per-record cost (xfr_in.c RR_COST), and applying an IXFR at 3/2 of the
+ * footprint of `have` (the new version is built whole), so the peak stays near max_bytes,
+ * not several times it. source names the
  * primary, e.g. "primary 127.0.0.1@5300": it prefixes every message and becomes the built zone's
  * `source`. Returns NULL when out of memory or for an IXFR without a `have` to apply it to.
  */
@@ -65,7 +69,8 @@ void xfr_in_set_id(xfr_in_t *x, uint16_t id);
  * TERN_EMALF for a malformed message, TERN_EINVAL for one that breaks the transfer's rules (a bad
  * header or question, a first record that is not the zone's SOA, a broken delta chain, a removal
  * of an absent record, an old serial; also a feed after the end or after an error),
- * TERN_EOUTZONE for a record outside the zone, TERN_ELIMIT past max_bytes, TERN_ENOMEM.
+ * TERN_EOUTZONE for a record outside the zone, TERN_ELIMIT past max_bytes (of messages or of
+ * memory), TERN_ENOMEM.
  */
 int xfr_in_feed(xfr_in_t *x, const uint8_t *msg, size_t len, char *err, size_t errlen) TERN_WUR;
 
@@ -83,12 +88,15 @@ uint32_t xfr_in_serial(const xfr_in_t *x);
 size_t xfr_in_messages(const xfr_in_t *x);
 size_t xfr_in_records(const xfr_in_t *x);
 size_t xfr_in_bytes(const xfr_in_t *x);
+/** What the records fed so far will cost in memory, as counted against max_bytes. */
+size_t xfr_in_memory(const xfr_in_t *x);
 
 /**
  * Build the new version: FULL, the records received; INCREMENTAL, `have` with every delta
  * applied in order. The zone builder validates it (zone_builder_finish()). Returns 0 with *out
  * (one reference, the caller's), or a negative TERN_E* code with err: the builder's, TERN_EINVAL
- * when the transfer is not complete, UP_TO_DATE (nothing to build) or finish was called before.
+ * when the transfer is not complete, UP_TO_DATE (nothing to build) or finish was called before,
+ * TERN_ELIMIT when applying an IXFR would take more than max_bytes.
  * Frees the transfer's buffers either way.
  */
 int xfr_in_finish(xfr_in_t *x, zone_t **out, char *err, size_t errlen) TERN_WUR;

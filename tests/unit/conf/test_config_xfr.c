@@ -301,6 +301,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.xfr_notify_retries, 5);
     assert_int_equal(c.xfr_notify_timeout_ms, 2000);
     assert_int_equal(c.xfr_timeout_ms, 10000);
+    assert_int_equal(c.xfr_total_timeout_ms, 600000);
+    assert_int_equal(c.xfr_in_concurrency, 8);
     config_free(&c);
 
     /* a plain zone has no transfer settings */
@@ -631,6 +633,9 @@ static void test_bounds(void **state)
         {"xfr_timeout_ms: 99\n", "xfr_timeout_ms: 99 is out of range 100..3600000"},
         {"xfr_timeout_ms: 3600001\n", "xfr_timeout_ms: 3600001 is out of range 100..3600000"},
         {"xfr_timeout_ms: \"1000\"\n", "xfr_timeout_ms: expected an integer, got \"1000\""},
+        {"xfr_total_timeout_ms: 999\n", "xfr_total_timeout_ms: 999 is out of range 1000..86400000"},
+        {"xfr_in_concurrency: 0\n", "xfr_in_concurrency: 0 is out of range 1..64"},
+        {"xfr_in_concurrency: 65\n", "xfr_in_concurrency: 65 is out of range 1..64"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[128];
@@ -640,13 +645,16 @@ static void test_bounds(void **state)
     /* the other ends of the ranges */
     config_t c = load_text("xfr_journal_versions: 1000000\nxfr_journal_mib: 1\n"
                            "xfr_max_mib: 1048576\nxfr_notify_retries: 1\n"
-                           "xfr_notify_timeout_ms: 600000\nxfr_timeout_ms: 100\n");
+                           "xfr_notify_timeout_ms: 600000\nxfr_timeout_ms: 100\n"
+                           "xfr_total_timeout_ms: 86400000\nxfr_in_concurrency: 64\n");
     assert_int_equal(c.xfr_journal_versions, 1000000);
     assert_int_equal(c.xfr_journal_mib, 1);
     assert_int_equal(c.xfr_max_mib, 1048576);
     assert_int_equal(c.xfr_notify_retries, 1);
     assert_int_equal(c.xfr_notify_timeout_ms, 600000);
     assert_int_equal(c.xfr_timeout_ms, 100);
+    assert_int_equal(c.xfr_total_timeout_ms, 86400000);
+    assert_int_equal(c.xfr_in_concurrency, 64);
     config_free(&c);
 }
 

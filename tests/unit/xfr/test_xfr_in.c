@@ -547,21 +547,84 @@ static void test_axfr_old_serial(void **state)
     zone_free(h);
 }
 
+/* max_bytes counts message bytes: a primary sending empty messages (header and question only,
+ * nothing for the memory count) is cut off too. */
 static void test_max_bytes(void **state)
 {
     (void)state;
     struct msg m;
-    xfr_in_t *x = new_x(WIRE_T_AXFR, NULL, 200);
+    xfr_in_t *x = new_x(WIRE_T_AXFR, NULL, 2000);
     axfr_body(&m, ID);
-    size_t len = msg_end(&m);
-    assert_true(len < 200);
+    size_t total = msg_end(&m);
     assert_int_equal(feed(x, &m), 1);
-    msg_start(&m, ID, FLAGS_OK, NULL, 0);
-    msg_rr(&m, "www.example.test. 300 IN A 192.0.2.9");
-    assert_int_equal(feed(x, &m), TERN_ELIMIT);
-    assert_err("message 2: transfer larger than max_bytes (200)");
-    assert_int_equal(xfr_in_bytes(x), len + msg_end(&m));
+    int rc = 1;
+    for (int i = 0; i < 200 && rc == 1; i++) {
+        msg_start(&m, ID, FLAGS_OK, "example.test.", WIRE_T_AXFR);
+        total += msg_end(&m);
+        rc = feed(x, &m);
+    }
+    assert_int_equal(rc, TERN_ELIMIT);
+    assert_err("transfer larger than max_bytes (2000)");
+    assert_int_equal(xfr_in_bytes(x), total);
+    assert_true(total > 2000);
     xfr_in_free(x);
+}
+
+/* max_bytes counts what the zone will cost in memory, not just the messages: a transfer whose
+ * records would take more than max_bytes once built fails while its messages are still far
+ * smaller (a 2M-record AXFR peaked at 5.5 times its message bytes). */
+static void test_max_bytes_memory(void **state)
+{
+    (void)state;
+    struct msg m;
+    xfr_in_t *x = new_x(WIRE_T_AXFR, NULL, 4000);
+    axfr_body(&m, ID);
+    assert_int_equal(feed(x, &m), 1);
+    int rc = 1;
+    for (int i = 0; i < 100 && rc == 1; i++) {
+        char rr[80];
+        msg_start(&m, ID, FLAGS_OK, NULL, 0);
+        snprintf(rr, sizeof(rr), "h%d.example.test. 300 IN A 192.0.2.9", i);
+        msg_rr(&m, rr);
+        rc = feed(x, &m);
+    }
+    assert_int_equal(rc, TERN_ELIMIT);
+    assert_err("the zone would take more than max_bytes (4000) in memory");
+    assert_true(xfr_in_memory(x) > 4000);
+    assert_true(xfr_in_bytes(x) < 4000 / 2);
+    xfr_in_free(x);
+}
+
+/* An IXFR builds the new version whole beside `have`: one against a zone whose footprint is past
+ * max_bytes fails when applied, whatever the size of its deltas. */
+static void test_max_bytes_ixfr_rebuild(void **state)
+{
+    (void)state;
+    struct msg m;
+    zone_t *h = zone_from_text(have_text);
+    size_t max = zone_footprint(h); /* less than 3/2 of it */
+    xfr_in_t *x = new_x(WIRE_T_IXFR, h, max);
+    msg_start(&m, ID, FLAGS_OK, "example.test.", WIRE_T_IXFR);
+    msg_soa(&m, 6);
+    msg_soa(&m, 5);
+    msg_soa(&m, 6);
+    msg_rr(&m, "new.example.test. 300 IN A 192.0.2.77");
+    msg_soa(&m, 6);
+    assert_int_equal(feed(x, &m), 0);
+    assert_int_equal(xfr_in_kind(x), XFR_IN_INCREMENTAL);
+    zone_t *z = (zone_t *)1;
+    assert_int_equal(xfr_in_finish(x, &z, err, sizeof(err)), TERN_ELIMIT);
+    assert_null(z);
+    assert_err("applying the IXFR would take more than max_bytes");
+    xfr_in_free(x);
+    /* with room for it, the same IXFR applies */
+    x = new_x(WIRE_T_IXFR, h, 4 * max);
+    assert_int_equal(feed(x, &m), 0);
+    assert_int_equal(xfr_in_finish(x, &z, err, sizeof(err)), 0);
+    assert_int_equal(z->serial, 6);
+    zone_free(z);
+    xfr_in_free(x);
+    zone_free(h);
 }
 
 /* Compression: backwards pointers are followed (names inside MX and SOA RDATA too); forward
@@ -1351,14 +1414,24 @@ static void test_knot_ixfr(void **state)
 int main(void)
 {
     const struct CMUnitTest crafted[] = {
-        cmocka_unit_test(test_axfr_ok),         cmocka_unit_test(test_axfr_missing_closing_soa),
-        cmocka_unit_test(test_truncated),       cmocka_unit_test(test_header_errors),
-        cmocka_unit_test(test_record_errors),   cmocka_unit_test(test_axfr_old_serial),
-        cmocka_unit_test(test_max_bytes),       cmocka_unit_test(test_compression),
-        cmocka_unit_test(test_ixfr_up_to_date), cmocka_unit_test(test_ixfr_serial_backwards),
-        cmocka_unit_test(test_ixfr_chain_gap),  cmocka_unit_test(test_ixfr_remove_absent),
-        cmocka_unit_test(test_ixfr_apply),      cmocka_unit_test(test_ixfr_axfr_style),
-        cmocka_unit_test(test_write_file),      cmocka_unit_test(test_ixfr_apply_large),
+        cmocka_unit_test(test_axfr_ok),
+        cmocka_unit_test(test_axfr_missing_closing_soa),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_header_errors),
+        cmocka_unit_test(test_record_errors),
+        cmocka_unit_test(test_axfr_old_serial),
+        cmocka_unit_test(test_max_bytes),
+        cmocka_unit_test(test_max_bytes_memory),
+        cmocka_unit_test(test_max_bytes_ixfr_rebuild),
+        cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_ixfr_up_to_date),
+        cmocka_unit_test(test_ixfr_serial_backwards),
+        cmocka_unit_test(test_ixfr_chain_gap),
+        cmocka_unit_test(test_ixfr_remove_absent),
+        cmocka_unit_test(test_ixfr_apply),
+        cmocka_unit_test(test_ixfr_axfr_style),
+        cmocka_unit_test(test_write_file),
+        cmocka_unit_test(test_ixfr_apply_large),
     };
     const struct CMUnitTest real[] = {
         cmocka_unit_test(test_knot_axfr),
