@@ -26,6 +26,7 @@
 
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/grow.h"
 #include "tern/common/hash.h"
 #include "tern/wire/dname.h"
@@ -1074,22 +1075,6 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
     return rc;
 }
 
-/* Make the rename durable: fsync the directory that holds path. */
-static int sync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir)
-        return TERN_ENOMEM;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
 int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t errlen)
 {
     char *tmp = NULL;
@@ -1135,7 +1120,7 @@ int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t err
     }
     free(tmp);
     tmp = NULL;
-    if ((rc = sync_dir(path)) < 0)
+    if ((rc = tern_file_sync_dir(path)) < 0) /* the rename made durable */
         goto fail;
     free(w);
     ldns_buffer_free(buf);
