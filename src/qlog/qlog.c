@@ -392,7 +392,7 @@ void qlog_stats(qlog_t *q, qlog_stats_t *out)
         out->reconnects = d.reconnects;
     }
     if (q->reqlog)
-        qlog_reqlog_stats(q->reqlog, &out->lines, &out->line_errors);
+        qlog_reqlog_stats(q->reqlog, &out->lines, &out->line_errors, &out->line_drops);
 }
 
 void qlog_free(qlog_t *q)

@@ -23,6 +23,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "tern/common/logfd.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
@@ -38,6 +39,11 @@
  * backslashes escaped again for JSON or a quoted text value (2040). */
 #define REQLOG_LINE_MAX 4096u
 
+/* At close (shutdown), how long a stalled reader may still take what is buffered before it is
+ * dropped: shutdown is promised in under a second, and the server log's own last flush shares
+ * that second. */
+#define REQLOG_CLOSE_MS 250
+
 /* Presentation form of any name: every byte \DDD, the dots, the NUL. */
 #define NAME_TEXT_MAX (DNAME_MAXLEN * 4 + 1)
 
@@ -45,13 +51,16 @@ struct qlog_reqlog {
     qlog_reqlog_target_t target;
     qlog_reqlog_format_t format;
     int fd;           /* the file's (ours), or 1 or 2 */
+    logfd_t out;      /* fd, written without blocking (logfd.h) */
     char *path;       /* file target */
     const char *name; /* for messages: the path, "stdout" or "stderr" */
-    size_t len;       /* bytes buffered */
-    uint64_t nbuf;    /* lines buffered */
+    size_t len;       /* bytes buffered: the first may be the rest of a line partly written */
+    uint64_t nbuf;    /* lines buffered (newlines in buf[0..len)) */
     bool failing;     /* the last write failed: said once, and once again when writes work */
+    bool stalled;     /* lines are being dropped for a full reader: said once per stall */
     uint64_t lines;   /* written by the owner thread, read by any: relaxed atomics */
     uint64_t errors;
+    uint64_t dropped; /* lines the buffer had no room for: the reader stalled */
     int64_t tsec;     /* the second tprefix shows; -1: none yet */
     char tprefix[24]; /* "2026-11-26T04:05:06" */
     wire_query_t q;   /* scratch for the query's bytes (its name view is 1.4 KiB) */
@@ -357,23 +366,6 @@ static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-/* n bytes at p to fd, whole (EINTR and short writes retried). 0 or a negated errno. */
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            return TERN_EIO;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void add(uint64_t *counter, uint64_t n)
 {
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
@@ -391,12 +383,44 @@ static int to_syslog(const char *buf, size_t len)
     return 0;
 }
 
+/* Newlines in p[0..n). */
+static uint64_t newlines(const char *p, size_t n)
+{
+    uint64_t k = 0;
+    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+        k++;
+    return k;
+}
+
+/* What the reader takes of the buffer now, without waiting; the rest stays buffered. 0, or a
+ * negated errno when the reader is gone (the buffer is dropped then). */
+static int write_some(qlog_reqlog_t *l)
+{
+    if (l->target == QLOG_REQLOG_SYSLOG) {
+        (void)to_syslog(l->buf, l->len);
+        add(&l->lines, l->nbuf);
+        l->len = 0;
+        l->nbuf = 0;
+        return 0;
+    }
+    if (l->target != QLOG_REQLOG_FILE)
+        logfd_sync(&l->out); /* descriptor 1 or 2 as it is now */
+    ssize_t w = logfd_write(&l->out, l->buf, l->len);
+    if (w < 0)
+        return (int)w;
+    uint64_t done = newlines(l->buf, (size_t)w);
+    add(&l->lines, done);
+    l->nbuf -= done;
+    memmove(l->buf, l->buf + w, l->len - (size_t)w);
+    l->len -= (size_t)w;
+    return 0;
+}
+
 int qlog_reqlog_flush(qlog_reqlog_t *l)
 {
     if (l->len == 0)
         return 0;
-    int rc = l->target == QLOG_REQLOG_SYSLOG ? to_syslog(l->buf, l->len)
-                                             : write_all(l->fd, l->buf, l->len);
+    int rc = write_some(l);
     if (rc < 0) {
         add(&l->errors, l->nbuf);
         /* said once per outage, not per buffer: a full disk would otherwise flood the log */
@@ -404,21 +428,35 @@ int qlog_reqlog_flush(qlog_reqlog_t *l)
             log_err("requests: %s: %s; request log lines are lost until it works again", l->name,
                     tern_strerror(rc));
         l->failing = true;
-    } else {
-        add(&l->lines, l->nbuf);
-        if (l->failing)
-            log_info("requests: %s: writing again", l->name);
-        l->failing = false;
+        l->len = 0;
+        l->nbuf = 0;
+        return TERN_EIO;
     }
-    l->len = 0;
-    l->nbuf = 0;
-    return rc < 0 ? TERN_EIO : 0;
+    if (l->failing)
+        log_info("requests: %s: writing again", l->name);
+    l->failing = false;
+    if (l->stalled && l->len == 0) {
+        log_info("requests: %s: the reader takes lines again", l->name);
+        l->stalled = false;
+    }
+    return 0;
 }
 
 int qlog_reqlog_write(qlog_reqlog_t *l, const qlog_rec_t *r)
 {
     if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && qlog_reqlog_flush(l) < 0) {
         add(&l->errors, 1);
+        return TERN_EIO;
+    }
+    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX) {
+        /* the reader is not taking lines (a pipe nobody reads): this one is dropped, never
+         * waited for, so the writer thread keeps draining the rings and stops when told */
+        add(&l->dropped, 1);
+        if (!l->stalled)
+            log_warn("requests: %s: the reader does not keep up; request log lines are dropped "
+                     "until it does",
+                     l->name);
+        l->stalled = true;
         return TERN_EIO;
     }
     /* the newline's byte is kept out of the cursor's reach */
@@ -455,14 +493,8 @@ static int open_file(const char *path, char *err, size_t errlen)
                      S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         return TERN_EINVAL;
     }
-    /* blocking writes from here: the writer thread waits for the disk, never drops a line */
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        int e = errno;
-        close(fd);
-        tern_set_err(err, errlen, "requests: %s: %s", path, tern_strerror(-e));
-        return -e;
-    }
+    /* O_NONBLOCK stays: the description is ours, and a FIFO's reader that stalls must not
+     * stall the writer thread (a regular file ignores it: the disk is waited for) */
     return fd;
 }
 
@@ -498,12 +530,15 @@ qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t e
             return NULL;
         }
         l->name = l->path;
+        logfd_init(&l->out, l->fd);
     } else if (o->target == QLOG_REQLOG_SYSLOG) {
         l->fd = -1;
         l->name = "syslog";
+        logfd_init(&l->out, -1);
     } else {
         l->fd = o->target == QLOG_REQLOG_STDOUT ? STDOUT_FILENO : STDERR_FILENO;
         l->name = o->target == QLOG_REQLOG_STDOUT ? "stdout" : "stderr";
+        logfd_init(&l->out, l->fd);
     }
     return l;
 }
@@ -517,22 +552,40 @@ int qlog_reqlog_reopen(qlog_reqlog_t *l, char *err, size_t errlen)
     int fd = open_file(l->path, err, errlen);
     if (fd < 0)
         return fd;
+    logfd_close(&l->out);
     close(l->fd);
     l->fd = fd;
+    logfd_init(&l->out, fd);
     return 0;
 }
 
-void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors)
+void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors, uint64_t *dropped)
 {
     *lines = __atomic_load_n(&l->lines, __ATOMIC_RELAXED);
     *errors = __atomic_load_n(&l->errors, __ATOMIC_RELAXED);
+    *dropped = __atomic_load_n(&l->dropped, __ATOMIC_RELAXED);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void qlog_reqlog_close(qlog_reqlog_t *l)
 {
     if (!l)
         return;
-    (void)qlog_reqlog_flush(l);
+    /* the last lines get REQLOG_CLOSE_MS of a stalled reader's time, then are dropped */
+    int64_t until = mono_ms() + REQLOG_CLOSE_MS;
+    while (qlog_reqlog_flush(l) == 0 && l->len) {
+        int64_t left = until - mono_ms();
+        if (left <= 0 || !logfd_wait(&l->out, (int)left))
+            break;
+    }
+    add(&l->dropped, l->nbuf);
+    logfd_close(&l->out);
     if (l->target == QLOG_REQLOG_FILE)
         close(l->fd);
     free(l->path);

@@ -2,7 +2,14 @@
  * log.h — leveled logging for the control path (startup, reload, shutdown).
  *
  * Never called per query. Thread-safe: each message is formatted into a stack buffer and written
- * with one write(2) (or one syslog(3) call) so lines from different threads do not interleave.
+ * whole (one write(2) of at most PIPE_BUF bytes, or one syslog(3) call) so lines from different
+ * threads do not interleave.
+ *
+ * Never blocks on a stalled reader (tern/common/logfd.h): a line that stdout or stderr cannot
+ * take now (a pipe nobody reads) waits in a 64 KiB backlog that a "tern-log" thread writes out
+ * when the reader takes bytes again; a line that does not fit is dropped and counted
+ * (log_dropped_lines()). At exit the backlog gets 200 ms more, then is dropped. The loader, the
+ * signal thread and shutdown can therefore log whatever happens to the journal.
  *
  * Level and target are process-wide. Set them once at startup from the config, before the workers
  * exist; changing them later is safe (both are atomics) but a line racing the change may still go
@@ -12,6 +19,7 @@
 #define TERN_COMMON_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tern/common/compiler.h"
 
@@ -52,6 +60,10 @@ int log_parse_level(const char *name, log_level_t *out) TERN_WUR;
 int log_parse_target(const char *name, log_target_t *out) TERN_WUR;
 
 void log_msg(log_level_t level, const char *fmt, ...) TERN_PRINTF(2, 3);
+
+/** Lines dropped since start because stdout or stderr did not take them (a stalled or vanished
+ * reader). Any thread. */
+uint64_t log_dropped_lines(void);
 
 /* Room for tern_escape() of n bytes with nothing cut: every byte as \DDD, and the NUL. */
 #define TERN_ESCAPE_MAX(n) (4 * (size_t)(n) + 1)

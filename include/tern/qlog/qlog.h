@@ -51,6 +51,7 @@ typedef struct qlog_stats {
     uint64_t reconnects;  /* dnstap socket connections (handshake done) after the first */
     uint64_t lines;       /* request-log lines written */
     uint64_t line_errors; /* request-log writes that failed */
+    uint64_t line_drops;  /* request-log lines dropped: the reader did not take them */
 } qlog_stats_t;
 
 /* What a worker knows of one answered query beyond answer_info_t, for its record. */

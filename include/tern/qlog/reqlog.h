@@ -37,12 +37,14 @@
  *
  * Threading: one writer thread owns a qlog_reqlog_t and is the only caller of everything but
  * qlog_reqlog_stats(), which any thread may call (relaxed atomics). Lines are formatted into a
- * 64 KiB buffer and written with write(2) of whole buffers, so a line is never split between two
- * writes of this log: on a full buffer, at a flush, at a reopen and at close. The writes block
- * (a slow disk or journal slows the writer thread, never a worker: their rings fill and drop).
- * The stdout and stderr targets write to descriptors 1 and 2 as they are at each write and never
- * close them. A writer thread that writes to a pipe should block SIGPIPE, so that a reader that
- * went away makes write(2) fail (counted) instead of killing the process.
+ * 64 KiB buffer that is written, at a flush, at a reopen and at close, without ever blocking on
+ * the reader (tern/common/logfd.h): a pipe, FIFO or socket takes what it has room for, in whole
+ * lines, and the rest stays buffered for the next flush; a line that finds the buffer full is
+ * dropped and counted (a stalled journal costs lines, never the writer thread's progress, so
+ * reload and shutdown never wait for it). A regular file is written as it is (the disk is
+ * waited for). The stdout and stderr targets write to descriptors 1 and 2 as they are at each
+ * write and never close them. A writer thread that writes to a pipe should block SIGPIPE, so
+ * that a reader that went away makes write(2) fail (counted) instead of killing the process.
  */
 #ifndef TERN_QLOG_REQLOG_H
 #define TERN_QLOG_REQLOG_H
@@ -97,10 +99,13 @@ int qlog_reqlog_flush(qlog_reqlog_t *l);
  */
 int qlog_reqlog_reopen(qlog_reqlog_t *l, char *err, size_t errlen) TERN_WUR;
 
-/** Lines written, and lines lost to write errors, since open. Any thread (relaxed loads). */
-void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors);
+/** Lines written, lines lost to write errors, and lines dropped because the reader did not
+ * take them (the buffer full, or at close), since open. Any thread (relaxed loads). */
+void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors,
+                       uint64_t *dropped);
 
-/** Flush, close the file (not stdout or stderr) and free l. NULL is fine. */
+/** Flush (a stalled reader gets 250 ms at most, then what is left is dropped and counted),
+ * close the file (not stdout or stderr) and free l. NULL is fine. */
 void qlog_reqlog_close(qlog_reqlog_t *l);
 
 #endif

@@ -556,11 +556,11 @@ static void test_many_lines(void **state)
     assert_true(early > 0 && early < 2000);
     assert_int_equal(text[strlen(text) - 1], '\n');
     free(text);
-    uint64_t lines = 0, errors = 0;
-    qlog_reqlog_stats(l, &lines, &errors);
+    uint64_t lines = 0, errors = 0, dropped = 0;
+    qlog_reqlog_stats(l, &lines, &errors, &dropped);
     assert_int_equal(lines, early);
     assert_int_equal(qlog_reqlog_flush(l), 0);
-    qlog_reqlog_stats(l, &lines, &errors);
+    qlog_reqlog_stats(l, &lines, &errors, &dropped);
     assert_int_equal(lines, 2000);
     assert_int_equal(errors, 0);
     qlog_reqlog_close(l);
@@ -663,6 +663,59 @@ static void test_stdout_target(void **state)
     qlog_reqlog_close(l);
 }
 
+/* The stdout target on a pipe nobody reads (a stuck journal): writing and flushing never
+ * wait, the lines that do not fit are dropped and counted, and close returns (a blocking write
+ * would hang here, and ctest's timeout fail the test). What the reader then finds are whole
+ * lines. */
+static void test_stalled_reader(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    recbuf_t b;
+    qlog_rec_t *r = make_full(&b);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    (void)fcntl(p[1], F_SETPIPE_SZ, 4096);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    qlog_reqlog_opts_t o = {.target = QLOG_REQLOG_STDOUT, .format = QLOG_REQLOG_JSON};
+    qlog_reqlog_t *l = qlog_reqlog_open(&o, err, sizeof(err));
+    assert_non_null(l);
+    int refused = 0;
+    for (int i = 0; i < 2000; i++) { /* some 800 KiB of lines for a 4 KiB pipe */
+        refused += qlog_reqlog_write(l, r) < 0;
+        if (i % 100 == 99)
+            assert_int_equal(qlog_reqlog_flush(l), 0); /* a full reader is no error */
+    }
+    uint64_t lines = 0, errors = 0, dropped = 0;
+    qlog_reqlog_stats(l, &lines, &errors, &dropped);
+    assert_int_equal(errors, 0);
+    assert_int_equal(dropped, (uint64_t)refused);
+    assert_true(dropped > 1000);
+    assert_true(lines > 0 && lines < 2000);
+    qlog_reqlog_close(l); /* 250 ms for the reader, then the rest is dropped */
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    close(p[1]);
+    static char text[8192];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof(text) - 1 && (n = read(p[0], text + len, sizeof(text) - 1 - len)) > 0)
+        len += (size_t)n;
+    text[len] = '\0';
+    close(p[0]);
+    assert_true(len > 0);
+    assert_int_equal(text[len - 1], '\n');
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        json_t *j = parse_json(line);
+        assert_string_equal(jstr(j, "record"), "www.example.test.");
+        json_decref(j);
+    }
+}
+
 /* target syslog: each line one message to the local syslog socket. A child process gets a
  * mount namespace of its own with a tmpfs on /dev, binds /dev/log there itself and reads what
  * the sink sends (root only: the namespace needs CAP_SYS_ADMIN; CI runs as root). */
@@ -691,8 +744,8 @@ static void test_syslog_target(void **state)
         if (!l || qlog_reqlog_write(l, r) < 0 || qlog_reqlog_write(l, r) < 0 ||
             qlog_reqlog_flush(l) < 0)
             _exit(12);
-        uint64_t lines, errors;
-        qlog_reqlog_stats(l, &lines, &errors);
+        uint64_t lines, errors, dropped;
+        qlog_reqlog_stats(l, &lines, &errors, &dropped);
         qlog_reqlog_close(l);
         if (lines != 2 || errors != 0)
             _exit(13);
@@ -732,8 +785,8 @@ static void test_write_errors(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(qlog_reqlog_write(l, r), 0);
     assert_int_equal(qlog_reqlog_flush(l), -EIO);
-    uint64_t lines = 1, errors = 0;
-    qlog_reqlog_stats(l, &lines, &errors);
+    uint64_t lines = 1, errors = 0, dropped = 0;
+    qlog_reqlog_stats(l, &lines, &errors, &dropped);
     assert_int_equal(lines, 0);
     assert_int_equal(errors, 3);
     /* a full buffer that cannot be written: this line is lost too */
@@ -742,7 +795,7 @@ static void test_write_errors(void **state)
         failed += qlog_reqlog_write(l, r) < 0;
     assert_true(failed >= 1);
     assert_int_equal(qlog_reqlog_flush(l), -EIO);
-    qlog_reqlog_stats(l, &lines, &errors);
+    qlog_reqlog_stats(l, &lines, &errors, &dropped);
     assert_int_equal(lines, 0);
     assert_int_equal(errors, 3 + 2000);
     qlog_reqlog_close(l);
@@ -775,7 +828,7 @@ int main(void)
         cmocka_unit_test(test_text_format),     cmocka_unit_test(test_many_lines),
         cmocka_unit_test(test_reopen_rotation), cmocka_unit_test(test_stdout_target),
         cmocka_unit_test(test_write_errors),    cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_syslog_target),
+        cmocka_unit_test(test_syslog_target),   cmocka_unit_test(test_stalled_reader),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,138 @@
+/*
+ * logfd.c — non-blocking writes to a log's descriptor (logfd.h says why and how).
+ */
+#include "tern/common/logfd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    LFD_NONE = 0, /* unusable: writes fail with EBADF */
+    LFD_PLAIN,    /* regular file, character device: write(2) */
+    LFD_PIPE,     /* pipe or FIFO through a non-blocking description of our own */
+    LFD_SOCKET,   /* send(2) with MSG_DONTWAIT */
+    LFD_POLLED,   /* a pipe we could not open again: poll(2) first, then PIPE_BUF at most */
+};
+
+void logfd_init(logfd_t *l, int src)
+{
+    memset(l, 0, sizeof(*l));
+    l->fd = -1;
+    l->src = src;
+    struct stat st;
+    if (src < 0 || fstat(src, &st) < 0)
+        return;
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    l->fd = src;
+    if (S_ISSOCK(st.st_mode)) {
+        l->kind = LFD_SOCKET;
+    } else if (S_ISFIFO(st.st_mode)) {
+        /* a description of our own, so O_NONBLOCK stays ours (the parent shares src's) */
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", src);
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd >= 0) {
+            l->fd = fd;
+            l->own = true;
+            l->kind = LFD_PIPE;
+        } else {
+            l->kind = LFD_POLLED; /* no /proc (a chroot): see logfd_write() */
+        }
+    } else {
+        l->kind = LFD_PLAIN;
+    }
+}
+
+void logfd_sync(logfd_t *l)
+{
+    struct stat st;
+    bool same = l->src >= 0 && fstat(l->src, &st) == 0 && l->kind != LFD_NONE &&
+                st.st_dev == l->dev && st.st_ino == l->ino;
+    if (same)
+        return;
+    int src = l->src;
+    logfd_close(l);
+    logfd_init(l, src);
+}
+
+/* The longest prefix of buf[0..len) that ends a line and is at most max bytes; a first line
+ * longer than max alone when there is none (a pipe may take part of it). */
+static size_t whole_lines(const char *buf, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    for (size_t i = max; i > 0; i--)
+        if (buf[i - 1] == '\n')
+            return i;
+    return max;
+}
+
+ssize_t logfd_write(logfd_t *l, const char *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t k;
+        size_t n = len - done;
+        switch (l->kind) {
+        case LFD_SOCKET:
+            k = send(l->fd, buf + done, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+            break;
+        case LFD_POLLED: {
+            /* writable means room for PIPE_BUF bytes at least: a piece that size cannot block
+             * unless another writer fills the pipe in between (the fallback's one risk) */
+            struct pollfd p = {.fd = l->fd, .events = POLLOUT};
+            if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+                return (ssize_t)done;
+            k = write(l->fd, buf + done, whole_lines(buf + done, n, PIPE_BUF));
+            break;
+        }
+        case LFD_PIPE:
+            k = write(l->fd, buf + done, whole_lines(buf + done, n, PIPE_BUF));
+            break;
+        case LFD_PLAIN:
+            k = write(l->fd, buf + done, n);
+            break;
+        default:
+            return -EBADF;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return (ssize_t)done;
+        if (k < 0)
+            return done ? (ssize_t)done : -errno;
+        if (k == 0)
+            return (ssize_t)done;
+        done += (size_t)k;
+    }
+    return (ssize_t)done;
+}
+
+bool logfd_wait(const logfd_t *l, int timeout_ms)
+{
+    if (l->fd < 0)
+        return false;
+    struct pollfd p = {.fd = l->fd, .events = POLLOUT};
+    int n;
+    do
+        n = poll(&p, 1, timeout_ms);
+    while (n < 0 && errno == EINTR);
+    return n == 1 && (p.revents & POLLOUT);
+}
+
+void logfd_close(logfd_t *l)
+{
+    if (l->own && l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    l->own = false;
+    l->kind = LFD_NONE;
+}
