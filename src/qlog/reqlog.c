@@ -253,29 +253,6 @@ static const char *type_name(uint16_t t, char tmp[16])
     return tmp;
 }
 
-/* The rcodes tern sends (parse.h), by value. */
-static const struct {
-    uint16_t rcode;
-    const char *name;
-} rcode_names[] = {
-    {WIRE_RC_NOERROR, "NOERROR"},     {WIRE_RC_FORMERR, "FORMERR"}, {WIRE_RC_SERVFAIL, "SERVFAIL"},
-    {WIRE_RC_NXDOMAIN, "NXDOMAIN"},   {WIRE_RC_NOTIMP, "NOTIMP"},   {WIRE_RC_REFUSED, "REFUSED"},
-    {WIRE_RC_YXDOMAIN, "YXDOMAIN"},   {WIRE_RC_NOTAUTH, "NOTAUTH"}, {WIRE_RC_BADVERS, "BADVERS"},
-    {WIRE_RC_BADCOOKIE, "BADCOOKIE"},
-};
-
-/* The name of a full (extended) rcode, "DROPPED" for none sent, else RCODE<n> in tmp. */
-static const char *rcode_name(uint16_t rc, char tmp[16])
-{
-    if (rc == 0xFFFF)
-        return "DROPPED";
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(rcode_names); i++)
-        if (rcode_names[i].rcode == rc)
-            return rcode_names[i].name;
-    snprintf(tmp, 16, "RCODE%u", (unsigned)rc);
-    return tmp;
-}
-
 /* The text of addr (family 4 or 6, or AF_INET/AF_INET6 as af); "" for anything else. */
 static const char *addr_text(int af, const uint8_t *addr, char buf[INET6_ADDRSTRLEN])
 {
@@ -308,22 +285,94 @@ static bool query_name(qlog_reqlog_t *l, const qlog_rec_t *r, char *name, size_t
     return true;
 }
 
-/* One record as a line at o, without its newline. */
+/* redins' client_subnet: the query's ECS option as miekg/dns's EDNS0_SUBNET.String() writes
+ * it ("198.51.100.0/24/0", "[2001:db8::]/56/0": address, source prefix, scope prefix; an
+ * IPv4-mapped address in dotted form, as Go's To4() finds it), "" without one. Its length. */
+static size_t subnet_text(const qlog_rec_t *r, char *buf, size_t len)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char abuf[INET6_ADDRSTRLEN];
+    if (!(r->flags & QLOG_F_ECS) || (r->ecs_family != 1 && r->ecs_family != 2)) {
+        buf[0] = '\0';
+        return 0;
+    }
+    bool v4 = r->ecs_family == 1 || memcmp(r->ecs_addr, mapped, sizeof(mapped)) == 0;
+    const uint8_t *a = r->ecs_family == 2 && v4 ? r->ecs_addr + 12 : r->ecs_addr;
+    addr_text(v4 ? AF_INET : AF_INET6, a, abuf);
+    int k = snprintf(buf, len, v4 ? "%s/%u/%u" : "[%s]/%u/%u", abuf, (unsigned)r->ecs_source,
+                     (unsigned)r->ecs_scope_q);
+    return k > 0 && (size_t)k < len ? (size_t)k : 0;
+}
+
+/* redins' destination_country: the picked record's countries, a JSON array of strings (Go's
+ * []string; null when it lists none, "" for its "" entry), or a comma-separated text value. */
+static void field_dest_cc(const qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
+{
+    put_key(l, o, "destination_country");
+    bool json = l->format == QLOG_REQLOG_JSON;
+    if (json && r->dest_ncc == 0) {
+        put_s(o, "null");
+        return;
+    }
+    char cc[QLOG_DEST_CC * 3 + 1];
+    size_t n = 0;
+    if (json)
+        put_c(o, '[');
+    for (unsigned i = 0; i < r->dest_ncc && i < QLOG_DEST_CC; i++) {
+        char c[2] = {(char)(r->dest_cc[i] >> 8), (char)(r->dest_cc[i] & 0xFF)};
+        size_t k = r->dest_cc[i] ? 2 : 0;
+        if (json) {
+            if (i)
+                put_c(o, ',');
+            put_json_str(o, c, k);
+        } else {
+            if (i)
+                cc[n++] = ',';
+            memcpy(cc + n, c, k);
+            n += k;
+        }
+    }
+    if (json)
+        put_c(o, ']');
+    else
+        put_text_value(o, cc, n);
+}
+
+/* One record as a line at o, without its newline. The JSON keys in Go's order (encoding/json
+ * sorts a map's keys, and redins' logger marshals one map: its fields with time, level, msg),
+ * the text fields in the same order after the time, the level and the message. */
 static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
 {
-    char name[NAME_TEXT_MAX], abuf[INET6_ADDRSTRLEN], tmp[16];
+    char name[NAME_TEXT_MAX], abuf[INET6_ADDRSTRLEN], tmp[16], subnet[INET6_ADDRSTRLEN + 16];
     bool json = l->format == QLOG_REQLOG_JSON;
-
-    if (json)
-        put_s(o, "{\"time\":\"");
-    put_time(l, o, r->qtime_ns);
-    put_s(o, json ? "\",\"level\":\"info\",\"msg\":\"dns request\"" : " info dns request");
-
     int af = rec_af(r->family);
-    field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
-    field_u64(l, o, "source_port", r->client_port);
-    field_s(l, o, "destination_ip", addr_text(af, r->server_addr, abuf));
-    field_u64(l, o, "destination_port", r->server_port);
+
+    if (json) {
+        put_s(o, "{\"client_subnet\":");
+        put_json_str(o, subnet, subnet_text(r, subnet, sizeof(subnet)));
+    } else {
+        put_time(l, o, r->qtime_ns);
+        put_s(o, " info dns request");
+        field_str(l, o, "client_subnet", subnet, subnet_text(r, subnet, sizeof(subnet)));
+    }
+    if (r->flags & QLOG_F_DEST) {
+        /* redins' meaning: the record chosen for the client, not this server's address */
+        field_dest_cc(l, o, r);
+        field_s(l, o, "destination_ip", addr_text(rec_af(r->dest_family), r->dest_addr, abuf));
+    }
+    bool ecs = r->flags & QLOG_F_ECS;
+    if (ecs || r->scope)
+        field_u64(l, o, "ecs_scope", r->scope); /* tern's: the scope the response gave */
+    if (json)
+        put_s(o, ",\"level\":\"info\"");
+    field_s(l, o, "log_type", "request");
+    if (json)
+        put_s(o, ",\"msg\":\"dns request\"");
+
+    /* redins': whole milliseconds, cut as Go's Nanoseconds() / 1000000; tern's: microseconds */
+    uint64_t ns = r->rtime_ns > r->qtime_ns ? (uint64_t)(r->rtime_ns - r->qtime_ns) : 0;
+    field_u64(l, o, "process_time", ns / 1000000);
+    field_u64(l, o, "process_time_us", ns / 1000);
 
     uint16_t qtype = r->qtype;
     const char *type;
@@ -334,32 +383,28 @@ static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
         type = qtype ? type_name(qtype, tmp) : "";
     }
     field_s(l, o, "record", name);
-    field_s(l, o, "type", type);
+    /* redins' integer rcode; -1: no response was sent (dropped by a limit) */
+    put_key(l, o, "response_code");
+    if (r->rcode == 0xFFFF)
+        put_s(o, "-1");
+    else
+        put_u64(o, r->rcode);
 
-    bool ecs = r->flags & QLOG_F_ECS;
-    if (ecs) {
-        int eaf = r->ecs_family == 1 ? AF_INET : r->ecs_family == 2 ? AF_INET6 : AF_UNSPEC;
-        char subnet[INET6_ADDRSTRLEN + 8];
-        int k = snprintf(subnet, sizeof(subnet), "%s/%u", addr_text(eaf, r->ecs_addr, abuf),
-                         (unsigned)r->ecs_source);
-        field_str(l, o, "client_subnet", subnet, k > 0 ? (size_t)k : 0);
-    }
-    if (r->flags & QLOG_F_COUNTRY)
-        field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
+    field_s(l, o, "server_ip", addr_text(af, r->server_addr, abuf));
+    field_u64(l, o, "server_port", r->server_port);
     if (r->flags & QLOG_F_ASN)
         field_u64(l, o, "source_asn", r->asn);
-    if (ecs || r->scope)
-        field_u64(l, o, "ecs_scope", r->scope);
-    field_s(l, o, "response_code", rcode_name(r->rcode, tmp));
-
-    /* milliseconds, redins' unit, to the microsecond */
-    uint64_t us = r->rtime_ns > r->qtime_ns ? (uint64_t)(r->rtime_ns - r->qtime_ns) / 1000 : 0;
-    put_key(l, o, "process_time");
-    put_u64(o, us / 1000);
-    put_c(o, '.');
-    put_digits(o, (uint32_t)(us % 1000), 3);
-
+    if (r->flags & QLOG_F_COUNTRY)
+        field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
+    field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
+    field_u64(l, o, "source_port", r->client_port);
+    if (json) {
+        put_s(o, ",\"time\":\"");
+        put_time(l, o, r->qtime_ns);
+        put_c(o, '"');
+    }
     field_s(l, o, "transport", r->flags & QLOG_F_TCP ? "tcp" : "udp");
+    field_s(l, o, "type", type);
     if (json)
         put_c(o, '}');
 }
