@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/common/clock.h"
 #include "tern/common/err.h"
 #include "tern/common/logfd.h"
 
@@ -137,29 +138,14 @@ uint64_t log_dropped_lines(void)
     return __atomic_load_n(&log_dropped, __ATOMIC_RELAXED);
 }
 
-/* Lines in buf[0..len) (whole lines, each ending in a newline). */
-static uint64_t count_lines(const char *buf, size_t len)
+/* What the sink's reader takes of its backlog now, or within timeout_ms (log_mu held). An
+ * error other than a full reader (the reader is gone: EPIPE) drops the backlog. */
+static void sink_flush(log_sink_t *s, int timeout_ms)
 {
-    uint64_t n = 0;
-    for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))); p++)
-        n++;
-    return n;
-}
-
-/* What the sink's reader takes of its backlog now, without waiting (log_mu held). An error
- * other than a full reader (the reader is gone: EPIPE) drops the backlog. */
-static void sink_flush(log_sink_t *s)
-{
-    if (s->len == 0)
-        return;
-    ssize_t w = logfd_write(&s->out, s->backlog, s->len);
-    if (w < 0) {
-        count_dropped(count_lines(s->backlog, s->len));
+    if (s->len && logfd_flush(&s->out, s->backlog, &s->len, timeout_ms) < 0) {
+        count_dropped(logfd_lines(s->backlog, s->len));
         s->len = 0;
-        return;
     }
-    memmove(s->backlog, s->backlog + w, s->len - (size_t)w);
-    s->len -= (size_t)w;
 }
 
 /* Write the backlogs out while the readers take them, waiting LOG_RETRY_MS at most at a time
@@ -173,7 +159,7 @@ static void *flusher_main(void *arg)
     for (;;) {
         logfd_t waiting = {.fd = -1};
         for (int i = 0; i < 2; i++) {
-            sink_flush(&log_sinks[i]);
+            sink_flush(&log_sinks[i], 0);
             if (log_sinks[i].len && waiting.fd < 0)
                 waiting = log_sinks[i].out;
         }
@@ -191,33 +177,19 @@ static void *flusher_main(void *arg)
 /* At exit: what the backlogs hold gets LOG_EXIT_FLUSH_MS in all, then is dropped. */
 static void flush_at_exit(void)
 {
-    struct timespec t0, t, lock_by;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    clock_gettime(CLOCK_REALTIME, &lock_by);
-    lock_by.tv_sec += 1; /* the flusher holds log_mu only around writes that cannot block */
-    for (;;) {
-        logfd_t waiting = {.fd = -1};
-        if (pthread_mutex_timedlock(&log_mu, &lock_by) != 0)
-            return;
-        for (int i = 0; i < 2; i++) {
-            sink_flush(&log_sinks[i]);
-            if (log_sinks[i].len && waiting.fd < 0)
-                waiting = log_sinks[i].out;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t left = LOG_EXIT_FLUSH_MS - ((int64_t)(t.tv_sec - t0.tv_sec) * 1000 +
-                                            (t.tv_nsec - t0.tv_nsec) / 1000000);
-        if (waiting.fd >= 0 && left <= 0) {
-            for (int i = 0; i < 2; i++) {
-                count_dropped(count_lines(log_sinks[i].backlog, log_sinks[i].len));
-                log_sinks[i].len = 0;
-            }
-        }
-        pthread_mutex_unlock(&log_mu);
-        if (waiting.fd < 0 || left <= 0)
-            return;
-        (void)logfd_wait(&waiting, (int)left);
+    int64_t until = tern_monotonic_ms() + LOG_EXIT_FLUSH_MS;
+    struct timespec by;
+    clock_gettime(CLOCK_REALTIME, &by);
+    by.tv_sec += 1; /* the flusher holds log_mu only around writes that cannot block */
+    if (pthread_mutex_timedlock(&log_mu, &by) != 0)
+        return;
+    for (int i = 0; i < 2; i++) {
+        int64_t left = until - tern_monotonic_ms();
+        sink_flush(&log_sinks[i], left > 0 ? (int)left : 0);
+        count_dropped(logfd_lines(log_sinks[i].backlog, log_sinks[i].len));
+        log_sinks[i].len = 0;
     }
+    pthread_mutex_unlock(&log_mu);
 }
 
 /* The flusher, on the first line a reader could not take (log_mu held). Every signal blocked
@@ -254,7 +226,7 @@ static void log_put(int sink, const char *line, size_t len)
     } else {
         logfd_sync(&s->out); /* 1 or 2 swapped by dup2() (tests, a daemon's redirection) */
     }
-    sink_flush(s);
+    sink_flush(s, 0);
     if (s->len == 0) {
         ssize_t w = logfd_write(&s->out, line, len);
         if (w < 0) {

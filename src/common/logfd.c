@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tern/common/clock.h"
+
 enum {
     LFD_NONE = 0, /* unusable: writes fail with EBADF */
     LFD_PLAIN,    /* regular file, character device: write(2) */
@@ -114,6 +116,34 @@ ssize_t logfd_write(logfd_t *l, const char *buf, size_t len)
         done += (size_t)k;
     }
     return (ssize_t)done;
+}
+
+uint64_t logfd_lines(const char *p, size_t n)
+{
+    uint64_t k = 0;
+    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+        k++;
+    return k;
+}
+
+int64_t logfd_flush(logfd_t *l, char *buf, size_t *len, int timeout_ms)
+{
+    int64_t until = tern_monotonic_ms() + timeout_ms;
+    size_t done = 0;
+    for (;;) {
+        ssize_t w = logfd_write(l, buf + done, *len - done);
+        if (w < 0 && done == 0)
+            return w;
+        if (w > 0)
+            done += (size_t)w;
+        int64_t left = until - tern_monotonic_ms();
+        if (w < 0 || done == *len || left <= 0 || !logfd_wait(l, (int)left))
+            break;
+    }
+    int64_t lines = (int64_t)logfd_lines(buf, done);
+    memmove(buf, buf + done, *len - done);
+    *len -= done;
+    return lines;
 }
 
 bool logfd_wait(const logfd_t *l, int timeout_ms)

@@ -126,16 +126,8 @@ bool health_log_put(health_log_t *l, const health_log_line_t *r)
     return true;
 }
 
-/* Lines in p[0..n) (newlines). */
-static uint64_t lines_in(const char *p, size_t n)
-{
-    uint64_t k = 0;
-    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
-        k++;
-    return k;
-}
-
-uint64_t health_log_flush(health_log_t *l)
+/* health_log_flush(), waiting timeout_ms at most for a stalled reader. */
+static uint64_t flush_within(health_log_t *l, int timeout_ms)
 {
     uint64_t lost = l->lost;
     l->lost = 0;
@@ -143,39 +135,26 @@ uint64_t health_log_flush(health_log_t *l)
         return lost;
     if (!l->own)
         logfd_sync(&l->out);
-    ssize_t w = logfd_write(&l->out, l->buf, l->len);
-    if (w < 0) {
-        lost += lines_in(l->buf, l->len);
+    if (logfd_flush(&l->out, l->buf, &l->len, timeout_ms) < 0) {
+        lost += logfd_lines(l->buf, l->len);
         l->len = 0;
-        return lost;
     }
-    memmove(l->buf, l->buf + w, l->len - (size_t)w);
-    l->len -= (size_t)w;
     if (l->len == 0)
         l->stalled = false;
     return lost;
 }
 
-static int64_t mono_ms(void)
+uint64_t health_log_flush(health_log_t *l)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return flush_within(l, 0);
 }
 
 uint64_t health_log_close(health_log_t *l)
 {
     if (!l)
         return 0;
-    int64_t until = mono_ms() + HEALTH_LOG_CLOSE_MS;
-    uint64_t lost = health_log_flush(l);
-    while (l->len) {
-        int64_t left = until - mono_ms();
-        if (left <= 0 || !logfd_wait(&l->out, (int)left))
-            break;
-        lost += health_log_flush(l);
-    }
-    lost += lines_in(l->buf, l->len);
+    uint64_t lost = flush_within(l, HEALTH_LOG_CLOSE_MS);
+    lost += logfd_lines(l->buf, l->len);
     logfd_close(&l->out);
     if (l->own)
         close(l->fd);

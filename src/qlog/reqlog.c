@@ -428,18 +428,9 @@ static int to_syslog(const char *buf, size_t len)
     return 0;
 }
 
-/* Newlines in p[0..n). */
-static uint64_t newlines(const char *p, size_t n)
-{
-    uint64_t k = 0;
-    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
-        k++;
-    return k;
-}
-
-/* What the reader takes of the buffer now, without waiting; the rest stays buffered. 0, or a
- * negated errno when the reader is gone (the buffer is dropped then). */
-static int write_some(qlog_reqlog_t *l)
+/* What the reader takes of the buffer now, or within timeout_ms; the rest stays buffered. 0, or
+ * a negated errno when the reader is gone. */
+static int write_some(qlog_reqlog_t *l, int timeout_ms)
 {
     if (l->target == QLOG_REQLOG_SYSLOG) {
         (void)to_syslog(l->buf, l->len);
@@ -450,22 +441,20 @@ static int write_some(qlog_reqlog_t *l)
     }
     if (l->target != QLOG_REQLOG_FILE)
         logfd_sync(&l->out); /* descriptor 1 or 2 as it is now */
-    ssize_t w = logfd_write(&l->out, l->buf, l->len);
+    int64_t w = logfd_flush(&l->out, l->buf, &l->len, timeout_ms);
     if (w < 0)
         return (int)w;
-    uint64_t done = newlines(l->buf, (size_t)w);
-    add(&l->lines, done);
-    l->nbuf -= done;
-    memmove(l->buf, l->buf + w, l->len - (size_t)w);
-    l->len -= (size_t)w;
+    add(&l->lines, (uint64_t)w);
+    l->nbuf -= (uint64_t)w;
     return 0;
 }
 
-int qlog_reqlog_flush(qlog_reqlog_t *l)
+/* qlog_reqlog_flush(), waiting timeout_ms at most for a stalled reader. */
+static int flush_within(qlog_reqlog_t *l, int timeout_ms)
 {
     if (l->len == 0)
         return 0;
-    int rc = write_some(l);
+    int rc = write_some(l, timeout_ms);
     if (rc < 0) {
         add(&l->errors, l->nbuf);
         /* said once per outage, not per buffer: a full disk would otherwise flood the log */
@@ -485,6 +474,11 @@ int qlog_reqlog_flush(qlog_reqlog_t *l)
         l->stalled = false;
     }
     return 0;
+}
+
+int qlog_reqlog_flush(qlog_reqlog_t *l)
+{
+    return flush_within(l, 0);
 }
 
 int qlog_reqlog_write(qlog_reqlog_t *l, const qlog_rec_t *r)
@@ -611,24 +605,12 @@ void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors
     *dropped = __atomic_load_n(&l->dropped, __ATOMIC_RELAXED);
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void qlog_reqlog_close(qlog_reqlog_t *l)
 {
     if (!l)
         return;
     /* the last lines get REQLOG_CLOSE_MS of a stalled reader's time, then are dropped */
-    int64_t until = mono_ms() + REQLOG_CLOSE_MS;
-    while (qlog_reqlog_flush(l) == 0 && l->len) {
-        int64_t left = until - mono_ms();
-        if (left <= 0 || !logfd_wait(&l->out, (int)left))
-            break;
-    }
+    (void)flush_within(l, REQLOG_CLOSE_MS);
     add(&l->dropped, l->nbuf);
     logfd_close(&l->out);
     if (l->target == QLOG_REQLOG_FILE)

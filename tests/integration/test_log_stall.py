@@ -27,7 +27,6 @@ import sys
 import tempfile
 import termios
 import time
-import urllib.request
 
 import dns.exception
 import dns.message
@@ -37,6 +36,7 @@ import dns.rcode
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
+from test_qlog import metrics  # noqa: E402
 from servers import LOOPBACK, Failure, expect, report, run_check  # noqa: E402
 
 TIMEOUT = 1.0
@@ -81,17 +81,6 @@ def pipe_bytes(fd):
     """Bytes waiting in the pipe, read without reading them (FIONREAD)."""
     buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
     return int.from_bytes(buf, sys.byteorder)
-
-
-def metrics(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
-        text = r.read().decode()
-    vals = {}
-    for line in text.splitlines():
-        if line.startswith("tern_") and not line.startswith("#") and " " in line:
-            k, v = line.rsplit(" ", 1)
-            vals[k] = float(v)
-    return vals
 
 
 def main():
@@ -174,7 +163,7 @@ def main():
         run_check(results, "SIGHUP with the pipe full: the change is served", reload)
 
         def counted():
-            m = metrics(mport)
+            m = metrics(mport, "tern_")
             expect(m.get("tern_qlog_requests_dropped_total", 0) > 0,
                    "no request-log drops counted: %s" % {k: v for k, v in m.items()
                                                          if "drop" in k})

@@ -113,13 +113,14 @@ def dnstap_messages(path):
     return msgs
 
 
-def metrics(port):
+def metrics(port, prefix="tern_qlog_"):
+    """The samples of /metrics whose name starts with prefix, by name (with labels)."""
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
         text = r.read().decode()
     vals = {}
     for line in text.splitlines():
-        if line.startswith("tern_qlog_"):
-            k, v = line.split()
+        if line.startswith(prefix):
+            k, v = line.rsplit(" ", 1)
             vals[k] = float(v)
     return vals
 

@@ -57,6 +57,17 @@ void logfd_sync(logfd_t *l);
  */
 ssize_t logfd_write(logfd_t *l, const char *buf, size_t len) TERN_WUR;
 
+/**
+ * The bounded buffer every log keeps in front of its reader: write buf[0..*len) as far as the
+ * reader takes it, now (timeout_ms 0) or waiting timeout_ms at most in all, and move what is
+ * left to the front of buf (*len updated; a line partly written keeps its rest). The number of
+ * lines (newlines) written, or a negated errno when the reader is gone (buf unchanged).
+ */
+int64_t logfd_flush(logfd_t *l, char *buf, size_t *len, int timeout_ms) TERN_WUR;
+
+/** Newlines in p[0..n): the lines a buffer holds, for counting what is dropped. */
+uint64_t logfd_lines(const char *p, size_t n);
+
 /** Wait at most timeout_ms for l to take bytes again. true when it may. */
 bool logfd_wait(const logfd_t *l, int timeout_ms);
 

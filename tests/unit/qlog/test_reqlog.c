@@ -247,6 +247,17 @@ static json_t *json_of(const qlog_rec_t *r)
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
+/* r as a count-single pick of 203.0.113.7, a record listing cc0 and cc1 (ZONE_CC-packed). */
+static void set_pick(qlog_rec_t *r, uint16_t cc0, uint16_t cc1)
+{
+    r->flags |= QLOG_F_DEST;
+    r->dest_family = 4;
+    assert_int_equal(inet_pton(AF_INET, "203.0.113.7", r->dest_addr), 1);
+    r->dest_ncc = 2;
+    r->dest_cc[0] = cc0;
+    r->dest_cc[1] = cc1;
+}
+
 static bool jnull(const json_t *o, const char *key)
 {
     return json_is_null(json_object_get(o, key));
@@ -289,12 +300,7 @@ static void test_json_fields(void **state)
     /* a count-single pick: destination_ip and destination_country are the record chosen for
      * the client (redins' Filter()), not this server's address */
     qlog_rec_t *r = make_full(&b);
-    r->flags |= QLOG_F_DEST;
-    r->dest_family = 4;
-    assert_int_equal(inet_pton(AF_INET, "203.0.113.7", r->dest_addr), 1);
-    r->dest_ncc = 2;
-    r->dest_cc[0] = (uint16_t)('D' << 8 | 'E');
-    r->dest_cc[1] = 0; /* redins' "" entry */
+    set_pick(r, (uint16_t)('D' << 8 | 'E'), 0); /* 0: redins' "" entry */
     o = json_of(r);
     assert_string_equal(jstr(o, "destination_ip"), "203.0.113.7");
     const json_t *cc = json_object_get(o, "destination_country");
@@ -585,12 +591,7 @@ static void test_text_format(void **state)
 
     /* a pick: its countries comma-separated, "" entries kept */
     qlog_rec_t *p = make_full(&b);
-    p->flags |= QLOG_F_DEST;
-    p->dest_family = 4;
-    assert_int_equal(inet_pton(AF_INET, "203.0.113.7", p->dest_addr), 1);
-    p->dest_ncc = 2;
-    p->dest_cc[0] = (uint16_t)('D' << 8 | 'E');
-    p->dest_cc[1] = (uint16_t)('F' << 8 | 'R');
+    set_pick(p, (uint16_t)('D' << 8 | 'E'), (uint16_t)('F' << 8 | 'R'));
     line = one_line(p, QLOG_REQLOG_TEXT);
     assert_non_null(strstr(line, " destination_country=DE,FR destination_ip=203.0.113.7 "));
     free(line);
