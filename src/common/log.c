@@ -53,9 +53,10 @@ typedef struct log_sink {
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t log_wake = PTHREAD_COND_INITIALIZER;
-static log_sink_t log_sinks[2]; /* [0] stderr, [1] stdout */
-static bool log_flusher;        /* the flusher thread runs */
-static uint64_t log_dropped;    /* lines dropped (relaxed atomics; log_dropped_lines()) */
+static log_sink_t log_sinks[2];         /* [0] stderr, [1] stdout */
+static logfd_t log_syslog = {.fd = -1}; /* the syslog target's socket (logfd_init_syslog()) */
+static bool log_flusher;                /* the flusher thread runs */
+static uint64_t log_dropped;            /* lines dropped (relaxed atomics; log_dropped_lines()) */
 
 void log_set_level(log_level_t level)
 {
@@ -72,10 +73,12 @@ void log_set_target(log_target_t target)
     int old = atomic_exchange_explicit(&log_target, (int)target, memory_order_relaxed);
     if (old == (int)target)
         return;
+    pthread_mutex_lock(&log_mu);
     if (target == LOG_TARGET_SYSLOG)
-        openlog("ternd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        logfd_init_syslog(&log_syslog); /* connected now, as openlog()'s LOG_NDELAY */
     else if (old == LOG_TARGET_SYSLOG)
-        closelog();
+        logfd_close(&log_syslog);
+    pthread_mutex_unlock(&log_mu);
 }
 
 log_target_t log_get_target(void)
@@ -260,9 +263,13 @@ void log_msg(log_level_t level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (target == LOG_TARGET_SYSLOG) {
-        /* syslog carries ident, pid and priority itself */
-        tern_escape_controls(buf, sizeof(buf), msg);
-        syslog(syslog_priority[level], "%s", buf);
+        /* syslog carries ident, pid and priority itself; a full reader drops the message */
+        size_t len = tern_escape_controls(buf, sizeof(buf), msg);
+        pthread_mutex_lock(&log_mu);
+        int rc = logfd_syslog(&log_syslog, LOG_DAEMON | syslog_priority[level], "ternd", buf, len);
+        pthread_mutex_unlock(&log_mu);
+        if (rc < 0)
+            count_dropped(1);
         return;
     }
     int n = snprintf(buf, sizeof(buf), "ternd: %s: ", log_level_names[level]);

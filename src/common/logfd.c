@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tern/common/clock.h"
@@ -21,7 +24,11 @@ enum {
     LFD_PIPE,     /* pipe or FIFO through a non-blocking description of our own */
     LFD_SOCKET,   /* send(2) with MSG_DONTWAIT */
     LFD_POLLED,   /* a pipe we could not open again: poll(2) first, then PIPE_BUF at most */
+    LFD_SYSLOG,   /* our own datagram socket to /dev/log */
 };
+
+/* The local syslog socket, as glibc's syslog(3) uses it. */
+#define SYSLOG_PATH "/dev/log"
 
 void logfd_init(logfd_t *l, int src)
 {
@@ -53,8 +60,57 @@ void logfd_init(logfd_t *l, int src)
     }
 }
 
+void logfd_init_syslog(logfd_t *l)
+{
+    logfd_init(l, -1);
+    l->kind = LFD_SYSLOG;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = SYSLOG_PATH};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return;
+    }
+    l->fd = fd;
+    l->own = true;
+}
+
+int logfd_syslog(logfd_t *l, int pri, const char *ident, const char *msg, size_t len)
+{
+    char hdr[96], ts[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || strftime(ts, sizeof(ts), "%h %e %T", &tm) == 0)
+        snprintf(ts, sizeof(ts), "Jan  1 00:00:00");
+    int n = snprintf(hdr, sizeof(hdr), "<%d>%s %s[%d]: ", pri, ts, ident, (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof(hdr))
+        return -EINVAL;
+    struct iovec iov[2] = {{hdr, (size_t)n}, {(void *)msg, len}};
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (l->fd < 0 || l->kind != LFD_SYSLOG) {
+            logfd_close(l);
+            logfd_init_syslog(l); /* the daemon restarted, or was not there at first */
+            if (l->fd < 0)
+                return -ENOTCONN;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        if (sendmsg(l->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+            return 0;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return -EAGAIN;
+        int e = errno;
+        logfd_close(l); /* ECONNREFUSED, ENOTCONN: connect again once */
+        if (attempt == 1)
+            return -e;
+    }
+    return -ENOTCONN;
+}
+
 void logfd_sync(logfd_t *l)
 {
+    if (l->kind == LFD_SYSLOG)
+        return; /* not made from a descriptor */
     struct stat st;
     bool same = l->src >= 0 && fstat(l->src, &st) == 0 && l->kind != LFD_NONE &&
                 st.st_dev == l->dev && st.st_ino == l->ino;

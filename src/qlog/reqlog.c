@@ -416,16 +416,20 @@ static void add(uint64_t *counter, uint64_t n)
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/* The buffered lines as one syslog message each (the ident, pid and time are syslog's). */
-static int to_syslog(const char *buf, size_t len)
+/* The buffered lines as one syslog message each, without waiting: a message the reader has no
+ * room for is dropped, one that cannot be sent (no syslog socket) is an error. */
+static void to_syslog(qlog_reqlog_t *l)
 {
-    for (size_t off = 0; off < len;) {
-        const char *nl = memchr(buf + off, '\n', len - off);
-        size_t n = nl ? (size_t)(nl - (buf + off)) : len - off;
-        syslog(LOG_INFO, "%.*s", (int)n, buf + off);
+    for (size_t off = 0; off < l->len;) {
+        const char *p = l->buf + off;
+        const char *nl = memchr(p, '\n', l->len - off);
+        size_t n = nl ? (size_t)(nl - p) : l->len - off;
+        int rc = logfd_syslog(&l->out, LOG_DAEMON | LOG_INFO, "ternd", p, n);
+        add(rc == 0 ? &l->lines : rc == -EAGAIN ? &l->dropped : &l->errors, 1);
         off += n + 1;
     }
-    return 0;
+    l->len = 0;
+    l->nbuf = 0;
 }
 
 /* What the reader takes of the buffer now, or within timeout_ms; the rest stays buffered. 0, or
@@ -433,10 +437,7 @@ static int to_syslog(const char *buf, size_t len)
 static int write_some(qlog_reqlog_t *l, int timeout_ms)
 {
     if (l->target == QLOG_REQLOG_SYSLOG) {
-        (void)to_syslog(l->buf, l->len);
-        add(&l->lines, l->nbuf);
-        l->len = 0;
-        l->nbuf = 0;
+        to_syslog(l);
         return 0;
     }
     if (l->target != QLOG_REQLOG_FILE)
@@ -573,7 +574,7 @@ qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t e
     } else if (o->target == QLOG_REQLOG_SYSLOG) {
         l->fd = -1;
         l->name = "syslog";
-        logfd_init(&l->out, -1);
+        logfd_init_syslog(&l->out);
     } else {
         l->fd = o->target == QLOG_REQLOG_STDOUT ? STDOUT_FILENO : STDERR_FILENO;
         l->name = o->target == QLOG_REQLOG_STDOUT ? "stdout" : "stderr";

@@ -11,7 +11,10 @@
  *                 the description the parent and other processes share);
  *   socket:       send(2) with MSG_DONTWAIT | MSG_NOSIGNAL (the journal's stdout stream);
  *   regular file, character device (a terminal, /dev/null): write(2) as it is; they do not
- *                 stall on a reader.
+ *                 stall on a reader;
+ *   syslog:       the local syslog socket (/dev/log: journald or a syslog daemon) as a
+ *                 non-blocking datagram socket of our own, one message per datagram in the
+ *                 RFC 3164 form glibc's syslog(3) sends (which would block on a stuck reader).
  *
  * Writes to a pipe are cut after whole lines into pieces of at most PIPE_BUF bytes, which the
  * kernel writes whole or not at all: lines of different writers sharing one pipe (the server
@@ -67,6 +70,20 @@ int64_t logfd_flush(logfd_t *l, char *buf, size_t *len, int timeout_ms) TERN_WUR
 
 /** Newlines in p[0..n): the lines a buffer holds, for counting what is dropped. */
 uint64_t logfd_lines(const char *p, size_t n);
+
+/**
+ * A writer to the local syslog socket (/dev/log), connected now (before a privilege drop can
+ * get in the way, as openlog()'s LOG_NDELAY) and again when the daemon restarted. Never fails:
+ * without a socket, logfd_syslog() fails.
+ */
+void logfd_init_syslog(logfd_t *l);
+
+/**
+ * One message "<pri>Mmm dd hh:mm:ss ident[pid]: msg" (msg len bytes, no newline) as one
+ * datagram, without waiting. 0; -EAGAIN when the reader is full (the message
+ * is not sent: drop and count it); another negated errno when there is no syslog socket.
+ */
+int logfd_syslog(logfd_t *l, int pri, const char *ident, const char *msg, size_t len) TERN_WUR;
 
 /** Wait at most timeout_ms for l to take bytes again. true when it may. */
 bool logfd_wait(const logfd_t *l, int timeout_ms);

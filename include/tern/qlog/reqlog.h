@@ -84,7 +84,8 @@ typedef enum {
     QLOG_REQLOG_FILE = 0,
     QLOG_REQLOG_STDOUT,
     QLOG_REQLOG_STDERR,
-    QLOG_REQLOG_SYSLOG, /* syslog(3), one message per line: journald under systemd */
+    QLOG_REQLOG_SYSLOG, /* /dev/log, one datagram per line as syslog(3) sends it (facility
+                           daemon, ident ternd, the pid): journald under systemd */
 } qlog_reqlog_target_t;
 typedef enum { QLOG_REQLOG_JSON = 0, QLOG_REQLOG_TEXT } qlog_reqlog_format_t;
 
