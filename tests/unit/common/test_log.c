@@ -24,6 +24,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "test_util.h"
 
 /* What was written to fd while capturing. */
 typedef struct capture {
@@ -199,7 +200,7 @@ static void test_target_syslog(void **state)
     (void)state;
     static capture_t c;
     log_set_target(LOG_TARGET_SYSLOG);
-    log_set_target(LOG_TARGET_SYSLOG); /* twice: no second openlog */
+    log_set_target(LOG_TARGET_SYSLOG); /* twice: no second socket */
     assert_int_equal(log_get_target(), LOG_TARGET_SYSLOG);
     capture_start(&c, STDERR_FILENO);
     log_err("test_log: to syslog, not stderr");
@@ -215,43 +216,29 @@ static void test_target_syslog(void **state)
 /* The syslog target to a socket of our own at /dev/log (a mount namespace with a tmpfs on /dev:
  * root only, as CI runs): one datagram per message in syslog(3)'s form, and a reader that stops
  * reading costs messages (dropped, counted), never a wait. */
+static int syslog_child(int s)
+{
+    log_set_target(LOG_TARGET_SYSLOG);
+    log_err("to syslog %d", 7);
+    char msg[512], want[64];
+    ssize_t n = recv(s, msg, sizeof(msg) - 1, 0);
+    if (n <= 0)
+        return 12;
+    msg[n] = '\0';
+    /* "<27>Dec  6 07:16:37 ternd[pid]: to syslog 7": LOG_DAEMON | LOG_ERR */
+    snprintf(want, sizeof(want), " ternd[%d]: to syslog 7", (int)getpid());
+    if (strncmp(msg, "<27>", 4) != 0 || !strstr(msg, want) || strchr(msg, '\n'))
+        return 13;
+    uint64_t before = log_dropped_lines();
+    for (int i = 0; i < 5000; i++)
+        log_info("nobody reads %04d", i);
+    return log_dropped_lines() > before ? 0 : 14;
+}
+
 static void test_syslog_socket(void **state)
 {
     (void)state;
-    if (geteuid() != 0)
-        skip();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-            mount("tmpfs", "/dev", "tmpfs", 0, "size=64k") < 0)
-            _exit(10);
-        int s = socket(AF_UNIX, SOCK_DGRAM, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
-        if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-            _exit(11);
-        log_set_target(LOG_TARGET_SYSLOG);
-        log_err("to syslog %d", 7);
-        char msg[512], want[64];
-        struct timeval tv = {.tv_sec = 2};
-        (void)setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        ssize_t n = recv(s, msg, sizeof(msg) - 1, 0);
-        if (n <= 0)
-            _exit(12);
-        msg[n] = '\0';
-        /* "<27>Dec  6 07:16:37 ternd[pid]: to syslog 7": LOG_DAEMON | LOG_ERR */
-        snprintf(want, sizeof(want), " ternd[%d]: to syslog 7", (int)getpid());
-        if (strncmp(msg, "<27>", 4) != 0 || !strstr(msg, want) || strchr(msg, '\n'))
-            _exit(13);
-        uint64_t before = log_dropped_lines();
-        for (int i = 0; i < 5000; i++)
-            log_info("nobody reads %04d", i);
-        _exit(log_dropped_lines() > before ? 0 : 14);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    tu_with_fake_dev_log(syslog_child);
 }
 
 #define THREADS 4
