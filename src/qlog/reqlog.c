@@ -484,7 +484,8 @@ int qlog_reqlog_flush(qlog_reqlog_t *l)
 
 int qlog_reqlog_write(qlog_reqlog_t *l, const qlog_rec_t *r)
 {
-    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && qlog_reqlog_flush(l) < 0) {
+    /* stalled: the next drain pass's flush tries again, not one failed write per record */
+    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && !l->stalled && qlog_reqlog_flush(l) < 0) {
         add(&l->errors, 1);
         return TERN_EIO;
     }
