@@ -181,6 +181,14 @@ void qlog_worker_put(qlog_t *q, qlog_ring_t *r, const answer_ctx_t *ctx, const q
     }
     if (info->pick && info->pick_rdata)
         flags |= put_dest(rec, info->pick, info->pick_rdata);
+    if (info->zone) { /* redins' domain_uuid: the zone of the name asked, its id or "" */
+        size_t n = info->zone->domain_id_len;
+        n = n < QLOG_DOMAIN_ID_MAX ? n : QLOG_DOMAIN_ID_MAX;
+        if (n)
+            memcpy(rec->domain_id, info->zone->domain_id, n);
+        rec->domain_id_len = (uint8_t)n;
+        flags |= QLOG_F_ZONE;
+    }
     const answer_geo_entry_t *ent = ctx->ent;
     if (ent && ent->have_geo && ent->geo.country) {
         flags |= QLOG_F_COUNTRY;

@@ -360,6 +360,9 @@ static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
         field_dest_cc(l, o, r);
         field_s(l, o, "destination_ip", addr_text(rec_af(r->dest_family), r->dest_addr, abuf));
     }
+    if (r->flags & QLOG_F_ZONE) /* redins: when the name is in a served zone, "" without an id */
+        field_str(l, o, "domain_uuid", r->domain_id,
+                  r->domain_id_len < QLOG_DOMAIN_ID_MAX ? r->domain_id_len : QLOG_DOMAIN_ID_MAX);
     bool ecs = r->flags & QLOG_F_ECS;
     if (ecs || r->scope)
         field_u64(l, o, "ecs_scope", r->scope); /* tern's: the scope the response gave */

@@ -52,6 +52,7 @@ from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, find_p
                      report, run_check)
 
 TIMEOUT = 2.0
+DOMAIN_ID = "7d1c1e5a-3b0f-4c8e-9a61-2f4b8d0c6e13"  # redins' zone config domain_id
 AU = ("1.2.3.0", 24)
 
 
@@ -160,6 +161,7 @@ def main():
         subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60)
         geo = os.path.join(data, "geo.json")
         zone = test_geo.zone_json()
+        zone["config"]["domain_id"] = DOMAIN_ID
         # two AU records for an AU client: a pick of one of several, which the log must name
         zone["records"]["pick"] = {"a": {"ttl": 60, "filter": {"count": "single", "order": "rr",
                                                                "geo_filter": "country"},
@@ -216,6 +218,7 @@ def main():
                        "response_code in %r" % line)
                 expect(o.get("server_ip") == LOOPBACK and o.get("server_port") == port and
                        "destination_ip" not in o, "server address in %r" % line)
+                expect(o.get("domain_uuid") == DOMAIN_ID, "domain_uuid in %r" % line)
                 if ecs:
                     expect(o.get("source_country") == "AU" and o.get("ecs_scope") == 24 and
                            o.get("client_subnet") == "1.2.3.0/24/0",

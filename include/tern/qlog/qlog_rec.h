@@ -27,7 +27,11 @@ enum qlog_flags {
     QLOG_F_ASN = 1u << 6,          /* ... by its ASN: asn */
     QLOG_F_DEST = 1u << 7,         /* a count-single RRset picked one record of several for
                                       the client: dest_* (answer_info_t.pick) */
+    QLOG_F_ZONE = 1u << 8,         /* the name asked is in a served zone: domain_id (maybe "") */
 };
+
+/* Bytes of the zone's domain_id a record keeps: redins' are UUIDs (36); a longer id is cut. */
+#define QLOG_DOMAIN_ID_MAX 64
 
 /* Countries of the picked record a record keeps: redins' records list a handful; a record
  * listing more is logged with its first QLOG_DEST_CC. */
@@ -51,7 +55,9 @@ typedef struct qlog_rec {
     uint8_t dest_family;   /* QLOG_F_DEST: 4 or 6, the picked record's address family */
     uint8_t dest_ncc;      /* ... its countries kept in dest_cc (0: it lists none) */
     uint8_t dest_addr[16]; /* ... its address (IPv4 in the first 4 bytes) */
-    uint16_t dest_cc[QLOG_DEST_CC]; /* ... its countries, ZONE_CC-packed; 0 is redins' "" */
+    uint16_t dest_cc[QLOG_DEST_CC];     /* ... its countries, ZONE_CC-packed; 0 is redins' "" */
+    uint8_t domain_id_len;              /* QLOG_F_ZONE: bytes of domain_id */
+    char domain_id[QLOG_DOMAIN_ID_MAX]; /* ... the zone's (zone_t.domain_id), cut */
     int64_t qtime_ns; /* when the query arrived (the worker's batch clock), wall clock */
     int64_t rtime_ns; /* when the response was written */
     uint16_t qlen;    /* query bytes at wire[0..qlen) */

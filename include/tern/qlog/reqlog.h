@@ -27,6 +27,10 @@
  *                    the query had none: always written, as redins does
  *     source_country the client's ISO code, when the answer was steered by country (string)
  *     source_asn     the client's ASN, when steered by ASN (integer)
+ *     domain_uuid    the domain_id of the zone the name asked is in (its config in redins'
+ *                    JSON or Redis layout), "" when it gives none; absent when no served zone
+ *                    holds the name (redins: a record, even of an NXDOMAIN, was found); at most
+ *                    QLOG_DOMAIN_ID_MAX bytes
  *     destination_ip, destination_country
  *                    only when a count-single RRset picked one record of several for the
  *                    client (QLOG_F_DEST): that record's address (string) and its countries
@@ -44,8 +48,8 @@
  *     source_port    the client's port
  *     ecs_scope      the ECS scope the response gave, when the query had ECS or was steered
  *     transport      "udp" or "tcp"
- *   not written: redins' domain_uuid (the zone's domain_id is not kept by tern's zones) and
- *   cache (HIT or MISS of redins' own record cache, which tern does not have).
+ *   not written: redins' cache (HIT or MISS of redins' own record cache, which tern does
+ *   not have).
  *
  * text: tern's own format, stable: the time, "info", "dns request", then the same fields
  *   (level, msg and time aside) as key=value in the same order, destination_country as a

@@ -311,6 +311,19 @@ static void test_json_fields(void **state)
     assert_string_equal(jstr(o, "server_ip"), "192.0.2.53");
     assert_int_equal(json_object_size(o), 20);
     json_decref(o);
+    /* the name is in a served zone: domain_uuid, its id (redins' record.Zone.Config.DomainId),
+     * "" for a zone that gives none */
+    r->flags |= QLOG_F_ZONE;
+    memcpy(r->domain_id, "5b9c6d4e-0f1a-4b2c-8d3e-7f6a5b4c3d2e", 36);
+    r->domain_id_len = 36;
+    o = json_of(r);
+    assert_string_equal(jstr(o, "domain_uuid"), "5b9c6d4e-0f1a-4b2c-8d3e-7f6a5b4c3d2e");
+    json_decref(o);
+    r->domain_id_len = 0;
+    o = json_of(r);
+    assert_string_equal(jstr(o, "domain_uuid"), "");
+    json_decref(o);
+    r->flags &= (uint16_t)~QLOG_F_ZONE;
     /* a picked record listing no country: Go's nil []string, null */
     r->dest_ncc = 0;
     r->dest_family = 6;
