@@ -30,8 +30,9 @@ enum qlog_flags {
     QLOG_F_ZONE = 1u << 8,         /* the name asked is in a served zone: domain_id (maybe "") */
 };
 
-/* Bytes of the zone's domain_id a record keeps: redins' are UUIDs (36); a longer id is cut. */
-#define QLOG_DOMAIN_ID_MAX 64
+/* Bytes of the zone's domain_id a record keeps: redins' are UUIDs (36 bytes); a longer id is
+ * cut (a few bytes more per record for every query, so no more than a UUID needs). */
+#define QLOG_DOMAIN_ID_MAX 40
 
 /* Countries of the picked record a record keeps: redins' records list a handful; a record
  * listing more is logged with its first QLOG_DEST_CC. */
