@@ -529,29 +529,36 @@ void zone_builder_expect(zone_builder_t *b, size_t records)
     /* not the name index: it is written (emptied) when made, so it grows with the names */
 }
 
+/* *dst (of *dst_len bytes) becomes a copy of src[0..len). 0 or TERN_ENOMEM (*dst unchanged). */
+static int replace_bytes(void **dst, size_t *dst_len, const void *src, size_t len)
+{
+    void *p = malloc(len ? len : 1);
+    if (!p)
+        return TERN_ENOMEM;
+    memcpy(p, src, len);
+    free(*dst);
+    *dst = p;
+    *dst_len = len;
+    return 0;
+}
+
 int zone_builder_set_domain_id(zone_builder_t *b, const char *id, size_t len)
 {
     if (len > ZONE_DOMAIN_ID_MAX)
         return TERN_EINVAL;
-    char *p = malloc(len ? len : 1);
-    if (!p)
-        return TERN_ENOMEM;
-    memcpy(p, id, len);
-    free(b->domain_id);
+    void *p = b->domain_id;
+    int rc = replace_bytes(&p, &b->domain_id_len, id, len);
     b->domain_id = p;
-    b->domain_id_len = len;
-    return 0;
+    return rc;
 }
 
 int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len, uint32_t ttl)
 {
-    uint8_t *p = malloc(len ? len : 1);
-    if (!p)
-        return TERN_ENOMEM;
-    memcpy(p, dnskeys, len);
-    free(b->dnskeys);
+    void *p = b->dnskeys;
+    int rc = replace_bytes(&p, &b->dnskeys_len, dnskeys, len);
     b->dnskeys = p;
-    b->dnskeys_len = len;
+    if (rc < 0)
+        return rc;
     b->dnskey_ttl = ttl;
     b->dnssec = true;
     return 0;
