@@ -154,7 +154,10 @@ static bool put_as(resp_t *r, wire_section_t sec, uint16_t owner_off, const uint
         /* a geo-steered RRset: the client's share of it (select.h) */
         answer_ctx_t *ctx = r->ctx;
         const zone_geo_t *g = zone_rrset_geo(gz, rr);
+        const zone_geo_rr_t *pick = ctx->info.pick;
         unsigned n = answer_select(ctx, ctx->view, g, ctx->offs);
+        if (ctx->info.pick != pick)
+            ctx->info.pick_rdata = rr->rdata; /* the RRset the new pick is in */
         if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
                                   rr->rdata, ctx->offs) == 0))
             return !sign || put_online(r, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
@@ -889,6 +892,8 @@ size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
     info->cookie = info->cookie_valid = info->badcookie = false;
     info->scope = 0;
     info->zone = NULL;
+    info->pick = NULL;
+    info->pick_rdata = NULL;
 
     if (pr == WIRE_DROP || unlikely(out_cap < UDP_MIN)) {
         info->outcome = len >= 12 && (pkt[2] & 0x80) ? ANSWER_DROP_QR : ANSWER_DROP_SHORT;

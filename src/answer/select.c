@@ -319,6 +319,8 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
     }
     if (g->policy.count == ZONE_GEO_COUNT_SINGLE && n > 0) {
         offs[0] = g->rr[c[first]].off;
+        if (n > 1) /* a choice was made: the query log says which (answer_info_t.pick) */
+            ctx->info.pick = &g->rr[c[first]];
         return 1;
     }
     for (unsigned i = 0, k = first; i < n; i++, k = k + 1 == n ? 0 : k + 1)

@@ -123,7 +123,7 @@ const opt_t config_qlog_requests_schema[QR_COUNT] = {
                    .def = CONFIG_REQLOG_JSON,
                    .max = 1,
                    .names = reqlog_formats,
-                   .desc = "one JSON object or key=value text per line"},
+                   .desc = "json: redins' request line; text: its fields as key=value"},
     [QR_PATH] = {.key = "path",
                  .type = OPT_PATH,
                  QFIELD(requests_path),

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "health_int.h"
+#include "health_log.h"
 #include "health_redis.h"
 #include "tern/common/clock.h"
 #include "tern/common/dl.h"
@@ -210,8 +211,7 @@ struct health_checker {
     struct job **jobs; /* each allocated once: curl keeps pointers into them */
     unsigned njobs, nbusy;
     hredis_t *redis;
-    FILE *log;
-    bool log_stdio;
+    health_log_t *log; /* the result log (health_log.h), or NULL */
     bool icmp_logged;
     uint16_t echo_seq;
     hredis_result_t *pub; /* results waiting for Redis */
@@ -290,26 +290,28 @@ int health_checker_configure(health_checker_t *c, const config_health_t *cfg)
     return 0;
 }
 
+/* Result lines a log lost (dropped for a stalled reader, or a failed write). */
+static void count_log_dropped(health_checker_t *c, uint64_t n)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->st.log_dropped += n;
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void open_log(health_checker_t *c)
 {
-    if (c->log && !c->log_stdio)
-        fclose(c->log);
+    count_log_dropped(c, health_log_close(c->log));
     c->log = NULL;
-    c->log_stdio = false;
     if (!c->cur.log_enabled)
         return;
-    if (c->cur.log_target == CONFIG_HEALTH_LOG_STDOUT) {
-        c->log = stdout;
-        c->log_stdio = true;
-    } else if (c->cur.log_target == CONFIG_HEALTH_LOG_STDERR) {
-        c->log = stderr;
-        c->log_stdio = true;
-    } else if (c->cur.log_path) {
-        c->log = fopen(c->cur.log_path, "ae");
-        if (!c->log)
-            log_err("health: log %s: %s; check results are not logged", c->cur.log_path,
-                    strerror(errno));
-    }
+    if (c->cur.log_target == CONFIG_HEALTH_LOG_STDOUT)
+        c->log = health_log_open(NULL, STDOUT_FILENO, c->cur.log_json);
+    else if (c->cur.log_target == CONFIG_HEALTH_LOG_STDERR)
+        c->log = health_log_open(NULL, STDERR_FILENO, c->cur.log_json);
+    else if (c->cur.log_path)
+        c->log = health_log_open(c->cur.log_path, -1, c->cur.log_json);
 }
 
 static bool same_redis(const config_redis_t *a, const config_redis_t *b)
@@ -383,42 +385,23 @@ static void log_result(health_checker_t *c, const struct ep *e, int status, cons
 {
     if (!c->log)
         return;
-    char t[40];
-    hredis_format_time(when, t, sizeof(t));
     const health_spec_t *s = &e->spec;
-    int rc;
-    if (c->cur.log_json) {
-        json_t *o = json_object();
-        if (!o)
-            return;
-        json_object_set_new(o, "time", json_string(t));
-        json_object_set_new(o, "log_type", json_string("healthcheck"));
-        json_object_set_new(o, "ip", json_string(e->addr_text));
-        json_object_set_new(o, "port", json_integer(s->port));
-        json_object_set_new(o, "host", json_string(s->host ? s->host : ""));
-        json_object_set_new(o, "domain_uuid", json_string(""));
-        json_object_set_new(o, "protocol", json_string(health_proto_name(s->proto)));
-        json_object_set_new(o, "uri", json_string(s->uri ? s->uri : "/"));
-        json_object_set_new(o, "status", json_integer(status));
-        json_object_set_new(o, "state", json_string(state));
-        json_object_set_new(o, "ok", json_boolean(ok));
-        json_object_set_new(o, "latency_ms", json_real(latency_us / 1000.0));
-        json_object_set_new(o, "error", json_string(ok || !err ? "" : err));
-        char *line = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
-        rc = line ? fprintf(c->log, "%s\n", line) : -1;
-        free(line);
-    } else {
-        char d[HEALTH_RKEY_MAX];
-        health_spec_describe(s, d, sizeof(d));
-        rc = fprintf(c->log, "%s healthcheck %s status %d %s %.3f ms%s%s\n", t, d, status, state,
-                     latency_us / 1000.0, ok ? "" : " error: ", ok || !err ? "" : err);
-    }
-    if (rc < 0) {
-        pthread_mutex_lock(&c->mu);
-        c->st.log_dropped++;
-        pthread_mutex_unlock(&c->mu);
-    }
+    char d[HEALTH_RKEY_MAX];
+    health_spec_describe(s, d, sizeof(d));
+    const health_log_line_t line = {.ip = e->addr_text,
+                                    .port = s->port,
+                                    .host = s->host,
+                                    .uri = s->uri,
+                                    .protocol = health_proto_name(s->proto),
+                                    .describe = d,
+                                    .status = status,
+                                    .state = state,
+                                    .ok = ok,
+                                    .error = err,
+                                    .latency_us = latency_us,
+                                    .wall_ms = when};
+    if (!health_log_put(c->log, &line))
+        count_log_dropped(c, 1);
 }
 
 /* Queue an own result for Redis (flushed once per loop). */
@@ -1082,7 +1065,7 @@ static void *run(void *arg)
             c->expire_us = expire_jobs(c, now_us);
         flush_publish(c);
         if (c->log)
-            fflush(c->log);
+            count_log_dropped(c, health_log_flush(c->log));
         if (c->redis) {
             pthread_mutex_lock(&c->mu);
             c->st.redis_connected = hredis_connected(c->redis);
@@ -1195,8 +1178,7 @@ void health_checker_free(health_checker_t *c)
     close(c->epfd);
     close(c->evfd);
     hredis_free(c->redis);
-    if (c->log && !c->log_stdio)
-        fclose(c->log);
+    (void)health_log_close(c->log); /* nobody reads the counters any more */
     if (c->have_cur)
         settings_free(&c->cur);
     if (c->have_pending)

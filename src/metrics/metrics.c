@@ -512,6 +512,9 @@ static void render_health(buf_t *b, loader_t *l)
                "Redis commands or connections for health state that failed.");
         sample(b, "tern_health_redis_errors_total", st.redis_errors);
     }
+    family(b, "tern_health_log_dropped_total", "counter",
+           "Health result log lines dropped: its reader did not take them, or a write failed.");
+    sample(b, "tern_health_log_dropped_total", st.log_dropped);
 }
 
 /* A family of one unlabelled sample each, in order. */
@@ -602,6 +605,9 @@ static void render_qlog(buf_t *b, const server_t *srv)
         {"tern_qlog_requests_lines_total", "counter", "Request-log lines written.", st.lines},
         {"tern_qlog_requests_errors_total", "counter", "Request-log writes that failed.",
          st.line_errors},
+        {"tern_qlog_requests_dropped_total", "counter",
+         "Request-log lines dropped: the reader (a pipe, FIFO or socket) did not take them.",
+         st.line_drops},
     };
     singles(b, m, TERN_ARRAY_SIZE(m));
 }
@@ -618,6 +624,9 @@ static void render(buf_t *b, const metrics_t *m)
     render_health(b, m->loader);
     render_aname(b, m->loader);
     render_qlog(b, m->server);
+    family(b, "tern_log_dropped_total", "counter",
+           "Server log lines dropped: stdout or stderr (a pipe, the journal) did not take them.");
+    sample(b, "tern_log_dropped_total", log_dropped_lines());
     render_xfr(b, __atomic_load_n(&m->xfr, __ATOMIC_ACQUIRE));
 }
 

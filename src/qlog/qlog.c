@@ -90,6 +90,22 @@ static uint8_t put_addr(const struct sockaddr *sa, uint8_t *addr, uint16_t *port
     return 0;
 }
 
+/* The record a count-single RRset picked (its RR at rdata + pick->off: RDLENGTH, then the
+ * address) into rec's dest_* fields: copies only. QLOG_F_DEST, or 0 when it is no address. */
+static uint16_t put_dest(qlog_rec_t *rec, const zone_geo_rr_t *pick, const uint8_t *rdata)
+{
+    const uint8_t *rr = rdata + pick->off;
+    uint16_t rdlen = (uint16_t)(rr[0] << 8 | rr[1]);
+    if (rdlen != 4 && rdlen != 16)
+        return 0;
+    rec->dest_family = rdlen == 4 ? 4 : 6;
+    memcpy(rec->dest_addr, rr + 2, rdlen);
+    unsigned n = pick->ncountries < QLOG_DEST_CC ? pick->ncountries : QLOG_DEST_CC;
+    memcpy(rec->dest_cc, pick->countries, n * sizeof(rec->dest_cc[0]));
+    rec->dest_ncc = (uint8_t)n;
+    return QLOG_F_DEST;
+}
+
 static int64_t wall_ns(void)
 {
     struct timespec ts;
@@ -160,7 +176,18 @@ void qlog_worker_put(qlog_t *q, qlog_ring_t *r, const answer_ctx_t *ctx, const q
         flags |= QLOG_F_ECS;
         rec->ecs_family = (uint8_t)ecs->family;
         rec->ecs_source = ecs->source_prefix;
+        rec->ecs_scope_q = ecs->scope_prefix;
         memcpy(rec->ecs_addr, ecs->addr, sizeof(rec->ecs_addr));
+    }
+    if (info->pick && info->pick_rdata)
+        flags |= put_dest(rec, info->pick, info->pick_rdata);
+    if (info->zone) { /* redins' domain_uuid: the zone of the name asked, its id or "" */
+        size_t n = info->zone->domain_id_len;
+        n = n < QLOG_DOMAIN_ID_MAX ? n : QLOG_DOMAIN_ID_MAX;
+        if (n)
+            memcpy(rec->domain_id, info->zone->domain_id, n);
+        rec->domain_id_len = (uint8_t)n;
+        flags |= QLOG_F_ZONE;
     }
     const answer_geo_entry_t *ent = ctx->ent;
     if (ent && ent->have_geo && ent->geo.country) {
@@ -392,7 +419,7 @@ void qlog_stats(qlog_t *q, qlog_stats_t *out)
         out->reconnects = d.reconnects;
     }
     if (q->reqlog)
-        qlog_reqlog_stats(q->reqlog, &out->lines, &out->line_errors);
+        qlog_reqlog_stats(q->reqlog, &out->lines, &out->line_errors, &out->line_drops);
 }
 
 void qlog_free(qlog_t *q)

@@ -23,6 +23,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "tern/common/logfd.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
@@ -38,6 +39,11 @@
  * backslashes escaped again for JSON or a quoted text value (2040). */
 #define REQLOG_LINE_MAX 4096u
 
+/* At close (shutdown), how long a stalled reader may still take what is buffered before it is
+ * dropped: shutdown is promised in under a second, and the server log's own last flush shares
+ * that second. */
+#define REQLOG_CLOSE_MS 250
+
 /* Presentation form of any name: every byte \DDD, the dots, the NUL. */
 #define NAME_TEXT_MAX (DNAME_MAXLEN * 4 + 1)
 
@@ -45,13 +51,16 @@ struct qlog_reqlog {
     qlog_reqlog_target_t target;
     qlog_reqlog_format_t format;
     int fd;           /* the file's (ours), or 1 or 2 */
+    logfd_t out;      /* fd, written without blocking (logfd.h) */
     char *path;       /* file target */
     const char *name; /* for messages: the path, "stdout" or "stderr" */
-    size_t len;       /* bytes buffered */
-    uint64_t nbuf;    /* lines buffered */
+    size_t len;       /* bytes buffered: the first may be the rest of a line partly written */
+    uint64_t nbuf;    /* lines buffered (newlines in buf[0..len)) */
     bool failing;     /* the last write failed: said once, and once again when writes work */
+    bool stalled;     /* lines are being dropped for a full reader: said once per stall */
     uint64_t lines;   /* written by the owner thread, read by any: relaxed atomics */
     uint64_t errors;
+    uint64_t dropped; /* lines the buffer had no room for: the reader stalled */
     int64_t tsec;     /* the second tprefix shows; -1: none yet */
     char tprefix[24]; /* "2026-11-26T04:05:06" */
     wire_query_t q;   /* scratch for the query's bytes (its name view is 1.4 KiB) */
@@ -244,29 +253,6 @@ static const char *type_name(uint16_t t, char tmp[16])
     return tmp;
 }
 
-/* The rcodes tern sends (parse.h), by value. */
-static const struct {
-    uint16_t rcode;
-    const char *name;
-} rcode_names[] = {
-    {WIRE_RC_NOERROR, "NOERROR"},     {WIRE_RC_FORMERR, "FORMERR"}, {WIRE_RC_SERVFAIL, "SERVFAIL"},
-    {WIRE_RC_NXDOMAIN, "NXDOMAIN"},   {WIRE_RC_NOTIMP, "NOTIMP"},   {WIRE_RC_REFUSED, "REFUSED"},
-    {WIRE_RC_YXDOMAIN, "YXDOMAIN"},   {WIRE_RC_NOTAUTH, "NOTAUTH"}, {WIRE_RC_BADVERS, "BADVERS"},
-    {WIRE_RC_BADCOOKIE, "BADCOOKIE"},
-};
-
-/* The name of a full (extended) rcode, "DROPPED" for none sent, else RCODE<n> in tmp. */
-static const char *rcode_name(uint16_t rc, char tmp[16])
-{
-    if (rc == 0xFFFF)
-        return "DROPPED";
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(rcode_names); i++)
-        if (rcode_names[i].rcode == rc)
-            return rcode_names[i].name;
-    snprintf(tmp, 16, "RCODE%u", (unsigned)rc);
-    return tmp;
-}
-
 /* The text of addr (family 4 or 6, or AF_INET/AF_INET6 as af); "" for anything else. */
 static const char *addr_text(int af, const uint8_t *addr, char buf[INET6_ADDRSTRLEN])
 {
@@ -299,22 +285,97 @@ static bool query_name(qlog_reqlog_t *l, const qlog_rec_t *r, char *name, size_t
     return true;
 }
 
-/* One record as a line at o, without its newline. */
+/* redins' client_subnet: the query's ECS option as miekg/dns's EDNS0_SUBNET.String() writes
+ * it ("198.51.100.0/24/0", "[2001:db8::]/56/0": address, source prefix, scope prefix; an
+ * IPv4-mapped address in dotted form, as Go's To4() finds it), "" without one. Its length. */
+static size_t subnet_text(const qlog_rec_t *r, char *buf, size_t len)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char abuf[INET6_ADDRSTRLEN];
+    if (!(r->flags & QLOG_F_ECS) || (r->ecs_family != 1 && r->ecs_family != 2)) {
+        buf[0] = '\0';
+        return 0;
+    }
+    bool v4 = r->ecs_family == 1 || memcmp(r->ecs_addr, mapped, sizeof(mapped)) == 0;
+    const uint8_t *a = r->ecs_family == 2 && v4 ? r->ecs_addr + 12 : r->ecs_addr;
+    addr_text(v4 ? AF_INET : AF_INET6, a, abuf);
+    int k = snprintf(buf, len, v4 ? "%s/%u/%u" : "[%s]/%u/%u", abuf, (unsigned)r->ecs_source,
+                     (unsigned)r->ecs_scope_q);
+    return k > 0 && (size_t)k < len ? (size_t)k : 0;
+}
+
+/* redins' destination_country: the picked record's countries, a JSON array of strings (Go's
+ * []string; null when it lists none, "" for its "" entry), or a comma-separated text value. */
+static void field_dest_cc(const qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
+{
+    put_key(l, o, "destination_country");
+    bool json = l->format == QLOG_REQLOG_JSON;
+    if (json && r->dest_ncc == 0) {
+        put_s(o, "null");
+        return;
+    }
+    char cc[QLOG_DEST_CC * 3 + 1];
+    size_t n = 0;
+    if (json)
+        put_c(o, '[');
+    for (unsigned i = 0; i < r->dest_ncc && i < QLOG_DEST_CC; i++) {
+        char c[2] = {(char)(r->dest_cc[i] >> 8), (char)(r->dest_cc[i] & 0xFF)};
+        size_t k = r->dest_cc[i] ? 2 : 0;
+        if (json) {
+            if (i)
+                put_c(o, ',');
+            put_json_str(o, c, k);
+        } else {
+            if (i)
+                cc[n++] = ',';
+            memcpy(cc + n, c, k);
+            n += k;
+        }
+    }
+    if (json)
+        put_c(o, ']');
+    else
+        put_text_value(o, cc, n);
+}
+
+/* One record as a line at o, without its newline. The JSON keys in Go's order (encoding/json
+ * sorts a map's keys, and redins' logger marshals one map: its fields with time, level, msg),
+ * the text fields in the same order after the time, the level and the message. */
 static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
 {
-    char name[NAME_TEXT_MAX], abuf[INET6_ADDRSTRLEN], tmp[16];
+    char name[NAME_TEXT_MAX], abuf[INET6_ADDRSTRLEN], tmp[16], subnet[INET6_ADDRSTRLEN + 16];
     bool json = l->format == QLOG_REQLOG_JSON;
-
-    if (json)
-        put_s(o, "{\"time\":\"");
-    put_time(l, o, r->qtime_ns);
-    put_s(o, json ? "\",\"level\":\"info\",\"msg\":\"dns request\"" : " info dns request");
-
     int af = rec_af(r->family);
-    field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
-    field_u64(l, o, "source_port", r->client_port);
-    field_s(l, o, "destination_ip", addr_text(af, r->server_addr, abuf));
-    field_u64(l, o, "destination_port", r->server_port);
+
+    if (json) {
+        put_s(o, "{\"client_subnet\":");
+        put_json_str(o, subnet, subnet_text(r, subnet, sizeof(subnet)));
+    } else {
+        put_time(l, o, r->qtime_ns);
+        put_s(o, " info dns request");
+        field_str(l, o, "client_subnet", subnet, subnet_text(r, subnet, sizeof(subnet)));
+    }
+    if (r->flags & QLOG_F_DEST) {
+        /* redins' meaning: the record chosen for the client, not this server's address */
+        field_dest_cc(l, o, r);
+        field_s(l, o, "destination_ip", addr_text(rec_af(r->dest_family), r->dest_addr, abuf));
+    }
+    if (r->flags & QLOG_F_ZONE) /* redins: when the name is in a served zone, "" without an id */
+        field_str(l, o, "domain_uuid", r->domain_id,
+                  r->domain_id_len < QLOG_DOMAIN_ID_MAX ? r->domain_id_len : QLOG_DOMAIN_ID_MAX);
+    bool ecs = r->flags & QLOG_F_ECS;
+    if (ecs || r->scope)
+        field_u64(l, o, "ecs_scope", r->scope); /* tern's: the scope the response gave */
+    if (json)
+        put_s(o, ",\"level\":\"info\"");
+    field_s(l, o, "log_type", "request");
+    if (json)
+        put_s(o, ",\"msg\":\"dns request\"");
+
+    /* redins': whole milliseconds, cut as Go's Nanoseconds() / 1000000; tern's: microseconds */
+    uint64_t ns = r->rtime_ns > r->qtime_ns ? (uint64_t)(r->rtime_ns - r->qtime_ns) : 0;
+    field_u64(l, o, "process_time", ns / 1000000);
+    field_u64(l, o, "process_time_us", ns / 1000);
 
     uint16_t qtype = r->qtype;
     const char *type;
@@ -325,78 +386,79 @@ static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
         type = qtype ? type_name(qtype, tmp) : "";
     }
     field_s(l, o, "record", name);
-    field_s(l, o, "type", type);
+    /* redins' integer rcode; -1: no response was sent (dropped by a limit) */
+    put_key(l, o, "response_code");
+    if (r->rcode == 0xFFFF)
+        put_s(o, "-1");
+    else
+        put_u64(o, r->rcode);
 
-    bool ecs = r->flags & QLOG_F_ECS;
-    if (ecs) {
-        int eaf = r->ecs_family == 1 ? AF_INET : r->ecs_family == 2 ? AF_INET6 : AF_UNSPEC;
-        char subnet[INET6_ADDRSTRLEN + 8];
-        int k = snprintf(subnet, sizeof(subnet), "%s/%u", addr_text(eaf, r->ecs_addr, abuf),
-                         (unsigned)r->ecs_source);
-        field_str(l, o, "client_subnet", subnet, k > 0 ? (size_t)k : 0);
-    }
-    if (r->flags & QLOG_F_COUNTRY)
-        field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
+    field_s(l, o, "server_ip", addr_text(af, r->server_addr, abuf));
+    field_u64(l, o, "server_port", r->server_port);
     if (r->flags & QLOG_F_ASN)
         field_u64(l, o, "source_asn", r->asn);
-    if (ecs || r->scope)
-        field_u64(l, o, "ecs_scope", r->scope);
-    field_s(l, o, "response_code", rcode_name(r->rcode, tmp));
-
-    /* milliseconds, redins' unit, to the microsecond */
-    uint64_t us = r->rtime_ns > r->qtime_ns ? (uint64_t)(r->rtime_ns - r->qtime_ns) / 1000 : 0;
-    put_key(l, o, "process_time");
-    put_u64(o, us / 1000);
-    put_c(o, '.');
-    put_digits(o, (uint32_t)(us % 1000), 3);
-
+    if (r->flags & QLOG_F_COUNTRY)
+        field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
+    field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
+    field_u64(l, o, "source_port", r->client_port);
+    if (json) {
+        put_s(o, ",\"time\":\"");
+        put_time(l, o, r->qtime_ns);
+        put_c(o, '"');
+    }
     field_s(l, o, "transport", r->flags & QLOG_F_TCP ? "tcp" : "udp");
+    field_s(l, o, "type", type);
     if (json)
         put_c(o, '}');
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-/* n bytes at p to fd, whole (EINTR and short writes retried). 0 or a negated errno. */
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            return TERN_EIO;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void add(uint64_t *counter, uint64_t n)
 {
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/* The buffered lines as one syslog message each (the ident, pid and time are syslog's). */
-static int to_syslog(const char *buf, size_t len)
+/* The buffered lines as one syslog message each, without waiting: a message the reader has no
+ * room for is dropped, one that cannot be sent (no syslog socket) is an error. */
+static void to_syslog(qlog_reqlog_t *l)
 {
-    for (size_t off = 0; off < len;) {
-        const char *nl = memchr(buf + off, '\n', len - off);
-        size_t n = nl ? (size_t)(nl - (buf + off)) : len - off;
-        syslog(LOG_INFO, "%.*s", (int)n, buf + off);
+    for (size_t off = 0; off < l->len;) {
+        const char *p = l->buf + off;
+        const char *nl = memchr(p, '\n', l->len - off);
+        size_t n = nl ? (size_t)(nl - p) : l->len - off;
+        int rc = logfd_syslog(&l->out, LOG_DAEMON | LOG_INFO, "ternd", p, n);
+        add(rc == 0 ? &l->lines : rc == -EAGAIN ? &l->dropped : &l->errors, 1);
         off += n + 1;
     }
+    l->len = 0;
+    l->nbuf = 0;
+}
+
+/* What the reader takes of the buffer now, or within timeout_ms; the rest stays buffered. 0, or
+ * a negated errno when the reader is gone. */
+static int write_some(qlog_reqlog_t *l, int timeout_ms)
+{
+    if (l->target == QLOG_REQLOG_SYSLOG) {
+        to_syslog(l);
+        return 0;
+    }
+    if (l->target != QLOG_REQLOG_FILE)
+        logfd_sync(&l->out); /* descriptor 1 or 2 as it is now */
+    int64_t w = logfd_flush(&l->out, l->buf, &l->len, timeout_ms);
+    if (w < 0)
+        return (int)w;
+    add(&l->lines, (uint64_t)w);
+    l->nbuf -= (uint64_t)w;
     return 0;
 }
 
-int qlog_reqlog_flush(qlog_reqlog_t *l)
+/* qlog_reqlog_flush(), waiting timeout_ms at most for a stalled reader. */
+static int flush_within(qlog_reqlog_t *l, int timeout_ms)
 {
     if (l->len == 0)
         return 0;
-    int rc = l->target == QLOG_REQLOG_SYSLOG ? to_syslog(l->buf, l->len)
-                                             : write_all(l->fd, l->buf, l->len);
+    int rc = write_some(l, timeout_ms);
     if (rc < 0) {
         add(&l->errors, l->nbuf);
         /* said once per outage, not per buffer: a full disk would otherwise flood the log */
@@ -404,21 +466,41 @@ int qlog_reqlog_flush(qlog_reqlog_t *l)
             log_err("requests: %s: %s; request log lines are lost until it works again", l->name,
                     tern_strerror(rc));
         l->failing = true;
-    } else {
-        add(&l->lines, l->nbuf);
-        if (l->failing)
-            log_info("requests: %s: writing again", l->name);
-        l->failing = false;
+        l->len = 0;
+        l->nbuf = 0;
+        return TERN_EIO;
     }
-    l->len = 0;
-    l->nbuf = 0;
-    return rc < 0 ? TERN_EIO : 0;
+    if (l->failing)
+        log_info("requests: %s: writing again", l->name);
+    l->failing = false;
+    if (l->stalled && l->len == 0) {
+        log_info("requests: %s: the reader takes lines again", l->name);
+        l->stalled = false;
+    }
+    return 0;
+}
+
+int qlog_reqlog_flush(qlog_reqlog_t *l)
+{
+    return flush_within(l, 0);
 }
 
 int qlog_reqlog_write(qlog_reqlog_t *l, const qlog_rec_t *r)
 {
-    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && qlog_reqlog_flush(l) < 0) {
+    /* stalled: the next drain pass's flush tries again, not one failed write per record */
+    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX && !l->stalled && qlog_reqlog_flush(l) < 0) {
         add(&l->errors, 1);
+        return TERN_EIO;
+    }
+    if (sizeof(l->buf) - l->len < REQLOG_LINE_MAX) {
+        /* the reader is not taking lines (a pipe nobody reads): this one is dropped, never
+         * waited for, so the writer thread keeps draining the rings and stops when told */
+        add(&l->dropped, 1);
+        if (!l->stalled)
+            log_warn("requests: %s: the reader does not keep up; request log lines are dropped "
+                     "until it does",
+                     l->name);
+        l->stalled = true;
         return TERN_EIO;
     }
     /* the newline's byte is kept out of the cursor's reach */
@@ -455,14 +537,8 @@ static int open_file(const char *path, char *err, size_t errlen)
                      S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         return TERN_EINVAL;
     }
-    /* blocking writes from here: the writer thread waits for the disk, never drops a line */
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        int e = errno;
-        close(fd);
-        tern_set_err(err, errlen, "requests: %s: %s", path, tern_strerror(-e));
-        return -e;
-    }
+    /* O_NONBLOCK stays: the description is ours, and a FIFO's reader that stalls must not
+     * stall the writer thread (a regular file ignores it: the disk is waited for) */
     return fd;
 }
 
@@ -498,12 +574,15 @@ qlog_reqlog_t *qlog_reqlog_open(const qlog_reqlog_opts_t *o, char *err, size_t e
             return NULL;
         }
         l->name = l->path;
+        logfd_init(&l->out, l->fd);
     } else if (o->target == QLOG_REQLOG_SYSLOG) {
         l->fd = -1;
         l->name = "syslog";
+        logfd_init_syslog(&l->out);
     } else {
         l->fd = o->target == QLOG_REQLOG_STDOUT ? STDOUT_FILENO : STDERR_FILENO;
         l->name = o->target == QLOG_REQLOG_STDOUT ? "stdout" : "stderr";
+        logfd_init(&l->out, l->fd);
     }
     return l;
 }
@@ -517,22 +596,28 @@ int qlog_reqlog_reopen(qlog_reqlog_t *l, char *err, size_t errlen)
     int fd = open_file(l->path, err, errlen);
     if (fd < 0)
         return fd;
+    logfd_close(&l->out);
     close(l->fd);
     l->fd = fd;
+    logfd_init(&l->out, fd);
     return 0;
 }
 
-void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors)
+void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors, uint64_t *dropped)
 {
     *lines = __atomic_load_n(&l->lines, __ATOMIC_RELAXED);
     *errors = __atomic_load_n(&l->errors, __ATOMIC_RELAXED);
+    *dropped = __atomic_load_n(&l->dropped, __ATOMIC_RELAXED);
 }
 
 void qlog_reqlog_close(qlog_reqlog_t *l)
 {
     if (!l)
         return;
-    (void)qlog_reqlog_flush(l);
+    /* the last lines get REQLOG_CLOSE_MS of a stalled reader's time, then are dropped */
+    (void)flush_within(l, REQLOG_CLOSE_MS);
+    add(&l->dropped, l->nbuf);
+    logfd_close(&l->out);
     if (l->target == QLOG_REQLOG_FILE)
         close(l->fd);
     free(l->path);

@@ -143,6 +143,8 @@ struct zone_builder {
     size_t dnskeys_len;
     uint32_t dnskey_ttl;
     size_t dnssec_dropped;
+    char *domain_id; /* zone_builder_set_domain_id() */
+    size_t domain_id_len;
 
     char err[512];
 };
@@ -214,6 +216,7 @@ void zone_builder_free(zone_builder_t *b)
     free(b->pol);
     free(b->polnames);
     free(b->source);
+    free(b->domain_id);
     for (size_t i = 0; i < b->eps_count; i++)
         health_ep_release(b->eps[i]);
     free(b->eps);
@@ -526,15 +529,36 @@ void zone_builder_expect(zone_builder_t *b, size_t records)
     /* not the name index: it is written (emptied) when made, so it grows with the names */
 }
 
-int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len, uint32_t ttl)
+/* *dst (of *dst_len bytes) becomes a copy of src[0..len). 0 or TERN_ENOMEM (*dst unchanged). */
+static int replace_bytes(void **dst, size_t *dst_len, const void *src, size_t len)
 {
-    uint8_t *p = malloc(len ? len : 1);
+    void *p = malloc(len ? len : 1);
     if (!p)
         return TERN_ENOMEM;
-    memcpy(p, dnskeys, len);
-    free(b->dnskeys);
+    memcpy(p, src, len);
+    free(*dst);
+    *dst = p;
+    *dst_len = len;
+    return 0;
+}
+
+int zone_builder_set_domain_id(zone_builder_t *b, const char *id, size_t len)
+{
+    if (len > ZONE_DOMAIN_ID_MAX)
+        return TERN_EINVAL;
+    void *p = b->domain_id;
+    int rc = replace_bytes(&p, &b->domain_id_len, id, len);
+    b->domain_id = p;
+    return rc;
+}
+
+int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len, uint32_t ttl)
+{
+    void *p = b->dnskeys;
+    int rc = replace_bytes(&p, &b->dnskeys_len, dnskeys, len);
     b->dnskeys = p;
-    b->dnskeys_len = len;
+    if (rc < 0)
+        return rc;
     b->dnskey_ttl = ttl;
     b->dnssec = true;
     return 0;
@@ -1282,6 +1306,7 @@ static int allocate(struct fctx *f)
                            b->names_len,
                            f->rdbytes,
                            strlen(b->source) + 1,
+                           b->domain_id_len + 1,
                            f->ngeo_rr * sizeof(zone_geo_rr_t),
                            f->ngeo_cc * sizeof(uint16_t),
                            f->ngeo_asn * sizeof(uint32_t)};
@@ -1305,6 +1330,9 @@ static int allocate(struct fctx *f)
     f->names = arena_alloc(d, b->names_len); /* filled by release_runs() */
     f->rd = arena_alloc(d, f->rdbytes);
     char *source = arena_memdup(d, b->source, strlen(b->source) + 1);
+    char *domain_id = arena_alloc(d, b->domain_id_len + 1);
+    if (domain_id && b->domain_id_len)
+        memcpy(domain_id, b->domain_id, b->domain_id_len);
     f->geo_rr = arena_calloc(d, f->ngeo_rr, sizeof(*f->geo_rr));
     f->geo_cc = arena_calloc(d, f->ngeo_cc, sizeof(*f->geo_cc));
     f->geo_asn = arena_calloc(d, f->ngeo_asn, sizeof(*f->geo_asn));
@@ -1316,8 +1344,8 @@ static int allocate(struct fctx *f)
             return nomem(f);
     }
     if (!f->z || !f->pages || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
-        !source || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn || !f->health ||
-        !f->kids || !dl || !zd)
+        !source || !domain_id || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn ||
+        !f->health || !f->kids || !dl || !zd)
         return nomem(f);
     zone_t *z = f->z;
     z->arena = a;
@@ -1330,6 +1358,8 @@ static int allocate(struct fctx *f)
     z->kids = f->kids;
     z->refs = 1;
     z->source = source;
+    z->domain_id = domain_id;
+    z->domain_id_len = (uint16_t)b->domain_id_len;
     z->node_slots = f->slot;
     z->node_pages = f->pages;
     z->node_page_count = (uint32_t)f->npages;

@@ -1077,6 +1077,10 @@ static int config_obj(zone_json_t *zj, json_t *cfg, char *err, size_t errlen)
         (rc = get_bool(&e, cfg, "", "cname_flattening", &flatten)) < 0 ||
         (rc = get_str(&e, cfg, "", "domain_id", &domain_id, &idlen)) < 0)
         return rc;
+    /* kept for the request log's domain_uuid, as redins logs it */
+    if (domain_id && (rc = zone_builder_set_domain_id(zj->b, domain_id, idlen)) < 0)
+        return fail(&e, rc, "domain_id: %s",
+                    rc == TERN_EINVAL ? "longer than 255 bytes" : "out of memory");
     /* redins turns DNSSEC off silently when it cannot use the keys; a zone that says it is
      * signed and cannot be is an error here, so the old version keeps serving */
     zj->dnssec = dnssec;

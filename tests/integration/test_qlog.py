@@ -9,9 +9,13 @@ tests/data/make_mmdb.pl) with query_log: dnstap to the UNIX socket of a real `fs
     file decoded by the real `dnstap-read -y` (BIND) holds an AUTH_QUERY and an AUTH_RESPONSE for
     every query, with the client's and the server's addresses and ports, the transport, and the
     query name and type inside the logged messages;
-  - the request log: one valid JSON line per query, with source_ip, record, type, response_code,
-    process_time; the steered answers carry the geo decision (source_country, ecs_scope and the
-    client_subnet the query gave);
+  - the request log: one valid JSON line per query in redins' fields and types (log_type
+    "request", source_ip, record, type, the integer response_code, process_time in whole
+    milliseconds); the steered answers carry the geo decision (source_country, ecs_scope and the
+    client_subnet the query gave, as redins writes it);
+  - a count-single pick (a "why Frankfurt" query): destination_ip is the record the client was
+    given and destination_country its countries, as redins' Filter() logs them, while
+    server_ip is this server's address;
   - the reader going away: fstrm_capture stopped, ternd keeps answering every query, the dnstap
     drops are counted (tern_qlog_dnstap_dropped_total); a new fstrm_capture on the same socket
     receives the queries sent after it started (ternd reconnects within a few seconds);
@@ -48,6 +52,7 @@ from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, find_p
                      report, run_check)
 
 TIMEOUT = 2.0
+DOMAIN_ID = "7d1c1e5a-3b0f-4c8e-9a61-2f4b8d0c6e13"  # redins' zone config domain_id
 AU = ("1.2.3.0", 24)
 
 
@@ -109,13 +114,14 @@ def dnstap_messages(path):
     return msgs
 
 
-def metrics(port):
+def metrics(port, prefix="tern_qlog_"):
+    """The samples of /metrics whose name starts with prefix, by name (with labels)."""
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
         text = r.read().decode()
     vals = {}
     for line in text.splitlines():
-        if line.startswith("tern_qlog_"):
-            k, v = line.split()
+        if line.startswith(prefix):
+            k, v = line.rsplit(" ", 1)
             vals[k] = float(v)
     return vals
 
@@ -154,8 +160,16 @@ def main():
         os.makedirs(data)
         subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60)
         geo = os.path.join(data, "geo.json")
+        zone = test_geo.zone_json()
+        zone["config"]["domain_id"] = DOMAIN_ID
+        # two AU records for an AU client: a pick of one of several, which the log must name
+        zone["records"]["pick"] = {"a": {"ttl": 60, "filter": {"count": "single", "order": "rr",
+                                                               "geo_filter": "country"},
+                                         "records": [{"ip": "192.0.2.61", "country": "AU"},
+                                                     {"ip": "192.0.2.62", "country": "AU"},
+                                                     {"ip": "192.0.2.63", "country": "GB"}]}}
         with open(geo, "w") as f:
-            json.dump(test_geo.zone_json(), f)
+            json.dump(zone, f)
         sock = os.path.join(work, "dnstap.sock")
         cap = Capture(sock, os.path.join(work, "capture1.fstrm"))
         cap.start()
@@ -196,17 +210,43 @@ def main():
                 expect(o.get("record", "").lower() == name and o.get("type") == rtype,
                        "line %r for %s %s" % (line, name, rtype))
                 expect(o.get("source_ip") == LOOPBACK, "source_ip in %r" % line)
-                expect(o.get("msg") == "dns request" and "process_time" in o,
-                       "redins fields missing in %r" % line)
+                expect(o.get("msg") == "dns request" and o.get("log_type") == "request" and
+                       type(o.get("process_time")) is int, "redins fields missing in %r" % line)
                 expect(o.get("transport") == ("tcp" if tcp else "udp"), "transport in %r" % line)
-                want_rc = "NXDOMAIN" if name.startswith("nope") else "NOERROR"
-                expect(o.get("response_code") == want_rc, "response_code in %r" % line)
+                want_rc = dns.rcode.NXDOMAIN if name.startswith("nope") else dns.rcode.NOERROR
+                expect(type(o.get("response_code")) is int and o["response_code"] == want_rc,
+                       "response_code in %r" % line)
+                expect(o.get("server_ip") == LOOPBACK and o.get("server_port") == port and
+                       "destination_ip" not in o, "server address in %r" % line)
+                expect(o.get("domain_uuid") == DOMAIN_ID, "domain_uuid in %r" % line)
                 if ecs:
                     expect(o.get("source_country") == "AU" and o.get("ecs_scope") == 24 and
-                           o.get("client_subnet") == "1.2.3.0/24",
+                           o.get("client_subnet") == "1.2.3.0/24/0",
                            "the geo decision is missing from %r" % line)
 
         run_check(results, "request log: one JSON line per query, geo decision", request_log)
+
+        def destination():
+            before = len(open(reqlog).read().splitlines())
+            given = []
+            for _ in range(8):
+                r = ask(port, "pick.geo.test.", "A", ecs=AU)
+                addrs = [rd.address for rrset in r.answer for rd in rrset]
+                expect(len(addrs) == 1 and addrs[0] in ("192.0.2.61", "192.0.2.62"),
+                       "pick.geo.test. for an AU client: %s" % addrs)
+                given.append(addrs[0])
+            wait_for(lambda: len(open(reqlog).read().splitlines()) >= before + len(given),
+                     "no request-log lines for the picks", 5)
+            lines = open(reqlog).read().splitlines()[before:before + len(given)]
+            for line, addr in zip(lines, given):
+                o = json.loads(line)
+                expect(o.get("record") == "pick.geo.test.", "line %r" % line)
+                expect(o.get("destination_ip") == addr and
+                       o.get("destination_country") == ["AU"],
+                       "the client was given %s, the log says %r" % (addr, line))
+                expect(o.get("server_ip") == LOOPBACK, "server_ip in %r" % line)
+
+        run_check(results, "request log: destination_ip is the record picked", destination)
 
         def dnstap_first():
             cap.stop()  # finishes capture1

@@ -16,7 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 
 /* dir (at least 32 bytes) becomes a fresh "/tmp/<prefix>-XXXXXX" directory. */
@@ -145,6 +150,41 @@ static inline int tu_find_program(const char *name, char *out, size_t outlen)
         path = end ? end + 1 : NULL;
     }
     return 0;
+}
+
+/* In a forked child only: a private mount namespace with a tmpfs on /dev and a datagram
+ * socket bound at /dev/log, for a test to read what a syslog target sends (root only: the
+ * namespace needs CAP_SYS_ADMIN). The socket, or -1. */
+static inline int tu_fake_dev_log(void)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("tmpfs", "/dev", "tmpfs", 0, "size=64k") < 0)
+        return -1;
+    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
+    if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return -1;
+    struct timeval tv = {.tv_sec = 2}; /* a bound on every recv() of the test */
+    (void)setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return s;
+}
+
+/* fn(s) in a forked child with tu_fake_dev_log()'s socket s, its result the child's exit
+ * status, which must be 0. Skipped unless root. */
+static inline void tu_with_fake_dev_log(int (*fn)(int s))
+{
+    if (geteuid() != 0)
+        skip();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int s = tu_fake_dev_log();
+        _exit(s < 0 ? 99 : fn(s));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 #endif

@@ -120,6 +120,12 @@ typedef struct answer_info {
     uint8_t scope;             /* ECS scope prefix written in the response (0: none) */
     const struct zone *zone;   /* the zone of the name asked (a chain may go on elsewhere), or
                                   NULL when no served zone holds it */
+    /* The record a steered RRset with count single picked for the client out of more than one
+     * candidate (select.c), the last such pick of the answer: its steering (countries) and its
+     * RRset's rdata (the RR at pick->off). NULL when there was none. For the query log (redins'
+     * destination_ip and destination_country); valid while the view is. */
+    const struct zone_geo_rr *pick;
+    const uint8_t *pick_rdata;
 } answer_info_t;
 
 /* What the geo filters looked up for one client address (select.c), kept per worker: resolvers

@@ -2,7 +2,14 @@
  * log.h — leveled logging for the control path (startup, reload, shutdown).
  *
  * Never called per query. Thread-safe: each message is formatted into a stack buffer and written
- * with one write(2) (or one syslog(3) call) so lines from different threads do not interleave.
+ * whole (one write(2) of at most PIPE_BUF bytes, or one syslog datagram) so lines from different
+ * threads do not interleave.
+ *
+ * Never blocks on a stalled reader (tern/common/logfd.h): a line that stdout or stderr cannot
+ * take now (a pipe nobody reads) waits in a 64 KiB backlog that a "tern-log" thread writes out
+ * when the reader takes bytes again; a line that does not fit is dropped and counted
+ * (log_dropped_lines()). At exit the backlog gets 200 ms more, then is dropped. The loader, the
+ * signal thread and shutdown can therefore log whatever happens to the journal.
  *
  * Level and target are process-wide. Set them once at startup from the config, before the workers
  * exist; changing them later is safe (both are atomics) but a line racing the change may still go
@@ -12,6 +19,7 @@
 #define TERN_COMMON_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tern/common/compiler.h"
 
@@ -20,8 +28,10 @@ typedef enum { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG } log_
 
 /* stderr: "ternd: LEVEL: message" lines (the journal adds time and pid under systemd).
  * stdout: the same on standard output.
- * syslog: openlog("ternd", LOG_PID | LOG_NDELAY, LOG_DAEMON), levels mapped to LOG_ERR,
- * LOG_WARNING, LOG_INFO, LOG_DEBUG; the message without the "ternd: LEVEL:" prefix. */
+ * syslog: one datagram per message to /dev/log as syslog(3) would send it with
+ * openlog("ternd", LOG_PID, LOG_DAEMON) (tern/common/logfd.h), levels mapped to LOG_ERR,
+ * LOG_WARNING, LOG_INFO, LOG_DEBUG; the message without the "ternd: LEVEL:" prefix. A socket
+ * whose reader is full drops the message (counted), where syslog(3) would block. */
 typedef enum { LOG_TARGET_STDERR = 0, LOG_TARGET_STDOUT, LOG_TARGET_SYSLOG } log_target_t;
 #define LOG_TARGET_COUNT 3
 
@@ -36,9 +46,8 @@ void log_set_level(log_level_t level);
 /** The current level. */
 log_level_t log_get_level(void);
 
-/** Where lines go from now on. Default LOG_TARGET_STDERR. Switching to syslog opens the
- * connection (LOG_NDELAY: before a chroot or privilege drop can get in the way); switching away
- * closes it. */
+/** Where lines go from now on. Default LOG_TARGET_STDERR. Switching to syslog connects its
+ * socket now (before a chroot or privilege drop can get in the way); switching away closes it. */
 void log_set_target(log_target_t target);
 
 /** The current target. */
@@ -52,6 +61,10 @@ int log_parse_level(const char *name, log_level_t *out) TERN_WUR;
 int log_parse_target(const char *name, log_target_t *out) TERN_WUR;
 
 void log_msg(log_level_t level, const char *fmt, ...) TERN_PRINTF(2, 3);
+
+/** Lines dropped since start because stdout or stderr did not take them (a stalled or vanished
+ * reader). Any thread. */
+uint64_t log_dropped_lines(void);
 
 /* Room for tern_escape() of n bytes with nothing cut: every byte as \DDD, and the NUL. */
 #define TERN_ESCAPE_MAX(n) (4 * (size_t)(n) + 1)

@@ -34,10 +34,10 @@
 #include "tern/conf/config.h"
 #include "tern/qlog/qlog_rec.h"
 
-/* How often the writer drains the rings. A record of a typical query is some 240 bytes (the
- * header, the query and the response), so at 100k q/s a 4 MiB ring holds about 170 ms: a drain
- * every 20 ms keeps it far from full, and wakes the writer (and through it fstrm's I/O thread)
- * 50 times a second on the workers' CPUs rather than 200. */
+/* How often the writer drains the rings. A record of a typical query is some 320 bytes (the
+ * 176-byte header, the query and the response), so at 100k q/s a 4 MiB ring holds about 130 ms:
+ * a drain every 20 ms keeps it far from full, and wakes the writer (and through it fstrm's I/O
+ * thread) 50 times a second on the workers' CPUs rather than 200. */
 #define QLOG_DRAIN_MS 20
 
 typedef struct qlog qlog_t;
@@ -51,6 +51,7 @@ typedef struct qlog_stats {
     uint64_t reconnects;  /* dnstap socket connections (handshake done) after the first */
     uint64_t lines;       /* request-log lines written */
     uint64_t line_errors; /* request-log writes that failed */
+    uint64_t line_drops;  /* request-log lines dropped: the reader did not take them */
 } qlog_stats_t;
 
 /* What a worker knows of one answered query beyond answer_info_t, for its record. */

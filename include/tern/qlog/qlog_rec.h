@@ -25,7 +25,18 @@ enum qlog_flags {
     QLOG_F_ECS = 1u << 4,          /* the query had a usable ECS option: ecs_* are set */
     QLOG_F_COUNTRY = 1u << 5,      /* the answer was steered by the client's country: country */
     QLOG_F_ASN = 1u << 6,          /* ... by its ASN: asn */
+    QLOG_F_DEST = 1u << 7,         /* a count-single RRset picked one record of several for
+                                      the client: dest_* (answer_info_t.pick) */
+    QLOG_F_ZONE = 1u << 8,         /* the name asked is in a served zone: domain_id (maybe "") */
 };
+
+/* Bytes of the zone's domain_id a record keeps: redins' are UUIDs (36 bytes); a longer id is
+ * cut (a few bytes more per record for every query, so no more than a UUID needs). */
+#define QLOG_DOMAIN_ID_MAX 40
+
+/* Countries of the picked record a record keeps: redins' records list a handful; a record
+ * listing more is logged with its first QLOG_DEST_CC. */
+#define QLOG_DEST_CC 8
 
 typedef struct qlog_rec {
     uint32_t size;  /* bytes of this record: header + qlen + rlen, rounded up to 8 */
@@ -39,8 +50,15 @@ typedef struct qlog_rec {
     uint8_t ecs_family; /* 1 (IPv4) or 2 (IPv6), RFC 7871 */
     uint8_t ecs_source; /* source prefix length */
     uint8_t ecs_addr[16];
-    char country[2];  /* ISO 3166 code of the client when QLOG_F_COUNTRY */
-    uint32_t asn;     /* the client's ASN when QLOG_F_ASN */
+    char country[2];       /* ISO 3166 code of the client when QLOG_F_COUNTRY */
+    uint32_t asn;          /* the client's ASN when QLOG_F_ASN */
+    uint8_t ecs_scope_q;   /* the query's ECS scope prefix (0 in a valid query), with ecs_* */
+    uint8_t dest_family;   /* QLOG_F_DEST: 4 or 6, the picked record's address family */
+    uint8_t dest_ncc;      /* ... its countries kept in dest_cc (0: it lists none) */
+    uint8_t dest_addr[16]; /* ... its address (IPv4 in the first 4 bytes) */
+    uint16_t dest_cc[QLOG_DEST_CC];     /* ... its countries, ZONE_CC-packed; 0 is redins' "" */
+    uint8_t domain_id_len;              /* QLOG_F_ZONE: bytes of domain_id */
+    char domain_id[QLOG_DOMAIN_ID_MAX]; /* ... the zone's (zone_t.domain_id), cut */
     int64_t qtime_ns; /* when the query arrived (the worker's batch clock), wall clock */
     int64_t rtime_ns; /* when the response was written */
     uint16_t qlen;    /* query bytes at wire[0..qlen) */

@@ -1,35 +1,64 @@
 /*
- * reqlog.h — redins' request log: one line per logged query (qlog_rec_t), as redins'
- * handler.LogRequest wrote it, to a file, standard output or standard error.
+ * reqlog.h — redins' request log: one line per logged query (qlog_rec_t), as redins wrote it
+ * (handler/handler.go: HandleRequest's logData, Filter() and LogRequest(), through its logger
+ * at level info), to a file, standard output, standard error or syslog.
  *
- * A line carries what redins logged (source_ip, record, type, client_subnet, source_country,
- * source_asn, destination_ip, process_time in milliseconds, response_code, msg "dns request")
- * and what tern adds (source_port, destination_port, ecs_scope, transport). redins' domain_uuid
- * is not in a qlog_rec_t and is not written. Two formats:
+ * json: one object per line, redins' fields with redins' names, types and meanings, and tern's
+ * under names redins does not use; the keys in Go's order (encoding/json sorts a map's keys,
+ * and redins' logger marshals one map holding its fields with time, level and msg):
  *
- *   json: one object per line,
- *     {"time":"2026-11-26T04:05:06.123456Z","level":"info","msg":"dns request",
- *      "source_ip":"192.0.2.1","source_port":53124,"destination_ip":"192.0.2.53",
- *      "destination_port":53,"record":"www.example.test.","type":"A",
- *      "client_subnet":"198.51.100.0/24","source_country":"GB","source_asn":64500,
- *      "ecs_scope":24,"response_code":"NOERROR","process_time":0.012,"transport":"udp"}
- *   text: the same fields as key=value after the time, the level and the message,
- *     2026-11-26T04:05:06.123456Z info dns request source_ip=192.0.2.1 source_port=53124 ...
- *     a value that is empty or holds a space, a control or non-ASCII byte, '"', '=' or '\' is
- *     quoted, with tern_escape()'s escapes inside (\DDD, \\, \").
+ *   {"client_subnet":"198.51.100.0/24/0","destination_country":["DE"],
+ *    "destination_ip":"203.0.113.7","ecs_scope":24,"level":"info","log_type":"request",
+ *    "msg":"dns request","process_time":0,"process_time_us":12,"record":"www.example.test.",
+ *    "response_code":0,"server_ip":"192.0.2.53","server_port":53,"source_asn":64500,
+ *    "source_country":"DE","source_ip":"192.0.2.1","source_port":53124,
+ *    "time":"2026-11-26T04:05:06.123456Z","transport":"udp","type":"A"}
  *
- * time is the query's arrival (qtime_ns), RFC 3339 in UTC with microseconds; process_time is
- * rtime_ns - qtime_ns in milliseconds with three decimals (0 when the clock went back).
- * client_subnet only with QLOG_F_ECS, source_country only with QLOG_F_COUNTRY, source_asn only
- * with QLOG_F_ASN, ecs_scope when it is not 0 or the query had ECS. response_code is the rcode's
- * name (NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED, YXDOMAIN, NOTAUTH, BADVERS,
- * BADCOOKIE, else RCODE<n>) or DROPPED when no response was sent (rcode 0xFFFF). record and type
- * come from the query's bytes: the qname lowercased (as redins' state.Name()) in presentation
- * form with a final dot, every byte outside printable ASCII as \DDD (dname_to_str()), and the
- * qtype's mnemonic (RFC 3597's TYPE<n> for types tern has no name for). Without query bytes
- * (QLOG_F_QUERY_CUT) or when they do not parse, record is "" and type the mnemonic of the
- * record's qtype field ("" when that is 0). qnames are attacker-controlled: every string is
- * escaped, so a line is always one valid JSON object (or one text line), whatever the query held.
+ *   redins' (handler.go):
+ *     log_type       "request", always
+ *     source_ip      the packet's source address (not the ECS address), string
+ *     record, type   the qname lowercased in presentation form with its final dot (redins'
+ *                    state.Name(); bytes outside printable ASCII as \DDD, dname_to_str()), and
+ *                    the qtype's mnemonic (RFC 3597's TYPE<n> for types tern has no name for);
+ *                    without query bytes (QLOG_F_QUERY_CUT) or when they do not parse, record
+ *                    is "" and type the mnemonic of the record's qtype field ("" when 0)
+ *     client_subnet  the query's ECS option as miekg/dns's EDNS0_SUBNET.String() writes it
+ *                    ("198.51.100.0/24/0", "[2001:db8::]/56/0": address/source/scope), "" when
+ *                    the query had none: always written, as redins does
+ *     source_country the client's ISO code, when the answer was steered by country (string)
+ *     source_asn     the client's ASN, when steered by ASN (integer)
+ *     domain_uuid    the domain_id of the zone the name asked is in (its config in redins'
+ *                    JSON or Redis layout), "" when it gives none; absent when no served zone
+ *                    holds the name (redins: a record, even of an NXDOMAIN, was found); at most
+ *                    QLOG_DOMAIN_ID_MAX bytes
+ *     destination_ip, destination_country
+ *                    only when a count-single RRset picked one record of several for the
+ *                    client (QLOG_F_DEST): that record's address (string) and its countries
+ *                    (redins' []string: an array of strings, "" for its "" entry, null when it
+ *                    lists none). Never the server's own address.
+ *     process_time   answering time in whole milliseconds, cut (Go's Nanoseconds()/1000000)
+ *     response_code  the full rcode as an integer; -1 when no response was sent (a limit
+ *                    dropped the query, which redins never did)
+ *     time, level, msg
+ *                    what redins' logger adds: the query's arrival, RFC 3339 UTC with
+ *                    microseconds; "info"; "dns request"
+ *   tern's:
+ *     process_time_us answering time in microseconds (integer)
+ *     server_ip, server_port  the address and port the query was sent to
+ *     source_port    the client's port
+ *     ecs_scope      the ECS scope the response gave, when the query had ECS or was steered
+ *     transport      "udp" or "tcp"
+ *   not written: redins' cache (HIT or MISS of redins' own record cache, which tern does
+ *   not have).
+ *
+ * text: tern's own format, stable: the time, "info", "dns request", then the same fields
+ *   (level, msg and time aside) as key=value in the same order, destination_country as a
+ *   comma-separated list; a value that is empty or holds a space, a control or non-ASCII byte,
+ *   '"', '=' or '\' is quoted, with tern_escape()'s escapes inside (\DDD, \\, \").
+ *     2026-11-26T04:05:06.123456Z info dns request client_subnet=198.51.100.0/24/0 ...
+ *
+ * qnames are attacker-controlled: every string is escaped, so a line is always one valid JSON
+ * object (or one text line), whatever the query held.
  *
  * Lifecycle: qlog_reqlog_open() at startup; qlog_reqlog_write() per record and
  * qlog_reqlog_flush() after each drain pass; qlog_reqlog_reopen() on SIGHUP (a rotated file is
@@ -37,12 +66,14 @@
  *
  * Threading: one writer thread owns a qlog_reqlog_t and is the only caller of everything but
  * qlog_reqlog_stats(), which any thread may call (relaxed atomics). Lines are formatted into a
- * 64 KiB buffer and written with write(2) of whole buffers, so a line is never split between two
- * writes of this log: on a full buffer, at a flush, at a reopen and at close. The writes block
- * (a slow disk or journal slows the writer thread, never a worker: their rings fill and drop).
- * The stdout and stderr targets write to descriptors 1 and 2 as they are at each write and never
- * close them. A writer thread that writes to a pipe should block SIGPIPE, so that a reader that
- * went away makes write(2) fail (counted) instead of killing the process.
+ * 64 KiB buffer that is written, at a flush, at a reopen and at close, without ever blocking on
+ * the reader (tern/common/logfd.h): a pipe, FIFO or socket takes what it has room for, in whole
+ * lines, and the rest stays buffered for the next flush; a line that finds the buffer full is
+ * dropped and counted (a stalled journal costs lines, never the writer thread's progress, so
+ * reload and shutdown never wait for it). A regular file is written as it is (the disk is
+ * waited for). The stdout and stderr targets write to descriptors 1 and 2 as they are at each
+ * write and never close them. A writer thread that writes to a pipe should block SIGPIPE, so
+ * that a reader that went away makes write(2) fail (counted) instead of killing the process.
  */
 #ifndef TERN_QLOG_REQLOG_H
 #define TERN_QLOG_REQLOG_H
@@ -57,7 +88,8 @@ typedef enum {
     QLOG_REQLOG_FILE = 0,
     QLOG_REQLOG_STDOUT,
     QLOG_REQLOG_STDERR,
-    QLOG_REQLOG_SYSLOG, /* syslog(3), one message per line: journald under systemd */
+    QLOG_REQLOG_SYSLOG, /* /dev/log, one datagram per line as syslog(3) sends it (facility
+                           daemon, ident ternd, the pid): journald under systemd */
 } qlog_reqlog_target_t;
 typedef enum { QLOG_REQLOG_JSON = 0, QLOG_REQLOG_TEXT } qlog_reqlog_format_t;
 
@@ -97,10 +129,13 @@ int qlog_reqlog_flush(qlog_reqlog_t *l);
  */
 int qlog_reqlog_reopen(qlog_reqlog_t *l, char *err, size_t errlen) TERN_WUR;
 
-/** Lines written, and lines lost to write errors, since open. Any thread (relaxed loads). */
-void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors);
+/** Lines written, lines lost to write errors, and lines dropped because the reader did not
+ * take them (the buffer full, or at close), since open. Any thread (relaxed loads). */
+void qlog_reqlog_stats(const qlog_reqlog_t *l, uint64_t *lines, uint64_t *errors,
+                       uint64_t *dropped);
 
-/** Flush, close the file (not stdout or stderr) and free l. NULL is fine. */
+/** Flush (a stalled reader gets 250 ms at most, then what is left is dropped and counted),
+ * close the file (not stdout or stderr) and free l. NULL is fine. */
 void qlog_reqlog_close(qlog_reqlog_t *l);
 
 #endif

@@ -206,6 +206,10 @@ typedef struct zone {
     uint32_t aname_count; /* ANAME RRsets reachable from the index (the loader collects their
                              targets only from zones that have any) */
     const char *source;   /* where it came from (file path), for logs */
+    /* redins' domain_id from the zone's config (zone_json.h), domain_id_len bytes, not
+     * NUL-terminated; "" (0) when it gives none. The request log's domain_uuid. */
+    const char *domain_id;
+    uint16_t domain_id_len;
     /* DNSSEC signing state (tern/dnssec/dnssec_zone.h), NULL for an unsigned zone; set by the
      * loader before the zone is published, released by zone_free() through dnssec_free. */
     struct dnssec_zone *dnssec;

@@ -103,6 +103,14 @@ void zone_builder_set_health(zone_builder_t *b, zone_builder_health_fn fn, void 
 int zone_builder_set_dnssec(zone_builder_t *b, const uint8_t *dnskeys, size_t len,
                             uint32_t ttl) TERN_WUR;
 
+/** The zone's redins domain_id (len bytes, copied; at most ZONE_DOMAIN_ID_MAX): zone_t.domain_id.
+ * 0, or TERN_EINVAL (too long), TERN_ENOMEM. */
+int zone_builder_set_domain_id(zone_builder_t *b, const char *id, size_t len) TERN_WUR;
+
+/* The longest domain_id kept: redins' are UUIDs (36 bytes); room for other ids, none for a
+ * megabyte of text in a Redis key. */
+#define ZONE_DOMAIN_ID_MAX 255
+
 /** Records add() dropped because the zone is signed by tern. */
 size_t zone_builder_dnssec_dropped(const zone_builder_t *b);
 

@@ -3,6 +3,7 @@
  * a test logs, then the pipe is read back.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,12 +12,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "test_util.h"
 
 /* What was written to fd while capturing. */
 typedef struct capture {
@@ -192,7 +200,7 @@ static void test_target_syslog(void **state)
     (void)state;
     static capture_t c;
     log_set_target(LOG_TARGET_SYSLOG);
-    log_set_target(LOG_TARGET_SYSLOG); /* twice: no second openlog */
+    log_set_target(LOG_TARGET_SYSLOG); /* twice: no second socket */
     assert_int_equal(log_get_target(), LOG_TARGET_SYSLOG);
     capture_start(&c, STDERR_FILENO);
     log_err("test_log: to syslog, not stderr");
@@ -203,6 +211,34 @@ static void test_target_syslog(void **state)
     capture_start(&c, STDERR_FILENO);
     log_err("back");
     assert_string_equal(capture_end(&c), "ternd: error: back\n");
+}
+
+/* The syslog target to a socket of our own at /dev/log (a mount namespace with a tmpfs on /dev:
+ * root only, as CI runs): one datagram per message in syslog(3)'s form, and a reader that stops
+ * reading costs messages (dropped, counted), never a wait. */
+static int syslog_child(int s)
+{
+    log_set_target(LOG_TARGET_SYSLOG);
+    log_err("to syslog %d", 7);
+    char msg[512], want[64];
+    ssize_t n = recv(s, msg, sizeof(msg) - 1, 0);
+    if (n <= 0)
+        return 12;
+    msg[n] = '\0';
+    /* "<27>Dec  6 07:16:37 ternd[pid]: to syslog 7": LOG_DAEMON | LOG_ERR */
+    snprintf(want, sizeof(want), " ternd[%d]: to syslog 7", (int)getpid());
+    if (strncmp(msg, "<27>", 4) != 0 || !strstr(msg, want) || strchr(msg, '\n'))
+        return 13;
+    uint64_t before = log_dropped_lines();
+    for (int i = 0; i < 5000; i++)
+        log_info("nobody reads %04d", i);
+    return log_dropped_lines() > before ? 0 : 14;
+}
+
+static void test_syslog_socket(void **state)
+{
+    (void)state;
+    tu_with_fake_dev_log(syslog_child);
 }
 
 #define THREADS 4
@@ -270,6 +306,74 @@ static void test_escape(void **state)
     assert_null(strchr(text, '\r'));
 }
 
+/* A pipe of one page whose reader does not read, filled to the brim. */
+static void full_pipe(int p[2])
+{
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    (void)fcntl(p[1], F_SETPIPE_SZ, 4096);
+    assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+    char junk[512];
+    memset(junk, 'x', sizeof(junk));
+    junk[sizeof(junk) - 1] = '\n';
+    while (write(p[1], junk, sizeof(junk)) > 0)
+        ;
+    /* the log must not rely on the shared description being non-blocking */
+    assert_int_equal(fcntl(p[1], F_SETFL, 0), 0);
+}
+
+/* stderr is a pipe nobody reads (a stuck journal): logging returns at once, the lines wait in
+ * the backlog and reach the reader, in order, when it reads; past the backlog they are dropped
+ * and counted. A blocking write would hang here (and ctest's timeout fail the test). */
+static void test_stalled_reader(void **state)
+{
+    (void)state;
+    int p[2];
+    full_pipe(p);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(p[1], STDERR_FILENO) >= 0);
+    uint64_t before = log_dropped_lines();
+    for (int i = 0; i < 100; i++)
+        log_info("kept %03d", i);
+    assert_int_equal(log_dropped_lines(), before); /* 100 short lines fit the backlog */
+    char pad[200];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 1000; i++) /* some 210 KiB: more than the 64 KiB backlog */
+        log_info("overflow %04d %s", i, pad);
+    assert_true(log_dropped_lines() > before);
+
+    /* the reader wakes up: the kept lines arrive, whole and in order */
+    static char text[1 << 20];
+    size_t len = 0;
+    for (int tries = 0; tries < 100 && !strstr(text, "kept 099\n"); tries++) {
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (poll(&pf, 1, 100) != 1)
+            continue;
+        ssize_t n = read(p[0], text + len, sizeof(text) - 1 - len);
+        if (n > 0)
+            len += (size_t)n;
+        text[len] = '\0';
+    }
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    const char *k0 = strstr(text, "ternd: info: kept 000\n");
+    const char *k99 = strstr(text, "ternd: info: kept 099\n");
+    assert_non_null(k0);
+    assert_non_null(k99);
+    assert_true(k0 < k99);
+    /* what is left in the backlog goes to the new stderr's reader or is dropped: read the pipe
+     * empty so the flusher is not left waiting on it */
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    for (int quiet = 0; quiet < 3;) {
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (poll(&pf, 1, 100) != 1 || read(p[0], text, sizeof(text)) <= 0)
+            quiet++;
+    }
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,8 +384,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_control_characters_escaped, reset, reset),
         cmocka_unit_test_setup_teardown(test_target_stdout, reset, reset),
         cmocka_unit_test_setup_teardown(test_target_syslog, reset, reset),
+        cmocka_unit_test_setup_teardown(test_syslog_socket, reset, reset),
         cmocka_unit_test_setup_teardown(test_threads, reset, reset),
         cmocka_unit_test_setup_teardown(test_escape, reset, reset),
+        cmocka_unit_test_setup_teardown(test_stalled_reader, reset, reset), /* last: see it */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

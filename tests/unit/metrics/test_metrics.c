@@ -454,6 +454,7 @@ static const struct {
     {"tern_last_reload_duration_seconds", "gauge"},
     {"tern_last_reload_success", "gauge"},
     {"tern_last_reload_timestamp_seconds", "gauge"},
+    {"tern_log_dropped_total", "counter"},
 };
 
 /* GET /metrics, check status, content type and the exposition; the caller frees. */

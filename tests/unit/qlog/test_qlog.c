@@ -242,6 +242,39 @@ static void test_no_allocation_per_record(void **state)
     config_free(&c);
 }
 
+/* The record a count-single RRset picked (answer_info_t.pick, as select.c leaves it) goes
+ * through the ring into the line as redins' destination_ip and destination_country. */
+static void test_pick_reaches_the_line(void **state)
+{
+    (void)state;
+    config_t c;
+    config_for(&c, "pick.log", 1, 256);
+    char err[512];
+    qlog_t *q = qlog_new(&c, 1, err, sizeof(err));
+    assert_non_null(q);
+    static const uint8_t rdata[] = {0, 4, 192, 0, 2, 99, 0, 4, 203, 0, 113, 7};
+    static const uint16_t countries[] = {ZONE_CC('D', 'E'), 0};
+    const zone_geo_rr_t pick = {.off = 6, .ncountries = 2, .countries = countries};
+    actx.info.pick = &pick;
+    actx.info.pick_rdata = rdata;
+    put(q, qlog_ring(q, 0));
+    actx.info.pick = NULL;
+    actx.info.pick_rdata = NULL;
+    put(q, qlog_ring(q, 0));
+    qlog_free(q); /* never started: the rings are drained here */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_non_null(strstr(line, "\"destination_country\":[\"DE\",\"\"],"
+                                 "\"destination_ip\":\"203.0.113.7\","));
+    assert_non_null(fgets(line, sizeof(line), f)); /* no pick, no destination */
+    assert_null(strstr(line, "destination_"));
+    fclose(f);
+    (void)unlink(path);
+    config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_sampling_and_exclusions),
         cmocka_unit_test(test_two_workers_and_the_writer),
         cmocka_unit_test(test_no_allocation_per_record),
+        cmocka_unit_test(test_pick_reaches_the_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

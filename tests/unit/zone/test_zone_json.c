@@ -841,6 +841,9 @@ static void test_soa_required(void **state)
     z = finish(zj);
     assert_int_equal(z->soa->ttl, 600);
     assert_true(z->serial > 1700000000u);
+    /* domain_id is kept for the request log's domain_uuid */
+    assert_int_equal(z->domain_id_len, 1);
+    assert_memory_equal(z->domain_id, "x", 1);
     static const uint8_t timers[] = {0, 1, 0x51, 0x80, 0, 0, 0x1c, 0x20,
                                      0, 0, 0x0e, 0x10, 0, 0, 1,    0x2c};
     assert_memory_equal(z->soa->rdata + z->soa->rdata_len - 16, timers, 16);
