@@ -45,6 +45,7 @@ static struct {
     bool redis_flip;            /* ... whose db flips every second read, restarting the source */
     unsigned redis_reads;
     unsigned redis_max_zones, redis_max_rrset; /* bounds; 0 = the schema's defaults */
+    bool no_listen; /* the config has no listen address: what a start refuses */
 } want;
 
 static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
@@ -56,6 +57,9 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
         return TERN_ESYNTAX;
     }
     if (want.identity && !(cfg->identity = strdup(want.identity)))
+        return TERN_ENOMEM;
+    /* a start needs a listen address, so every reload does (nothing is bound here) */
+    if (!want.no_listen && config_add_listen(cfg, "127.0.0.1:53") < 0)
         return TERN_ENOMEM;
     if (want.asn) {
         char path[256];
@@ -289,9 +293,19 @@ static void test_reload_failures_keep_view(void **state)
     assert_false(loader_reload_wait(l, &st));
     assert_non_null(strstr(st.last_error, "test.yaml:3"));
     assert_int_equal(st.reloads_failed, 3);
+    want.fail = false;
+
+    /* a config a start would refuse: the view and config in force stay */
+    write_zone("a.zone", "a.test", 4, 4);
+    write_zone("b.zone", "b.test", 4, 4);
+    want.no_listen = true;
+    assert_false(loader_reload_wait(l, &st));
+    assert_ptr_equal(current(l), v0);
+    assert_non_null(strstr(st.last_error, "no listen address"));
+    assert_int_equal(st.reloads_failed, 4);
 
     /* fixed: the next reload publishes */
-    want.fail = false;
+    want.no_listen = false;
     write_zone("a.zone", "a.test", 4, 4);
     write_zone("b.zone", "b.test", 4, 4);
     assert_true(loader_reload_wait(l, &st));
