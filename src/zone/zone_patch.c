@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "tern/common/compiler.h"
@@ -490,7 +491,9 @@ int zone_patch(const zone_t *base, const zone_t *fresh, const uint8_t *const *na
 
     /* From here on z is a well-formed zone holding a reference to everything it shares, so a
      * failure is zone_free(z). */
-    *z = *base;
+    /* everything but refs: a transfer thread may be releasing its pin of base right now
+     * (atomically), and a plain struct copy would read the count under its feet */
+    memcpy(z, base, offsetof(zone_t, refs));
     p.z = z;
     z->arena = a;
     z->refs = 1;

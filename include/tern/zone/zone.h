@@ -226,7 +226,7 @@ typedef struct zone {
     /* References: the builder hands out one; every zone table holding the zone holds one (a
      * reload shares an unchanged zone between the old and the new table); a transfer thread
      * pins the version it streams or diffs (tern/xfr). Atomic, never touched on the query
-     * path. */
+     * path. Last: zone_patch() copies the fields before it, never the count. */
     uint32_t refs;
 } zone_t;
 
