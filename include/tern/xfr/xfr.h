@@ -124,6 +124,9 @@ void xfr_zone_info(xfr_t *x, const char *key, xfr_zone_info_t *out);
 /* Counters, for metrics. */
 typedef struct xfr_stats {
     uint64_t out_axfr, out_ixfr, out_refused, out_failed;
+    /* connections taken over by the out thread: closed for a newcomer (idle, or stalled), and
+     * newcomers closed because every slot they could take was busy (xfr.c, oconn_victim()) */
+    uint64_t out_conn_evicted, out_conn_refused;
     uint64_t notify_sent, notify_acked, notify_failed, notify_received;
     uint64_t in_ok, in_failed, in_up_to_date;
     uint64_t tsig_bad;
