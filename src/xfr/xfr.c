@@ -46,14 +46,17 @@
  * fits. Each holds 128 KiB of buffers, allocated once. A slot kept without work must not keep a
  * newcomer out (RFC 7766 §10, RFC 5936 §4.1: a server may close idle connections; idle ones must
  * not lock others out), so a newcomer to a full pool takes the place of another (oconn_victim())
- * and is refused only when every slot is busy. */
+ * and is refused only when every slot is busy. NSD and Knot serve transfers from their query TCP
+ * pool: NSD stops accepting at tcp-count and gives connections accepted past half of it a 200 ms
+ * timeout (server.c, handle_tcp_accept), Knot sweeps idle ones every 2 s (tcp-handler.c); both
+ * leave a newcomer in the listen backlog meanwhile. Ours is a pool of its own behind the workers',
+ * so it applies their rule (net/tcp.c: idle slots make room on demand). */
 #define XFR_CONNS_MAX 64
 
 /* What one client address may hold of the XFR_CONNS_MAX: a secondary asks one transfer per zone
- * and a primary sends one NOTIFY at a time, so 8 is room for a fleet member refreshing several
- * zones in parallel (Knot's and NSD's secondaries open one connection per zone), while 8
- * addresses, not 64, are needed to fill the pool. At the cap, a newcomer takes the place of its
- * own address's idle connection, else it is refused. */
+ * and a primary sends one NOTIFY at a time, so 8 is room for a secondary refreshing several zones
+ * in parallel, while filling the pool takes 8 addresses, not one. At the cap, a newcomer takes the
+ * place of its own address's idle (or stalled) connection, else it is refused. */
 #define XFR_CONNS_PER_ADDR 8
 
 /* A busy connection (a transfer being sent, a message half-read, a reply queued) that has made

@@ -9,7 +9,12 @@
  *     allow_transfer, pins the zone version (a reference taken inside an RCU read-side section,
  *     so the transfer holds no grace period up and never sees half a reload), and streams the
  *     zone across as many events as the client's window needs. IXFR comes from the zone's
- *     journal (journal.h); a serial not in it gets the whole zone.
+ *     journal (journal.h); a serial not in it gets the whole zone. It holds at most 64
+ *     connections, 8 per client address; one with nothing in progress (answered and silent)
+ *     keeps its slot only until a newcomer needs it (RFC 7766 §10, RFC 5936 §4.1): the newcomer
+ *     closes the idle connection of the address holding the most idle ones, else one stalled
+ *     for 2 s, and is refused only when all are busy (xfr.c, oconn_victim()). A transfer making
+ *     progress is never closed for a newcomer.
  *   - "tern-xfr-in": timers. It turns each published change of a zone with transfers into a
  *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer.
  *   - "tern-xfr-inN", the pullers: one per secondary zone, at most xfr_in_concurrency (Knot's

@@ -1135,6 +1135,22 @@ static bool closed_by(int cfd, int64_t deadline)
     return ready && recv(cfd, &b, 1, MSG_DONTWAIT) == 0;
 }
 
+/* Of the n connections held (oldest first), the server closed the first only, for one newcomer;
+ * then all are closed here. */
+static void expect_first_made_room(int *held, int n, int lfd)
+{
+    assert_true(closed_by(held[0], tu_now_ms() + WAIT_MS));
+    for (int i = 1; i < n; i++)
+        assert_false(closed_by(held[i], 0));
+    xfr_stats_t st;
+    xfr_get_stats(fx.x, &st);
+    assert_int_equal(st.out_conn_evicted, 1);
+    assert_int_equal(st.out_conn_refused, 0);
+    for (int i = 0; i < n; i++)
+        close(held[i]);
+    close(lfd);
+}
+
 /* 64 addresses each holding an idle connection after one NOTIFY (the pool full): an AXFR from
  * another address takes the place of the one idle longest (the first), and nobody else's. */
 static void test_pool_idle_make_room(void **state)
@@ -1151,17 +1167,10 @@ static void test_pool_idle_make_room(void **state)
         held[i] = notify_held(lfd, src, (uint16_t)(700 + i));
     }
     axfr_ok(lfd, "example.test", "example.zone", NULL, 800);
-    assert_true(closed_by(held[0], tu_now_ms() + WAIT_MS));
-    for (int i = 1; i < 64; i++)
-        assert_false(closed_by(held[i], 0));
     xfr_stats_t st;
     xfr_get_stats(fx.x, &st);
     assert_int_equal(st.out_axfr, 1);
-    assert_int_equal(st.out_conn_evicted, 1);
-    assert_int_equal(st.out_conn_refused, 0);
-    for (int i = 0; i < 64; i++)
-        close(held[i]);
-    close(lfd);
+    expect_first_made_room(held, 64, lfd);
 }
 
 /* One address holds at most 8 (XFR_CONNS_PER_ADDR), the pool far from full: its 9th connection
@@ -1176,16 +1185,7 @@ static void test_pool_per_address(void **state)
     int held[9];
     for (int i = 0; i < 9; i++)
         held[i] = notify_held(lfd, "127.0.0.1", (uint16_t)(900 + i));
-    assert_true(closed_by(held[0], tu_now_ms() + WAIT_MS));
-    for (int i = 1; i < 9; i++)
-        assert_false(closed_by(held[i], 0));
-    xfr_stats_t st;
-    xfr_get_stats(fx.x, &st);
-    assert_int_equal(st.out_conn_evicted, 1);
-    assert_int_equal(st.out_conn_refused, 0);
-    for (int i = 0; i < 9; i++)
-        close(held[i]);
-    close(lfd);
+    expect_first_made_room(held, 9, lfd);
 }
 
 int main(void)
