@@ -280,6 +280,9 @@ struct change {
 
 struct oconn {
     int fd; /* -1: free */
+    /* bumped at each close: an event already fetched for the slot's previous connection (one
+     * closed for a newcomer in the same batch) is not the new one's */
+    uint32_t gen;
     int64_t deadline;
     struct sockaddr_storage peer, local;
     uint8_t *rbuf;
@@ -891,6 +894,7 @@ static void oconn_close(xfr_t *x, struct oconn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    c->gen++;
     xfr_stream_free(c->st);
     c->st = NULL;
     zone_free(c->zone);
@@ -1144,15 +1148,16 @@ static bool oconn_write(xfr_t *x, struct oconn *c)
 static void oconn_arm(xfr_t *x, struct oconn *c, size_t idx)
 {
     struct epoll_event ev = {.events = (c->eof ? 0 : EPOLLIN) | (c->woff < c->wlen ? EPOLLOUT : 0),
-                             .data.u64 = idx + 1};
+                             .data.u64 = (uint64_t)c->gen << 32 | (idx + 1)};
     if (epoll_ctl(x->out_ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
         (void)epoll_ctl(x->out_ep, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
-static void oconn_event(xfr_t *x, size_t idx, uint32_t events)
+static void oconn_event(xfr_t *x, uint64_t tag, uint32_t events)
 {
+    size_t idx = (size_t)(tag & 0xFFFFFFFFu) - 1;
     struct oconn *c = &x->conns[idx];
-    if (c->fd < 0)
+    if (c->fd < 0 || c->gen != (uint32_t)(tag >> 32))
         return;
     if (events & EPOLLERR) {
         if (c->st)
@@ -1391,7 +1396,7 @@ static void *out_main(void *arg)
                     free(r.buf);
                 }
             } else {
-                oconn_event(x, (size_t)(evs[i].data.u64 - 1), evs[i].events);
+                oconn_event(x, evs[i].data.u64, evs[i].events);
             }
         }
         int64_t now = tern_monotonic_ms();
