@@ -42,12 +42,35 @@
  * hold: 64 x 64 KiB of buffers, untouched until used. */
 #define XFR_QUEUE_MAX 64
 
-/* Transfers out at once: a fleet of a few dozen secondaries refreshing together fits; more
- * wait (the worker refuses the hand-over and closes: the secondary retries). */
+/* Connections the out thread holds at once: a fleet of a few dozen secondaries refreshing together
+ * fits. Each holds 128 KiB of buffers, allocated once. A slot kept without work must not keep a
+ * newcomer out (RFC 7766 §10, RFC 5936 §4.1: a server may close idle connections; idle ones must
+ * not lock others out), so a newcomer to a full pool takes the place of another (oconn_victim())
+ * and is refused only when every slot is busy. NSD and Knot serve transfers from their query TCP
+ * pool: NSD stops accepting at tcp-count and gives connections accepted past half of it a 200 ms
+ * timeout (server.c, handle_tcp_accept), Knot sweeps idle ones every 2 s (tcp-handler.c); both
+ * leave a newcomer in the listen backlog meanwhile. Ours is a pool of its own behind the workers',
+ * so it applies their rule (net/tcp.c: idle slots make room on demand). */
 #define XFR_CONNS_MAX 64
 
-/* A transfer-out connection with no progress (the client reads nothing, sends nothing) for
- * this long is closed, as the workers' idle timeout does for queries. */
+/* What one client address may hold of the XFR_CONNS_MAX: a secondary asks one transfer per zone
+ * and a primary sends one NOTIFY at a time, so 8 is room for a secondary refreshing several zones
+ * in parallel, while filling the pool takes 8 addresses, not one. At the cap, a newcomer takes the
+ * place of its own address's idle (or stalled) connection, else it is refused. */
+#define XFR_CONNS_PER_ADDR 8
+
+/* A busy connection (a transfer being sent, a message half-read, a reply queued) that has made
+ * no progress for this long may be closed for a newcomer when no connection is idle: a peer
+ * that sends one byte of a next message, or stops reading its transfer, must not hold a slot
+ * for the whole XFR_IDLE_MS while others wait. A secondary reading its transfer takes a window
+ * every few milliseconds; 2 s without one while the pool is full and someone waits is a stall.
+ * (The workers' TCP_EVICT_QUIET_MS is 1 s; a transfer's client writes a zone to disk as it
+ * reads, hence the margin.) */
+#define XFR_EVICT_QUIET_MS 2000
+
+/* A connection with no progress (the client reads nothing, sends no whole message) for this
+ * long is closed, as the workers' idle timeout does for queries; before that, only a newcomer
+ * to a full pool closes it. */
 #define XFR_IDLE_MS 30000
 
 /* The largest message of a transfer out: RFC 5936 allows 65535; fewer, larger messages cost
@@ -257,6 +280,9 @@ struct change {
 
 struct oconn {
     int fd; /* -1: free */
+    /* bumped at each close: an event already fetched for the slot's previous connection (one
+     * closed for a newcomer in the same batch) is not the new one's */
+    uint32_t gen;
     int64_t deadline;
     struct sockaddr_storage peer, local;
     uint8_t *rbuf;
@@ -868,6 +894,7 @@ static void oconn_close(xfr_t *x, struct oconn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    c->gen++;
     xfr_stream_free(c->st);
     c->st = NULL;
     zone_free(c->zone);
@@ -1121,15 +1148,16 @@ static bool oconn_write(xfr_t *x, struct oconn *c)
 static void oconn_arm(xfr_t *x, struct oconn *c, size_t idx)
 {
     struct epoll_event ev = {.events = (c->eof ? 0 : EPOLLIN) | (c->woff < c->wlen ? EPOLLOUT : 0),
-                             .data.u64 = idx + 1};
+                             .data.u64 = (uint64_t)c->gen << 32 | (idx + 1)};
     if (epoll_ctl(x->out_ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
         (void)epoll_ctl(x->out_ep, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
-static void oconn_event(xfr_t *x, size_t idx, uint32_t events)
+static void oconn_event(xfr_t *x, uint64_t tag, uint32_t events)
 {
+    size_t idx = (size_t)(tag & 0xFFFFFFFFu) - 1;
     struct oconn *c = &x->conns[idx];
-    if (c->fd < 0)
+    if (c->fd < 0 || c->gen != (uint32_t)(tag >> 32))
         return;
     if (events & EPOLLERR) {
         if (c->st)
@@ -1150,7 +1178,11 @@ static void oconn_event(xfr_t *x, size_t idx, uint32_t events)
             return;
         } else if (k > 0) {
             c->rlen += (size_t)k;
-            c->deadline = tern_monotonic_ms() + XFR_IDLE_MS;
+            /* progress is a whole message: a peer trickling one byte at a time, or sending a
+             * length and stalling, neither refreshes its deadline nor counts as busy for
+             * oconn_victim() */
+            if (c->rlen >= 2 && c->rlen >= 2u + tern_rd16(c->rbuf))
+                c->deadline = tern_monotonic_ms() + XFR_IDLE_MS;
         }
     }
     oconn_process(x, c);
@@ -1161,17 +1193,112 @@ static void oconn_event(xfr_t *x, size_t idx, uint32_t events)
     oconn_arm(x, c, idx);
 }
 
+/* Nothing in progress on c: no transfer being sent, nothing half-read, nothing queued to write.
+ * Such a connection only waits for its client's next request. */
+static bool oconn_idle(const struct oconn *c)
+{
+    return c->fd >= 0 && !c->st && !c->closing && c->rlen == 0 && c->woff == c->wlen;
+}
+
+/* The last progress on c: a whole message read, or bytes written (the idle deadline's start). */
+static int64_t oconn_active(const struct oconn *c)
+{
+    return c->deadline - XFR_IDLE_MS;
+}
+
+/* How many connections the address of c holds, and how many of them are idle. */
+static void oconn_count(const xfr_t *x, const struct sockaddr_storage *peer, size_t *all,
+                        size_t *idle)
+{
+    *all = *idle = 0;
+    for (size_t i = 0; i < XFR_CONNS_MAX; i++) {
+        const struct oconn *c = &x->conns[i];
+        if (c->fd < 0 || !same_host(&c->peer, peer))
+            continue;
+        (*all)++;
+        *idle += oconn_idle(c);
+    }
+}
+
+/*
+ * The connection a newcomer closes, or NULL (the newcomer is refused). Only connections of
+ * peer's address when own (the newcomer's address is at XFR_CONNS_PER_ADDR), else any:
+ *   1. an idle one of the address holding the most idle connections, the one idle longest:
+ *      whoever hoards slots pays first, so many addresses each holding one connection open after
+ *      a NOTIFY or a finished transfer cannot lock a secondary out;
+ *   2. with none idle, the busy one quiet longest if it has made no progress for
+ *      XFR_EVICT_QUIET_MS (stalled mid-message, or not reading its transfer).
+ * A transfer that made progress within XFR_EVICT_QUIET_MS is never chosen. 64 slots: counting
+ * by scanning (64 x 64 address compares) costs less than keeping counts in step.
+ */
+static struct oconn *oconn_victim(xfr_t *x, const struct sockaddr_storage *peer, bool own,
+                                  int64_t now)
+{
+    struct oconn *best = NULL, *stalled = NULL;
+    size_t best_n = 0;
+    for (size_t i = 0; i < XFR_CONNS_MAX; i++) {
+        struct oconn *c = &x->conns[i];
+        if (c->fd < 0 || (own && !same_host(&c->peer, peer)))
+            continue;
+        if (!oconn_idle(c)) {
+            if (now - oconn_active(c) >= XFR_EVICT_QUIET_MS &&
+                (!stalled || oconn_active(c) < oconn_active(stalled)))
+                stalled = c;
+            continue;
+        }
+        size_t all, n;
+        oconn_count(x, &c->peer, &all, &n);
+        if (!best || n > best_n || (n == best_n && oconn_active(c) < oconn_active(best))) {
+            best = c;
+            best_n = n;
+        }
+    }
+    return best ? best : stalled;
+}
+
+/* A newcomer is turned away: every slot it could take (its address's own when own) is busy.
+ * Counted, logged at most REFUSAL_LOG_PER_S a second. */
+static void oconn_refuse(xfr_t *x, struct req *r, bool own)
+{
+    __atomic_add_fetch(&x->stats.out_conn_refused, 1, __ATOMIC_RELAXED);
+    if (refusal_log_ok()) {
+        char peer[64];
+        addr_text(&r->peer, peer, sizeof(peer));
+        log_warn("xfr: connection from %s closed: %s %d transfer connections, all busy", peer,
+                 own ? "its address holds" : "the thread holds",
+                 own ? XFR_CONNS_PER_ADDR : XFR_CONNS_MAX);
+    }
+    close(r->fd);
+}
+
 static void take_tcp(xfr_t *x, struct req *r)
 {
-    size_t i = 0;
-    while (i < XFR_CONNS_MAX && x->conns[i].fd >= 0)
-        i++;
-    if (i == XFR_CONNS_MAX) {
-        log_warn("xfr: %d transfers at once; a connection is closed", XFR_CONNS_MAX);
-        close(r->fd);
-        return;
+    int64_t now = tern_monotonic_ms();
+    size_t mine, mine_idle, i = 0;
+    oconn_count(x, &r->peer, &mine, &mine_idle);
+    struct oconn *c = NULL;
+    if (mine >= XFR_CONNS_PER_ADDR) {
+        c = oconn_victim(x, &r->peer, true, now);
+        if (!c) {
+            oconn_refuse(x, r, true);
+            return;
+        }
+    } else {
+        while (i < XFR_CONNS_MAX && x->conns[i].fd >= 0)
+            i++;
+        if (i == XFR_CONNS_MAX && !(c = oconn_victim(x, &r->peer, false, now))) {
+            oconn_refuse(x, r, false);
+            return;
+        }
     }
-    struct oconn *c = &x->conns[i];
+    if (c) {
+        if (c->st)
+            transfer_done(x, c, false);
+        oconn_close(x, c);
+        __atomic_add_fetch(&x->stats.out_conn_evicted, 1, __ATOMIC_RELAXED);
+        i = (size_t)(c - x->conns);
+    }
+    c = &x->conns[i];
     c->fd = r->fd;
     c->peer = r->peer;
     c->local = r->local;
@@ -1179,7 +1306,7 @@ static void take_tcp(xfr_t *x, struct req *r)
     c->rlen = r->len;
     c->woff = c->wlen = 0;
     c->closing = c->eof = false;
-    c->deadline = tern_monotonic_ms() + XFR_IDLE_MS;
+    c->deadline = now + XFR_IDLE_MS;
     oconn_process(x, c);
     if (!oconn_write(x, c)) {
         oconn_close(x, c);
@@ -1269,7 +1396,7 @@ static void *out_main(void *arg)
                     free(r.buf);
                 }
             } else {
-                oconn_event(x, (size_t)(evs[i].data.u64 - 1), evs[i].events);
+                oconn_event(x, evs[i].data.u64, evs[i].events);
             }
         }
         int64_t now = tern_monotonic_ms();

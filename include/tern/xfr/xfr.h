@@ -9,7 +9,12 @@
  *     allow_transfer, pins the zone version (a reference taken inside an RCU read-side section,
  *     so the transfer holds no grace period up and never sees half a reload), and streams the
  *     zone across as many events as the client's window needs. IXFR comes from the zone's
- *     journal (journal.h); a serial not in it gets the whole zone.
+ *     journal (journal.h); a serial not in it gets the whole zone. It holds at most 64
+ *     connections, 8 per client address; one with nothing in progress (answered and silent)
+ *     keeps its slot only until a newcomer needs it (RFC 7766 §10, RFC 5936 §4.1): the newcomer
+ *     closes the idle connection of the address holding the most idle ones, else one stalled
+ *     for 2 s, and is refused only when all are busy (xfr.c, oconn_victim()). A transfer making
+ *     progress is never closed for a newcomer.
  *   - "tern-xfr-in": timers. It turns each published change of a zone with transfers into a
  *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer.
  *   - "tern-xfr-inN", the pullers: one per secondary zone, at most xfr_in_concurrency (Knot's
@@ -124,6 +129,9 @@ void xfr_zone_info(xfr_t *x, const char *key, xfr_zone_info_t *out);
 /* Counters, for metrics. */
 typedef struct xfr_stats {
     uint64_t out_axfr, out_ixfr, out_refused, out_failed;
+    /* connections taken over by the out thread: closed for a newcomer (idle, or stalled), and
+     * newcomers closed because every slot they could take was busy (xfr.c, oconn_victim()) */
+    uint64_t out_conn_evicted, out_conn_refused;
     uint64_t notify_sent, notify_acked, notify_failed, notify_received;
     uint64_t in_ok, in_failed, in_up_to_date;
     uint64_t tsig_bad;

@@ -18,6 +18,9 @@
  *             name, NOERROR from the primary, NOTAUTH for a zone that is not a secondary here
  *   queue     65 UDP hand-overs before the threads run: the 65th refused, the 64 answered after
  *             xfr_start()
+ *   pool      64 addresses each holding a connection idle after a NOTIFY: an AXFR from another
+ *             one takes the place of the one idle longest; one address holds at most 8 (its 9th
+ *             takes its own oldest idle one's place)
  * Every wait is bounded (WAIT_MS). Run under ASan (no leaks) and TSan (tests/tsan.supp).
  */
 #include <setjmp.h>
@@ -304,17 +307,23 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline)
 }
 
 /*
- * A client connected to lfd and the server's end of it, as a worker holds it (non-blocking);
- * the client sends msg (length-prefixed), the "worker" reads it and hands the connection over.
- * Returns the client's socket.
+ * A client connected to lfd (from src, an IPv4 loopback address, or any when NULL) and the
+ * server's end of it, as a worker holds it (non-blocking); the client sends msg
+ * (length-prefixed), the "worker" reads it and hands the connection over. Returns the client's
+ * socket.
  */
-static int hand_over_tcp(int lfd, const uint8_t *msg, size_t len)
+static int hand_over_tcp_from(int lfd, const char *src, const uint8_t *msg, size_t len)
 {
     struct sockaddr_storage srv, peer, local;
     socklen_t l = sizeof(srv);
     assert_int_equal(getsockname(lfd, (struct sockaddr *)&srv, &l), 0);
     int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(cfd >= 0);
+    if (src) {
+        struct sockaddr_storage from;
+        socklen_t fl = tu_sockaddr(&from, AF_INET, src, 0);
+        assert_int_equal(bind(cfd, (struct sockaddr *)&from, fl), 0);
+    }
     assert_int_equal(connect(cfd, (struct sockaddr *)&srv, l), 0);
     l = sizeof(peer);
     int sfd = accept4(lfd, (struct sockaddr *)&peer, &l, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -331,6 +340,11 @@ static int hand_over_tcp(int lfd, const uint8_t *msg, size_t len)
     assert_memory_equal(in, buf, 2 + len);
     assert_true(fx.h.tcp(fx.h.ctx, sfd, in, 2 + len, &peer, &local));
     return cfd;
+}
+
+static int hand_over_tcp(int lfd, const uint8_t *msg, size_t len)
+{
+    return hand_over_tcp_from(lfd, NULL, msg, len);
 }
 
 /* ---- messages ------------------------------------------------------------------------------- */
@@ -1094,6 +1108,86 @@ static void test_queue_bound(void **state)
     close(cli);
 }
 
+/* ---- the out thread's pool of connections ------------------------------------------------- */
+
+/* A NOTIFY for example.test handed over from src and its answer read (NOTAUTH: not a secondary
+ * zone here); the connection stays open, idle. Returns the client's socket. */
+static int notify_held(int lfd, const char *src, uint16_t id)
+{
+    uint8_t q[512], in[512];
+    size_t n = make_notify(q, id, "example.test");
+    int cfd = hand_over_tcp_from(lfd, src, q, n);
+    assert_int_equal(recv_exact(cfd, in, 2, tu_now_ms() + WAIT_MS), 1);
+    size_t len = (size_t)(in[0] << 8 | in[1]);
+    assert_true(len >= 12 && len <= sizeof(in));
+    assert_int_equal(recv_exact(cfd, in, len, tu_now_ms() + WAIT_MS), 1);
+    assert_int_equal(in[0] << 8 | in[1], id);
+    assert_int_equal(in[3] & 0x0F, LDNS_RCODE_NOTAUTH);
+    return cfd;
+}
+
+/* Whether the server closed cfd (EOF) by deadline; with deadline 0, whether it has now. */
+static bool closed_by(int cfd, int64_t deadline)
+{
+    uint8_t b;
+    struct pollfd p = {.fd = cfd, .events = POLLIN};
+    bool ready = deadline ? wait_readable(cfd, deadline) : poll(&p, 1, 0) > 0;
+    return ready && recv(cfd, &b, 1, MSG_DONTWAIT) == 0;
+}
+
+/* Of the n connections held (oldest first), the server closed the first only, for one newcomer;
+ * then all are closed here. */
+static void expect_first_made_room(int *held, int n, int lfd)
+{
+    assert_true(closed_by(held[0], tu_now_ms() + WAIT_MS));
+    for (int i = 1; i < n; i++)
+        assert_false(closed_by(held[i], 0));
+    xfr_stats_t st;
+    xfr_get_stats(fx.x, &st);
+    assert_int_equal(st.out_conn_evicted, 1);
+    assert_int_equal(st.out_conn_refused, 0);
+    for (int i = 0; i < n; i++)
+        close(held[i]);
+    close(lfd);
+}
+
+/* 64 addresses each holding an idle connection after one NOTIFY (the pool full): an AXFR from
+ * another address takes the place of the one idle longest (the first), and nobody else's. */
+static void test_pool_idle_make_room(void **state)
+{
+    (void)state;
+    write_zone("example.zone", "example.test", 1, 1, BULK);
+    start("zones:\n  - {origin: example.test, file: example.zone, allow_transfer: 127.0.0.1}\n",
+          true);
+    int lfd = tcp_listener();
+    int held[64];
+    char src[32];
+    for (int i = 0; i < 64; i++) {
+        snprintf(src, sizeof(src), "127.1.0.%d", i + 1);
+        held[i] = notify_held(lfd, src, (uint16_t)(700 + i));
+    }
+    axfr_ok(lfd, "example.test", "example.zone", NULL, 800);
+    xfr_stats_t st;
+    xfr_get_stats(fx.x, &st);
+    assert_int_equal(st.out_axfr, 1);
+    expect_first_made_room(held, 64, lfd);
+}
+
+/* One address holds at most 8 (XFR_CONNS_PER_ADDR), the pool far from full: its 9th connection
+ * takes the place of its own idle one, the oldest. */
+static void test_pool_per_address(void **state)
+{
+    (void)state;
+    write_zone("example.zone", "example.test", 1, 1, 0);
+    start("zones:\n  - {origin: example.test, file: example.zone, allow_transfer: 127.0.0.1}\n",
+          true);
+    int lfd = tcp_listener();
+    int held[9];
+    for (int i = 0; i < 9; i++)
+        held[i] = notify_held(lfd, "127.0.0.1", (uint16_t)(900 + i));
+    expect_first_made_room(held, 9, lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1103,6 +1197,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notify_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_in, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_idle_make_room, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_per_address, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
