@@ -42,7 +42,7 @@ static inline void tu_rmtree(const char *dir)
 /* dir/name holds text afterwards, replaced in one rename as an operator's tools would. */
 static inline void tu_write_file(const char *dir, const char *name, const char *text)
 {
-    char path[256], tmp[264];
+    char path[512], tmp[520];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
