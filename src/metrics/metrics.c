@@ -581,6 +581,12 @@ static void render_xfr(buf_t *b, xfr_t *x)
         {"tern_xfr_in_failed_total", "counter", "Refreshes or transfers in that failed.",
          st.in_failed},
         {"tern_xfr_tsig_bad_total", "counter", "Requests whose TSIG did not verify.", st.tsig_bad},
+        {"tern_xfr_out_conn_evicted_total", "counter",
+         "Transfer connections closed to make room in a full pool (idle, or stalled 2 s).",
+         st.out_conn_evicted},
+        {"tern_xfr_out_conn_refused_total", "counter",
+         "Transfer connections refused: the pool was full of busy ones, or the address held 8.",
+         st.out_conn_refused},
     };
     singles(b, m, TERN_ARRAY_SIZE(m));
 }
