@@ -266,6 +266,17 @@ def clean_exit_result(tern):
     return None
 
 
+def finish(tern, results, width=40):
+    """After tern.stop(): its clean exit as one more check, its log when any check failed; the
+    exit status (report())."""
+    r = clean_exit_result(tern)
+    if r:
+        results.append(r)
+    if any(err for _, err in results):
+        print(tern.log_text())
+    return report(results, width)
+
+
 def report(results, width=40):
     """Print one line per (name, error-or-None) check and a summary; the exit status to return."""
     failed = 0

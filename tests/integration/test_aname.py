@@ -55,8 +55,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 import test_geo  # noqa: E402  (the steered zone, its client and its checks)
-from servers import (LOOPBACK, Failure, Knot, Ternd, clean_exit_result, expect,  # noqa: E402
-                     report, run_check)
+from servers import LOOPBACK, Failure, Knot, Ternd, expect, run_check  # noqa: E402
 
 TIMEOUT = 2.0
 UP_TTL = 2  # seconds: the upstream's TTL, so a change shows within a few of them
@@ -248,17 +247,6 @@ def wait_file(path, text, timeout):
     raise Failure("%s does not hold %r within %.0f s" % (path, text, timeout))
 
 
-def finish(tern, results):
-    """After tern.stop(): its clean exit as one more check, its log when any check failed; the
-    exit status."""
-    r = clean_exit_result(tern)
-    if r:
-        results.append(r)
-    if any(err for _, err in results):
-        print(tern.log_text())
-    return report(results)
-
-
 def restart_checks(args, work, data):
     """READY after the first round, and the state file across a restart (see the docstring)."""
     results = []
@@ -329,7 +317,7 @@ def restart_checks(args, work, data):
         run_check(results, "a truncated state file: logged and ignored", truncated_file)
         if run is not None:
             run.stop()
-        return finish(tern, results)
+        return servers.finish(tern, results)
     finally:
         if run is not None:
             run.stop()
@@ -485,7 +473,7 @@ def main():
         run_check(results, "Redis label patch: a new ANAME label follows its target", redis_patch)
 
         tern.stop()
-        return finish(tern, results)
+        return servers.finish(tern, results)
     finally:
         for p in (tern, knot, redis):
             if p is not None:

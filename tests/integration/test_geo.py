@@ -44,8 +44,7 @@ import dns.rdatatype
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
-from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, report,  # noqa: E402
-                     run_check)
+from servers import LOOPBACK, Failure, Ternd, clean_exit_result, expect, run_check  # noqa: E402
 
 ORIGIN = "geo.test."
 TIMEOUT = 2.0
@@ -325,12 +324,7 @@ def main():
                         None if out.returncode == 0 and want in out.stdout
                         else "got %r %r, want %r" % (out.stdout, out.stderr, want)))
         tern.stop()
-        r = clean_exit_result(tern)
-        if r:
-            results.append(r)
-        if any(err for _, err in results):
-            print(tern.log_text())
-        return report(results)
+        return servers.finish(tern, results)
     finally:
         if tern is not None:
             tern.stop()

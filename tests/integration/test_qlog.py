@@ -48,8 +48,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 import test_geo  # noqa: E402  (the steered zone)
-from servers import (LOOPBACK, Failure, Ternd, clean_exit_result, expect, find_program,  # noqa: E402
-                     report, run_check)
+from servers import (LOOPBACK, Failure, Ternd, expect, find_program,  # noqa: E402
+                     run_check)
 
 TIMEOUT = 2.0
 DOMAIN_ID = "7d1c1e5a-3b0f-4c8e-9a61-2f4b8d0c6e13"  # redins' zone config domain_id
@@ -317,12 +317,7 @@ def main():
         run_check(results, "SIGHUP reopens the request log (rotation)", rotation)
 
         tern.stop()
-        r = clean_exit_result(tern)
-        if r:
-            results.append(r)
-        if any(err for _, err in results):
-            print(tern.log_text())
-        return report(results)
+        return servers.finish(tern, results)
     finally:
         for p in (tern, cap):
             if p is not None:
