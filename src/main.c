@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,11 +212,20 @@ static void notify_status(const loader_stats_t *st, const char *prefix)
     notify("STATUS=%s", status);
 }
 
+/* Set once main() has said READY=1: before that (the ANAME wait) a reload's end must not say it
+ * for main, whoever asked for the reload (SIGHUP is held back; `ternctl reload` is not). */
+static atomic_bool ready_said;
+
 /* loader_listener_fn: RELOADING=1 with the monotonic time when a reload starts (systemd's reload
- * protocol), READY=1 and the new status when it ends. */
+ * protocol), READY=1 and the new status when it ends; only the status before the first READY. */
 static void on_reload(void *ctx, bool done, const loader_stats_t *st)
 {
     (void)ctx;
+    if (!atomic_load(&ready_said)) {
+        if (done)
+            notify_status(st, "starting; ");
+        return;
+    }
     if (!done) {
         notify("RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=reloading",
                (long long)tern_monotonic_us());
@@ -541,6 +551,7 @@ int main(int argc, char **argv)
     log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
     loader_stats_t st;
     loader_get_stats(loader, &st);
+    atomic_store(&ready_said, true);
     notify("%s", "READY=1");
     notify_status(&st, "");
 
