@@ -186,10 +186,7 @@ static const opt_t schema[] = {
      .max = CONFIG_MAX_WORKERS,
      .restart = true,
      .desc = "worker threads, each with its own sockets; \"auto\" = one per usable CPU"},
-    {.key = "zones",
-     .type = OPT_ZONES,
-     .desc = "list of {origin: NAME, file: PATH, format, acl, dnssec: {keys}}; PATH relative to "
-             "the config file's directory; acl: the zone's own"},
+    {.key = "zones", .type = OPT_ZONES, .desc = "list of zones, each a mapping of these keys"},
     /* 512 is the RFC 1035 floor; 4096 the largest payload the UDP buffers are sized for. */
     {.key = "edns_max_udp",
      .type = OPT_UINT,
@@ -2129,6 +2126,18 @@ static void print_opt(FILE *out, int depth, const opt_t *o)
     }
 }
 
+void config_print_fields(FILE *out, int depth, const field_t *fields, size_t count)
+{
+    for (size_t j = 0; j < count; j++) {
+        const field_t *f = &fields[j];
+        int indent = 2 + 2 * depth, width = 20 - 2 * depth;
+        if (f->later)
+            fprintf(out, "%*s%-*s not supported yet: %s\n", indent, "", width, f->key, f->later);
+        else
+            fprintf(out, "%*s%-*s %s\n", indent, "", width, f->key, f->desc);
+    }
+}
+
 /* count rows under their option, indented by depth. */
 static void print_rows(FILE *out, int depth, const opt_t *rows, size_t count)
 {
@@ -2164,6 +2173,13 @@ void config_schema_print(FILE *out)
             continue;
         }
         print_opt(out, 0, o);
+        if (o->type == OPT_ZONES) { /* every key of a zone, dnssec's under it */
+            for (size_t j = 0; j < ZF_COUNT; j++) {
+                config_print_fields(out, 1, &zone_fields[j], 1);
+                if (j == ZF_DNSSEC)
+                    config_print_fields(out, 2, zone_dnssec_fields, ZD_COUNT);
+            }
+        }
         if (o->type == OPT_REDIS)
             for (size_t j = 0; j < RS_COUNT; j++)
                 print_opt(out, 1, &config_redis_schema[j]);

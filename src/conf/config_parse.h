@@ -170,6 +170,10 @@ typedef struct field {
     const char *later; /* non-NULL: a redins key tern refuses for now; what it is for */
 } field_t;
 
+/* --help rows for fields (a nested mapping's keys), indented by depth (1: under a top-level
+ * key); a field tern refuses for now says so. */
+void config_print_fields(FILE *out, int depth, const field_t *fields, size_t count);
+
 /* Nested mappings have at most this many fields (tern's redis has 17). */
 #define MAX_FIELDS 20
 

@@ -738,25 +738,12 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
     return 0;
 }
 
-/* The fields of a redins block, indented by depth (1: under a top-level key). */
-static void print_fields(FILE *out, int depth, const field_t *fields, size_t count)
-{
-    for (size_t j = 0; j < count; j++) {
-        const field_t *f = &fields[j];
-        int indent = 2 + 2 * depth, width = 20 - 2 * depth;
-        if (f->later)
-            fprintf(out, "%*s%-*s not supported yet: %s\n", indent, "", width, f->key, f->later);
-        else
-            fprintf(out, "%*s%-*s %s\n", indent, "", width, f->key, f->desc);
-    }
-}
-
 void config_redins_print_handler(FILE *out)
 {
-    print_fields(out, 1, handler_fields, H_COUNT);
+    config_print_fields(out, 1, handler_fields, H_COUNT);
 }
 
 void config_redins_print_healthcheck(FILE *out, int depth)
 {
-    print_fields(out, depth, healthcheck_fields, RH_COUNT);
+    config_print_fields(out, depth, healthcheck_fields, RH_COUNT);
 }

@@ -895,6 +895,11 @@ def check_cli(ctx):
     expect("log_level" in out, "--help does not list log_level:\n%s" % out[:2000])
     for key in ("listen", "pid_file", "identity", "workers"):
         expect(key in out, "--help does not list %s" % key)
+    # every key of a zone, each on a row of its own under "zones"
+    for key in ("origin", "file", "format", "acl", "dnssec", "keys", "primary", "notify",
+                "allow_transfer", "transfer_key", "allow_notify"):
+        expect(re.search(r"(?m)^    +%s +\S" % key, out),
+               "--help does not list the zone key %s:\n%s" % (key, out[:3000]))
     d = os.path.join(ctx.workdir, "cli")
     os.makedirs(d)
     rc, out, err = run_ternd(b, [], cwd=d)
