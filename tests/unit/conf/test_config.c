@@ -575,9 +575,9 @@ static void test_example_has_every_option(void **state)
         nested++;
     }
     assert_int_equal(count, 48);
-    /* redis 17; health 8, its log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 4,
-     * an upstream 4; query_log 5, its dnstap 6, its requests 4 */
-    assert_int_equal(nested, 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
+    /* a zone 10, its dnssec 1; redis 17; health 8, its log 4, a check 12; acl 3, ratelimit 8,
+     * rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its requests 4 */
+    assert_int_equal(nested, 10 + 1 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
 }
 
 static void test_redins_example_json(void **state)
