@@ -31,6 +31,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
+#include "tern/wire/rr.h"
 
 typedef enum {
     OPT_UINT,      /* plain integer in [min, max], stored in a field of `size` bytes */
@@ -102,8 +103,8 @@ typedef struct opt {
     const char *desc;  /* OPT_LATER: what the redins key is for */
 } opt_t;
 
-/* RFC 2181 §8: a TTL is at most 2^31 - 1 seconds. */
-#define TTL_MAX 2147483647LL
+/* The largest TTL (RFC 2181 §8), as the schema's bounds are typed. */
+#define TTL_MAX ((long long)WIRE_TTL_MAX)
 /* Redis timeouts in milliseconds: a Redis that has not answered in ten minutes is gone by any
  * measure. */
 #define REDIS_TIMEOUT_MAX 600000

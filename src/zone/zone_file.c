@@ -45,12 +45,9 @@
  * binary; presentation text can be ~4x longer (hex, escapes), hence 256 KiB. */
 #define ZONE_FILE_ENTRY_MAX (256u << 10)
 
-/* RFC 1035 §3.2.1 / RFC 2181 §8: a TTL is a 31-bit value. */
-#define TTL_MAX 0x7fffffffu
-
 /* ldns substitutes its own default (3600) when the default TTL passed is 0, so "$TTL 0" is
  * handed to it as this value and mapped back. An explicit TTL this large is out of range
- * (TTL_MAX) anyway. */
+ * (WIRE_TTL_MAX) anyway. */
 #define TTL_ZERO_SENTINEL UINT32_MAX
 
 #define DEFAULT_TTL 3600u
@@ -369,9 +366,9 @@ static int directive(struct zf_parser *L, struct src *s, ldns_rdf **origin, unsi
         char *tok = next_token(&p);
         const char *end = NULL;
         uint32_t ttl = tok ? ldns_str2period(tok, &end) : 0;
-        if (!tok || end == tok || *end || next_token(&p) || ttl > TTL_MAX) {
+        if (!tok || end == tok || *end || next_token(&p) || ttl > WIRE_TTL_MAX) {
             snprintf(L->err, L->errlen, "%s:%u: $TTL needs one TTL (0 to %u, units s/m/h/d/w)",
-                     s->path, s->first, TTL_MAX);
+                     s->path, s->first, WIRE_TTL_MAX);
             return TERN_ESYNTAX;
         }
         L->default_ttl = ttl;
@@ -645,9 +642,9 @@ static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
     uint32_t ttl = ldns_rr_ttl(rr);
     if (ttl == TTL_ZERO_SENTINEL)
         ttl = 0;
-    if (ttl > TTL_MAX) {
+    if (ttl > WIRE_TTL_MAX) {
         snprintf(L->err, L->errlen, "%s:%u: TTL %u out of range (at most %u, RFC 2181 section 8)",
-                 s->path, s->first, ttl, TTL_MAX);
+                 s->path, s->first, ttl, WIRE_TTL_MAX);
         rc = TERN_ESYNTAX;
         goto out;
     }

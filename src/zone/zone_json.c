@@ -36,9 +36,6 @@
 /* redins' default TTL (its handler config "default_ttl" defaults to 300). */
 #define DEFAULT_TTL 300u
 
-/* RFC 2181 §8: a TTL is a 31-bit value; zone_file.c refuses larger ones too. */
-#define TTL_MAX 0x7fffffffu
-
 /* The SOA timers redins puts in a zone config before decoding the stored one over it, so a
  * config that leaves one out gets these (redins handler.LoadZone). */
 #define SOA_REFRESH 86400u
@@ -348,7 +345,7 @@ static int get_name(const struct ectx *e, json_t *obj, const char *base, const c
 static int get_ttl(const struct ectx *e, json_t *set, const char *base, uint32_t *ttl)
 {
     uint32_t v = 0;
-    int rc = get_u32(e, set, base, "ttl", TTL_MAX, &v);
+    int rc = get_u32(e, set, base, "ttl", WIRE_TTL_MAX, &v);
     *ttl = v ? v : e->zj->default_ttl;
     if (e->zj->opts.max_ttl && *ttl > e->zj->opts.max_ttl)
         *ttl = e->zj->opts.max_ttl; /* redins' handler max_ttl caps every TTL it serves */

@@ -7,6 +7,10 @@
 #ifndef TERN_WIRE_RR_H
 #define TERN_WIRE_RR_H
 
+/* RFC 1035 §3.2.1, RFC 2181 §8: a TTL is a 31-bit value; zone files, redins JSON and the config
+ * refuse larger ones. */
+#define WIRE_TTL_MAX 0x7fffffffu
+
 enum wire_class {
     WIRE_CLASS_IN = 1,
     WIRE_CLASS_CH = 3,
