@@ -28,9 +28,12 @@
  *   - no zone: REFUSED; class other than IN (and ANY, answered from IN as NSD and Knot do):
  *     REFUSED, except CHAOS TXT id.server. / hostname.bind. (identity) and version.bind. /
  *     version.server. (version) when configured; ANY: one RRset of the name (RFC 8482 §4.1);
- *   - opcodes: NOTIFY is NOTAUTH (tern is secondary for no zone), any other but QUERY is
- *     NOTIMP, also as a bare header without a question (QUERY and NOTIFY without one are
- *     FORMERR); AXFR/IXFR: NOTIMP on every transport until zone transfer exists;
+ *   - opcodes and transfers: with transfers configured, NOTIFY, a TSIG-signed request and
+ *     AXFR/IXFR over TCP are handed to the transfer thread (ANSWER_HANDOFF, tern/xfr); without,
+ *     NOTIFY is NOTAUTH. Any other opcode but QUERY is NOTIMP, also as a bare header without a
+ *     question (QUERY and NOTIFY without one are FORMERR). AXFR over UDP is NOTIMP (RFC 5936
+ *     §4.2); IXFR over UDP is TC with transfers configured (RFC 1995 §2); AXFR/IXFR not handed
+ *     off are REFUSED;
  *   - FORMERR for several questions copies no flag (as NSD); otherwise the question is echoed
  *     exactly as sent, RD copied, RA never set.
  *

@@ -17,9 +17,9 @@
  *
  * Refresh: signatures made at load live `lifetime` seconds from an inception an hour in the
  * past (clock skew); the loader makes a new set once less than `refresh` seconds remain
- * (dnssec_zone_resign()) and publishes it by RCU in place of the old one — the zone itself is
- * untouched, so nothing is reloaded. Online signatures are cached until less than `refresh`
- * remains, then made again.
+ * (dnssec_zone_due(), then dnssec_zone_sign()) and publishes it by RCU in place of the old one —
+ * the zone itself is untouched, so nothing is reloaded. Online signatures are cached until less
+ * than `refresh` remains, then made again.
  *
  * Lifecycle: made and signed by the loader before the zone is published; freed with the zone
  * (zone_t.dnssec_free) after the grace period. Threading: workers read `sigs` through
