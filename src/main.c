@@ -213,7 +213,7 @@ static void notify_status(const loader_stats_t *st, const char *prefix)
 }
 
 /* Set once main() has said READY=1: before that (the ANAME wait) a reload's end must not say it
- * for main, whoever asked for the reload (SIGHUP is held back; `ternctl reload` is not). */
+ * for main, whoever asked for the reload (SIGHUP, `ternctl reload`). */
 static atomic_bool ready_said;
 
 /* loader_listener_fn: RELOADING=1 with the monotonic time when a reload starts (systemd's reload
@@ -235,10 +235,10 @@ static void on_reload(void *ctx, bool done, const loader_stats_t *st)
     notify_status(st, "");
 }
 
-/* One signal from sfd: SIGHUP reopens the query log and asks for a reload, or only sets *hup when
- * hup is not NULL (before READY: a reload's end says READY=1). 1 for SIGINT/SIGTERM (shut down),
+/* One signal from sfd: SIGHUP reopens the query log and asks for a reload (before READY too: its
+ * end then says only STATUS=, see on_reload()). 1 for SIGINT/SIGTERM (shut down),
  * 0 otherwise, -1 when sfd cannot be read (logged; shut down too). */
-static int take_signal(int sfd, loader_t *loader, qlog_t *qlog, bool *hup)
+static int take_signal(int sfd, loader_t *loader, qlog_t *qlog)
 {
     struct signalfd_siginfo si;
     ssize_t n = read(sfd, &si, sizeof(si));
@@ -247,11 +247,6 @@ static int take_signal(int sfd, loader_t *loader, qlog_t *qlog, bool *hup)
             return 0;
         log_err("signalfd read: %s", n < 0 ? strerror(errno) : "short read");
         return -1;
-    }
-    if (si.ssi_signo == SIGHUP && hup) {
-        log_info("SIGHUP: reloading once ready");
-        *hup = true;
-        return 0;
     }
     if (si.ssi_signo == SIGHUP) {
         log_info("SIGHUP: reloading");
@@ -266,9 +261,9 @@ static int take_signal(int sfd, loader_t *loader, qlog_t *qlog, bool *hup)
 
 /* Hold READY until the ANAME resolver's first round is in the published view, for at most
  * aname.ready_wait ms (then the targets without an answer are logged); the workers serve
- * meanwhile. SIGTERM/SIGINT end the wait at once; a SIGHUP sets *hup. 0 to go on, nonzero to
+ * meanwhile. SIGTERM/SIGINT end the wait at once; a SIGHUP reloads. 0 to go on, nonzero to
  * shut down. */
-static int wait_aname(loader_t *loader, qlog_t *qlog, const config_t *cfg, int sfd, bool *hup)
+static int wait_aname(loader_t *loader, qlog_t *qlog, const config_t *cfg, int sfd)
 {
     int fd = loader_aname_ready_fd(loader);
     if (fd < 0 || cfg->aname.ready_wait_ms == 0)
@@ -294,7 +289,7 @@ static int wait_aname(loader_t *loader, qlog_t *qlog, const config_t *cfg, int s
                      (long long)(tern_monotonic_ms() - start));
             return 0;
         }
-        int sig = n > 0 && p[1].revents ? take_signal(sfd, loader, qlog, hup) : 0;
+        int sig = n > 0 && p[1].revents ? take_signal(sfd, loader, qlog) : 0;
         if (sig)
             return sig;
     }
@@ -543,8 +538,7 @@ int main(int argc, char **argv)
     ctl_set_xfr(ctl, xfr);
     metrics_set_xfr(metrics, xfr);
     log_listen(cfg, srv);
-    bool hup = false;
-    if (wait_aname(loader, qlog, cfg, sfd, &hup) != 0) {
+    if (wait_aname(loader, qlog, cfg, sfd) != 0) {
         rc = 0;
         goto out;
     }
@@ -555,14 +549,9 @@ int main(int argc, char **argv)
     notify("%s", "READY=1");
     notify_status(&st, "");
 
-    if (hup) { /* a SIGHUP while READY waited: its reload now */
-        qlog_reopen(qlog);
-        loader_request(loader);
-    }
-
     /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
      * the loader into one more reload after it. */
-    while (take_signal(sfd, loader, qlog, NULL) == 0)
+    while (take_signal(sfd, loader, qlog) == 0)
         ;
     rc = 0;
 out:
