@@ -5,6 +5,7 @@
     /usr/bin/python3 bench/run.py --mode capacity        # CPU-limited cgroup, bisect max rate
     /usr/bin/python3 bench/run.py --mode all --zone 1m   # everything on the 1,000,000-name zone
     /usr/bin/python3 bench/run.py --servers tern,reflector --runs 1 --secs 3   # quick look
+    /usr/bin/python3 bench/run.py --servers tern,tern-base,gdnsd --ternd-base OLD/ternd  # before/after
 
 Every server runs alone with one UDP worker, pinned to CPU 0; dnsperf is pinned to CPU 1. The
 figure that ranks servers is the server's own CPU time per answered query at a fixed offered load
@@ -36,7 +37,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVER_CPU = "0"
 CLIENT_CPU = "1"
 ORIGIN = "bench.test."
-ALL_SERVERS = ("tern", "gdnsd", "knot", "nsd", "reflector")
+ALL_SERVERS = ("tern", "tern-base", "gdnsd", "knot", "nsd", "reflector")
 
 
 def log(*a):
@@ -207,6 +208,20 @@ class Tern(Server):
         return _first_line([self.args.ternd, "--version"])
 
 
+class TernBase(Tern):
+    """Another ternd build (--ternd-base), e.g. the commit before a refactor: run in the same
+    interleaved rounds as tern, so a before/after ratio does not ride the machine's drift."""
+    name = "tern-base"
+
+    def argv(self):
+        a = super().argv()
+        a[0] = self.args.ternd_base or "/nonexistent/ternd-base"
+        return a
+
+    def version(self):
+        return _first_line([self.args.ternd_base, "--version"]) if self.args.ternd_base else ""
+
+
 class Gdnsd(Server):
     name = "gdnsd"
 
@@ -318,7 +333,7 @@ class Reflector(Server):
         return [os.path.join(CACHE, "reflector"), "127.0.0.1:%d" % self.port]
 
 
-SERVER_CLASSES = {c.name: c for c in (Tern, Gdnsd, Knot, Nsd, Reflector)}
+SERVER_CLASSES = {c.name: c for c in (Tern, TernBase, Gdnsd, Knot, Nsd, Reflector)}
 
 
 def _first_line(argv, want=None):
@@ -878,7 +893,7 @@ def main():
                          "fixed only; adversarial: nxflood + tcpmix only; capacity: cgroup "
                          "bisection; all: compare then capacity")
     ap.add_argument("--zone", default="100k", choices=("100k", "1m"))
-    ap.add_argument("--servers", default=",".join(ALL_SERVERS))
+    ap.add_argument("--servers", default=",".join(s for s in ALL_SERVERS if s != "tern-base"))
     ap.add_argument("--runs", type=int, default=3, help="runs (capacity: rounds), medians taken")
     ap.add_argument("--secs", type=int, default=10, help="seconds per dnsperf measurement")
     ap.add_argument("--rate", type=int, default=50000, help="fixed offered load, queries/s")
@@ -895,6 +910,8 @@ def main():
     ap.add_argument("--probe-secs", type=int, default=5, help="capacity: seconds per probe")
     ap.add_argument("--load-timeout", type=float, default=300, help="seconds to wait for a zone")
     ap.add_argument("--ternd", default=os.path.join(ROOT, "build-bench", "ternd"))
+    ap.add_argument("--ternd-base", default="",
+                    help="a second ternd (server tern-base), e.g. built from an older commit")
     ap.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
                     help="(re)build ternd in build-bench first (default: yes)")
     ap.add_argument("--tag", default="", help="suffix for the results file names")
