@@ -1921,6 +1921,24 @@ int config_add_zone_format(config_t *c, const char *origin, const char *file,
     return 0;
 }
 
+server_settings_t config_server_settings(const config_t *c)
+{
+    return (server_settings_t){
+        .listen = c->listen,
+        .nlisten = c->nlisten,
+        .workers = c->workers,
+        .tcp_idle_timeout = c->tcp_idle_timeout,
+        .tcp_max_connections = c->tcp_max_connections,
+        .tcp_max_lifetime = c->tcp_max_lifetime,
+        .tcp_max_inflight = c->tcp_max_inflight,
+        .tcp_client_prefix_v4 = c->tcp_client_prefix_v4,
+        .tcp_client_prefix_v6 = c->tcp_client_prefix_v6,
+        .udp_mmsg = c->udp_mmsg,
+        .udp_steering = c->udp_steering,
+        .dnssec_cache = c->dnssec_cache,
+    };
+}
+
 unsigned config_auto_workers(void)
 {
     /* The affinity mask, not the machine's CPU count: under taskset or a container cpuset only

@@ -623,3 +623,23 @@ int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
                            "one of them)");
     return 0;
 }
+
+limit_t *config_limit_new(limit_shared_t *sh, const config_t *c, int *rc)
+{
+    limit_zone_acl_t *zones = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < c->nzones; i++)
+        n += c->zones[i].acl.enabled;
+    if (n && !(zones = calloc(n, sizeof(*zones)))) {
+        *rc = TERN_ENOMEM;
+        return NULL;
+    }
+    n = 0;
+    for (size_t i = 0; i < c->nzones; i++)
+        if (c->zones[i].acl.enabled)
+            zones[n++] = (limit_zone_acl_t){c->zones[i].origin, &c->zones[i].acl};
+    limit_settings_t set = {&c->acl, &c->ratelimit, &c->rrl, &c->cookies, zones, n};
+    limit_t *l = limit_new(sh, &set, rc);
+    free(zones);
+    return l;
+}
