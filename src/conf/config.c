@@ -16,10 +16,8 @@
 #include "tern/conf/config.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "config_blocks.h"
 #include "tern/common/err.h"
@@ -268,6 +266,7 @@ static const opt_t schema[] = {
      .desc = "MaxMind DB for IPv6 clients, if in a separate file; unset = geoip_db"},
     {.key = "metrics_listen",
      .type = OPT_ADDR,
+     .valid = config_listen_text_ok,
      FIELD(metrics_listen),
      .min = 1,
      .max = sizeof(((config_listen_t *)0)->text) - 1,
@@ -486,21 +485,6 @@ size_t config_line_of(const config_t *c, const char *key)
 size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len)
 {
     return config_rows_changes(from, to, schema, NOPTS, buf, len);
-}
-
-unsigned config_auto_workers(void)
-{
-    /* The affinity mask, not the machine's CPU count: under taskset or a container cpuset only
-     * those CPUs run our threads. */
-    cpu_set_t set;
-    long n = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        n = CPU_COUNT(&set);
-    if (n <= 0)
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        n = 1;
-    return n > CONFIG_MAX_WORKERS ? CONFIG_MAX_WORKERS : (unsigned)n;
 }
 
 void config_init(config_t *c)

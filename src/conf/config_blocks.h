@@ -109,6 +109,9 @@ extern const conf_block_t config_redins_log_block;  /* config_qlog.c */
 /** Strict port: 1-5 digits, 0..65535, nothing after. */
 bool config_parse_port(const char *s, uint16_t *port);
 
+/** Whether s is a listen address ("ADDR:PORT", "[V6]:PORT": config_parse_listen()). */
+bool config_listen_text_ok(const char *s);
+
 /** Append listen entry e (given at n), or merge it into an earlier entry for the same address
  * and port when their protocols do not overlap; the same protocol twice is an error. */
 int config_put_listen(parse_ctx_t *pc, const yaml_node_t *n, const char *key,

@@ -72,6 +72,12 @@ int config_parse_listen(config_listen_t *l, const char *text)
     return 0;
 }
 
+bool config_listen_text_ok(const char *s)
+{
+    config_listen_t tmp;
+    return config_parse_listen(&tmp, s) == 0;
+}
+
 int config_add_listen(config_t *c, const char *text)
 {
     if (c->nlisten >= CONFIG_MAX_LISTEN)

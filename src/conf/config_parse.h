@@ -36,7 +36,7 @@ typedef enum {
     OPT_ENUM,    /* one of `names` (any scalar style); the index is stored like OPT_UINT */
     OPT_STR,     /* any scalar of min..max bytes; plain null, ~ or empty = unset (NULL) */
     OPT_PATH,    /* OPT_STR resolved against the config file's directory; max bounds the result */
-    OPT_ADDR,    /* OPT_STR that config_parse_listen() accepts */
+    OPT_ADDR,    /* OPT_STR that the row's valid() accepts as an ADDR:PORT */
     OPT_WORKERS, /* OPT_UINT or the string "auto" */
     OPT_BLOCK,   /* a nested block: its rows and hooks in `block` (conf_block_t) */
     OPT_CUSTOM,  /* a nested value with a parser of its own (health's check address, expect): the
@@ -63,8 +63,9 @@ typedef struct opt {
     long long def; /* OPT_UINT, OPT_WORKERS, OPT_BOOL, OPT_ENUM */
     long long min; /* OPT_UINT, OPT_WORKERS: value; OPT_STR, OPT_PATH, OPT_ADDR: length */
     long long max;
-    const char *const *names;  /* OPT_ENUM: the values, max + 1 of them */
-    const conf_block_t *block; /* OPT_BLOCK: the nested block's rows and hooks */
+    const char *const *names;     /* OPT_ENUM: the values, max + 1 of them */
+    const conf_block_t *block;    /* OPT_BLOCK: the nested block's rows and hooks */
+    bool (*valid)(const char *s); /* OPT_ADDR: whether s is an address */
     int group;
     int claim;         /* the field this option sets (a claim), when another may set it too */
     bool redins;       /* a key of redins' config.json only: such a file takes redins' defaults */

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,22 @@ static void store_uint(void *base, const opt_t *o, long long v)
     }
 }
 
+/* The value of workers: "auto" (an OPT_WORKERS row). */
+unsigned config_auto_workers(void)
+{
+    /* The affinity mask, not the machine's CPU count: under taskset or a container cpuset only
+     * those CPUs run our threads. */
+    cpu_set_t set;
+    long n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > CONFIG_MAX_WORKERS ? CONFIG_MAX_WORKERS : (unsigned)n;
+}
+
 static int set_uint(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n, bool allow_auto)
 {
     long long v = 0;
@@ -346,12 +363,9 @@ int config_get_str(parse_ctx_t *pc, const yaml_node_t *n, const char *key, const
         return config_fail(pc, n, key, "%s%scontains a NUL byte", field, sep);
     if ((long long)strlen(s) < o->min)
         return config_fail(pc, n, key, "%s%smust not be empty", field, sep);
-    if (o->type == OPT_ADDR) {
-        config_listen_t tmp;
-        if (config_parse_listen(&tmp, s) < 0)
-            return config_fail(pc, n, key, "%s%sbad address \"%s\" (want ADDR:PORT or [V6]:PORT)",
-                               field, sep, s);
-    }
+    if (o->type == OPT_ADDR && o->valid && !o->valid(s))
+        return config_fail(pc, n, key, "%s%sbad address \"%s\" (want ADDR:PORT or [V6]:PORT)",
+                           field, sep, s);
     char *copy = o->type == OPT_PATH ? config_resolve_path(pc, s) : strdup(s);
     if (!copy)
         return TERN_ENOMEM;
