@@ -575,7 +575,7 @@ static int load_root(parse_ctx_t *pc, const opt_t *rows, size_t count)
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
          p++) {
         const yaml_node_t *k = node(pc, p->key);
-        size_t i;
+        size_t i = 0;
         if ((r = find_row(pc, rows, count, k, &i)) < 0)
             return r;
         /* geoip_db or asn_db itself always sets its field (null included: it unsets what the

@@ -6,11 +6,17 @@
  * compares it with the running one: config_restart_only_changes() names the options that only
  * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets,
  * query logging).
- * Never read on the query path (workers get copies of what they need).
+ * Never read on the query path (workers get copies of what they need): the settings a module
+ * reads are structs of its own header (tern/limit/limit_settings.h, tern/health/health_settings.h,
+ * tern/qlog/qlog_settings.h, tern/net/server_settings.h, tern/common/redis_settings.h), which
+ * this header includes and fills; none of them includes this one.
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
  * description); it drives config_init() defaults, parsing, validation, copying, freeing and
- * config_schema_print(). conf/ternd.yaml shows every option with a comment.
+ * config_schema_print(). A nested block (health:, acl:, query_log:, ...) is declared by its
+ * owner in src/conf (config_health.c, config_limit.c, config_qlog.c, ...) with its own rows and
+ * hooks; the engine (src/conf/config_rows.c) knows none of them by name. conf/ternd.yaml shows
+ * every option with a comment.
  *
  * YAML (JSON is valid YAML, so JSON parses too):
  *   listen:                                     # or a single string; port 0 = ephemeral (tests)
