@@ -483,7 +483,7 @@ int main(int argc, char **argv)
         rc = 0;
         goto out;
     }
-    if (!(srv = server_bind(cfg, loader_published(loader))))
+    if (!(srv = server_bind(config_server_settings(cfg), loader_published(loader))))
         goto out;
     server_set_limits(srv, loader_limits(loader));
     if (cfg->metrics_listen && !(metrics = metrics_start(cfg->metrics_listen, loader, srv)))
@@ -506,7 +506,7 @@ int main(int argc, char **argv)
      * reopen them after a rotation */
     if (cfg->qlog.enabled) {
         char qerr[512];
-        if (!(qlog = qlog_new(cfg, cfg->workers, qerr, sizeof(qerr)))) {
+        if (!(qlog = qlog_new(&cfg->qlog, cfg->workers, qerr, sizeof(qerr)))) {
             log_err("%s", qerr);
             goto out;
         }

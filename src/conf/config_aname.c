@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 
 #define AFIELD(f) .offset = offsetof(config_aname_t, f), .size = sizeof(((config_aname_t *)0)->f)
@@ -313,7 +313,8 @@ int config_get_upstreams(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
     return 0;
 }
 
-int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* tern's "aname" at n: replaces every upstream; null = none. */
+static int aname_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     config_aname_t *a = &pc->c->aname;
     field_t fields[AN_COUNT];
@@ -324,8 +325,7 @@ int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
         config_aname_reset(a);
         return 0;
     }
-    for (size_t i = 0; i < AN_COUNT; i++)
-        fields[i] = (field_t){config_aname_schema[i].key, config_aname_schema[i].desc, false, NULL};
+    config_row_fields(fields, config_aname_schema, AN_COUNT);
     if ((rc = config_get_fields(pc, n, o->key, fields, AN_COUNT, val)) < 0)
         return rc;
     /* the list first: config_get_upstreams() starts from a reset block */
@@ -339,3 +339,30 @@ int config_aname(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
             return rc;
     return 0;
 }
+
+static void aname_reset(config_t *c)
+{
+    config_aname_reset(&c->aname);
+}
+
+static int aname_copy(config_t *dst, const config_t *src)
+{
+    memset(&dst->aname, 0, sizeof(dst->aname)); /* nothing of it is dst's yet */
+    return config_aname_copy(&dst->aname, &src->aname);
+}
+
+/* aname's rows, then an upstream's under them */
+static void aname_print(FILE *out, int depth)
+{
+    config_print_rows(out, depth, config_aname_schema, AN_COUNT);
+    config_print_rows(out, depth + 1, config_aname_upstream_schema, AU_COUNT);
+}
+
+const conf_block_t config_aname_block = {
+    .rows = config_aname_schema,
+    .nrows = AN_COUNT,
+    .parse = aname_parse,
+    .reset = aname_reset,
+    .copy = aname_copy,
+    .print = aname_print,
+};

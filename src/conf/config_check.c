@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config_parse.h"
+#include "tern/conf/config.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 
 #define HFIELD(f) .offset = offsetof(config_health_t, f), .size = sizeof(((config_health_t *)0)->f)
@@ -45,6 +45,10 @@ static const char *const protocol_names[] = {"http", "https", "tcp", "icmp", "pi
 static const char *const method_names[] = {[HEALTH_HEAD] = "HEAD", [HEALTH_GET] = "GET"};
 
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "config_health_schema stores 32-bit fields");
+
+/* health's nested blocks, parsed here (get_log(), get_checks()); their rows are --help's */
+static const conf_block_t log_block = {.rows = config_health_log_schema, .nrows = HL_COUNT};
+static const conf_block_t check_block = {.rows = config_health_check_schema, .nrows = HC_COUNT};
 
 const opt_t config_health_schema[HS_COUNT] = {
     /* enable's default is that of a given block; no block at all is enable false */
@@ -86,14 +90,16 @@ const opt_t config_health_schema[HS_COUNT] = {
                     .max = PATH_MAX - 1,
                     .desc = "CA bundle (PEM) https checks verify against; unset = the system's"},
     [HS_REDIS] = {.key = "redis",
-                  .type = OPT_REDIS,
+                  .type = OPT_CUSTOM,
                   .desc = "share states in redins' keys: redis's address, db, password, prefix, "
                           "suffix, *_timeout; unset or ~ = none"},
     [HS_LOG] = {.key = "log",
-                .type = OPT_CUSTOM,
+                .type = OPT_BLOCK,
+                .block = &log_block,
                 .desc = "one line per check result: a mapping of these keys; unset or ~ = none"},
     [HS_CHECKS] = {.key = "checks",
-                   .type = OPT_CUSTOM,
+                   .type = OPT_BLOCK,
+                   .block = &check_block,
                    .desc = "checks by address, for the A/AAAA records of every zone: a list of "
                            "mappings of these keys"},
 };
@@ -591,7 +597,8 @@ static int get_checks(parse_ctx_t *pc, const yaml_node_t *n, config_health_t *h)
 
 /* ---- the block ---------------------------------------------------------------------------- */
 
-int config_health(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* tern's "health" at n: replaces every health setting; null = no health checks. */
+static int health_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     config_health_t *h = &pc->c->health;
     const opt_t *rows = config_health_schema;
@@ -632,3 +639,46 @@ int config_health(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
     }
     return 0;
 }
+
+/* The same check: every field of the spec (strings by content), and the same owner. */
+static bool same_check(const config_health_check_t *x, const config_health_check_t *y)
+{
+    const health_spec_t *a = &x->spec, *b = &y->spec;
+    size_t alen = a->family == 6 ? 16 : 4;
+    return a->proto == b->proto && a->family == b->family && a->method == b->method &&
+           a->tls_verify == b->tls_verify && a->nexpect == b->nexpect && a->port == b->port &&
+           a->up_count == b->up_count && a->down_count == b->down_count &&
+           a->timeout_ms == b->timeout_ms && memcmp(a->addr, b->addr, alen) == 0 &&
+           memcmp(a->expect, b->expect, a->nexpect * sizeof(a->expect[0])) == 0 &&
+           config_same_str(a->uri, b->uri) && config_same_str(a->host, b->host) &&
+           config_same_str(x->owner, y->owner);
+}
+
+bool config_same_health_checks(const config_health_t *a, const config_health_t *b)
+{
+    if (a->enabled != b->enabled || a->nchecks != b->nchecks)
+        return false;
+    for (size_t i = 0; i < a->nchecks; i++)
+        if (!same_check(&a->checks[i], &b->checks[i]))
+            return false;
+    return true;
+}
+
+static void health_reset(config_t *c)
+{
+    config_health_reset(&c->health);
+}
+
+static int health_copy(config_t *dst, const config_t *src)
+{
+    memset(&dst->health, 0, sizeof(dst->health)); /* nothing of it is dst's yet */
+    return config_health_copy(&dst->health, &src->health);
+}
+
+const conf_block_t config_health_block = {
+    .rows = config_health_schema,
+    .nrows = HS_COUNT,
+    .parse = health_parse,
+    .reset = health_reset,
+    .copy = health_copy,
+};

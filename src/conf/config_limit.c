@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 
 #define AFIELD(f) .offset = offsetof(config_acl_t, f), .size = sizeof(((config_acl_t *)0)->f)
@@ -77,7 +77,7 @@ const opt_t config_acl_schema[ACL_COUNT] = {
 };
 
 const opt_t config_ratelimit_schema[RATE_COUNT] = {
-    /* the default of a given block; no block at all is no limit (config_limit_reset()) */
+    /* the default of a given block; no block at all is no limit (the blocks' reset) */
     [RATE_ENABLE] = {.key = "enable",
                      .type = OPT_BOOL,
                      RLFIELD(enabled),
@@ -428,33 +428,6 @@ static void cookies_reset(config_cookies_t *k)
     k->enabled = false;
 }
 
-void config_limit_reset(config_t *c)
-{
-    config_acl_reset(&c->acl);
-    ratelimit_reset(&c->ratelimit);
-    rrl_reset(&c->rrl);
-    cookies_reset(&c->cookies);
-}
-
-int config_limit_copy(config_t *dst, const config_t *src)
-{
-    static const config_prefix_list_t none = {NULL, 0};
-    /* first make dst own nothing, so that a failure below leaves only its own copies to free */
-    dst->acl = src->acl;
-    dst->acl.allow = dst->acl.deny = none;
-    dst->ratelimit = src->ratelimit;
-    dst->ratelimit.whitelist = dst->ratelimit.blacklist = none;
-    dst->rrl = src->rrl;
-    dst->rrl.whitelist = none;
-    dst->cookies = src->cookies;
-    if (config_acl_copy(&dst->acl, &src->acl) < 0 ||
-        prefix_list_copy(&dst->ratelimit.whitelist, &src->ratelimit.whitelist) < 0 ||
-        prefix_list_copy(&dst->ratelimit.blacklist, &src->ratelimit.blacklist) < 0 ||
-        prefix_list_copy(&dst->rrl.whitelist, &src->rrl.whitelist) < 0)
-        return TERN_ENOMEM;
-    return 0;
-}
-
 /* ---- the blocks --------------------------------------------------------------------------- */
 
 /* The most rows a block has (config_rrl_schema). */
@@ -470,8 +443,7 @@ static int block_open(parse_ctx_t *pc, const yaml_node_t *n, const char *key, co
     if (is_null(n))
         return 1;
     field_t fields[BLOCK_ROWS_MAX];
-    for (size_t i = 0; i < count; i++)
-        fields[i] = (field_t){rows[i].key, rows[i].desc, false, NULL};
+    config_row_fields(fields, rows, count);
     int rc = config_get_fields(pc, n, key, fields, count, val);
     return rc < 0 ? rc : 0;
 }
@@ -524,12 +496,15 @@ int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key, confi
     return block_rows(pc, key, config_acl_schema, ACL_COUNT, val, a, ACL_COUNT);
 }
 
-int config_acl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+static int acl_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     return config_get_acl(pc, n, o->key, &pc->c->acl);
 }
 
-int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* ratelimit's enable defaults to true, or to false when pc->redins (as redins' Go struct leaves
+ * it). */
+static int ratelimit_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                           const yaml_node_t *n)
 {
     config_ratelimit_t *r = &pc->c->ratelimit;
     const yaml_node_t *val[RATE_COUNT];
@@ -544,7 +519,7 @@ int config_ratelimit(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
     return block_rows(pc, o->key, config_ratelimit_schema, RATE_COUNT, val, r, RATE_RATE);
 }
 
-int config_rrl(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+static int rrl_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     config_rrl_t *r = &pc->c->rrl;
     const yaml_node_t *val[RRL_COUNT];
@@ -598,7 +573,8 @@ static int get_secret(parse_ctx_t *pc, const yaml_node_t *n, const char *key, co
     return 0;
 }
 
-int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+static int cookies_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *key_node,
+                         const yaml_node_t *n)
 {
     config_cookies_t *k = &pc->c->cookies;
     const yaml_node_t *val[COOKIE_COUNT];
@@ -622,4 +598,90 @@ int config_cookies(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
                            "rotate_s: not with secret (a shared secret is never rotated; give "
                            "one of them)");
     return 0;
+}
+
+/* ---- the blocks' hooks: each block's part of config_t ------------------------------------- */
+
+static void acl_reset(config_t *c)
+{
+    config_acl_reset(&c->acl);
+}
+
+static int acl_copy(config_t *dst, const config_t *src)
+{
+    return config_acl_copy(&dst->acl, &src->acl);
+}
+
+static void ratelimit_reset_c(config_t *c)
+{
+    ratelimit_reset(&c->ratelimit);
+}
+
+static int ratelimit_copy(config_t *dst, const config_t *src)
+{
+    static const config_prefix_list_t none = {NULL, 0};
+    dst->ratelimit.whitelist = dst->ratelimit.blacklist = none; /* src's until copied */
+    if (prefix_list_copy(&dst->ratelimit.whitelist, &src->ratelimit.whitelist) < 0 ||
+        prefix_list_copy(&dst->ratelimit.blacklist, &src->ratelimit.blacklist) < 0)
+        return TERN_ENOMEM;
+    return 0;
+}
+
+static void rrl_reset_c(config_t *c)
+{
+    rrl_reset(&c->rrl);
+}
+
+static int rrl_copy(config_t *dst, const config_t *src)
+{
+    dst->rrl.whitelist = (config_prefix_list_t){NULL, 0}; /* src's until copied */
+    return prefix_list_copy(&dst->rrl.whitelist, &src->rrl.whitelist);
+}
+
+static void cookies_reset_c(config_t *c)
+{
+    cookies_reset(&c->cookies);
+}
+
+const conf_block_t config_acl_block = {.rows = config_acl_schema,
+                                       .nrows = ACL_COUNT,
+                                       .parse = acl_parse,
+                                       .reset = acl_reset,
+                                       .copy = acl_copy};
+const conf_block_t config_ratelimit_block = {.rows = config_ratelimit_schema,
+                                             .nrows = RATE_COUNT,
+                                             .parse = ratelimit_parse,
+                                             .reset = ratelimit_reset_c,
+                                             .copy = ratelimit_copy};
+const conf_block_t config_rrl_block = {.rows = config_rrl_schema,
+                                       .nrows = RRL_COUNT,
+                                       .parse = rrl_parse,
+                                       .reset = rrl_reset_c,
+                                       .copy = rrl_copy};
+/* cookies own no pointer: the shallow copy is the copy */
+const conf_block_t config_cookies_block = {.rows = config_cookies_schema,
+                                           .nrows = COOKIE_COUNT,
+                                           .parse = cookies_parse,
+                                           .reset = cookies_reset_c};
+
+/* ---- the policy --------------------------------------------------------------------------- */
+
+limit_t *config_limit_new(limit_shared_t *sh, const config_t *c, int *rc)
+{
+    limit_zone_acl_t *zones = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < c->nzones; i++)
+        n += c->zones[i].acl.enabled;
+    if (n && !(zones = calloc(n, sizeof(*zones)))) {
+        *rc = TERN_ENOMEM;
+        return NULL;
+    }
+    n = 0;
+    for (size_t i = 0; i < c->nzones; i++)
+        if (c->zones[i].acl.enabled)
+            zones[n++] = (limit_zone_acl_t){c->zones[i].origin, &c->zones[i].acl};
+    limit_settings_t set = {&c->acl, &c->ratelimit, &c->rrl, &c->cookies, zones, n};
+    limit_t *l = limit_new(sh, &set, rc);
+    free(zones);
+    return l;
 }

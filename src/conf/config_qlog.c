@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 #include "tern/wire/dname.h"
 
@@ -34,6 +34,11 @@ _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "sample and ring_kib are st
 /* By config_reqlog_target_t and config_reqlog_format_t. */
 static const char *const reqlog_targets[] = {"file", "stdout", "stderr", "syslog"};
 static const char *const reqlog_formats[] = {"json", "text"};
+
+/* query_log's nested blocks, parsed here (get_dnstap(), get_requests()); their rows are
+ * --help's */
+static const conf_block_t dnstap_block = {.rows = config_qlog_dnstap_schema, .nrows = QD_COUNT};
+static const conf_block_t requests_block = {.rows = config_qlog_requests_schema, .nrows = QR_COUNT};
 
 const opt_t config_qlog_schema[QL_COUNT] = {
     [QL_SAMPLE] = {.key = "sample",
@@ -58,11 +63,13 @@ const opt_t config_qlog_schema[QL_COUNT] = {
                           .desc = "zones whose queries (at and under them) are never logged: a "
                                   "name or a list, at most 4096"},
     [QL_DNSTAP] = {.key = "dnstap",
-                   .type = OPT_CUSTOM,
+                   .type = OPT_BLOCK,
+                   .block = &dnstap_block,
                    .desc = "dnstap messages over Frame Streams: a mapping of these keys; unset or "
                            "~ = none"},
     [QL_REQUESTS] = {.key = "requests",
-                     .type = OPT_CUSTOM,
+                     .type = OPT_BLOCK,
+                     .block = &requests_block,
                      .desc = "redins' request log, one line per query: a mapping of these keys; "
                              "unset or ~ = none"},
 };
@@ -192,22 +199,18 @@ int config_qlog_copy(config_qlog_t *dst, const config_qlog_t *src)
     return 0;
 }
 
-static bool same_str(const char *a, const char *b)
-{
-    return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 bool config_same_qlog(const config_qlog_t *a, const config_qlog_t *b)
 {
     if (a->enabled != b->enabled || a->dnstap_queries != b->dnstap_queries ||
         a->dnstap_responses != b->dnstap_responses || a->requests != b->requests ||
         a->requests_target != b->requests_target || a->requests_format != b->requests_format ||
         a->sample != b->sample || a->ring_kib != b->ring_kib ||
-        a->nexclude_zones != b->nexclude_zones || !same_str(a->dnstap_socket, b->dnstap_socket) ||
-        !same_str(a->dnstap_file, b->dnstap_file) ||
-        !same_str(a->dnstap_identity, b->dnstap_identity) ||
-        !same_str(a->dnstap_version, b->dnstap_version) ||
-        !same_str(a->requests_path, b->requests_path))
+        a->nexclude_zones != b->nexclude_zones ||
+        !config_same_str(a->dnstap_socket, b->dnstap_socket) ||
+        !config_same_str(a->dnstap_file, b->dnstap_file) ||
+        !config_same_str(a->dnstap_identity, b->dnstap_identity) ||
+        !config_same_str(a->dnstap_version, b->dnstap_version) ||
+        !config_same_str(a->requests_path, b->requests_path))
         return false;
     for (size_t i = 0; i < a->nexclude_zones; i++)
         if (strcmp(a->exclude_zones[i], b->exclude_zones[i]) != 0)
@@ -234,13 +237,6 @@ static void move_requests(config_qlog_t *dst, config_qlog_t *src)
 }
 
 /* ---- query_log ---------------------------------------------------------------------------- */
-
-/* Fields from a schema's rows, for config_get_fields(). */
-static void row_fields(field_t *fields, const opt_t *rows, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        fields[i] = (field_t){rows[i].key, rows[i].desc, false, NULL};
-}
 
 /* exclude_zones (named key) at n: a name or a list of them, into q as canonical keys. */
 static int get_exclude(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_qlog_t *q)
@@ -290,7 +286,7 @@ static int get_dnstap(parse_ctx_t *pc, const yaml_node_t *n, const char *key, co
     int rc;
     if (is_null(n))
         return 0;
-    row_fields(fields, rows, QD_COUNT);
+    config_row_fields(fields, rows, QD_COUNT);
     if ((rc = config_get_fields(pc, n, key, fields, QD_COUNT, val)) < 0)
         return rc;
     for (size_t i = 0; i < QD_COUNT; i++)
@@ -322,7 +318,7 @@ static int get_requests(parse_ctx_t *pc, const yaml_node_t *n, const char *key, 
     int rc;
     if (is_null(n))
         return 0;
-    row_fields(fields, rows, QR_COUNT);
+    config_row_fields(fields, rows, QR_COUNT);
     if ((rc = config_get_fields(pc, n, key, fields, QR_COUNT, val)) < 0)
         return rc;
     q->requests = true;
@@ -376,7 +372,10 @@ static int get_query_log(parse_ctx_t *pc, const yaml_node_t *n, const char *okey
     return get_requests(pc, val[QL_REQUESTS], rkey, t);
 }
 
-int config_query_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+/* tern's "query_log" at n, whose key node is k: replaces every query logging setting but the
+ * request log's when the block has no "requests" and a redins log gave it; null = none. A
+ * "requests" key (or a null block) claims CLAIM_REQLOG. */
+static int qlog_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     config_qlog_t *q = &pc->c->qlog, t;
     field_t fields[QL_COUNT];
@@ -389,7 +388,7 @@ int config_query_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, cons
         config_qlog_reset(q);
         return 0;
     }
-    row_fields(fields, config_qlog_schema, QL_COUNT);
+    config_row_fields(fields, config_qlog_schema, QL_COUNT);
     if ((rc = config_get_fields(pc, n, o->key, fields, QL_COUNT, val)) < 0)
         return rc;
     memset(&t, 0, sizeof(t));
@@ -581,9 +580,44 @@ int config_get_redins_log(parse_ctx_t *pc, const yaml_node_t *n, const char *key
     return 0;
 }
 
-void config_redins_print_log(FILE *out, int depth)
+static void redins_log_print(FILE *out, int depth)
 {
     for (size_t j = 0; j < RQ_COUNT; j++)
         fprintf(out, "%*s%-*s %s\n", 2 + 2 * depth, "", 20 - 2 * depth, redins_log_fields[j].key,
                 redins_log_fields[j].desc);
 }
+
+/* redins' "log" (older redins, top level) at n: the request log only. */
+static int redins_log_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                            const yaml_node_t *n)
+{
+    return config_get_redins_log(pc, n, o->key);
+}
+
+static void qlog_reset(config_t *c)
+{
+    config_qlog_reset(&c->qlog);
+}
+
+static int qlog_copy(config_t *dst, const config_t *src)
+{
+    memset(&dst->qlog, 0, sizeof(dst->qlog)); /* nothing of it is dst's yet */
+    return config_qlog_copy(&dst->qlog, &src->qlog);
+}
+
+/* whichever key set it: a redins log too */
+static bool qlog_same(const config_t *a, const config_t *b)
+{
+    return config_same_qlog(&a->qlog, &b->qlog);
+}
+
+const conf_block_t config_qlog_block = {
+    .rows = config_qlog_schema,
+    .nrows = QL_COUNT,
+    .parse = qlog_parse,
+    .reset = qlog_reset,
+    .copy = qlog_copy,
+    .same = qlog_same,
+};
+
+const conf_block_t config_redins_log_block = {.parse = redins_log_parse, .print = redins_log_print};

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 
 /* ---- server ------------------------------------------------------------------------------- */
@@ -61,7 +61,8 @@ static int add_server_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *p
     return config_put_listen(pc, n, key, &e);
 }
 
-int config_redins_server(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* redins "server" at n: replaces the listen list. */
+static int server_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     pc->c->nlisten = 0;
     if (n->type != YAML_SEQUENCE_NODE && n->type != YAML_MAPPING_NODE)
@@ -84,7 +85,9 @@ static const field_t error_log_fields[] = {
     {"kafka", NULL, false, "logging to Kafka"},
 };
 
-int config_redins_error_log(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* redins "error_log" at n: log_level and log_target. */
+static int error_log_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                           const yaml_node_t *n)
 {
     const yaml_node_t *val[TERN_ARRAY_SIZE(error_log_fields)];
     size_t v = 0;
@@ -354,7 +357,7 @@ static const field_t redins_geoip_fields[G_COUNT] = {
 };
 
 /* *field = *path, once claim allows the key at k to set it. */
-static int put_claimed(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const char *key,
+static int put_claimed(parse_ctx_t *pc, int claim, const yaml_node_t *k, const char *key,
                        char **path, char **field)
 {
     int rc = config_claim(pc, claim, k, key);
@@ -410,7 +413,8 @@ out:
     return rc;
 }
 
-int config_redins_geoip(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+/* Older redins' top-level "geoip" at n, whose key node is k. */
+static int geoip_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
 {
     return set_redins_geoip(pc, k, n, o->key, "geoip: asn_db");
 }
@@ -594,7 +598,10 @@ static int set_redins_health(parse_ctx_t *pc, const yaml_node_t *n, const char *
     return 0;
 }
 
-int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* Older redins' top-level "healthcheck" at n: replaces every health setting, with redins'
+ * defaults. */
+static int healthcheck_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                             const yaml_node_t *n)
 {
     return set_redins_health(pc, n, o->key);
 }
@@ -604,7 +611,8 @@ int config_redins_healthcheck(parse_ctx_t *pc, const opt_t *o, const yaml_node_t
 /* Older redins' top-level upstream: the list handler.upstream became (a single object in some
  * versions). redins asked these for ANAME targets, and forwarded to them with
  * upstream_fallback; tern does the first only. */
-int config_redins_upstream(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+static int upstream_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                          const yaml_node_t *n)
 {
     return config_get_upstreams(pc, n, o->key, true, &pc->c->aname);
 }
@@ -662,7 +670,8 @@ static const field_t handler_fields[H_COUNT] = {
 
 /* redins' handler: answering from Redis, so a handler block enables the Redis source even
  * without a redis mapping (redins' defaults are the source's: 127.0.0.1:6379, db 0). */
-int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+static int handler_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                         const yaml_node_t *n)
 {
     config_redis_t *r = &pc->c->redis;
     const yaml_node_t *val[H_COUNT];
@@ -738,12 +747,22 @@ int config_redins_handler(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
     return 0;
 }
 
-void config_redins_print_handler(FILE *out)
+static void handler_print(FILE *out, int depth)
 {
-    config_print_fields(out, 1, handler_fields, H_COUNT);
+    config_print_fields(out, depth, handler_fields, H_COUNT);
 }
 
-void config_redins_print_healthcheck(FILE *out, int depth)
+static void healthcheck_print(FILE *out, int depth)
 {
     config_print_fields(out, depth, healthcheck_fields, RH_COUNT);
 }
+
+/* ---- the blocks: each fills settings other blocks own (and reset, copy and free) ----------- */
+
+const conf_block_t config_server_block = {.parse = server_parse};
+const conf_block_t config_error_log_block = {.parse = error_log_parse};
+const conf_block_t config_handler_block = {.parse = handler_parse, .print = handler_print};
+const conf_block_t config_geoip_block = {.parse = geoip_parse};
+const conf_block_t config_healthcheck_block = {.parse = healthcheck_parse,
+                                               .print = healthcheck_print};
+const conf_block_t config_upstream_block = {.parse = upstream_parse};

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config_parse.h"
+#include "config_blocks.h"
 #include "tern/common/err.h"
 #include "tern/common/file.h"
 #include "tern/xfr/tsig.h"
@@ -72,7 +72,9 @@ static int add_key_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *pare
     return r;
 }
 
-int config_tsig_keys(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* tern's "tsig_keys" (a list of {name, algorithm, secret}), appended to c->tsig_keys. */
+static int tsig_keys_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                           const yaml_node_t *n)
 {
     if (is_null(n))
         return 0;
@@ -136,7 +138,9 @@ static int load_key_file(parse_ctx_t *pc, const yaml_node_t *n, const char *key)
     return r;
 }
 
-int config_tsig_key_file(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *n)
+/* "tsig_key_file": one BIND key file or a list of them, appended to c->tsig_keys. */
+static int tsig_file_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k,
+                           const yaml_node_t *n)
 {
     if (is_null(n))
         return 0;
@@ -404,7 +408,8 @@ int config_zone_xfr_copy(config_zone_t *dst, const config_zone_t *src)
     return 0;
 }
 
-int config_tsig_keys_copy(config_t *dst, const config_t *src)
+/* dst (its tsig_keys not its own) gets a copy of src's keys. 0 or TERN_ENOMEM. */
+static int tsig_keys_copy(config_t *dst, const config_t *src)
 {
     dst->tsig_keys = NULL;
     dst->ntsig_keys = 0;
@@ -417,7 +422,8 @@ int config_tsig_keys_copy(config_t *dst, const config_t *src)
     return 0;
 }
 
-void config_tsig_keys_reset(config_t *c)
+/* Wipe and free c's keys. */
+static void tsig_keys_reset(config_t *c)
 {
     if (c->tsig_keys)
         explicit_bzero(c->tsig_keys, c->ntsig_keys * sizeof(*c->tsig_keys));
@@ -425,3 +431,12 @@ void config_tsig_keys_reset(config_t *c)
     c->tsig_keys = NULL;
     c->ntsig_keys = 0;
 }
+
+/* tsig_keys owns the keys both rows append to */
+const conf_block_t config_tsig_keys_block = {
+    .parse = tsig_keys_parse,
+    .reset = tsig_keys_reset,
+    .copy = tsig_keys_copy,
+};
+
+const conf_block_t config_tsig_file_block = {.parse = tsig_file_parse};

@@ -311,11 +311,9 @@ static bool apex_of(const char *origin, uint8_t *out, uint8_t *len)
     return true;
 }
 
-static int zacl_build(limit_t *l, const config_t *cfg)
+static int zacl_build(limit_t *l, const limit_settings_t *set)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < cfg->nzones; i++)
-        n += cfg->zones[i].acl.enabled;
+    size_t n = set->nzones;
     if (n == 0)
         return 0;
     uint32_t slots = 4;
@@ -324,10 +322,10 @@ static int zacl_build(limit_t *l, const config_t *cfg)
     if (!(l->zacl = calloc(slots, sizeof(*l->zacl))))
         return TERN_ENOMEM;
     l->zmask = slots - 1;
-    for (size_t i = 0; i < cfg->nzones; i++) {
-        const config_zone_t *z = &cfg->zones[i];
+    for (size_t i = 0; i < set->nzones; i++) {
+        const limit_zone_acl_t *z = &set->zones[i];
         uint8_t apex[256], len;
-        if (!z->acl.enabled || !apex_of(z->origin, apex, &len))
+        if (!z->acl->enabled || !apex_of(z->origin, apex, &len))
             continue;
         uint32_t h = dname_hash(apex);
         uint32_t k = h & l->zmask;
@@ -340,7 +338,7 @@ static int zacl_build(limit_t *l, const config_t *cfg)
         memcpy(e->apex, apex, len);
         e->len = len;
         e->hash = h;
-        if (acl_build(&e->acl, &z->acl) < 0) {
+        if (acl_build(&e->acl, z->acl) < 0) {
             e->len = 0;
             return TERN_ENOMEM;
         }
@@ -366,29 +364,27 @@ static int ensure_table(limit_shared_t *sh, gtable_t **slot, size_t size, const 
     return 0;
 }
 
-limit_t *limit_new(limit_shared_t *sh, const config_t *cfg, int *rc)
+limit_t *limit_new(limit_shared_t *sh, const limit_settings_t *set, int *rc)
 {
     *rc = 0;
-    bool zones = false;
-    for (size_t i = 0; i < cfg->nzones && !zones; i++)
-        zones = cfg->zones[i].acl.enabled;
+    bool zones = set->nzones > 0;
     if (sh)
-        sh->rrl_log = cfg->rrl.enabled && cfg->rrl.log;
-    if (!cfg->acl.enabled && !zones && !cfg->ratelimit.enabled && !cfg->rrl.enabled &&
-        !cfg->cookies.enabled)
+        sh->rrl_log = set->rrl->enabled && set->rrl->log;
+    if (!set->acl->enabled && !zones && !set->ratelimit->enabled && !set->rrl->enabled &&
+        !set->cookies->enabled)
         return NULL;
     limit_t *l = calloc(1, sizeof(*l));
     if (!l)
         goto nomem;
     l->sh = sh;
-    if (cfg->acl.enabled) {
-        if (acl_build(&l->acl, &cfg->acl) < 0)
+    if (set->acl->enabled) {
+        if (acl_build(&l->acl, set->acl) < 0)
             goto nomem;
         l->acl_on = true;
     }
-    if (zacl_build(l, cfg) < 0)
+    if (zacl_build(l, set) < 0)
         goto nomem;
-    const config_ratelimit_t *rl = &cfg->ratelimit;
+    const config_ratelimit_t *rl = set->ratelimit;
     if (rl->enabled && rl->rate > 0) {
         if (pset_build(&l->rl_white, &rl->whitelist) < 0 ||
             pset_build(&l->rl_black, &rl->blacklist) < 0 ||
@@ -400,7 +396,7 @@ limit_t *limit_new(limit_shared_t *sh, const config_t *cfg, int *rc)
         l->rl_action = (uint8_t)rl->action;
         l->rl_black_action = (uint8_t)rl->blacklist_action;
     }
-    const config_rrl_t *rr = &cfg->rrl;
+    const config_rrl_t *rr = set->rrl;
     if (rr->enabled && rr->rate > 0) {
         if (pset_build(&l->rrl_white, &rr->whitelist) < 0 ||
             ensure_table(sh, &sh->rrl, rr->table_size ? rr->table_size : 262144, "rrl") < 0)
@@ -413,13 +409,13 @@ limit_t *limit_new(limit_shared_t *sh, const config_t *cfg, int *rc)
         l->pfx4 = (uint8_t)(rr->prefix_v4 ? rr->prefix_v4 : 24);
         l->pfx6 = (uint8_t)(rr->prefix_v6 ? rr->prefix_v6 : 56);
     }
-    if (cfg->cookies.enabled) {
-        if ((*rc = limit_shared_cookies(sh, &cfg->cookies)) < 0) {
+    if (set->cookies->enabled) {
+        if ((*rc = limit_shared_cookies(sh, set->cookies)) < 0) {
             limit_free(l);
             return NULL;
         }
         l->ck_on = true;
-        l->ck_require = cfg->cookies.require;
+        l->ck_require = set->cookies->require;
     }
     return l;
 nomem:

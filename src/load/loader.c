@@ -841,7 +841,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     else
         s->view.gen = __atomic_add_fetch(&view_gens, 1, __ATOMIC_RELAXED);
     int lrc = 0;
-    s->limit = l->limits ? limit_new(l->limits, cfg, &lrc) : NULL;
+    s->limit = l->limits ? config_limit_new(l->limits, cfg, &lrc) : NULL;
     if (lrc < 0) {
         snprintf(err, errlen, "limits: %s", tern_strerror(lrc));
         rc = lrc;

@@ -159,7 +159,7 @@ static void close_listen(server_t *s, size_t li)
  */
 static int steer(server_t *s, size_t li)
 {
-    unsigned mode = s->cfg->udp_steering;
+    unsigned mode = s->set.udp_steering;
     if (mode == CONFIG_UDP_STEER_HASH || s->nworkers < 2)
         return 0;
     struct sock_filter code[] = {
@@ -178,7 +178,7 @@ static int steer(server_t *s, size_t li)
  * with a fresh one. */
 static int bind_listen(server_t *s, size_t li)
 {
-    const config_listen_t *l = &s->cfg->listen[li];
+    const config_listen_t *l = &s->set.listen[li];
     uint16_t configured = get_port(&l->addr);
     const char *what = "bind";
     const char *proto = "udp";
@@ -239,7 +239,7 @@ static int bind_listen(server_t *s, size_t li)
 
 /* Every connection, listener and epoll set is a descriptor: make sure the soft limit allows the
  * configured pools so accept() does not fail with EMFILE under load. */
-static void raise_nofile(const config_t *cfg, unsigned nworkers)
+static void raise_nofile(const server_settings_t *cfg, unsigned nworkers)
 {
     struct rlimit rl;
     rlim_t need = (rlim_t)nworkers * (cfg->nlisten * 2 + cfg->tcp_max_connections + 1) + 64;
@@ -286,8 +286,9 @@ static void server_free(server_t *s)
     free(s);
 }
 
-server_t *server_bind(const config_t *cfg, const answer_view_t *const *view)
+server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
 {
+    const server_settings_t *cfg = &set;
     if (cfg->nlisten == 0 || cfg->workers == 0) {
         log_err("server: no listen address or no workers configured");
         return NULL;
@@ -304,7 +305,7 @@ server_t *server_bind(const config_t *cfg, const answer_view_t *const *view)
     server_t *s = calloc(1, sizeof(*s));
     if (!s)
         goto nomem;
-    s->cfg = cfg;
+    s->set = set;
     s->view = view;
     s->udp_ops = cfg->udp_mmsg ? &udp_ops_mmsg : &udp_ops_msg;
     s->nlisten = cfg->nlisten;
@@ -405,9 +406,9 @@ int server_run(server_t *s)
     return 0;
 }
 
-server_t *server_start(const config_t *cfg, const answer_view_t *const *view)
+server_t *server_start(server_settings_t set, const answer_view_t *const *view)
 {
-    server_t *s = server_bind(cfg, view);
+    server_t *s = server_bind(set, view);
     if (s && server_run(s) < 0) {
         server_stop(s);
         return NULL;

@@ -106,7 +106,7 @@ struct tcp_peer {
     uint8_t key[16];           /* the address masked to its client prefix */
 };
 
-int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg)
+int tcp_pool_init(tcp_pool_t *p, uint32_t n, const server_settings_t *cfg)
 {
     memset(p, 0, sizeof(*p));
     /* No more answers than TCP_WBUF_SIZE / TCP_ANSWER_MIN can be queued at once whatever the

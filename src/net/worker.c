@@ -143,7 +143,7 @@ void net_count_answer(worker_t *w, answer_transport_t transport, const answer_in
 static void worker_dnssec_init(worker_t *w)
 {
     w->dnssec_tried = true;
-    dnssec_worker_t *dw = dnssec_worker_new(w->id, w->srv->cfg->dnssec_cache);
+    dnssec_worker_t *dw = dnssec_worker_new(w->id, w->srv->set.dnssec_cache);
     if (!dw)
         log_warn("worker %u: no DNSSEC signer: per-query signatures are off", w->id);
     __atomic_store_n(&w->actx.dnssec, dw, __ATOMIC_RELEASE); /* server_dnssec_stats() reads it */
@@ -201,7 +201,7 @@ void *worker_main(void *arg)
 {
     worker_t *w = arg;
     (void)pthread_setname_np(pthread_self(), "tern-worker"); /* top -H, perf, the benches */
-    if (w->srv->cfg->udp_steering == CONFIG_UDP_STEER_CPU)
+    if (w->srv->set.udp_steering == CONFIG_UDP_STEER_CPU)
         worker_pin(w);
     struct epoll_event ev[WORKER_EVENTS];
     bool stop = false;

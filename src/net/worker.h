@@ -17,7 +17,6 @@
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
-#include "tern/conf/config.h"
 #include "tern/net/server.h"
 #include "tern/qlog/qlog.h"
 
@@ -192,7 +191,7 @@ typedef struct worker {
 } TERN_ALIGNED(TERN_CACHELINE) worker_t; /* cache-line separated: no false sharing */
 
 struct server {
-    const config_t *cfg;
+    server_settings_t set;
     limit_shared_t *limits; /* TCP connections per client (tern/limit/limit.h); NULL = no cap */
     const answer_view_t *const *view; /* RCU-published by the loader */
     const udp_ops_t *udp_ops;
@@ -242,7 +241,7 @@ unsigned udp_wait_batch(worker_t *w, size_t li);
 /* tcp.c */
 /** Preallocate n connection slots with their buffers and answer rings, the limits taken from
  * cfg (tcp_idle_timeout, tcp_max_lifetime, tcp_max_inflight). 0 or TERN_ENOMEM. */
-int tcp_pool_init(tcp_pool_t *p, uint32_t n, const config_t *cfg) TERN_WUR;
+int tcp_pool_init(tcp_pool_t *p, uint32_t n, const server_settings_t *set) TERN_WUR;
 /** Close every open connection and free the pool. */
 void tcp_pool_free(tcp_pool_t *p);
 void tcp_accept(worker_t *w, size_t li);

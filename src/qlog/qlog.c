@@ -332,9 +332,8 @@ static int set_exclusions(qlog_t *q, const config_qlog_t *c, char *err, size_t e
     return 0;
 }
 
-qlog_t *qlog_new(const config_t *cfg, unsigned nworkers, char *err, size_t errlen)
+qlog_t *qlog_new(const config_qlog_t *c, unsigned nworkers, char *err, size_t errlen)
 {
-    const config_qlog_t *c = &cfg->qlog;
     if (errlen)
         err[0] = '\0';
     if (!c->enabled || nworkers == 0)

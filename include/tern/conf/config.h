@@ -6,11 +6,17 @@
  * compares it with the running one: config_restart_only_changes() names the options that only
  * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets,
  * query logging).
- * Never read on the query path (workers get copies of what they need).
+ * Never read on the query path (workers get copies of what they need): the settings a module
+ * reads are structs of its own header (tern/limit/limit_settings.h, tern/health/health_settings.h,
+ * tern/qlog/qlog_settings.h, tern/net/server_settings.h, tern/common/redis_settings.h), which
+ * this header includes and fills; none of them includes this one.
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
  * description); it drives config_init() defaults, parsing, validation, copying, freeing and
- * config_schema_print(). conf/ternd.yaml shows every option with a comment.
+ * config_schema_print(). A nested block (health:, acl:, query_log:, ...) is declared by its
+ * owner in src/conf (config_health.c, config_limit.c, config_qlog.c, ...) with its own rows and
+ * hooks; the engine (src/conf/config_rows.c) knows none of them by name. conf/ternd.yaml shows
+ * every option with a comment.
  *
  * YAML (JSON is valid YAML, so JSON parses too):
  *   listen:                                     # or a single string; port 0 = ephemeral (tests)
@@ -261,62 +267,22 @@
 
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
-#include "tern/health/health.h"
-#include "tern/xfr/tsig.h"
+#include "tern/common/redis_settings.h"
+#include "tern/health/health_settings.h"
+#include "tern/limit/limit.h"
+#include "tern/limit/limit_settings.h"
+#include "tern/net/server_settings.h"
+#include "tern/qlog/qlog_settings.h"
 
-/* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
- * keeps the array fixed-size. */
-#define CONFIG_MAX_LISTEN 32
+/* The settings structs live with the modules that read them (the headers above): conf fills
+ * them and sits above their owners, which never include this file. */
 
-/* Past this, threads outnumber any machine we run on; the bound catches typos like 10000. */
-#define CONFIG_MAX_WORKERS 256
-
-typedef struct config_listen {
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    char text[64]; /* as given (or "ip:port" built from a redins server entry), for logs */
-    bool udp;      /* serve UDP on this address; at least one of udp, tcp is true */
-    bool tcp;      /* serve TCP on this address */
-} config_listen_t;
+struct tsig_key; /* tern/xfr/tsig.h */
 
 typedef enum {
     CONFIG_ZONE_RFC1035 = 0, /* master file (ldns) */
     CONFIG_ZONE_JSON,        /* redins-schema JSON (tern/zone/zone_json.h) */
 } config_zone_format_t;
-
-/* Which worker's socket the kernel hands a datagram to (SO_REUSEPORT group of a listen
- * address): its 4-tuple hash (the default: one client stays with one worker), a random one per
- * datagram (even whatever the clients), or the worker of the CPU that received it (with the
- * workers pinned one per CPU: the NIC's receive queue steering decides, as Knot and NSD do). */
-typedef enum {
-    CONFIG_UDP_STEER_HASH = 0,
-    CONFIG_UDP_STEER_RANDOM,
-    CONFIG_UDP_STEER_CPU,
-} config_udp_steering_t;
-
-/* An address prefix of an ACL, a whitelist or a blacklist ("192.0.2.0/24", "2001:db8::/32"; a
- * bare address is a full-length prefix). addr has the bits past len cleared. */
-typedef struct config_prefix {
-    uint8_t family; /* 4 or 6 */
-    uint8_t len;    /* 0..32 or 0..128 */
-    uint8_t addr[16];
-} config_prefix_t;
-
-typedef struct config_prefix_list {
-    config_prefix_t *p; /* malloc'd, n of them; NULL when empty */
-    size_t n;
-} config_prefix_list_t;
-
-/* What a refused client gets: REFUSED (the question echoed, as redins does) or nothing. */
-typedef enum { CONFIG_LIMIT_REFUSE = 0, CONFIG_LIMIT_DROP } config_limit_action_t;
-
-/* An access list (global "acl:", or a zone's "acl:"): a client matching deny is refused; when
- * allow is not empty, a client matching none of it is refused too. */
-typedef struct config_acl {
-    bool enabled; /* a block was given */
-    config_prefix_list_t allow, deny;
-    unsigned action; /* config_limit_action_t */
-} config_acl_t;
 
 /* A peer of zone transfers (tern/xfr): a primary a secondary zone is transferred from, or a
  * secondary told of changes with NOTIFY. "ADDR" or "ADDR@PORT" (port 53 by default), or a
@@ -351,106 +317,6 @@ typedef struct config_zone {
     uint32_t transfer_key_line;
 } config_zone_t;
 
-/* redins' "ratelimit" block (same keys, same meaning), and tern's additions. */
-typedef struct config_ratelimit {
-    bool enabled;
-    unsigned rate;  /* requests per minute per client address, 1..; redins' default 60 */
-    unsigned burst; /* requests beyond the rate at once; redins' default 10 */
-    config_prefix_list_t whitelist, blacklist; /* addresses (redins) or prefixes (tern) */
-    unsigned action;           /* over the limit: refuse (default, as redins) or drop */
-    unsigned blacklist_action; /* blacklisted: refuse (default, as redins) or drop */
-    unsigned table_size;       /* client addresses tracked at once; default 65536 */
-} config_ratelimit_t;
-
-/* Response rate limiting (Knot's and BIND's RRL): "rrl:". */
-typedef struct config_rrl {
-    bool enabled;
-    unsigned rate;      /* responses per second per client prefix and response class */
-    unsigned burst;     /* responses at once; default = rate */
-    unsigned slip;      /* every slip-th limited response goes out truncated (TC); 0 = none;
-                           default 2 */
-    unsigned prefix_v4; /* client prefix length, default 24 */
-    unsigned prefix_v6; /* default 56 */
-    config_prefix_list_t whitelist; /* never limited */
-    unsigned table_size;            /* buckets; default 262144 */
-    bool log;                       /* log each newly limited prefix (rate-limited); default true */
-} config_rrl_t;
-
-/* DNS Cookies (RFC 7873, server cookies as RFC 9018): "cookies:". */
-typedef struct config_cookies {
-    bool enabled;
-    bool have_secret;   /* secret given: shared by a fleet, never rotated */
-    uint8_t secret[16]; /* "secret": 32 hex digits */
-    unsigned rotate_s;  /* without a secret: a random one, replaced this often; default 86400 */
-    bool require;       /* UDP queries without a valid server cookie get BADCOOKIE */
-} config_cookies_t;
-
-/* The Redis zone source (tern/load/redis_source.h). Zero/NULL fields mean the source's default,
- * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
-typedef struct config_redis {
-    bool enabled;                /* a redis block was given (tern "redis:" or redins handler) */
-    char *host;                  /* NULL = 127.0.0.1 */
-    uint16_t port;               /* 0 = 6379 */
-    char *unix_path;             /* a UNIX socket instead of host:port; NULL = none */
-    unsigned db;                 /* SELECTed database, 0..CONFIG_REDIS_MAX_DB */
-    char *password;              /* NULL = no AUTH */
-    char *prefix, *suffix;       /* key prefix / suffix; NULL = none */
-    unsigned connect_timeout_ms; /* 0 = the source's default (2000) */
-    unsigned read_timeout_ms;    /* 0 = the source's default (5000) */
-    unsigned zone_reload_s;      /* verify interval; default 600 (redins' zone_reload); 0 = never */
-    char *changes_channel;       /* NULL = the default channel; "" = none */
-    uint32_t default_ttl;        /* TTL of RRsets without one; 0 = 300 */
-    uint32_t max_ttl;            /* cap on every RRset's TTL (redins' handler.max_ttl); 0 = none */
-    /* Bounds on untrusted data (each breach skipped, logged once and counted by the source) */
-    unsigned max_value_bytes;   /* bytes of one label's JSON or zone config; default 1 MiB */
-    unsigned max_labels;        /* labels per zone; default 4,000,000 */
-    unsigned max_rrset_records; /* records per RRset; default 10,000 (at most 65,535) */
-    unsigned max_zones;         /* zones read from the set; default 100,000 */
-    /* High availability: with sentinels the source asks them for the node to read (host, port
-     * and unix_path are then unset; "sentinel" and "address" are exclusive) */
-    char **sentinels;        /* "IP:PORT" or "[V6]:PORT", tried in order; NULL = no Sentinel */
-    size_t nsentinels;       /* 1..CONFIG_REDIS_MAX_SENTINELS when sentinels is set */
-    char *sentinel_master;   /* the name the sentinels monitor (required with sentinels) */
-    char *sentinel_password; /* AUTH to the sentinels; NULL = none (the data nodes: password) */
-    unsigned read_from;      /* CONFIG_REDIS_READ_PRIMARY (default) or _REPLICA (needs sentinels) */
-} config_redis_t;
-
-/* config_redis_t.read_from */
-enum { CONFIG_REDIS_READ_PRIMARY = 0, CONFIG_REDIS_READ_REPLICA = 1 };
-
-/* One entry of health.checks: a check attached by address to the A/AAAA records of any zone
- * (file, JSON or Redis) that have no health_check of their own (tern/health/health.h). */
-typedef struct config_health_check {
-    health_spec_t spec; /* family and addr set; uri and host malloc'd and owned here (or NULL:
-                           uri "/", host the record's owner for http/https, none for tcp/icmp) */
-    char *owner;        /* only records at this owner (lowercase, no final dot); NULL = any */
-    unsigned line;      /* where the entry starts in the config file, for messages */
-} config_health_check_t;
-
-typedef enum {
-    CONFIG_HEALTH_LOG_FILE = 0, /* log_path */
-    CONFIG_HEALTH_LOG_STDOUT,
-    CONFIG_HEALTH_LOG_STDERR,
-} config_health_log_target_t;
-
-/* Health checking (tern's "health:" block, or redins' healthcheck block). */
-typedef struct config_health {
-    bool enabled;               /* the block is given and not disabled (enable: false) */
-    unsigned check_interval_ms; /* between checks of one endpoint; default 10000 (redins' block:
-                                   check_interval s x 1000, default 600 s as in redins) */
-    unsigned max_requests;      /* checks in flight at once; default 100 (redins: 10) */
-    unsigned max_pending;       /* redins' max_pending_requests: accepted; no queue to bound */
-    unsigned update_interval_s; /* how long a state written to Redis lives (EX); default 600 */
-    char *ca_file;              /* CA bundle for https checks; NULL = the system's */
-    config_redis_t redis;       /* state shared in redins' keys; redis.enabled false = none */
-    bool log_enabled;           /* one line per check result (redins' healthcheck log) */
-    unsigned log_target;        /* config_health_log_target_t */
-    bool log_json;              /* format json (default) or text */
-    char *log_path;             /* CONFIG_HEALTH_LOG_FILE: resolved path */
-    config_health_check_t *checks;
-    size_t nchecks;
-} config_health_t;
-
 /* Upstreams are tried one after another, each for up to its timeout: eight already wait longer
  * than an ANAME answer is worth; a longer list is a mistake (a pasted resolver list). */
 #define CONFIG_MAX_UPSTREAMS 8
@@ -473,50 +339,6 @@ typedef struct config_aname {
     unsigned ready_wait_ms; /* READY waits this long at most for the first round; default 5000 */
     unsigned max_stale_s;   /* results older than their TTL plus this are not loaded; 86400 */
 } config_aname_t;
-
-/* Where the request log goes (query_log: requests: target, redins' log target). */
-typedef enum {
-    CONFIG_REQLOG_FILE = 0, /* requests_path */
-    CONFIG_REQLOG_STDOUT,
-    CONFIG_REQLOG_STDERR,
-    CONFIG_REQLOG_SYSLOG /* the local syslog socket: journald under systemd */
-} config_reqlog_target_t;
-
-/* A line of the request log: one JSON object, or key=value text. */
-typedef enum { CONFIG_REQLOG_JSON = 0, CONFIG_REQLOG_TEXT } config_reqlog_format_t;
-
-/* Excluded zones are compared with every logged query's name: a list longer than this is a
- * pasted zone list, not a list of exceptions. */
-#define CONFIG_QLOG_MAX_EXCLUDE 4096
-
-/* Query logging ("query_log:", or redins' log blocks for the request log): workers copy each
- * query (1 in sample) into their own ring, and one writer thread hands them to dnstap and the
- * request log. Bound at startup (the rings and the writer are made then): a reload that changes
- * any of it warns that it applies on restart; SIGHUP only reopens the files (log rotation). */
-typedef struct config_qlog {
-    bool enabled;            /* a dnstap or requests sink is configured */
-    char *dnstap_socket;     /* resolved path of a Frame Streams UNIX socket, or NULL */
-    char *dnstap_file;       /* resolved path of a dnstap file, or NULL (at most one of the two) */
-    bool dnstap_queries;     /* default true */
-    bool dnstap_responses;   /* default true */
-    char *dnstap_identity;   /* NULL: the host name */
-    char *dnstap_version;    /* NULL: "tern VERSION" */
-    bool requests;           /* the request log is on */
-    uint8_t requests_target; /* config_reqlog_target_t */
-    uint8_t requests_format; /* config_reqlog_format_t */
-    char *requests_path;     /* resolved path (file target) */
-    unsigned sample;         /* log 1 query in N, default 1 = every query; 1..1000000 */
-    char **exclude_zones;    /* canonical zone keys (dname_key(), see include/tern/wire/dname.h)
-                                never logged */
-    size_t nexclude_zones;
-    unsigned ring_kib; /* per-worker ring, KiB: default 4096, 64..1048576 */
-} config_qlog_t;
-
-/* Redis' own default is 16 databases; a few hundred is already unusual, and the bound catches a
- * port number typed as db. */
-#define CONFIG_REDIS_MAX_DB 1023
-/* Sentinels of one redis block: a quorum is 3 or 5; 16 leaves room for any real deployment. */
-#define CONFIG_REDIS_MAX_SENTINELS 16
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
 #define CONFIG_MAX_OPTIONS 64
@@ -759,6 +581,16 @@ bool config_same_qlog(const config_qlog_t *a, const config_qlog_t *b);
  * TERN_ENOMEM with dst left as after config_init().
  */
 int config_copy(config_t *dst, const config_t *src) TERN_WUR;
+
+/** The settings of the workers and their sockets (server_bind()): c's values, listen pointing
+ * into c->listen (c must outlive the server). */
+server_settings_t config_server_settings(const config_t *c);
+
+/**
+ * limit_new() with the settings of c: the global acl, ratelimit, rrl and cookies, and the acl of
+ * every zone that has one. NULL when nothing is configured, or with *rc TERN_ENOMEM.
+ */
+limit_t *config_limit_new(limit_shared_t *sh, const config_t *c, int *rc) TERN_WUR;
 
 /** Print every option of the schema with its default, bounds and description (for --help),
  * then the redins-style keys and what they map to. */

@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "tern/common/compiler.h"
-#include "tern/conf/config.h"
+#include "tern/health/health_settings.h"
 #include "tern/health/health.h"
 
 typedef struct health_checker health_checker_t;

@@ -41,7 +41,7 @@
 #include <sys/socket.h>
 
 #include "tern/common/compiler.h"
-#include "tern/conf/config.h"
+#include "tern/limit/limit_settings.h"
 
 typedef enum { LIMIT_PASS = 0, LIMIT_REFUSE, LIMIT_DROP, LIMIT_SLIP } limit_verdict_t;
 
@@ -100,14 +100,15 @@ void limit_shared_free(limit_shared_t *sh);
 int limit_shared_start(limit_shared_t *sh) TERN_WUR;
 
 /**
- * The policy of cfg for a new view (loader thread): compiles the lists, allocates the shared
+ * The policy of set for a new view (loader thread; conf's config_limit_new() gathers set from a
+ * config_t): compiles the lists, allocates the shared
  * tables the first time a feature needs them (their sizes then hold until restart: a changed
  * table_size is logged), sets the TCP cap (restart-only) and the cookie secret (a configured
  * secret replaces the current one, which stays valid an hour as the previous one). Returns NULL
  * when nothing is configured (no limit applies; the query path skips every step), or with *rc
  * set to TERN_ENOMEM.
  */
-limit_t *limit_new(limit_shared_t *sh, const config_t *cfg, int *rc) TERN_WUR;
+limit_t *limit_new(limit_shared_t *sh, const limit_settings_t *set, int *rc) TERN_WUR;
 
 /** Free a policy (after the grace period). NULL is a no-op. */
 void limit_free(limit_t *l);

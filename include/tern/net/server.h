@@ -28,7 +28,7 @@
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
-#include "tern/conf/config.h"
+#include "tern/net/server_settings.h"
 #include "tern/qlog/qlog.h"
 #include "tern/zone/zone_table.h"
 
@@ -122,12 +122,13 @@ const char *server_rcode_name(unsigned slot);
 
 /**
  * Bind every socket and prepare every worker without starting them: the part that may need root
- * (ports below 1024), done before privileges are dropped. cfg must outlive the server; *view is
+ * (ports below 1024), done before privileges are dropped. set is copied; the listen list it
+ * points to must outlive the server; *view is
  * read by the workers with tern_rcu_deref() for every event once they run. A listen address with
  * port 0 gets one ephemeral port, the same for UDP and TCP and for every worker (see
  * server_port()). Returns NULL after logging why (address in use, bad address...).
  */
-server_t *server_bind(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
+server_t *server_bind(server_settings_t set, const answer_view_t *const *view) TERN_WUR;
 
 /** Worker w's own counters (w < server_workers()): how the queries spread. Any thread. */
 void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out);
@@ -168,7 +169,7 @@ bool server_qlog_stats(const server_t *s, qlog_stats_t *out);
 int server_run(server_t *s) TERN_WUR;
 
 /** server_bind() then server_run(). NULL after logging why. */
-server_t *server_start(const config_t *cfg, const answer_view_t *const *view) TERN_WUR;
+server_t *server_start(server_settings_t set, const answer_view_t *const *view) TERN_WUR;
 
 /** The port bound for cfg->listen[listen_index] (the ephemeral one when 0 was configured). */
 uint16_t server_port(const server_t *s, size_t listen_index);

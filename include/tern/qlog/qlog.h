@@ -31,8 +31,8 @@
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
-#include "tern/conf/config.h"
 #include "tern/qlog/qlog_rec.h"
+#include "tern/qlog/qlog_settings.h"
 
 /* How often the writer drains the rings. A record of a typical query is some 320 bytes (the
  * 176-byte header, the query and the response), so at 100k q/s a 4 MiB ring holds about 130 ms:
@@ -67,11 +67,11 @@ typedef struct qlog_query {
 } qlog_query_t;
 
 /**
- * The query log of cfg->qlog for nworkers workers (their rings, ring_kib each), its sinks opened.
- * NULL with a message in err when a sink cannot be opened, or when cfg->qlog.enabled is false
- * (err ""). The sinks stay open until qlog_free().
+ * The query log of c (config_t's qlog) for nworkers workers (their rings, ring_kib each), its
+ * sinks opened. NULL with a message in err when a sink cannot be opened, or when c->enabled is
+ * false (err ""). The sinks stay open until qlog_free().
  */
-qlog_t *qlog_new(const config_t *cfg, unsigned nworkers, char *err, size_t errlen) TERN_WUR;
+qlog_t *qlog_new(const config_qlog_t *c, unsigned nworkers, char *err, size_t errlen) TERN_WUR;
 
 /** Worker i's ring (i < nworkers). */
 qlog_ring_t *qlog_ring(qlog_t *q, unsigned i);

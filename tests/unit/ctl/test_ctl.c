@@ -114,7 +114,7 @@ static int setup(void **state)
     assert_non_null(fx.loader);
     const config_t *cfg;
     assert_int_equal(loader_load(fx.loader, &cfg), 0);
-    fx.srv = server_start(cfg, loader_published(fx.loader));
+    fx.srv = server_start(config_server_settings(cfg), loader_published(fx.loader));
     assert_non_null(fx.srv);
     assert_int_equal(loader_start(fx.loader), 0);
     fx.ctl = ctl_start(sock, fx.loader, fx.srv, cfg->workers);

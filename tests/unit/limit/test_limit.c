@@ -17,6 +17,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/rcu.h"
+#include "tern/conf/config.h"
 #include "tern/limit/limit.h"
 #include "tern/wire/dname.h"
 
@@ -70,7 +71,7 @@ static config_t cfg;
 static limit_t *policy(void)
 {
     int rc;
-    limit_t *l = limit_new(sh, &cfg, &rc);
+    limit_t *l = config_limit_new(sh, &cfg, &rc);
     assert_int_equal(rc, 0);
     return l;
 }

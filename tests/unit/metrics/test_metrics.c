@@ -104,7 +104,7 @@ static void start_all(void)
     fx.loader = loader_new(read_config, NULL);
     assert_non_null(fx.loader);
     assert_int_equal(loader_load(fx.loader, &fx.cfg), 0);
-    fx.srv = server_start(fx.cfg, loader_published(fx.loader));
+    fx.srv = server_start(config_server_settings(fx.cfg), loader_published(fx.loader));
     assert_non_null(fx.srv);
     fx.dns_port = server_port(fx.srv, 0);
     assert_int_equal(loader_start(fx.loader), 0);

@@ -104,7 +104,7 @@ static void launch(void)
         fx.table = load_table();
     fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}};
     fx.published = &fx.view;
-    fx.srv = server_start(&fx.cfg, &fx.published);
+    fx.srv = server_start(config_server_settings(&fx.cfg), &fx.published);
     assert_non_null(fx.srv);
 }
 
@@ -978,7 +978,7 @@ static void test_port_conflict_and_stop(void **state)
     config_init(&c2);
     assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
     assert_int_equal(config_add_listen(&c2, "127.0.0.1:5399"), 0);
-    assert_null(server_start(&c2, &fx.published));
+    assert_null(server_start(config_server_settings(&c2), &fx.published));
     config_free(&c2);
 
     /* server_stop returns promptly even with a client connected and idle */
@@ -1207,13 +1207,13 @@ static void test_no_alloc_with_qlog(void **state)
     fx.cfg.qlog.requests_path = strdup(reqlog);
     assert_non_null(fx.cfg.qlog.dnstap_file);
     assert_non_null(fx.cfg.qlog.requests_path);
-    qlog_t *ql = qlog_new(&fx.cfg, 1, err, sizeof(err));
+    qlog_t *ql = qlog_new(&fx.cfg.qlog, 1, err, sizeof(err));
     if (!ql)
         fail_msg("qlog_new: %s", err);
     fx.table = load_table();
     fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}};
     fx.published = &fx.view;
-    fx.srv = server_bind(&fx.cfg, &fx.published);
+    fx.srv = server_bind(config_server_settings(&fx.cfg), &fx.published);
     assert_non_null(fx.srv);
     server_set_qlog(fx.srv, ql);
     assert_int_equal(server_run(fx.srv), 0);
@@ -1310,13 +1310,13 @@ static void test_no_alloc_with_limits(void **state)
     assert_non_null(sh);
     limit_shared_set_tcp(sh, 4, 32, 64);
     int rc = 0;
-    limit_t *lim = limit_new(sh, &fx.cfg, &rc);
+    limit_t *lim = config_limit_new(sh, &fx.cfg, &rc);
     assert_non_null(lim);
     assert_int_equal(limit_shared_start(sh), 0);
     fx.table = load_table();
     fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}, .limit = lim};
     fx.published = &fx.view;
-    fx.srv = server_bind(&fx.cfg, &fx.published);
+    fx.srv = server_bind(config_server_settings(&fx.cfg), &fx.published);
     assert_non_null(fx.srv);
     server_set_limits(fx.srv, sh);
     assert_int_equal(server_run(fx.srv), 0);
@@ -1417,7 +1417,7 @@ static void test_no_alloc_dnssec(void **state)
     assert_int_equal(zone_table_freeze(fx.table), 0);
     fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}, .dnssec = true};
     fx.published = &fx.view;
-    fx.srv = server_start(&fx.cfg, &fx.published);
+    fx.srv = server_start(config_server_settings(&fx.cfg), &fx.published);
     assert_non_null(fx.srv);
     uint16_t port = server_port(fx.srv, 0);
     int ufd = udp_client(AF_INET, "127.0.0.1", port);

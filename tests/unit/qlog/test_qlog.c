@@ -112,7 +112,7 @@ static void test_full_ring_drops_then_drains(void **state)
     config_t c;
     config_for(&c, "full.log", 1, 64);
     char err[512];
-    qlog_t *q = qlog_new(&c, 1, err, sizeof(err));
+    qlog_t *q = qlog_new(&c.qlog, 1, err, sizeof(err));
     assert_non_null(q);
     qlog_ring_t *r = qlog_ring(q, 0);
     /* no writer yet: 64 KiB hold a few hundred records; the rest are refused at once */
@@ -146,7 +146,7 @@ static void test_sampling_and_exclusions(void **state)
     c.qlog.exclude_zones[0] = strdup("quiet.test");
     c.qlog.nexclude_zones = 1;
     char err[512];
-    qlog_t *q = qlog_new(&c, 1, err, sizeof(err));
+    qlog_t *q = qlog_new(&c.qlog, 1, err, sizeof(err));
     assert_non_null(q);
     qlog_ring_t *r = qlog_ring(q, 0);
     for (int i = 0; i < 300; i++)
@@ -199,7 +199,7 @@ static void test_two_workers_and_the_writer(void **state)
     config_t c;
     config_for(&c, "threads.log", 1, 256);
     char err[512];
-    qlog_t *q = qlog_new(&c, 2, err, sizeof(err));
+    qlog_t *q = qlog_new(&c.qlog, 2, err, sizeof(err));
     assert_non_null(q);
     assert_int_equal(qlog_start(q), 0);
     static answer_ctx_t ctx2;
@@ -228,7 +228,7 @@ static void test_no_allocation_per_record(void **state)
     config_t c;
     config_for(&c, "alloc.log", 1, 1024);
     char err[512];
-    qlog_t *q = qlog_new(&c, 1, err, sizeof(err));
+    qlog_t *q = qlog_new(&c.qlog, 1, err, sizeof(err));
     assert_non_null(q);
     qlog_ring_t *r = qlog_ring(q, 0);
     put(q, r); /* first use */
@@ -250,7 +250,7 @@ static void test_pick_reaches_the_line(void **state)
     config_t c;
     config_for(&c, "pick.log", 1, 256);
     char err[512];
-    qlog_t *q = qlog_new(&c, 1, err, sizeof(err));
+    qlog_t *q = qlog_new(&c.qlog, 1, err, sizeof(err));
     assert_non_null(q);
     static const uint8_t rdata[] = {0, 4, 192, 0, 2, 99, 0, 4, 203, 0, 113, 7};
     static const uint16_t countries[] = {ZONE_CC('D', 'E'), 0};

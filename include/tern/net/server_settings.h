@@ -1,0 +1,60 @@
+/*
+ * server_settings.h — what the workers and their sockets are made with: the listen addresses,
+ * the worker count, the TCP limits and UDP batching and steering, as plain data.
+ *
+ * Owner: the net module (tern/net/server.h, server_bind()). The config parser
+ * (conf, config.h) keeps these values in config_t and hands them over with
+ * config_server_settings(); this header knows nothing of YAML. Lifecycle: copied into the server
+ * at server_bind() and read-only after (every value is restart-only); listen points into the
+ * caller's list, which must outlive the server.
+ */
+#ifndef TERN_NET_SERVER_SETTINGS_H
+#define TERN_NET_SERVER_SETTINGS_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
+ * keeps the array fixed-size. */
+#define CONFIG_MAX_LISTEN 32
+
+/* Past this, threads outnumber any machine we run on; the bound catches typos like 10000. */
+#define CONFIG_MAX_WORKERS 256
+
+typedef struct config_listen {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char text[64]; /* as given (or "ip:port" built from a redins server entry), for logs */
+    bool udp;      /* serve UDP on this address; at least one of udp, tcp is true */
+    bool tcp;      /* serve TCP on this address */
+} config_listen_t;
+
+/* Which worker's socket the kernel hands a datagram to (SO_REUSEPORT group of a listen
+ * address): its 4-tuple hash (the default: one client stays with one worker), a random one per
+ * datagram (even whatever the clients), or the worker of the CPU that received it (with the
+ * workers pinned one per CPU: the NIC's receive queue steering decides, as Knot and NSD do). */
+typedef enum {
+    CONFIG_UDP_STEER_HASH = 0,
+    CONFIG_UDP_STEER_RANDOM,
+    CONFIG_UDP_STEER_CPU,
+} config_udp_steering_t;
+
+/* Everything server_bind() reads (config_t's fields of the same names). */
+typedef struct server_settings {
+    const config_listen_t *listen; /* nlisten of them; outlives the server */
+    size_t nlisten;
+    unsigned workers;             /* 1..CONFIG_MAX_WORKERS */
+    unsigned tcp_idle_timeout;    /* seconds */
+    unsigned tcp_max_connections; /* per worker */
+    unsigned tcp_max_lifetime;    /* seconds from accept */
+    unsigned tcp_max_inflight;    /* answers queued per connection before it pauses */
+    unsigned tcp_client_prefix_v4;
+    unsigned tcp_client_prefix_v6;
+    bool udp_mmsg;         /* recvmmsg/sendmmsg, or one datagram per syscall */
+    unsigned udp_steering; /* config_udp_steering_t */
+    unsigned dnssec_cache; /* per-query signatures cached per worker */
+} server_settings_t;
+
+#endif
