@@ -934,7 +934,14 @@ int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t
     rc = patch_fresh(&L, path, org, opts, &fresh);
     if (rc != 0)
         goto fail;
-    rc = zone_patch(base, fresh, names, n, out, err, errlen);
+    zone_delta_t *delta = zone_diff_delta(L.diff, fresh);
+    if (!delta) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        rc = TERN_ENOMEM;
+        goto fail;
+    }
+    rc = zone_patch(base, delta, out, err, errlen);
+    zone_delta_release(delta);
     if (rc == 1)
         rc = ZONE_FILE_BUILD; /* err: zone_patch()'s reason */
 fail:
