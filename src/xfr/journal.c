@@ -263,10 +263,8 @@ static size_t names_with_data(const zone_t *z)
 static int diff_whole(diff_ctx_t *c, const zone_t *old, const zone_t *new)
 {
     /* Pass 1: every name of the new version that holds data, looked up in the old one. Only
-     * nodes with RRsets: those are live (a patched version keeps a removed name's node in its
-     * array, out of the index and without RRsets; a name removed and added again has two nodes
-     * there, one of them such a husk), and a name with none has nothing to add. The array, not
-     * the index (whose slots carry each name's hash), because in array order nodes and names
+     * nodes with RRsets: a name with none (an empty non-terminal) has nothing to add. The array,
+     * not the index (whose slots carry each name's hash), because in array order nodes and names
      * are read sequentially: on a 1M-name zone that beat skipping the hashing by a third. */
     size_t matched = 0;
     for (size_t i = 0; i < new->node_count; i++) {

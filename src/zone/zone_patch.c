@@ -6,8 +6,10 @@
  * room for it, take a reference to each of the base's node pages, then for each name replace,
  * add or remove its node, copying a node page the first time the patch writes into it. New
  * nodes go after the base's, so every index kept elsewhere (targets, wildcard children, cuts,
- * geo) stays valid; a removed node stays in its page, unreachable from the name index, with no
- * RRsets. Nothing points at a node (zone.h), so a copied page leaves no pointer behind.
+ * geo) stays valid while names are applied; at the end the last nodes move into the places of
+ * removed ones (compact()) and the indexes into them follow, so the node array holds exactly
+ * the zone's names, as a build's does. Nothing points at a node (zone.h), so a copied page
+ * leaves no pointer behind.
  */
 #include "tern/zone/zone_patch.h"
 
@@ -19,6 +21,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 #include "tern/zone/zone_delta.h"
@@ -36,6 +39,9 @@ struct patch {
     zone_geo_t *geo;
     size_t nnodes, nsets, ntargets, ngeo; /* used so far */
     size_t removed_rrs, added_rrs;
+    bool added;      /* a node was added */
+    uint32_t *holes; /* nodes taken out of the index, compact() fills them (malloc'd) */
+    size_t nholes, holes_cap;
     char *err;
     size_t errlen;
 };
@@ -218,6 +224,7 @@ static uint32_t add_node(struct patch *p, const zone_node_t *f)
     const uint8_t *lc = f->name;
     uint32_t pid = find_id(p, parent_of(lc));
     uint32_t id = (uint32_t)p->nnodes++;
+    p->added = true;
     zone_node_t *n = node_mut(p, id);
     const zone_node_t *parent = zone_node_at(p->z, pid - 1);
     if (!n)
@@ -252,13 +259,16 @@ static int drop(struct patch *p, uint32_t id)
     w->rrsets = NULL;
     w->nrrsets = 0;
     w->flags |= ZONE_NODE_ENT;
-    /* a removed node stays in its page as it is, unreachable: only a parent whose wildcard
-     * child goes is written (and its page copied) */
+    /* a removed node leaves the index and becomes a hole (compact() fills it): only a parent
+     * whose wildcard child goes is written (and its page copied) */
     const zone_node_t *n = w;
     while (id != 0 && (n->flags & ZONE_NODE_ENT) && p->kids[id] == 0) {
         uint32_t pid = find_id(p, parent_of(n->name)) - 1;
         const zone_node_t *parent = zone_node_at(p->z, pid);
         slot_del(p, dname_hash(n->name), id);
+        if (tern_grow((void **)&p->holes, &p->holes_cap, p->nholes + 1, sizeof(*p->holes)) < 0)
+            return TERN_ENOMEM;
+        p->holes[p->nholes++] = id;
         p->kids[pid]--;
         if ((n->flags & ZONE_NODE_WILD) && parent->wildcard == id + 1) {
             zone_node_t *pw = node_mut(p, pid);
@@ -320,8 +330,111 @@ static int apply(struct patch *p, const uint8_t *nm)
     return 0;
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool is_hole(const struct patch *p, uint32_t id)
+{
+    return bsearch(&id, p->holes, p->nholes, sizeof(*p->holes), u32_cmp) != NULL;
+}
+
+/* Node `from` (the last) moves to `to` (a hole): its index slot, child count and its parent's
+ * wildcard follow. 0 or TERN_ENOMEM. */
+static int move_node(struct patch *p, uint32_t from, uint32_t to)
+{
+    zone_node_t n = *zone_node_at(p->z, from); /* a copy: node_mut() may copy its page */
+    zone_node_t *w = node_mut(p, to);
+    if (!w)
+        return TERN_ENOMEM;
+    *w = n;
+    uint32_t mask = p->z->node_mask, h = dname_hash(n.name);
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        if (p->slots[i].node == from + 1) {
+            p->slots[i].node = to + 1;
+            break;
+        }
+    }
+    p->kids[to] = p->kids[from];
+    if (n.flags & ZONE_NODE_WILD) {
+        uint32_t pid = find_id(p, parent_of(n.name)) - 1;
+        if (zone_node_at(p->z, pid)->wildcard == from + 1) {
+            zone_node_t *pw = node_mut(p, pid);
+            if (!pw)
+                return TERN_ENOMEM;
+            pw->wildcard = to + 1;
+        }
+    }
+    return 0;
+}
+
+/* A reference to node id + 1 (a target, a cut) after compact() moved nodes [end, old) down:
+ * map[k] is where node end + k went, 0 when it was a hole. */
+static uint32_t remapped(const struct patch *p, uint32_t ref, uint32_t end, const uint32_t *map)
+{
+    if (!ref)
+        return 0;
+    if (ref - 1 >= end)
+        return map[ref - 1 - end];
+    return is_hole(p, ref - 1) ? 0 : ref;
+}
+
+/* Every node cut points at a moved delegation follows it: one walk, only when one moved. */
+static int remap_cuts(struct patch *p, uint32_t end, const uint32_t *map)
+{
+    for (uint32_t i = 0; i < p->nnodes; i++) {
+        const zone_node_t *n = zone_node_at(p->z, i);
+        if (n->cut && n->cut - 1 >= end) {
+            zone_node_t *w = node_mut(p, i);
+            if (!w)
+                return TERN_ENOMEM;
+            w->cut = map[n->cut - 1 - end];
+        }
+    }
+    return 0;
+}
+
+/* The nodes taken out of the index leave no hole behind: the last nodes move into them, so a
+ * patched version holds exactly the nodes a build of its data holds (whatever walks the node
+ * array, the journal's diff, the zone writer, sees no removed name) and its node array stays
+ * as long as its names. The targets into moved nodes follow them, those into removed ones are
+ * cleared (resolve_targets() looks them up again when names were added). 0 or TERN_ENOMEM. */
+static int compact(struct patch *p, size_t base_targets)
+{
+    if (!p->nholes)
+        return 0;
+    qsort(p->holes, p->nholes, sizeof(*p->holes), u32_cmp);
+    uint32_t old = (uint32_t)p->nnodes, end = old - (uint32_t)p->nholes;
+    uint32_t *map = calloc(p->nholes, sizeof(*map));
+    if (!map)
+        return TERN_ENOMEM;
+    bool cuts = false;
+    size_t lo = 0, hi = p->nholes;
+    for (uint32_t last = old; last-- > end;) {
+        if (hi > lo && p->holes[hi - 1] == last) {
+            hi--; /* a hole at the end: nothing moves */
+            continue;
+        }
+        uint32_t to = p->holes[lo++];
+        cuts |= (zone_node_at(p->z, last)->flags & ZONE_NODE_DELEG) != 0;
+        if (move_node(p, last, to) < 0) {
+            free(map);
+            return TERN_ENOMEM;
+        }
+        map[last - end] = to + 1;
+    }
+    p->nnodes = end;
+    for (size_t i = 0; i < base_targets; i++)
+        p->targets[i] = remapped(p, p->targets[i], end, map);
+    int rc = cuts ? remap_cuts(p, end, map) : 0;
+    free(map);
+    return rc;
+}
+
 /* A node an additional section takes addresses from: one with data, or a name that was never
- * an empty non-terminal (a removed name's node is an ENT without RRsets). */
+ * an empty non-terminal (a name whose data went, kept as an ENT for names below it, is not). */
 static bool live(const zone_node_t *n)
 {
     return n && (n->nrrsets || !(n->flags & ZONE_NODE_ENT));
@@ -353,12 +466,12 @@ static void resolve_rrset(struct patch *p, const zone_rrset_t *s, bool only_dead
  * named a name not there yet, or one whose target was removed and is back (as a new node). Each
  * target that points at no live node is looked up again, so the additional section of a patched
  * version is the one a build gives: one walk over the nodes, a probe per such target. */
-static void resolve_targets(struct patch *p, size_t first_new)
+static void resolve_targets(struct patch *p)
 {
     for (size_t i = 0; i < p->nsets; i++)
         if (zone_rrset_has_targets(&p->sets[i]))
             resolve_rrset(p, &p->sets[i], false);
-    if (p->nnodes == first_new)
+    if (!p->added)
         return;
     for (uint32_t i = 0; i < p->nnodes; i++) {
         const zone_node_t *n = zone_node_at(p->z, i);
@@ -601,14 +714,14 @@ int zone_patch(const zone_t *base, zone_delta_t *delta, zone_t **out, char *err,
         return TERN_ENOMEM;
     share_base(&p, &l, data, zd);
     zone_t *z = p.z;
-    if ((rc = apply_all(&p, names, n)) != 0) {
+    if ((rc = apply_all(&p, names, n)) == 0 && (rc = compact(&p, base->target_count)) == 0) {
+        resolve_targets(&p);
+        rc = merge_health(&p, z->arena);
+    }
+    free(p.holes);
+    if (rc != 0) {
         zone_free(z);
         return rc;
-    }
-    resolve_targets(&p, base->node_count);
-    if (merge_health(&p, z->arena) < 0) {
-        zone_free(z);
-        return TERN_ENOMEM;
     }
     z->apex_node = zone_node_at(z, 0);
     if (is_apex(base, names, n))

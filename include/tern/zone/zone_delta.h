@@ -68,4 +68,72 @@ zone_delta_t *zone_delta_retain(zone_delta_t *d);
 /** Drop one reference (any thread); the last frees the delta. NULL is a no-op. */
 void zone_delta_release(zone_delta_t *d);
 
+/*
+ * Building a delta from IXFR (RFC 1995) steps: each step's RRs removed, then its RRs added, over
+ * base (pinned by the caller for the builder's life) with the earlier steps applied. What it
+ * keeps is proportional to the steps, not to the zone: RRs removed from base as their position
+ * in it (base is immutable), RRs added as copies. The rules are the ones xfr_in.h lists: a
+ * removal of an RR the zone does not hold at that point fails (the versions have diverged), an
+ * RR added that is there already replaces it (its TTL the added one's), and an RRset RRs are
+ * added to takes the lowest TTL of the RRs added to it. RDATA compare canonically (wire/rdata.h:
+ * names inside it case-insensitively). The delta made at the end names every owner a step
+ * touched and holds, in its fresh zone, their data after the last step and the apex.
+ * Lifecycle: new → (begin → remove… → end → add…)… → finish → [build, when the delta cannot be
+ * patched] → free. Threading: one thread (the transfer's).
+ */
+typedef struct zone_delta_ixfr zone_delta_ixfr_t;
+struct zone_builder;
+
+/** A builder of a change of base (which must outlive it). NULL when out of memory. */
+zone_delta_ixfr_t *zone_delta_ixfr_new(const zone_t *base) TERN_WUR;
+
+/**
+ * A step from serial `from` starts: 0, or TERN_EINVAL (err says which serials) when from is not
+ * the serial the last step reached (base's for the first) or the last step was not ended.
+ */
+int zone_delta_ixfr_begin(zone_delta_ixfr_t *x, uint32_t from, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * The step removes one RR (owner any case, inside the zone): 0; TERN_ENOENT when the zone does
+ * not hold it at this point, err then "a record that is not in the zone: <owner> <type>
+ * <rdata>"; TERN_EINVAL outside a step's removals; TERN_ENOMEM.
+ */
+int zone_delta_ixfr_remove(zone_delta_ixfr_t *x, const uint8_t *owner, uint16_t type,
+                           const uint8_t *rdata, uint16_t rdlen, char *err, size_t errlen) TERN_WUR;
+
+/** The step's removals end at its new SOA, of serial `to`: 0, TERN_EINVAL when none is open. */
+int zone_delta_ixfr_end(zone_delta_ixfr_t *x, uint32_t to) TERN_WUR;
+
+/**
+ * The step adds one RR (owner any case, inside the zone; not the apex SOA): 1 when it is new
+ * data (the caller may count what it costs), 0 when it replaced an RR an earlier step added,
+ * TERN_EINVAL before the step's end, TERN_ENOMEM, TERN_ELIMIT past 4 GiB of added data.
+ */
+int zone_delta_ixfr_add(zone_delta_ixfr_t *x, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                        const uint8_t *rdata, uint16_t rdlen) TERN_WUR;
+
+/** RRs the steps added and no later step removed. */
+size_t zone_delta_ixfr_added(const zone_delta_ixfr_t *x);
+
+/**
+ * The steps as one delta of base, the new version's apex SOA being (ttl, soa, soa_len) with the
+ * serial the last step reached: builds fresh through the zone builder (source names it), which
+ * validates the touched names as a build would. Returns 0 with *out (one reference); TERN_EINVAL
+ * when no step was ended or the last one is still in its removals; the builder's error with err.
+ */
+int zone_delta_ixfr_finish(zone_delta_ixfr_t *x, uint32_t ttl, const uint8_t *soa, uint16_t soa_len,
+                           const char *source, zone_delta_t **out, char *err,
+                           size_t errlen) TERN_WUR;
+
+/**
+ * The whole new version into b (a new builder of the zone): every RR of base the steps left (the
+ * apex SOA replaced by the given one), then every RR they added, for when a delta cannot be
+ * patched. After finish (or instead of it). 0 or the builder's error.
+ */
+int zone_delta_ixfr_build(zone_delta_ixfr_t *x, uint32_t ttl, const uint8_t *soa, uint16_t soa_len,
+                          struct zone_builder *b) TERN_WUR;
+
+/** Release the builder. NULL is a no-op. */
+void zone_delta_ixfr_free(zone_delta_ixfr_t *x);
+
 #endif

@@ -18,14 +18,16 @@
  * What a patch does not do, and says so by asking for a full build instead (return 1):
  * signed zones (their signatures are per RRset, made at build time), delegations and DNAMEs
  * changing (they move the zone's cuts for every name under them), a new name under a DNAME,
- * and, so that what patches leave behind stays bounded (removed nodes, replaced RRsets and
+ * and, so that what patches leave behind stays bounded (replaced RRsets and
  * RDATA that shared blobs keep, each patch's own small blobs), once the patched names pass an
  * eighth of the zone (plus ZONE_PATCH_NAMES), once the version holds more than half again the
  * bytes it was built with (plus ZONE_PATCH_SLACK: a small zone is built again after a few
  * patches, a large one hardly ever for a few changed names), and every ZONE_PATCH_MAX-th patch;
  * a build compacts.
  *
- * A patched version answers byte for byte as a build of the same data: names that get data are
+ * A patched version holds the nodes a build of the same data holds (removed names leave no node
+ * behind: the last nodes move into their places) and answers byte for byte as that build: names
+ * that get data are
  * applied before names that lose it (so no empty non-terminal is taken away and made again), and
  * when names were added every NS/MX/SRV target that pointed at no live node is looked up again
  * (a target named before it existed, or removed and back), at the cost of one walk over the
