@@ -457,23 +457,47 @@ static void rr_text(zone_delta_ixfr_t *x, const uint8_t *owner, uint16_t type, c
     ldns_rr_free(lr);
 }
 
+/* One RR as the store keys it: the owner lowercased, the RDATA canonical (in x->canon_a). */
+struct key {
+    uint8_t lc[DNAME_MAXLEN];
+    size_t len;
+    uint16_t type, rdlen;
+    uint64_t hash;
+};
+
+/* k made from the RR; returns the live entry an earlier step added for it, or NULL. */
+static struct add *lookup(zone_delta_ixfr_t *x, struct key *k, const uint8_t *owner, uint16_t type,
+                          const uint8_t *rdata, uint16_t rdlen)
+{
+    k->len = dname_lower(k->lc, owner);
+    k->type = type;
+    k->rdlen = rdlen;
+    wire_rdata_canon(type, rdata, rdlen, x->canon_a);
+    k->hash = key_hash(x, k->lc, k->len, type, x->canon_a, rdlen);
+    return adds_find(x, k->hash, k->lc, k->len, type, x->canon_a, rdlen);
+}
+
+/* The position of k's RR in base when no step removed it yet, else POS_NONE. */
+static uint64_t base_live(zone_delta_ixfr_t *x, const struct key *k)
+{
+    uint64_t p = base_find(x, k->lc, k->len, k->type, x->canon_a, k->rdlen);
+    return p != POS_NONE && !pos_find(x, p, NULL) ? p : POS_NONE;
+}
+
 int zone_delta_ixfr_remove(zone_delta_ixfr_t *x, const uint8_t *owner, uint16_t type,
                            const uint8_t *rdata, uint16_t rdlen, char *err, size_t errlen)
 {
     if (x->state != IX_DEL)
         return TERN_EINVAL;
-    uint8_t lc[DNAME_MAXLEN];
-    size_t len = dname_lower(lc, owner);
-    wire_rdata_canon(type, rdata, rdlen, x->canon_a);
-    uint64_t h = key_hash(x, lc, len, type, x->canon_a, rdlen);
-    struct add *a = adds_find(x, h, lc, len, type, x->canon_a, rdlen);
+    struct key k;
+    struct add *a = lookup(x, &k, owner, type, rdata, rdlen);
     if (a) { /* from what an earlier step added */
         a->live = 0;
         x->adds_live--;
         return 0;
     }
-    uint64_t p = base_find(x, lc, len, type, x->canon_a, rdlen);
-    if (p != POS_NONE && !pos_find(x, p, NULL))
+    uint64_t p = base_live(x, &k);
+    if (p != POS_NONE)
         return remove_pos(x, p);
     char rr[NAME_STR_MAX + 300] = "";
     rr_text(x, owner, type, rdata, rdlen, rr, sizeof(rr));
@@ -486,22 +510,19 @@ int zone_delta_ixfr_add(zone_delta_ixfr_t *x, const uint8_t *owner, uint16_t typ
 {
     if (x->state != IX_ADD)
         return TERN_EINVAL;
-    uint8_t lc[DNAME_MAXLEN];
-    size_t len = dname_lower(lc, owner);
-    wire_rdata_canon(type, rdata, rdlen, x->canon_a);
-    uint64_t h = key_hash(x, lc, len, type, x->canon_a, rdlen);
-    struct add *a = adds_find(x, h, lc, len, type, x->canon_a, rdlen);
+    struct key k;
+    struct add *a = lookup(x, &k, owner, type, rdata, rdlen);
     if (a) {
         a->ttl = ttl;
         return 0;
     }
     /* base holds it (not removed): that copy goes, the added one (with its TTL) replaces it and
      * a later step's removal finds it among the additions */
-    uint64_t p = base_find(x, lc, len, type, x->canon_a, rdlen);
+    uint64_t p = base_live(x, &k);
     int rc;
-    if (p != POS_NONE && !pos_find(x, p, NULL) && (rc = remove_pos(x, p)) < 0)
+    if (p != POS_NONE && (rc = remove_pos(x, p)) < 0)
         return rc;
-    rc = adds_insert(x, h, lc, len, type, ttl, rdata, rdlen);
+    rc = adds_insert(x, k.hash, k.lc, k.len, type, ttl, rdata, rdlen);
     return rc < 0 ? rc : 1;
 }
 

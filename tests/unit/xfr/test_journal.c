@@ -482,6 +482,28 @@ static strs_t no_soa(strs_t s)
     return s;
 }
 
+/* Up to `tries` labels of the walk get a random variant (each once, marked in chg): their names
+ * into w and names; returns how many. */
+static size_t walk_change(unsigned *st, bool *chg, unsigned tries, const uint8_t **names,
+                          uint8_t (*w)[DNAME_MAXLEN])
+{
+    size_t nchg = 0;
+    for (unsigned k = tries; k > 0; k--) {
+        unsigned i = rnd(WALK_N);
+        if (chg[i])
+            continue;
+        chg[i] = true;
+        st[i] = rnd(WALK_NV);
+        char full[300];
+        const char *why;
+        snprintf(full, sizeof(full), "%s." ORIGIN ".", walk_labels[i]);
+        assert_true(dname_from_str(full, strlen(full), false, w[nchg], &why) > 0);
+        names[nchg] = w[nchg];
+        nchg++;
+    }
+    return nchg;
+}
+
 static void test_diff_random_walk(void **state)
 {
     (void)state;
@@ -497,26 +519,13 @@ static void test_diff_random_walk(void **state)
         bool chg[WALK_N] = {0};
         const uint8_t *names[WALK_N];
         uint8_t w[WALK_N][DNAME_MAXLEN];
-        size_t nchg = 0;
-        for (unsigned k = 1 + rnd(4); k > 0; k--) {
-            unsigned i = rnd(WALK_N);
-            if (chg[i])
-                continue;
-            chg[i] = true;
-            st[i] = rnd(WALK_NV);
-            char full[300];
-            const char *why;
-            snprintf(full, sizeof(full), "%s." ORIGIN ".", walk_labels[i]);
-            assert_true(dname_from_str(full, strlen(full), false, w[nchg], &why) > 0);
-            names[nchg] = w[nchg];
-            nchg++;
-        }
+        size_t nchg = walk_change(st, chg, 1 + rnd(4), names, w);
         body = walk_body(st, NULL);
         zone_t *full = zone_v(++serial, body);
         free(body);
         /* most steps, the new version is a patch of the old one, itself often a patch: the
-         * RDATA of untouched names is shared, and a removed name stays in the node array,
-         * out of the index (a name removed and added again has two nodes there) */
+         * RDATA of untouched names is shared, and a removed name's node is replaced by another
+         * (a name removed and added again gets a new place in the node array) */
         zone_t *next = full;
         if (step % 6) {
             body = walk_body(st, chg);
@@ -593,20 +602,7 @@ static void test_diff_by_delta_same_bytes(void **state)
         bool chg[WALK_N] = {0};
         const uint8_t *names[WALK_N];
         uint8_t w[WALK_N][DNAME_MAXLEN];
-        size_t nchg = 0;
-        for (unsigned k = 1 + rnd(5); k > 0; k--) {
-            unsigned i = rnd(WALK_N);
-            if (chg[i])
-                continue;
-            chg[i] = true;
-            st[i] = rnd(WALK_NV);
-            char full[300];
-            const char *why;
-            snprintf(full, sizeof(full), "%s." ORIGIN ".", walk_labels[i]);
-            assert_true(dname_from_str(full, strlen(full), false, w[nchg], &why) > 0);
-            names[nchg] = w[nchg];
-            nchg++;
-        }
+        size_t nchg = walk_change(st, chg, 1 + rnd(5), names, w);
         body = walk_body(st, chg);
         zone_t *fresh = zone_v(serial + 1, body), *next = NULL;
         free(body);
