@@ -351,7 +351,8 @@ static int move_node(struct patch *p, uint32_t from, uint32_t to)
         return TERN_ENOMEM;
     *w = n;
     uint32_t mask = p->z->node_mask, h = dname_hash(n.name);
-    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+    /* every node not a hole is indexed: found before the run's empty slot */
+    for (uint32_t i = h & mask; p->slots[i].node; i = (i + 1) & mask) {
         if (p->slots[i].node == from + 1) {
             p->slots[i].node = to + 1;
             break;
