@@ -165,6 +165,46 @@ static void same_nodes(const zone_t *a, const zone_t *b)
     }
 }
 
+/* The node n's link (cut or wildcard, 1 + index) in z, as the name it leads to. */
+static const uint8_t *link_name(const zone_t *z, uint32_t ref)
+{
+    return ref ? zone_node_at(z, ref - 1)->name : NULL;
+}
+
+static void same_name(const uint8_t *a, const uint8_t *b, const char *what, const uint8_t *at)
+{
+    char nb[DNAME_MAXLEN * 4 + 1];
+    (void)dname_to_str(at, nb, sizeof(nb));
+    if (!a != !b || (a && !dname_equal(a, b)))
+        fail_msg("%s: the %s differs", nb, what);
+}
+
+/* Every node of a has in b a node of its name with the same flags, the same cut and wildcard
+ * (as names) and the same additional-section targets with data: what the indexes kept in a
+ * node, in targets and in the name index lead to is the same, wherever the nodes are. */
+static void same_links(const zone_t *a, const zone_t *b)
+{
+    assert_int_equal(a->node_count, b->node_count);
+    for (size_t i = 0; i < a->node_count; i++) {
+        const zone_node_t *n = zone_node_at(a, (uint32_t)i);
+        const zone_node_t *m = zone_find_node(b, n->name, n->name_len, dname_hash(n->name));
+        assert_non_null(m);
+        assert_ptr_equal(zone_find_node(a, n->name, n->name_len, dname_hash(n->name)), n);
+        assert_int_equal(n->flags, m->flags);
+        same_name(link_name(a, n->cut), link_name(b, m->cut), "cut", n->name);
+        same_name(link_name(a, n->wildcard), link_name(b, m->wildcard), "wildcard", n->name);
+        assert_int_equal(n->nrrsets, m->nrrsets);
+        for (unsigned k = 0; k < n->nrrsets; k++) {
+            for (unsigned r = 0; r < n->rrsets[k].count; r++) {
+                const zone_node_t *x = zone_rrset_target(a, &n->rrsets[k], r);
+                const zone_node_t *y = zone_rrset_target(b, &m->rrsets[k], r);
+                same_name(x && x->nrrsets ? x->name : NULL, y && y->nrrsets ? y->name : NULL,
+                          "target", n->name);
+            }
+        }
+    }
+}
+
 static void test_from_ixfr(void **state)
 {
     (void)state;
@@ -211,6 +251,7 @@ static void test_from_ixfr(void **state)
     zone_t *whole = finish(b);
     same_nodes(p, whole);
     same_nodes(whole, p);
+    same_links(p, whole);
     /* the base is untouched */
     assert_int_equal(base->serial, 1);
     assert_non_null(node(base, "a.b.c." ORIGIN));
@@ -274,12 +315,79 @@ static void test_ixfr_bad_input(void **state)
     zone_free(base);
 }
 
+/* The last nodes (a delegation with its glue, a wildcard, a mail target) move into the places
+ * of removed ones; their index slots, cuts, wildcard and targets follow. */
+static void add_links_zone(zone_builder_t *b, bool with_gone)
+{
+    uint8_t rd[DNAME_MAXLEN + 2];
+    static const char *const gone[] = {"g1." ORIGIN, "g2." ORIGIN, "g3." ORIGIN, "g4." ORIGIN};
+    for (size_t i = 0; with_gone && i < 4; i++)
+        assert_int_equal(add_raw(b, gone[i], WIRE_T_A, 300, A2, 4, 10), 0);
+    /* no empty non-terminals (the builder puts those last): the names added last are the
+     * last nodes */
+    size_t n = rdata_name(rd, "\0\12", 2, "mt." ORIGIN);
+    assert_int_equal(add_raw(b, "mx." ORIGIN, WIRE_T_MX, 300, rd, n, 11), 0);
+    assert_int_equal(add_raw(b, "w." ORIGIN, WIRE_T_A, 300, A3, 4, 12), 0);
+    n = rdata_name(rd, NULL, 0, "ns.d1." ORIGIN);
+    assert_int_equal(add_raw(b, "d1." ORIGIN, WIRE_T_NS, 300, rd, n, 13), 0);
+    assert_int_equal(add_raw(b, "ns.d1." ORIGIN, WIRE_T_A, 300, A1, 4, 14), 0);
+    assert_int_equal(add_raw(b, "*.w." ORIGIN, WIRE_T_A, 300, A9, 4, 15), 0);
+    assert_int_equal(add_raw(b, "mt." ORIGIN, WIRE_T_A, 300, A3, 4, 16), 0);
+}
+
+static void test_patch_moves_nodes(void **state)
+{
+    (void)state;
+    uint8_t o[DNAME_MAXLEN];
+    wire_name(o, ORIGIN);
+    zone_builder_t *b = zone_builder_new(o, "links");
+    apex(b, 1);
+    add_links_zone(b, true);
+    zone_t *base = finish(b);
+    b = zone_builder_new(o, "links");
+    apex(b, 2);
+    zone_t *fresh = finish(b); /* the apex; the four names have no data any more */
+    uint8_t w[4][DNAME_MAXLEN];
+    const uint8_t *names[5] = {base->apex};
+    for (int i = 0; i < 4; i++) {
+        char t[32];
+        snprintf(t, sizeof(t), "g%d." ORIGIN, i + 1);
+        wire_name(w[i], t);
+        names[i + 1] = w[i];
+    }
+    zone_t *p = NULL;
+    char err[256];
+    assert_int_equal(zone_patch_names(base, fresh, names, 5, &p, err, sizeof(err)), 0);
+    zone_free(fresh);
+    b = zone_builder_new(o, "links");
+    apex(b, 2);
+    add_links_zone(b, false);
+    zone_t *built = finish(b);
+    same_links(p, built);
+    same_links(built, p);
+    same_links(base, base); /* the base untouched, still whole */
+    /* they were the base's last nodes: they moved, the delegation among them */
+    static const char *const deep[] = {"d1." ORIGIN, "ns.d1." ORIGIN, "*.w." ORIGIN, "mt." ORIGIN};
+    for (size_t i = 0; i < 4; i++) {
+        uint8_t d[DNAME_MAXLEN];
+        size_t dl = wire_name(d, deep[i]);
+        uint32_t was = zone_find_index(base, d, dl, dname_hash(d));
+        uint32_t now = zone_find_index(p, d, dl, dname_hash(d));
+        assert_true(was > built->node_count && now <= built->node_count);
+    }
+    assert_int_equal(base->node_count, built->node_count + 4);
+    zone_free(built);
+    zone_free(p);
+    zone_free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_names),
         cmocka_unit_test(test_from_ixfr),
         cmocka_unit_test(test_ixfr_bad_input),
+        cmocka_unit_test(test_patch_moves_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
