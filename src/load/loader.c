@@ -1415,7 +1415,7 @@ static size_t redis_apply(loader_t *l)
                 for (size_t k = 0; k < p[i].nnames; q += dname_len(q), k++)
                     nv[k] = q;
                 int64_t t0 = tern_monotonic_us();
-                rc = zone_patch(r->zone, p[i].zone, nv, p[i].nnames, &nz, why, sizeof(why));
+                rc = zone_patch_names(r->zone, p[i].zone, nv, p[i].nnames, &nz, why, sizeof(why));
                 if (rc == 0 && lines++ < LOG_ZONES_MAX)
                     log_info("redis: zone %s patched: %zu names in %.1f ms", r->key, p[i].nnames,
                              (double)(tern_monotonic_us() - t0) / 1000.0);

@@ -1,15 +1,9 @@
 /*
- * xfr_in.c — see xfr_in.h. Three parts: the message reader (bounds-checked, decompressing names
- * once into a scratch record), the transfer's state machine (one step per answer RR), and the
- * IXFR delta store with the walk over `have` that applies it. The zone writer is at the end.
- *
- * Why the IXFR store looks the way it does: a delta is usually a handful of RRs against a zone of
- * a million, so what it keeps must be proportional to the delta, and the apply must touch each RR
- * of `have` once without converting anything. RRs removed from `have` are kept as their position
- * in it — (node, RRset, RR) packed into 56 bits, in an open-addressing set — since `have` is
- * pinned and immutable, and a bitmap over the nodes says which nodes have any, so the walk probes
- * the set only there. RRs added are copied (they are new data) into a chained hash table keyed by
- * owner, type and canonical RDATA, so a later delta can remove them again.
+ * xfr_in.c — see xfr_in.h. Two parts: the message reader (bounds-checked, decompressing names
+ * once into a scratch record) and the transfer's state machine (one step per answer RR). An
+ * IXFR's deltas go into a zone_delta_ixfr_t (zone/zone_delta.h keeps them, in memory
+ * proportional to the deltas), and finish() patches `have` with the zone_delta_t it makes. The
+ * zone writer is at the end.
  */
 #include "tern/xfr/xfr_in.h"
 
@@ -20,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,13 +21,14 @@
 #include "tern/common/err.h"
 #include "tern/common/file.h"
 #include "tern/common/grow.h"
-#include "tern/common/hash.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rdata.h"
 #include "tern/wire/rr.h"
 #include "tern/xfr/journal.h" /* RFC 1982 serial arithmetic */
 #include "tern/zone/zone_builder.h"
+#include "tern/zone/zone_delta.h"
+#include "tern/zone/zone_patch.h"
 
 /* A name has at most 127 labels, so a compressor never needs more pointers than that to spell
  * it; a longer chain is a message built to make us walk it again and again. */
@@ -58,20 +52,14 @@
  */
 #define RR_COST 100
 
-/* An IXFR builds the new version whole from `have` (xfr_in_finish()): a builder and a new zone
- * beside the served one. The same 2M-record zone's footprint is 199 MB and its AXFR peaked at
- * 280 MB: 3/2 of the footprint of `have`. */
+/* An IXFR that cannot be patched builds the new version whole from `have` (xfr_in_finish()): a
+ * builder and a new zone beside the served one. The same 2M-record zone's footprint is 199 MB and
+ * its AXFR peaked at 280 MB: 3/2 of the footprint of `have`. A patch usually costs a small part
+ * of that, but may still ask for a build (zone_patch.h), so max_bytes must admit one. */
 #define REBUILD_COST(footprint) ((footprint) / 2 * 3)
 
 /* Room for a name in presentation form (every byte escaped as \DDD). */
 #define NAME_STR_MAX (DNAME_MAXLEN * 4 + 1)
-
-/* The position of an RR of `have`: node index, RRset index in the node (< 256), RR index in the
- * RRset (< 65535). RR index 0xffff marks the TTL override of an RRset instead. */
-#define POS(node, set, rr) ((uint64_t)(node) << 24 | (uint64_t)(set) << 16 | (uint64_t)(rr))
-#define POS_TTL            0xffffu
-#define POS_EMPTY          UINT64_MAX
-#define POS_NONE           UINT64_MAX
 
 enum state {
     ST_START,  /* waiting for the opening SOA */
@@ -94,23 +82,6 @@ struct rr {
     uint8_t rdata[RDATA_CAP];
 };
 
-/* One RR an IXFR delta added. */
-struct add {
-    uint64_t hash;
-    uint32_t off;  /* lowercased owner, then the RDATA as received, at blob + off */
-    uint32_t next; /* the next entry of its bucket, plus one; 0 ends the chain */
-    uint32_t ttl;
-    uint16_t type;
-    uint16_t rdlen;
-    uint8_t owner_len;
-    uint8_t live; /* 0 once a later delta removed it */
-};
-
-struct pos_slot {
-    uint64_t key;
-    uint32_t val;
-};
-
 struct xfr_in {
     uint8_t origin[DNAME_MAXLEN]; /* lowercased */
     char origin_str[NAME_STR_MAX];
@@ -131,24 +102,12 @@ struct xfr_in {
 
     zone_builder_t *b; /* FULL: the zone as it streams in */
 
-    unsigned delta;    /* IXFR: deltas seen (the current one's number) */
-    uint32_t delta_to; /* the current delta's new serial, once its second SOA is read */
-
-    uint64_t seed; /* of the additions' hash: random, so a primary cannot aim for collisions */
-    struct add *adds;
-    size_t nadds, adds_cap, adds_live;
-    uint32_t *heads; /* buckets: entry index plus one, 0 empty; nbuckets a power of two */
-    size_t nbuckets;
-    uint8_t *blob;
-    size_t blob_len, blob_cap;
-
-    struct pos_slot *pos; /* removed RRs of `have` and TTL overrides */
-    size_t pos_mask, pos_count;
-    uint8_t *touched; /* one bit per node of `have`: it has an entry in pos */
+    unsigned delta;        /* IXFR: deltas seen (the current one's number) */
+    uint32_t delta_to;     /* the current delta's new serial, once its second SOA is read */
+    zone_delta_ixfr_t *dx; /* IXFR: the deltas, applied to `have` */
 
     char msg[1024]; /* why the current feed failed */
     struct rr rr;
-    uint8_t canon_a[RDATA_CAP], canon_b[RDATA_CAP];
 };
 
 static int fail(xfr_in_t *x, int rc, const char *fmt, ...) TERN_PRINTF(3, 4);
@@ -305,133 +264,6 @@ static int read_rr(xfr_in_t *x, const uint8_t *m, size_t len, size_t *pos, bool 
     return want_rdata ? read_rdata(x, m, len, p + 10, r) : 0;
 }
 
-/* ---- the IXFR delta store ---- */
-
-static uint64_t key_hash(const xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
-                         const uint8_t *canon, size_t rdlen)
-{
-    return tern_hash64(canon, rdlen, tern_hash64(lc, len, x->seed ^ type));
-}
-
-static uint64_t *pos_find(xfr_in_t *x, uint64_t key, uint32_t **val)
-{
-    if (!x->pos)
-        return NULL;
-    for (size_t i = tern_mix64(key) & x->pos_mask;; i = (i + 1) & x->pos_mask) {
-        if (x->pos[i].key == key) {
-            if (val)
-                *val = &x->pos[i].val;
-            return &x->pos[i].key;
-        }
-        if (x->pos[i].key == POS_EMPTY)
-            return NULL;
-    }
-}
-
-static void pos_insert(struct pos_slot *slots, size_t mask, uint64_t key, uint32_t val)
-{
-    size_t i = tern_mix64(key) & mask;
-    while (slots[i].key != POS_EMPTY)
-        i = (i + 1) & mask;
-    slots[i] = (struct pos_slot){key, val};
-}
-
-/* Put key (absent) with val; the set stays at most half full so probes stay short. */
-static int pos_put(xfr_in_t *x, uint64_t key, uint32_t val)
-{
-    if (!x->pos || (x->pos_count + 1) * 2 > x->pos_mask + 1) {
-        size_t cap = x->pos ? (x->pos_mask + 1) * 2 : 64;
-        struct pos_slot *s = malloc(cap * sizeof(*s));
-        if (!s)
-            return TERN_ENOMEM;
-        for (size_t i = 0; i < cap; i++)
-            s[i].key = POS_EMPTY;
-        for (size_t i = 0; x->pos && i <= x->pos_mask; i++)
-            if (x->pos[i].key != POS_EMPTY)
-                pos_insert(s, cap - 1, x->pos[i].key, x->pos[i].val);
-        free(x->pos);
-        x->pos = s;
-        x->pos_mask = cap - 1;
-    }
-    pos_insert(x->pos, x->pos_mask, key, val);
-    x->pos_count++;
-    return 0;
-}
-
-/* Mark node i of `have` as having entries in pos. */
-static int touch(xfr_in_t *x, size_t node)
-{
-    if (!x->touched && !(x->touched = calloc(x->have->node_count / 8 + 1, 1)))
-        return TERN_ENOMEM;
-    x->touched[node / 8] |= (uint8_t)(1u << (node % 8));
-    return 0;
-}
-
-static bool touched(const xfr_in_t *x, size_t node)
-{
-    return x->touched && (x->touched[node / 8] >> (node % 8) & 1);
-}
-
-/* The node and RRset index of (lc, type) in `have`; false when there is none. */
-static bool have_rrset(const xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
-                       size_t *node, unsigned *set)
-{
-    if (!x->have)
-        return false;
-    uint32_t id = zone_find_index(x->have, lc, len, dname_hash(lc));
-    if (!id)
-        return false;
-    const zone_node_t *n = zone_node_at(x->have, id - 1);
-    for (unsigned j = 0; j < n->nrrsets; j++) {
-        if (n->rrsets[j].type == type) {
-            *node = id - 1;
-            *set = j;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The position in `have` of the RR (lc, type, canonical RDATA canon), or POS_NONE. */
-static uint64_t have_find(xfr_in_t *x, const uint8_t *lc, size_t len, uint16_t type,
-                          const uint8_t *canon, uint16_t rdlen)
-{
-    size_t node;
-    unsigned set;
-    if (!have_rrset(x, lc, len, type, &node, &set))
-        return POS_NONE;
-    const zone_rrset_t *s = &zone_node_at(x->have, (uint32_t)node)->rrsets[set];
-    const uint8_t *p = s->rdata;
-    for (unsigned k = 0; k < s->count; k++) {
-        uint16_t l = tern_rd16(p);
-        if (l == rdlen) {
-            wire_rdata_canon(type, p + 2, l, x->canon_b);
-            if (memcmp(x->canon_b, canon, l) == 0)
-                return POS(node, set, k);
-        }
-        p += 2 + l;
-    }
-    return POS_NONE;
-}
-
-/* The live entry added for (lc, type, canon), or NULL. */
-static struct add *adds_find(xfr_in_t *x, uint64_t h, const uint8_t *lc, size_t len, uint16_t type,
-                             const uint8_t *canon, uint16_t rdlen)
-{
-    if (!x->nbuckets)
-        return NULL;
-    for (uint32_t i = x->heads[h & (x->nbuckets - 1)]; i; i = x->adds[i - 1].next) {
-        struct add *a = &x->adds[i - 1];
-        if (a->hash != h || !a->live || a->type != type || a->rdlen != rdlen ||
-            a->owner_len != len || memcmp(x->blob + a->off, lc, len) != 0)
-            continue;
-        wire_rdata_canon(type, x->blob + a->off + len, rdlen, x->canon_b);
-        if (memcmp(x->canon_b, canon, rdlen) == 0)
-            return a;
-    }
-    return NULL;
-}
-
 /* Count a record of owner and rdlen bytes of RDATA that the new version will hold. */
 static int charge(xfr_in_t *x, const uint8_t *owner, uint16_t rdlen)
 {
@@ -443,112 +275,26 @@ static int charge(xfr_in_t *x, const uint8_t *owner, uint16_t rdlen)
     return 0;
 }
 
-static int adds_insert(xfr_in_t *x, uint64_t h, const uint8_t *lc, size_t len, const struct rr *r)
-{
-    int rc = charge(x, lc, r->rdlen);
-    if (rc < 0)
-        return rc;
-    if (x->blob_len + len + r->rdlen > UINT32_MAX)
-        return fail(x, TERN_ELIMIT, "IXFR: the deltas' data passes 4 GiB");
-    if (tern_grow((void **)&x->adds, &x->adds_cap, x->nadds + 1, sizeof(*x->adds)) < 0 ||
-        tern_grow((void **)&x->blob, &x->blob_cap, x->blob_len + len + r->rdlen, 1) < 0)
-        return fail(x, TERN_ENOMEM, "out of memory");
-    if (x->nadds + 1 > x->nbuckets) {
-        /* one bucket per entry: chains of one or two */
-        size_t nb = x->nbuckets ? x->nbuckets * 2 : 64;
-        uint32_t *heads = calloc(nb, sizeof(*heads));
-        if (!heads)
-            return fail(x, TERN_ENOMEM, "out of memory");
-        for (size_t i = 0; i < x->nadds; i++) {
-            size_t bkt = x->adds[i].hash & (nb - 1);
-            x->adds[i].next = heads[bkt];
-            heads[bkt] = (uint32_t)(i + 1);
-        }
-        free(x->heads);
-        x->heads = heads;
-        x->nbuckets = nb;
-    }
-    struct add *a = &x->adds[x->nadds];
-    *a = (struct add){.hash = h,
-                      .off = (uint32_t)x->blob_len,
-                      .ttl = r->ttl,
-                      .type = r->type,
-                      .rdlen = r->rdlen,
-                      .owner_len = (uint8_t)len,
-                      .live = 1};
-    memcpy(x->blob + x->blob_len, lc, len);
-    memcpy(x->blob + x->blob_len + len, r->rdata, r->rdlen);
-    x->blob_len += len + r->rdlen;
-    size_t bkt = h & (x->nbuckets - 1);
-    a->next = x->heads[bkt];
-    x->heads[bkt] = (uint32_t)++x->nadds;
-    x->adds_live++;
-    return 0;
-}
-
-/* Mark the RR of `have` at position p removed (it must not be already). */
-static int remove_pos(xfr_in_t *x, uint64_t p)
-{
-    if (pos_put(x, p, 0) < 0 || touch(x, (size_t)(p >> 24)) < 0)
-        return fail(x, TERN_ENOMEM, "out of memory");
-    return 0;
-}
-
 /* A delta removes r: from what earlier deltas added, else from `have`; else the versions have
  * diverged. */
 static int delta_remove(xfr_in_t *x, const struct rr *r)
 {
-    uint8_t lc[DNAME_MAXLEN];
-    size_t len = dname_lower(lc, r->owner);
-    wire_rdata_canon(r->type, r->rdata, r->rdlen, x->canon_a);
-    uint64_t h = key_hash(x, lc, len, r->type, x->canon_a, r->rdlen);
-    struct add *a = adds_find(x, h, lc, len, r->type, x->canon_a, r->rdlen);
-    if (a) {
-        a->live = 0;
-        x->adds_live--;
-        return 0;
-    }
-    uint64_t p = have_find(x, lc, len, r->type, x->canon_a, r->rdlen);
-    if (p != POS_NONE && !pos_find(x, p, NULL))
-        return remove_pos(x, p);
-
-    /* "www.example.test. A 192.0.2.9": the RDATA through ldns, as the operator would write it */
-    char nb[NAME_STR_MAX], tb[16], rd[256] = "";
-    size_t o = 0;
-    uint8_t *wire = x->canon_b; /* free now; RDATA_CAP > DNAME_MAXLEN + 10 + UINT16_MAX */
-    size_t pos = 0, wl = rr_wire(wire, r->owner, r->type, 0, r->rdata, r->rdlen);
-    ldns_rr *lr = NULL;
-    if (ldns_wire2rr(&lr, wire, wl, &pos, LDNS_SECTION_ANSWER) == LDNS_STATUS_OK) {
-        for (size_t i = 0; i < ldns_rr_rd_count(lr) && o < sizeof(rd); i++) {
-            char *s = ldns_rdf2str(ldns_rr_rdf(lr, i));
-            if (s)
-                o += (size_t)snprintf(rd + o, sizeof(rd) - o, "%s%s", i ? " " : "", s);
-            free(s);
-        }
-        ldns_rr_free(lr);
-    }
-    return fail(x, TERN_EINVAL, "IXFR: delta %u removes a record that is not in the zone: %s %s %s",
-                x->delta, name_str(r->owner, nb), type_str(r->type, tb, sizeof(tb)), rd);
+    char why[768];
+    int rc = zone_delta_ixfr_remove(x->dx, r->owner, r->type, r->rdata, r->rdlen, why, sizeof(why));
+    if (rc == TERN_ENOENT)
+        return fail(x, TERN_EINVAL, "IXFR: delta %u removes %s", x->delta, why);
+    return rc < 0 ? fail(x, rc, "out of memory") : 0;
 }
 
-/* A delta adds r. If `have` holds it (not removed), that copy is marked removed, so the added
- * one (with its TTL) replaces it and a later delta's removal finds it among the additions. */
+/* A delta adds r (replacing the same record in `have`, with its TTL); new data is counted. */
 static int delta_add(xfr_in_t *x, const struct rr *r)
 {
-    uint8_t lc[DNAME_MAXLEN];
-    size_t len = dname_lower(lc, r->owner);
-    wire_rdata_canon(r->type, r->rdata, r->rdlen, x->canon_a);
-    uint64_t h = key_hash(x, lc, len, r->type, x->canon_a, r->rdlen);
-    struct add *a = adds_find(x, h, lc, len, r->type, x->canon_a, r->rdlen);
-    if (a) {
-        a->ttl = r->ttl;
-        return 0;
-    }
-    uint64_t p = have_find(x, lc, len, r->type, x->canon_a, r->rdlen);
-    int rc;
-    if (p != POS_NONE && !pos_find(x, p, NULL) && (rc = remove_pos(x, p)) < 0)
-        return rc;
-    return adds_insert(x, h, lc, len, r);
+    int rc = zone_delta_ixfr_add(x->dx, r->owner, r->type, r->ttl, r->rdata, r->rdlen);
+    if (rc == TERN_ELIMIT)
+        return fail(x, TERN_ELIMIT, "IXFR: the deltas' data passes 4 GiB");
+    if (rc < 0)
+        return fail(x, rc, "out of memory");
+    return rc == 1 ? charge(x, r->owner, r->rdlen) : 0;
 }
 
 /* ---- the transfer, one answer RR at a time ---- */
@@ -659,7 +405,10 @@ static int on_rr(xfr_in_t *x, const struct rr *r, bool last)
         x->kind = XFR_IN_INCREMENTAL;
         x->delta = 1;
         x->state = ST_DEL;
-        return 0;
+        if (!(x->dx = zone_delta_ixfr_new(x->have)))
+            return fail(x, TERN_ENOMEM, "out of memory");
+        return zone_delta_ixfr_begin(x->dx, s, NULL, 0) < 0 ? fail(x, TERN_EINVAL, "IXFR: bad step")
+                                                            : 0;
     case ST_FULL:
         if (!soa)
             return full_add(x, r->owner, r->type, r->ttl, r->rdata, r->rdlen);
@@ -673,7 +422,7 @@ static int on_rr(xfr_in_t *x, const struct rr *r, bool last)
             return delta_remove(x, r);
         x->delta_to = s;
         x->state = ST_ADD;
-        return 0;
+        return zone_delta_ixfr_end(x->dx, s) < 0 ? fail(x, TERN_EINVAL, "IXFR: bad step") : 0;
     case ST_ADD:
         if (!soa)
             return delta_add(x, r);
@@ -688,7 +437,8 @@ static int on_rr(xfr_in_t *x, const struct rr *r, bool last)
                         x->delta + 1, s, x->delta, x->delta_to, x->serial);
         x->delta++;
         x->state = ST_DEL;
-        return 0;
+        return zone_delta_ixfr_begin(x->dx, s, NULL, 0) < 0 ? fail(x, TERN_EINVAL, "IXFR: bad step")
+                                                            : 0;
     default:
         return fail(x, TERN_EINVAL, "records after the closing SOA");
     }
@@ -808,8 +558,6 @@ xfr_in_t *xfr_in_new(const uint8_t *origin, uint16_t qtype, const zone_t *have, 
     x->max_bytes = max_bytes;
     x->state = ST_START;
     x->kind = XFR_IN_FULL;
-    if (getrandom(&x->seed, sizeof(x->seed), GRND_NONBLOCK) != (ssize_t)sizeof(x->seed))
-        x->seed = tern_mix64((uint64_t)(uintptr_t)x); /* no entropy yet: at least not fixed */
     if (!(x->source = strdup(source ? source : x->origin_str))) {
         free(x);
         return NULL;
@@ -877,81 +625,50 @@ size_t xfr_in_memory(const xfr_in_t *x)
     return x->mem;
 }
 
-static void free_deltas(xfr_in_t *x)
+/* `have` with the deltas applied, built whole into a new builder (what a patch could not do). */
+static int build_whole(xfr_in_t *x, zone_t **out, char *err, size_t errlen)
 {
-    free(x->adds);
-    free(x->heads);
-    free(x->blob);
-    free(x->pos);
-    free(x->touched);
-    x->adds = NULL;
-    x->heads = NULL;
-    x->blob = NULL;
-    x->pos = NULL;
-    x->touched = NULL;
-    x->nadds = x->adds_cap = x->adds_live = x->nbuckets = x->blob_len = x->blob_cap = 0;
-    x->pos_count = x->pos_mask = 0;
-}
-
-/* Each RRset of `have` some delta adds to takes the lowest TTL of the RRs added to it. */
-static int ttl_overrides(xfr_in_t *x)
-{
-    for (size_t i = 0; i < x->nadds; i++) {
-        const struct add *a = &x->adds[i];
-        size_t node;
-        unsigned set;
-        if (!a->live || !have_rrset(x, x->blob + a->off, a->owner_len, a->type, &node, &set))
-            continue;
-        uint32_t *v;
-        uint64_t key = POS(node, set, POS_TTL);
-        if (pos_find(x, key, &v)) {
-            if (a->ttl < *v)
-                *v = a->ttl;
-        } else if (pos_put(x, key, a->ttl) < 0 || touch(x, node) < 0) {
-            return TERN_ENOMEM;
-        }
+    zone_builder_t *b = zone_builder_new(x->origin, x->source);
+    if (!b) {
+        tern_set_err(err, errlen, "%s: out of memory", x->source);
+        return TERN_ENOMEM;
     }
-    return 0;
-}
-
-/* `have` with the deltas applied, into a new builder: every RR of `have` not removed (its apex
- * SOA replaced by the new one), then every RR added and not removed again. */
-static int apply(xfr_in_t *x, zone_builder_t *b)
-{
-    const zone_t *h = x->have;
-    int rc;
-    for (size_t i = 0; i < h->node_count; i++) {
-        const zone_node_t *n = zone_node_at(h, (uint32_t)i);
-        bool t = touched(x, i);
-        for (unsigned j = 0; j < n->nrrsets; j++) {
-            const zone_rrset_t *s = &n->rrsets[j];
-            if (s->type == WIRE_T_SOA && n == h->apex_node)
-                continue;
-            uint32_t ttl = s->ttl, *v;
-            if (t && pos_find(x, POS(i, j, POS_TTL), &v))
-                ttl = *v;
-            const uint8_t *p = s->rdata;
-            for (unsigned k = 0; k < s->count; k++) {
-                uint16_t l = tern_rd16(p);
-                if ((!t || !pos_find(x, POS(i, j, k), NULL)) &&
-                    (rc = zone_builder_add(b, n->name, s->type, WIRE_CLASS_IN, ttl, p + 2, l, NULL,
-                                           0)) < 0)
-                    return rc;
-                p += 2 + l;
-            }
-        }
-    }
-    if ((rc = zone_builder_add(b, x->origin, WIRE_T_SOA, WIRE_CLASS_IN, x->soa_ttl, x->soa,
-                               x->soa_len, NULL, 0)) < 0)
+    int rc = zone_delta_ixfr_build(x->dx, x->soa_ttl, x->soa, x->soa_len, b);
+    zone_delta_ixfr_free(x->dx); /* before finish: the builder holds everything now */
+    x->dx = NULL;
+    if (rc < 0) {
+        tern_set_err(err, errlen, "%s", zone_builder_error(b));
+        zone_builder_free(b);
         return rc;
-    for (size_t i = 0; i < x->nadds; i++) {
-        const struct add *a = &x->adds[i];
-        if (a->live &&
-            (rc = zone_builder_add(b, x->blob + a->off, a->type, WIRE_CLASS_IN, a->ttl,
-                                   x->blob + a->off + a->owner_len, a->rdlen, NULL, 0)) < 0)
+    }
+    return zone_builder_finish(b, out, err, errlen);
+}
+
+/* The deltas as one zone_delta_t, patched onto `have`; anything the patch cannot do (or a
+ * partial zone the builder refuses: the whole build says why) is built whole. */
+static int apply_ixfr(xfr_in_t *x, zone_t **out, char *err, size_t errlen)
+{
+    zone_delta_t *d = NULL;
+    char why[512];
+    int rc = zone_delta_ixfr_finish(x->dx, x->soa_ttl, x->soa, x->soa_len, x->source, &d, why,
+                                    sizeof(why));
+    if (rc == TERN_ENOMEM) {
+        tern_set_err(err, errlen, "%s: out of memory", x->source);
+        return rc;
+    }
+    if (rc == 0) {
+        rc = zone_patch(x->have, d, out, why, sizeof(why));
+        /* the version comes from this transfer, as a built one would say: the name lives in
+         * fresh's data blob, which the patched version holds */
+        if (rc == 0)
+            (*out)->source = zone_delta_fresh(d)->source;
+        zone_delta_release(d);
+        if (rc == TERN_ENOMEM)
+            tern_set_err(err, errlen, "%s: out of memory", x->source);
+        if (rc <= 0)
             return rc;
     }
-    return 0;
+    return build_whole(x, out, err, errlen);
 }
 
 int xfr_in_finish(xfr_in_t *x, zone_t **out, char *err, size_t errlen)
@@ -967,33 +684,22 @@ int xfr_in_finish(xfr_in_t *x, zone_t **out, char *err, size_t errlen)
     x->state = ST_BUILT;
     zone_builder_t *b = x->b;
     x->b = NULL;
-    if (x->kind == XFR_IN_INCREMENTAL) {
-        int rc = TERN_ENOMEM;
-        size_t rebuild = REBUILD_COST(zone_footprint(x->have));
-        if (x->max_bytes && rebuild > x->max_bytes - (x->mem < x->max_bytes ? x->mem : 0)) {
-            tern_set_err(err, errlen,
-                         "%s: applying the IXFR would take more than max_bytes (%zu) in memory "
-                         "(rebuilding a zone of %zu MiB)",
-                         x->source, x->max_bytes, zone_footprint(x->have) >> 20);
-            free_deltas(x);
-            return TERN_ELIMIT;
-        }
-        if (!(b = zone_builder_new(x->origin, x->source)) || (rc = ttl_overrides(x)) < 0) {
-            tern_set_err(err, errlen, "%s: out of memory", x->source);
-            zone_builder_free(b);
-            free_deltas(x);
-            return rc;
-        }
-        zone_builder_expect(b, x->have->rr_count + x->adds_live);
-        rc = apply(x, b);
-        free_deltas(x); /* before finish: the builder holds everything now */
-        if (rc < 0) {
-            tern_set_err(err, errlen, "%s", zone_builder_error(b));
-            zone_builder_free(b);
-            return rc;
-        }
+    if (x->kind != XFR_IN_INCREMENTAL)
+        return zone_builder_finish(b, out, err, errlen);
+    size_t rebuild = REBUILD_COST(zone_footprint(x->have));
+    if (x->max_bytes && rebuild > x->max_bytes - (x->mem < x->max_bytes ? x->mem : 0)) {
+        tern_set_err(err, errlen,
+                     "%s: applying the IXFR would take more than max_bytes (%zu) in memory "
+                     "(rebuilding a zone of %zu MiB)",
+                     x->source, x->max_bytes, zone_footprint(x->have) >> 20);
+        zone_delta_ixfr_free(x->dx);
+        x->dx = NULL;
+        return TERN_ELIMIT;
     }
-    return zone_builder_finish(b, out, err, errlen);
+    int rc = apply_ixfr(x, out, err, errlen);
+    zone_delta_ixfr_free(x->dx);
+    x->dx = NULL;
+    return rc;
 }
 
 void xfr_in_free(xfr_in_t *x)
@@ -1001,7 +707,7 @@ void xfr_in_free(xfr_in_t *x)
     if (!x)
         return;
     zone_builder_free(x->b);
-    free_deltas(x);
+    zone_delta_ixfr_free(x->dx);
     free(x->source);
     free(x);
 }

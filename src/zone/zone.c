@@ -11,6 +11,7 @@
 #include "tern/common/compiler.h"
 #include "tern/common/err.h"
 #include "tern/zone/zone_builder.h"
+#include "tern/zone/zone_delta.h"
 
 uint32_t zone_find_index(const zone_t *z, const uint8_t *lcname, size_t len, uint32_t hash)
 {
@@ -134,6 +135,7 @@ void zone_free(zone_t *z)
         health_ep_release(z->health[i]);
     if (z->dnssec && z->dnssec_free)
         z->dnssec_free(z->dnssec);
+    zone_delta_release(z->delta);
     for (uint32_t i = 0; i < z->data_count; i++)
         zone_data_release(z->data[i]);
     for (uint32_t i = 0; i < z->node_page_count; i++)

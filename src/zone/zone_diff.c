@@ -285,6 +285,13 @@ int zone_diff_finish(zone_diff_t *d, const uint8_t *const **names, size_t *n)
     return 0;
 }
 
+zone_delta_t *zone_diff_delta(const zone_diff_t *d, zone_t *fresh)
+{
+    if (!d->finished)
+        return NULL;
+    return zone_delta_new(d->base, fresh, d->list, d->nnames);
+}
+
 bool zone_diff_changed(const zone_diff_t *d, const uint8_t *owner)
 {
     uint8_t lc[DNAME_MAXLEN];

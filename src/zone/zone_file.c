@@ -865,6 +865,28 @@ static int patch_fresh(struct zf_parser *L, const char *path, const ldns_rdf *or
     return zone_builder_finish(b, fresh, L->err, L->errlen);
 }
 
+/* The second pass and the patch: the fresh zone of the changed names, the change as a delta,
+ * the new version. 0, ZONE_FILE_BUILD (err: zone_patch()'s reason) or a negative code. */
+static int patch_apply(struct zf_parser *L, const char *path, ldns_rdf *org,
+                       const zone_file_opts_t *opts, const zone_t *base, zone_t **out)
+{
+    zone_t *fresh = NULL;
+    int rc = patch_fresh(L, path, org, opts, &fresh);
+    if (rc != 0) {
+        zone_free(fresh);
+        return rc;
+    }
+    zone_delta_t *delta = zone_diff_delta(L->diff, fresh);
+    zone_free(fresh); /* the delta holds it */
+    if (!delta) {
+        snprintf(L->err, L->errlen, "%s: out of memory", path);
+        return TERN_ENOMEM;
+    }
+    rc = zone_patch(base, delta, out, L->err, L->errlen);
+    zone_delta_release(delta);
+    return rc == 1 ? ZONE_FILE_BUILD : rc;
+}
+
 int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t *opts,
                     const zone_t *base, zone_t **out, char *err, size_t errlen)
 {
@@ -873,7 +895,6 @@ int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t
         opts = &none;
     struct zf_parser L = parser_start(sink_diff, 1, opts, err, errlen);
     ldns_rdf *org = NULL;
-    zone_t *fresh = NULL;
     int rc;
     *out = NULL;
     if (errlen)
@@ -931,14 +952,8 @@ int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t
     /* pass 2: only what changed, then the new version from the base and it */
     zone_builder_free(L.probe);
     L.probe = NULL;
-    rc = patch_fresh(&L, path, org, opts, &fresh);
-    if (rc != 0)
-        goto fail;
-    rc = zone_patch(base, fresh, names, n, out, err, errlen);
-    if (rc == 1)
-        rc = ZONE_FILE_BUILD; /* err: zone_patch()'s reason */
+    rc = patch_apply(&L, path, org, opts, base, out);
 fail:
-    zone_free(fresh);
     parser_fini(&L);
     ldns_rdf_deep_free(org);
     return rc;

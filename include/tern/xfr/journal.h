@@ -6,9 +6,9 @@
  * the RRs added, the old and the new SOA. It copies every byte it needs (owner names, RDATA,
  * both SOAs), so it outlives both versions: the journal keeps deltas long after the loader has
  * retired the versions they were computed from.
- * Lifecycle: xfr_diff() builds one (loader thread, off the query path); it is immutable from then
- * on and shared by reference — the journal holds one, every transfer stream holds one; the count
- * is atomic and the last xfr_delta_release() frees it.
+ * Lifecycle: xfr_diff() builds one (loader or xfr thread, off the query path); it is immutable from
+ * then on and shared by reference — the journal holds one, every transfer stream holds one; the
+ * count is atomic and the last xfr_delta_release() frees it.
  *
  * The journal: one per zone, a bounded FIFO of deltas that chain (each delta's from-serial is the
  * previous one's to-serial), oldest first. The loader thread appends after it publishes a new
@@ -72,7 +72,10 @@ typedef struct xfr_rrset {
  * The RR-level difference old → new of two versions of one zone (RFC 1995: RRs removed, RRs
  * added). An RRset whose TTL changed is all its old RRs removed and all its new RRs added; the
  * apex SOA is not in the lists but kept apart as the old and the new SOA. Equal content with
- * only a new serial is a valid delta (just the SOAs). Costs one hash lookup per name of new in
+ * only a new serial is a valid delta (just the SOAs). When new was patched from old
+ * (zone_patch_delta(): the zone_delta_t it was made by), only that change's names are compared,
+ * a few lookups per changed name, in the order the whole-zone walk would meet them (so the
+ * groups come out the same). Otherwise it costs one hash lookup per name of new in
  * old, plus one per name of old in new only when some name of old is missing from new; an
  * RRset whose rdata pointer, length, count and TTL are the same in both versions (a patched
  * version shares its base's RDATA) is unchanged without reading its bytes.

@@ -12,10 +12,13 @@
  * serial → finish (builds the zone; only for FULL and INCREMENTAL) → free. A feed error is final:
  * the transfer is abandoned and every later feed fails too.
  * Memory: an AXFR (or an AXFR-style IXFR answer) streams straight into a zone builder, no message
- * is kept. An IXFR keeps its deltas: the RRs added (copied, they are the new data) and, for the
- * RRs removed, only their positions in `have`; finish() then walks `have` once, feeding the
- * builder every RR not removed and then the RRs added, so the zone's records exist in one extra
- * copy at most (the builder's), never as ldns objects.
+ * is kept. An IXFR keeps its deltas in a zone_delta_ixfr_t (zone/zone_delta.h: the RRs added
+ * copied, the RRs removed as their positions in `have`); finish() turns them into one
+ * zone_delta_t (the touched names' new data) and patches `have` with it (zone_patch.h), in time
+ * and memory proportional to the change and the zone's small arrays. When the patch cannot be
+ * made (a delegation changes, patches have piled up: zone_patch.h) it walks `have` once, feeding
+ * a builder every RR not removed and then the RRs added, so the zone's records exist in one
+ * extra copy at most (the builder's), never as ldns objects.
  * Threading: an xfr_in_t belongs to one thread (the puller that runs it); `have` is an immutable
  * version the caller keeps alive (its own reference) until xfr_in_free().
  *
@@ -51,7 +54,8 @@ typedef struct xfr_in xfr_in_t;
  * refused. max_bytes (0: no cap) caps both the bytes of all messages together and what the
  * transfer will cost in memory: each record taken in is counted at its owner name and RDATA
  * twice plus a measured per-record cost (xfr_in.c RR_COST), and applying an IXFR at 3/2 of the
- * footprint of `have` (the new version is built whole), so the peak stays near max_bytes,
+ * footprint of `have` (what building it whole costs, should the patch ask for that), so the peak
+ * stays near max_bytes,
  * not several times it. source names the
  * primary, e.g. "primary 127.0.0.1@5300": it prefixes every message and becomes the built zone's
  * `source`. Returns NULL when out of memory or for an IXFR without a `have` to apply it to.
@@ -93,11 +97,11 @@ size_t xfr_in_memory(const xfr_in_t *x);
 
 /**
  * Build the new version: FULL, the records received; INCREMENTAL, `have` with every delta
- * applied in order. The zone builder validates it (zone_builder_finish()). Returns 0 with *out
- * (one reference, the caller's), or a negative TERN_E* code with err: the builder's, TERN_EINVAL
- * when the transfer is not complete, UP_TO_DATE (nothing to build) or finish was called before,
- * TERN_ELIMIT when applying an IXFR would take more than max_bytes.
- * Frees the transfer's buffers either way.
+ * applied in order (a patched version of `have`, or built whole when it cannot be patched). The
+ * zone builder validates it (zone_builder_finish()). Returns 0 with *out (one reference, the
+ * caller's), or a negative TERN_E* code with err: the builder's, TERN_EINVAL when the transfer is
+ * not complete, UP_TO_DATE (nothing to build) or finish was called before, TERN_ELIMIT when
+ * applying an IXFR would take more than max_bytes. Frees the transfer's buffers either way.
  */
 int xfr_in_finish(xfr_in_t *x, zone_t **out, char *err, size_t errlen) TERN_WUR;
 

@@ -223,6 +223,9 @@ typedef struct zone {
     uint32_t patches;    /* zone_patch() calls since the last full build */
     size_t built_bytes;  /* zone_footprint() when it was built: what patches are measured by */
     size_t patched;      /* names those patches changed */
+    /* The change (zone_delta.h) zone_patch() made this version by, one reference; NULL for a
+     * build. What the IXFR journal compares instead of the whole zone (zone_patch_delta()). */
+    struct zone_delta *delta;
     /* References: the builder hands out one; every zone table holding the zone holds one (a
      * reload shares an unchanged zone between the old and the new table); a transfer thread
      * pins the version it streams or diffs (tern/xfr). Atomic, never touched on the query

@@ -4,7 +4,8 @@
  * A reload of a large zone file reads the file as a change of the version it replaces: the
  * records go, one by one and in file order, through zone_diff_add(), which checks each against
  * the base version; zone_diff_finish() then lists every name whose data differ (zone_file.h's
- * zone_file_patch() builds only those names and hands them to zone_patch()). The point is the
+ * zone_file_patch() builds only those names, and zone_diff_delta() makes them and that partial
+ * zone the zone_delta_t that zone_patch() applies). The point is the
  * reload's peak memory, so the diff keeps nothing per record and nothing per RRset: per base node
  * one u32 (the ordinal of its first RR in a walk over all nodes' RRsets), per base RR one bit
  * (matched yet), and the changed names themselves. A 1,000,000-name zone of 2 RRs a name costs
@@ -33,6 +34,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
+#include "tern/zone/zone_delta.h"
 
 typedef struct zone_diff zone_diff_t;
 
@@ -54,6 +56,13 @@ int zone_diff_add(zone_diff_t *d, const uint8_t *owner, uint16_t type, uint16_t 
  * diff, valid until zone_diff_free(). May be called again (same list). 0 or TERN_ENOMEM.
  */
 int zone_diff_finish(zone_diff_t *d, const uint8_t *const **names, size_t *n) TERN_WUR;
+
+/**
+ * The change as a delta (zone_delta.h): the names finish() lists, their new data in fresh (the
+ * changed names and the apex, built from the same records), base's serial to fresh's. After
+ * finish; the delta keeps its own copy of the names. NULL when out of memory or before finish.
+ */
+zone_delta_t *zone_diff_delta(const zone_diff_t *d, zone_t *fresh) TERN_WUR;
 
 /** Whether owner (validated wire name, any case) has changed. Complete only after finish. */
 bool zone_diff_changed(const zone_diff_t *d, const uint8_t *owner);

@@ -482,6 +482,28 @@ static strs_t no_soa(strs_t s)
     return s;
 }
 
+/* Up to `tries` labels of the walk get a random variant (each once, marked in chg): their names
+ * into w and names; returns how many. */
+static size_t walk_change(unsigned *st, bool *chg, unsigned tries, const uint8_t **names,
+                          uint8_t (*w)[DNAME_MAXLEN])
+{
+    size_t nchg = 0;
+    for (unsigned k = tries; k > 0; k--) {
+        unsigned i = rnd(WALK_N);
+        if (chg[i])
+            continue;
+        chg[i] = true;
+        st[i] = rnd(WALK_NV);
+        char full[300];
+        const char *why;
+        snprintf(full, sizeof(full), "%s." ORIGIN ".", walk_labels[i]);
+        assert_true(dname_from_str(full, strlen(full), false, w[nchg], &why) > 0);
+        names[nchg] = w[nchg];
+        nchg++;
+    }
+    return nchg;
+}
+
 static void test_diff_random_walk(void **state)
 {
     (void)state;
@@ -497,33 +519,20 @@ static void test_diff_random_walk(void **state)
         bool chg[WALK_N] = {0};
         const uint8_t *names[WALK_N];
         uint8_t w[WALK_N][DNAME_MAXLEN];
-        size_t nchg = 0;
-        for (unsigned k = 1 + rnd(4); k > 0; k--) {
-            unsigned i = rnd(WALK_N);
-            if (chg[i])
-                continue;
-            chg[i] = true;
-            st[i] = rnd(WALK_NV);
-            char full[300];
-            const char *why;
-            snprintf(full, sizeof(full), "%s." ORIGIN ".", walk_labels[i]);
-            assert_true(dname_from_str(full, strlen(full), false, w[nchg], &why) > 0);
-            names[nchg] = w[nchg];
-            nchg++;
-        }
+        size_t nchg = walk_change(st, chg, 1 + rnd(4), names, w);
         body = walk_body(st, NULL);
         zone_t *full = zone_v(++serial, body);
         free(body);
         /* most steps, the new version is a patch of the old one, itself often a patch: the
-         * RDATA of untouched names is shared, and a removed name stays in the node array,
-         * out of the index (a name removed and added again has two nodes there) */
+         * RDATA of untouched names is shared, and a removed name's node is replaced by another
+         * (a name removed and added again gets a new place in the node array) */
         zone_t *next = full;
         if (step % 6) {
             body = walk_body(st, chg);
             zone_t *fresh = zone_v(serial, body), *p = NULL;
             free(body);
             char err[256];
-            int rc = zone_patch(cur, fresh, names, nchg, &p, err, sizeof(err));
+            int rc = zone_patch_names(cur, fresh, names, nchg, &p, err, sizeof(err));
             zone_free(fresh);
             assert_true(rc == 0 || rc == 1);
             if (rc == 0) {
@@ -555,6 +564,69 @@ static void test_diff_random_walk(void **state)
     }
     assert_true(patched > 50);
     zone_free(cur);
+}
+
+/* The groups of one side of d, each as its bytes (owner, type, count, TTL, RDATA), in order. */
+static void same_groups(const xfr_delta_t *a, const xfr_delta_t *b, xfr_side_t side, int step)
+{
+    size_t pa = 0, pb = 0;
+    xfr_rrset_t x, y;
+    for (;;) {
+        bool ha = xfr_delta_next(a, side, &pa, &x), hb = xfr_delta_next(b, side, &pb, &y);
+        if (ha != hb)
+            fail_msg("step %d: one diff has more groups", step);
+        if (!ha)
+            return;
+        if (x.owner_len != y.owner_len || memcmp(x.owner, y.owner, x.owner_len) != 0 ||
+            x.type != y.type || x.count != y.count || x.ttl != y.ttl ||
+            x.rdata_len != y.rdata_len || memcmp(x.rdata, y.rdata, x.rdata_len) != 0)
+            fail_msg("step %d: the groups differ (type %u / %u)", step, x.type, y.type);
+    }
+}
+
+/* A patched version's diff from its base reads only the delta's names (zone_patch_delta()); it
+ * must give the very groups, in the very order, that the whole-zone walk gives against a copy
+ * of the base built from the same text (same node order, not its base: walked whole). */
+static void test_diff_by_delta_same_bytes(void **state)
+{
+    (void)state;
+    unsigned st[WALK_N];
+    for (size_t i = 0; i < WALK_N; i++)
+        st[i] = rnd(WALK_NV);
+    int patched = 0;
+    for (int step = 0; step < 120; step++) {
+        uint32_t serial = (uint32_t)step * 2 + 1;
+        char *body = walk_body(st, NULL);
+        zone_t *cur = zone_v(serial, body), *copy = zone_v(serial, body);
+        free(body);
+        bool chg[WALK_N] = {0};
+        const uint8_t *names[WALK_N];
+        uint8_t w[WALK_N][DNAME_MAXLEN];
+        size_t nchg = walk_change(st, chg, 1 + rnd(5), names, w);
+        body = walk_body(st, chg);
+        zone_t *fresh = zone_v(serial + 1, body), *next = NULL;
+        free(body);
+        char err[256];
+        int rc = zone_patch_names(cur, fresh, names, nchg, &next, err, sizeof(err));
+        zone_free(fresh);
+        assert_true(rc == 0 || rc == 1);
+        if (rc == 0) {
+            patched++;
+            assert_non_null(zone_patch_delta(cur, next));
+            assert_null(zone_patch_delta(copy, next));
+            xfr_delta_t *a = xfr_diff(cur, next), *b = xfr_diff(copy, next);
+            assert_true(a && b);
+            same_groups(a, b, XFR_REMOVED, step);
+            same_groups(a, b, XFR_ADDED, step);
+            assert_int_equal(xfr_delta_bytes(a), xfr_delta_bytes(b));
+            xfr_delta_release(a);
+            xfr_delta_release(b);
+            zone_free(next);
+        }
+        zone_free(cur);
+        zone_free(copy);
+    }
+    assert_true(patched > 50);
 }
 
 /* ---- RFC 1982 serials --------------------------------------------------------------------- */
@@ -969,7 +1041,7 @@ static void test_diff_cost(void **state)
     zone_t *fresh = fresh_zone(a, victim->name), *p = NULL;
     char err[256];
     const uint8_t *names[1] = {victim->name};
-    assert_int_equal(zone_patch(a, fresh, names, 1, &p, err, sizeof(err)), 0);
+    assert_int_equal(zone_patch_names(a, fresh, names, 1, &p, err, sizeof(err)), 0);
     zone_free(fresh);
     double t3 = now_ms();
     d = xfr_diff(a, p);
@@ -1006,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_diff_cases),
         cmocka_unit_test(test_diff_self_and_other_zone),
         cmocka_unit_test(test_diff_random_walk),
+        cmocka_unit_test(test_diff_by_delta_same_bytes),
         cmocka_unit_test(test_serial_arithmetic),
         cmocka_unit_test(test_journal_chain),
         cmocka_unit_test(test_journal_broken_chain),

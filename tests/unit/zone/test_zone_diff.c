@@ -670,8 +670,8 @@ static void test_files_change(void **state)
     zone_free(base);
 }
 
-/* Edits one after another, each patched from the version before (itself patched): removed
- * nodes stay in a patched version's array, unreachable, and the diff must not mind. */
+/* Edits one after another, each patched from the version before (itself patched): a removed
+ * name's place in the node array is taken by another node, and the diff must not mind. */
 static void test_sequence(void **state)
 {
     (void)state;

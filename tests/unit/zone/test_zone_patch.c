@@ -220,7 +220,7 @@ static void test_random_walk(void **state)
         zone_t *fresh = build(st, chg, nchg);
         zone_t *next = NULL;
         char err[256];
-        int rc = zone_patch(cur, fresh, names, nnames, &next, err, sizeof(err));
+        int rc = zone_patch_names(cur, fresh, names, nnames, &next, err, sizeof(err));
         zone_free(fresh); /* the patch keeps references to what it needs */
         assert_true(rc == 0 || rc == 1);
         zone_t *full = build(st, NULL, 0);
@@ -258,7 +258,7 @@ static void test_needs_build(void **state)
     zone_t *fresh = build(st, (const unsigned[]){0}, 1);
     /* the delegation */
     wire("sub", w);
-    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 1);
+    assert_int_equal(zone_patch_names(base, fresh, names, 1, &out, err, sizeof(err)), 1);
     assert_non_null(strstr(err, "delegation"));
     assert_null(out);
     zone_free(fresh);
@@ -272,7 +272,7 @@ static void test_needs_build(void **state)
         fresh = build(st, (const unsigned[]){0}, 1);
         wire(labels[0], w);
         zone_t *next = NULL;
-        rc = zone_patch(cur, fresh, names, 1, &next, err, sizeof(err));
+        rc = zone_patch_names(cur, fresh, names, 1, &next, err, sizeof(err));
         zone_free(fresh);
         if (rc == 0) {
             zone_free(cur);
@@ -306,7 +306,7 @@ static void test_shares_data(void **state)
     const uint8_t *names[1] = {w};
     zone_t *out = NULL;
     char err[256];
-    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
+    assert_int_equal(zone_patch_names(base, fresh, names, 1, &out, err, sizeof(err)), 0);
     zone_free(fresh);
     assert_int_equal(out->data_count, 3);
     assert_ptr_equal(out->data[0], base->data[0]);
@@ -342,7 +342,7 @@ static void test_set_serial(void **state)
     const uint8_t *names[1] = {w};
     zone_t *out = NULL;
     char err[256];
-    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
+    assert_int_equal(zone_patch_names(base, fresh, names, 1, &out, err, sizeof(err)), 0);
     zone_free(fresh);
     assert_ptr_equal(out->soa->rdata, base->soa->rdata); /* shared before */
     assert_int_equal(zone_set_serial(out, s0 + 7), 0);
@@ -356,7 +356,7 @@ static void test_set_serial(void **state)
     fresh = build(st, (const unsigned[]){5}, 1);
     wire(labels[5], w);
     zone_t *next = NULL;
-    assert_int_equal(zone_patch(out, fresh, names, 1, &next, err, sizeof(err)), 0);
+    assert_int_equal(zone_patch_names(out, fresh, names, 1, &next, err, sizeof(err)), 0);
     zone_free(fresh);
     zone_free(base);
     zone_free(out);
@@ -412,7 +412,7 @@ static void test_index_churn(void **state)
         }
         zone_t *next = NULL;
         char err[256];
-        int rc = zone_patch(cur, fresh, names, 100, &next, err, sizeof(err));
+        int rc = zone_patch_names(cur, fresh, names, 100, &next, err, sizeof(err));
         zone_free(fresh);
         if (rc == 1) {
             next = hosts(alive, 3000, NULL, 0);
@@ -456,7 +456,7 @@ static void test_shares_pages(void **state)
     const uint8_t *names[1] = {w};
     zone_t *out = NULL;
     char err[256];
-    assert_int_equal(zone_patch(base, fresh, names, 1, &out, err, sizeof(err)), 0);
+    assert_int_equal(zone_patch_names(base, fresh, names, 1, &out, err, sizeof(err)), 0);
     zone_free(fresh);
     assert_int_equal(out->node_page_count, base->node_page_count);
     for (unsigned k = 0; k < base->node_page_count; k++) {
