@@ -2,7 +2,7 @@
 # The Redis zone source on a large zone: how long fetch + build take, and what Redis feels.
 #   bench/redis_load.sh [labels]          # default 1,000,000 labels in one zone
 # Builds tern_zone/tern_wire/tern_common in build-bench (Release; REDIS_BUILD=dir for another
-# build dir) and bench/.cache/redis_bench (with src/load/redis_source.c compiled in), starts its
+# build dir) and bench/.cache/redis_bench (with src/redis/redis_source.c compiled in), starts its
 # own redis-server on a free 127.0.0.1 port in a scratch directory (killed by its PID on exit),
 # fills it with bench/gen_redis.py through redis-cli --pipe, and runs redis_bench: initial load,
 # verify, forced rebuild, one live change, worst PING latency of another client meanwhile.
@@ -23,7 +23,7 @@ if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
 fi
 # shellcheck disable=SC2086
 cc -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -I"$root/include" \
-    -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/load/redis_source.c" "$root/src/load/redis_sentinel.c" \
+    -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/redis/redis_source.c" "$root/src/redis/redis_sentinel.c" \
     "$root/src/load/zone_sign.c" "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
     "$bd/src/health/libtern_health.a" "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" \
     "$bd/src/common/libtern_common.a" \

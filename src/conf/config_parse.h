@@ -116,7 +116,7 @@ typedef struct opt {
 
 /* The keys of a tern "redis:" mapping, into config_t.redis (config_redis_schema's rows). The
  * defaults are config_init()'s; 0 and NULL mean the source's own default
- * (tern/load/redis_source.h), except zone_reload. */
+ * (tern/redis/redis_source.h), except zone_reload. */
 enum {
     RS_ADDRESS,
     RS_DB,

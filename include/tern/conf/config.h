@@ -44,7 +44,7 @@
  *   asn_db: GeoLite2-ASN.mmdb                   # or a MaxMind ASN DB, compiled and cached
  *   geoip_db: GeoLite2-City.mmdb                # MaxMind DB (IPv4, and IPv6 if a v6 DB)
  *   geoip_db_v6: geoip-v6.mmdb                  # a separate IPv6 DB; unset = geoip_db
- *   redis:                                      # zones kept in Redis (tern/load/redis_source.h)
+ *   redis:                                      # zones kept in Redis (tern/redis/redis_source.h)
  *     address: "127.0.0.1:6379"                 # or "[::1]:6379", or /run/redis/redis.sock
  *     db: 0                                     # 0..1023
  *     password: secret                          # AUTH; unset = none
@@ -385,7 +385,7 @@ typedef struct config_cookies {
     bool require;       /* UDP queries without a valid server cookie get BADCOOKIE */
 } config_cookies_t;
 
-/* The Redis zone source (tern/load/redis_source.h). Zero/NULL fields mean the source's default,
+/* The Redis zone source (tern/redis/redis_source.h). Zero/NULL fields mean the source's default,
  * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
 typedef struct config_redis {
     bool enabled;                /* a redis block was given (tern "redis:" or redins handler) */

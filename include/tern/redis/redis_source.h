@@ -114,8 +114,8 @@
  * not from a callback). The callbacks, and the zone_json locate callback, run on the source thread;
  * keep them short (hand the zone to the loader and return).
  */
-#ifndef TERN_LOAD_REDIS_SOURCE_H
-#define TERN_LOAD_REDIS_SOURCE_H
+#ifndef TERN_REDIS_REDIS_SOURCE_H
+#define TERN_REDIS_REDIS_SOURCE_H
 
 #include <stdbool.h>
 #include <stddef.h>

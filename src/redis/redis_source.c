@@ -3,7 +3,7 @@
  * poll(2), beside a wakeup eventfd, so no wait is ever longer than the read timeout and none
  * outlives a stop request. Zones are read in pipelined batches and built with zone_json.
  */
-#include "tern/load/redis_source.h"
+#include "tern/redis/redis_source.h"
 
 #include <errno.h>
 #include <poll.h>
