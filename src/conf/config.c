@@ -1778,6 +1778,8 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
     pc.doc = &doc;
     if ((r = load_root(&pc)) < 0)
         goto out;
+    if ((r = config_health_follow_sentinel(c)) < 0)
+        goto out;
     /* the keys zones name may be defined anywhere in the file */
     if ((r = config_xfr_check(c, path, err, errlen)) < 0)
         goto out;

@@ -285,6 +285,10 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 /** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
 void config_redis_reset(config_redis_t *r);
 
+/* Once a file is loaded: health.redis without an address follows the top-level Sentinel
+ * (config_health.c). 0 or TERN_ENOMEM. */
+int config_health_follow_sentinel(config_t *c) TERN_WUR;
+
 /** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
  * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
 int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;

@@ -2,10 +2,11 @@
  * health_redis.h — private to src/health: the checker's Redis connection for sharing endpoint
  * state with other nodes (tern or redins) in redins' keys. See health_check.h for the protocol.
  *
- * One synchronous hiredis connection, used by the checker thread only. Every call pipelines its
- * commands (one round trip per call, whatever the number of endpoints) and fails fast: on any
- * error the connection is dropped and retried later with backoff, and the caller goes on
- * without Redis.
+ * One connection (tern/redis/redis_conn.h, the zone source's type: with Sentinel it is the
+ * primary Sentinel names, followed through a failover), used by the checker thread only. Every
+ * call pipelines its commands (one round trip per call, whatever the number of endpoints) and
+ * fails fast: on any error the connection is dropped and retried later with backoff, and the
+ * caller goes on without Redis.
  */
 #ifndef TERN_HEALTH_HEALTH_REDIS_H
 #define TERN_HEALTH_HEALTH_REDIS_H
@@ -18,6 +19,13 @@
 
 typedef struct hredis hredis_t;
 
+/** Deep copy of what a client takes of src (the connection part, Sentinel included) into dst;
+ * TERN_ENOMEM with dst owning only what hredis_config_free() frees. */
+int hredis_config_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+
+/** Free what hredis_config_copy() made and clear r. */
+void hredis_config_free(config_redis_t *r);
+
 /** A disconnected client for r's settings (copied); connects on the first hredis_ready(). */
 hredis_t *hredis_new(const config_redis_t *r) TERN_WUR;
 
@@ -25,7 +33,8 @@ hredis_t *hredis_new(const config_redis_t *r) TERN_WUR;
 void hredis_free(hredis_t *h);
 
 /** Whether a connection is up, connecting first if none is and the backoff allows (blocking for
- * at most the connect timeout). */
+ * at most the connect timeout, and with Sentinel one query per sentinel). With Sentinel, while
+ * connected, asks every 2 s whether the primary is still the one, and moves when it is not. */
 bool hredis_ready(hredis_t *h, int64_t now_ms);
 
 /** Whether a connection is up now (no attempt to make one). */
