@@ -193,8 +193,17 @@ int redis_read_patch(redis_source_t *rs, struct zst *z) TERN_WUR;
 /* redins' DNSSEC keys of a zone: "<zone>:zsk:pub" etc. (the order of zb_keys()'s MGET). */
 extern const char *const redis_read_key_suffixes[4];
 
-/** Free what a seen_t holds (not s itself). */
-void redis_read_seen_free(seen_t *s);
+/* --- redis_seen.c --- */
+
+/** Free what a seen_t holds (not s itself), and clear it. */
+void redis_seen_free(seen_t *s);
+
+/** The slot of label (len bytes) in s, or -1. */
+long redis_seen_find(const seen_t *s, const char *label, size_t len);
+
+/** 1 if label (len bytes) is new (remembered, its digest 0, its slot in *slot), 0 if seen,
+ * TERN_ENOMEM. */
+int redis_seen_add(seen_t *s, const char *label, size_t len, size_t *slot) TERN_WUR;
 
 /* --- redis_sync.c --- */
 

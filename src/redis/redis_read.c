@@ -37,98 +37,6 @@
 
 const char *const redis_read_key_suffixes[4] = {":zsk:pub", ":zsk:priv", ":ksk:pub", ":ksk:priv"};
 
-void redis_read_seen_free(seen_t *s)
-{
-    free(s->hash);
-    free(s->off);
-    free(s->dig);
-    free(s->buf);
-    memset(s, 0, sizeof(*s));
-}
-
-static int seen_grow(seen_t *s)
-{
-    size_t n = s->mask ? (s->mask + 1) * 2 : 4096;
-    uint64_t *h = malloc(n * sizeof(*h));
-    uint32_t *o = calloc(n, sizeof(*o));
-    uint64_t *d = malloc(n * sizeof(*d));
-    if (!h || !o || !d) {
-        free(h);
-        free(o);
-        free(d);
-        return TERN_ENOMEM;
-    }
-    for (size_t i = 0; s->mask && i <= s->mask; i++) {
-        if (!s->off[i])
-            continue;
-        size_t j = s->hash[i] & (n - 1);
-        while (o[j])
-            j = (j + 1) & (n - 1);
-        h[j] = s->hash[i];
-        o[j] = s->off[i];
-        d[j] = s->dig[i];
-    }
-    free(s->hash);
-    free(s->off);
-    free(s->dig);
-    s->hash = h;
-    s->off = o;
-    s->dig = d;
-    s->mask = n - 1;
-    return 0;
-}
-
-/* The slot of label (len bytes), or -1. */
-static long seen_find(const seen_t *s, const char *label, size_t len)
-{
-    if (!s->mask)
-        return -1;
-    uint64_t h = tern_hash64(label, len, 0x7365656eull);
-    for (size_t j = h & s->mask; s->off[j]; j = (j + 1) & s->mask) {
-        const char *l = s->buf + s->off[j] - 1;
-        if (s->hash[j] == h && strlen(l) == len && memcmp(l, label, len) == 0)
-            return (long)j;
-    }
-    return -1;
-}
-
-/* 1 if label (len bytes) is new (and remembers it, its slot in *slot), 0 if seen, TERN_ENOMEM. */
-static int seen_add(seen_t *s, const char *label, size_t len, size_t *slot)
-{
-    if ((s->n + 1) * 2 > (s->mask ? s->mask + 1 : 0) && seen_grow(s) < 0)
-        return TERN_ENOMEM;
-    uint64_t h = tern_hash64(label, len, 0x7365656eull);
-    size_t j = h & s->mask;
-    for (; s->off[j]; j = (j + 1) & s->mask) {
-        if (s->hash[j] != h)
-            continue;
-        const char *l = s->buf + s->off[j] - 1;
-        if (strlen(l) == len && memcmp(l, label, len) == 0)
-            return 0;
-    }
-    if (s->len + len + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 65536;
-        while (cap < s->len + len + 1)
-            cap *= 2;
-        if (cap > UINT32_MAX)
-            return TERN_ENOMEM;
-        char *b = realloc(s->buf, cap);
-        if (!b)
-            return TERN_ENOMEM;
-        s->buf = b;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, label, len);
-    s->buf[s->len + len] = '\0';
-    s->hash[j] = h;
-    s->off[j] = (uint32_t)s->len + 1;
-    s->dig[j] = 0;
-    *slot = j;
-    s->len += len + 1;
-    s->n++;
-    return 1;
-}
-
 /* --- hashing: zone table keys and data digests --- */
 
 /* Digest of one zone version: the config, plus the sum of one hash per label, so the order in
@@ -203,7 +111,7 @@ static void zb_abandon(zbuild_t *b)
     b->nchanged = b->capchanged = 0;
     free(b->omark);
     b->omark = NULL;
-    redis_read_seen_free(&b->seen);
+    redis_seen_free(&b->seen);
     zone_json_free(b->zj);
     b->zj = NULL;
     dnssec_zone_free(b->dz);
@@ -519,7 +427,7 @@ static bool diff_label(zbuild_t *b, const redisReply *k, uint64_t d)
 {
     if (!b->old)
         return true;
-    long o = seen_find(b->old, k->str, k->len);
+    long o = redis_seen_find(b->old, k->str, k->len);
     bool same = o >= 0 && b->old->dig[o] == d;
     if (o >= 0)
         b->omark[o] = 1;
@@ -639,7 +547,7 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
             if (!is_str(k))
                 continue;
             size_t slot = 0;
-            int isnew = seen_add(seen, k->str, k->len, &slot);
+            int isnew = redis_seen_add(seen, k->str, k->len, &slot);
             if (isnew < 0) {
                 b->rc = TERN_ENOMEM;
                 zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
@@ -723,7 +631,7 @@ static void keep_labels(struct zst *z, zbuild_t *b, bool built)
         seen_t *t = z->lt ? z->lt : malloc(sizeof(*t));
         if (t) {
             if (z->lt)
-                redis_read_seen_free(z->lt);
+                redis_seen_free(z->lt);
             *t = b->seen;
             memset(&b->seen, 0, sizeof(b->seen));
             z->lt = t;
@@ -731,11 +639,11 @@ static void keep_labels(struct zst *z, zbuild_t *b, bool built)
         }
     }
     if (built && z->lt) { /* too small now, or no memory: no diff next time */
-        redis_read_seen_free(z->lt);
+        redis_seen_free(z->lt);
         free(z->lt);
         z->lt = NULL;
     }
-    redis_read_seen_free(&b->seen);
+    redis_seen_free(&b->seen);
 }
 
 /*
@@ -811,7 +719,7 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
     if (mode == RUN_VERIFY && z->have_digest) {
         zb_begin(&b, rs, z, false);
         rc = read_large(rs, &b);
-        redis_read_seen_free(&b.seen);
+        redis_seen_free(&b.seen);
         if (rc < 0)
             return rc;
         if (b.digest == z->digest && b.rc == 0) {
@@ -873,6 +781,62 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Sort z's named labels and drop the repeats; the apex is always read, so it is dropped too and
+ * *apex says whether it was named. */
+static void plab_dedupe(struct zst *z, bool *apex)
+{
+    qsort(z->plab, z->nplab, sizeof(*z->plab), cmp_str);
+    size_t n = 0;
+    *apex = false;
+    for (size_t i = 0; i < z->nplab; i++) {
+        if (n && strcmp(z->plab[i], z->plab[n - 1]) == 0) {
+            free(z->plab[i]);
+            continue;
+        }
+        if (strcmp(z->plab[i], "@") == 0) { /* read anyway (argv[2] of the HMGET) */
+            *apex = true;
+            free(z->plab[i]);
+            continue;
+        }
+        z->plab[n++] = z->plab[i];
+    }
+    z->nplab = n;
+}
+
+/* Build the replies of GET config, MGET keys and HMGET "@" + z's named labels into a zone of
+ * their own and hand it out as a patch (owners: room for nplab + 1 names). False when a patch
+ * cannot carry the change (logged at debug): the caller reads the zone whole. */
+static bool patch_build(redis_source_t *rs, struct zst *z, const redisReply *cfg,
+                        const redisReply *keys, const redisReply *vals, bool apex,
+                        uint8_t (*owners)[DNAME_MAXLEN], const uint8_t **names)
+{
+    size_t n = z->nplab;
+    zbuild_t b;
+    zb_begin(&b, rs, z, true);
+    zb_config(&b, cfg, keys);
+    bool ok = b.zj && b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
+              vals->type == REDIS_REPLY_ARRAY && vals->elements == n + 1 &&
+              vals->element[0]->type == REDIS_REPLY_STRING;
+    size_t nn = 0;
+    for (size_t i = 0; ok && i <= n; i++) {
+        const char *lab = i ? z->plab[i - 1] : "@";
+        redisReply f = {.type = REDIS_REPLY_STRING, .str = (char *)lab, .len = strlen(lab)};
+        if (vals->element[i]->type == REDIS_REPLY_STRING)
+            zb_label(&b, &f, vals->element[i]);
+        if ((i || apex) && label_owner(z, lab, owners[nn]))
+            names[nn] = owners[nn], nn++;
+        ok = b.zj != NULL;
+    }
+    bool handed = ok && zb_hand_patch(&b, names, nn); /* which logs a failure itself */
+    if (!ok)
+        log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
+                  !b.zj && b.err[0]               ? b.err
+                  : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
+                                                  : "the labels cannot be patched");
+    zb_abandon(&b);
+    return handed;
+}
+
 /*
  * A served zone whose changed labels were named on the change channel: read those labels (with
  * the config, the DNSSEC keys and the apex label every build needs) and build a zone of them
@@ -882,22 +846,9 @@ static int cmp_str(const void *a, const void *b)
  */
 int redis_read_patch(redis_source_t *rs, struct zst *z)
 {
-    qsort(z->plab, z->nplab, sizeof(*z->plab), cmp_str);
-    size_t n = 0;
-    bool apex = false;
-    for (size_t i = 0; i < z->nplab; i++) {
-        if (n && strcmp(z->plab[i], z->plab[n - 1]) == 0) {
-            free(z->plab[i]);
-            continue;
-        }
-        if (strcmp(z->plab[i], "@") == 0) { /* read anyway (argv[2] below) */
-            apex = true;
-            free(z->plab[i]);
-            continue;
-        }
-        z->plab[n++] = z->plab[i];
-    }
-    z->nplab = n;
+    bool apex;
+    plab_dedupe(z, &apex);
+    size_t n = z->nplab;
     if (!rs->cb.on_patch || !z->served) {
         log_debug("%s: zone %s: no zone to patch; reading it whole", rs->where, z->origin);
         redis_sync_plab_clear(z);
@@ -910,6 +861,7 @@ int redis_read_patch(redis_source_t *rs, struct zst *z)
     size_t *lens = malloc((n + 3) * sizeof(*lens));
     uint8_t(*owners)[DNAME_MAXLEN] = malloc((n + 1) * sizeof(*owners));
     const uint8_t **names = malloc((n + 1) * sizeof(*names));
+    redisReply *cfg = NULL, *keys = NULL, *vals = NULL;
     int rc = 0;
     if (!kcfg || !khash || !argv || !lens || !owners || !names) {
         rc = redis_conn_fail(rs->conn, "out of memory");
@@ -923,48 +875,21 @@ int redis_read_patch(redis_source_t *rs, struct zst *z)
     for (size_t i = 0; i < n + 3; i++)
         lens[i] = strlen(argv[i]);
     const char *get[] = {"GET", kcfg, NULL};
-    redisReply *cfg = NULL, *keys = NULL, *vals = NULL;
-    if ((rc = rs_append(rs, get)) < 0 || (rc = append_keys(rs, z->name)) < 0)
-        goto out;
-    if ((rc = redis_conn_append_argv(rs->conn, redis_conn_cmd(rs->conn), (int)(n + 3), argv,
+    if ((rc = rs_append(rs, get)) < 0 || (rc = append_keys(rs, z->name)) < 0 ||
+        (rc = redis_conn_append_argv(rs->conn, redis_conn_cmd(rs->conn), (int)(n + 3), argv,
                                      lens)) < 0)
         goto out;
-    if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = rs_reply(rs, &keys)) == 0)
-        rc = rs_reply(rs, &vals);
-    if (rc == 0) {
-        zbuild_t b;
-        zb_begin(&b, rs, z, true);
-        zb_config(&b, cfg, keys);
-        bool ok = b.zj && b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
-                  vals->type == REDIS_REPLY_ARRAY && vals->elements == n + 1 &&
-                  vals->element[0]->type == REDIS_REPLY_STRING;
-        size_t nn = 0;
-        for (size_t i = 0; ok && i <= n; i++) {
-            const char *lab = i ? z->plab[i - 1] : "@";
-            redisReply f = {.type = REDIS_REPLY_STRING, .str = (char *)lab, .len = strlen(lab)};
-            if (vals->element[i]->type == REDIS_REPLY_STRING)
-                zb_label(&b, &f, vals->element[i]);
-            if ((i || apex) && label_owner(z, lab, owners[nn]))
-                names[nn] = owners[nn], nn++;
-            ok = b.zj != NULL;
-        }
-        bool handed = ok && zb_hand_patch(&b, names, nn); /* which logs a failure itself */
-        if (!ok)
-            log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
-                      !b.zj && b.err[0]               ? b.err
-                      : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
-                                                      : "the labels cannot be patched");
-        zb_abandon(&b);
-        if (!handed)
-            redis_source_mark_dirty(rs, z);
-    }
+    if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = rs_reply(rs, &keys)) == 0 &&
+        (rc = rs_reply(rs, &vals)) == 0 &&
+        !patch_build(rs, z, cfg, keys, vals, apex, owners, names))
+        redis_source_mark_dirty(rs, z);
+out:
     if (cfg)
         freeReplyObject(cfg);
     if (keys)
         freeReplyObject(keys);
     if (vals)
         freeReplyObject(vals);
-out:
     redis_sync_plab_clear(z);
     free(kcfg);
     free(khash);

@@ -116,7 +116,7 @@ static void zst_free(struct zst *z)
     redis_sync_plab_clear(z);
     free(z->plab);
     if (z->lt)
-        redis_read_seen_free(z->lt);
+        redis_seen_free(z->lt);
     free(z->lt);
     free(z);
 }
