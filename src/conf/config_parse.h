@@ -282,16 +282,12 @@ int config_claim(parse_ctx_t *pc, claim_t claim, const yaml_node_t *k, const cha
 
 /* ---- Redis settings ----------------------------------------------------------------------- */
 
-/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
-void config_redis_reset(config_redis_t *r);
+/* config_redis_reset() and config_redis_copy(): tern/conf/config.h (the health checker keeps a
+ * copy of its Redis settings). */
 
 /* Once a file is loaded: health.redis without an address follows the top-level Sentinel
  * (config_health.c). 0 or TERN_ENOMEM. */
 int config_health_follow_sentinel(config_t *c) TERN_WUR;
-
-/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
- * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
-int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
 
 /** A tern Redis mapping at n (or null: no Redis) into r, replacing every setting: the first
  * nrows rows of config_redis_schema (RS_COUNT for "redis:", RS_CONNECTION_COUNT for health's);

@@ -236,7 +236,7 @@ static void settings_free(struct settings *s)
 {
     free(s->ca_file);
     free(s->log_path);
-    hredis_config_free(&s->redis);
+    config_redis_reset(&s->redis);
     memset(s, 0, sizeof(*s));
 }
 
@@ -256,7 +256,7 @@ static int settings_copy(struct settings *d, const config_health_t *h)
     d->log_target = h->log_target;
     d->log_json = h->log_json;
     if (copy_str(&d->ca_file, h->ca_file) < 0 || copy_str(&d->log_path, h->log_path) < 0 ||
-        hredis_config_copy(&d->redis, &h->redis) < 0) {
+        config_redis_copy(&d->redis, &h->redis) < 0) {
         settings_free(d);
         return TERN_ENOMEM;
     }

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "tern/common/clock.h"
-#include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/redis/redis_conn.h"
 
@@ -52,49 +51,6 @@ struct hredis {
     char node[96];    /* lock value: who checks */
     char where[300];  /* host:port or the socket's path, for messages */
 };
-
-static int copy_str(char **dst, const char *src)
-{
-    *dst = NULL;
-    return src && !(*dst = strdup(src)) ? TERN_ENOMEM : 0;
-}
-
-int hredis_config_copy(config_redis_t *dst, const config_redis_t *src)
-{
-    *dst = *src;
-    dst->host = dst->unix_path = dst->password = dst->prefix = dst->suffix = NULL;
-    dst->changes_channel = dst->sentinel_master = dst->sentinel_password = NULL;
-    dst->sentinels = NULL;
-    dst->nsentinels = 0;
-    if (copy_str(&dst->host, src->host) < 0 || copy_str(&dst->unix_path, src->unix_path) < 0 ||
-        copy_str(&dst->password, src->password) < 0 || copy_str(&dst->prefix, src->prefix) < 0 ||
-        copy_str(&dst->suffix, src->suffix) < 0 ||
-        copy_str(&dst->sentinel_master, src->sentinel_master) < 0 ||
-        copy_str(&dst->sentinel_password, src->sentinel_password) < 0)
-        return TERN_ENOMEM;
-    if (src->nsentinels && !(dst->sentinels = calloc(src->nsentinels, sizeof(char *))))
-        return TERN_ENOMEM;
-    for (; dst->nsentinels < src->nsentinels; dst->nsentinels++)
-        if (copy_str(&dst->sentinels[dst->nsentinels], src->sentinels[dst->nsentinels]) < 0)
-            return TERN_ENOMEM;
-    return 0;
-}
-
-void hredis_config_free(config_redis_t *r)
-{
-    free(r->host);
-    free(r->unix_path);
-    free(r->password);
-    free(r->prefix);
-    free(r->suffix);
-    free(r->changes_channel);
-    free(r->sentinel_master);
-    free(r->sentinel_password);
-    for (size_t i = 0; i < r->nsentinels; i++)
-        free(r->sentinels[i]);
-    free(r->sentinels);
-    memset(r, 0, sizeof(*r));
-}
 
 /* "host:port", the socket's path, or the Sentinel master, for messages. */
 static void where_of(const config_redis_t *r, char *buf, size_t len)

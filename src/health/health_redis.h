@@ -19,13 +19,6 @@
 
 typedef struct hredis hredis_t;
 
-/** Deep copy of what a client takes of src (the connection part, Sentinel included) into dst;
- * TERN_ENOMEM with dst owning only what hredis_config_free() frees. */
-int hredis_config_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
-
-/** Free what hredis_config_copy() made and clear r. */
-void hredis_config_free(config_redis_t *r);
-
 /** A disconnected client for r's settings (copied); connects on the first hredis_ready(). */
 hredis_t *hredis_new(const config_redis_t *r) TERN_WUR;
 

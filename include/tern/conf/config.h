@@ -723,6 +723,13 @@ size_t config_restart_only_changes(const config_t *from, const config_t *to, cha
  */
 bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
 
+/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
+void config_redis_reset(config_redis_t *r);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
+int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+
 /**
  * Whether a and b attach the same checks to records: enabled alike and the same checks list
  * (entry by entry: spec, owner). At reload, false means every zone must be built again so its

@@ -3,7 +3,7 @@
  * module) against a real redis-server, through the connection type the zone source uses
  * (tern/redis/redis_conn.h): claim (no state: ours to check, the lock taken; the lock held:
  * wait), publish (redins' JSON with its expiry, the lock dropped), adopt a fresh state, Redis
- * gone (-1, counted, checked locally), and a deep copy of the settings with Sentinel's.
+ * gone (-1, counted, checked locally), and a client for Sentinel's settings.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,44 +86,32 @@ static void test_claim_publish_adopt(void **state)
     rsrv_stop(&srv);
 }
 
-static void test_config_copy(void **state)
+static void test_sentinel_settings(void **state)
 {
     (void)state;
     char *sentinels[] = {"127.0.0.1:26379", "[::1]:26380"};
-    config_redis_t src = {.enabled = true,
-                          .db = 2,
-                          .password = "pw",
-                          .prefix = "p",
-                          .sentinels = sentinels,
-                          .nsentinels = 2,
-                          .sentinel_master = "m",
-                          .sentinel_password = "sp"};
-    config_redis_t dst;
-    assert_int_equal(hredis_config_copy(&dst, &src), 0);
-    assert_true(dst.enabled);
-    assert_int_equal(dst.db, 2);
-    assert_int_equal(dst.nsentinels, 2);
-    assert_ptr_not_equal(dst.sentinels, src.sentinels);
-    assert_string_equal(dst.sentinels[1], "[::1]:26380");
-    assert_string_equal(dst.sentinel_master, "m");
-    assert_string_equal(dst.sentinel_password, "sp");
-    assert_string_equal(dst.password, "pw");
-    assert_null(dst.host);
-    /* a client for them: the Sentinel master names it */
-    hredis_t *h = hredis_new(&dst);
+    char *bad[] = {"localhost:26379"};
+    config_redis_t rc = {.enabled = true,
+                         .db = 2,
+                         .sentinels = sentinels,
+                         .nsentinels = 2,
+                         .sentinel_master = "m",
+                         .sentinel_password = "sp"};
+    /* a client for them: the node is asked of the sentinels at the first hredis_ready() */
+    hredis_t *h = hredis_new(&rc);
     assert_non_null(h);
     assert_false(hredis_connected(h));
     hredis_free(h);
-    hredis_config_free(&dst);
-    assert_null(dst.sentinels);
-    assert_int_equal(dst.nsentinels, 0);
+    rc.sentinels = bad; /* the config never lets one through; the client refuses it too */
+    rc.nsentinels = 1;
+    assert_null(hredis_new(&rc));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claim_publish_adopt),
-        cmocka_unit_test(test_config_copy),
+        cmocka_unit_test(test_sentinel_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
