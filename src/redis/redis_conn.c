@@ -5,6 +5,8 @@
 #include "tern/redis/redis_conn.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,6 +445,12 @@ int redis_conn_sentinel_check(redis_conn_t *c)
 
 int redis_conn_open(redis_conn_t *c)
 {
+    /* a write to a socket Redis closed must fail with EPIPE, not kill the process: blocked on
+     * every thread that talks to Redis, before its first write */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     int rc;
     const char *host = c->host;
     uint16_t port = c->port;

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -509,11 +508,6 @@ static int serve(redis_source_t *rs)
 static void *source_main(void *arg)
 {
     redis_source_t *rs = arg;
-    /* a write to a socket Redis closed must fail with EPIPE, not kill the process */
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), SOURCE_NICE) < 0)
         log_debug("%s: cannot lower the source thread's priority", rs->where);
     if (mem_thread_bind(rs->arena) < 0)

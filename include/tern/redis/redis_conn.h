@@ -21,6 +21,8 @@
  *
  * Threading: one thread per instance, and only that thread calls its functions (hiredis contexts
  * are not thread-safe); two threads that talk to Redis each have their own instance.
+ * redis_conn_open() blocks SIGPIPE on the calling thread: a write to a socket Redis closed fails
+ * with EPIPE instead of killing the process.
  */
 #ifndef TERN_REDIS_REDIS_CONN_H
 #define TERN_REDIS_REDIS_CONN_H
