@@ -31,7 +31,7 @@
 #include "tern/common/arena.h"
 #include "tern/common/clock.h"
 #include "tern/common/log.h"
-#include "tern/load/redis_source.h"
+#include "tern/redis/redis_source.h"
 #include "tern/zone/zone_patch.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;

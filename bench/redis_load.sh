@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Redis zone source on a large zone: how long fetch + build take, and what Redis feels.
 #   bench/redis_load.sh [labels]          # default 1,000,000 labels in one zone
-# Builds tern_zone/tern_wire/tern_common in build-bench (Release; REDIS_BUILD=dir for another
-# build dir) and bench/.cache/redis_bench (with src/load/redis_source.c compiled in), starts its
+# Builds tern_redis and the libraries below it in build-bench (Release; REDIS_BUILD=dir for another
+# build dir) and bench/.cache/redis_bench (linked with them), starts its
 # own redis-server on a free 127.0.0.1 port in a scratch directory (killed by its PID on exit),
 # fills it with bench/gen_redis.py through redis-cli --pipe, and runs redis_bench: initial load,
 # verify, forced rebuild, one live change, worst PING latency of another client meanwhile.
@@ -16,15 +16,17 @@ cache=$here/.cache
 mkdir -p "$cache" "$here/results"
 
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_zone tern_dnssec tern_health tern_wire tern_common >/dev/null
+cmake --build "$bd" --target tern_redis tern_redis_conn tern_zone_sign tern_zone tern_dnssec tern_health \
+    tern_wire tern_common >/dev/null
 libs="$(pkg-config --libs hiredis jansson ldns liburcu-qsbr libcrypto libcurl) -lm -lpthread -ldl"
 if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
     libs="$libs $(pkg-config --libs jemalloc)"
 fi
 # shellcheck disable=SC2086
 cc -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -I"$root/include" \
-    -o "$cache/redis_bench" "$here/redis_bench.c" "$root/src/load/redis_source.c" "$root/src/load/redis_sentinel.c" \
-    "$root/src/load/zone_sign.c" "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
+    -o "$cache/redis_bench" "$here/redis_bench.c" "$bd/src/redis/libtern_redis.a" \
+    "$bd/src/redis/libtern_redis_conn.a" "$bd/src/load/libtern_zone_sign.a" \
+    "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
     "$bd/src/health/libtern_health.a" "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" \
     "$bd/src/common/libtern_common.a" \
     $libs

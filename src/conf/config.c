@@ -472,9 +472,17 @@ static int check_dnssec(parse_ctx_t *pc)
                        c->dnssec_lifetime);
 }
 
+/* What needs the whole file: the dnssec bounds, and health.redis following the top-level
+ * Sentinel (config_health.c). */
+static int check_loaded(parse_ctx_t *pc)
+{
+    int r = check_dnssec(pc);
+    return r < 0 ? r : config_health_follow_sentinel(pc->c);
+}
+
 int config_load(config_t *c, const char *path, char *err, size_t errlen)
 {
-    return config_rows_read(c, path, schema, NOPTS, check_dnssec, err, errlen);
+    return config_rows_read(c, path, schema, NOPTS, check_loaded, err, errlen);
 }
 
 size_t config_line_of(const config_t *c, const char *key)

@@ -53,7 +53,7 @@ _Static_assert(CLAIM_COUNT <= CONFIG_CLAIM_MAX, "parse_ctx_t has a slot for ever
 
 /* The keys of a tern "redis:" mapping, into config_t.redis (config_redis_schema's rows). The
  * defaults are config_init()'s; 0 and NULL mean the source's own default
- * (tern/load/redis_source.h), except zone_reload. */
+ * (tern/redis/redis_source.h), except zone_reload. */
 enum {
     RS_ADDRESS,
     RS_DB,
@@ -119,12 +119,12 @@ int config_put_listen(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
 
 /* ---- Redis settings ----------------------------------------------------------------------- */
 
-/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
-void config_redis_reset(config_redis_t *r);
+/* config_redis_reset() and config_redis_copy(): tern/conf/config.h (the health checker keeps a
+ * copy of its Redis settings). */
 
-/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
- * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
-int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+/* Once a file is loaded: health.redis without an address follows the top-level Sentinel
+ * (config_health.c). 0 or TERN_ENOMEM. */
+int config_health_follow_sentinel(config_t *c) TERN_WUR;
 
 /** A tern Redis mapping at n (or null: no Redis) into r, replacing every setting: the first
  * nrows rows of config_redis_schema (RS_COUNT for "redis:", RS_CONNECTION_COUNT for health's);

@@ -255,6 +255,26 @@ int config_health_copy(config_health_t *dst, const config_health_t *src)
     return 0;
 }
 
+/* health.redis without an address of its own, beside a top-level redis with Sentinel: the same
+ * sentinels name its node, so the shared states live on the primary the zones come from and
+ * follow its failovers (tern/redis/redis_conn.h). An address given is used as it is. */
+int config_health_follow_sentinel(config_t *c)
+{
+    config_redis_t *h = &c->health.redis;
+    const config_redis_t *z = &c->redis;
+    if (!h->enabled || h->host || h->unix_path || h->nsentinels || !z->nsentinels)
+        return 0;
+    if (!(h->sentinels = calloc(z->nsentinels, sizeof(*h->sentinels))))
+        return TERN_ENOMEM;
+    for (; h->nsentinels < z->nsentinels; h->nsentinels++)
+        if (!(h->sentinels[h->nsentinels] = strdup(z->sentinels[h->nsentinels])))
+            return TERN_ENOMEM;
+    if (!(h->sentinel_master = strdup(z->sentinel_master)) ||
+        (z->sentinel_password && !(h->sentinel_password = strdup(z->sentinel_password))))
+        return TERN_ENOMEM;
+    return 0;
+}
+
 /* ---- log ---------------------------------------------------------------------------------- */
 
 static int get_log(parse_ctx_t *pc, const yaml_node_t *n, config_health_t *h)

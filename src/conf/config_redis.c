@@ -1,6 +1,6 @@
 /*
  * config_redis.c — "redis:", the Redis zone source's settings (config_redis_t, whose definition
- * is tern/common/redis_settings.h): its rows, its address and Sentinel forms, and the reset, copy
+ * is tern/redis/redis_settings.h): its rows, its address and Sentinel forms, and the reset, copy
  * and comparison of config_redis_t. Health's "redis:" takes the rows up to read_timeout (where
  * Redis is and how to talk to it, config_get_redis() with RS_CONNECTION_COUNT), and redins'
  * handler.redis fills the same struct from its own keys (config_redins.c).

@@ -236,12 +236,7 @@ static void settings_free(struct settings *s)
 {
     free(s->ca_file);
     free(s->log_path);
-    free(s->redis.host);
-    free(s->redis.unix_path);
-    free(s->redis.password);
-    free(s->redis.prefix);
-    free(s->redis.suffix);
-    free(s->redis.changes_channel);
+    config_redis_reset(&s->redis);
     memset(s, 0, sizeof(*s));
 }
 
@@ -260,15 +255,8 @@ static int settings_copy(struct settings *d, const config_health_t *h)
     d->log_enabled = h->log_enabled;
     d->log_target = h->log_target;
     d->log_json = h->log_json;
-    d->redis = h->redis;
-    d->redis.host = d->redis.unix_path = d->redis.password = NULL;
-    d->redis.prefix = d->redis.suffix = d->redis.changes_channel = NULL;
     if (copy_str(&d->ca_file, h->ca_file) < 0 || copy_str(&d->log_path, h->log_path) < 0 ||
-        copy_str(&d->redis.host, h->redis.host) < 0 ||
-        copy_str(&d->redis.unix_path, h->redis.unix_path) < 0 ||
-        copy_str(&d->redis.password, h->redis.password) < 0 ||
-        copy_str(&d->redis.prefix, h->redis.prefix) < 0 ||
-        copy_str(&d->redis.suffix, h->redis.suffix) < 0) {
+        config_redis_copy(&d->redis, &h->redis) < 0) {
         settings_free(d);
         return TERN_ENOMEM;
     }

@@ -12,6 +12,10 @@
  *                                         owner), so a redins node never probes them
  *   P tern:healthlock:<state key> S        "node pid" while one node checks (SET NX PX)
  * redins reads every key matching redins:healthcheck:* as a state: the lock must not match it.
+ *
+ * The connection is a redis_conn (tern/redis/redis_conn.h), the zone source's type: with
+ * Sentinel (health.redis without an address of its own, beside "redis: sentinel:") the states
+ * are kept on the primary Sentinel names, and follow it through a failover as the zones do.
  */
 #include "health_redis.h"
 
@@ -24,7 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/common/clock.h"
 #include "tern/common/log.h"
+#include "tern/redis/redis_conn.h"
 
 /* Redis on loopback or the LAN answers in well under a millisecond; a second without an answer
  * means it is gone for now, and every second the checker waits is a second without checks. */
@@ -38,22 +44,25 @@
 #define STATE_MAX 8192
 
 struct hredis {
-    redisContext *c;
-    char *host, *unix_path, *password, *prefix, *suffix;
-    uint16_t port;
-    unsigned db;
-    unsigned connect_ms, read_ms;
-    int64_t retry_at; /* monotonic ms */
-    int64_t backoff;
+    redis_conn_t *conn; /* the node: configured, or the primary Sentinel names */
+    char *prefix, *suffix;
     uint64_t errors;
     bool logged_down; /* one "down" line per outage */
     char node[96];    /* lock value: who checks */
     char where[300];  /* host:port or the socket's path, for messages */
 };
 
-static char *dup_or_null(const char *s)
+/* "host:port", the socket's path, or the Sentinel master, for messages. */
+static void where_of(const config_redis_t *r, char *buf, size_t len)
 {
-    return s ? strdup(s) : NULL;
+    if (r->nsentinels)
+        snprintf(buf, len, "redis+sentinel://%s/%u", r->sentinel_master ? r->sentinel_master : "",
+                 r->db);
+    else if (r->unix_path)
+        snprintf(buf, len, "%s", r->unix_path);
+    else
+        snprintf(buf, len, r->host && strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
+                 r->host ? r->host : "127.0.0.1", r->port ? r->port : 6379);
 }
 
 hredis_t *hredis_new(const config_redis_t *r)
@@ -61,62 +70,60 @@ hredis_t *hredis_new(const config_redis_t *r)
     hredis_t *h = calloc(1, sizeof(*h));
     if (!h)
         return NULL;
-    h->host = dup_or_null(r->host ? r->host : (r->unix_path ? NULL : "127.0.0.1"));
-    h->unix_path = dup_or_null(r->unix_path);
-    h->password = dup_or_null(r->password);
-    h->prefix = dup_or_null(r->prefix ? r->prefix : "");
-    h->suffix = dup_or_null(r->suffix ? r->suffix : "");
-    h->port = r->port ? r->port : 6379;
-    h->db = r->db;
-    h->connect_ms = r->connect_timeout_ms ? r->connect_timeout_ms : HREDIS_TIMEOUT_MS;
-    h->read_ms = r->read_timeout_ms ? r->read_timeout_ms : HREDIS_TIMEOUT_MS;
-    h->backoff = BACKOFF_MIN_MS;
+    where_of(r, h->where, sizeof(h->where));
+    char cwhere[sizeof(h->where) + 16], err[256];
+    snprintf(cwhere, sizeof(cwhere), "health: redis %s", h->where);
+    redis_conn_config_t cc = {
+        .where = cwhere,
+        .host = r->unix_path ? NULL : (r->host ? r->host : "127.0.0.1"),
+        .port = r->port ? r->port : 6379,
+        .unix_path = r->unix_path,
+        .db = r->db,
+        .password = r->password,
+        .connect_timeout_ms = r->connect_timeout_ms ? r->connect_timeout_ms : HREDIS_TIMEOUT_MS,
+        .read_timeout_ms = r->read_timeout_ms ? r->read_timeout_ms : HREDIS_TIMEOUT_MS,
+        .sentinels = (const char *const *)r->sentinels,
+        .nsentinels = r->nsentinels,
+        .sentinel_master = r->sentinel_master,
+        .sentinel_password = r->sentinel_password,
+        .read_replica = false, /* states are written: the primary */
+        .backoff_min_ms = BACKOFF_MIN_MS,
+        .backoff_max_ms = BACKOFF_MAX_MS,
+        .wakefd = -1, /* every wait ends within its timeout (1 s by default) */
+    };
+    h->conn = redis_conn_new(&cc, err, sizeof(err));
+    h->prefix = strdup(r->prefix ? r->prefix : "");
+    h->suffix = strdup(r->suffix ? r->suffix : "");
     char hn[64] = "?";
     (void)gethostname(hn, sizeof(hn) - 1);
     snprintf(h->node, sizeof(h->node), "%s %ld", hn, (long)getpid());
-    if (h->unix_path)
-        snprintf(h->where, sizeof(h->where), "%s", h->unix_path);
-    else if (h->host)
-        snprintf(h->where, sizeof(h->where), strchr(h->host, ':') ? "[%s]:%u" : "%s:%u", h->host,
-                 h->port);
-    if ((r->host || !r->unix_path) && !h->host) {
-        hredis_free(h);
-        return NULL;
-    }
-    if (!h->prefix || !h->suffix || (r->unix_path && !h->unix_path) ||
-        (r->password && !h->password)) {
+    if (!h->conn || !h->prefix || !h->suffix) {
+        if (!h->conn)
+            log_err("health: redis %s: %s", h->where, err);
         hredis_free(h);
         return NULL;
     }
     return h;
 }
 
-static void drop(hredis_t *h, int64_t now_ms, const char *reason)
+/* A failed connect or command: closed, retried after the backoff (which doubles). */
+static void drop(hredis_t *h, const char *reason)
 {
-    char why[160]; /* reason is often h->c->errstr, freed just below */
+    char why[160]; /* reason is often the connection's own text, overwritten by the next call */
     snprintf(why, sizeof(why), "%s", reason);
-    if (h->c) {
-        redisFree(h->c);
-        h->c = NULL;
-    }
+    redis_conn_failed(h->conn);
     h->errors++;
-    h->retry_at = now_ms + h->backoff;
     if (!h->logged_down)
         log_warn("health: redis %s: %s; checking locally, retrying every %d s at most", h->where,
                  why, BACKOFF_MAX_MS / 1000);
     h->logged_down = true;
-    h->backoff = h->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : h->backoff * 2;
 }
 
 void hredis_free(hredis_t *h)
 {
     if (!h)
         return;
-    if (h->c)
-        redisFree(h->c);
-    free(h->host);
-    free(h->unix_path);
-    free(h->password);
+    redis_conn_free(h->conn);
     free(h->prefix);
     free(h->suffix);
     free(h);
@@ -124,7 +131,7 @@ void hredis_free(hredis_t *h)
 
 bool hredis_connected(const hredis_t *h)
 {
-    return h->c != NULL;
+    return redis_conn_is_open(h->conn);
 }
 
 uint64_t hredis_errors(const hredis_t *h)
@@ -132,52 +139,47 @@ uint64_t hredis_errors(const hredis_t *h)
     return h->errors;
 }
 
-static int64_t mono_ms(void)
+/* With Sentinel, while connected: still the primary Sentinel names? False when it moved (the
+ * connection is closed; the caller connects again at once). */
+static bool still_primary(hredis_t *h, int64_t now_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A command whose reply must not be an error (AUTH, SELECT). */
-static bool simple(hredis_t *h, const char *fmt, const char *arg)
-{
-    redisReply *r = redisCommand(h->c, fmt, arg);
-    bool ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r)
-        freeReplyObject(r);
-    return ok;
+    if (now_ms < redis_conn_next_check(h->conn) || redis_conn_sentinel_check(h->conn) == 0)
+        return true;
+    log_info("health: redis %s: %s", h->where, redis_conn_why(h->conn));
+    redis_conn_lost(h->conn);
+    return false;
 }
 
 bool hredis_ready(hredis_t *h, int64_t now_ms)
 {
-    if (h->c)
-        return true;
-    if (now_ms < h->retry_at)
-        return false;
-    struct timeval ct = {h->connect_ms / 1000, (h->connect_ms % 1000) * 1000};
-    struct timeval rt = {h->read_ms / 1000, (h->read_ms % 1000) * 1000};
-    h->c = h->unix_path ? redisConnectUnixWithTimeout(h->unix_path, ct)
-                        : redisConnectWithTimeout(h->host, h->port, ct);
-    if (!h->c || h->c->err) {
-        char why[160];
-        snprintf(why, sizeof(why), "%s", h->c ? h->c->errstr : "out of memory");
-        drop(h, mono_ms(), why);
+    if (redis_conn_is_open(h->conn)) {
+        if (still_primary(h, now_ms))
+            return true;
+        /* Sentinel names another primary: connect to it at once */
+    } else if (now_ms < redis_conn_retry_at(h->conn)) {
         return false;
     }
-    char db[16];
-    snprintf(db, sizeof(db), "%u", h->db);
-    if (redisSetTimeout(h->c, rt) != REDIS_OK ||
-        (h->password && !simple(h, "AUTH %s", h->password)) ||
-        (h->db && !simple(h, "SELECT %s", db))) {
-        drop(h, mono_ms(), h->c && h->c->err ? h->c->errstr : "AUTH or SELECT refused");
+    if (redis_conn_open(h->conn) < 0) {
+        drop(h, redis_conn_why(h->conn));
         return false;
     }
+    redis_conn_reset_backoff(h->conn);
     if (h->logged_down)
         log_info("health: redis connected again: sharing check results");
     h->logged_down = false;
-    h->backoff = BACKOFF_MIN_MS;
     return true;
+}
+
+/* Queue one command (argv NULL-terminated) on the connection. */
+static int cmd(hredis_t *h, const char *const *argv)
+{
+    return redis_conn_append(h->conn, redis_conn_cmd(h->conn), argv);
+}
+
+/* The next reply (ours to free); a failure leaves redis_conn_why() saying why. */
+static int reply(hredis_t *h, redisReply **r)
+{
+    return redis_conn_reply(h->conn, redis_conn_cmd(h->conn), r);
 }
 
 static void key_of(const hredis_t *h, const char *mid, const char *rkey, char *buf, size_t len)
@@ -271,17 +273,17 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
 {
     char key[HEALTH_RKEY_MAX + 256];
     memset(out, 0, n * sizeof(*out));
-    if (!h->c || n == 0)
-        return h->c ? 0 : -1;
+    if (!hredis_connected(h) || n == 0)
+        return hredis_connected(h) ? 0 : -1;
     for (unsigned i = 0; i < n; i++) {
         key_of(h, "", eps[i]->rkey, key, sizeof(key));
-        if (redisAppendCommand(h->c, "GET %s", key) != REDIS_OK)
+        if (cmd(h, (const char *[]){"GET", key, NULL}) < 0)
             goto fail;
     }
     bool need_lock = false;
     for (unsigned i = 0; i < n; i++) {
         redisReply *r;
-        if (redisGetReply(h->c, (void **)&r) != REDIS_OK || !r)
+        if (reply(h, &r) < 0)
             goto fail;
         hredis_state_t st = {0};
         bool have = r->type == REDIS_REPLY_STRING && parse_state(r->str, r->len, &st) &&
@@ -307,7 +309,7 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
         char ttl[24];
         snprintf(ttl, sizeof(ttl), "%u", eps[i]->spec.timeout_ms + LOCK_SLACK_MS);
         key_of(h, "tern:healthlock:", eps[i]->rkey, key, sizeof(key));
-        if (redisAppendCommand(h->c, "SET %s %s NX PX %s", key, h->node, ttl) != REDIS_OK)
+        if (cmd(h, (const char *[]){"SET", key, h->node, "NX", "PX", ttl, NULL}) < 0)
             goto fail;
         sent++;
     }
@@ -315,7 +317,7 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
         if (out[i].decision != HREDIS_CHECK)
             continue;
         redisReply *r;
-        if (redisGetReply(h->c, (void **)&r) != REDIS_OK || !r)
+        if (reply(h, &r) < 0)
             goto fail;
         /* OK: ours; nil: someone else's */
         if (r->type == REDIS_REPLY_NIL)
@@ -327,7 +329,7 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
     (void)sent;
     return 0;
 fail:
-    drop(h, mono_ms(), h->c && h->c->err ? h->c->errstr : "no reply");
+    drop(h, redis_conn_why(h->conn));
     memset(out, 0, n * sizeof(*out));
     return -1;
 }
@@ -361,7 +363,7 @@ static char *state_json(const hredis_result_t *x)
 int hredis_publish(hredis_t *h, const hredis_result_t *res, unsigned n, unsigned ttl_s)
 {
     char key[HEALTH_RKEY_MAX + 256], ttl[16];
-    if (!h->c)
+    if (!hredis_connected(h))
         return -1;
     snprintf(ttl, sizeof(ttl), "%u", ttl_s ? ttl_s : 1);
     unsigned sent = 0;
@@ -370,18 +372,18 @@ int hredis_publish(hredis_t *h, const hredis_result_t *res, unsigned n, unsigned
         if (!json)
             continue;
         key_of(h, "", res[i].e->rkey, key, sizeof(key));
-        int rc = redisAppendCommand(h->c, "SET %s %s EX %s", key, json, ttl);
+        int rc = cmd(h, (const char *[]){"SET", key, json, "EX", ttl, NULL});
         free(json);
-        if (rc != REDIS_OK)
+        if (rc < 0)
             goto fail;
         key_of(h, "tern:healthlock:", res[i].e->rkey, key, sizeof(key));
-        if (redisAppendCommand(h->c, "DEL %s", key) != REDIS_OK)
+        if (cmd(h, (const char *[]){"DEL", key, NULL}) < 0)
             goto fail;
         sent += 2;
     }
     for (unsigned i = 0; i < sent; i++) {
         redisReply *r;
-        if (redisGetReply(h->c, (void **)&r) != REDIS_OK || !r)
+        if (reply(h, &r) < 0)
             goto fail;
         if (r->type == REDIS_REPLY_ERROR)
             log_debug("health: redis: %s", r->str);
@@ -389,6 +391,6 @@ int hredis_publish(hredis_t *h, const hredis_result_t *res, unsigned n, unsigned
     }
     return 0;
 fail:
-    drop(h, mono_ms(), h->c && h->c->err ? h->c->errstr : "no reply");
+    drop(h, redis_conn_why(h->conn));
     return -1;
 }

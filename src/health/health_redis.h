@@ -2,10 +2,11 @@
  * health_redis.h — private to src/health: the checker's Redis connection for sharing endpoint
  * state with other nodes (tern or redins) in redins' keys. See health_check.h for the protocol.
  *
- * One synchronous hiredis connection, used by the checker thread only. Every call pipelines its
- * commands (one round trip per call, whatever the number of endpoints) and fails fast: on any
- * error the connection is dropped and retried later with backoff, and the caller goes on
- * without Redis.
+ * One connection (tern/redis/redis_conn.h, the zone source's type: with Sentinel it is the
+ * primary Sentinel names, followed through a failover), used by the checker thread only. Every
+ * call pipelines its commands (one round trip per call, whatever the number of endpoints) and
+ * fails fast: on any error the connection is dropped and retried later with backoff, and the
+ * caller goes on without Redis.
  */
 #ifndef TERN_HEALTH_HEALTH_REDIS_H
 #define TERN_HEALTH_HEALTH_REDIS_H
@@ -25,7 +26,8 @@ hredis_t *hredis_new(const config_redis_t *r) TERN_WUR;
 void hredis_free(hredis_t *h);
 
 /** Whether a connection is up, connecting first if none is and the backoff allows (blocking for
- * at most the connect timeout). */
+ * at most the connect timeout, and with Sentinel one query per sentinel). With Sentinel, while
+ * connected, asks every 2 s whether the primary is still the one, and moves when it is not. */
 bool hredis_ready(hredis_t *h, int64_t now_ms);
 
 /** Whether a connection is up now (no attempt to make one). */

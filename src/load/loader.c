@@ -29,7 +29,7 @@
 #include "tern/geo/geoip.h"
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
-#include "tern/load/redis_source.h"
+#include "tern/redis/redis_source.h"
 #include "tern/xfr/journal.h"
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"

@@ -4,8 +4,9 @@
 Starts, on free loopback ports, a primary redis-server and a replica of it (--replicaof), both
 with keyspace notifications on, and three sentinels (redis-sentinel, each with its own config:
 quorum 2, down-after-milliseconds 1000, failover-timeout 3000). Two ternd read the zone through
-"redis: sentinel:": ternd P from the primary, ternd R with "read_from: replica". Checks, with
-dnspython:
+"redis: sentinel:": ternd P from the primary, ternd R with "read_from: replica". ternd P also
+checks one endpoint (TCP to a sentinel's port) and shares its state through "health: redis:"
+without an address of its own, so on the node Sentinel names. Checks, with dnspython:
 
   served             both serve the zone put in the primary
   reads_replica      ternd R connected to the replica (its log names the replica's port)
@@ -13,6 +14,8 @@ dnspython:
   failover           the primary SIGKILLed: the sentinels promote the replica (bounded wait)
   no_gap             both answered the zone every 100 ms throughout (every failure recorded)
   after_failover     an HSET on the new primary is served by both within FAILOVER_LIMIT
+  health_shared      ternd P's health state is written to the primary (redis_conn.h)
+  health_failover    after the failover, ternd P writes its health state to the new primary
   clean_exit         both ternd exit 0 on SIGTERM
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
@@ -50,6 +53,8 @@ LIVE_LIMIT = 2.0       # seconds for a change on a healthy setup to reach answer
 FAILOVER_LIMIT = 8.0   # seconds for a change made on the new primary to reach answers
 PROMOTE_LIMIT = 20.0   # seconds for the sentinels to promote the replica
 WAIT = 15.0            # bound of every other wait
+HEALTH_MS = 300        # ternd P's check interval: a state is written about this often
+HEALTH_KEYS = "tern:healthcheck:*"  # a TCP check's state key (health_redis.c)
 
 SOA = {"ttl": 3600, "ns": "ns1.ha.test.", "MBox": "hostmaster.ha.test.", "refresh": 3600,
        "retry": 600, "expire": 86400, "minttl": 300, "serial": 1}
@@ -159,8 +164,13 @@ def main():
                 "  connect_timeout: 500\n  read_timeout: 1000\n" % (addrs, MASTER))
         anchor = os.path.join(work, "anchor.zone")
         with open(anchor, "w") as f:
-            f.write("$ORIGIN anchor.test.\n@ 60 IN SOA ns. h. 1 60 60 60 60\n@ 60 IN NS ns.\n")
-        tp = Ternd(work + "/p", [("anchor.test.", anchor)], args.ternd, extra_yaml=base)
+            f.write("$ORIGIN anchor.test.\n@ 60 IN SOA ns. h. 1 60 60 60 60\n@ 60 IN NS ns.\n"
+                    "h 60 IN A %s\n" % LOOPBACK)
+        # the endpoint ternd P checks: a sentinel's port, up throughout
+        health = ("health:\n  check_interval_ms: %d\n  redis: {connect_timeout: 500, "
+                  "read_timeout: 1000}\n  checks:\n    - {address: %s, protocol: tcp, port: %d}\n"
+                  % (HEALTH_MS, LOOPBACK, sentinels[0].port))
+        tp = Ternd(work + "/p", [("anchor.test.", anchor)], args.ternd, extra_yaml=base + health)
         tr = Ternd(work + "/r", [("anchor.test.", anchor)], args.ternd,
                    extra_yaml=base + "  read_from: replica\n")
         ternds = [tp, tr]
@@ -184,6 +194,12 @@ def main():
                              tp.log_text(20000)), "ternd P's log names no primary")
 
         check("reads_replica", reads_replica)
+
+        def health_shared():
+            wait_until("ternd P's health state on the primary",
+                       lambda: primary.cmd("KEYS", HEALTH_KEYS), WAIT)
+
+        check("health_shared", health_shared)
 
         def live_change():
             primary.cmd("HSET", "redins:zones:" + ZONE, "www", a_record("192.0.2.11"))
@@ -235,6 +251,17 @@ def main():
                     timings.append(("new primary to " + who, time.monotonic() - t1))
 
             check("after_failover", after_failover)
+
+            def health_failover():
+                # the state replicated before the failover goes; ternd P must write it anew, on
+                # the node Sentinel names now
+                for k in replica.cmd("KEYS", HEALTH_KEYS) or []:
+                    replica.cmd("DEL", k)
+                s = wait_until("ternd P's health state on the new primary",
+                               lambda: replica.cmd("KEYS", HEALTH_KEYS), FAILOVER_LIMIT)
+                timings.append(("health to new primary", s))
+
+            check("health_failover", health_failover)
         finally:
             stop_poll.set()
             poller.join(timeout=5)

@@ -8,7 +8,7 @@
  * query logging).
  * Never read on the query path (workers get copies of what they need): the settings a module
  * reads are structs of its own header (tern/limit/limit_settings.h, tern/health/health_settings.h,
- * tern/qlog/qlog_settings.h, tern/net/server_settings.h, tern/common/redis_settings.h), which
+ * tern/qlog/qlog_settings.h, tern/net/server_settings.h, tern/redis/redis_settings.h), which
  * this header includes and fills; none of them includes this one.
  *
  * The options live in one static schema table in config.c (key, type, default, bounds, one-line
@@ -50,7 +50,7 @@
  *   asn_db: GeoLite2-ASN.mmdb                   # or a MaxMind ASN DB, compiled and cached
  *   geoip_db: GeoLite2-City.mmdb                # MaxMind DB (IPv4, and IPv6 if a v6 DB)
  *   geoip_db_v6: geoip-v6.mmdb                  # a separate IPv6 DB; unset = geoip_db
- *   redis:                                      # zones kept in Redis (tern/load/redis_source.h)
+ *   redis:                                      # zones kept in Redis (tern/redis/redis_source.h)
  *     address: "127.0.0.1:6379"                 # or "[::1]:6379", or /run/redis/redis.sock
  *     db: 0                                     # 0..1023
  *     password: secret                          # AUTH; unset = none
@@ -267,7 +267,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
-#include "tern/common/redis_settings.h"
+#include "tern/redis/redis_settings.h"
 #include "tern/health/health_settings.h"
 #include "tern/limit/limit.h"
 #include "tern/limit/limit_settings.h"
@@ -544,6 +544,13 @@ size_t config_restart_only_changes(const config_t *from, const config_t *to, cha
  * must restart with the new settings.
  */
 bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
+
+/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
+void config_redis_reset(config_redis_t *r);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
+int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
 
 /**
  * Whether a and b attach the same checks to records: enabled alike and the same checks list

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tern/common/redis_settings.h"
+#include "tern/redis/redis_settings.h"
 #include "tern/health/health.h"
 
 /* One entry of health.checks: a check attached by address to the A/AAAA records of any zone

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/load/redis_sentinel.c: sentinel addresses split, the reply of SENTINEL
+ * Unit tests for src/redis/redis_sentinel.c: sentinel addresses split, the reply of SENTINEL
  * get-master-addr-by-name read, and a usable replica picked from SENTINEL replicas (flags and
  * link status judged, the current replica kept while usable, the start index rotating the pick).
  * Replies are hiredis structures built by hand, as the server would send them.

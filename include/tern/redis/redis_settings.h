@@ -2,20 +2,20 @@
  * redis_settings.h — where a Redis is and how to talk to it, and the bounds of the Redis zone
  * source, as plain data.
  *
- * Owners: the Redis zone source (tern/load/redis_source.h) reads all of it; the health checker's
- * shared state (tern/health/health_settings.h) only the connection part. It sits in common
- * because both use one struct and neither sits under the other. The config parser
+ * Owners: the redis module: the Redis zone source (tern/redis/redis_source.h) reads all of it,
+ * the connection (tern/redis/redis_conn.h) the connection part, which is all the health
+ * checker's shared state (tern/health/health_settings.h) uses. The config parser
  * (conf, config.h) fills it from "redis:" (or redins' handler) and health's "redis:".
  * Lifecycle: filled on the control thread, read-only after; strings are malloc'd by conf.
  */
-#ifndef TERN_COMMON_REDIS_SETTINGS_H
-#define TERN_COMMON_REDIS_SETTINGS_H
+#ifndef TERN_REDIS_REDIS_SETTINGS_H
+#define TERN_REDIS_REDIS_SETTINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* The Redis zone source (tern/load/redis_source.h). Zero/NULL fields mean the source's default,
+/* The Redis zone source (tern/redis/redis_source.h). Zero/NULL fields mean the source's default,
  * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
 typedef struct config_redis {
     bool enabled;                /* a redis block was given (tern "redis:" or redins handler) */

@@ -21,7 +21,7 @@
 #include "zone/zone_test_util.h"
 
 #include "tern/common/err.h"
-#include "tern/load/redis_source.h"
+#include "tern/redis/redis_source.h"
 #include "tern/wire/dname.h"
 
 /* --- what the callbacks saw --- */

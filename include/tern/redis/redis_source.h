@@ -3,8 +3,9 @@
  * changes; every new version of a zone is built (zone_json.h) and handed to the caller.
  *
  * Owns: one background thread and the two Redis connections it uses — a command connection and a
- * subscriber connection (and, with Sentinel, a third to one sentinel). No Redis command ever runs
- * on another thread (and never on a DNS worker).
+ * subscriber connection (and, with Sentinel, a third to one sentinel), all one redis_conn
+ * (tern/redis/redis_conn.h), the type the health checker's shared state uses too. No Redis
+ * command ever runs on another thread (and never on a DNS worker).
  *
  * Key layout (redins 1.x; P and S are the configured prefix and suffix, which wrap every key
  * exactly as redins' Redis layer does: P + key + S):
@@ -100,9 +101,9 @@
  * SENTINEL get-master-addr-by-name, and for read_replica SENTINEL replicas (slaves before Redis
  * 5), taking a replica whose flags hold no s_down, o_down, disconnected and whose
  * master-link-status is ok — the current one while it stays so, else from a per-process random
- * start (redis_sentinel.h) — or the primary, logged, when none is. Then it connects to that node
- * as above (step 1, and a verify), after checking with ROLE that a node named as primary is one.
- * While connected it asks again every 2 s and moves (reconnect + verify) when the answer
+ * start (src/redis/redis_sentinel.h) — or the primary, logged, when none is. Then it connects to
+ * that node as above (step 1, and a verify), after checking with ROLE that a node named as primary
+ * is one. While connected it asks again every 2 s and moves (reconnect + verify) when the answer
  * changes; a lost connection rediscovers, retrying at most every second. Sentinels out of reach
  * while connected are logged once and change nothing. The notify-keyspace-events warning names
  * the replica case: a replica fires events for replicated writes only with its own setting.
@@ -114,8 +115,8 @@
  * not from a callback). The callbacks, and the zone_json locate callback, run on the source thread;
  * keep them short (hand the zone to the loader and return).
  */
-#ifndef TERN_LOAD_REDIS_SOURCE_H
-#define TERN_LOAD_REDIS_SOURCE_H
+#ifndef TERN_REDIS_REDIS_SOURCE_H
+#define TERN_REDIS_REDIS_SOURCE_H
 
 #include <stdbool.h>
 #include <stddef.h>

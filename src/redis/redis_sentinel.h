@@ -1,13 +1,13 @@
 /*
- * redis_sentinel.h — private to src/load: what the Redis zone source (redis_source.c) needs to
- * read Redis Sentinel's answers: the node a sentinel address names, the primary of
+ * redis_sentinel.h — private to src/redis: what the connection (redis_conn.c) needs to read Redis
+ * Sentinel's answers: the node a sentinel address names, the primary of
  * SENTINEL get-master-addr-by-name, and a usable replica among SENTINEL replicas.
  *
- * Owns nothing: pure functions over hiredis replies and strings, no I/O (the source's thread
- * sends the commands on its own non-blocking connections). Any thread; no shared state.
+ * Owns nothing: pure functions over hiredis replies and strings, no I/O (redis_conn.c sends the
+ * commands on its own non-blocking connections). Any thread; no shared state.
  */
-#ifndef TERN_LOAD_REDIS_SENTINEL_H
-#define TERN_LOAD_REDIS_SENTINEL_H
+#ifndef TERN_REDIS_REDIS_SENTINEL_H
+#define TERN_REDIS_REDIS_SENTINEL_H
 
 #include <netinet/in.h>
 #include <stdbool.h>

@@ -1,0 +1,226 @@
+/*
+ * redis_int.h — private to src/redis: the state the zone reader's three files share.
+ *
+ *   redis_source.c  the thread (connect and subscribe, serve change events, idle PINGs), the
+ *                   public API, the stats; change events mark zones dirty here
+ *   redis_read.c    reading zones (pipelined GET + MGET + HSCAN, HMGET of named labels) and
+ *                   building them (zone_json), digests, diffs of large zones, patches
+ *   redis_sync.c    the zone table and the set's membership: SMEMBERS, reconcile, zones gone,
+ *                   max_zones; a full read or verify (full_sync) and a flush of dirty zones
+ *
+ * Threading: everything below the "shared with other threads" fields belongs to the source's
+ * thread; stats are updated under mu (redis_int_stats()), resync and stop are atomics.
+ */
+#ifndef TERN_REDIS_REDIS_INT_H
+#define TERN_REDIS_REDIS_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <hiredis/hiredis.h>
+
+#include "tern/redis/redis_conn.h"
+#include "tern/redis/redis_source.h"
+
+/* Internal outcomes of a Redis exchange besides 0 (redis_conn.h). */
+#define E_STOP REDIS_CONN_STOP /* stop() was called */
+#define E_CONN REDIS_CONN_DOWN /* the connection is unusable; redis_conn_why() says why */
+
+/* New bad labels (or set members) logged one per line in one build (or read); the rest are
+ * counted in one line, so a zone full of bad labels cannot flood the log. */
+#define BAD_LABELS_LOGGED 10
+
+/* Untrusted text (a set member, a label) in a log line: tern_escape() into a buffer this large,
+ * enough for a whole domain name in presentation form. */
+#define ESC_MAX 1024
+
+/* Labels a zone may have pending from the change channel before a full read is cheaper. */
+#define PLAB_MAX 65536
+
+/* Labels already seen in one multi-call HSCAN (which may return a field twice). */
+typedef struct seen {
+    uint64_t *hash;
+    uint32_t *off; /* into buf, + 1; 0 = empty slot */
+    uint64_t *dig; /* per slot: digest_label() of the label's value */
+    size_t mask, n;
+    char *buf;
+    size_t len, cap;
+} seen_t;
+
+/* One zone of the set. Keyed by origin; name is the set member the keys are built from. */
+struct zst {
+    char *name;   /* as in the set: "example.com." (untrusted: tern_escape() it for logs) */
+    char *origin; /* its canonical key (dname_key): "example.com" ("." for the root) */
+    uint64_t digest;
+    bool have_digest; /* digest is that of the last version built or rejected */
+    bool failed;      /* the last version read was rejected */
+    bool served;      /* handed out by on_zone and not gone since */
+    bool dirty;       /* in rs->dirty */
+    uint64_t mark;    /* generation of the last set read / run that listed it */
+    uint64_t dups;    /* digest of the other members naming this zone, as last logged; 0 none */
+    unsigned breach;  /* ZB_* logged for the last version (cleared by one without) */
+    uint64_t *rep;    /* label breaches logged at the last build (label_report()), sorted */
+    size_t nrep;
+    uint64_t cfg_digest; /* of the config (and keys) the last version was built with */
+    seen_t *lt;  /* a large zone's labels with their digests, as last built or patched (diff) */
+    char **plab; /* labels named on the change channel since the last flush */
+    size_t nplab, capplab;
+    struct zst *next; /* hash chain */
+};
+
+/* How redis_read_process() treats a zone whose digest has not changed. */
+typedef enum {
+    RUN_VERIFY, /* skip it; read a large zone once for its digest before building */
+    RUN_DIRTY,  /* skip it, but build a large zone in the same pass that computes its digest */
+    RUN_FORCE,  /* build and hand out every zone */
+} run_mode_t;
+
+struct redis_source {
+    /* configuration (owned copies) */
+    char *prefix, *suffix;
+    unsigned db;
+    int64_t read_timeout, zone_reload; /* ms; zone_reload 0 = never */
+    zone_json_opts_t json;
+    unsigned dnssec_workers; /* signed zones: their workers and signature policy */
+    dnssec_policy_t dnssec_policy;
+    redis_source_callbacks_t cb;
+    char *where;       /* "redis://host:port/db", for messages and zone sources */
+    char *master;      /* the name Sentinel monitors, for messages */
+    char *k_set;       /* P redins:zones S */
+    char *ks_prefix;   /* "__keyspace@<db>__:" */
+    char *k_pattern;   /* the keyspace channel pattern */
+    char *channel;     /* the change channel, or NULL */
+    size_t plen, slen; /* strlen(prefix), strlen(suffix) */
+    size_t max_value_bytes, max_labels, max_zones; /* bounds (json.max_rrset_records: the 4th) */
+
+    /* shared with other threads */
+    pthread_t thread;
+    int wakefd;
+    atomic_bool stop;
+    atomic_int resync; /* 0 none, 1 verify, 2 force */
+    pthread_mutex_t mu;
+    redis_source_stats_t stats;
+
+    /* source thread only */
+    redis_conn_t *conn;    /* the data node (and, with Sentinel, the sentinels): redis_conn.h */
+    bool up;               /* connected and subscribed */
+    char last_down[256];   /* the last connect failure logged, "" if none since the last success */
+    bool notify_warned;    /* a warning about notify-keyspace-events was logged ... */
+    char notify_value[64]; /* ... for this value ("?" when unreadable) */
+    bool sub_ping_out;
+    int64_t sub_ping_at;
+    unsigned sub_confirm; /* subscribe confirmations received */
+    int64_t next_verify;
+    bool synced; /* a full read has finished */
+
+    struct zst **bucket;
+    size_t nbucket, nzones;
+    uint64_t gen;
+    uint64_t *bad_members; /* hashes of the unparsable members logged at the last read, sorted */
+    size_t nbad_members;
+    size_t zones_skipped; /* beyond max_zones at the last read (logged when it changes) */
+
+    struct zst **dirty;
+    size_t ndirty, capdirty;
+    struct zst **ldirty; /* zones with labels named on the change channel (plab) */
+    size_t nldirty, capldirty;
+    bool set_dirty, pending;
+    int64_t first_ev, last_ev;
+    unsigned arena;
+};
+
+/* Counts of one run, for the summary line. */
+typedef struct run_counts {
+    size_t built, rejected, unchanged;
+} run_counts_t;
+
+/* --- helpers every file uses --- */
+
+static inline bool is_str(const redisReply *r)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+static inline int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline bool has_u64(const uint64_t *sorted, size_t n, uint64_t v)
+{
+    return n && bsearch(&v, sorted, n, sizeof(v), cmp_u64);
+}
+
+/** Change the stats under their mutex: fn(stats, arg). */
+void redis_int_stats(redis_source_t *rs, void (*fn)(redis_source_stats_t *, void *), void *arg);
+
+/* Queue, await and run commands on the command connection (redis_conn.h). */
+static inline int rs_append(redis_source_t *rs, const char *const *argv)
+{
+    return redis_conn_append(rs->conn, redis_conn_cmd(rs->conn), argv);
+}
+
+static inline int rs_reply(redis_source_t *rs, redisReply **out)
+{
+    return redis_conn_reply(rs->conn, redis_conn_cmd(rs->conn), out);
+}
+
+static inline int rs_run(redis_source_t *rs, redisReply **out, const char *const *argv)
+{
+    return redis_conn_run(rs->conn, redis_conn_cmd(rs->conn), out, argv);
+}
+
+/* --- redis_source.c --- */
+
+/** A keyspace event or message changed zone z: re-read it once the events pause. */
+void redis_source_mark_dirty(redis_source_t *rs, struct zst *z);
+
+/* --- redis_read.c --- */
+
+/** Read (and build what changed of) the zones in list. 0, E_CONN or E_STOP. */
+int redis_read_process(redis_source_t *rs, struct zst **list, size_t n, run_mode_t mode,
+                       run_counts_t *cnt) TERN_WUR;
+
+/** A served zone whose changed labels were named on the change channel: read and hand them out
+ * as a patch (on_patch), or mark the zone dirty for a full read. 0, E_CONN or E_STOP. */
+int redis_read_patch(redis_source_t *rs, struct zst *z) TERN_WUR;
+
+/* redins' DNSSEC keys of a zone: "<zone>:zsk:pub" etc. (the order of zb_keys()'s MGET). */
+extern const char *const redis_read_key_suffixes[4];
+
+/* --- redis_seen.c --- */
+
+/** Free what a seen_t holds (not s itself), and clear it. */
+void redis_seen_free(seen_t *s);
+
+/** The slot of label (len bytes) in s, or -1. */
+long redis_seen_find(const seen_t *s, const char *label, size_t len);
+
+/** 1 if label (len bytes) is new (remembered, its digest 0, its slot in *slot), 0 if seen,
+ * TERN_ENOMEM. */
+int redis_seen_add(seen_t *s, const char *label, size_t len, size_t *slot) TERN_WUR;
+
+/* --- redis_sync.c --- */
+
+/** A full read (force: rebuild everything) or a verify of the whole set. */
+int redis_sync_full(redis_source_t *rs, bool force) TERN_WUR;
+
+/** Re-read what the events since the last read touched (the set, dirty zones, patches). */
+int redis_sync_flush(redis_source_t *rs) TERN_WUR;
+
+/** The zone named name (n bytes), whatever its spelling; with exact, only when name is the very
+ * member it is read from. NULL if none. */
+struct zst *redis_sync_zone_by_name(redis_source_t *rs, const char *name, size_t n, bool exact);
+
+/** Forget the labels named for z (a full read covers them, or they were patched). */
+void redis_sync_plab_clear(struct zst *z);
+
+/** Free the zone table. */
+void redis_sync_free(redis_source_t *rs);
+
+#endif
