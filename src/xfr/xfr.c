@@ -30,7 +30,7 @@
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
 #include "tern/xfr/journal.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 #include "tern/xfr/xfr_in.h"
 #include "tern/xfr/xfr_stream.h"
 #include "tern/zone/zone_file.h"

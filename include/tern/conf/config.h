@@ -262,7 +262,7 @@
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
 #include "tern/health/health.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 /* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
  * keeps the array fixed-size. */

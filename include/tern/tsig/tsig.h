@@ -31,8 +31,8 @@
  *
  * Time is always passed in (seconds since the epoch) so tests can move it.
  */
-#ifndef TERN_XFR_TSIG_H
-#define TERN_XFR_TSIG_H
+#ifndef TERN_TSIG_TSIG_H
+#define TERN_TSIG_TSIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

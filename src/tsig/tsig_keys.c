@@ -6,7 +6,7 @@
  * Secrets pass through a few stack buffers and the growing key array; each is cleansed before it
  * is released, so a freed page never keeps a key.
  */
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 #include <stdarg.h>
 #include <stdio.h>

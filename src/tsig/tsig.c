@@ -8,7 +8,7 @@
  * place, so no message is ever copied or allocated. The same running HMAC is what lets a client
  * fold unsigned messages of a stream into the next signed one's MAC (§5.3.1) without buffering.
  */
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 #include <string.h>
 #include <strings.h>
