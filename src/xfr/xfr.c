@@ -95,36 +95,11 @@
 
 /* ---- small wire helpers ------------------------------------------------------------------- */
 
-/* Skip a possibly compressed name at *pos; false when it runs past len. */
-static bool skip_name(const uint8_t *m, size_t len, size_t *pos)
-{
-    size_t p = *pos;
-    for (unsigned n = 0; n < 128; n++) {
-        if (p >= len)
-            return false;
-        uint8_t l = m[p];
-        if ((l & 0xC0) == 0xC0) {
-            if (p + 2 > len)
-                return false;
-            *pos = p + 2;
-            return true;
-        }
-        if (l & 0xC0)
-            return false;
-        p += 1u + l;
-        if (l == 0) {
-            *pos = p;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* The serial in the SOA of an IXFR request's authority section (RFC 1995 §3). */
 static bool ixfr_client_serial(const uint8_t *m, size_t len, size_t qend, uint32_t *serial)
 {
     size_t p = qend;
-    if (tern_rd16(m + 8) != 1 || !skip_name(m, len, &p) || len - p < 10 ||
+    if (tern_rd16(m + 8) != 1 || dname_unpack(m, len, len, &p, NULL, NULL) < 0 || len - p < 10 ||
         tern_rd16(m + p) != WIRE_T_SOA)
         return false;
     size_t rdlen = tern_rd16(m + p + 8);
@@ -132,7 +107,8 @@ static bool ixfr_client_serial(const uint8_t *m, size_t len, size_t qend, uint32
     if (len - p < rdlen)
         return false;
     size_t end = p + rdlen;
-    if (!skip_name(m, end, &p) || !skip_name(m, end, &p) || end - p != 20)
+    if (dname_unpack(m, len, end, &p, NULL, NULL) < 0 ||
+        dname_unpack(m, len, end, &p, NULL, NULL) < 0 || end - p != 20)
         return false;
     *serial = tern_rd32(m + p);
     return true;
@@ -1774,12 +1750,13 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             return TERN_EPROTO;
         }
         size_t pos = 12;
-        if (!skip_name(r, len, &pos) || len - pos < 4) {
+        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
             snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
             return TERN_EPROTO;
         }
         pos += 4;
-        if (!skip_name(r, len, &pos) || len - pos < 10 || tern_rd16(r + pos) != WIRE_T_SOA) {
+        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
+            tern_rd16(r + pos) != WIRE_T_SOA) {
             snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
             return TERN_EPROTO;
         }
