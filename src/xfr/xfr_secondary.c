@@ -1,0 +1,670 @@
+/*
+ * xfr_secondary.c — secondary zones (xfr.h): the pullers ("tern-xfr-inN"), each refreshing one
+ * due zone at a time from its primaries — SOA timers from the zone's own SOA, the SOA query, IXFR
+ * with AXFR fallback, the new version handed to the loader, expiry. Every wait has a deadline
+ * and watches the stop flag.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/common/byteorder.h"
+#include "tern/common/clock.h"
+#include "tern/common/err.h"
+#include "tern/common/log.h"
+#include "tern/common/rcu.h"
+#include "tern/xfr/xfr_in.h"
+#include "tern/zone/zone_file.h"
+
+#include "xfr_int.h"
+
+/* Secondary timers: the zone's SOA gives refresh, retry and expire; these bound them so a SOA
+ * of zeros cannot spin the thread and one of years still refreshes daily. 2 s is Knot's
+ * refresh-min-interval. */
+#define REFRESH_MIN_MS 2000
+#define REFRESH_MAX_MS (86400 * 1000LL)
+/* before any SOA is known (nothing transferred yet): retry this often */
+#define RETRY_FIRST_MS 5000
+
+/* ---- waits with deadlines ------------------------------------------------------------------ */
+
+/* The pullers' waits are sliced so that a stop (xfr_free()) never waits for a slow primary's
+ * deadline: 100 ms is a shutdown nobody notices. */
+#define WAIT_SLICE_MS 100
+
+/* poll() one descriptor until the monotonic time until (ms), giving up early when x stops:
+ * 1 ready, 0 timed out or stopping (the caller tells which by x->stop), -errno. */
+static int wait_fd(xfr_t *x, int fd, short events, int64_t until)
+{
+    for (;;) {
+        if (__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE))
+            return 0;
+        int64_t left = until - tern_monotonic_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd pf = {.fd = fd, .events = events};
+        int pr = poll(&pf, 1, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
+        if (pr > 0)
+            return 1;
+        if (pr < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* A socket to peer p, connected (TCP: the handshake done by until). fd or a negative code:
+ * TERN_ETIMEDOUT when until passed (or x stops). */
+static int connect_to(xfr_t *x, const config_xfr_peer_t *p, int type, int64_t until)
+{
+    int fd = socket(p->addr.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (const struct sockaddr *)&p->addr, p->addr_len) < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (type == SOCK_STREAM) {
+        int rc = wait_fd(x, fd, POLLOUT, until);
+        if (rc != 1) {
+            close(fd);
+            return rc < 0 ? rc : TERN_ETIMEDOUT;
+        }
+        int err = 0;
+        socklen_t el = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) {
+            close(fd);
+            return -err;
+        }
+    }
+    return fd;
+}
+
+/* Write or read len bytes by until: 0, TERN_ETIMEDOUT, TERN_ECONNRESET (closed) or -errno. */
+static int io_all(xfr_t *x, int fd, uint8_t *buf, size_t len, bool wr, int64_t until)
+{
+    size_t done = 0;
+    while (done < len) {
+        int pr = wait_fd(x, fd, wr ? POLLOUT : POLLIN, until);
+        if (pr == 0)
+            return TERN_ETIMEDOUT;
+        if (pr < 0)
+            return pr;
+        ssize_t k = wr ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
+                       : recv(fd, buf + done, len - done, 0);
+        if (k == 0)
+            return TERN_ECONNRESET;
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                continue;
+            return -errno;
+        }
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *apex;
+    size_t apex_len;
+    config_xfr_peer_t peer;
+    bool has_key;
+    tsig_key_t key;
+    zone_t *base;
+    size_t max_bytes;
+    /* Deadlines (see step_end()): each step within timeout_ms, the transfer by until, which is
+     * total_ms after its start. */
+    xfr_t *x; /* whose stop every wait checks */
+    int timeout_ms, total_ms;
+    int64_t until;
+    size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
+    char key_name[DNAME_KEY_MAX];
+} pull_t;
+
+/*
+ * The deadline of the step of p that starts now: one exchange (the SOA query and its answer,
+ * the connect, the request written, one message of the answer read whole) must be done within
+ * xfr_timeout_ms, and every step by the transfer's total deadline. Per step, not per byte: a
+ * primary dripping a byte a second would otherwise keep a message, and the transfer, going for
+ * ever (Knot decrements its tcp-remote-io-timeout across a message the same way, in
+ * src/contrib/net.c io_exec()). The total deadline is BIND's max-transfer-time-in: a primary
+ * sending a small message a second never breaks the per-step deadline.
+ */
+static int64_t step_end(const pull_t *p)
+{
+    int64_t step = tern_monotonic_ms() + p->timeout_ms;
+    return step < p->until ? step : p->until;
+}
+
+/* err for a step (what) that ended with rc at the deadline step (from step_end()); returns rc. */
+static int step_failed(const pull_t *p, int rc, int64_t step, const char *what, char *err,
+                       size_t errlen)
+{
+    if (__atomic_load_n(&p->x->stop, __ATOMIC_ACQUIRE))
+        snprintf(err, errlen, "%s: stopped (shutting down)", what);
+    else if (rc != TERN_ETIMEDOUT)
+        snprintf(err, errlen, "%s: %s", what, tern_strerror(rc));
+    else if (step >= p->until)
+        snprintf(err, errlen, "%s: the transfer was not done within %d ms (xfr_total_timeout_ms)",
+                 what, p->total_ms);
+    else
+        snprintf(err, errlen, "%s: not done in %d ms (xfr_timeout_ms)", what, p->timeout_ms);
+    return rc;
+}
+
+static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
+                        uint32_t *serial, char *err, size_t errlen);
+
+/* The primary's serial (SOA over UDP, signed when a key is set). 0 or negative, err set. */
+static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
+{
+    uint8_t m[1024];
+    uint16_t id;
+    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+        id = 0x5a5a;
+    memset(m, 0, 12);
+    tern_wr16(m, id);
+    tern_wr16(m + 4, 1);
+    size_t n = 12;
+    memcpy(m + n, p->apex, p->apex_len);
+    n += p->apex_len;
+    tern_wr16(m + n, WIRE_T_SOA);
+    tern_wr16(m + n + 2, WIRE_CLASS_IN);
+    n += 4;
+    tsig_ctx_t ctx;
+    tsig_ctx_init(&ctx);
+    int rc = soa_exchange(p, &ctx, m, n, id, serial, err, errlen);
+    tsig_ctx_clear(&ctx);
+    return rc;
+}
+
+static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
+                        uint32_t *serial, char *err, size_t errlen)
+{
+    if (p->has_key && tsig_sign_request(ctxp, &p->key, m, n, 1024, now_s(), &n) < 0) {
+        snprintf(err, errlen, "cannot sign the SOA query");
+        return TERN_EINVAL;
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
+    p->until = tern_monotonic_ms() + p->total_ms;
+    int64_t step = step_end(p);
+    int fd = connect_to(p->x, &p->peer, SOCK_DGRAM, step);
+    if (fd < 0)
+        return step_failed(p, fd, step, what, err, errlen);
+    (void)send(fd, m, n, MSG_NOSIGNAL);
+    for (;;) {
+        int wr = wait_fd(p->x, fd, POLLIN, step);
+        if (wr != 1) {
+            close(fd);
+            return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
+        }
+        uint8_t r[4096];
+        ssize_t k = recv(fd, r, sizeof(r), 0);
+        if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR))
+            continue;
+        close(fd);
+        size_t len = (size_t)k;
+        if (p->has_key) {
+            size_t stripped = len;
+            int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
+            if (rc != 0) {
+                snprintf(err, errlen, "SOA answer from %s: TSIG: %s%s%s", p->peer.text,
+                         tsig_strerror(rc), rc == TSIG_EPEER ? " " : "",
+                         rc == TSIG_EPEER ? tsig_error_name(ctxp->peer_error) : "");
+                return TERN_EACCES;
+            }
+            len = stripped;
+        }
+        unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
+        if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
+            snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
+                     tern_rd16(r + 6));
+            return TERN_EPROTO;
+        }
+        size_t pos = 12;
+        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
+            snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
+            return TERN_EPROTO;
+        }
+        pos += 4;
+        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
+            tern_rd16(r + pos) != WIRE_T_SOA) {
+            snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
+            return TERN_EPROTO;
+        }
+        size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
+        if (len - rd < rdlen || rdlen < 22) {
+            snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
+            return TERN_EPROTO;
+        }
+        *serial = tern_rd32(r + rd + rdlen - 20);
+        return 0;
+    }
+}
+
+/* Transfer the zone from p (IXFR from p->base's serial, else AXFR). 0 with *out (new version),
+ * 1: up to date, negative with err. */
+static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t *records, char *err,
+                size_t errlen)
+{
+    uint8_t *m = malloc(RBUF_CAP + 512);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    uint16_t id;
+    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+        id = 0x4242;
+    uint8_t *q = m + 2;
+    memset(q, 0, 12);
+    tern_wr16(q, id);
+    tern_wr16(q + 4, 1);
+    size_t n = 12;
+    memcpy(q + n, p->apex, p->apex_len);
+    n += p->apex_len;
+    uint16_t qtype = ixfr ? WIRE_T_IXFR : WIRE_T_AXFR;
+    tern_wr16(q + n, qtype);
+    tern_wr16(q + n + 2, WIRE_CLASS_IN);
+    n += 4;
+    if (ixfr) {
+        /* RFC 1995 §3: our SOA in the authority section */
+        const zone_rrset_t *soa = p->base->soa;
+        size_t rdlen = tern_rd16(soa->rdata);
+        tern_wr16(q + 8, 1);
+        tern_wr16(q + n, 0xC00C);
+        tern_wr16(q + n + 2, WIRE_T_SOA);
+        tern_wr16(q + n + 4, WIRE_CLASS_IN);
+        tern_wr32(q + n + 6, soa->ttl);
+        tern_wr16(q + n + 10, (uint16_t)rdlen);
+        memcpy(q + n + 12, soa->rdata + 2, rdlen);
+        n += 12 + rdlen;
+    }
+    tsig_ctx_t ctx;
+    tsig_ctx_init(&ctx);
+    if (p->has_key && tsig_sign_request(&ctx, &p->key, q, n, RBUF_CAP, now_s(), &n) < 0) {
+        free(m);
+        tsig_ctx_clear(&ctx);
+        snprintf(err, errlen, "cannot sign the request");
+        return TERN_EINVAL;
+    }
+    tern_wr16(m, (uint16_t)n);
+    char what[96];
+    snprintf(what, sizeof(what), "connect to %s", p->peer.text);
+    p->until = tern_monotonic_ms() + p->total_ms;
+    int64_t step = step_end(p);
+    int fd = connect_to(p->x, &p->peer, SOCK_STREAM, step);
+    if (fd < 0) {
+        free(m);
+        tsig_ctx_clear(&ctx);
+        return step_failed(p, fd, step, what, err, errlen);
+    }
+    err[0] = '\0';
+    step = step_end(p);
+    int rc = io_all(p->x, fd, m, n + 2, true, step);
+    if (rc < 0)
+        step_failed(p, rc, step, "the request", err, errlen);
+    char src[128];
+    snprintf(src, sizeof(src), "primary %s", p->peer.text);
+    xfr_in_t *xi =
+        rc == 0 ? xfr_in_new(p->apex, qtype, ixfr ? p->base : NULL, p->max_bytes, src) : NULL;
+    if (rc == 0 && !xi)
+        rc = TERN_ENOMEM;
+    if (xi)
+        xfr_in_set_id(xi, id);
+    int more = 1;
+    size_t msgs = 0;
+    while (rc == 0 && more == 1) {
+        /* the whole message, its length and its bytes, within one step */
+        step = step_end(p);
+        if ((rc = io_all(p->x, fd, m, 2, false, step)) < 0) {
+            snprintf(what, sizeof(what), "message %zu", msgs + 1);
+            step_failed(p, rc, step, what, err, errlen);
+            break;
+        }
+        size_t len = tern_rd16(m);
+        if (len < 12) {
+            rc = TERN_EPROTO;
+            snprintf(err, errlen, "message %zu: %zu bytes", msgs + 1, len);
+            break;
+        }
+        if ((rc = io_all(p->x, fd, m + 2, len, false, step)) < 0) {
+            snprintf(what, sizeof(what), "message %zu", msgs + 1);
+            step_failed(p, rc, step, what, err, errlen);
+            break;
+        }
+        msgs++;
+        if (p->has_key) {
+            size_t stripped = len;
+            int tr = tsig_verify_response(&ctx, m + 2, len, now_s(), &stripped);
+            if (tr < 0) {
+                rc = TERN_EACCES;
+                snprintf(err, errlen, "message %zu: TSIG: %s%s%s", msgs, tsig_strerror(tr),
+                         tr == TSIG_EPEER ? " " : "",
+                         tr == TSIG_EPEER ? tsig_error_name(ctx.peer_error) : "");
+                break;
+            }
+            if (stripped < len) /* the TSIG RR is gone: ARCOUNT says so too */
+                tern_wr16(m + 2 + 10, (uint16_t)(tern_rd16(m + 2 + 10) - 1));
+            len = stripped;
+        }
+        more = xfr_in_feed(xi, m + 2, len, err, errlen);
+        if (more < 0)
+            rc = more;
+    }
+    close(fd);
+    free(m);
+    if (rc < 0 && !err[0])
+        snprintf(err, errlen, "%s", tern_strerror(rc));
+    bool unsigned_end = rc >= 0 && p->has_key && tsig_verify_end(&ctx) != 0;
+    tsig_ctx_clear(&ctx);
+    if (rc < 0) {
+        xfr_in_free(xi);
+        return rc;
+    }
+    if (unsigned_end) {
+        xfr_in_free(xi);
+        snprintf(err, errlen, "the last message is not signed");
+        return TERN_EACCES;
+    }
+    *records = xfr_in_records(xi);
+    p->wire = xfr_in_bytes(xi);
+    p->mem = xfr_in_memory(xi);
+    xfr_in_kind_t k = xfr_in_kind(xi);
+    *kind = k == XFR_IN_INCREMENTAL ? "IXFR" : k == XFR_IN_FULL ? "AXFR" : "IXFR";
+    if (k == XFR_IN_UP_TO_DATE) {
+        xfr_in_free(xi);
+        return 1;
+    }
+    rc = xfr_in_finish(xi, out, err, errlen);
+    xfr_in_free(xi);
+    return rc < 0 ? rc : 0;
+}
+
+/* SOA timer fields of z (refresh, retry, expire) in ms, bounded. */
+static void soa_timers(const zone_t *z, int64_t *refresh, int64_t *retry, int64_t *expire)
+{
+    const uint8_t *rd = z->soa->rdata + 2;
+    size_t rdlen = tern_rd16(z->soa->rdata);
+    const uint8_t *t = rd + rdlen - 16;
+    int64_t v[3] = {(int64_t)tern_rd32(t) * 1000, (int64_t)tern_rd32(t + 4) * 1000,
+                    (int64_t)tern_rd32(t + 8) * 1000};
+    for (int i = 0; i < 3; i++)
+        v[i] = v[i] < REFRESH_MIN_MS   ? REFRESH_MIN_MS
+               : v[i] > REFRESH_MAX_MS ? REFRESH_MAX_MS
+                                       : v[i];
+    *refresh = v[0];
+    *retry = v[1];
+    *expire = v[2] * 1;
+    if (*expire < *refresh)
+        *expire = *refresh;
+}
+
+/* A puller: one refresh attempt of secondary zone key, which it marked busy. */
+static void refresh_zone(xfr_t *x, const char *key)
+{
+    pull_t p = {0};
+    char zkey[DNAME_KEY_MAX];
+    uint8_t apex[DNAME_MAXLEN];
+    config_xfr_peer_t prims[8];
+    int pkeys[8];
+    size_t nprim;
+    char *file = NULL;
+    /* what this attempt needs, copied under mu; the transfer runs without it */
+    pthread_mutex_lock(&x->mu);
+    struct zst *z = xfr_zone_find(x, key);
+    if (!z || !z->secondary) {
+        pthread_mutex_unlock(&x->mu);
+        return;
+    }
+    snprintf(zkey, sizeof(zkey), "%s", z->key);
+    memcpy(apex, z->apex, z->apex_len);
+    p.apex = apex;
+    p.apex_len = z->apex_len;
+    nprim = z->nprim < 8 ? z->nprim : 8;
+    for (size_t i = 0; i < nprim; i++) {
+        prims[i] = z->prim[(z->cur_prim + i) % z->nprim];
+        pkeys[i] = z->prim_key[(z->cur_prim + i) % z->nprim];
+    }
+    p.base = z->base ? zone_retain(z->base) : NULL;
+    bool first_try = !z->base_tried;
+    z->base_tried = true;
+    z->notified = false;
+    p.max_bytes = x->max_bytes;
+    p.x = x;
+    p.timeout_ms = (int)x->timeout_ms;
+    p.total_ms = (int)x->total_ms;
+    file = z->file ? strdup(z->file) : NULL;
+    tsig_key_t keys[8];
+    for (size_t i = 0; i < nprim; i++)
+        if (pkeys[i] >= 0)
+            keys[i] = x->keys[pkeys[i]];
+    pthread_mutex_unlock(&x->mu);
+
+    if (!p.base && first_try) {
+        /* the version the loader serves (the on-disk copy, read at startup) is our base */
+        zone_t *cur = xfr_pin_zone(x, apex);
+        if (cur && !cur->unavailable)
+            p.base = cur;
+        else
+            zone_free(cur);
+    }
+    char err[512] = "", errs[1024] = "";
+    zone_t *nz = NULL;
+    const char *kind = "";
+    uint64_t records = 0;
+    int rc = TERN_EINVAL;
+    size_t used = 0;
+    for (size_t i = 0; i < nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
+        p.peer = prims[i];
+        p.has_key = pkeys[i] >= 0;
+        if (p.has_key)
+            p.key = keys[i];
+        uint32_t serial = 0;
+        rc = query_soa(&p, &serial, err, sizeof(err));
+        if (rc == 0 && p.base && !xfr_serial_lt(p.base->serial, serial)) {
+            rc = 1; /* up to date */
+            used = i;
+            break;
+        }
+        if (rc == 0) {
+            rc = pull(&p, p.base != NULL, &nz, &kind, &records, err, sizeof(err));
+            if (rc < 0 && p.base && rc != TERN_ETIMEDOUT) {
+                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a
+                 * deadline, which an AXFR from the same primary would only wait out again
+                 * (Knot's refresh does not fall back after an I/O failure either) */
+                char e2[512];
+                log_info("xfr: zone %s: IXFR from %s failed (%s); trying AXFR", zkey, p.peer.text,
+                         err);
+                rc = pull(&p, false, &nz, &kind, &records, e2, sizeof(e2));
+                if (rc < 0)
+                    snprintf(err, sizeof(err), "%s", e2);
+            }
+            if (rc == 0 && p.base && xfr_serial_lt(nz->serial, p.base->serial)) {
+                snprintf(err, sizeof(err), "serial went back from %u to %u", p.base->serial,
+                         nz->serial);
+                zone_free(nz);
+                nz = NULL;
+                rc = TERN_EPROTO;
+            }
+        }
+        if (rc >= 0) {
+            used = i;
+            break;
+        }
+        size_t el = strlen(errs);
+        snprintf(errs + el, sizeof(errs) - el, "%s%s: %s", el ? "; " : "", p.peer.text, err);
+    }
+    int64_t now = tern_monotonic_ms(), refresh = RETRY_FIRST_MS, retry = RETRY_FIRST_MS, expire = 0;
+    zone_t *timer_zone = nz ? nz : p.base;
+    if (timer_zone)
+        soa_timers(timer_zone, &refresh, &retry, &expire);
+    if (rc == 0) {
+        char was[32] = "";
+        if (p.base)
+            snprintf(was, sizeof(was), " (was %u)", p.base->serial);
+        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records, %zu KiB of messages, "
+                 "~%zu MiB in memory while built",
+                 zkey, kind, prims[used].text, nz->serial, was, (unsigned long long)records,
+                 p.wire >> 10, p.mem >> 20);
+        if (file) {
+            char werr[512];
+            if (xfr_zone_write_file(nz, file, werr, sizeof(werr)) < 0)
+                log_err("xfr: zone %s: cannot write its copy: %s", zkey, werr);
+        }
+    } else if (rc == 1) {
+        log_debug("xfr: zone %s: up to date (serial %u)", zkey, p.base->serial);
+    } else {
+        log_warn("xfr: zone %s: refresh failed: %s", zkey, errs);
+    }
+    bool expired_now = false, revived = false;
+    zone_t *revive = NULL;
+    pthread_mutex_lock(&x->mu);
+    z = xfr_zone_find(x, key);
+    if (z && z->secondary) {
+        if (rc >= 0) {
+            /* an expired zone whose primary answers again with the version we hold: it is
+             * current once more, serve it again (a new version is handed over below anyway) */
+            if (rc == 1 && z->expired && z->base) {
+                revive = zone_retain(z->base);
+                revived = true;
+            }
+            if (rc == 0) {
+                zone_free(z->base);
+                z->base = zone_retain(nz);
+                z->in_when = (int64_t)now_s();
+                snprintf(z->in_primary, sizeof(z->in_primary), "%s", prims[used].text);
+                snprintf(z->in_kind, sizeof(z->in_kind), "%s", kind);
+                z->in_records = records;
+                z->in_count++;
+            } else if (!z->base && p.base) {
+                z->base = zone_retain(p.base);
+            }
+            z->in_error[0] = '\0';
+            z->next_ms = now + refresh;
+            z->expire_ms = now + expire;
+            z->refresh_wall = (int64_t)now_s() + refresh / 1000;
+            z->expire_wall = (int64_t)now_s() + expire / 1000;
+            z->expired = false;
+            z->cur_prim = (z->cur_prim + used) % z->nprim;
+        } else {
+            snprintf(z->in_error, sizeof(z->in_error), "%.255s", errs);
+            z->next_ms = now + retry;
+            z->refresh_wall = (int64_t)now_s() + retry / 1000;
+            if (!z->expire_ms && p.base) {
+                /* the startup copy: expire counts from now */
+                z->expire_ms = now + expire;
+                z->expire_wall = (int64_t)now_s() + expire / 1000;
+                if (!z->base)
+                    z->base = zone_retain(p.base);
+            }
+            if (z->expire_ms && now >= z->expire_ms && !z->expired) {
+                z->expired = expired_now = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (rc >= 0)
+        __atomic_add_fetch(rc == 0 ? &x->stats.in_ok : &x->stats.in_up_to_date, 1,
+                           __ATOMIC_RELAXED);
+    else
+        __atomic_add_fetch(&x->stats.in_failed, 1, __ATOMIC_RELAXED);
+    if (rc == 0 && x->hooks.zone_in)
+        x->hooks.zone_in(x->hooks.ctx, zkey, nz); /* the loader owns our reference now */
+    else
+        zone_free(nz);
+    if (revived) {
+        log_info("xfr: zone %s: the primary answers again with serial %u; serving it again", zkey,
+                 revive->serial);
+        if (x->hooks.zone_in)
+            x->hooks.zone_in(x->hooks.ctx, zkey, revive);
+        else
+            zone_free(revive);
+    }
+    if (expired_now) {
+        log_err("xfr: zone %s expired: no successful refresh within the SOA expire; answering "
+                "SERVFAIL until a primary answers",
+                zkey);
+        if (x->hooks.zone_in)
+            x->hooks.zone_in(x->hooks.ctx, zkey, NULL);
+    }
+    zone_free(p.base);
+    free(file);
+    explicit_bzero(keys, sizeof(keys));
+    explicit_bzero(&p.key, sizeof(p.key));
+}
+
+/* A puller thread: takes the first due secondary zone no other puller has, refreshes it, and
+ * again; sleeps on pull_cv until the next zone is due, a NOTIFY or a new config. */
+static void *pull_main(void *arg)
+{
+    struct puller *me = arg;
+    xfr_t *x = me->x;
+    char name[16];
+    snprintf(name, sizeof(name), "tern-xfr-in%u", me->idx);
+    (void)pthread_setname_np(pthread_self(), name);
+    tern_rcu_register(); /* xfr_pin_zone() reads the published view */
+    tern_rcu_offline();
+    pthread_mutex_lock(&x->mu);
+    while (!x->stop) {
+        int64_t now = tern_monotonic_ms(), next = now + 1000;
+        struct zst *due = NULL;
+        for (size_t i = 0; i < x->nzones && !due && me->idx < x->in_max; i++) {
+            struct zst *z = x->zones[i];
+            if (!z->secondary || z->busy)
+                continue;
+            if (z->notified || z->next_ms <= now)
+                due = z;
+            else if (z->next_ms < next)
+                next = z->next_ms;
+        }
+        if (!due) {
+            struct timespec ts = {.tv_sec = (time_t)(next / 1000),
+                                  .tv_nsec = (long)(next % 1000) * 1000000L};
+            pthread_cond_timedwait(&x->pull_cv, &x->mu, &ts);
+            continue;
+        }
+        char key[DNAME_KEY_MAX];
+        snprintf(key, sizeof(key), "%s", due->key);
+        due->busy = true;
+        pthread_mutex_unlock(&x->mu);
+        refresh_zone(x, key);
+        pthread_mutex_lock(&x->mu);
+        struct zst *z = xfr_zone_find(x, key); /* a reload may have replaced it meanwhile */
+        if (z)
+            z->busy = false;
+    }
+    pthread_mutex_unlock(&x->mu);
+    tern_rcu_unregister();
+    return NULL;
+}
+
+/* As many pullers as there are secondary zones, up to in_max; never fewer than before (a
+ * puller past a lowered in_max idles). Wakes them all: a zone may be due. */
+void xfr_secondary_grow(xfr_t *x)
+{
+    pthread_mutex_lock(&x->mu);
+    size_t nsec = 0;
+    for (size_t i = 0; i < x->nzones; i++)
+        nsec += x->zones[i]->secondary;
+    size_t want = nsec < x->in_max ? nsec : x->in_max;
+    while (x->npullers < want && !x->stop) {
+        struct puller *pl = &x->pullers[x->npullers];
+        pl->x = x;
+        pl->idx = x->npullers;
+        if (pthread_create(&pl->t, NULL, pull_main, pl) != 0) {
+            log_err("xfr: cannot start a transfer-in thread (%u running)", x->npullers);
+            break;
+        }
+        x->npullers++;
+    }
+    pthread_cond_broadcast(&x->pull_cv);
+    pthread_mutex_unlock(&x->mu);
+}
