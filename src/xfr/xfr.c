@@ -100,9 +100,9 @@ struct zst *xfr_zone_find_apex(const xfr_t *x, const uint8_t *name)
     return NULL;
 }
 
-static int key_index(const xfr_t *x, const tsig_key_t *keys, size_t nkeys, const char *name)
+/* The index in keys of the key named name (any case, final dot optional), -1 if none or NULL. */
+static int key_index(const tsig_key_t *keys, size_t nkeys, const char *name)
 {
-    (void)x;
     if (!name)
         return -1;
     char n[256];
@@ -164,112 +164,107 @@ bool xfr_wanted(const config_t *cfg)
     return false;
 }
 
-int xfr_configure(xfr_t *x, const config_t *cfg)
+/* One zone's transfer settings from its config; key indexes into keys (the new config's). NULL
+ * when out of memory. */
+static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys)
 {
-    tsig_key_t *keys = NULL;
-    if (cfg->ntsig_keys) {
-        if (!(keys = malloc(cfg->ntsig_keys * sizeof(*keys))))
-            return TERN_ENOMEM;
-        memcpy(keys, cfg->tsig_keys, cfg->ntsig_keys * sizeof(*keys));
+    struct zst *z = calloc(1, sizeof(*z));
+    if (!z)
+        return NULL;
+    char key[DNAME_KEY_MAX];
+    const char *why;
+    int al;
+    if (dname_key(cz->origin, key, sizeof(key), &why) < 0 || !(z->key = strdup(key)) ||
+        (al = dname_from_str(cz->origin, strlen(cz->origin), false, z->apex, &why)) < 0)
+        goto fail;
+    z->apex_len = (size_t)al;
+    z->configured = true;
+    z->transfer_key = key_index(keys, nkeys, cz->transfer_key);
+    if (config_prefix_list_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
+        config_prefix_list_copy(&z->allow_notify, &cz->allow_notify) < 0)
+        goto fail;
+    if (cz->nnotify) {
+        if (!(z->nt = calloc(cz->nnotify, sizeof(*z->nt))))
+            goto fail;
+        for (size_t k = 0; k < cz->nnotify; k++) {
+            z->nt[k].peer = cz->notify[k];
+            z->nt[k].peer.key = NULL;
+            z->nt[k].key = key_index(keys, nkeys, cz->notify[k].key);
+        }
+        z->nnt = cz->nnotify;
     }
-    size_t n = 0;
-    struct zst **zs = calloc(cfg->nzones + 1, sizeof(*zs));
-    if (!zs)
-        goto nomem;
-    for (size_t i = 0; i < cfg->nzones; i++) {
-        const config_zone_t *cz = &cfg->zones[i];
-        if (!cz->nprimaries && !cz->nnotify && !cz->allow_transfer.n)
-            continue;
-        struct zst *z = calloc(1, sizeof(*z));
-        if (!z)
-            goto nomem;
-        zs[n++] = z;
-        char key[DNAME_KEY_MAX];
-        const char *why;
-        int al;
-        if (dname_key(cz->origin, key, sizeof(key), &why) < 0 || !(z->key = strdup(key)) ||
-            (al = dname_from_str(cz->origin, strlen(cz->origin), false, z->apex, &why)) < 0)
-            goto nomem;
-        z->apex_len = (size_t)al;
-        z->configured = true;
-        z->transfer_key = key_index(x, keys, cfg->ntsig_keys, cz->transfer_key);
-        if (config_prefix_list_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
-            config_prefix_list_copy(&z->allow_notify, &cz->allow_notify) < 0)
-            goto nomem;
-        if (cz->nnotify) {
-            if (!(z->nt = calloc(cz->nnotify, sizeof(*z->nt))))
-                goto nomem;
-            for (size_t k = 0; k < cz->nnotify; k++) {
-                z->nt[k].peer = cz->notify[k];
-                z->nt[k].peer.key = NULL;
-                z->nt[k].key = key_index(x, keys, cfg->ntsig_keys, cz->notify[k].key);
+    if (cz->nprimaries) {
+        z->secondary = true;
+        if (!(z->prim = calloc(cz->nprimaries, sizeof(*z->prim))) ||
+            !(z->prim_key = calloc(cz->nprimaries, sizeof(int))))
+            goto fail;
+        for (size_t k = 0; k < cz->nprimaries; k++) {
+            z->prim[k] = cz->primaries[k];
+            z->prim[k].key = NULL;
+            z->prim_key[k] = key_index(keys, nkeys, cz->primaries[k].key);
+        }
+        z->nprim = cz->nprimaries;
+        if (cz->file && !(z->file = strdup(cz->file)))
+            goto fail;
+    }
+    return z;
+fail:
+    zst_free(z);
+    return NULL;
+}
+
+/* Under mu: what z, replacing o across a reload, keeps of what o learnt as a zone served out —
+ * its journal (with the same bounds: new bounds need a new journal), serial, last transfer out,
+ * and each NOTIFY target's state. */
+static void zst_keep_out(const xfr_t *x, struct zst *z, struct zst *o)
+{
+    if (x->journal_versions == o->journal_versions && x->journal_bytes == o->journal_bytes) {
+        z->journal = o->journal;
+        o->journal = NULL;
+    }
+    z->serial = o->serial;
+    z->warned_serial = o->warned_serial;
+    z->out_when = o->out_when;
+    memcpy(z->out_peer, o->out_peer, sizeof(z->out_peer));
+    memcpy(z->out_kind, o->out_kind, sizeof(z->out_kind));
+    z->out_serial = o->out_serial;
+    z->out_records = o->out_records;
+    z->out_count = o->out_count;
+    for (size_t k = 0; k < z->nnt; k++)
+        for (size_t j = 0; j < o->nnt; j++)
+            if (strcmp(z->nt[k].peer.text, o->nt[j].peer.text) == 0) {
+                struct ntarget keep = z->nt[k];
+                z->nt[k] = o->nt[j];
+                z->nt[k].peer = keep.peer;
+                z->nt[k].key = keep.key;
             }
-            z->nnt = cz->nnotify;
-        }
-        if (cz->nprimaries) {
-            z->secondary = true;
-            if (!(z->prim = calloc(cz->nprimaries, sizeof(*z->prim))) ||
-                !(z->prim_key = calloc(cz->nprimaries, sizeof(int))))
-                goto nomem;
-            for (size_t k = 0; k < cz->nprimaries; k++) {
-                z->prim[k] = cz->primaries[k];
-                z->prim[k].key = NULL;
-                z->prim_key[k] = key_index(x, keys, cfg->ntsig_keys, cz->primaries[k].key);
-            }
-            z->nprim = cz->nprimaries;
-            if (cz->file && !(z->file = strdup(cz->file)))
-                goto nomem;
-        }
-    }
-    pthread_mutex_lock(&x->mu);
-    /* the journals' bounds first: the loop below makes the new zones' journals with them */
-    x->journal_versions = cfg->xfr_journal_versions;
-    x->journal_bytes = (size_t)cfg->xfr_journal_mib << 20;
-    /* keep what each zone that stays has learnt: journal, timers, the last transfers */
-    for (size_t i = 0; i < n; i++) {
-        struct zst *o = xfr_zone_find(x, zs[i]->key);
-        struct zst *z = zs[i];
-        if (!o)
-            continue;
-        /* a journal kept across a reload keeps its deltas; new bounds need a new journal */
-        if (x->journal_versions == o->journal_versions && x->journal_bytes == o->journal_bytes) {
-            z->journal = o->journal;
-            o->journal = NULL;
-        }
-        z->serial = o->serial;
-        z->warned_serial = o->warned_serial;
-        z->out_when = o->out_when;
-        memcpy(z->out_peer, o->out_peer, sizeof(z->out_peer));
-        memcpy(z->out_kind, o->out_kind, sizeof(z->out_kind));
-        z->out_serial = o->out_serial;
-        z->out_records = o->out_records;
-        z->out_count = o->out_count;
-        for (size_t k = 0; k < z->nnt; k++)
-            for (size_t j = 0; j < o->nnt; j++)
-                if (strcmp(z->nt[k].peer.text, o->nt[j].peer.text) == 0) {
-                    struct ntarget keep = z->nt[k];
-                    z->nt[k] = o->nt[j];
-                    z->nt[k].peer = keep.peer;
-                    z->nt[k].key = keep.key;
-                }
-        if (z->secondary && o->secondary) {
-            z->base = o->base;
-            o->base = NULL;
-            z->base_tried = o->base_tried;
-            z->next_ms = o->next_ms;
-            z->expire_ms = o->expire_ms;
-            z->refresh_wall = o->refresh_wall;
-            z->expire_wall = o->expire_wall;
-            z->expired = o->expired;
-            z->busy = o->busy;
-            z->in_when = o->in_when;
-            memcpy(z->in_primary, o->in_primary, sizeof(z->in_primary));
-            memcpy(z->in_kind, o->in_kind, sizeof(z->in_kind));
-            memcpy(z->in_error, o->in_error, sizeof(z->in_error));
-            z->in_records = o->in_records;
-            z->in_count = o->in_count;
-        }
-    }
+}
+
+/* Under mu: ... and as a secondary (both are): its base version, timers and last transfer in. */
+static void zst_keep_in(struct zst *z, struct zst *o)
+{
+    if (!z->secondary || !o->secondary)
+        return;
+    z->base = o->base;
+    o->base = NULL;
+    z->base_tried = o->base_tried;
+    z->next_ms = o->next_ms;
+    z->expire_ms = o->expire_ms;
+    z->refresh_wall = o->refresh_wall;
+    z->expire_wall = o->expire_wall;
+    z->expired = o->expired;
+    z->busy = o->busy;
+    z->in_when = o->in_when;
+    memcpy(z->in_primary, o->in_primary, sizeof(z->in_primary));
+    memcpy(z->in_kind, o->in_kind, sizeof(z->in_kind));
+    memcpy(z->in_error, o->in_error, sizeof(z->in_error));
+    z->in_records = o->in_records;
+    z->in_count = o->in_count;
+}
+
+/* Under mu: a journal, with x's bounds, for each of zs that kept none. */
+static void zst_journals(const xfr_t *x, struct zst **zs, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         zs[i]->journal_versions = x->journal_versions;
         zs[i]->journal_bytes = x->journal_bytes;
@@ -278,27 +273,73 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             log_err("xfr: zone %s: out of memory for its journal: IXFR falls back to AXFR",
                     zs[i]->key);
     }
-    struct zst **old = x->zones;
-    size_t nold = x->nzones;
-    tsig_key_t *okeys = x->keys;
-    size_t onkeys = x->nkeys;
-    x->zones = zs;
-    x->nzones = n;
-    x->keys = keys;
-    x->nkeys = cfg->ntsig_keys;
+}
+
+/* Under mu: zs (n zones) and keys replace x's, with cfg's settings; the old ones are returned
+ * through the pointers to be freed outside mu. */
+static void swap_config(xfr_t *x, const config_t *cfg, struct zst ***zs, size_t *n,
+                        tsig_key_t **keys, size_t *nkeys)
+{
+    struct zst **oz = x->zones;
+    size_t on = x->nzones;
+    tsig_key_t *ok = x->keys;
+    size_t onk = x->nkeys;
+    x->zones = *zs;
+    x->nzones = *n;
+    x->keys = *keys;
+    x->nkeys = *nkeys;
+    *zs = oz;
+    *n = on;
+    *keys = ok;
+    *nkeys = onk;
     x->notify_retries = cfg->xfr_notify_retries;
     x->notify_timeout_ms = cfg->xfr_notify_timeout_ms;
     x->timeout_ms = cfg->xfr_timeout_ms;
     x->total_ms = cfg->xfr_total_timeout_ms;
     x->in_max = cfg->xfr_in_concurrency;
     x->max_bytes = (size_t)cfg->xfr_max_mib << 20;
+}
+
+int xfr_configure(xfr_t *x, const config_t *cfg)
+{
+    tsig_key_t *keys = NULL;
+    size_t nkeys = cfg->ntsig_keys, n = 0;
+    if (nkeys) {
+        if (!(keys = malloc(nkeys * sizeof(*keys))))
+            return TERN_ENOMEM;
+        memcpy(keys, cfg->tsig_keys, nkeys * sizeof(*keys));
+    }
+    struct zst **zs = calloc(cfg->nzones + 1, sizeof(*zs));
+    if (!zs)
+        goto nomem;
+    for (size_t i = 0; i < cfg->nzones; i++) {
+        const config_zone_t *cz = &cfg->zones[i];
+        if (!cz->nprimaries && !cz->nnotify && !cz->allow_transfer.n)
+            continue;
+        if (!(zs[n] = zst_new(cz, keys, nkeys)))
+            goto nomem;
+        n++;
+    }
+    pthread_mutex_lock(&x->mu);
+    /* the journals' bounds first: zst_journals() makes the new zones' journals with them */
+    x->journal_versions = cfg->xfr_journal_versions;
+    x->journal_bytes = (size_t)cfg->xfr_journal_mib << 20;
+    for (size_t i = 0; i < n; i++) {
+        struct zst *o = xfr_zone_find(x, zs[i]->key);
+        if (o) {
+            zst_keep_out(x, zs[i], o);
+            zst_keep_in(zs[i], o);
+        }
+    }
+    zst_journals(x, zs, n);
+    swap_config(x, cfg, &zs, &n, &keys, &nkeys); /* zs, n, keys, nkeys: the old ones now */
     pthread_mutex_unlock(&x->mu);
-    for (size_t i = 0; i < nold; i++)
-        zst_free(old[i]);
-    free(old);
-    if (okeys)
-        explicit_bzero(okeys, onkeys * sizeof(*okeys));
-    free(okeys);
+    for (size_t i = 0; i < n; i++)
+        zst_free(zs[i]);
+    free(zs);
+    if (keys)
+        explicit_bzero(keys, nkeys * sizeof(*keys));
+    free(keys);
     if (x->started) {
         ev_signal(x->notify_ev);
         xfr_secondary_grow(x);

@@ -323,12 +323,9 @@ static bool next_message(xfr_t *x, struct oconn *c)
     return true;
 }
 
-/* A transfer request on c: check, pin, start the stream (its first message queued). */
-static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8_t *req, size_t len)
+/* c->zname: the request's zone as its key (lowercased, no final dot) for logs and stats. */
+static void transfer_name(struct oconn *c, const xfr_msg_t *im)
 {
-    uint8_t *out = c->wbuf + 2;
-    char peer[64];
-    xfr_addr_text(&c->peer, peer, sizeof(peer));
     if (dname_to_str(im->q.qname, c->zname, sizeof(c->zname)) < 0)
         snprintf(c->zname, sizeof(c->zname), "?");
     size_t zl = strlen(c->zname);
@@ -336,8 +333,28 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
         c->zname[zl - 1] = '\0';
     for (char *p = c->zname; *p; p++)
         *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-    snprintf(c->kind, sizeof(c->kind), "%s", im->q.qtype == WIRE_T_IXFR ? "IXFR" : "AXFR");
-    /* who may: the zone's allow_transfer, and its key when one is set */
+}
+
+/* What an IXFR (or AXFR) request needs from the zone's state, taken under mu. */
+typedef struct {
+    uint32_t client;     /* IXFR: the client's serial */
+    xfr_delta_t **chain; /* IXFR: the journal's deltas from client on (references), or NULL */
+    size_t nchain;
+    bool have_chain;
+} transfer_plan_t;
+
+static void plan_release(transfer_plan_t *t)
+{
+    for (size_t i = 0; i < t->nchain; i++)
+        xfr_delta_release(t->chain[i]);
+    free(t->chain);
+}
+
+/* Who may: the zone's allow_transfer, and its key when one is set; for IXFR, the client's serial
+ * and the journal's chain from it into t. NULL, or why the request is refused. */
+static const char *transfer_check(xfr_t *x, const struct oconn *c, const xfr_msg_t *im,
+                                  const uint8_t *req, size_t len, transfer_plan_t *t)
+{
     pthread_mutex_lock(&x->mu);
     struct zst *z = xfr_zone_find_apex(x, im->q.qname);
     const char *why = NULL;
@@ -348,17 +365,43 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
     else if (z->transfer_key >= 0 &&
              (!im->tsig || strcasecmp(im->key->name, x->keys[z->transfer_key].name) != 0))
         why = "not signed with transfer_key";
-    xfr_delta_t **chain = NULL;
-    size_t nchain = 0;
-    bool have_chain = false;
-    uint32_t client = 0;
     if (!why && im->q.qtype == WIRE_T_IXFR) {
-        if (!ixfr_client_serial(req, len, 12 + im->q.question_len, &client))
+        if (!ixfr_client_serial(req, len, 12 + im->q.question_len, &t->client))
             why = "IXFR without the client's SOA";
-        else if (z->journal && xfr_journal_chain(z->journal, client, &chain, &nchain) == 0)
-            have_chain = true;
+        else if (z->journal && xfr_journal_chain(z->journal, t->client, &t->chain, &t->nchain) == 0)
+            t->have_chain = true;
     }
     pthread_mutex_unlock(&x->mu);
+    return why;
+}
+
+/* The stream answering req from zone: AXFR; IXFR from the journal's chain; the SOA alone when
+ * the client is up to date; else the whole zone in IXFR's form (c->kind then says AXFR). */
+static xfr_stream_t *transfer_stream(struct oconn *c, const xfr_msg_t *im, zone_t *zone,
+                                     const transfer_plan_t *t, const uint8_t *req, size_t len)
+{
+    if (im->q.qtype != WIRE_T_IXFR)
+        return xfr_stream_axfr(zone, req, len);
+    static xfr_delta_t *const none[1] = {NULL};
+    if (!xfr_serial_lt(t->client, zone->serial))
+        return xfr_stream_ixfr(zone, none, 0, req, len); /* up to date: the SOA alone */
+    if (t->have_chain && t->nchain > 0 && xfr_delta_to(t->chain[t->nchain - 1]) == zone->serial)
+        return xfr_stream_ixfr(zone, t->chain, t->nchain, req, len);
+    /* not in the journal: the whole zone, in IXFR's AXFR-style form (RFC 1995 §4) */
+    snprintf(c->kind, sizeof(c->kind), "AXFR");
+    return xfr_stream_ixfr(zone, NULL, 0, req, len);
+}
+
+/* A transfer request on c: check, pin, start the stream (its first message queued). */
+static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8_t *req, size_t len)
+{
+    uint8_t *out = c->wbuf + 2;
+    char peer[64];
+    xfr_addr_text(&c->peer, peer, sizeof(peer));
+    transfer_name(c, im);
+    snprintf(c->kind, sizeof(c->kind), "%s", im->q.qtype == WIRE_T_IXFR ? "IXFR" : "AXFR");
+    transfer_plan_t t = {0};
+    const char *why = transfer_check(x, c, im, req, len, &t);
     if (why) {
         if (xfr_out_refusal_log_ok())
             log_info("xfr: %s %s from %s refused: %s", c->kind, c->zname, peer, why);
@@ -373,30 +416,13 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
         log_info("xfr: %s %s from %s: the zone has no data (SERVFAIL)", c->kind, c->zname, peer);
         oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));
         zone_free(zone);
-        for (size_t i = 0; i < nchain; i++)
-            xfr_delta_release(chain[i]);
-        free(chain);
+        plan_release(&t);
         c->closing = true;
         return;
     }
     c->serial = zone->serial;
-    if (im->q.qtype == WIRE_T_IXFR) {
-        static xfr_delta_t *const none[1] = {NULL};
-        if (!xfr_serial_lt(client, zone->serial)) {
-            c->st = xfr_stream_ixfr(zone, none, 0, req, len); /* up to date: the SOA alone */
-        } else if (have_chain && nchain > 0 && xfr_delta_to(chain[nchain - 1]) == zone->serial) {
-            c->st = xfr_stream_ixfr(zone, chain, nchain, req, len);
-        } else {
-            /* not in the journal: the whole zone, in IXFR's AXFR-style form (RFC 1995 §4) */
-            c->st = xfr_stream_ixfr(zone, NULL, 0, req, len);
-            snprintf(c->kind, sizeof(c->kind), "AXFR");
-        }
-    } else {
-        c->st = xfr_stream_axfr(zone, req, len);
-    }
-    for (size_t i = 0; i < nchain; i++)
-        xfr_delta_release(chain[i]);
-    free(chain);
+    c->st = transfer_stream(c, im, zone, &t, req, len);
+    plan_release(&t);
     if (!c->st) {
         zone_free(zone);
         oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));

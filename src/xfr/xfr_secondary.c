@@ -250,28 +250,16 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
     }
 }
 
-/* Transfer the zone from p (IXFR from p->base's serial, else AXFR). 0 with *out (new version),
- * 1: up to date, negative with err. */
-static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t *records, char *err,
-                size_t errlen)
+/* p's AXFR or IXFR request into q (room for RBUF_CAP), unsigned; returns its length. */
+static size_t pull_request(const pull_t *p, bool ixfr, uint16_t id, uint8_t *q)
 {
-    uint8_t *m = malloc(RBUF_CAP + 512);
-    if (!m) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    uint16_t id;
-    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-        id = 0x4242;
-    uint8_t *q = m + 2;
     memset(q, 0, 12);
     tern_wr16(q, id);
     tern_wr16(q + 4, 1);
     size_t n = 12;
     memcpy(q + n, p->apex, p->apex_len);
     n += p->apex_len;
-    uint16_t qtype = ixfr ? WIRE_T_IXFR : WIRE_T_AXFR;
-    tern_wr16(q + n, qtype);
+    tern_wr16(q + n, ixfr ? WIRE_T_IXFR : WIRE_T_AXFR);
     tern_wr16(q + n + 2, WIRE_CLASS_IN);
     n += 4;
     if (ixfr) {
@@ -287,93 +275,79 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         memcpy(q + n + 12, soa->rdata + 2, rdlen);
         n += 12 + rdlen;
     }
-    tsig_ctx_t ctx;
-    tsig_ctx_init(&ctx);
-    if (p->has_key && tsig_sign_request(&ctx, &p->key, q, n, RBUF_CAP, now_s(), &n) < 0) {
-        free(m);
-        tsig_ctx_clear(&ctx);
-        snprintf(err, errlen, "cannot sign the request");
-        return TERN_EINVAL;
-    }
+    return n;
+}
+
+/* The request (n bytes at m + 2) sent to p's primary on a new connection: the socket, or a
+ * negative code with err set. */
+static int pull_send(pull_t *p, uint8_t *m, size_t n, char *err, size_t errlen)
+{
     tern_wr16(m, (uint16_t)n);
     char what[96];
     snprintf(what, sizeof(what), "connect to %s", p->peer.text);
     p->until = tern_monotonic_ms() + p->total_ms;
     int64_t step = step_end(p);
     int fd = connect_to(p->x, &p->peer, SOCK_STREAM, step);
-    if (fd < 0) {
-        free(m);
-        tsig_ctx_clear(&ctx);
+    if (fd < 0)
         return step_failed(p, fd, step, what, err, errlen);
-    }
     err[0] = '\0';
     step = step_end(p);
     int rc = io_all(p->x, fd, m, n + 2, true, step);
-    if (rc < 0)
+    if (rc < 0) {
         step_failed(p, rc, step, "the request", err, errlen);
-    char src[128];
-    snprintf(src, sizeof(src), "primary %s", p->peer.text);
-    xfr_in_t *xi =
-        rc == 0 ? xfr_in_new(p->apex, qtype, ixfr ? p->base : NULL, p->max_bytes, src) : NULL;
-    if (rc == 0 && !xi)
-        rc = TERN_ENOMEM;
-    if (xi)
-        xfr_in_set_id(xi, id);
-    int more = 1;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* The answer's messages read from fd (into m, room for RBUF_CAP) and fed to xi until the
+ * transfer is whole, each verified in ctx when p has a key. 0, or a negative code (err set
+ * unless it is only a code). */
+static int pull_read(pull_t *p, int fd, uint8_t *m, tsig_ctx_t *ctx, xfr_in_t *xi, char *err,
+                     size_t errlen)
+{
+    char what[96];
     size_t msgs = 0;
-    while (rc == 0 && more == 1) {
+    for (;;) {
         /* the whole message, its length and its bytes, within one step */
-        step = step_end(p);
-        if ((rc = io_all(p->x, fd, m, 2, false, step)) < 0) {
-            snprintf(what, sizeof(what), "message %zu", msgs + 1);
-            step_failed(p, rc, step, what, err, errlen);
-            break;
-        }
-        size_t len = tern_rd16(m);
-        if (len < 12) {
-            rc = TERN_EPROTO;
+        int64_t step = step_end(p);
+        int rc = io_all(p->x, fd, m, 2, false, step);
+        size_t len = rc < 0 ? 0 : tern_rd16(m);
+        if (rc == 0 && len < 12) {
             snprintf(err, errlen, "message %zu: %zu bytes", msgs + 1, len);
-            break;
+            return TERN_EPROTO;
         }
-        if ((rc = io_all(p->x, fd, m + 2, len, false, step)) < 0) {
+        if (rc == 0)
+            rc = io_all(p->x, fd, m + 2, len, false, step);
+        if (rc < 0) {
             snprintf(what, sizeof(what), "message %zu", msgs + 1);
-            step_failed(p, rc, step, what, err, errlen);
-            break;
+            return step_failed(p, rc, step, what, err, errlen);
         }
         msgs++;
         if (p->has_key) {
             size_t stripped = len;
-            int tr = tsig_verify_response(&ctx, m + 2, len, now_s(), &stripped);
+            int tr = tsig_verify_response(ctx, m + 2, len, now_s(), &stripped);
             if (tr < 0) {
-                rc = TERN_EACCES;
                 snprintf(err, errlen, "message %zu: TSIG: %s%s%s", msgs, tsig_strerror(tr),
                          tr == TSIG_EPEER ? " " : "",
-                         tr == TSIG_EPEER ? tsig_error_name(ctx.peer_error) : "");
-                break;
+                         tr == TSIG_EPEER ? tsig_error_name(ctx->peer_error) : "");
+                return TERN_EACCES;
             }
             if (stripped < len) /* the TSIG RR is gone: ARCOUNT says so too */
                 tern_wr16(m + 2 + 10, (uint16_t)(tern_rd16(m + 2 + 10) - 1));
             len = stripped;
         }
-        more = xfr_in_feed(xi, m + 2, len, err, errlen);
-        if (more < 0)
-            rc = more;
+        int more = xfr_in_feed(xi, m + 2, len, err, errlen);
+        if (more != 1)
+            return more < 0 ? more : 0;
     }
-    close(fd);
-    free(m);
-    if (rc < 0 && !err[0])
-        snprintf(err, errlen, "%s", tern_strerror(rc));
-    bool unsigned_end = rc >= 0 && p->has_key && tsig_verify_end(&ctx) != 0;
-    tsig_ctx_clear(&ctx);
-    if (rc < 0) {
-        xfr_in_free(xi);
-        return rc;
-    }
-    if (unsigned_end) {
-        xfr_in_free(xi);
-        snprintf(err, errlen, "the last message is not signed");
-        return TERN_EACCES;
-    }
+}
+
+/* A transfer read whole into xi (freed here): 0 with *out, 1 up to date, or negative (err). */
+static int pull_finish(pull_t *p, xfr_in_t *xi, zone_t **out, const char **kind, uint64_t *records,
+                       char *err, size_t errlen)
+{
     *records = xfr_in_records(xi);
     p->wire = xfr_in_bytes(xi);
     p->mem = xfr_in_memory(xi);
@@ -383,9 +357,62 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         xfr_in_free(xi);
         return 1;
     }
-    rc = xfr_in_finish(xi, out, err, errlen);
+    int rc = xfr_in_finish(xi, out, err, errlen);
     xfr_in_free(xi);
     return rc < 0 ? rc : 0;
+}
+
+/* Transfer the zone from p (IXFR from p->base's serial, else AXFR). 0 with *out (new version),
+ * 1: up to date, negative with err. */
+static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t *records, char *err,
+                size_t errlen)
+{
+    uint8_t *m = malloc(RBUF_CAP + 512);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    uint16_t id;
+    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+        id = 0x4242;
+    size_t n = pull_request(p, ixfr, id, m + 2);
+    tsig_ctx_t ctx;
+    tsig_ctx_init(&ctx);
+    xfr_in_t *xi = NULL;
+    int rc, fd = -1;
+    if (p->has_key && tsig_sign_request(&ctx, &p->key, m + 2, n, RBUF_CAP, now_s(), &n) < 0) {
+        snprintf(err, errlen, "cannot sign the request");
+        rc = TERN_EINVAL;
+        goto done;
+    }
+    if ((rc = fd = pull_send(p, m, n, err, errlen)) < 0)
+        goto done;
+    char src[128];
+    snprintf(src, sizeof(src), "primary %s", p->peer.text);
+    xi = xfr_in_new(p->apex, ixfr ? WIRE_T_IXFR : WIRE_T_AXFR, ixfr ? p->base : NULL, p->max_bytes,
+                    src);
+    if (!xi) {
+        rc = TERN_ENOMEM;
+        goto done;
+    }
+    xfr_in_set_id(xi, id);
+    rc = pull_read(p, fd, m, &ctx, xi, err, errlen);
+    if (rc == 0 && p->has_key && tsig_verify_end(&ctx) != 0) {
+        snprintf(err, errlen, "the last message is not signed");
+        rc = TERN_EACCES;
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    free(m);
+    tsig_ctx_clear(&ctx);
+    if (rc < 0) {
+        if (!err[0])
+            snprintf(err, errlen, "%s", tern_strerror(rc));
+        xfr_in_free(xi);
+        return rc;
+    }
+    return pull_finish(p, xi, out, kind, records, err, errlen);
 }
 
 /* SOA timer fields of z (refresh, retry, expire) in ms, bounded. */
@@ -407,198 +434,260 @@ static void soa_timers(const zone_t *z, int64_t *refresh, int64_t *retry, int64_
         *expire = *refresh;
 }
 
-/* A puller: one refresh attempt of secondary zone key, which it marked busy. */
-static void refresh_zone(xfr_t *x, const char *key)
-{
-    pull_t p = {0};
-    char zkey[DNAME_KEY_MAX];
+/* The primaries one refresh tries, from the zone's current one on: a zone lists one to three;
+ * past eight, a dead list would only make the attempt, and the zone's puller, wait longer. */
+#define REFRESH_PRIMARIES_MAX 8
+
+/* One refresh attempt of a secondary zone (refresh_zone()): what it copies under mu, so the
+ * transfer runs without it, and what comes of it. */
+typedef struct {
+    char key[DNAME_KEY_MAX];
     uint8_t apex[DNAME_MAXLEN];
-    config_xfr_peer_t prims[8];
-    int pkeys[8];
+    config_xfr_peer_t prims[REFRESH_PRIMARIES_MAX];
+    int pkeys[REFRESH_PRIMARIES_MAX]; /* index in xfr.keys, -1: unsigned */
+    tsig_key_t keys[REFRESH_PRIMARIES_MAX];
     size_t nprim;
-    char *file = NULL;
-    /* what this attempt needs, copied under mu; the transfer runs without it */
+    char *file;     /* where the zone's copy is written, or NULL */
+    bool first_try; /* nothing tried before: the served version (the on-disk copy) is the base */
+    pull_t p;
+    /* the outcome */
+    int rc; /* 0: a new version nz, 1: up to date, negative: failed (errs) */
+    zone_t *nz;
+    const char *kind;
+    uint64_t records;
+    size_t used; /* the primary (in prims) that answered */
+    char errs[1024];
+} refresh_t;
+
+/* Copy what an attempt at zone key needs into r, under mu. false: no longer a secondary zone. */
+static bool refresh_take(xfr_t *x, const char *key, refresh_t *r)
+{
     pthread_mutex_lock(&x->mu);
     struct zst *z = xfr_zone_find(x, key);
     if (!z || !z->secondary) {
         pthread_mutex_unlock(&x->mu);
-        return;
+        return false;
     }
-    snprintf(zkey, sizeof(zkey), "%s", z->key);
-    memcpy(apex, z->apex, z->apex_len);
-    p.apex = apex;
-    p.apex_len = z->apex_len;
-    nprim = z->nprim < 8 ? z->nprim : 8;
-    for (size_t i = 0; i < nprim; i++) {
-        prims[i] = z->prim[(z->cur_prim + i) % z->nprim];
-        pkeys[i] = z->prim_key[(z->cur_prim + i) % z->nprim];
+    snprintf(r->key, sizeof(r->key), "%s", z->key);
+    memcpy(r->apex, z->apex, z->apex_len);
+    r->p.apex = r->apex;
+    r->p.apex_len = z->apex_len;
+    r->nprim = z->nprim < REFRESH_PRIMARIES_MAX ? z->nprim : REFRESH_PRIMARIES_MAX;
+    for (size_t i = 0; i < r->nprim; i++) {
+        r->prims[i] = z->prim[(z->cur_prim + i) % z->nprim];
+        r->pkeys[i] = z->prim_key[(z->cur_prim + i) % z->nprim];
+        if (r->pkeys[i] >= 0)
+            r->keys[i] = x->keys[r->pkeys[i]];
     }
-    p.base = z->base ? zone_retain(z->base) : NULL;
-    bool first_try = !z->base_tried;
+    r->p.base = z->base ? zone_retain(z->base) : NULL;
+    r->first_try = !z->base_tried;
     z->base_tried = true;
     z->notified = false;
-    p.max_bytes = x->max_bytes;
-    p.x = x;
-    p.timeout_ms = (int)x->timeout_ms;
-    p.total_ms = (int)x->total_ms;
-    file = z->file ? strdup(z->file) : NULL;
-    tsig_key_t keys[8];
-    for (size_t i = 0; i < nprim; i++)
-        if (pkeys[i] >= 0)
-            keys[i] = x->keys[pkeys[i]];
+    r->p.max_bytes = x->max_bytes;
+    r->p.x = x;
+    r->p.timeout_ms = (int)x->timeout_ms;
+    r->p.total_ms = (int)x->total_ms;
+    r->file = z->file ? strdup(z->file) : NULL;
     pthread_mutex_unlock(&x->mu);
-
-    if (!p.base && first_try) {
+    if (!r->p.base && r->first_try) {
         /* the version the loader serves (the on-disk copy, read at startup) is our base */
-        zone_t *cur = xfr_pin_zone(x, apex);
+        zone_t *cur = xfr_pin_zone(x, r->apex);
         if (cur && !cur->unavailable)
-            p.base = cur;
+            r->p.base = cur;
         else
             zone_free(cur);
     }
-    char err[512] = "", errs[1024] = "";
-    zone_t *nz = NULL;
-    const char *kind = "";
-    uint64_t records = 0;
-    int rc = TERN_EINVAL;
-    size_t used = 0;
-    for (size_t i = 0; i < nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
-        p.peer = prims[i];
-        p.has_key = pkeys[i] >= 0;
-        if (p.has_key)
-            p.key = keys[i];
-        uint32_t serial = 0;
-        rc = query_soa(&p, &serial, err, sizeof(err));
-        if (rc == 0 && p.base && !xfr_serial_lt(p.base->serial, serial)) {
-            rc = 1; /* up to date */
-            used = i;
-            break;
-        }
-        if (rc == 0) {
-            rc = pull(&p, p.base != NULL, &nz, &kind, &records, err, sizeof(err));
-            if (rc < 0 && p.base && rc != TERN_ETIMEDOUT) {
-                /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a
-                 * deadline, which an AXFR from the same primary would only wait out again
-                 * (Knot's refresh does not fall back after an I/O failure either) */
-                char e2[512];
-                log_info("xfr: zone %s: IXFR from %s failed (%s); trying AXFR", zkey, p.peer.text,
-                         err);
-                rc = pull(&p, false, &nz, &kind, &records, e2, sizeof(e2));
-                if (rc < 0)
-                    snprintf(err, sizeof(err), "%s", e2);
-            }
-            if (rc == 0 && p.base && xfr_serial_lt(nz->serial, p.base->serial)) {
-                snprintf(err, sizeof(err), "serial went back from %u to %u", p.base->serial,
-                         nz->serial);
-                zone_free(nz);
-                nz = NULL;
-                rc = TERN_EPROTO;
-            }
-        }
-        if (rc >= 0) {
-            used = i;
-            break;
-        }
-        size_t el = strlen(errs);
-        snprintf(errs + el, sizeof(errs) - el, "%s%s: %s", el ? "; " : "", p.peer.text, err);
+    return true;
+}
+
+/* Primary i of r: its serial, and the zone from it when newer than the base (IXFR, falling back
+ * to AXFR). Sets r->rc, r->nz, r->kind, r->records; err on failure. */
+static void refresh_from(refresh_t *r, size_t i, char *err, size_t errlen)
+{
+    pull_t *p = &r->p;
+    p->peer = r->prims[i];
+    p->has_key = r->pkeys[i] >= 0;
+    if (p->has_key)
+        p->key = r->keys[i];
+    uint32_t serial = 0;
+    r->rc = query_soa(p, &serial, err, errlen);
+    if (r->rc == 0 && p->base && !xfr_serial_lt(p->base->serial, serial)) {
+        r->rc = 1; /* up to date */
+        return;
     }
-    int64_t now = tern_monotonic_ms(), refresh = RETRY_FIRST_MS, retry = RETRY_FIRST_MS, expire = 0;
-    zone_t *timer_zone = nz ? nz : p.base;
-    if (timer_zone)
-        soa_timers(timer_zone, &refresh, &retry, &expire);
-    if (rc == 0) {
+    if (r->rc != 0)
+        return;
+    r->rc = pull(p, p->base != NULL, &r->nz, &r->kind, &r->records, err, errlen);
+    if (r->rc < 0 && p->base && r->rc != TERN_ETIMEDOUT) {
+        /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a deadline,
+         * which an AXFR from the same primary would only wait out again (Knot's refresh does
+         * not fall back after an I/O failure either) */
+        char e2[512];
+        log_info("xfr: zone %s: IXFR from %s failed (%s); trying AXFR", r->key, p->peer.text, err);
+        r->rc = pull(p, false, &r->nz, &r->kind, &r->records, e2, sizeof(e2));
+        if (r->rc < 0)
+            snprintf(err, errlen, "%s", e2);
+    }
+    if (r->rc == 0 && p->base && xfr_serial_lt(r->nz->serial, p->base->serial)) {
+        snprintf(err, errlen, "serial went back from %u to %u", p->base->serial, r->nz->serial);
+        zone_free(r->nz);
+        r->nz = NULL;
+        r->rc = TERN_EPROTO;
+    }
+}
+
+/* Each primary of r in turn until one answers; each failure appended to r->errs. */
+static void refresh_try(xfr_t *x, refresh_t *r)
+{
+    r->rc = TERN_EINVAL;
+    r->kind = "";
+    for (size_t i = 0; i < r->nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
+        char err[512] = "";
+        refresh_from(r, i, err, sizeof(err));
+        if (r->rc >= 0) {
+            r->used = i;
+            return;
+        }
+        size_t el = strlen(r->errs);
+        snprintf(r->errs + el, sizeof(r->errs) - el, "%s%s: %s", el ? "; " : "", r->prims[i].text,
+                 err);
+    }
+}
+
+/* The outcome of r in the log, and a new version in the zone's on-disk copy. */
+static void refresh_log(const refresh_t *r)
+{
+    if (r->rc == 0) {
         char was[32] = "";
-        if (p.base)
-            snprintf(was, sizeof(was), " (was %u)", p.base->serial);
+        if (r->p.base)
+            snprintf(was, sizeof(was), " (was %u)", r->p.base->serial);
         log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records, %zu KiB of messages, "
                  "~%zu MiB in memory while built",
-                 zkey, kind, prims[used].text, nz->serial, was, (unsigned long long)records,
-                 p.wire >> 10, p.mem >> 20);
-        if (file) {
+                 r->key, r->kind, r->prims[r->used].text, r->nz->serial, was,
+                 (unsigned long long)r->records, r->p.wire >> 10, r->p.mem >> 20);
+        if (r->file) {
             char werr[512];
-            if (xfr_zone_write_file(nz, file, werr, sizeof(werr)) < 0)
-                log_err("xfr: zone %s: cannot write its copy: %s", zkey, werr);
+            if (xfr_zone_write_file(r->nz, r->file, werr, sizeof(werr)) < 0)
+                log_err("xfr: zone %s: cannot write its copy: %s", r->key, werr);
         }
-    } else if (rc == 1) {
-        log_debug("xfr: zone %s: up to date (serial %u)", zkey, p.base->serial);
+    } else if (r->rc == 1) {
+        log_debug("xfr: zone %s: up to date (serial %u)", r->key, r->p.base->serial);
     } else {
-        log_warn("xfr: zone %s: refresh failed: %s", zkey, errs);
+        log_warn("xfr: zone %s: refresh failed: %s", r->key, r->errs);
     }
-    bool expired_now = false, revived = false;
+}
+
+/* Under mu: the zone's state after r succeeded (a new version or up to date): base, timers from
+ * now (monotonic ms), the last transfer in. Returns a reference to the version to serve again when
+ * the zone had expired and its primary answers with the version held, else NULL. */
+static zone_t *refresh_succeeded(struct zst *z, const refresh_t *r, int64_t now, int64_t refresh,
+                                 int64_t expire)
+{
     zone_t *revive = NULL;
-    pthread_mutex_lock(&x->mu);
-    z = xfr_zone_find(x, key);
-    if (z && z->secondary) {
-        if (rc >= 0) {
-            /* an expired zone whose primary answers again with the version we hold: it is
-             * current once more, serve it again (a new version is handed over below anyway) */
-            if (rc == 1 && z->expired && z->base) {
-                revive = zone_retain(z->base);
-                revived = true;
-            }
-            if (rc == 0) {
-                zone_free(z->base);
-                z->base = zone_retain(nz);
-                z->in_when = (int64_t)now_s();
-                snprintf(z->in_primary, sizeof(z->in_primary), "%s", prims[used].text);
-                snprintf(z->in_kind, sizeof(z->in_kind), "%s", kind);
-                z->in_records = records;
-                z->in_count++;
-            } else if (!z->base && p.base) {
-                z->base = zone_retain(p.base);
-            }
-            z->in_error[0] = '\0';
-            z->next_ms = now + refresh;
-            z->expire_ms = now + expire;
-            z->refresh_wall = (int64_t)now_s() + refresh / 1000;
-            z->expire_wall = (int64_t)now_s() + expire / 1000;
-            z->expired = false;
-            z->cur_prim = (z->cur_prim + used) % z->nprim;
-        } else {
-            snprintf(z->in_error, sizeof(z->in_error), "%.255s", errs);
-            z->next_ms = now + retry;
-            z->refresh_wall = (int64_t)now_s() + retry / 1000;
-            if (!z->expire_ms && p.base) {
-                /* the startup copy: expire counts from now */
-                z->expire_ms = now + expire;
-                z->expire_wall = (int64_t)now_s() + expire / 1000;
-                if (!z->base)
-                    z->base = zone_retain(p.base);
-            }
-            if (z->expire_ms && now >= z->expire_ms && !z->expired) {
-                z->expired = expired_now = true;
-            }
-        }
+    /* an expired zone whose primary answers again with the version we hold: it is current once
+     * more, serve it again (a new version is handed over anyway) */
+    if (r->rc == 1 && z->expired && z->base)
+        revive = zone_retain(z->base);
+    if (r->rc == 0) {
+        zone_free(z->base);
+        z->base = zone_retain(r->nz);
+        z->in_when = (int64_t)now_s();
+        snprintf(z->in_primary, sizeof(z->in_primary), "%s", r->prims[r->used].text);
+        snprintf(z->in_kind, sizeof(z->in_kind), "%s", r->kind);
+        z->in_records = r->records;
+        z->in_count++;
+    } else if (!z->base && r->p.base) {
+        z->base = zone_retain(r->p.base);
     }
-    pthread_mutex_unlock(&x->mu);
-    if (rc >= 0)
-        __atomic_add_fetch(rc == 0 ? &x->stats.in_ok : &x->stats.in_up_to_date, 1,
+    z->in_error[0] = '\0';
+    z->next_ms = now + refresh;
+    z->expire_ms = now + expire;
+    z->refresh_wall = (int64_t)now_s() + refresh / 1000;
+    z->expire_wall = (int64_t)now_s() + expire / 1000;
+    z->expired = false;
+    z->cur_prim = (z->cur_prim + r->used) % z->nprim;
+    return revive;
+}
+
+/* Under mu: the zone's state after r failed: retry timer, and expiry. true: it expired now. */
+static bool refresh_failed(struct zst *z, const refresh_t *r, int64_t now, int64_t retry,
+                           int64_t expire)
+{
+    snprintf(z->in_error, sizeof(z->in_error), "%.255s", r->errs);
+    z->next_ms = now + retry;
+    z->refresh_wall = (int64_t)now_s() + retry / 1000;
+    if (!z->expire_ms && r->p.base) {
+        /* the startup copy: expire counts from now */
+        z->expire_ms = now + expire;
+        z->expire_wall = (int64_t)now_s() + expire / 1000;
+        if (!z->base)
+            z->base = zone_retain(r->p.base);
+    }
+    if (z->expire_ms && now >= z->expire_ms && !z->expired) {
+        z->expired = true;
+        return true;
+    }
+    return false;
+}
+
+/* The outcome of r for the loader (hooks.zone_in): the new version (our reference handed over),
+ * the held version served again (revive), or the zone expired (NULL). */
+static void refresh_hand_over(xfr_t *x, refresh_t *r, zone_t *revive, bool expired_now)
+{
+    if (r->rc >= 0)
+        __atomic_add_fetch(r->rc == 0 ? &x->stats.in_ok : &x->stats.in_up_to_date, 1,
                            __ATOMIC_RELAXED);
     else
         __atomic_add_fetch(&x->stats.in_failed, 1, __ATOMIC_RELAXED);
-    if (rc == 0 && x->hooks.zone_in)
-        x->hooks.zone_in(x->hooks.ctx, zkey, nz); /* the loader owns our reference now */
+    if (r->rc == 0 && x->hooks.zone_in)
+        x->hooks.zone_in(x->hooks.ctx, r->key, r->nz); /* the loader owns our reference now */
     else
-        zone_free(nz);
-    if (revived) {
-        log_info("xfr: zone %s: the primary answers again with serial %u; serving it again", zkey,
+        zone_free(r->nz);
+    r->nz = NULL;
+    if (revive) {
+        log_info("xfr: zone %s: the primary answers again with serial %u; serving it again", r->key,
                  revive->serial);
         if (x->hooks.zone_in)
-            x->hooks.zone_in(x->hooks.ctx, zkey, revive);
+            x->hooks.zone_in(x->hooks.ctx, r->key, revive);
         else
             zone_free(revive);
     }
     if (expired_now) {
         log_err("xfr: zone %s expired: no successful refresh within the SOA expire; answering "
                 "SERVFAIL until a primary answers",
-                zkey);
+                r->key);
         if (x->hooks.zone_in)
-            x->hooks.zone_in(x->hooks.ctx, zkey, NULL);
+            x->hooks.zone_in(x->hooks.ctx, r->key, NULL);
     }
-    zone_free(p.base);
-    free(file);
-    explicit_bzero(keys, sizeof(keys));
-    explicit_bzero(&p.key, sizeof(p.key));
+}
+
+/* A puller: one refresh attempt of secondary zone key, which it marked busy. */
+static void refresh_zone(xfr_t *x, const char *key)
+{
+    refresh_t r = {0};
+    if (!refresh_take(x, key, &r))
+        return;
+    refresh_try(x, &r);
+    int64_t now = tern_monotonic_ms(), refresh = RETRY_FIRST_MS, retry = RETRY_FIRST_MS, expire = 0;
+    const zone_t *timer_zone = r.nz ? r.nz : r.p.base;
+    if (timer_zone)
+        soa_timers(timer_zone, &refresh, &retry, &expire);
+    refresh_log(&r);
+    bool expired_now = false;
+    zone_t *revive = NULL;
+    pthread_mutex_lock(&x->mu);
+    struct zst *z = xfr_zone_find(x, key); /* a reload may have replaced it meanwhile */
+    if (z && z->secondary) {
+        if (r.rc >= 0)
+            revive = refresh_succeeded(z, &r, now, refresh, expire);
+        else
+            expired_now = refresh_failed(z, &r, now, retry, expire);
+    }
+    pthread_mutex_unlock(&x->mu);
+    refresh_hand_over(x, &r, revive, expired_now);
+    zone_free(r.p.base);
+    free(r.file);
+    explicit_bzero(&r, sizeof(r)); /* the keys */
 }
 
 /* A puller thread: takes the first due secondary zone no other puller has, refreshes it, and
