@@ -375,7 +375,7 @@ static bool submit(xfr_t *x, bool tcp, int fd, const uint8_t *msg, size_t len,
         pthread_mutex_unlock(&x->qmu);
         return false;
     }
-    struct req *r = &x->q[(x->qhead + x->qlen) % XFR_QUEUE_MAX];
+    struct handoff *r = &x->q[(x->qhead + x->qlen) % XFR_QUEUE_MAX];
     x->qlen++;
     bool wake = x->qlen == 1;
     r->tcp = tcp;
@@ -409,7 +409,7 @@ server_handoff_t xfr_handoff(xfr_t *x)
     return (server_handoff_t){.udp = handoff_udp, .tcp = handoff_tcp, .ctx = x};
 }
 
-bool xfr_handoff_take(xfr_t *x, struct req *r)
+bool xfr_handoff_take(xfr_t *x, struct handoff *r)
 {
     for (;;) {
         pthread_mutex_lock(&x->qmu);
@@ -418,7 +418,7 @@ bool xfr_handoff_take(xfr_t *x, struct req *r)
             return false;
         }
         /* copy out of the slot so workers may refill it meanwhile */
-        struct req *s = &x->q[x->qhead];
+        struct handoff *s = &x->q[x->qhead];
         *r = *s;
         r->buf = malloc(s->len ? s->len : 1);
         if (r->buf)
@@ -527,7 +527,7 @@ void xfr_free(xfr_t *x)
             pthread_join(x->pullers[i].t, NULL);
     }
     for (size_t i = 0; i < x->qlen; i++) {
-        struct req *r = &x->q[(x->qhead + i) % XFR_QUEUE_MAX];
+        struct handoff *r = &x->q[(x->qhead + i) % XFR_QUEUE_MAX];
         if (r->tcp)
             close(r->fd);
     }

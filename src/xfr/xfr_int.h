@@ -58,6 +58,7 @@
  * epoll loop, not more threads. */
 #define XFR_PULLERS_MAX 64
 
+/* A secondary told of the zone's changes (a `notify` address) and where its NOTIFY stands. */
 struct ntarget {
     config_xfr_peer_t peer; /* key: NULL here, see key */
     int key;                /* index in xfr.keys, -1: unsigned */
@@ -70,6 +71,8 @@ struct ntarget {
     int64_t acked_when;
 };
 
+/* One zone's transfer state: its settings from the config, and what it learnt (journal, the
+ * last transfers, timers), kept across reloads (xfr_configure()). */
 struct zst {
     char *key;
     uint8_t apex[DNAME_MAXLEN];
@@ -107,7 +110,8 @@ struct zst {
     uint64_t in_records, in_count;
 };
 
-struct req {
+/* A request a worker handed over (xfr_handoff()): its message and where to answer. */
+struct handoff {
     bool tcp, pktinfo;
     int fd;
     struct sockaddr_storage peer, local;
@@ -115,11 +119,14 @@ struct req {
     uint8_t *buf; /* TCP_MSG_MAX + 2 */
 };
 
+/* A published change of a zone, for the NOTIFY thread to journal and announce. */
 struct change {
     char *key;
     zone_t *old, *new;
 };
 
+/* A connection of the out thread's pool (xfr_out.c): a request read, a reply or a transfer
+ * written. fd -1: the slot is free. */
 struct oconn {
     int fd; /* -1: free */
     /* bumped at each close: an event already fetched for the slot's previous connection (one
@@ -148,12 +155,14 @@ struct oconn {
 #define RBUF_CAP (2u + 65535u)
 #define WBUF_CAP (2u + XFR_OUT_MSG)
 
+/* A puller thread (xfr_secondary.c). */
 struct puller {
     xfr_t *x;
     unsigned idx; /* takes work while idx < xfr.in_max (a reload may lower it) */
     pthread_t t;
 };
 
+/* The transfer service. */
 struct xfr {
     const answer_view_t *const *published;
     xfr_hooks_t hooks;
@@ -171,7 +180,7 @@ struct xfr {
     /* the workers' queue, under a lock of its own: a worker handing a request over never
      * waits for the transfer threads' work under mu (a TSIG check, a journal lookup) */
     pthread_mutex_t qmu;
-    struct req q[XFR_QUEUE_MAX];
+    struct handoff q[XFR_QUEUE_MAX];
     size_t qhead, qlen;
     uint8_t *qbufs;
     int out_ev;    /* eventfd: the queue went non-empty, or stop */
@@ -247,7 +256,7 @@ zone_t *xfr_pin_zone(xfr_t *x, const uint8_t *name);
 /* The next queued request into r (its buf malloc'd: the caller frees it) — the out thread.
  * false: the queue is empty. A request whose copy failed is dropped (its TCP connection
  * closed) and the next one taken. */
-bool xfr_handoff_take(xfr_t *x, struct req *r);
+bool xfr_handoff_take(xfr_t *x, struct handoff *r);
 
 /* ---- xfr_out.c ---- */
 

@@ -111,7 +111,7 @@ bool xfr_out_refusal_log_ok(void)
 }
 
 /* A datagram reply through the worker's socket, from the address the request went to. */
-static void udp_reply(const struct req *r, const uint8_t *buf, size_t len)
+static void udp_reply(const struct handoff *r, const uint8_t *buf, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
     union {
@@ -629,7 +629,7 @@ static struct oconn *oconn_victim(xfr_t *x, const struct sockaddr_storage *peer,
 
 /* A newcomer is turned away: every slot it could take (its address's own when own) is busy.
  * Counted, logged at most REFUSAL_LOG_PER_S a second. */
-static void oconn_refuse(xfr_t *x, struct req *r, bool own)
+static void oconn_refuse(xfr_t *x, struct handoff *r, bool own)
 {
     __atomic_add_fetch(&x->stats.out_conn_refused, 1, __ATOMIC_RELAXED);
     if (xfr_out_refusal_log_ok()) {
@@ -642,7 +642,7 @@ static void oconn_refuse(xfr_t *x, struct req *r, bool own)
     close(r->fd);
 }
 
-static void take_tcp(xfr_t *x, struct req *r)
+static void take_tcp(xfr_t *x, struct handoff *r)
 {
     int64_t now = tern_monotonic_ms();
     size_t mine, mine_idle, i = 0;
@@ -686,7 +686,7 @@ static void take_tcp(xfr_t *x, struct req *r)
     oconn_arm(x, c, i);
 }
 
-static void take_udp(xfr_t *x, struct req *r)
+static void take_udp(xfr_t *x, struct handoff *r)
 {
     uint8_t out[4096];
     xfr_msg_t *im = malloc(sizeof(*im));
@@ -740,7 +740,7 @@ void *xfr_out_main(void *arg)
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == 0) {
                 ev_drain(x->out_ev);
-                struct req r;
+                struct handoff r;
                 while (xfr_handoff_take(x, &r)) {
                     if (r.tcp)
                         take_tcp(x, &r);
