@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
@@ -132,6 +133,30 @@ static void zst_free(struct zst *z)
     free(z->file);
     zone_free(z->base);
     free(z);
+}
+
+size_t xfr_msg_question(uint8_t *m, uint16_t id, uint16_t flags, const uint8_t *name, size_t nlen,
+                        uint16_t qtype)
+{
+    memset(m, 0, 12);
+    tern_wr16(m, id);
+    tern_wr16(m + 2, flags);
+    tern_wr16(m + 4, 1);
+    memcpy(m + 12, name, nlen);
+    tern_wr16(m + 12 + nlen, qtype);
+    tern_wr16(m + 12 + nlen + 2, WIRE_CLASS_IN);
+    return 12 + nlen + 4;
+}
+
+size_t xfr_msg_soa(uint8_t *m, uint32_t ttl, const uint8_t *rd, size_t rdlen)
+{
+    tern_wr16(m, 0xC00C);
+    tern_wr16(m + 2, WIRE_T_SOA);
+    tern_wr16(m + 4, WIRE_CLASS_IN);
+    tern_wr32(m + 6, ttl);
+    tern_wr16(m + 10, (uint16_t)rdlen);
+    memcpy(m + 12, rd, rdlen);
+    return 12 + rdlen;
 }
 
 /* Pin the published version of the zone whose apex is name: a reference taken while the view

@@ -249,6 +249,16 @@ bool xfr_same_host(const struct sockaddr_storage *a, const struct sockaddr_stora
 /* "address@port" of ss into out, for logs and `ternctl zone`. */
 void xfr_addr_text(const struct sockaddr_storage *ss, char *out, size_t len);
 
+/* A header (id, flags, one question, no records) and the question name qtype IN into m; returns
+ * the length (12 + nlen + 4). The messages tern sends as a client: SOA queries, AXFR/IXFR
+ * requests, NOTIFY. */
+size_t xfr_msg_question(uint8_t *m, uint16_t id, uint16_t flags, const uint8_t *name, size_t nlen,
+                        uint16_t qtype);
+
+/* An SOA record at m owned by the question's name (a pointer to offset 12) with ttl and RDATA rd
+ * (rdlen bytes); returns its length. The caller counts it in the header. */
+size_t xfr_msg_soa(uint8_t *m, uint32_t ttl, const uint8_t *rd, size_t rdlen);
+
 /* A reference to the published version of the zone whose apex is name, NULL if not served. The
  * calling thread is registered with RCU (and offline between calls). */
 zone_t *xfr_pin_zone(xfr_t *x, const uint8_t *name);

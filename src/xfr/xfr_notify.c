@@ -148,28 +148,14 @@ static void journal_change(xfr_t *x, struct change *ch)
 static size_t make_notify(uint8_t *m, size_t cap, const uint8_t *apex, size_t alen, uint32_t serial,
                           uint16_t id, const tsig_key_t *key, tsig_ctx_t *ctx)
 {
-    memset(m, 0, 12);
-    tern_wr16(m, id);
-    tern_wr16(m + 2, (uint16_t)(WIRE_OP_NOTIFY << 11 | WIRE_FLAG_AA));
-    tern_wr16(m + 4, 1);
+    size_t n = xfr_msg_question(m, id, (uint16_t)(WIRE_OP_NOTIFY << 11 | WIRE_FLAG_AA), apex, alen,
+                                WIRE_T_SOA);
     tern_wr16(m + 6, 1);
-    size_t n = 12;
-    memcpy(m + n, apex, alen);
-    n += alen;
-    tern_wr16(m + n, WIRE_T_SOA);
-    tern_wr16(m + n + 2, WIRE_CLASS_IN);
-    n += 4;
-    /* RFC 1996 §3.7: the new SOA's serial as a hint (the rest of the SOA is not needed) */
-    tern_wr16(m + n, 0xC00C);
-    tern_wr16(m + n + 2, WIRE_T_SOA);
-    tern_wr16(m + n + 4, WIRE_CLASS_IN);
-    tern_wr32(m + n + 6, 0);
-    tern_wr16(m + n + 10, 2 + 20);
-    m[n + 12] = 0; /* mname: root */
-    m[n + 13] = 0; /* rname: root */
-    memset(m + n + 14, 0, 20);
-    tern_wr32(m + n + 14, serial);
-    n += 12 + 22;
+    /* RFC 1996 §3.7: the new SOA's serial as a hint (the rest of the SOA is not needed): mname
+     * and rname the root, then the serial, the four timers zero */
+    uint8_t rd[2 + 20] = {0};
+    tern_wr32(rd + 2, serial);
+    n += xfr_msg_soa(m + n, 0, rd, sizeof(rd));
     if (key) {
         size_t nl = n;
         if (tsig_sign_request(ctx, key, m, n, cap, now_s(), &nl) == 0)

@@ -220,13 +220,7 @@ static size_t on_signed_query(xfr_t *x, xfr_msg_t *im, const uint8_t *req, uint8
     const zone_rrset_t *soa = z->soa;
     size_t rdlen = tern_rd16(soa->rdata);
     if (n + 12 + rdlen + 512 < cap) {
-        tern_wr16(out + n, 0xC00C);
-        tern_wr16(out + n + 2, WIRE_T_SOA);
-        tern_wr16(out + n + 4, WIRE_CLASS_IN);
-        tern_wr32(out + n + 6, soa->ttl);
-        tern_wr16(out + n + 10, (uint16_t)rdlen);
-        memcpy(out + n + 12, soa->rdata + 2, rdlen);
-        n += 12 + rdlen;
+        n += xfr_msg_soa(out + n, soa->ttl, soa->rdata + 2, rdlen);
         tern_wr16(out + 6, 1);
     }
     zone_free(z);

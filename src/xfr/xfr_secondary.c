@@ -162,6 +162,18 @@ static int step_failed(const pull_t *p, int rc, int64_t step, const char *what, 
 static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
                         uint32_t *serial, char *err, size_t errlen);
 
+/* A socket of type to p's primary for an exchange that starts now: the exchange's total
+ * deadline set, the first step's in *step, connected within it (UDP: at once). The socket, or a
+ * negative code with err set for what. */
+static int pull_connect(pull_t *p, int type, const char *what, int64_t *step, char *err,
+                        size_t errlen)
+{
+    p->until = tern_monotonic_ms() + p->total_ms;
+    *step = step_end(p);
+    int fd = connect_to(p->x, &p->peer, type, *step);
+    return fd < 0 ? step_failed(p, fd, *step, what, err, errlen) : fd;
+}
+
 /* The primary's serial (SOA over UDP, signed when a key is set). 0 or negative, err set. */
 static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
 {
@@ -169,15 +181,7 @@ static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
     uint16_t id;
     if (getrandom(&id, sizeof(id), 0) != sizeof(id))
         id = 0x5a5a;
-    memset(m, 0, 12);
-    tern_wr16(m, id);
-    tern_wr16(m + 4, 1);
-    size_t n = 12;
-    memcpy(m + n, p->apex, p->apex_len);
-    n += p->apex_len;
-    tern_wr16(m + n, WIRE_T_SOA);
-    tern_wr16(m + n + 2, WIRE_CLASS_IN);
-    n += 4;
+    size_t n = xfr_msg_question(m, id, 0, p->apex, p->apex_len, WIRE_T_SOA);
     tsig_ctx_t ctx;
     tsig_ctx_init(&ctx);
     int rc = soa_exchange(p, &ctx, m, n, id, serial, err, errlen);
@@ -194,11 +198,10 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
     }
     char what[96];
     snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
-    p->until = tern_monotonic_ms() + p->total_ms;
-    int64_t step = step_end(p);
-    int fd = connect_to(p->x, &p->peer, SOCK_DGRAM, step);
+    int64_t step;
+    int fd = pull_connect(p, SOCK_DGRAM, what, &step, err, errlen);
     if (fd < 0)
-        return step_failed(p, fd, step, what, err, errlen);
+        return fd;
     (void)send(fd, m, n, MSG_NOSIGNAL);
     for (;;) {
         int wr = wait_fd(p->x, fd, POLLIN, step);
@@ -253,27 +256,12 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
 /* p's AXFR or IXFR request into q (room for RBUF_CAP), unsigned; returns its length. */
 static size_t pull_request(const pull_t *p, bool ixfr, uint16_t id, uint8_t *q)
 {
-    memset(q, 0, 12);
-    tern_wr16(q, id);
-    tern_wr16(q + 4, 1);
-    size_t n = 12;
-    memcpy(q + n, p->apex, p->apex_len);
-    n += p->apex_len;
-    tern_wr16(q + n, ixfr ? WIRE_T_IXFR : WIRE_T_AXFR);
-    tern_wr16(q + n + 2, WIRE_CLASS_IN);
-    n += 4;
+    size_t n = xfr_msg_question(q, id, 0, p->apex, p->apex_len, ixfr ? WIRE_T_IXFR : WIRE_T_AXFR);
     if (ixfr) {
         /* RFC 1995 §3: our SOA in the authority section */
         const zone_rrset_t *soa = p->base->soa;
-        size_t rdlen = tern_rd16(soa->rdata);
         tern_wr16(q + 8, 1);
-        tern_wr16(q + n, 0xC00C);
-        tern_wr16(q + n + 2, WIRE_T_SOA);
-        tern_wr16(q + n + 4, WIRE_CLASS_IN);
-        tern_wr32(q + n + 6, soa->ttl);
-        tern_wr16(q + n + 10, (uint16_t)rdlen);
-        memcpy(q + n + 12, soa->rdata + 2, rdlen);
-        n += 12 + rdlen;
+        n += xfr_msg_soa(q + n, soa->ttl, soa->rdata + 2, tern_rd16(soa->rdata));
     }
     return n;
 }
@@ -285,11 +273,10 @@ static int pull_send(pull_t *p, uint8_t *m, size_t n, char *err, size_t errlen)
     tern_wr16(m, (uint16_t)n);
     char what[96];
     snprintf(what, sizeof(what), "connect to %s", p->peer.text);
-    p->until = tern_monotonic_ms() + p->total_ms;
-    int64_t step = step_end(p);
-    int fd = connect_to(p->x, &p->peer, SOCK_STREAM, step);
+    int64_t step;
+    int fd = pull_connect(p, SOCK_STREAM, what, &step, err, errlen);
     if (fd < 0)
-        return step_failed(p, fd, step, what, err, errlen);
+        return fd;
     err[0] = '\0';
     step = step_end(p);
     int rc = io_all(p->x, fd, m, n + 2, true, step);
