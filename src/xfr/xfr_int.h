@@ -152,6 +152,8 @@ struct oconn {
     struct zst *z; /* for the stats; looked up again under mu at the end */
 };
 
+/* A connection's buffers: the largest DNS message over TCP with its 2-byte length (RFC 1035
+ * §4.2.2) to read; the largest message we send with its length to write. */
 #define RBUF_CAP (2u + 65535u)
 #define WBUF_CAP (2u + XFR_OUT_MSG)
 
