@@ -19,7 +19,7 @@
 #include "config_blocks.h"
 #include "tern/common/err.h"
 #include "tern/common/file.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 /* A key file larger than this is not a key file (a key is ~150 bytes). */
 #define KEY_FILE_MAX (1u << 20)

@@ -10,8 +10,9 @@
  * says "could not parse the RR's rdata" without the field: the record's words are checked one by
  * one with ldns's converters instead, so every message names the field.
  * The private text ("Field: value" lines) is BIND's own format, not a zone file; it is read here,
- * its base64 decoded by libcrypto into buffers that are cleansed afterwards: ldns's public
- * decoder, ldns_str2rdf_b64(), copies the secret into memory it frees uncleared.
+ * its base64 decoded by tern_base64_decode() (strict: no blanks, unlike TSIG secrets) into
+ * buffers that are cleansed afterwards: ldns's public decoder, ldns_str2rdf_b64(), copies the
+ * secret into memory it frees uncleared.
  */
 #include <ctype.h>
 #include <ldns/ldns.h>
@@ -26,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "dnssec_key_int.h"
+#include "tern/common/base64.h"
 #include "tern/common/err.h"
 
 /* --- names and messages */
@@ -97,46 +99,34 @@ static bool word_num(const char *s, size_t len, uint32_t max, uint32_t *v)
 
 /* --- base64 of the private fields */
 
-static bool b64_char(char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-           c == '/';
-}
-
 /* Strict base64 (RFC 4648 §4) of s[0..len) into out (room for cap bytes): the alphabet only, a
- * length that is a multiple of 4, '=' only as the last one or two characters. EVP_DecodeBlock()
- * does the decoding but alone would take '=' anywhere and count padding as data. Returns the
- * decoded length, or -1 with *why set. */
+ * length that is a multiple of 4, '=' only as the last one or two characters. Returns the
+ * decoded length, or -1 with *why set: the first character that breaks the rules, where '='
+ * anywhere but in the final padding (the last one or two characters) is "before the end" and
+ * final padding the length cannot take is a length error. */
 static int b64_decode(const char *s, size_t len, uint8_t *out, size_t cap, const char **why)
 {
-    size_t pad = 0;
-    if (len >= 1 && s[len - 1] == '=')
-        pad = len >= 2 && s[len - 2] == '=' ? 2 : 1;
-    for (size_t i = 0; i < len - pad; i++) {
-        if (!b64_char(s[i])) {
-            *why = s[i] == '=' ? "'=' before the end" : "a character that is not base64";
-            return -1;
-        }
-    }
-    if (len == 0 || len % 4 != 0) {
-        *why = len ? "its length is not a multiple of 4 (cut short?)" : "empty";
+    size_t n;
+    tern_base64_err_t e;
+    if (tern_base64_decode(s, len, 0, out, cap, &n, &e) < 0) {
+        size_t pad = len >= 1 && s[len - 1] == '=' ? (len >= 2 && s[len - 2] == '=' ? 2 : 1) : 0;
+        bool in_final_pad = e.pad_at != SIZE_MAX && e.pad_at >= len - pad;
+        if (e.fault == TERN_BASE64_BAD_CHAR)
+            *why = e.pad_at < e.at ? "'=' before the end" : "a character that is not base64";
+        else if (e.fault == TERN_BASE64_LENGTH || in_final_pad)
+            *why = "its length is not a multiple of 4 (cut short?)";
+        else
+            *why = "'=' before the end";
         return -1;
     }
-    size_t n = len / 4 * 3 - pad;
+    if (n == 0) {
+        *why = "empty";
+        return -1;
+    }
     if (n > cap) {
         *why = "too long";
         return -1;
     }
-    /* the body straight into out; the last quantum through tmp, for which EVP_DecodeBlock()
-     * writes 3 bytes whatever its padding */
-    uint8_t tmp[3];
-    if ((len > 4 && EVP_DecodeBlock(out, (const unsigned char *)s, (int)(len - 4)) < 0) ||
-        EVP_DecodeBlock(tmp, (const unsigned char *)s + len - 4, 4) != 3) {
-        *why = "not base64";
-        return -1;
-    }
-    memcpy(out + (len - 4) / 4 * 3, tmp, 3 - pad);
-    OPENSSL_cleanse(tmp, sizeof(tmp));
     return (int)n;
 }
 

@@ -87,6 +87,59 @@ int dname_check(const uint8_t *buf, size_t maxlen)
     return (int)pos + 1;
 }
 
+/* RFC 1035 §4.1.1: the header before the question; no name lives there. */
+#define MSG_HEADER_LEN 12
+
+static int unpack_fail(dname_unpack_err_t *err, dname_fault_t f, size_t at, size_t to,
+                       uint8_t label)
+{
+    if (err)
+        *err = (dname_unpack_err_t){.fault = f, .at = at, .to = to, .label = label};
+    return TERN_EMALF;
+}
+
+int dname_unpack(const uint8_t *msg, size_t len, size_t end, size_t *pos, uint8_t *out,
+                 dname_unpack_err_t *err)
+{
+    size_t start = *pos, p = start, lowest = start, lim = end < len ? end : len, o = 0, after = 0;
+    unsigned hops = 0;
+    for (;;) {
+        if (p >= lim)
+            return unpack_fail(err, DNAME_FAULT_TRUNCATED, start, 0, 0);
+        uint8_t c = msg[p];
+        if ((c & 0xC0) == 0xC0) {
+            if (p + 1 >= lim)
+                return unpack_fail(err, DNAME_FAULT_TRUNCATED, start, 0, 0);
+            size_t to = (size_t)(c & 0x3F) << 8 | msg[p + 1];
+            if (to < MSG_HEADER_LEN)
+                return unpack_fail(err, DNAME_FAULT_PTR_HEADER, p, to, 0);
+            if (to >= lowest)
+                return unpack_fail(err, DNAME_FAULT_PTR_FORWARD, p, to, 0);
+            if (++hops > DNAME_PTR_HOPS_MAX)
+                return unpack_fail(err, DNAME_FAULT_PTR_HOPS, start, 0, 0);
+            if (!after)
+                after = p + 2;
+            p = lowest = to;
+            lim = len; /* what a pointer leads to may lie anywhere before it */
+            continue;
+        }
+        if (c > DNAME_MAXLABEL) /* 0x40 and 0x80: extended and reserved label types */
+            return unpack_fail(err, DNAME_FAULT_LABEL, p, 0, c);
+        if (c + 1u > lim - p)
+            return unpack_fail(err, DNAME_FAULT_TRUNCATED, start, 0, 0);
+        if (o + 1u + c > DNAME_MAXLEN)
+            return unpack_fail(err, DNAME_FAULT_TOO_LONG, start, 0, 0);
+        if (out)
+            memcpy(out + o, msg + p, 1u + c);
+        o += 1u + c;
+        p += 1u + c;
+        if (c == 0) {
+            *pos = after ? after : p;
+            return (int)o;
+        }
+    }
+}
+
 void dname_view_init(dname_view_t *v, const uint8_t *name)
 {
     unsigned n = 0;

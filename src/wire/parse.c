@@ -10,69 +10,12 @@
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 
-/* RFC 1035 §4.1.4 pointers are 14 bits; the top two bits of a label byte mark one. */
-#define PTR_MASK 0xC0u
-
-/* A legitimate encoder emits at most one pointer per name, at the end. Chains of pointers to
- * pointers are legal but pointless; one hop per possible label is far beyond anything real and
- * keeps a hostile packet from making us walk more than that. */
-#define NAME_MAX_HOPS DNAME_MAXLABELS
-
 /* Fixed part of a resource record after its owner: type, class, TTL, RDLENGTH. */
 #define RR_FIXED_LEN 10
 
 /* RFC 7871 §6: the address families the option defines for IP. */
 #define ECS_FAMILY_IP4 1
 #define ECS_FAMILY_IP6 2
-
-/*
- * Skip a possibly compressed name starting at pkt[*pos]. On success *pos is just past the name
- * as it sits in the record (after the first pointer, if any) and the number of labels (root
- * excluded) is returned; -1 when malformed.
- * Every pointer must go strictly below the lowest offset visited so far, so the walk always
- * terminates; it also may not point into the header, where no name can be.
- */
-static int skip_name(const uint8_t *pkt, size_t len, size_t *pos)
-{
-    size_t p = *pos;
-    size_t lowest = p;
-    size_t wire_len = 0; /* expanded length, root excluded */
-    unsigned hops = 0;
-    int labels = 0;
-    bool jumped = false;
-
-    for (;;) {
-        if (p >= len)
-            return -1;
-        uint8_t l = pkt[p];
-        if (l == 0) {
-            if (!jumped)
-                *pos = p + 1;
-            return labels;
-        }
-        if ((l & PTR_MASK) == PTR_MASK) {
-            if (p + 1 >= len)
-                return -1;
-            size_t target = (size_t)(l & 0x3Fu) << 8 | pkt[p + 1];
-            if (target >= lowest || target < WIRE_HDR_LEN || ++hops > NAME_MAX_HOPS)
-                return -1;
-            if (!jumped) {
-                *pos = p + 2;
-                jumped = true;
-            }
-            lowest = target;
-            p = target;
-            continue;
-        }
-        if (l > DNAME_MAXLABEL) /* 0x40 and 0x80: extended label types, unassigned */
-            return -1;
-        wire_len += (size_t)l + 1;
-        if (wire_len + 1 > DNAME_MAXLEN)
-            return -1;
-        labels++;
-        p += (size_t)l + 1;
-    }
-}
 
 /* RFC 7871 §6 checks on one ECS option (data of dlen bytes); fills q->ecs. */
 static bool parse_ecs(wire_query_t *q, const uint8_t *d, size_t dlen)
@@ -142,8 +85,9 @@ static wire_parse_result_t parse_records(wire_query_t *q, const uint8_t *pkt, si
     unsigned total = an_ns + ar;
 
     for (unsigned i = 0; i < total; i++) {
-        int labels = skip_name(pkt, len, &pos);
-        if (labels < 0 || len - pos < RR_FIXED_LEN)
+        /* names may be compressed here, pointing backwards only (dname_unpack()) */
+        int nlen = dname_unpack(pkt, len, len, &pos, NULL, NULL);
+        if (nlen < 0 || len - pos < RR_FIXED_LEN)
             return WIRE_FORMERR;
         uint16_t type = tern_rd16(pkt + pos);
         uint16_t rclass = tern_rd16(pkt + pos + 2);
@@ -164,7 +108,7 @@ static wire_parse_result_t parse_records(wire_query_t *q, const uint8_t *pkt, si
         if (type != WIRE_T_OPT)
             continue; /* anything else: walked, not interpreted */
         /* RFC 6891 §6.1.1: one OPT, in the additional section, owned by the root. */
-        if (i < an_ns || q->has_edns || labels != 0)
+        if (i < an_ns || q->has_edns || nlen != 1)
             return WIRE_FORMERR;
         q->has_edns = true;
         q->edns_udp_size = rclass;

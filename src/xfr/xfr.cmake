@@ -1,5 +1,7 @@
-# The transfer threads (xfr.c): requests handed over by workers, AXFR/IXFR out, journals,
-# NOTIFY both ways, secondary zones.
-add_library(tern_xfr STATIC xfr.c)
-target_link_libraries(tern_xfr PUBLIC tern_answer tern_conf tern_net tern_xfr_out tern_xfr_in
-                      tern_tsig tern_zone tern_wire tern_common PRIVATE Threads::Threads)
+# The transfer service and its threads (xfr.h): the service and the workers' hand-off queue
+# (xfr.c), AXFR/IXFR out (xfr_out.c), journal entries and NOTIFY (xfr_notify.c), secondary zones
+# (xfr_secondary.c). Its API names config_t and zone_t (PUBLIC), and answer_view_t and
+# server_handoff_t as types only: it sits beside the workers and calls nothing of answer or net.
+add_library(tern_xfr STATIC xfr.c xfr_out.c xfr_notify.c xfr_secondary.c)
+target_link_libraries(tern_xfr PUBLIC tern_conf tern_zone tern_common
+                      PRIVATE tern_xfr_stream tern_xfr_in tern_tsig tern_wire Threads::Threads)

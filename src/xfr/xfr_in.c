@@ -30,10 +30,6 @@
 #include "tern/zone/zone_delta.h"
 #include "tern/zone/zone_patch.h"
 
-/* A name has at most 127 labels, so a compressor never needs more pointers than that to spell
- * it; a longer chain is a message built to make us walk it again and again. */
-#define PTR_HOPS_MAX DNAME_MAXLABELS
-
 /* Decompressed RDATA: the layouts with names (wire/rdata.h) grow by at most two names of 255
  * bytes; everything else is copied and is at most 65535 bytes. */
 #define RDATA_CAP (UINT16_MAX + 2 * DNAME_MAXLEN)
@@ -159,58 +155,34 @@ static const char *name_str(const uint8_t *name, char *buf)
 /* ---- reading a message ---- */
 
 /*
- * The name at m[*pos], decompressed into out (room for DNAME_MAXLEN). The name's own bytes must
- * end by `end`; a compression pointer must point into the message after the header and before
- * the start of the piece of name it is read from, so every chain ends. *pos moves past the name's
- * own bytes. Returns the name's length, or a negative code with x->msg set.
+ * The name at m[*pos], decompressed into out (room for DNAME_MAXLEN) by dname_unpack(): its own
+ * bytes end by `end`, its pointers go backwards only. *pos moves past the name's own bytes.
+ * Returns the name's length, or a negative code with x->msg saying what was wrong, and where.
  */
 static int read_name(xfr_in_t *x, const uint8_t *m, size_t mlen, size_t *pos, size_t end,
                      uint8_t *out)
 {
-    size_t p = *pos, piece = p, lim = end, o = 0;
-    unsigned hops = 0;
-    bool jumped = false;
-    for (;;) {
-        if (p >= lim)
-            return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
-        uint8_t c = m[p];
-        if ((c & 0xC0) == 0xC0) {
-            if (p + 1 >= lim)
-                return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
-            size_t to = (size_t)(c & 0x3F) << 8 | m[p + 1];
-            if (to < WIRE_HDR_LEN)
-                return fail(x, TERN_EMALF,
-                            "compression pointer at offset %zu points into the header (%zu)", p,
-                            to);
-            if (to >= piece)
-                return fail(x, TERN_EMALF,
-                            "compression pointer at offset %zu to %zu does not point backwards", p,
-                            to);
-            if (++hops > PTR_HOPS_MAX)
-                return fail(x, TERN_EMALF, "more than %d compression pointers in the name at %zu",
-                            PTR_HOPS_MAX, *pos);
-            if (!jumped)
-                *pos = p + 2;
-            jumped = true;
-            p = piece = to;
-            lim = mlen;
-            continue;
-        }
-        if (c & 0xC0)
-            return fail(x, TERN_EMALF, "bad label type 0x%02x at offset %zu", c, p);
-        if (p + 1 + c > lim)
-            return fail(x, TERN_EMALF, "truncated name at offset %zu", *pos);
-        if (o + 1 + c > DNAME_MAXLEN)
-            return fail(x, TERN_EMALF, "name at offset %zu longer than %d bytes", *pos,
-                        DNAME_MAXLEN);
-        memcpy(out + o, m + p, 1 + (size_t)c);
-        o += 1 + (size_t)c;
-        p += 1 + (size_t)c;
-        if (c == 0) {
-            if (!jumped)
-                *pos = p;
-            return (int)o;
-        }
+    dname_unpack_err_t e;
+    int n = dname_unpack(m, mlen, end, pos, out, &e);
+    if (n >= 0)
+        return n;
+    switch (e.fault) {
+    case DNAME_FAULT_PTR_HEADER:
+        return fail(x, TERN_EMALF, "compression pointer at offset %zu points into the header (%zu)",
+                    e.at, e.to);
+    case DNAME_FAULT_PTR_FORWARD:
+        return fail(x, TERN_EMALF,
+                    "compression pointer at offset %zu to %zu does not point backwards", e.at,
+                    e.to);
+    case DNAME_FAULT_PTR_HOPS:
+        return fail(x, TERN_EMALF, "more than %d compression pointers in the name at %zu",
+                    DNAME_PTR_HOPS_MAX, e.at);
+    case DNAME_FAULT_LABEL:
+        return fail(x, TERN_EMALF, "bad label type 0x%02x at offset %zu", e.label, e.at);
+    case DNAME_FAULT_TOO_LONG:
+        return fail(x, TERN_EMALF, "name at offset %zu longer than %d bytes", e.at, DNAME_MAXLEN);
+    default:
+        return fail(x, TERN_EMALF, "truncated name at offset %zu", e.at);
     }
 }
 

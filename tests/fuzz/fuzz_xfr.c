@@ -21,7 +21,7 @@
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/wire/rr.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 #include "tern/xfr/xfr_in.h"
 #include "tern/zone/zone.h"
 #include "tern/zone/zone_file.h"

@@ -277,7 +277,7 @@
 /* The settings structs live with the modules that read them (the headers above): conf fills
  * them and sits above their owners, which never include this file. */
 
-struct tsig_key; /* tern/xfr/tsig.h */
+struct tsig_key; /* tern/tsig/tsig.h */
 
 typedef enum {
     CONFIG_ZONE_RFC1035 = 0, /* master file (ldns) */

@@ -2,7 +2,9 @@
  * dname.h — domain names in wire format (RFC 1035 §3.1).
  *
  * A "wire name" here is always uncompressed: length-prefixed labels ending with the root label,
- * at most DNAME_MAXLEN bytes, labels at most 63 bytes. Names are compared case-insensitively
+ * at most DNAME_MAXLEN bytes, labels at most 63 bytes. dname_unpack() is the one reader of a
+ * name inside a message (compression pointers, RFC 1035 §4.1.4): the query parser, TSIG and the
+ * transfers all read names through it. Names are compared case-insensitively
  * (ASCII only, RFC 4343) by comparing lowercased copies.
  *
  * dname_view_t splits a name once into labels and precomputes the hash of every suffix, so the
@@ -80,6 +82,43 @@ int dname_to_str(const uint8_t *name, char *dst, size_t dstlen);
  */
 int dname_from_str(const char *s, size_t len, bool relative, uint8_t *out,
                    const char **why) TERN_WUR;
+
+/* Compression pointers one name may follow: a name has at most 127 labels, so a compressor never
+ * needs more pointers than that to spell it; a longer chain is a message built to make us walk it
+ * again and again. */
+#define DNAME_PTR_HOPS_MAX DNAME_MAXLABELS
+
+/* Why dname_unpack() refused a name, for callers whose messages say exactly what was wrong. */
+typedef enum dname_fault {
+    DNAME_FAULT_NONE = 0,
+    DNAME_FAULT_TRUNCATED,   /* the name runs past its end, or a pointer past the message */
+    DNAME_FAULT_LABEL,       /* a reserved label type (0x40, 0x80) */
+    DNAME_FAULT_PTR_HEADER,  /* a pointer into the message header, where no name can be */
+    DNAME_FAULT_PTR_FORWARD, /* a pointer not strictly below every byte of the name read so far */
+    DNAME_FAULT_PTR_HOPS,    /* more than DNAME_PTR_HOPS_MAX pointers */
+    DNAME_FAULT_TOO_LONG,    /* longer than DNAME_MAXLEN once expanded */
+} dname_fault_t;
+
+typedef struct dname_unpack_err {
+    dname_fault_t fault;
+    size_t at;     /* offset of the byte at fault (a label or pointer; the name's start when
+                      TRUNCATED, TOO_LONG or PTR_HOPS) */
+    size_t to;     /* a pointer's target (PTR_HEADER, PTR_FORWARD) */
+    uint8_t label; /* the label byte (LABEL) */
+} dname_unpack_err_t;
+
+/**
+ * Read the possibly compressed name at msg[*pos] of a message of len bytes. The name's own bytes
+ * (up to and including its first pointer) must end by end (<= len: a record's RDATA end, or len);
+ * pointers lead anywhere after the 12-byte header and before len, each strictly below every
+ * offset of the name visited so far, so every walk ends; at most DNAME_PTR_HOPS_MAX of them, and
+ * the name expanded at most DNAME_MAXLEN bytes. Trusts no byte of msg.
+ * On success *pos is just past the name's own bytes, out (NULL, or room for DNAME_MAXLEN) holds
+ * the name uncompressed (case kept), and its length (1..255; 1 is the root) is returned.
+ * Otherwise TERN_EMALF, *pos and out unspecified, and err (if not NULL) says why.
+ */
+int dname_unpack(const uint8_t *msg, size_t len, size_t end, size_t *pos, uint8_t *out,
+                 dname_unpack_err_t *err) TERN_WUR;
 
 /* Room for any dname_key() (every byte escaped as \DDD) and its NUL. */
 #define DNAME_KEY_MAX (DNAME_MAXLEN * 4 + 1)

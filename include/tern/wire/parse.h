@@ -15,7 +15,7 @@
  *   - additional section: every record is walked with length checks; names may be compressed
  *     only there (pointers must point backwards); more than one OPT, an OPT whose owner is not the
  *     root, or a bad OPT option length: WIRE_FORMERR; a TSIG sets has_tsig (its checks are
- *     tern/xfr/tsig.h's); other additional records are skipped; trailing bytes after the last
+ *     tern/tsig/tsig.h's); other additional records are skipped; trailing bytes after the last
  * counted record: WIRE_FORMERR (as Knot);
  *   - EDNS version != 0: WIRE_BADVERS (the response carries an OPT with extended rcode BADVERS);
  *   - EDNS Client Subnet (RFC 7871): family 1 or 2, source prefix <= 32/128, scope prefix 0 in a

@@ -13,10 +13,11 @@
  *     connections, 8 per client address; one with nothing in progress (answered and silent)
  *     keeps its slot only until a newcomer needs it (RFC 7766 §10, RFC 5936 §4.1): the newcomer
  *     closes the idle connection of the address holding the most idle ones, else one stalled
- *     for 2 s, and is refused only when all are busy (xfr.c, oconn_victim()). A transfer making
- *     progress is never closed for a newcomer.
- *   - "tern-xfr-in": timers. It turns each published change of a zone with transfers into a
- *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer.
+ *     for 2 s, and is refused only when all are busy (xfr_out.c, oconn_victim()). A transfer
+ *     making progress is never closed for a newcomer.
+ *   - "tern-notify": timers. It turns each published change of a zone with transfers into a
+ *     journal entry (xfr_diff) and NOTIFYs the zone's secondaries until they answer
+ *     (xfr_notify.c; a NOTIFY received is answered by tern-xfr-out and wakes a puller).
  *   - "tern-xfr-inN", the pullers: one per secondary zone, at most xfr_in_concurrency (Knot's
  *     background workers). Each takes a due zone no other puller has (a zone is refreshed by
  *     one at a time) and keeps it: SOA refresh/retry/expire from the zone's own SOA, IXFR with
@@ -24,7 +25,10 @@
  *     from any puller). After expire without a successful refresh, the zone answers SERVFAIL (a
  *     NULL zone_in). Every step of a transfer in has a deadline (xfr_timeout_ms) and the whole
  *     transfer one more (xfr_total_timeout_ms), and every wait watches the stop flag, so a slow
- *     or dead primary holds its own zone only and xfr_free() waits for none.
+ *     or dead primary holds its own zone only and xfr_free() waits for none (xfr_secondary.c).
+ *
+ * Files: xfr.c (the service: settings, zone state, info, stats, the workers' hand-off queue),
+ * xfr_out.c, xfr_notify.c, xfr_secondary.c (one per thread above), sharing src/xfr/xfr_int.h.
  *
  * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
  * workers'; xfr_zone_info() any thread's. The state the threads share is under one mutex; the
@@ -46,8 +50,8 @@
 typedef struct xfr xfr_t;
 
 typedef struct xfr_hooks {
-    /* tern-xfr-in: a new version of secondary zone key (a canonical origin) — the callee owns
-     * the reference — or NULL: the zone expired (answer SERVFAIL for it). */
+    /* a puller (tern-xfr-inN): a new version of secondary zone key (a canonical origin) — the
+     * callee owns the reference — or NULL: the zone expired (answer SERVFAIL for it). */
     void (*zone_in)(void *ctx, const char *key, zone_t *z);
     void *ctx;
 } xfr_hooks_t;
@@ -130,7 +134,7 @@ void xfr_zone_info(xfr_t *x, const char *key, xfr_zone_info_t *out);
 typedef struct xfr_stats {
     uint64_t out_axfr, out_ixfr, out_refused, out_failed;
     /* connections taken over by the out thread: closed for a newcomer (idle, or stalled), and
-     * newcomers closed because every slot they could take was busy (xfr.c, oconn_victim()) */
+     * newcomers closed because every slot they could take was busy (xfr_out.c, oconn_victim()) */
     uint64_t out_conn_evicted, out_conn_refused;
     uint64_t notify_sent, notify_acked, notify_failed, notify_received;
     uint64_t in_ok, in_failed, in_up_to_date;

@@ -21,7 +21,7 @@
 
 #include "tern/common/err.h"
 #include "tern/conf/config.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 #include "conf_test_util.h"
 

@@ -328,6 +328,174 @@ static void test_key(void **state)
     assert_int_equal(dname_key("a..test", k1, sizeof(k1), &why), TERN_ESYNTAX);
 }
 
+/* ---- dname_unpack(): names inside a message ---- */
+
+/* A message: 12 header bytes, then "Www.Example.test." at 12, then the bytes of tail. */
+static size_t unpack_msg(uint8_t *m, const uint8_t *tail, size_t tail_len)
+{
+    memset(m, 0, 12);
+    size_t n = 12 + to_wire("Www.Example.test", m + 12);
+    memcpy(m + n, tail, tail_len);
+    return n + tail_len;
+}
+
+static void test_unpack_plain_and_compressed(void **state)
+{
+    (void)state;
+    uint8_t m[512], out[DNAME_MAXLEN], want[DNAME_MAXLEN];
+    /* at 30: "mail" + a pointer to "Example.test" (16); at 37: a pointer to 30 (a chain) */
+    static const uint8_t tail[] = {4, 'm', 'a', 'i', 'l', 0xC0, 16, 0xC0, 30};
+    size_t len = unpack_msg(m, tail, sizeof(tail));
+    size_t pos = 12;
+    size_t wl = to_wire("Www.Example.test", want);
+    assert_int_equal(dname_unpack(m, len, len, &pos, out, NULL), (int)wl);
+    assert_memory_equal(out, want, wl); /* case kept */
+    assert_int_equal(pos, 30);
+    wl = to_wire("mail.Example.test", want);
+    assert_int_equal(dname_unpack(m, len, len, &pos, out, NULL), (int)wl);
+    assert_memory_equal(out, want, wl);
+    assert_int_equal(pos, 37); /* past the name's own bytes: the pointer, not what it leads to */
+    assert_int_equal(dname_unpack(m, len, len, &pos, out, NULL), (int)wl);
+    assert_int_equal(pos, 39);
+    /* without out: only the length and the position */
+    pos = 30;
+    assert_int_equal(dname_unpack(m, len, len, &pos, NULL, NULL), (int)wl);
+    /* the root */
+    uint8_t r[13] = {0};
+    pos = 12;
+    assert_int_equal(dname_unpack(r, 13, 13, &pos, out, NULL), 1);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(pos, 13);
+}
+
+static void expect_fault(const uint8_t *m, size_t len, size_t end, size_t at, dname_fault_t f)
+{
+    size_t pos = at;
+    dname_unpack_err_t e = {0};
+    uint8_t out[DNAME_MAXLEN];
+    assert_int_equal(dname_unpack(m, len, end, &pos, out, &e), TERN_EMALF);
+    assert_int_equal(e.fault, f);
+    /* without err or out the answer is the same */
+    pos = at;
+    assert_int_equal(dname_unpack(m, len, end, &pos, NULL, NULL), TERN_EMALF);
+}
+
+static void test_unpack_truncated(void **state)
+{
+    (void)state;
+    uint8_t m[512];
+    static const uint8_t tail[] = {4, 'm', 'a', 'i', 'l', 0xC0, 16};
+    size_t len = unpack_msg(m, tail, sizeof(tail));
+    /* every cut of either name, and of the pointer */
+    for (size_t cut = 12; cut < len; cut++) {
+        size_t pos = cut < 30 ? 12 : 30;
+        if (cut <= pos && pos == 30)
+            continue;
+        expect_fault(m, cut, cut, pos, DNAME_FAULT_TRUNCATED);
+    }
+    /* the name's own bytes must end by end, even when the message goes on */
+    expect_fault(m, len, len - 1, 30, DNAME_FAULT_TRUNCATED);
+    expect_fault(m, len, 32, 30, DNAME_FAULT_TRUNCATED);
+    /* the first name of a message pointing at itself */
+    uint8_t p[20] = {0};
+    p[12] = 0xC0;
+    p[13] = 12;
+    expect_fault(p, 14, 14, 12, DNAME_FAULT_PTR_FORWARD);
+    /* a pointer leading to a name that runs off the message */
+    uint8_t q[20] = {0};
+    q[12] = 5;
+    q[13] = 'a';
+    q[14] = 0xC0;
+    q[15] = 12;
+    expect_fault(q, 16, 16, 14, DNAME_FAULT_TRUNCATED);
+}
+
+static void test_unpack_hostile_pointers(void **state)
+{
+    (void)state;
+    uint8_t m[512];
+    size_t len;
+    /* at 30: forward (to 32), itself, into the header, a label then back to its own start */
+    static const uint8_t fwd[] = {0xC0, 32, 0};
+    len = unpack_msg(m, fwd, sizeof(fwd));
+    expect_fault(m, len, len, 30, DNAME_FAULT_PTR_FORWARD);
+    static const uint8_t self[] = {0xC0, 30};
+    len = unpack_msg(m, self, sizeof(self));
+    expect_fault(m, len, len, 30, DNAME_FAULT_PTR_FORWARD);
+    static const uint8_t hdr[] = {0xC0, 4};
+    len = unpack_msg(m, hdr, sizeof(hdr));
+    size_t pos = 30;
+    dname_unpack_err_t e;
+    assert_int_equal(dname_unpack(m, len, len, &pos, NULL, &e), TERN_EMALF);
+    assert_int_equal(e.fault, DNAME_FAULT_PTR_HEADER);
+    assert_int_equal(e.at, 30);
+    assert_int_equal(e.to, 4);
+    static const uint8_t loop[] = {1, 'x', 0xC0, 30};
+    len = unpack_msg(m, loop, sizeof(loop));
+    expect_fault(m, len, len, 30, DNAME_FAULT_PTR_FORWARD);
+    /* two names pointing at each other: 30 -> 34 -> 30 */
+    static const uint8_t two[] = {1, 'a', 0xC0, 34, 1, 'b', 0xC0, 30};
+    len = unpack_msg(m, two, sizeof(two));
+    expect_fault(m, len, len, 30, DNAME_FAULT_PTR_FORWARD);
+    expect_fault(m, len, len, 34, DNAME_FAULT_PTR_FORWARD);
+    /* a reserved label type */
+    static const uint8_t rsv[] = {0x80, 12};
+    len = unpack_msg(m, rsv, sizeof(rsv));
+    pos = 30;
+    assert_int_equal(dname_unpack(m, len, len, &pos, NULL, &e), TERN_EMALF);
+    assert_int_equal(e.fault, DNAME_FAULT_LABEL);
+    assert_int_equal(e.label, 0x80);
+    static const uint8_t ext[] = {0x41, 'a', 0};
+    len = unpack_msg(m, ext, sizeof(ext));
+    expect_fault(m, len, len, 30, DNAME_FAULT_LABEL);
+}
+
+static void test_unpack_hops_and_length(void **state)
+{
+    (void)state;
+    /* a chain of DNAME_PTR_HOPS_MAX pointers, each to the one before, ends at the root: read;
+     * one more hop is refused */
+    uint8_t m[12 + 1 + 2 * (DNAME_PTR_HOPS_MAX + 1)];
+    memset(m, 0, sizeof(m));
+    size_t p = 13; /* the root at 12 */
+    size_t prev = 12;
+    for (unsigned i = 0; i <= DNAME_PTR_HOPS_MAX; i++) {
+        m[p] = (uint8_t)(0xC0 | prev >> 8);
+        m[p + 1] = (uint8_t)prev;
+        prev = p;
+        p += 2;
+    }
+    size_t pos = prev - 2;
+    assert_int_equal(dname_unpack(m, sizeof(m), sizeof(m), &pos, NULL, NULL), 1);
+    assert_int_equal(pos, prev);
+    expect_fault(m, sizeof(m), sizeof(m), prev, DNAME_FAULT_PTR_HOPS);
+
+    /* 255 bytes is the most: four labels of 63 (256 with the root) are refused, also when
+     * made with a pointer */
+    uint8_t b[600] = {0};
+    size_t n = 12;
+    for (int l = 0; l < 3; l++) {
+        b[n++] = 63;
+        memset(b + n, 'x', 63);
+        n += 63;
+    }
+    b[n++] = 0;
+    size_t second = n;
+    b[n++] = 61;
+    memset(b + n, 'y', 61);
+    n += 61;
+    b[n++] = 0xC0;
+    b[n++] = 12;
+    pos = second;
+    uint8_t out[DNAME_MAXLEN];
+    assert_int_equal(dname_unpack(b, n, n, &pos, out, NULL), 255);
+    b[second] = 62;
+    memmove(b + second + 63, b + second + 62, 2);
+    b[second + 62] = 'y';
+    n++;
+    expect_fault(b, n, n, second, DNAME_FAULT_TOO_LONG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +514,10 @@ int main(void)
         cmocka_unit_test(test_to_str),
         cmocka_unit_test(test_from_str),
         cmocka_unit_test(test_key),
+        cmocka_unit_test(test_unpack_plain_and_compressed),
+        cmocka_unit_test(test_unpack_truncated),
+        cmocka_unit_test(test_unpack_hostile_pointers),
+        cmocka_unit_test(test_unpack_hops_and_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

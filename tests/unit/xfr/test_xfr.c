@@ -44,7 +44,7 @@
 #include "tern/common/rcu.h"
 #include "tern/conf/config.h"
 #include "tern/wire/dname.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_table.h"

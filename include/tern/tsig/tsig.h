@@ -10,6 +10,9 @@
  * tsig_ctx_init() → sign/verify calls → tsig_ctx_clear(). The ctx points at the key it uses, so
  * keys outlive every ctx that uses them.
  *
+ * Layer: its own module below conf (which makes keys from the config) and xfr (which signs and
+ * verifies with them); it knows no zones and links only wire, common and libcrypto.
+ *
  * Threading: keys are read-only and shared freely; a ctx belongs to the one thread that runs its
  * transaction. Nothing here runs on a query worker: the xfr threads call it. Messages are signed
  * and verified in the caller's buffer without copying; the only allocation is the HMAC state
@@ -31,8 +34,8 @@
  *
  * Time is always passed in (seconds since the epoch) so tests can move it.
  */
-#ifndef TERN_XFR_TSIG_H
-#define TERN_XFR_TSIG_H
+#ifndef TERN_TSIG_TSIG_H
+#define TERN_TSIG_TSIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

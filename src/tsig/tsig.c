@@ -8,7 +8,7 @@
  * place, so no message is ever copied or allocated. The same running HMAC is what lets a client
  * fold unsigned messages of a stream into the next signed one's MAC (§5.3.1) without buffering.
  */
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 #include <string.h>
 #include <strings.h>
@@ -162,58 +162,19 @@ static void wr48(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)v;
 }
 
-/*
- * The name at msg[*pos]: its inline part must end before `end` (a record's RDATA end, or the
- * message's), what compression pointers lead to before `len`. Every pointer must point before
- * the lowest offset seen so far in this name (at first the name's own start), so pointers only
- * ever go strictly backwards and no loop is possible; the whole name stays within 255 bytes.
- * Advances *pos past the inline part. With out, stores the name decompressed and lowercased
- * (room for DNAME_MAXLEN) and its length in *outlen.
- */
+/* The name at msg[*pos] (dname_unpack(): its own bytes end by end, pointers go backwards only);
+ * with out, stored lowercased (the canonical form the MAC covers) and its length in *outlen. */
 static int read_name(const uint8_t *msg, size_t len, size_t end, size_t *pos, uint8_t *out,
                      uint8_t *outlen)
 {
-    size_t p = *pos, limit = *pos, bound = end, total = 0;
-    bool jumped = false;
-    for (;;) {
-        if (p >= bound)
-            return TERN_EMALF;
-        unsigned c = msg[p];
-        if ((c & 0xC0) == 0xC0) {
-            if (p + 1 >= bound)
-                return TERN_EMALF;
-            size_t target = (size_t)(c & 0x3F) << 8 | msg[p + 1];
-            if (target >= limit)
-                return TERN_EMALF;
-            if (!jumped) {
-                *pos = p + 2;
-                jumped = true;
-                bound = len;
-            }
-            limit = target;
-            p = target;
-            continue;
-        }
-        if (c & 0xC0) /* 0x40 and 0x80: extended and reserved label types */
-            return TERN_EMALF;
-        if (total + c + 1 > DNAME_MAXLEN || c + 1 > bound - p)
-            return TERN_EMALF;
-        if (out) {
-            out[total] = (uint8_t)c;
-            for (unsigned i = 1; i <= c; i++) {
-                uint8_t b = msg[p + i];
-                out[total + i] = b >= 'A' && b <= 'Z' ? (uint8_t)(b + 32) : b;
-            }
-        }
-        total += c + 1;
-        p += c + 1;
-        if (c == 0)
-            break;
+    uint8_t name[DNAME_MAXLEN];
+    int n = dname_unpack(msg, len, end, pos, out ? name : NULL, NULL);
+    if (n < 0)
+        return n;
+    if (out) {
+        dname_lower(out, name);
+        *outlen = (uint8_t)n;
     }
-    if (!jumped)
-        *pos = p;
-    if (outlen)
-        *outlen = (uint8_t)total;
     return 0;
 }
 

@@ -53,7 +53,7 @@
 #include "tern/common/err.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 /* How long a peer may take to start, answer, or exit. */
 #define PEER_WAIT_MS 5000

@@ -6,7 +6,7 @@
  * Secrets pass through a few stack buffers and the growing key array; each is cleansed before it
  * is released, so a freed page never keeps a key.
  */
-#include "tern/xfr/tsig.h"
+#include "tern/tsig/tsig.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,85 +16,29 @@
 
 #include <openssl/crypto.h>
 
+#include "tern/common/base64.h"
 #include "tern/common/err.h"
 
 /* ---- one key ---- */
 
-static int b64_value(unsigned char c)
+/* Why a secret is not base64, in the words BIND users know from tsig-keygen's output. */
+static const char *b64_why(tern_base64_fault_t f)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+    switch (f) {
+    case TERN_BASE64_PAD_EARLY:
+        return "'=' where data should be";
+    case TERN_BASE64_AFTER_PAD:
+        return "data after the '=' padding";
+    case TERN_BASE64_LENGTH:
+        return "its length is not a multiple of 4 (cut short?)";
+    default:
+        return "a character that is not base64";
+    }
 }
 
 static bool is_blank(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-/*
- * Base64 (RFC 4648 §4) of s into out (cap bytes), blanks skipped: quantums of 4, '=' only to pad
- * the last one ("xx==" or "xxx="). *n is the decoded length even past cap (nothing is written
- * beyond cap), so the caller can say how long a secret was. Returns 0, or -1 with *why set.
- */
-static int b64_decode(const char *s, uint8_t *out, size_t cap, size_t *n, const char **why)
-{
-    unsigned q[4];
-    unsigned nq = 0, pad = 0;
-    bool done = false;
-    *n = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (is_blank(c))
-            continue;
-        if (done) {
-            *why = "data after the '=' padding";
-            return -1;
-        }
-        if (c == '=') {
-            if (nq < 2) {
-                *why = "'=' where data should be";
-                return -1;
-            }
-            pad++;
-            q[nq++] = 0;
-        } else {
-            int v = b64_value(c);
-            if (v < 0) {
-                *why = "a character that is not base64";
-                return -1;
-            }
-            if (pad) {
-                *why = "data after the '=' padding";
-                return -1;
-            }
-            q[nq++] = (unsigned)v;
-        }
-        if (nq == 4) {
-            uint8_t b[3] = {(uint8_t)(q[0] << 2 | q[1] >> 4), (uint8_t)(q[1] << 4 | q[2] >> 2),
-                            (uint8_t)(q[2] << 6 | q[3])};
-            for (unsigned i = 0; i < 3 - pad; i++, (*n)++)
-                if (*n < cap)
-                    out[*n] = b[i];
-            OPENSSL_cleanse(b, sizeof(b));
-            nq = 0;
-            done = pad > 0;
-        }
-    }
-    OPENSSL_cleanse(q, sizeof(q));
-    if (nq != 0) {
-        *why = "its length is not a multiple of 4 (cut short?)";
-        return -1;
-    }
-    return 0;
 }
 
 static int key_set_name(tsig_key_t *k, const char *name, char *err, size_t errlen)
@@ -140,10 +84,12 @@ static int key_set_alg(tsig_key_t *k, const char *alg, char *err, size_t errlen)
 
 static int key_set_secret(tsig_key_t *k, const char *b64, char *err, size_t errlen)
 {
-    const char *why = NULL;
     size_t n = 0;
-    if (b64_decode(b64 ? b64 : "", k->secret, sizeof(k->secret), &n, &why) < 0) {
-        tern_set_err(err, errlen, "bad base64 in secret: %s", why);
+    tern_base64_err_t e;
+    /* blanks inside are skipped, as BIND does: key files wrap long secrets */
+    if (tern_base64_decode(b64 ? b64 : "", b64 ? strlen(b64) : 0, TERN_BASE64_BLANKS, k->secret,
+                           sizeof(k->secret), &n, &e) < 0) {
+        tern_set_err(err, errlen, "bad base64 in secret: %s", b64_why(e.fault));
         return TERN_EINVAL;
     }
     if (n == 0) {
