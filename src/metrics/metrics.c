@@ -212,18 +212,16 @@ static void on_zone(void *ctx, const loader_zone_info_t *z)
     sample_label(&zl->records, "tern_zone_records", "zone", z->origin, z->records);
 }
 
-static void render_server(buf_t *b, const server_t *s)
+/* Workers and queries: by transport, worker, type; responses by rcode; drops and hand-offs. */
+static void render_queries(buf_t *b, const server_t *s, const server_stats_t *st)
 {
-    server_stats_t st;
-    server_stats(s, &st);
-
     family(b, "tern_workers", "gauge", "Worker threads answering queries.");
     sample(b, "tern_workers", server_workers(s));
 
     family(b, "tern_queries_total", "counter",
            "DNS messages handed to the answer path, by transport (dropped ones included).");
-    sample_label(b, "tern_queries_total", "transport", "udp", st.queries_udp);
-    sample_label(b, "tern_queries_total", "transport", "tcp", st.queries_tcp);
+    sample_label(b, "tern_queries_total", "transport", "udp", st->queries_udp);
+    sample_label(b, "tern_queries_total", "transport", "tcp", st->queries_tcp);
 
     /* how the queries spread over the workers (udp_steering) */
     family(b, "tern_worker_queries_total", "counter",
@@ -239,33 +237,37 @@ static void render_server(buf_t *b, const server_t *s)
     family(b, "tern_queries_by_type_total", "counter",
            "Answered queries by question type (axfr counts AXFR and IXFR).");
     for (unsigned i = 0; i < SERVER_QTYPE_COUNT; i++)
-        sample_label(b, "tern_queries_by_type_total", "qtype", server_qtype_name(i), st.qtype[i]);
+        sample_label(b, "tern_queries_by_type_total", "qtype", server_qtype_name(i), st->qtype[i]);
 
     family(b, "tern_responses_total", "counter", "Responses by rcode.");
     for (unsigned i = 0; i < SERVER_RCODE_COUNT; i++)
-        sample_label(b, "tern_responses_total", "rcode", server_rcode_name(i), st.rcode[i]);
+        sample_label(b, "tern_responses_total", "rcode", server_rcode_name(i), st->rcode[i]);
 
     family(b, "tern_responses_truncated_total", "counter", "Responses sent with TC set.");
-    sample(b, "tern_responses_truncated_total", st.truncated);
+    sample(b, "tern_responses_truncated_total", st->truncated);
 
     family(b, "tern_dropped_total", "counter",
            "Messages dropped without a response: shorter than a DNS header, with QR set, or "
            "for the transfer thread while its queue was full.");
-    sample_label(b, "tern_dropped_total", "reason", "short", st.dropped_short);
-    sample_label(b, "tern_dropped_total", "reason", "qr", st.dropped_qr);
-    sample_label(b, "tern_dropped_total", "reason", "xfr_busy", st.handoff_full);
+    sample_label(b, "tern_dropped_total", "reason", "short", st->dropped_short);
+    sample_label(b, "tern_dropped_total", "reason", "qr", st->dropped_qr);
+    sample_label(b, "tern_dropped_total", "reason", "xfr_busy", st->handoff_full);
 
     family(b, "tern_xfr_handoffs_total", "counter",
            "Requests handed to the transfer thread: AXFR/IXFR, NOTIFY, TSIG-signed.");
-    sample(b, "tern_xfr_handoffs_total", st.handed_off);
+    sample(b, "tern_xfr_handoffs_total", st->handed_off);
+}
 
+/* UDP datagrams and TCP connections. */
+static void render_transport(buf_t *b, const server_stats_t *st)
+{
     family(b, "tern_udp_received_total", "counter", "UDP datagrams received.");
-    sample(b, "tern_udp_received_total", st.udp_received);
+    sample(b, "tern_udp_received_total", st->udp_received);
     family(b, "tern_udp_sent_total", "counter", "UDP responses the kernel accepted.");
-    sample(b, "tern_udp_sent_total", st.udp_sent);
+    sample(b, "tern_udp_sent_total", st->udp_sent);
     family(b, "tern_udp_dropped_total", "counter",
            "UDP datagrams not answered: truncated on receipt, no answer, or a failed send.");
-    sample(b, "tern_udp_dropped_total", st.udp_dropped);
+    sample(b, "tern_udp_dropped_total", st->udp_dropped);
 
     family(b, "tern_tcp_connections_total", "counter",
            "TCP connections: accepted, refused at the connection limit, and closed by cause "
@@ -285,20 +287,25 @@ static void render_server(buf_t *b, const server_t *s)
     };
     for (size_t i = 0; i < TERN_ARRAY_SIZE(tcp); i++) {
         uint64_t v;
-        memcpy(&v, (const char *)&st + tcp[i].offset, sizeof(v));
+        memcpy(&v, (const char *)st + tcp[i].offset, sizeof(v));
         sample_label(b, "tern_tcp_connections_total", "event", tcp[i].event, v);
     }
     family(b, "tern_tcp_accept_paused_total", "counter",
            "Times accept() ran out of descriptors or memory and a listener paused for 100 ms.");
-    sample(b, "tern_tcp_accept_paused_total", st.tcp_accept_paused);
+    sample(b, "tern_tcp_accept_paused_total", st->tcp_accept_paused);
+}
 
+/* EDNS options seen, health fail-open, and what the limits (ACL, rate limit, RRL, cookies, the
+ * TCP pool) refused, dropped or closed. */
+static void render_limits(buf_t *b, const server_stats_t *st)
+{
     family(b, "tern_edns_queries_total", "counter", "Queries with an EDNS OPT record.");
-    sample(b, "tern_edns_queries_total", st.edns);
+    sample(b, "tern_edns_queries_total", st->edns);
     family(b, "tern_ecs_queries_total", "counter", "Queries with an EDNS Client Subnet option.");
-    sample(b, "tern_ecs_queries_total", st.ecs);
+    sample(b, "tern_ecs_queries_total", st->ecs);
     family(b, "tern_health_fail_open_total", "counter",
            "Health-checked RRsets answered whole because every record was down (fail open).");
-    sample(b, "tern_health_fail_open_total", st.health_fail_open);
+    sample(b, "tern_health_fail_open_total", st->health_fail_open);
 
     static const char *const why[6] = {"other", "acl", "zone_acl", "blacklist", "ratelimit", "rrl"};
     family(b, "tern_limited_total", "counter",
@@ -307,26 +314,30 @@ static void render_server(buf_t *b, const server_t *s)
     for (unsigned i = 1; i < 6; i++) {
         if (i != 5) /* RRL never refuses */
             put(b, "tern_limited_total{rule=\"%s\",action=\"refused\"} %" PRIu64 "\n", why[i],
-                st.policy_refused[i]);
+                st->policy_refused[i]);
         put(b, "tern_limited_total{rule=\"%s\",action=\"dropped\"} %" PRIu64 "\n", why[i],
-            st.policy_dropped[i]);
+            st->policy_dropped[i]);
     }
-    put(b, "tern_limited_total{rule=\"rrl\",action=\"slipped\"} %" PRIu64 "\n", st.rrl_slipped);
+    put(b, "tern_limited_total{rule=\"rrl\",action=\"slipped\"} %" PRIu64 "\n", st->rrl_slipped);
     family(b, "tern_cookies_total", "counter",
            "Queries with a DNS COOKIE option, by what their server cookie was.");
-    sample_label(b, "tern_cookies_total", "server_cookie", "valid", st.cookies_valid);
+    sample_label(b, "tern_cookies_total", "server_cookie", "valid", st->cookies_valid);
     sample_label(b, "tern_cookies_total", "server_cookie", "none_or_bad",
-                 st.cookies - st.cookies_valid);
+                 st->cookies - st->cookies_valid);
     family(b, "tern_badcookie_total", "counter", "Responses with rcode BADCOOKIE.");
-    sample(b, "tern_badcookie_total", st.badcookie);
+    sample(b, "tern_badcookie_total", st->badcookie);
     family(b, "tern_tcp_client_capped_total", "counter",
            "TCP connections closed at once: their client prefix held tcp_max_per_client.");
-    sample(b, "tern_tcp_client_capped_total", st.tcp_client_capped);
+    sample(b, "tern_tcp_client_capped_total", st->tcp_client_capped);
     family(b, "tern_tcp_evicted_total", "counter",
            "TCP connections closed to make room for a new one in a full pool: idle ones, "
            "or one stalled for a second.");
-    sample(b, "tern_tcp_evicted_total", st.tcp_evicted);
+    sample(b, "tern_tcp_evicted_total", st->tcp_evicted);
+}
 
+/* The workers' per-query DNSSEC signing. */
+static void render_dnssec_workers(buf_t *b, const server_t *s)
+{
     dnssec_worker_stats_t ds;
     server_dnssec_stats(s, &ds);
     family(b, "tern_dnssec_cache_total", "counter",
@@ -343,6 +354,16 @@ static void render_server(buf_t *b, const server_t *s)
     family(b, "tern_dnssec_sign_failures_total", "counter",
            "Per-query signatures that could not be made: the RRset went unsigned.");
     sample(b, "tern_dnssec_sign_failures_total", ds.fails);
+}
+
+static void render_server(buf_t *b, const server_t *s)
+{
+    server_stats_t st;
+    server_stats(s, &st);
+    render_queries(b, s, &st);
+    render_transport(b, &st);
+    render_limits(b, &st);
+    render_dnssec_workers(b, s);
 }
 
 static void render_loader(buf_t *b, loader_t *l)
