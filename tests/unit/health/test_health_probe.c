@@ -21,18 +21,18 @@
 #include <cmocka.h>
 
 #include "health_check_int.h"
+#include "test_util.h"
 
-/* A listening TCP socket on 127.0.0.1 and its port. */
+/* A listening TCP socket on 127.0.0.1 and its port (tu_free_port(): a port nobody uses). */
 static int listen_any(uint16_t *port)
 {
+    struct sockaddr_storage ss;
+    *port = tu_free_port();
+    socklen_t len = tu_sockaddr(&ss, AF_INET, "127.0.0.1", *port);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&ss, len), 0);
     assert_int_equal(listen(fd, 4), 0);
-    socklen_t l = sizeof(a);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    *port = ntohs(a.sin_port);
     return fd;
 }
 
@@ -80,9 +80,7 @@ static void test_tcp_up(void **state)
 static void test_tcp_refused(void **state)
 {
     (void)state;
-    uint16_t port;
-    int lfd = listen_any(&port);
-    close(lfd); /* nobody listens on port now */
+    uint16_t port = tu_free_port(); /* nobody listens there */
     struct ep e;
     ep_init(&e, HEALTH_TCP, port);
     struct job j = {.e = &e, .fd = -1};
