@@ -569,20 +569,25 @@ static int dnssec_ds_cmd(int nargs, char **args, const char *sock, const char *c
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The options before the command. */
+typedef struct opts {
+    const char *sock, *config;
+    int timeout_s;
+} opts_t;
+
+/* Read the options into o; -1 to go on, or the exit status (--help, --version, a bad option). */
+static int parse_options(int argc, char **argv, opts_t *o)
 {
-    const char *sock = NULL, *config = NULL;
-    int timeout_s = DEFAULT_TIMEOUT_S;
     int opt;
     /* "+": options end at the command, so a zone name starting with '-' is not an option;
      * getopt_long visits each argument once: bounded by argc */
     while ((opt = getopt_long(argc, argv, "+s:c:t:vh", long_opts, NULL)) != -1) {
         switch (opt) {
         case 's':
-            sock = optarg;
+            o->sock = optarg;
             break;
         case 'c':
-            config = optarg;
+            o->config = optarg;
             break;
         case 't': {
             char *end;
@@ -592,7 +597,7 @@ int main(int argc, char **argv)
                         MAX_TIMEOUT_S);
                 return EXIT_USAGE;
             }
-            timeout_s = (int)n;
+            o->timeout_s = (int)n;
             break;
         }
         case 'v':
@@ -606,12 +611,13 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    int nargs = argc - optind;
-    char **args = argv + optind;
-    if (nargs < 1) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    return -1;
+}
+
+/* The commands that need no ternd (checks, ASN and GeoIP tables, DNSSEC keys; "dnssec ds"
+ * answers key files itself): their exit status, or -1 when cmd is none of them. */
+static int run_offline(int nargs, char **args, const opts_t *o)
+{
     const char *cmd = args[0];
     if (strcmp(cmd, "check-config") == 0 || strcmp(cmd, "check-zone") == 0) {
         bool zone = cmd[6] == 'z';
@@ -620,7 +626,7 @@ int main(int argc, char **argv)
                     zone ? "check-zone ORIGIN FILE" : "check-config FILE");
             return EXIT_USAGE;
         }
-        if (sock || config)
+        if (o->sock || o->config)
             fprintf(stderr, "ternctl: %s works offline; -s/-c are ignored\n", cmd);
         return zone ? check_zone(args[1], args[2]) : check_config(args[1]);
     }
@@ -643,32 +649,38 @@ int main(int argc, char **argv)
     }
 
     if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 && strcmp(args[1], "keygen") == 0) {
-        if (sock || config)
+        if (o->sock || o->config)
             fprintf(stderr, "ternctl: dnssec keygen works offline; -s/-c are ignored\n");
         return dnssec_keygen_cmd(nargs - 2, args + 2);
     }
     if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 && strcmp(args[1], "ds") == 0)
-        return dnssec_ds_cmd(nargs - 2, args + 2, sock, config, timeout_s);
+        return dnssec_ds_cmd(nargs - 2, args + 2, o->sock, o->config, o->timeout_s);
     if (strcmp(cmd, "dnssec") == 0) {
         fprintf(stderr, "ternctl: usage: ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] "
                         "[-d DIR] | ternctl dnssec ds [--all] KEYFILE|ZONE...\n");
         return EXIT_USAGE;
     }
+    return -1;
+}
 
-    char request[CTL_MAX_REQUEST];
+/* The request line of an online command into request (len bytes): 0, or the exit status of a
+ * usage error (said on stderr). */
+static int online_request(int nargs, char **args, char *request, size_t len)
+{
+    const char *cmd = args[0];
     if (strcmp(cmd, "reload") == 0 || strcmp(cmd, "status") == 0 || strcmp(cmd, "stats") == 0) {
         if (nargs != 1) {
             fprintf(stderr, "ternctl: %s takes no arguments\n", cmd);
             return EXIT_USAGE;
         }
-        snprintf(request, sizeof(request), "%s", cmd);
+        snprintf(request, len, "%s", cmd);
     } else if (strcmp(cmd, "health") == 0) {
         if (nargs == 1) {
-            snprintf(request, sizeof(request), "health");
+            snprintf(request, len, "health");
         } else if (nargs == 4 && strcmp(args[1], "set") == 0 && plain_word(args[2]) &&
                    (strcmp(args[3], "up") == 0 || strcmp(args[3], "down") == 0 ||
                     strcmp(args[3], "auto") == 0)) {
-            snprintf(request, sizeof(request), "health set %s %s", args[2], args[3]);
+            snprintf(request, len, "health set %s %s", args[2], args[3]);
         } else {
             fprintf(stderr, "ternctl: usage: ternctl health | ternctl health set ADDR[:PORT] "
                             "up|down|auto\n");
@@ -679,20 +691,40 @@ int main(int argc, char **argv)
             fprintf(stderr, "ternctl: usage: ternctl zone ZONE (one name, no spaces)\n");
             return EXIT_USAGE;
         }
-        snprintf(request, sizeof(request), "zone %s", args[1]);
+        snprintf(request, len, "zone %s", args[1]);
     } else {
         fprintf(stderr, "ternctl: unknown command '%s' (see ternctl --help)\n", cmd);
         return EXIT_USAGE;
     }
-    if (sock && config) {
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {.timeout_s = DEFAULT_TIMEOUT_S};
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    if (nargs < 1) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if ((rc = run_offline(nargs, args, &o)) >= 0)
+        return rc;
+    char request[CTL_MAX_REQUEST];
+    if ((rc = online_request(nargs, args, request, sizeof(request))) != 0)
+        return rc;
+    if (o.sock && o.config) {
         fprintf(stderr, "ternctl: give -s or -c, not both\n");
         return EXIT_USAGE;
     }
     char *owned;
-    const char *path = socket_path(sock, config, &owned);
+    const char *path = socket_path(o.sock, o.config, &owned);
     if (!path)
         return EXIT_UNREACHABLE;
-    int rc = run_online(path, request, timeout_s);
+    rc = run_online(path, request, o.timeout_s);
     free(owned);
     return rc;
 }

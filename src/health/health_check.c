@@ -32,20 +32,18 @@
  *   - Once per load the checker compares what the endpoints ask with what max_requests can give
  *     (check_capacity()) and says so when checks that run to their timeouts cannot keep
  *     check_interval_ms.
+ *
+ * How one check is made and judged (the HTTP request, the TCP connect, the ICMP echo) is
+ * health_probe.c's; this file decides when checks run and where their results go.
  */
 #include "tern/health/health_check.h"
 
 #include <arpa/inet.h>
-/* no type-checking macros: every libcurl function is called through the table below */
-#define CURL_DISABLE_TYPECHECK 1
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <jansson.h>
-#include <netinet/icmp6.h>
 #include <netinet/in.h>
-#include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -57,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "health_check_int.h"
 #include "health_int.h"
 #include "health_log.h"
 #include "health_redis.h"
@@ -65,82 +64,6 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
-/*
- * libcurl is loaded with dlopen() the first time a checker is made (health checking enabled):
- * linked, it brings OpenSSL's TLS, GnuTLS (through librtmp), Kerberos, LDAP, SSH, HTTP/2 and a
- * dozen more libraries, about 5 MiB of PSS in every ternd, health checks or not. The table holds
- * the functions used here; the macros after it make the calls read like plain libcurl.
- */
-#define CURL_FUNCS(X)                                                                              \
-    X(curl_global_init)                                                                            \
-    X(curl_easy_init)                                                                              \
-    X(curl_easy_setopt)                                                                            \
-    X(curl_easy_getinfo)                                                                           \
-    X(curl_easy_reset)                                                                             \
-    X(curl_easy_cleanup)                                                                           \
-    X(curl_easy_strerror)                                                                          \
-    X(curl_multi_init)                                                                             \
-    X(curl_multi_setopt)                                                                           \
-    X(curl_multi_add_handle)                                                                       \
-    X(curl_multi_remove_handle)                                                                    \
-    X(curl_multi_assign)                                                                           \
-    X(curl_multi_socket_action)                                                                    \
-    X(curl_multi_info_read)                                                                        \
-    X(curl_multi_cleanup)                                                                          \
-    X(curl_slist_append)                                                                           \
-    X(curl_slist_free_all)
-
-static struct {
-#define CURL_FIELD(f) __typeof__(&f) f;
-    CURL_FUNCS(CURL_FIELD)
-#undef CURL_FIELD
-} cu;
-static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
-static char cu_error[256];
-
-/* Load libcurl and initialise it, once per process; cu_error says why it failed. */
-static void cu_load(void)
-{
-    static const char *const names[] = {"libcurl.so.4", "libcurl.so"};
-#define CURL_NAME(f) #f,
-    static const char *const syms[] = {CURL_FUNCS(CURL_NAME)};
-#undef CURL_NAME
-    void *p[sizeof(syms) / sizeof(syms[0])];
-    if (tern_dl_load(names, 2, syms, p, sizeof(syms) / sizeof(syms[0]), cu_error,
-                     sizeof(cu_error)) < 0)
-        return;
-    size_t i = 0;
-#define CURL_SET(f) memcpy(&cu.f, &p[i++], sizeof(void *));
-    CURL_FUNCS(CURL_SET)
-#undef CURL_SET
-    /* thread-safe since libcurl 7.84 (Debian 12 has 7.88); this runs at startup anyway, or on
-     * the loader thread at the reload that enables health checking */
-    CURLcode rc = cu.curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (rc != CURLE_OK)
-        snprintf(cu_error, sizeof(cu_error), "libcurl: %s", cu.curl_easy_strerror(rc));
-}
-
-/* curl.h defines these three as macros of themselves even without type checks */
-#undef curl_easy_setopt
-#undef curl_easy_getinfo
-#undef curl_multi_setopt
-#define curl_easy_init           cu.curl_easy_init
-#define curl_easy_setopt         cu.curl_easy_setopt
-#define curl_easy_getinfo        cu.curl_easy_getinfo
-#define curl_easy_reset          cu.curl_easy_reset
-#define curl_easy_cleanup        cu.curl_easy_cleanup
-#define curl_easy_strerror       cu.curl_easy_strerror
-#define curl_multi_init          cu.curl_multi_init
-#define curl_multi_setopt        cu.curl_multi_setopt
-#define curl_multi_add_handle    cu.curl_multi_add_handle
-#define curl_multi_remove_handle cu.curl_multi_remove_handle
-#define curl_multi_assign        cu.curl_multi_assign
-#define curl_multi_socket_action cu.curl_multi_socket_action
-#define curl_multi_info_read     cu.curl_multi_info_read
-#define curl_multi_cleanup       cu.curl_multi_cleanup
-#define curl_slist_append        cu.curl_slist_append
-#define curl_slist_free_all      cu.curl_slist_free_all
-
 /* Due checks are gathered at most this often (or at once when woken): a check that starts up
  * to 10 ms late changes nothing, and the scan walks every endpoint. */
 #define SCAN_MIN_MS 10
@@ -148,8 +71,6 @@ static void cu_load(void)
 #define IDLE_MAX_MS 1000
 /* An endpoint another node is checking right now is read again this long after its timeout. */
 #define WAIT_SLACK_MS 250
-/* curl's error buffer. */
-#define ERRBUF CURL_ERROR_SIZE
 /* The capacity check waits this long after new settings: at a reload the loader hands them over
  * before it publishes the new zones and frees the old ones, whose endpoints (gone from the new
  * config) would otherwise be counted too. Publishing takes milliseconds; a second is ample and
@@ -166,22 +87,6 @@ struct settings {
     unsigned log_target;
     bool log_json;
     char *log_path;
-};
-
-struct job {
-    struct ep *e; /* referenced while busy */
-    unsigned idx; /* in health_checker.jobs: the epoll tag of its socket */
-    bool busy;
-    CURL *easy;
-    struct curl_slist *connect_to;
-    /* http(s): the status of the final response, noted when its headers end and the transfer
-     * is stopped (header_end()); 0 until then */
-    long http_status;
-    int fd;    /* tcp, icmp */
-    bool sent; /* icmp: the request went out */
-    uint16_t seq;
-    int64_t start_us, deadline_us;
-    char err[ERRBUF];
 };
 
 struct health_checker {
@@ -469,217 +374,15 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
 
 /* ---- starting checks --------------------------------------------------------------------- */
 
-/* The headers of the final response are in: note its status and stop the transfer (see the
- * decisions above). CURL_WRITEFUNC_ERROR from a callback makes libcurl end the transfer with
- * CURLE_WRITE_ERROR; harvest_curl() judges the noted status instead. */
-static size_t header_end(struct job *j)
-{
-    long code = 0;
-    curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &code);
-    j->http_status = code > 0 ? code : -1; /* -1: stopped, but no status (cannot happen) */
-    return CURL_WRITEFUNC_ERROR;
-}
-
-/* CURLOPT_HEADERFUNCTION: one header line at a time; the empty line ends a response's headers.
- * An interim response (1xx: 100 Continue, 103 Early Hints) is followed by the final one. */
-static size_t on_header(char *p, size_t size, size_t n, void *ctx)
-{
-    struct job *j = ctx;
-    size_t len = size * n;
-    if (!((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n')))
-        return len;
-    long code = 0;
-    curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &code);
-    return code >= 100 && code < 200 ? len : header_end(j);
-}
-
-/* CURLOPT_WRITEFUNCTION: body bytes mean the headers are over; on_header() stops before any
- * arrive, so this only guards against a response it did not see end (and keeps libcurl's
- * default, writing to stdout, away). */
-static size_t on_body(char *p, size_t size, size_t n, void *ctx)
-{
-    (void)p, (void)size, (void)n;
-    return header_end(ctx);
-}
-
-/* A name libcurl takes as a URL host as it is. */
-static bool url_host(const char *h)
-{
-    return h && *h &&
-           strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789-._ABCDEFGHIJKLMNOPQRSTUVWXYZ") ==
-               strlen(h);
-}
-
-/* CURLOPT_SOCKOPTFUNCTION: close check connections with a reset (SO_LINGER 0), as HAProxy closes
- * its health checks: the answer is in, and a reset saves the FIN exchange and a TIME_WAIT socket
- * per check — on loopback, where both ends' packets are this thread's CPU, about a third of the
- * cost of a check. */
-static int sockopt_nolinger(void *ctx, curl_socket_t fd, curlsocktype purpose)
-{
-    (void)ctx;
-    if (purpose == CURLSOCKTYPE_IPCXN) {
-        struct linger l = {.l_onoff = 1, .l_linger = 0};
-        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-    }
-    return CURL_SOCKOPT_OK;
-}
-
 static int start_http(health_checker_t *c, struct job *j)
 {
-    const health_spec_t *s = &j->e->spec;
-    const char *scheme = s->proto == HEALTH_HTTPS ? "https" : "http";
-    char ip[64], url[HEALTH_URI_MAX + 400], ct[400];
-    snprintf(ip, sizeof(ip), s->family == 6 ? "[%s]" : "%s", j->e->addr_text);
-    const char *uri = s->uri ? s->uri : "/";
-    bool named = url_host(s->host);
-    snprintf(url, sizeof(url), "%s://%s:%u%s", scheme, named ? s->host : ip, s->port, uri);
     CURL *h = c->npool ? c->pool[--c->npool] : curl_easy_init();
     if (!h)
         return TERN_ENOMEM;
     j->easy = h;
-    if (named) {
-        snprintf(ct, sizeof(ct), "%s:%u:%s:%u", s->host, s->port, ip, s->port);
-        if (!(j->connect_to = curl_slist_append(NULL, ct)))
-            return TERN_ENOMEM;
-        curl_easy_setopt(h, CURLOPT_CONNECT_TO, j->connect_to);
-    }
-    j->err[0] = '\0';
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_PRIVATE, j);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, j->err);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
-    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROXY, "");
-    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "tern-health/" TERN_VERSION);
-    /* No DNS cache: every URL host here is connected through CONNECT_TO to an address literal,
-     * so the cache only grows by one entry per endpoint, and libcurl prunes it by walking all
-     * of them on every lookup — at 10,000 endpoints that walk was most of a check's CPU. */
-    curl_easy_setopt(h, CURLOPT_DNS_CACHE_TIMEOUT, 0L);
-    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, sockopt_nolinger);
-    /* A health answer is a status line and a few headers: libcurl's 16 KiB receive buffer per
-     * handle is memory that 500 concurrent checks would hold for nothing. */
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 4096L);
-    /* the status and headers, never the body (see the decisions above) */
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, j);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, j);
-    if (s->method == HEALTH_GET)
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    else
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    if (s->proto == HEALTH_HTTPS) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, s->tls_verify ? 1L : 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, s->tls_verify ? 2L : 0L);
-        if (c->cur.ca_file)
-            curl_easy_setopt(h, CURLOPT_CAINFO, c->cur.ca_file);
-    }
+    if (health_probe_http(j, c->cur.ca_file) < 0)
+        return TERN_ENOMEM;
     return curl_multi_add_handle(c->multi, h) == CURLM_OK ? 0 : TERN_ENOMEM;
-}
-
-static void sockaddr_of(const struct ep *e, struct sockaddr_storage *ss, socklen_t *len)
-{
-    memset(ss, 0, sizeof(*ss));
-    if (e->spec.family == 6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons(e->spec.port);
-        memcpy(&a->sin6_addr, e->spec.addr, 16);
-        *len = sizeof(*a);
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons(e->spec.port);
-        memcpy(&a->sin_addr, e->spec.addr, 4);
-        *len = sizeof(*a);
-    }
-}
-
-/* TCP: a non-blocking connect; done when the socket turns writable. Returns 1 when the result
- * is already known (j->err set on failure, "" on success), 0 when it is pending. */
-static int start_tcp(struct job *j)
-{
-    struct sockaddr_storage ss;
-    socklen_t len;
-    sockaddr_of(j->e, &ss, &len);
-    j->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (j->fd < 0) {
-        snprintf(j->err, sizeof(j->err), "socket: %s", strerror(errno));
-        return 1;
-    }
-    if (connect(j->fd, (struct sockaddr *)&ss, len) == 0) {
-        j->err[0] = '\0';
-        return 1;
-    }
-    if (errno != EINPROGRESS) {
-        snprintf(j->err, sizeof(j->err), "connect: %s", strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
-static uint16_t csum(const uint8_t *p, size_t n)
-{
-    uint32_t s = 0;
-    for (size_t i = 0; i + 1 < n; i += 2)
-        s += (uint32_t)p[i] << 8 | p[i + 1];
-    if (n & 1)
-        s += (uint32_t)p[n - 1] << 8;
-    while (s >> 16)
-        s = (s & 0xffff) + (s >> 16);
-    return (uint16_t)~s;
-}
-
-/* ICMP echo through a ping socket (the kernel sets the identifier and, for IPv6, the checksum).
- * Returns as start_tcp(). */
-static int start_icmp(health_checker_t *c, struct job *j)
-{
-    bool v6 = j->e->spec.family == 6;
-    j->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                   v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
-    if (j->fd < 0) {
-        if (errno == EACCES || errno == EPERM) {
-            snprintf(j->err, sizeof(j->err),
-                     "ICMP echo: this system forbids unprivileged ping sockets to group %ld "
-                     "(allow it with sysctl net.ipv4.ping_group_range=\"%ld %ld\", or use a tcp "
-                     "check)",
-                     (long)getegid(), (long)getegid(), (long)getegid());
-            if (!c->icmp_logged)
-                log_err("health: %s", j->err);
-            c->icmp_logged = true;
-        } else {
-            snprintf(j->err, sizeof(j->err), "ICMP socket: %s", strerror(errno));
-        }
-        return 1;
-    }
-    uint8_t pkt[24] = {v6 ? ICMP6_ECHO_REQUEST : ICMP_ECHO, 0, 0, 0, 0, 0};
-    j->seq = ++c->echo_seq;
-    pkt[6] = (uint8_t)(j->seq >> 8);
-    pkt[7] = (uint8_t)j->seq;
-    memcpy(pkt + 8, "tern-health-chk!", 16);
-    if (!v6) {
-        uint16_t s = csum(pkt, sizeof(pkt));
-        pkt[2] = (uint8_t)(s >> 8);
-        pkt[3] = (uint8_t)s;
-    }
-    struct sockaddr_storage ss;
-    socklen_t len;
-    sockaddr_of(j->e, &ss, &len);
-    ((struct sockaddr_in *)&ss)->sin_port = 0;
-    if (v6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-    if (sendto(j->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&ss, len) < 0) {
-        snprintf(j->err, sizeof(j->err), "ICMP echo: %s", strerror(errno));
-        return 1;
-    }
-    j->sent = true;
-    return 0;
 }
 
 /* Start the check of e (referenced by the caller, handed to the job). */
@@ -719,10 +422,10 @@ static void start(health_checker_t *c, struct ep *e)
         }
         break;
     case HEALTH_TCP:
-        done = start_tcp(j);
+        done = health_probe_tcp(j);
         break;
     default:
-        done = start_icmp(c, j);
+        done = health_probe_icmp(j, &c->echo_seq, &c->icmp_logged);
         break;
     }
     if (!done && j->fd >= 0) {
@@ -844,36 +547,11 @@ static int64_t schedule(health_checker_t *c, int64_t now)
 /* TCP or ICMP job j's socket reported revents. */
 static void on_socket(health_checker_t *c, struct job *j, short revents)
 {
-    if (j->e->spec.proto == HEALTH_TCP) {
-        int soerr = 0;
-        socklen_t sl = sizeof(soerr);
-        if (getsockopt(j->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-            soerr = errno;
-        if (soerr == 0 && !(revents & (POLLERR | POLLHUP)))
-            finish(c, j, true, NULL);
-        else {
-            snprintf(j->err, sizeof(j->err), "connect: %s", strerror(soerr ? soerr : ECONNRESET));
-            finish(c, j, false, j->err);
-        }
-        return;
-    }
-    uint8_t buf[256];
-    for (;;) {
-        ssize_t k = recv(j->fd, buf, sizeof(buf), 0);
-        if (k < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return;
-            snprintf(j->err, sizeof(j->err), "ICMP echo: %s", strerror(errno));
-            finish(c, j, false, j->err);
-            return;
-        }
-        bool v6 = j->e->spec.family == 6;
-        if (k >= 8 && buf[0] == (v6 ? ICMP6_ECHO_REPLY : ICMP_ECHOREPLY) &&
-            ((uint16_t)buf[6] << 8 | buf[7]) == j->seq) {
-            finish(c, j, true, NULL);
-            return;
-        }
-    }
+    int r = health_probe_ready(j, revents);
+    if (r == 1)
+        finish(c, j, true, NULL);
+    else if (r == 0)
+        finish(c, j, false, j->err);
 }
 
 static void harvest_curl(health_checker_t *c)
@@ -887,29 +565,7 @@ static void harvest_curl(health_checker_t *c)
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
         if (!j || !j->busy)
             continue;
-        CURLcode rc = m->data.result;
-        long code = j->http_status;
-        /* stopped after the headers: the status is the result, whatever error libcurl gives
-         * the stop (CURLE_WRITE_ERROR; some versions said CURLE_RECV_ERROR) */
-        if (code == 0 && rc != CURLE_OK) {
-            if (!j->err[0])
-                snprintf(j->err, sizeof(j->err), "%s", curl_easy_strerror(rc));
-            finish(c, j, false, j->err);
-            continue;
-        }
-        j->err[0] = '\0'; /* libcurl's word on the stop */
-        if (code == 0)
-            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-        const health_spec_t *s = &j->e->spec;
-        bool ok = false;
-        if (s->nexpect == 0) {
-            ok = code == 200 || code == 301 || code == 302;
-        } else {
-            for (unsigned i = 0; i < s->nexpect && !ok; i++)
-                ok = code == s->expect[i];
-        }
-        if (!ok)
-            snprintf(j->err, sizeof(j->err), "HTTP status %ld", code);
+        bool ok = health_probe_http_result(j, m->data.result, m->easy_handle);
         finish(c, j, ok, j->err);
     }
 }
@@ -1072,9 +728,9 @@ static void wake(void *ctx)
 
 health_checker_t *health_checker_new(health_registry_t *r)
 {
-    pthread_once(&cu_once, cu_load);
-    if (cu_error[0]) {
-        log_err("health: %s; no health checks are made", cu_error);
+    const char *why = health_curl_load();
+    if (why) {
+        log_err("health: %s; no health checks are made", why);
         return NULL;
     }
     health_checker_t *c = calloc(1, sizeof(*c));
