@@ -119,8 +119,8 @@ int config_put_listen(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
 
 /* ---- Redis settings ----------------------------------------------------------------------- */
 
-/* config_redis_reset() and config_redis_copy(): tern/conf/config.h (the health checker keeps a
- * copy of its Redis settings). */
+/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
+void config_redis_reset(config_redis_t *r);
 
 /* Once a file is loaded: health.redis without an address follows the top-level Sentinel
  * (config_health.c). 0 or TERN_ENOMEM. */

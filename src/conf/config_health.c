@@ -231,7 +231,7 @@ int config_health_copy(config_health_t *dst, const config_health_t *src)
     dst->ca_file = dst->log_path = NULL;
     dst->checks = NULL;
     dst->nchecks = 0;
-    if (config_redis_copy(&dst->redis, &src->redis) < 0)
+    if (redis_settings_copy(&dst->redis, &src->redis) < 0)
         return TERN_ENOMEM;
     if ((src->ca_file && !(dst->ca_file = strdup(src->ca_file))) ||
         (src->log_path && !(dst->log_path = strdup(src->log_path))))

@@ -137,69 +137,11 @@ _Static_assert(sizeof(unsigned) == sizeof(uint32_t),
 
 /* ---- redis -------------------------------------------------------------------------------- */
 
-/* The strings of config_redis_t, for config_free(), config_copy() and config_same_redis(). */
-static const size_t redis_strs[] = {
-    offsetof(config_redis_t, host),
-    offsetof(config_redis_t, unix_path),
-    offsetof(config_redis_t, password),
-    offsetof(config_redis_t, prefix),
-    offsetof(config_redis_t, suffix),
-    offsetof(config_redis_t, changes_channel),
-    offsetof(config_redis_t, sentinel_master),
-    offsetof(config_redis_t, sentinel_password),
-};
-
-static void free_sentinels(config_redis_t *r)
-{
-    for (size_t i = 0; i < r->nsentinels; i++)
-        free(r->sentinels[i]);
-    free(r->sentinels);
-    r->sentinels = NULL;
-    r->nsentinels = 0;
-}
-
-static char **redis_str(config_redis_t *r, size_t i)
-{
-    return (char **)(void *)((char *)r + redis_strs[i]);
-}
-
-static const char *redis_str_value(const config_redis_t *r, size_t i)
-{
-    const char *p;
-    memcpy(&p, (const char *)r + redis_strs[i], sizeof(p));
-    return p;
-}
-
 /* Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
 void config_redis_reset(config_redis_t *r)
 {
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
-        free(*redis_str(r, i));
-    free_sentinels(r);
-    memset(r, 0, sizeof(*r));
+    redis_settings_free(r);
     config_set_defaults(r, config_redis_schema, RS_COUNT);
-}
-
-int config_redis_copy(config_redis_t *dst, const config_redis_t *src)
-{
-    *dst = *src;
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
-        *redis_str(dst, i) = NULL;
-    dst->sentinels = NULL;
-    dst->nsentinels = 0;
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++) {
-        const char *s = redis_str_value(src, i);
-        if (s && !(*redis_str(dst, i) = strdup(s)))
-            return TERN_ENOMEM;
-    }
-    if (src->nsentinels) {
-        if (!(dst->sentinels = calloc(src->nsentinels, sizeof(*dst->sentinels))))
-            return TERN_ENOMEM;
-        for (; dst->nsentinels < src->nsentinels; dst->nsentinels++)
-            if (!(dst->sentinels[dst->nsentinels] = strdup(src->sentinels[dst->nsentinels])))
-                return TERN_ENOMEM;
-    }
-    return 0;
 }
 
 /* A host for hiredis: an IPv4 address or a DNS name (hiredis resolves it when it connects).
@@ -341,7 +283,7 @@ static int get_redis_sentinel(parse_ctx_t *pc, const yaml_node_t *n, const char 
     const yaml_node_t *val[TERN_ARRAY_SIZE(fields)];
     char path[64];
     int rc;
-    free_sentinels(r);
+    redis_settings_free_sentinels(r);
     free(r->sentinel_master);
     free(r->sentinel_password);
     r->sentinel_master = r->sentinel_password = NULL;
@@ -464,25 +406,6 @@ static int set_redis(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *key_nod
     return config_get_redis(pc, n, o->key, RS_COUNT, &pc->c->redis);
 }
 
-bool config_same_redis(const config_redis_t *a, const config_redis_t *b)
-{
-    if (a->enabled != b->enabled || a->port != b->port || a->db != b->db ||
-        a->connect_timeout_ms != b->connect_timeout_ms ||
-        a->read_timeout_ms != b->read_timeout_ms || a->zone_reload_s != b->zone_reload_s ||
-        a->default_ttl != b->default_ttl || a->max_ttl != b->max_ttl ||
-        a->max_value_bytes != b->max_value_bytes || a->max_labels != b->max_labels ||
-        a->max_rrset_records != b->max_rrset_records || a->max_zones != b->max_zones ||
-        a->read_from != b->read_from || a->nsentinels != b->nsentinels)
-        return false;
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(redis_strs); i++)
-        if (!config_same_str(redis_str_value(a, i), redis_str_value(b, i)))
-            return false;
-    for (size_t i = 0; i < a->nsentinels; i++)
-        if (strcmp(a->sentinels[i], b->sentinels[i]) != 0)
-            return false;
-    return true;
-}
-
 static void redis_reset(config_t *c)
 {
     config_redis_reset(&c->redis);
@@ -491,7 +414,7 @@ static void redis_reset(config_t *c)
 static int redis_copy(config_t *dst, const config_t *src)
 {
     memset(&dst->redis, 0, sizeof(dst->redis)); /* nothing of it is dst's yet */
-    return config_redis_copy(&dst->redis, &src->redis);
+    return redis_settings_copy(&dst->redis, &src->redis);
 }
 
 const conf_block_t config_redis_block = {

@@ -1,6 +1,8 @@
 /*
- * health_int.h — private to src/health: the endpoint and registry as health.c, the checker
- * (health_check.c) and the Redis state sharing (health_redis.c) see them.
+ * health_int.h — private to the registry (src/health) and its one friend, the checker
+ * (src/checker: health_check.c schedules endpoints by these fields, health_redis.c keys their
+ * shared state): the endpoint and registry as they see them. The workers and every other module
+ * know only health.h.
  *
  * Every field of struct ep but pub.rank is guarded by the registry's mutex; pub.rank is written
  * (atomically) only under it and read by workers without it. The checker takes a reference to

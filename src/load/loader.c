@@ -28,7 +28,7 @@
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
 #include "tern/health/health.h"
-#include "tern/health/health_check.h"
+#include "tern/checker/health_check.h"
 #include "tern/redis/redis_source.h"
 #include "tern/xfr/journal.h"
 #include "tern/xfr/xfr.h"
@@ -1586,7 +1586,7 @@ static int redis_start(loader_t *l, const config_t *cfg)
 static void redis_follow(loader_t *l, const config_t *cfg, bool geo_changed)
 {
     bool want = cfg->redis.enabled;
-    if (l->redis && (!want || !config_same_redis(&l->redis_cfg, &cfg->redis) ||
+    if (l->redis && (!want || !redis_settings_same(&l->redis_cfg, &cfg->redis) ||
                      l->redis_health != cfg->health.enabled)) {
         log_info("redis: settings changed; %s", want ? "reconnecting" : "source stopped");
         redis_stop(l);

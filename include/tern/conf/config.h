@@ -7,7 +7,7 @@
  * change on restart (listen addresses, workers, sockets, privileges, the pid file and sockets,
  * query logging).
  * Never read on the query path (workers get copies of what they need): the settings a module
- * reads are structs of its own header (tern/limit/limit_settings.h, tern/health/health_settings.h,
+ * reads are structs of its own header (tern/limit/limit_settings.h, tern/checker/health_settings.h,
  * tern/qlog/qlog_settings.h, tern/net/server_settings.h, tern/redis/redis_settings.h), which
  * this header includes and fills; none of them includes this one.
  *
@@ -268,7 +268,7 @@
 #include "tern/common/compiler.h"
 #include "tern/common/log.h"
 #include "tern/redis/redis_settings.h"
-#include "tern/health/health_settings.h"
+#include "tern/checker/health_settings.h"
 #include "tern/limit/limit.h"
 #include "tern/limit/limit_settings.h"
 #include "tern/net/server_settings.h"
@@ -538,19 +538,7 @@ bool config_same_listen(const config_t *a, const config_t *b);
  */
 size_t config_restart_only_changes(const config_t *from, const config_t *to, char *buf, size_t len);
 
-/**
- * Whether a and b are the same Redis settings: every field of config_redis_t equal (strings by
- * content, NULL only equal to NULL; "" and NULL differ). At reload, false means the Redis source
- * must restart with the new settings.
- */
-bool config_same_redis(const config_redis_t *a, const config_redis_t *b);
-
-/** Free r's strings and set it to the defaults (no Redis; zone_reload 600). */
-void config_redis_reset(config_redis_t *r);
-
-/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
- * TERN_ENOMEM with dst owning only what config_redis_reset() frees. */
-int config_redis_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+/* config_redis_t as a value (free, copy, compare): tern/redis/redis_settings.h. */
 
 /**
  * Whether a and b attach the same checks to records: enabled alike and the same checks list

@@ -31,7 +31,7 @@
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
 #include "tern/health/health.h"
-#include "tern/health/health_check.h"
+#include "tern/checker/health_check.h"
 #include "tern/load/aname_resolver.h"
 
 typedef struct loader loader_t;

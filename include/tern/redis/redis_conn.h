@@ -1,7 +1,7 @@
 /*
  * redis_conn.h — one connection to Redis as tern talks to it: the node configured, or with
  * Sentinel the node the sentinels name, followed through a failover. Used by the Redis zone
- * source (redis_source.h) and the health checker's shared state (src/health/health_redis.c), so
+ * source (redis_source.h) and the health checker's shared state (src/checker/health_redis.c), so
  * both read and write the same node and both move when Sentinel promotes another.
  *
  * Owns: a command connection to the data node; optionally (subscriber) a second connection to the

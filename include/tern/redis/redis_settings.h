@@ -4,7 +4,7 @@
  *
  * Owners: the redis module: the Redis zone source (tern/redis/redis_source.h) reads all of it,
  * the connection (tern/redis/redis_conn.h) the connection part, which is all the health
- * checker's shared state (tern/health/health_settings.h) uses. The config parser
+ * checker's shared state (tern/checker/health_settings.h) uses. The config parser
  * (conf, config.h) fills it from "redis:" (or redins' handler) and health's "redis:".
  * Lifecycle: filled on the control thread, read-only after; strings are malloc'd by conf.
  */
@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tern/common/compiler.h"
 
 /* The Redis zone source (tern/redis/redis_source.h). Zero/NULL fields mean the source's default,
  * except zone_reload_s (0 = never; its default 600 is set by config_init()). */
@@ -53,5 +55,19 @@ enum { CONFIG_REDIS_READ_PRIMARY = 0, CONFIG_REDIS_READ_REPLICA = 1 };
 #define CONFIG_REDIS_MAX_DB 1023
 /* Sentinels of one redis block: a quorum is 3 or 5; 16 leaves room for any real deployment. */
 #define CONFIG_REDIS_MAX_SENTINELS 16
+
+/** Free r's strings and sentinels and zero it (the config parser then sets its defaults). */
+void redis_settings_free(config_redis_t *r);
+
+/** Free only r's sentinels (sentinels NULL, nsentinels 0). */
+void redis_settings_free_sentinels(config_redis_t *r);
+
+/** Deep copy of src into dst, which owns nothing (its contents are overwritten). 0, or
+ * TERN_ENOMEM with dst owning only what redis_settings_free() frees. */
+int redis_settings_copy(config_redis_t *dst, const config_redis_t *src) TERN_WUR;
+
+/** Every field alike, strings by content (NULL and "" differ), sentinels in order: false means
+ * a reader of a (the zone reader, the health checker) must reconnect to read b. */
+bool redis_settings_same(const config_redis_t *a, const config_redis_t *b);
 
 #endif

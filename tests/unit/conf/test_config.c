@@ -1367,7 +1367,7 @@ static void test_redins_handler_errors(void **state)
     config_free(&c);
 }
 
-/* config_same_redis: every field, strings by content; NULL and "" differ. */
+/* redis_settings_same: every field, strings by content; NULL and "" differ. */
 static void test_same_redis(void **state)
 {
     (void)state;
@@ -1376,7 +1376,7 @@ static void test_same_redis(void **state)
                                "  read_timeout: 200\n  zone_reload: 30\n  changes_channel: ch\n"
                                "  default_ttl: 60\n  max_ttl: 600\n";
     config_t a = load_text(text), b = load_text(text);
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     assert_ptr_not_equal(a.redis.host, b.redis.host);
     config_redis_t *r = &b.redis;
     /* each number */
@@ -1384,10 +1384,10 @@ static void test_same_redis(void **state)
     do {                                                                                           \
         __typeof__(r->field) saved = r->field;                                                     \
         r->field = (value);                                                                        \
-        assert_false(config_same_redis(&a.redis, r));                                              \
-        assert_false(config_same_redis(r, &a.redis));                                              \
+        assert_false(redis_settings_same(&a.redis, r));                                              \
+        assert_false(redis_settings_same(r, &a.redis));                                              \
         r->field = saved;                                                                          \
-        assert_true(config_same_redis(&a.redis, r));                                               \
+        assert_true(redis_settings_same(&a.redis, r));                                               \
     } while (0)
     DIFFERS(enabled, false);
     DIFFERS(port, 6380);
@@ -1404,13 +1404,13 @@ static void test_same_redis(void **state)
         char *saved = *strs[i];
         char other[] = "other", empty[] = "";
         *strs[i] = other;
-        assert_false(config_same_redis(&a.redis, r));
+        assert_false(redis_settings_same(&a.redis, r));
         *strs[i] = empty;
-        assert_false(config_same_redis(&a.redis, r));
+        assert_false(redis_settings_same(&a.redis, r));
         *strs[i] = NULL;
-        assert_int_equal(config_same_redis(&a.redis, r), saved == NULL);
+        assert_int_equal(redis_settings_same(&a.redis, r), saved == NULL);
         *strs[i] = saved;
-        assert_true(config_same_redis(&a.redis, r));
+        assert_true(redis_settings_same(&a.redis, r));
     }
 #undef DIFFERS
     config_free(&b);
@@ -1420,25 +1420,25 @@ static void test_same_redis(void **state)
         "  \"redis\": {\"ip\": \"10.1.2.3\", \"port\": 6379, \"db\": 2, \"password\": \"pw\",\n"
         "    \"prefix\": \"p\", \"suffix\": \"s\", \"connect_timeout\": 100,\n"
         "    \"connection\": {\"read_timeout\": 200}}}}\n");
-    assert_false(config_same_redis(&a.redis, &b.redis)); /* no changes_channel in redins */
+    assert_false(redis_settings_same(&a.redis, &b.redis)); /* no changes_channel in redins */
     free(b.redis.changes_channel);
     b.redis.changes_channel = strdup("ch");
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     config_free(&b);
     /* a UNIX socket is not a host */
     config_free(&a);
     a = load_text("redis: {address: /run/a.sock}\n");
     b = load_text("redis: {address: /run/b.sock}\n");
-    assert_false(config_same_redis(&a.redis, &b.redis));
+    assert_false(redis_settings_same(&a.redis, &b.redis));
     config_free(&b);
     b = load_text("redis: {address: /run/a.sock}\n");
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     config_free(&b);
     config_free(&a);
     /* two configs without Redis */
     config_init(&a);
     config_init(&b);
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     config_free(&a);
     config_free(&b);
 }
@@ -2132,7 +2132,7 @@ static void test_health_copy(void **state)
     assert_ptr_not_equal(b.health.checks[0].owner, a.health.checks[0].owner);
     assert_ptr_not_equal(b.health.checks[0].spec.uri, a.health.checks[0].spec.uri);
     assert_ptr_not_equal(b.health.checks[0].spec.host, a.health.checks[0].spec.host);
-    assert_true(config_same_redis(&a.health.redis, &b.health.redis));
+    assert_true(redis_settings_same(&a.health.redis, &b.health.redis));
     config_free(&a);
     assert_false(a.health.enabled);
     assert_null(a.health.checks);
@@ -2953,7 +2953,7 @@ static void test_copy(void **state)
     assert_int_equal(b.log_target, a.log_target);
     assert_int_equal(b.allow_root, a.allow_root);
     assert_int_equal(b.edns_max_udp, a.edns_max_udp);
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     /* independent: freeing one leaves the other whole (ASan would see a double free) */
     config_free(&a);
     assert_string_equal(b.zones[1].file, "/abs/other.zone");
@@ -2963,7 +2963,7 @@ static void test_copy(void **state)
     a = load_text("redis:\n  address: \"[::1]:6380\"\n  password: pw\n  prefix: p\n"
                   "  suffix: s\n  changes_channel: \"\"\n  db: 3\n  max_ttl: 60\n");
     assert_int_equal(config_copy(&b, &a), 0);
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     assert_ptr_not_equal(b.redis.host, a.redis.host);
     assert_ptr_not_equal(b.redis.password, a.redis.password);
     assert_ptr_not_equal(b.redis.changes_channel, a.redis.changes_channel);

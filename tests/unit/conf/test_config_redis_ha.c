@@ -131,22 +131,22 @@ static void test_copy_same(void **state)
     (void)state;
     config_t a = load_text(block), b, c;
     assert_int_equal(config_copy(&b, &a), 0);
-    assert_true(config_same_redis(&a.redis, &b.redis));
+    assert_true(redis_settings_same(&a.redis, &b.redis));
     assert_int_equal(b.redis.nsentinels, 3);
     assert_ptr_not_equal(b.redis.sentinels[2], a.redis.sentinels[2]);
     assert_string_equal(b.redis.sentinels[2], "[::1]:26381");
     c = load_text("redis:\n  sentinel:\n    addresses: [\"127.0.0.1:26379\", \"127.0.0.1:26380\", "
                   "\"[::1]:26382\"]\n    master: mymaster\n    password: s3cret\n"
                   "  read_from: replica\n  db: 2\n");
-    assert_false(config_same_redis(&a.redis, &c.redis));
+    assert_false(redis_settings_same(&a.redis, &c.redis));
     config_free(&c);
     c = load_text("redis:\n  sentinel:\n    addresses: [\"127.0.0.1:26379\", \"127.0.0.1:26380\", "
                   "\"[::1]:26381\"]\n    master: mymaster\n    password: s3cret\n  db: 2\n");
-    assert_false(config_same_redis(&a.redis, &c.redis)); /* read_from differs */
+    assert_false(redis_settings_same(&a.redis, &c.redis)); /* read_from differs */
     config_free(&c);
     c = load_text("redis:\n  sentinel:\n    addresses: [\"127.0.0.1:26379\"]\n"
                   "    master: mymaster\n    password: s3cret\n  read_from: replica\n  db: 2\n");
-    assert_false(config_same_redis(&a.redis, &c.redis)); /* fewer sentinels */
+    assert_false(redis_settings_same(&a.redis, &c.redis)); /* fewer sentinels */
     config_free(&c);
     config_free(&a);
     config_free(&b);

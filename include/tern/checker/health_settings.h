@@ -2,13 +2,13 @@
  * health_settings.h — what the health checker is configured with (tern's "health:" block or
  * redins' healthcheck), as plain data.
  *
- * Owner: the checker (tern/health/health_check.h, health_checker_configure()); the loader reads
+ * Owner: the checker (tern/checker/health_check.h, health_checker_configure()); the loader reads
  * the checks to attach them to records. The config parser (conf, config.h) fills it; this
  * header knows nothing of YAML. Lifecycle: filled on the control thread, read-only after;
  * strings and the checks array are malloc'd by conf.
  */
-#ifndef TERN_HEALTH_HEALTH_SETTINGS_H
-#define TERN_HEALTH_HEALTH_SETTINGS_H
+#ifndef TERN_CHECKER_HEALTH_SETTINGS_H
+#define TERN_CHECKER_HEALTH_SETTINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>

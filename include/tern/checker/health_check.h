@@ -40,14 +40,14 @@
  * Threading: configure(), stats() and stop() from any thread; the registry's mutex is taken
  * briefly per round and per result, never across a check or a Redis round trip.
  */
-#ifndef TERN_HEALTH_HEALTH_CHECK_H
-#define TERN_HEALTH_HEALTH_CHECK_H
+#ifndef TERN_CHECKER_HEALTH_CHECK_H
+#define TERN_CHECKER_HEALTH_CHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "tern/common/compiler.h"
-#include "tern/health/health_settings.h"
+#include "tern/checker/health_settings.h"
 #include "tern/health/health.h"
 
 typedef struct health_checker health_checker_t;

@@ -28,7 +28,7 @@
 #include "health_int.h"
 #include "tern/common/clock.h"
 #include "tern/health/health.h"
-#include "tern/health/health_check.h"
+#include "tern/checker/health_check.h"
 
 /* SRV_ENDLESS: a 103 (Early Hints) interim response, then 200 with a body that never ends */
 typedef enum { SRV_OK, SRV_500, SRV_HANG, SRV_ENDLESS } srv_mode_t;

@@ -1,5 +1,5 @@
 /*
- * test_health_redis.c — the checker's shared state (src/health/health_redis.c, private to the
+ * test_health_redis.c — the checker's shared state (src/checker/health_redis.c, private to the
  * module) against a real redis-server, through the connection type the zone source uses
  * (tern/redis/redis_conn.h): claim (no state: ours to check, the lock taken; the lock held:
  * wait), publish (redins' JSON with its expiry, the lock dropped), adopt a fresh state, Redis

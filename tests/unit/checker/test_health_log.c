@@ -1,5 +1,5 @@
 /*
- * test_health_log.c — the health result log (src/health/health_log.c): redins' healthcheck
+ * test_health_log.c — the health result log (src/checker/health_log.c): redins' healthcheck
  * line (handler/healthcheck.go, logHealthcheck(), through its logger), field by field and type
  * by type, tern's fields beside them, the text form, and a reader that stalls: lines are
  * dropped, never waited for.

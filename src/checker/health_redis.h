@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "health_int.h"
-#include "tern/conf/config.h"
+#include "tern/redis/redis_settings.h"
 
 typedef struct hredis hredis_t;
 

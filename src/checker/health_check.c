@@ -36,7 +36,7 @@
  * How one check is made and judged (the HTTP request, the TCP connect, the ICMP echo) is
  * health_probe.c's; this file decides when checks run and where their results go.
  */
-#include "tern/health/health_check.h"
+#include "tern/checker/health_check.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -141,7 +141,7 @@ static void settings_free(struct settings *s)
 {
     free(s->ca_file);
     free(s->log_path);
-    config_redis_reset(&s->redis);
+    redis_settings_free(&s->redis);
     memset(s, 0, sizeof(*s));
 }
 
@@ -161,7 +161,7 @@ static int settings_copy(struct settings *d, const config_health_t *h)
     d->log_target = h->log_target;
     d->log_json = h->log_json;
     if (copy_str(&d->ca_file, h->ca_file) < 0 || copy_str(&d->log_path, h->log_path) < 0 ||
-        config_redis_copy(&d->redis, &h->redis) < 0) {
+        redis_settings_copy(&d->redis, &h->redis) < 0) {
         settings_free(d);
         return TERN_ENOMEM;
     }
@@ -214,7 +214,7 @@ static bool same_redis(const config_redis_t *a, const config_redis_t *b)
     config_redis_t x = *a, y = *b;
     /* only what the connection uses */
     x.zone_reload_s = y.zone_reload_s = 0;
-    return config_same_redis(&x, &y);
+    return redis_settings_same(&x, &y);
 }
 
 /* Take pending settings, if any (checker thread). */
