@@ -38,6 +38,7 @@
 #include "tern/load/loader.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
+#include "tern/source/source_primary.h"
 #include "tern/xfr/xfr.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
@@ -514,7 +515,7 @@ int main(int argc, char **argv)
     }
     /* zone transfers: the service always exists (two idle threads when nothing is configured),
      * so a reload can turn transfers on; workers hand it requests only when some are */
-    xfr_hooks_t hooks = {.zone_in = loader_zone_in, .ctx = loader};
+    xfr_hooks_t hooks = {.zone_in = source_primary_zone_in, .ctx = loader_source(loader, "xfr")};
     if (!(xfr = xfr_new(loader_published(loader), &hooks))) {
         log_err("out of memory");
         goto out;

@@ -29,17 +29,17 @@
 #include "tern/geo/geoip.h"
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
-#include "tern/load/redis_source.h"
 #include "tern/xfr/journal.h"
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
-#include "tern/zone/zone_patch.h"
 #include "tern/load/aname_resolver.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
+#include "tern/source/health_index.h"
+#include "tern/source/source_redis.h"
+#include "tern/source/zone_source.h"
 
-#include "health_index.h"
 #include "zone_sign.h"
 
 /* One file a zone was read from, as it was when read. */
@@ -53,10 +53,10 @@ struct dep {
 
 /* One configured zone of a snapshot. */
 struct zent {
-    char *key;  /* origin_key(): what "the same zone" means */
+    char *key;  /* zone_source_key(): what "the same zone" means */
     char *file; /* the path as configured; for a Redis zone, where it came from */
     config_zone_format_t format;
-    bool redis; /* from the Redis source, not from the configuration */
+    zone_source_t *src; /* the source that added it (Redis), NULL: a configured zone */
     zone_t *zone;
     int64_t loaded;   /* wall clock when this version of the zone was read */
     bool fresh;       /* read by the reload that built this snapshot (not shared) */
@@ -134,45 +134,30 @@ struct loader {
     void *listener_ctx;
     loader_stats_t stats;
 
-    /* The Redis source (redis_source.h): its callbacks queue zones in pend (under mu) and
-     * wake the loader thread, which applies them to rz and publishes. */
-    config_t *cfg_last; /* the config of the last published build (file zones, geo, redis) */
-    redis_source_t *redis;
-    config_redis_t redis_cfg; /* what the running source was started with */
-    struct rpend {
-        char *key;
-        zone_t *zone;   /* NULL: the zone is gone */
-        uint8_t *names; /* a patch (on_patch): zone holds only these nnames names, back to back */
-        size_t nnames;
-    } * pend;
-    size_t npend, cappend;
-    bool redis_dirty;  /* pend holds something (under mu) */
-    bool redis_synced; /* the source finished its first read (under mu) */
-    struct rzone {
-        char *key;
-        zone_t *zone; /* the loader's own reference */
-        uint64_t version;
-        int64_t loaded;
-        bool conflict_logged;
-    } * rz; /* Redis zones being served, loader thread only */
-    size_t nrz, caprz;
-    /* The geo databases the source locates records with (its locate callback runs on its
-     * own thread): the current snapshot's, swapped under geo_mu when they change. */
+    config_t *cfg_last; /* the config of the last published build (file zones, geo, sources) */
+
+    /* The zone sources (tern/source/zone_source.h), in zone_source_table() order, each with
+     * the views published for its changes alone. Their changes wait in chg (under mu) for the
+     * loader thread; poked: a source holds new state that is not a zone (under mu). */
+    zone_source_t **src;
+    uint64_t *src_publishes;
+    size_t nsrc;
+    zone_change_t *chg;
+    size_t nchg, capchg;
+    bool *poked;
+    bool *touched; /* take_changes()'s, loader thread */
+    bool changes;  /* chg or poked holds something (under mu) */
+    /* The geo databases the sources locate records with (their threads call src_locate()):
+     * the current snapshot's, swapped under geo_mu when they change. */
     pthread_mutex_t geo_mu;
-    pthread_mutex_t rs_mu; /* guards the redis pointer against loader_get_stats(); the source's
-                              callbacks never take it */
-    struct geo_ref *rgeo_v4, *rgeo_v6;
-    geoip_set_t rgeo;
+    struct geo_ref *sgeo_v4, *sgeo_v6;
+    geoip_set_t sgeo;
 
     /* Health checks (tern/health/health.h): every zone's endpoints live in one registry; the
-     * checker probes them once health checking is enabled. The Redis source's builds find
-     * ternd.yaml's checks by address through rhidx, swapped under health_mu after a reload. */
+     * checker probes them once health checking is enabled. */
     health_registry_t *health;
     health_checker_t *checker;
     bool checker_started;
-    pthread_mutex_t health_mu;
-    health_index_t *rhidx;
-    bool redis_health; /* the source was started with health checks on */
 
     /* Flood resistance (tern/limit/limit.h): the state shared by every view and worker (rate
      * tables, TCP counts, cookie secrets), made with the first config; each view has its own
@@ -193,38 +178,10 @@ struct loader {
     bool aname_ready_told;
     size_t aname_warned; /* exits last warned about for want of an upstream */
 
-    /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. Secondary zones'
-     * versions arrive from its thread in spend (under mu) and are served from sec (the
-     * loader thread's): the last transferred version, the on-disk copy read at startup, or an
-     * unavailable placeholder (SERVFAIL) until the first transfer. */
+    /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. The loader gives it
+     * every config and every changed zone; secondary zones come from source_primary.c. */
     xfr_t *xfr;
-    struct szone {
-        char *key;
-        zone_t *zone; /* the loader's own reference */
-        uint64_t version;
-        int64_t loaded;
-    } * sec;
-    size_t nsec, capsec;
-    struct spend {
-        char *key;
-        zone_t *zone; /* NULL: expired */
-    } * spend;
-    size_t nspend, capspend;
-    bool sec_dirty; /* spend holds something (under mu) */
 };
-
-/* The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
- * "." for the root), malloc'd; the one meaning of "the same zone" for file and Redis zones alike.
- * NULL when out of memory or the origin does not parse (config and the Redis source have already
- * refused such names). */
-static char *origin_key(const char *origin)
-{
-    char key[DNAME_KEY_MAX];
-    const char *why;
-    if (dname_key(origin, key, sizeof(key), &why) < 0)
-        return NULL;
-    return strdup(key);
-}
 
 static void zent_clear(struct zent *e)
 {
@@ -295,9 +252,6 @@ static bool dep_unchanged(const struct dep *d)
            st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
 }
 
-/* Zone reads so far, across loaders (a process has one); a zone's version is its read's number. */
-static uint64_t zone_reads;
-
 /* View generations handed out (answer_view_t.gen); 0 is never one. */
 static uint64_t view_gens;
 
@@ -347,7 +301,7 @@ static const struct zent *reusable(const old_index_t *ix, const char *key, const
                                    config_zone_format_t format, const char *signing, bool quick)
 {
     const struct zent *e = find_key(ix, key);
-    if (!e || e->redis || strcmp(e->file, file) != 0 || e->format != format ||
+    if (!e || e->src || strcmp(e->file, file) != 0 || e->format != format ||
         strcmp(e->signing ? e->signing : "", signing) != 0)
         return NULL;
     if (quick)
@@ -367,7 +321,7 @@ static const struct zent *patch_base(const old_index_t *ix, const struct zent *e
                                      const config_zone_t *cz, bool health_changed)
 {
     const struct zent *old = find_key(ix, e->key);
-    if (!old || old->redis || !old->zone || old->zone->dnssec || old->zone->unavailable ||
+    if (!old || old->src || !old->zone || old->zone->dnssec || old->zone->unavailable ||
         health_changed || cz->format != CONFIG_ZONE_RFC1035 || old->format != cz->format ||
         cz->ndnssec_keys || (old->signing && old->signing[0]) || strcmp(old->file, e->file) != 0)
         return NULL;
@@ -518,60 +472,26 @@ fail:
  * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
  * 0 with *out, or a negative code with the message in err.
  */
-/* ---- secondary zones (tern/xfr) ------------------------------------------------------------ */
-
-/* Loader thread: the entry of secondary zone key, made on first sight from the on-disk copy
- * (cz->file, when it exists and loads) or an unavailable placeholder. NULL: out of memory. */
-static struct szone *sec_get(loader_t *l, const char *key, const config_zone_t *cz)
+/* The source that owns configured zone cz (keeps its versions: served()), or NULL: a file. */
+static zone_source_t *owner(const loader_t *l, const config_zone_t *cz)
 {
-    for (size_t i = 0; i < l->nsec; i++)
-        if (strcmp(l->sec[i].key, key) == 0)
-            return &l->sec[i];
-    if (tern_grow((void **)&l->sec, &l->capsec, l->nsec + 1, sizeof(*l->sec)) < 0)
-        return NULL;
-    zone_t *z = NULL;
-    if (cz && cz->file && access(cz->file, F_OK) == 0) {
-        char err[1024];
-        if (zone_file_load(cz->origin, cz->file, &z, err, sizeof(err)) < 0) {
-            log_warn("xfr: zone %s: its copy cannot be read (%s); waiting for a transfer", key,
-                     err);
-            z = NULL;
-        } else {
-            log_info("xfr: zone %s: serving its copy %s (serial %u) until the primary is asked",
-                     key, cz->file, z->serial);
-        }
-    }
-    if (!z) {
-        uint8_t apex[DNAME_MAXLEN];
-        const char *why;
-        if (dname_from_str(key, strlen(key), false, apex, &why) < 0 ||
-            !(z = zone_new_unavailable(apex, "secondary zone (no transfer yet)")))
-            return NULL;
-    }
-    char *k = strdup(key);
-    if (!k) {
-        zone_free(z);
-        return NULL;
-    }
-    struct szone *sz = &l->sec[l->nsec++];
-    *sz = (struct szone){.key = k,
-                         .zone = z,
-                         .version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED),
-                         .loaded = (int64_t)time(NULL)};
-    return sz;
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->owns && l->src[i]->ops->owns(cz))
+            return l->src[i];
+    return NULL;
 }
 
-/* build(): secondary zone cz into s. */
-static int add_secondary(loader_t *l, struct snapshot *s, const old_index_t *ix,
-                         const config_zone_t *cz, size_t *changed, char *err, size_t errlen)
+/* build(): configured zone cz, as its source src serves it, into s. */
+static int add_served(struct snapshot *s, const old_index_t *ix, zone_source_t *src,
+                      const config_zone_t *cz, size_t *changed, char *err, size_t errlen)
 {
     struct zent *e = &s->z[s->nz++];
-    if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file ? cz->file : "")) ||
+    if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file ? cz->file : "")) ||
         !(e->signing = strdup(""))) {
         snprintf(err, errlen, "out of memory");
         return TERN_ENOMEM;
     }
-    struct szone *sz = sec_get(l, e->key, cz);
+    const zone_source_zone_t *sz = src->ops->served(src, e->key, cz);
     if (!sz) {
         snprintf(err, errlen, "out of memory");
         return TERN_ENOMEM;
@@ -599,6 +519,93 @@ static int add_secondary(loader_t *l, struct snapshot *s, const old_index_t *ix,
     return 0;
 }
 
+/* The zones the sources add by themselves (Redis), in the table's order. */
+static size_t source_zone_count(const loader_t *l)
+{
+    size_t n = 0, k;
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->zones) {
+            (void)l->src[i]->ops->zones(l->src[i], &k);
+            n += k;
+        }
+    return n;
+}
+
+/* build(): source src's zone r into s, unless a zone of that name is already there (a
+ * configured one wins; files indexes s's configured zones). 0, or a negative code. */
+static int add_source_zone(struct snapshot *s, const old_index_t *ix, const old_index_t *files,
+                           zone_source_t *src, zone_source_zone_t *r, size_t *changed, char *err,
+                           size_t errlen)
+{
+    const char *name = src->ops->name;
+    if (find_key(files, r->key)) {
+        if (!r->conflict_logged)
+            log_err("%s: zone %s is also configured from a file; serving the file", name, r->key);
+        r->conflict_logged = true;
+        return 0;
+    }
+    struct zent *e = &s->z[s->nz++];
+    if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source))) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    e->src = src;
+    e->format = CONFIG_ZONE_JSON;
+    e->loaded = r->loaded;
+    e->version = r->version;
+    const struct zent *prev = find_key(ix, r->key);
+    e->fresh = !prev || prev->src != src || prev->version != r->version;
+    e->zone = zone_retain(r->zone);
+    int rc = zone_table_add(s->table, e->zone);
+    if (rc == TERN_EDUPZONE) {
+        /* Keys are canonical, so this is a second entry for a zone already in the table:
+         * skipped, never a reason to fail the file zones' reload. */
+        if (!r->conflict_logged)
+            log_err("%s: zone %s is in the set twice; serving the first", name, r->key);
+        r->conflict_logged = true;
+        zone_free(e->zone);
+        zent_clear(e);
+        memset(e, 0, sizeof(*e));
+        s->nz--;
+        return 0;
+    }
+    if (rc < 0) {
+        zone_free(e->zone);
+        e->zone = NULL;
+        snprintf(err, errlen, "%s zone %s: %s", name, r->key, tern_strerror(rc));
+        return rc;
+    }
+    if (e->fresh)
+        (*changed)++;
+    s->records += r->zone->rr_count;
+    s->bytes += zone_footprint(r->zone);
+    return 0;
+}
+
+/* build(): every source's own zones after the configured ones; a configured zone of the same
+ * name wins. The configured zones are indexed once, so 10,000 zones of each are matched in
+ * linear time. */
+static int add_source_zones(loader_t *l, struct snapshot *s, const old_index_t *ix, size_t *changed,
+                            char *err, size_t errlen)
+{
+    if (!source_zone_count(l))
+        return 0;
+    old_index_t files;
+    if (old_index_init(&files, s) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return TERN_ENOMEM;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < l->nsrc && rc == 0; i++) {
+        size_t n = 0;
+        zone_source_zone_t *z = l->src[i]->ops->zones ? l->src[i]->ops->zones(l->src[i], &n) : NULL;
+        for (size_t k = 0; k < n && rc == 0; k++)
+            rc = add_source_zone(s, ix, &files, l->src[i], &z[k], changed, err, errlen);
+    }
+    free(files.slot);
+    return rc;
+}
+
 static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
                  struct snapshot **out, size_t *changed, char *err, size_t errlen)
 {
@@ -614,7 +621,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     }
     struct snapshot *s = calloc(1, sizeof(*s));
     if (!s || !(s->table = zone_table_new()) ||
-        !(s->z = calloc(cfg->nzones + l->nrz + 1, sizeof(*s->z))))
+        !(s->z = calloc(cfg->nzones + source_zone_count(l) + 1, sizeof(*s->z))))
         goto nomem;
     if ((cfg->identity && !(s->identity = strdup(cfg->identity))) ||
         (cfg->version && !(s->version = strdup(cfg->version))))
@@ -660,13 +667,14 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         const config_zone_t *cz = &cfg->zones[i];
         if (!cz->file && !cz->nprimaries)
             continue; /* transfer settings of a zone from Redis (tern/xfr) */
-        if (cz->nprimaries) {
-            if ((rc = add_secondary(l, s, &ix, cz, changed, err, errlen)) < 0)
+        zone_source_t *src = owner(l, cz);
+        if (src) {
+            if ((rc = add_served(s, &ix, src, cz, changed, err, errlen)) < 0)
                 goto fail;
             continue;
         }
         struct zent *e = &s->z[s->nz++];
-        if (!(e->key = origin_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
+        if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
             !(e->signing = zone_sign_ident(cz, cfg)))
             goto nomem;
         e->format = cz->format;
@@ -759,7 +767,7 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
                 (*changed)++;
                 e->loaded = (int64_t)time(NULL);
                 e->fresh = true;
-                e->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
+                e->version = zone_source_version();
             }
         }
         e->zone = z;
@@ -775,58 +783,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
             goto fail;
         }
     }
-    /* Redis zones after the configured ones; a configured zone of the same name wins. The file
-     * zones are indexed once, so 10,000 zones of each are matched in linear time. */
-    old_index_t files;
-    if (l->nrz && old_index_init(&files, s) < 0)
-        goto nomem;
-    for (size_t i = 0; i < l->nrz; i++) {
-        struct rzone *r = &l->rz[i];
-        if (find_key(&files, r->key)) {
-            if (!r->conflict_logged)
-                log_err("redis: zone %s is also configured from a file; serving the file", r->key);
-            r->conflict_logged = true;
-            continue;
-        }
-        struct zent *e = &s->z[s->nz++];
-        if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source))) {
-            free(files.slot);
-            goto nomem;
-        }
-        e->redis = true;
-        e->format = CONFIG_ZONE_JSON;
-        e->loaded = r->loaded;
-        e->version = r->version;
-        const struct zent *prev = find_key(&ix, r->key);
-        e->fresh = !prev || !prev->redis || prev->version != r->version;
-        if (e->fresh)
-            (*changed)++;
-        e->zone = zone_retain(r->zone);
-        if ((rc = zone_table_add(s->table, e->zone)) < 0) {
-            zone_free(e->zone);
-            e->zone = NULL;
-            if (rc == TERN_EDUPZONE) {
-                /* Keys are canonical, so this is a second Redis entry for a zone already in the
-                 * table: skipped, never a reason to fail the file zones' reload. */
-                if (!r->conflict_logged)
-                    log_err("redis: zone %s is in the set twice; serving the first", r->key);
-                r->conflict_logged = true;
-                if (e->fresh)
-                    (*changed)--;
-                zent_clear(e);
-                memset(e, 0, sizeof(*e));
-                s->nz--;
-                continue;
-            }
-            free(files.slot);
-            snprintf(err, errlen, "redis zone %s: %s", r->key, tern_strerror(rc));
-            goto fail;
-        }
-        s->records += r->zone->rr_count;
-        s->bytes += zone_footprint(r->zone);
-    }
-    if (l->nrz)
-        free(files.slot);
+    if ((rc = add_source_zones(l, s, &ix, changed, err, errlen)) < 0)
+        goto fail;
     if ((cfg->asn_table || cfg->asn_db) &&
         (rc = asn_ref_get(old ? old->asn : NULL, cfg, quick, &s->asn, err, errlen)) < 0)
         goto fail;
@@ -899,7 +857,7 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
     size_t lines = 0, more = 0;
     for (size_t i = 0; i < s->nz; i++) {
         const struct zent *e = &s->z[i];
-        if (!e->fresh || e->redis)
+        if (!e->fresh || e->src)
             continue;
         if (lines++ >= LOG_ZONES_MAX) {
             more++;
@@ -915,7 +873,7 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
                      e->zone->serial);
     }
     for (size_t i = 0; old && i < old->nz; i++) {
-        if (old->z[i].redis || find_key(&in_new, old->z[i].key))
+        if (old->z[i].src || find_key(&in_new, old->z[i].key))
             continue;
         if (lines++ >= LOG_ZONES_MAX) {
             more++;
@@ -1111,516 +1069,201 @@ static void aname_publish(loader_t *l)
     }
 }
 
-/* ---- the Redis source ------------------------------------------------------------------ */
+/* ---- the sources' changes (tern/source/zone_source.h) ------------------------------------ */
 
-static bool redis_wait_first(loader_t *l);
-
-static void redis_cfg_free(config_redis_t *c)
+/* zone_sink_t.push: a source's thread queues a change for the loader thread. */
+static int sink_push(void *ctx, const zone_change_t *c)
 {
-    free(c->host);
-    free(c->unix_path);
-    free(c->password);
-    free(c->prefix);
-    free(c->suffix);
-    free(c->changes_channel);
-    for (size_t i = 0; i < c->nsentinels; i++)
-        free(c->sentinels[i]);
-    free(c->sentinels);
-    free(c->sentinel_master);
-    free(c->sentinel_password);
-    memset(c, 0, sizeof(*c));
-}
-
-/* A deep copy, for comparing a reload's settings with the running source's. */
-static int redis_cfg_copy(config_redis_t *dst, const config_redis_t *src)
-{
-    *dst = *src;
-    dst->host = dst->unix_path = dst->password = dst->prefix = dst->suffix = dst->changes_channel =
-        NULL;
-    dst->sentinel_master = dst->sentinel_password = NULL;
-    dst->sentinels = NULL;
-    dst->nsentinels = 0;
-    if (src->nsentinels && !(dst->sentinels = calloc(src->nsentinels, sizeof(*dst->sentinels)))) {
-        redis_cfg_free(dst);
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    if (tern_grow((void **)&l->chg, &l->capchg, l->nchg + 1, sizeof(*l->chg)) < 0) {
+        pthread_mutex_unlock(&l->mu);
         return TERN_ENOMEM;
     }
-    for (; dst->nsentinels < src->nsentinels; dst->nsentinels++) {
-        if (!(dst->sentinels[dst->nsentinels] = strdup(src->sentinels[dst->nsentinels]))) {
-            redis_cfg_free(dst);
-            return TERN_ENOMEM;
-        }
-    }
-    if ((src->sentinel_master && !(dst->sentinel_master = strdup(src->sentinel_master))) ||
-        (src->sentinel_password && !(dst->sentinel_password = strdup(src->sentinel_password))) ||
-        (src->host && !(dst->host = strdup(src->host))) ||
-        (src->unix_path && !(dst->unix_path = strdup(src->unix_path))) ||
-        (src->password && !(dst->password = strdup(src->password))) ||
-        (src->prefix && !(dst->prefix = strdup(src->prefix))) ||
-        (src->suffix && !(dst->suffix = strdup(src->suffix))) ||
-        (src->changes_channel && !(dst->changes_channel = strdup(src->changes_channel)))) {
-        redis_cfg_free(dst);
-        return TERN_ENOMEM;
-    }
+    l->chg[l->nchg++] = *c;
+    l->changes = true;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
     return 0;
 }
 
-/* Source thread: queue a zone version (or its removal) for the loader thread. */
-static void redis_queue(loader_t *l, const char *origin, zone_t *z, uint8_t *names, size_t nnames)
+/* zone_sink_t.poke: a source's thread holds new state for the view (collect() takes it). */
+static void sink_poke(void *ctx, zone_source_t *src)
 {
-    char *key = origin_key(origin);
+    loader_t *l = ctx;
     pthread_mutex_lock(&l->mu);
-    if (!key || tern_grow((void **)&l->pend, &l->cappend, l->npend + 1, sizeof(*l->pend)) < 0) {
-        pthread_mutex_unlock(&l->mu);
-        char esc[TERN_ESCAPE_MAX(64)]; /* a key already (log-safe), but never trust a caller */
-        log_err("redis: zone %s: out of memory; change dropped (the next resync retries)",
-                tern_escape(esc, sizeof(esc), origin, strlen(origin)));
-        free(key);
-        free(names);
-        zone_free(z);
-        return;
-    }
-    l->pend[l->npend++] = (struct rpend){.key = key, .zone = z, .names = names, .nnames = nnames};
-    l->redis_dirty = true;
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i] == src)
+            l->poked[i] = true;
+    l->changes = true;
     pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
 }
 
-static void redis_on_zone(void *ctx, const char *origin, zone_t *z)
-{
-    redis_queue(ctx, origin, z, NULL, 0);
-}
-
-static void redis_on_gone(void *ctx, const char *origin)
-{
-    redis_queue(ctx, origin, NULL, NULL, 0);
-}
-
-/* Source thread: labels named on the change channel, to patch into the zone (redis_apply()). */
-static void redis_on_patch(void *ctx, const char *origin, zone_t *fresh,
-                           const uint8_t *const *names, size_t n)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++)
-        len += dname_len(names[i]);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) {
-        /* the zone served keeps its old data until the next verify finds the change */
-        log_err("redis: zone %s: out of memory; a change waits for the next verify", origin);
-        zone_free(fresh);
-        return;
-    }
-    len = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = dname_len(names[i]);
-        memcpy(buf + len, names[i], k);
-        len += k;
-    }
-    redis_queue(ctx, origin, fresh, buf, n);
-}
-
-static void redis_on_state(void *ctx, bool up)
-{
-    (void)ctx;
-    if (up)
-        log_info("redis: connected");
-    else
-        log_warn("redis: connection lost; serving the last zones read, reconnecting");
-}
-
-static void redis_on_synced(void *ctx, size_t zones, size_t failed)
+/* zone_sink_t.drop: loader thread; src stopped its thread and dropped its zones. */
+static void sink_drop(void *ctx, zone_source_t *src)
 {
     loader_t *l = ctx;
     pthread_mutex_lock(&l->mu);
-    bool first = !l->redis_synced;
-    l->redis_synced = true;
-    pthread_cond_broadcast(&l->done);
+    size_t k = 0;
+    for (size_t i = 0; i < l->nchg; i++) {
+        if (l->chg[i].src == src)
+            zone_change_clear(&l->chg[i]);
+        else
+            l->chg[k++] = l->chg[i];
+    }
+    l->nchg = k;
     pthread_mutex_unlock(&l->mu);
-    if (first || failed)
-        log_info("redis: %zu zones in the set, %zu rejected", zones, failed);
 }
 
-/* Source thread: locate a record's address through the current geo databases. */
-static bool redis_locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
+/* The source named name, or NULL. */
+static zone_source_t *source_named(const loader_t *l, const char *name)
 {
-    loader_t *l = ctx;
-    pthread_mutex_lock(&l->geo_mu);
-    bool ok = (l->rgeo.v4 || l->rgeo.v6) && locate(&l->rgeo, family, addr, lat, lon);
-    pthread_mutex_unlock(&l->geo_mu);
-    return ok;
+    for (size_t i = 0; l && i < l->nsrc; i++)
+        if (strcmp(l->src[i]->ops->name, name) == 0)
+            return l->src[i];
+    return NULL;
 }
 
-/* Source thread: the endpoint of a Redis zone's record by ternd.yaml's checks. */
-static health_ep_t *redis_health(void *ctx, const uint8_t *owner, uint16_t type,
-                                 const uint8_t *addr)
-{
-    loader_t *l = ctx;
-    pthread_mutex_lock(&l->health_mu);
-    health_ep_t *ep = health_index_lookup(l->rhidx, owner, type, addr);
-    pthread_mutex_unlock(&l->health_mu);
-    return ep;
-}
-
-/* Loader thread: the checks by address Redis zones are built with, from cfg. */
-static int redis_set_health(loader_t *l, const config_t *cfg)
-{
-    bool nomem;
-    health_index_t *x = health_index_new(l->health, &cfg->health, &nomem);
-    if (nomem)
-        return TERN_ENOMEM;
-    pthread_mutex_lock(&l->health_mu);
-    health_index_t *old = l->rhidx;
-    l->rhidx = x;
-    pthread_mutex_unlock(&l->health_mu);
-    health_index_free(old);
-    return 0;
-}
-
-/* Loader thread: point the source's locate callback at snapshot s's databases. True when they
- * differ from the ones it used (Redis zones then need their records located again). */
-static bool redis_set_geo(loader_t *l, const struct snapshot *s)
-{
-    struct geo_ref *v4 = s->geo_v4, *v6 = s->geo_v6;
-    if (v4 == l->rgeo_v4 && v6 == l->rgeo_v6)
-        return false;
-    if (v4)
-        v4->refs++;
-    if (v6)
-        v6->refs++;
-    pthread_mutex_lock(&l->geo_mu);
-    struct geo_ref *o4 = l->rgeo_v4, *o6 = l->rgeo_v6;
-    l->rgeo_v4 = v4;
-    l->rgeo_v6 = v6;
-    l->rgeo = s->view.geoip;
-    pthread_mutex_unlock(&l->geo_mu);
-    geo_ref_put(o4);
-    geo_ref_put(o6);
-    return true;
-}
-
-/* rz's index for redis_apply(): open addressing over key hashes, slot = index + 1, 0 = empty. */
-static uint32_t *rz_index(const loader_t *l, size_t extra, size_t *mask)
-{
-    size_t n = 16;
-    while (n < 2 * (l->nrz + extra))
-        n *= 2;
-    uint32_t *slot = calloc(n, sizeof(*slot));
-    if (!slot)
-        return NULL;
-    *mask = n - 1;
-    for (size_t i = 0; i < l->nrz; i++) {
-        size_t j = tern_hash_str(l->rz[i].key) & *mask;
-        while (slot[j])
-            j = (j + 1) & *mask;
-        slot[j] = (uint32_t)i + 1;
-    }
-    return slot;
-}
-
-/* Loader thread: move the queued versions into rz. Returns how many changes were applied. */
-/* A Redis zone that secondaries follow (transfer settings, tern/xfr) needs a serial above the
- * one they have, or they never take the change: redins' writers rarely touch soa.serial. So a
- * new version whose serial is not above the last one served gets max(last + 1, now) (now as a
- * Unix time, as Knot's serial-policy unixtime, so serials keep rising across restarts); a zone
- * read for the first time gets now when its own serial is below it (secondaries may hold a
- * raised one from before a restart). Signed zones keep theirs (their SOA is signed): logged. */
-static void redis_raise_serial(loader_t *l, const char *key, bool had, uint32_t last, zone_t *z)
-{
-    if (!l->xfr || !xfr_zone_wanted(l->xfr, key))
-        return;
-    uint32_t now = (uint32_t)time(NULL), want;
-    if (had) {
-        if (xfr_serial_lt(last, z->serial))
-            return;
-        want = xfr_serial_lt(last, now) ? now : last + 1;
-    } else {
-        if (!xfr_serial_lt(z->serial, now))
-            return;
-        want = now;
-    }
-    if (z->dnssec) {
-        log_warn("redis: zone %s changed without a higher serial (%u); it is signed, so its "
-                 "secondaries keep the old data until soa.serial rises",
-                 key, z->serial);
-        return;
-    }
-    uint32_t was = z->serial;
-    if (zone_set_serial(z, want) < 0)
-        log_err("redis: zone %s: out of memory raising its serial", key);
-    else if (had)
-        log_info("redis: zone %s: serial %u -> %u (raised above %u for its secondaries)", key, was,
-                 want, last);
-    else
-        log_info("redis: zone %s: serial %u -> %u (raised for its secondaries)", key, was, want);
-}
-
-static size_t redis_apply(loader_t *l)
+/* Loader thread: every queued change to its source's apply() (a run of one source's changes in
+ * one call, in arrival order), then collect() of every poked source. touched[i]: source i
+ * changed what the view serves. True when any did. */
+static bool take_changes(loader_t *l, bool *touched)
 {
     pthread_mutex_lock(&l->mu);
-    struct rpend *p = l->pend;
-    size_t n = l->npend;
-    l->pend = NULL;
-    l->npend = l->cappend = 0;
-    l->redis_dirty = false;
+    zone_change_t *c = l->chg;
+    size_t n = l->nchg;
+    l->chg = NULL;
+    l->nchg = l->capchg = 0;
+    l->changes = false;
+    for (size_t i = 0; i < l->nsrc; i++) {
+        touched[i] = l->poked[i];
+        l->poked[i] = false;
+    }
     pthread_mutex_unlock(&l->mu);
-    if (n == 0) {
-        free(p);
-        return 0;
+    bool any = false;
+    for (size_t i = 0; i < l->nsrc; i++) {
+        zone_source_t *src = l->src[i];
+        if (touched[i])
+            touched[i] = src->ops->collect && src->ops->collect(src);
+        for (size_t j = 0; j < n;) {
+            size_t run = 0;
+            while (j + run < n && c[j + run].src == src)
+                run++;
+            if (run)
+                touched[i] |= src->ops->apply(src, c + j, run) > 0;
+            j += run ? run : 1;
+        }
+        any |= touched[i];
     }
-    size_t mask, applied = 0, lines = 0, gone = 0;
-    uint32_t *slot = NULL;
-    if (l->nrz + n > l->caprz) { /* room for every pending zone to be new: no realloc below */
-        struct rzone *r = realloc(l->rz, (l->nrz + n) * sizeof(*r));
-        if (r) {
-            l->rz = r;
-            l->caprz = l->nrz + n;
-        }
-    }
-    if (l->nrz + n > l->caprz || !(slot = rz_index(l, n, &mask))) {
-        log_err("redis: out of memory; %zu zone changes dropped (the next verify retries)", n);
-        for (size_t i = 0; i < n; i++) {
-            zone_free(p[i].zone);
-            free(p[i].names);
-            free(p[i].key);
-        }
-        free(p);
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t h = tern_hash_str(p[i].key) & mask;
-        while (slot[h] && strcmp(l->rz[slot[h] - 1].key, p[i].key) != 0)
-            h = (h + 1) & mask;
-        struct rzone *r = slot[h] ? &l->rz[slot[h] - 1] : NULL;
-        if (!p[i].zone) { /* gone: emptied now, compacted below (indexes stay valid meanwhile) */
-            if (r && r->zone) {
-                if (lines++ < LOG_ZONES_MAX) /* a full resync may change thousands */
-                    log_info("redis: zone %s removed", r->key);
-                zone_free(r->zone);
-                r->zone = NULL;
-                gone++;
-                applied++;
-            }
-            free(p[i].key);
-            continue;
-        }
-        if (p[i].names) {
-            /* a patch of the zone served; anything it cannot do, a verify builds whole */
-            zone_t *nz = NULL;
-            int rc = 1;
-            char why[512] = "the zone is not served";
-            const uint8_t **nv = calloc(p[i].nnames ? p[i].nnames : 1, sizeof(*nv));
-            if (!nv) {
-                rc = TERN_ENOMEM;
-            } else if (r && r->zone) {
-                const uint8_t *q = p[i].names;
-                for (size_t k = 0; k < p[i].nnames; q += dname_len(q), k++)
-                    nv[k] = q;
-                int64_t t0 = tern_monotonic_us();
-                rc = zone_patch(r->zone, p[i].zone, nv, p[i].nnames, &nz, why, sizeof(why));
-                if (rc == 0 && lines++ < LOG_ZONES_MAX)
-                    log_info("redis: zone %s patched: %zu names in %.1f ms", r->key, p[i].nnames,
-                             (double)(tern_monotonic_us() - t0) / 1000.0);
-            }
-            free(nv);
-            zone_free(p[i].zone);
-            free(p[i].names);
-            free(p[i].key);
-            if (rc != 0) {
-                log_info("redis: zone %s: a patch cannot be applied (%s): building it whole",
-                         r ? r->key : "?", rc == TERN_ENOMEM ? "out of memory" : why);
-                redis_source_resync(l->redis, false);
-                continue;
-            }
-            redis_raise_serial(l, r->key, true, r->zone->serial, nz);
-            zone_free(r->zone);
-            r->zone = nz;
-            r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
-            r->loaded = (int64_t)time(NULL);
-            applied++;
-            continue;
-        }
-        if (!r) {
-            slot[h] = (uint32_t)l->nrz + 1;
-            r = &l->rz[l->nrz++];
-            *r = (struct rzone){.key = p[i].key};
-        } else {
-            free(p[i].key);
-        }
-        bool had = r->zone != NULL;
-        uint32_t last = had ? r->zone->serial : 0;
-        if (r->zone) {
-            if (lines++ < LOG_ZONES_MAX)
-                log_info("redis: zone %s updated (serial %u -> %u)", r->key, r->zone->serial,
-                         p[i].zone->serial);
-            zone_free(r->zone);
-        } else {
-            if (lines++ < LOG_ZONES_MAX)
-                log_info("redis: zone %s added (serial %u)", r->key, p[i].zone->serial);
-        }
-        redis_raise_serial(l, r->key, had, last, p[i].zone);
-        r->zone = p[i].zone;
-        r->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
-        r->loaded = (int64_t)time(NULL);
-        applied++;
-    }
-    if (lines > LOG_ZONES_MAX)
-        log_info("redis: ... and %zu more zone changes", lines - LOG_ZONES_MAX);
-    if (gone) {
-        size_t k = 0;
-        for (size_t i = 0; i < l->nrz; i++) {
-            if (l->rz[i].zone)
-                l->rz[k++] = l->rz[i];
-            else
-                free(l->rz[i].key);
-        }
-        l->nrz = k;
-    }
-    free(slot);
-    free(p);
-    return applied;
+    free(c);
+    return any;
 }
 
-/* Loader thread: drop every Redis zone (the source was turned off or moved elsewhere). */
-static void redis_clear(loader_t *l)
+/* Loader thread: what the sources changed, built into one view with the configured zones and
+ * databases as they are, and published. */
+static void publish_changes(loader_t *l)
 {
-    for (size_t i = 0; i < l->nrz; i++) {
-        zone_free(l->rz[i].zone);
-        free(l->rz[i].key);
-    }
-    l->nrz = 0;
-    pthread_mutex_lock(&l->mu);
-    for (size_t i = 0; i < l->npend; i++) {
-        zone_free(l->pend[i].zone);
-        free(l->pend[i].names);
-        free(l->pend[i].key);
-    }
-    l->npend = 0;
-    l->redis_dirty = false;
-    l->redis_synced = false;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static void redis_stop(loader_t *l)
-{
-    pthread_mutex_lock(&l->rs_mu);
-    redis_source_t *rs = l->redis;
-    l->redis = NULL;
-    pthread_mutex_unlock(&l->rs_mu);
-    redis_source_stop(rs); /* joins: no callback runs after this */
-    redis_cfg_free(&l->redis_cfg);
-}
-
-/* Start the source for cfg->redis (loader or main thread). 0 or a negative code (logged). */
-static int redis_start(loader_t *l, const config_t *cfg)
-{
-    const config_redis_t *c = &cfg->redis;
-    redis_source_config_t rc;
-    redis_source_config_init(&rc);
-    rc.host = c->host;
-    if (c->port)
-        rc.port = c->port;
-    rc.unix_path = c->unix_path;
-    rc.db = c->db;
-    rc.password = c->password;
-    rc.prefix = c->prefix;
-    rc.suffix = c->suffix;
-    rc.connect_timeout_ms = c->connect_timeout_ms;
-    rc.read_timeout_ms = c->read_timeout_ms;
-    rc.zone_reload_s = c->zone_reload_s;
-    rc.changes_channel = c->changes_channel;
-    rc.sentinels = (const char *const *)c->sentinels;
-    rc.nsentinels = c->nsentinels;
-    rc.sentinel_master = c->sentinel_master;
-    rc.sentinel_password = c->sentinel_password;
-    rc.read_replica = c->read_from == CONFIG_REDIS_READ_REPLICA;
-    rc.json.locate = redis_locate;
-    rc.json.locate_ctx = l;
-    rc.json.health = cfg->health.enabled ? l->health : NULL;
-    rc.json.health_fn = redis_health;
-    rc.json.health_ctx = l;
-    l->redis_health = cfg->health.enabled;
-    rc.json.default_ttl = c->default_ttl;
-    rc.json.max_ttl = c->max_ttl;
-    rc.max_value_bytes = c->max_value_bytes;
-    rc.max_labels = c->max_labels;
-    rc.max_rrset_records = c->max_rrset_records;
-    rc.max_zones = c->max_zones;
-    rc.dnssec_workers = cfg->workers;
-    rc.dnssec_policy.lifetime = cfg->dnssec_lifetime;
-    rc.dnssec_policy.refresh = cfg->dnssec_refresh;
-    redis_source_callbacks_t cb = {.on_zone = redis_on_zone,
-                                   .on_zone_gone = redis_on_gone,
-                                   .on_patch = redis_on_patch,
-                                   .on_state = redis_on_state,
-                                   .on_synced = redis_on_synced,
-                                   .ctx = l};
-    char err[512] = "";
-    if (redis_cfg_copy(&l->redis_cfg, c) < 0) {
-        log_err("redis: out of memory");
-        return TERN_ENOMEM;
-    }
-    redis_source_t *rs = redis_source_start(&rc, &cb, err, sizeof(err));
-    pthread_mutex_lock(&l->rs_mu);
-    l->redis = rs;
-    pthread_mutex_unlock(&l->rs_mu);
-    if (!rs) {
-        log_err("redis: %s", err[0] ? err : "cannot start the source");
-        redis_cfg_free(&l->redis_cfg);
-        return TERN_EINVAL;
-    }
-    if (c->nsentinels)
-        log_info("redis: zones from the %s of Sentinel's %s (%zu sentinels) db %u",
-                 rc.read_replica ? "replicas" : "primary", c->sentinel_master, c->nsentinels,
-                 c->db);
-    else if (c->unix_path)
-        log_info("redis: zones from %s db %u", c->unix_path, c->db);
-    else
-        log_info("redis: zones from %s:%u db %u", c->host ? c->host : REDIS_SOURCE_DEFAULT_HOST,
-                 c->port ? c->port : REDIS_SOURCE_DEFAULT_PORT, c->db);
-    return 0;
-}
-
-/* After a build: start, restart, stop or resync the source as cfg says. geo_changed: the
- * databases records are located with changed, or the health checks by address changed (rebuild
- * every Redis zone). Turning health checking on or off restarts the source: its builds intern
- * the zones' own health_checks only when it is on. */
-static void redis_follow(loader_t *l, const config_t *cfg, bool geo_changed)
-{
-    bool want = cfg->redis.enabled;
-    if (l->redis && (!want || !config_same_redis(&l->redis_cfg, &cfg->redis) ||
-                     l->redis_health != cfg->health.enabled)) {
-        log_info("redis: settings changed; %s", want ? "reconnecting" : "source stopped");
-        redis_stop(l);
-        redis_clear(l);
-    }
-    if (want && !l->redis)
-        (void)redis_start(l, cfg);
-    else if (l->redis)
-        redis_source_resync(l->redis, geo_changed);
-}
-
-/* Loader thread: publish the queued Redis changes; file zones and databases as they are. */
-static void redis_publish(loader_t *l)
-{
-    if (redis_apply(l) == 0 || !l->cfg_last)
+    if (!take_changes(l, l->touched) || !l->cfg_last || !l->cur)
         return;
     char err[1024] = "";
     struct snapshot *s;
     size_t changed;
     int64_t start = tern_monotonic_ms();
     if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
-        log_err("redis: cannot publish the changes: %s; still serving the previous data", err);
+        for (size_t i = 0; i < l->nsrc; i++)
+            if (l->touched[i])
+                log_err("%s: cannot publish %s: %s; still serving the previous %s",
+                        l->src[i]->ops->name, l->src[i]->ops->what, err, l->src[i]->ops->previous);
         return;
     }
-    log_changes(l->cur, s);
     size_t nz = s->nz, records = s->records;
     publish(l, s);
     pthread_mutex_lock(&l->mu);
     l->stats.zones = nz;
     l->stats.records = records;
-    l->stats.redis_publishes++;
+    for (size_t i = 0; i < l->nsrc; i++)
+        l->src_publishes[i] += l->touched[i];
     pthread_mutex_unlock(&l->mu);
-    log_debug("redis: published %zu changed zones in %lld ms", changed,
+    log_debug("loader: published %zu changed zones in %lld ms", changed,
               (long long)(tern_monotonic_ms() - start));
+}
+
+/* Any thread (a source's): locate a record's address through the current geo databases. */
+static bool src_locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
+{
+    loader_t *l = ctx;
+    pthread_mutex_lock(&l->geo_mu);
+    bool ok = (l->sgeo.v4 || l->sgeo.v6) && locate(&l->sgeo, family, addr, lat, lon);
+    pthread_mutex_unlock(&l->geo_mu);
+    return ok;
+}
+
+/* Loader thread (a source's apply()): secondaries follow zone key. */
+static bool src_followed(void *ctx, const char *key)
+{
+    loader_t *l = ctx;
+    return l->xfr && xfr_zone_wanted(l->xfr, key);
+}
+
+/* Loader thread: point src_locate() at snapshot s's databases. True when they differ from the
+ * ones it used (the sources' zones then need their records located again). */
+static bool sources_set_geo(loader_t *l, const struct snapshot *s)
+{
+    struct geo_ref *v4 = s->geo_v4, *v6 = s->geo_v6;
+    if (v4 == l->sgeo_v4 && v6 == l->sgeo_v6)
+        return false;
+    if (v4)
+        v4->refs++;
+    if (v6)
+        v6->refs++;
+    pthread_mutex_lock(&l->geo_mu);
+    struct geo_ref *o4 = l->sgeo_v4, *o6 = l->sgeo_v6;
+    l->sgeo_v4 = v4;
+    l->sgeo_v6 = v6;
+    l->sgeo = s->view.geoip;
+    pthread_mutex_unlock(&l->geo_mu);
+    geo_ref_put(o4);
+    geo_ref_put(o6);
+    return true;
+}
+
+/* Loader thread: every source follows cfg (prev: the config in force before, NULL at start).
+ * At start the first failure fails it; on a reload sources log and go on. */
+static int sources_configure(loader_t *l, const config_t *cfg, const config_t *prev,
+                             bool geo_changed)
+{
+    for (size_t i = 0; i < l->nsrc; i++) {
+        zone_source_t *src = l->src[i];
+        int rc = src->ops->configure ? src->ops->configure(src, cfg, prev, geo_changed) : 0;
+        if (rc < 0 && !prev)
+            return rc;
+    }
+    return 0;
+}
+
+/* Make every source of the table, with the loader's sink. 0 or TERN_ENOMEM. */
+static int sources_new(loader_t *l)
+{
+    size_t n;
+    const zone_source_ops_t *const *ops = zone_source_table(&n);
+    if (!(l->src = calloc(n, sizeof(*l->src))) ||
+        !(l->src_publishes = calloc(n, sizeof(*l->src_publishes))) ||
+        !(l->poked = calloc(n, sizeof(*l->poked))) ||
+        !(l->touched = calloc(n, sizeof(*l->touched))))
+        return TERN_ENOMEM;
+    const zone_source_env_t env = {
+        .sink = {.push = sink_push, .poke = sink_poke, .drop = sink_drop, .ctx = l},
+        .health = l->health,
+        .locate = src_locate,
+        .locate_ctx = l,
+        .followed = src_followed,
+        .followed_ctx = l,
+    };
+    for (; l->nsrc < n; l->nsrc++)
+        if (!(l->src[l->nsrc] = ops[l->nsrc]->new (&env)))
+            return TERN_ENOMEM;
+    return 0;
 }
 
 /* Hand cfg's health settings to the checker, made (libcurl loaded) the first time they enable
@@ -1689,7 +1332,7 @@ static void reload(loader_t *l)
         /* nothing of it applies: the config and zones in force stay (logged below) */
     } else {
         warn_restart_only(l->cfg0, cfg);
-        (void)redis_apply(l);
+        (void)take_changes(l, l->touched);
         ok = build(l, l->cur, cfg, false, &s, &changed, err, sizeof(err)) == 0;
         if (ok) {
             /* logging settings apply at once (the target switch is atomic per line) */
@@ -1699,17 +1342,12 @@ static void reload(loader_t *l)
     }
     bool geo_changed = false;
     if (ok) {
-        geo_changed = redis_set_geo(l, s);
-        if (!config_same_health_checks(&l->cfg_last->health, &cfg->health)) {
-            geo_changed = true; /* the Redis zones too are built again */
-            if (redis_set_health(l, cfg) < 0)
-                log_err("health: out of memory; Redis zones keep their previous checks");
-        }
+        geo_changed = sources_set_geo(l, s);
         health_follow(l, cfg);
         aname_configure(l, cfg);
         if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
             log_err("xfr: out of memory; transfers keep their previous settings");
-        redis_follow(l, cfg, geo_changed);
+        (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
         if (l->cfg_last != l->cfg0) {
             config_free(l->cfg_last);
             free(l->cfg_last);
@@ -1791,76 +1429,9 @@ static void resign_due(loader_t *l)
     }
 }
 
-/* The transfer thread: a new version of secondary zone key (or NULL: expired). */
-void loader_zone_in(void *ctx, const char *key, zone_t *z)
+zone_source_t *loader_source(loader_t *l, const char *name)
 {
-    loader_t *l = ctx;
-    char *k = strdup(key);
-    pthread_mutex_lock(&l->mu);
-    if (!k || tern_grow((void **)&l->spend, &l->capspend, l->nspend + 1, sizeof(*l->spend)) < 0) {
-        pthread_mutex_unlock(&l->mu);
-        log_err("xfr: zone %s: out of memory; the new version is dropped (the next refresh "
-                "retries)",
-                key);
-        free(k);
-        zone_free(z);
-        return;
-    }
-    l->spend[l->nspend++] = (struct spend){.key = k, .zone = z};
-    l->sec_dirty = true;
-    pthread_cond_signal(&l->wake);
-    pthread_mutex_unlock(&l->mu);
-}
-
-/* Loader thread: serve the secondary zones' new versions. */
-static void sec_publish(loader_t *l)
-{
-    pthread_mutex_lock(&l->mu);
-    struct spend *p = l->spend;
-    size_t n = l->nspend;
-    l->spend = NULL;
-    l->nspend = l->capspend = 0;
-    l->sec_dirty = false;
-    pthread_mutex_unlock(&l->mu);
-    size_t applied = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct szone *sz = sec_get(l, p[i].key, NULL);
-        zone_t *z = p[i].zone;
-        if (!z) { /* expired: SERVFAIL until a transfer succeeds */
-            uint8_t apex[DNAME_MAXLEN];
-            const char *why;
-            if (dname_from_str(p[i].key, strlen(p[i].key), false, apex, &why) >= 0)
-                z = zone_new_unavailable(apex, "secondary zone (expired)");
-        }
-        if (!sz || !z) {
-            log_err("xfr: zone %s: out of memory; the change is dropped", p[i].key);
-            zone_free(z);
-        } else {
-            zone_free(sz->zone);
-            sz->zone = z;
-            sz->version = __atomic_add_fetch(&zone_reads, 1, __ATOMIC_RELAXED);
-            sz->loaded = (int64_t)time(NULL);
-            applied++;
-        }
-        free(p[i].key);
-    }
-    free(p);
-    if (!applied || !l->cfg_last)
-        return;
-    char err[1024] = "";
-    struct snapshot *s;
-    size_t changed;
-    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
-        log_err("xfr: cannot publish the transferred zones: %s; still serving the previous data",
-                err);
-        return;
-    }
-    size_t nz = s->nz, records = s->records;
-    publish(l, s);
-    pthread_mutex_lock(&l->mu);
-    l->stats.zones = nz;
-    l->stats.records = records;
-    pthread_mutex_unlock(&l->mu);
+    return source_named(l, name);
 }
 
 void loader_set_xfr(loader_t *l, struct xfr *x)
@@ -1880,21 +1451,15 @@ static void *loader_main(void *arg)
     /* Each pass serves every request made before it started; ends on stop. */
     while (!l->stop) {
         if (l->finished == l->requested) {
-            if (l->redis_dirty) {
+            if (l->changes) {
                 pthread_mutex_unlock(&l->mu);
-                redis_publish(l);
+                publish_changes(l);
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
             if (l->aname_dirty) {
                 pthread_mutex_unlock(&l->mu);
                 aname_publish(l);
-                pthread_mutex_lock(&l->mu);
-                continue;
-            }
-            if (l->sec_dirty) {
-                pthread_mutex_unlock(&l->mu);
-                sec_publish(l);
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
@@ -1932,11 +1497,9 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     l->stats.last_duration_ms = -1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->geo_mu, NULL);
-    pthread_mutex_init(&l->rs_mu, NULL);
-    pthread_mutex_init(&l->health_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
-    if (!(l->health = health_registry_new())) {
+    if (!(l->health = health_registry_new()) || sources_new(l) < 0) {
         loader_free(l);
         return NULL;
     }
@@ -2007,17 +1570,17 @@ int loader_load_zones(loader_t *l)
     }
     publish(l, s);
     health_configure(l, cfg);
-    if (redis_set_health(l, cfg) < 0) {
-        log_err("health: out of memory");
-        rc = TERN_ENOMEM;
+    (void)sources_set_geo(l, s);
+    if ((rc = sources_configure(l, cfg, NULL, false)) < 0)
         goto out;
-    }
-    if (cfg->redis.enabled) {
-        (void)redis_set_geo(l, s);
-        if (redis_start(l, cfg) == 0 && redis_wait_first(l)) {
-            redis_publish(l);
-            s = l->cur;
-        }
+    /* the first read of every source with a thread, bounded, so the first answers have them */
+    bool waited = false;
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->wait_first)
+            waited |= l->src[i]->ops->wait_first(l->src[i]);
+    if (waited) {
+        publish_changes(l);
+        s = l->cur;
     }
     l->stats.zones = s->nz;
     l->stats.records = s->records;
@@ -2033,35 +1596,6 @@ int loader_load(loader_t *l, const config_t **cfg_out)
 {
     int rc = loader_read_config(l, cfg_out);
     return rc < 0 ? rc : loader_load_zones(l);
-}
-
-/* Startup: give the source the time to connect and read everything once, so the first answers
- * include the Redis zones. Redis down: go on with the file zones once a connection attempt has
- * had its timeout (the source keeps retrying). True when the first read finished. */
-static bool redis_wait_first(loader_t *l)
-{
-    uint32_t cto = l->redis_cfg.connect_timeout_ms ? l->redis_cfg.connect_timeout_ms
-                                                   : REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT;
-    int64_t start = tern_monotonic_ms();
-    /* a reachable Redis may take long for a huge zone (1M labels: seconds), bounded anyway */
-    const int64_t read_limit_ms = 300000;
-    for (;;) {
-        pthread_mutex_lock(&l->mu);
-        bool synced = l->redis_synced;
-        pthread_mutex_unlock(&l->mu);
-        if (synced)
-            return true;
-        redis_source_stats_t st;
-        redis_source_get_stats(l->redis, &st);
-        int64_t el = tern_monotonic_ms() - start;
-        if ((!st.connected && el > (int64_t)cto + 500) || el > read_limit_ms) {
-            log_warn("redis: not available yet; serving the file zones, retrying in the "
-                     "background");
-            return false;
-        }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 const answer_view_t *const *loader_published(const loader_t *l)
@@ -2136,15 +1670,16 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx)
 
 void loader_get_stats(loader_t *l, loader_stats_t *out)
 {
+    zone_source_t *redis = source_named(l, "redis");
     pthread_mutex_lock(&l->mu);
     *out = l->stats;
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i] == redis)
+            out->redis_publishes = l->src_publishes[i];
     pthread_mutex_unlock(&l->mu);
-    /* under rs_mu: a reload on the loader thread may stop the source meanwhile */
-    pthread_mutex_lock(&l->rs_mu);
-    out->redis_enabled = l->redis != NULL;
-    if (l->redis) {
-        redis_source_stats_t st;
-        redis_source_get_stats(l->redis, &st);
+    redis_source_stats_t st;
+    out->redis_enabled = redis && source_redis_get_stats(redis, &st);
+    if (out->redis_enabled) {
         out->redis_connected = st.connected;
         out->redis_zones = st.zones;
         out->redis_failed = st.failed;
@@ -2154,16 +1689,15 @@ void loader_get_stats(loader_t *l, loader_stats_t *out)
         out->redis_over_labels = st.over_labels;
         out->redis_over_rrset_records = st.over_rrset_records;
     }
-    pthread_mutex_unlock(&l->rs_mu);
 }
 
 void loader_stop(loader_t *l)
 {
     if (!l)
         return;
-    /* The loader thread first: a reload in progress may be stopping, starting or resyncing the
-     * source (redis_follow), so stopping the source under it would free what it is using, or
-     * race it to stop the source twice and leave one it started after the stop. */
+    /* The loader thread first: a reload in progress may be stopping, starting or resyncing a
+     * source (sources_configure()), so stopping the source under it would free what it is using,
+     * or race it to stop the source twice and leave one it started after the stop. */
     if (l->started) {
         pthread_mutex_lock(&l->mu);
         l->stop = true;
@@ -2172,10 +1706,11 @@ void loader_stop(loader_t *l)
         pthread_join(l->thread, NULL);
         l->started = false;
     }
-    /* Then the source, from here alone. Until it is joined its callbacks only queue zones under
-     * l->mu (nobody applies them any more); loader_free()'s redis_clear() frees what they left. */
-    if (l->redis)
-        redis_stop(l);
+    /* Then the sources, from here alone. Until they are joined their threads only queue changes
+     * under l->mu (nobody applies them any more); loader_free() frees what they left. */
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->stop)
+            l->src[i]->ops->stop(l->src[i]);
     /* the ANAME resolver: its callback only queues results under l->mu */
     aname_resolver_free(l->aname);
     __atomic_store_n(&l->aname, NULL, __ATOMIC_RELEASE);
@@ -2191,28 +1726,23 @@ void loader_free(loader_t *l)
     if (!l)
         return;
     loader_stop(l);
-    redis_clear(l);
-    free(l->rz);
-    free(l->pend);
-    geo_ref_put(l->rgeo_v4);
-    geo_ref_put(l->rgeo_v6);
+    for (size_t i = 0; i < l->nchg; i++)
+        zone_change_clear(&l->chg[i]);
+    free(l->chg);
+    geo_ref_put(l->sgeo_v4);
+    geo_ref_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */
     aname_results_release(l->aname_cur);
     aname_results_release(l->aname_next);
     if (l->aname_ready_fd >= 0)
         close(l->aname_ready_fd);
-    for (size_t i = 0; i < l->nsec; i++) {
-        zone_free(l->sec[i].zone);
-        free(l->sec[i].key);
-    }
-    free(l->sec);
-    for (size_t i = 0; i < l->nspend; i++) {
-        zone_free(l->spend[i].zone);
-        free(l->spend[i].key);
-    }
-    free(l->spend);
+    for (size_t i = 0; i < l->nsrc; i++)
+        l->src[i]->ops->free(l->src[i]); /* their zones drop their endpoints */
+    free(l->src);
+    free(l->src_publishes);
+    free(l->poked);
+    free(l->touched);
     limit_shared_free(l->limits); /* after every view that used it */
-    health_index_free(l->rhidx);
     health_registry_free(l->health);
     if (l->cfg_last && l->cfg_last != l->cfg0) {
         config_free(l->cfg_last);
@@ -2223,8 +1753,6 @@ void loader_free(loader_t *l)
         free(l->cfg0);
     }
     pthread_mutex_destroy(&l->geo_mu);
-    pthread_mutex_destroy(&l->rs_mu);
-    pthread_mutex_destroy(&l->health_mu);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->wake);
     pthread_cond_destroy(&l->done);

@@ -33,6 +33,7 @@
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
 #include "tern/load/aname_resolver.h"
+#include "tern/source/zone_source.h"
 
 typedef struct loader loader_t;
 
@@ -104,9 +105,10 @@ struct xfr; /* tern/xfr/xfr.h */
  * and every changed zone, and serves the secondary zones it transfers. NULL: none. */
 void loader_set_xfr(loader_t *l, struct xfr *x);
 
-/** xfr_hooks_t.zone_in for the loader (ctx: the loader): a secondary zone's new version, its
- * reference handed over, or NULL when the zone expired. Any thread. */
-void loader_zone_in(void *ctx, const char *key, zone_t *z);
+/** The loader's source of that name (zone_source_ops_t.name: "xfr", "redis", "aname"), or
+ * NULL: for wiring a source to what feeds it (source_primary_zone_in()). Valid until
+ * loader_free(). Any thread. */
+zone_source_t *loader_source(loader_t *l, const char *name);
 
 /** Set the listener (before loader_start()). */
 void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx);
