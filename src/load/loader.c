@@ -33,10 +33,10 @@
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
-#include "tern/load/aname_resolver.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
 #include "tern/source/health_index.h"
+#include "tern/source/source_aname.h"
 #include "tern/source/source_redis.h"
 #include "tern/source/zone_source.h"
 
@@ -164,24 +164,19 @@ struct loader {
      * immutable policy built from its config. */
     limit_shared_t *limits;
 
-    /* ANAME targets outside the served zones (tern/load/aname_resolver.h): the resolver thread
-     * is made once some zone has one; its results arrive in aname_next (under mu) and are
-     * published with the zones of the current view (aname_cur: the loader thread's). */
-    aname_resolver_t *aname;
-    bool aname_started;
-    aname_results_t *aname_cur;
-    aname_results_t *aname_next;
-    bool aname_dirty;
-    /* readable once a complete first round is in the published view (main holds READY for it);
-     * made with the resolver, -1 before */
-    int aname_ready_fd;
-    bool aname_ready_told;
-    size_t aname_warned; /* exits last warned about for want of an upstream */
-
     /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. The loader gives it
      * every config and every changed zone; secondary zones come from source_primary.c. */
     xfr_t *xfr;
 };
+
+/* The source named name, or NULL. */
+static zone_source_t *source_named(const loader_t *l, const char *name)
+{
+    for (size_t i = 0; l && i < l->nsrc; i++)
+        if (strcmp(l->src[i]->ops->name, name) == 0)
+            return l->src[i];
+    return NULL;
+}
 
 static void zent_clear(struct zent *e)
 {
@@ -806,7 +801,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
         goto fail;
     }
     s->view.limit = s->limit;
-    s->aname = l->aname_cur ? aname_results_retain(l->aname_cur) : NULL;
+    zone_source_t *aname = source_named(l, "aname");
+    s->aname = aname ? source_aname_results(aname) : NULL;
     s->view.aname = s->aname;
     for (size_t i = 0; i < s->nz && !s->view.dnssec; i++)
         s->view.dnssec = s->z[i].zone && s->z[i].zone->dnssec;
@@ -887,9 +883,6 @@ static void log_changes(const struct snapshot *old, const struct snapshot *s)
     free(in_new.slot);
 }
 
-/* Publish s and free what it replaces once no worker can still see it. */
-static void aname_sync(loader_t *l, const struct snapshot *s);
-
 /* Each zone of s that is not the very version old had goes to the transfer side (journal,
  * NOTIFY); zones without transfer settings cost it one lookup. */
 static void xfr_sync(loader_t *l, const struct snapshot *old, const struct snapshot *s)
@@ -909,6 +902,7 @@ static void xfr_sync(loader_t *l, const struct snapshot *old, const struct snaps
     free(ix.slot);
 }
 
+/* Publish s and free what it replaces once no worker can still see it. */
 static void publish(loader_t *l, struct snapshot *s)
 {
     pthread_mutex_lock(&l->mu); /* loader_zones() reads l->cur under it */
@@ -925,148 +919,9 @@ static void publish(loader_t *l, struct snapshot *s)
     }
     /* the builder's scratch and the old table: give the pages back now, not after decay */
     mem_arena_purge(l->arena);
-    aname_sync(l, s);
-}
-
-/* ---- ANAME targets outside our zones ------------------------------------------------------ */
-
-/* Resolver thread: new results; the loader thread publishes them (loader_main()). */
-static void aname_arrived(void *ctx, aname_results_t *res)
-{
-    loader_t *l = ctx;
-    pthread_mutex_lock(&l->mu);
-    aname_results_t *old = l->aname_next;
-    l->aname_next = res;
-    l->aname_dirty = true;
-    pthread_cond_signal(&l->wake);
-    pthread_mutex_unlock(&l->mu);
-    aname_results_release(old);
-}
-
-/* cfg's upstreams to the resolver (a reload may change them). */
-static void aname_configure(loader_t *l, const config_t *cfg)
-{
-    if (!l->aname || !cfg)
-        return;
-    aname_upstream_t ups[CONFIG_MAX_UPSTREAMS];
-    size_t n =
-        cfg->aname.nupstreams < CONFIG_MAX_UPSTREAMS ? cfg->aname.nupstreams : CONFIG_MAX_UPSTREAMS;
-    for (size_t i = 0; i < n; i++) {
-        const config_upstream_t *u = &cfg->aname.upstreams[i];
-        memset(&ups[i], 0, sizeof(ups[i]));
-        snprintf(ups[i].host, sizeof(ups[i].host), "%s", u->host ? u->host : "");
-        ups[i].port = u->port;
-        ups[i].tcp = u->tcp;
-        ups[i].timeout_ms = u->timeout_ms;
-    }
-    if (aname_resolver_configure(l->aname, ups, n) < 0)
-        log_err("aname: out of memory; the resolver keeps its previous upstreams");
-    char def[4096];
-    if (aname_resolver_set_state(l->aname, config_aname_state_file(&cfg->aname, def, sizeof(def)),
-                                 cfg->aname.max_stale_s) < 0)
-        log_err("aname: out of memory; the resolver keeps its previous state file");
-}
-
-static void aname_start(loader_t *l)
-{
-    if (l->aname && !l->aname_started && l->started)
-        l->aname_started = aname_resolver_start(l->aname) == 0;
-}
-
-/* Every name where an ANAME's A or AAAA leaves the zones of s (answer_aname_exit()), to the
- * resolver: made the first time there is one, told the whole set after every publish. */
-static void aname_sync(loader_t *l, const struct snapshot *s)
-{
-    /* the names back to back, then a pointer to each (the buffer moves while it grows) */
-    uint8_t *names = NULL;
-    const uint8_t **list = NULL;
-    size_t n = 0, len = 0, lcap = 0;
-    bool nomem = false;
-    for (size_t i = 0; i < s->nz && !nomem; i++) {
-        const zone_t *z = s->z[i].zone;
-        if (!z || !z->aname_count)
-            continue;
-        for (size_t k = 0; k < z->node_count && !nomem; k++) {
-            const zone_rrset_t *an = zone_node_rrset(zone_node_at(z, (uint32_t)k), WIRE_T_ANAME);
-            if (!an)
-                continue;
-            static const uint16_t types[] = {WIRE_T_A, WIRE_T_AAAA};
-            for (size_t t = 0; t < 2 && !nomem; t++) {
-                uint8_t out[DNAME_MAXLEN];
-                if (!answer_aname_exit(s->table, an->rdata + 2, types[t], out))
-                    continue;
-                size_t ol = dname_len(out);
-                if (tern_grow((void **)&names, &lcap, len + ol, 1) < 0) {
-                    nomem = true;
-                    break;
-                }
-                memcpy(names + len, out, ol);
-                len += ol;
-                n++;
-            }
-        }
-    }
-    if (!nomem && n && !(list = malloc(n * sizeof(*list))))
-        nomem = true;
-    for (size_t i = 0, off = 0; !nomem && i < n; i++, off += dname_len(names + off))
-        list[i] = names + off;
-    if (nomem) {
-        log_err("aname: out of memory; the resolver keeps its previous targets");
-    } else if (n || l->aname) {
-        aname_resolver_t *made = NULL;
-        if (!l->aname && (made = aname_resolver_new(aname_arrived, l)) != NULL) {
-            l->aname_ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-            __atomic_store_n(&l->aname, made, __ATOMIC_RELEASE); /* loader_aname_stats() */
-        }
-        if (!l->aname) {
-            log_err("aname: out of memory; targets outside the served zones are not resolved");
-        } else {
-            if (!l->aname_started)
-                aname_configure(l, l->cfg_last);
-            if (aname_resolver_set_targets(l->aname, list, n) < 0)
-                log_err("aname: out of memory; the resolver keeps its previous targets");
-            aname_start(l);
-        }
-        if (n && l->cfg_last && l->cfg_last->aname.nupstreams == 0 && n != l->aname_warned) {
-            char nm[DNAME_MAXLEN * 4 + 1];
-            (void)dname_to_str(list[0], nm, sizeof(nm));
-            log_warn("aname: %zu ANAME targets (such as %s) are outside the served zones and no "
-                     "upstream is configured (aname.upstreams): A and AAAA at their owners "
-                     "answer SERVFAIL",
-                     n, nm);
-        }
-        l->aname_warned = n && l->cfg_last && !l->cfg_last->aname.nupstreams ? n : 0;
-    }
-    free(list);
-    free(names);
-}
-
-/* The resolver's latest results, published with the current zones. */
-static void aname_publish(loader_t *l)
-{
-    pthread_mutex_lock(&l->mu);
-    aname_results_t *res = l->aname_next;
-    l->aname_next = NULL;
-    l->aname_dirty = false;
-    pthread_mutex_unlock(&l->mu);
-    if (!res)
-        return;
-    aname_results_release(l->aname_cur);
-    l->aname_cur = res;
-    if (!l->cfg_last || !l->cur)
-        return;
-    char err[1024] = "";
-    struct snapshot *s;
-    size_t changed;
-    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
-        log_err("aname: cannot publish new results: %s; still serving the previous ones", err);
-        return;
-    }
-    publish(l, s);
-    if (aname_results_complete(res) && !l->aname_ready_told && l->aname_ready_fd >= 0) {
-        uint64_t one = 1;
-        l->aname_ready_told = write(l->aname_ready_fd, &one, sizeof(one)) == sizeof(one);
-    }
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->published)
+            l->src[i]->ops->published(l->src[i], s->table, l->cfg_last);
 }
 
 /* ---- the sources' changes (tern/source/zone_source.h) ------------------------------------ */
@@ -1114,15 +969,6 @@ static void sink_drop(void *ctx, zone_source_t *src)
     }
     l->nchg = k;
     pthread_mutex_unlock(&l->mu);
-}
-
-/* The source named name, or NULL. */
-static zone_source_t *source_named(const loader_t *l, const char *name)
-{
-    for (size_t i = 0; l && i < l->nsrc; i++)
-        if (strcmp(l->src[i]->ops->name, name) == 0)
-            return l->src[i];
-    return NULL;
 }
 
 /* Loader thread: every queued change to its source's apply() (a run of one source's changes in
@@ -1344,7 +1190,6 @@ static void reload(loader_t *l)
     if (ok) {
         geo_changed = sources_set_geo(l, s);
         health_follow(l, cfg);
-        aname_configure(l, cfg);
         if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
             log_err("xfr: out of memory; transfers keep their previous settings");
         (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
@@ -1457,12 +1302,6 @@ static void *loader_main(void *arg)
                 pthread_mutex_lock(&l->mu);
                 continue;
             }
-            if (l->aname_dirty) {
-                pthread_mutex_unlock(&l->mu);
-                aname_publish(l);
-                pthread_mutex_lock(&l->mu);
-                continue;
-            }
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += RESIGN_CHECK_S;
@@ -1490,7 +1329,6 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     loader_t *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL;
-    l->aname_ready_fd = -1;
     l->config_fn = fn;
     l->config_ctx = ctx;
     l->arena = mem_arena_create();
@@ -1619,7 +1457,9 @@ int loader_start(loader_t *l)
     l->started = true;
     /* the checker runs once zones are loaded and health checking is on */
     health_follow(l, l->cfg_last);
-    aname_start(l);
+    for (size_t i = 0; i < l->nsrc; i++)
+        if (l->src[i]->ops->start)
+            l->src[i]->ops->start(l->src[i]);
     return 0;
 }
 
@@ -1711,10 +1551,6 @@ void loader_stop(loader_t *l)
     for (size_t i = 0; i < l->nsrc; i++)
         if (l->src[i]->ops->stop)
             l->src[i]->ops->stop(l->src[i]);
-    /* the ANAME resolver: its callback only queues results under l->mu */
-    aname_resolver_free(l->aname);
-    __atomic_store_n(&l->aname, NULL, __ATOMIC_RELEASE);
-    l->aname_started = false;
     /* the checker last: a reload no longer configures or starts it */
     health_checker_free(l->checker);
     l->checker = NULL;
@@ -1732,10 +1568,6 @@ void loader_free(loader_t *l)
     geo_ref_put(l->sgeo_v4);
     geo_ref_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */
-    aname_results_release(l->aname_cur);
-    aname_results_release(l->aname_next);
-    if (l->aname_ready_fd >= 0)
-        close(l->aname_ready_fd);
     for (size_t i = 0; i < l->nsrc; i++)
         l->src[i]->ops->free(l->src[i]); /* their zones drop their endpoints */
     free(l->src);
@@ -1776,27 +1608,24 @@ bool loader_health_stats(loader_t *l, health_checker_stats_t *out)
 
 bool loader_aname_stats(loader_t *l, aname_stats_t *out)
 {
+    zone_source_t *a = source_named(l, "aname");
+    if (a)
+        return source_aname_stats(a, out);
     memset(out, 0, sizeof(*out));
-    /* made by the loader thread; freed only by loader_stop(), after the control and metrics
-     * threads stop */
-    aname_resolver_t *r = __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE);
-    if (!r)
-        return false;
-    aname_resolver_stats(r, out);
-    return true;
+    return false;
 }
 
 int loader_aname_ready_fd(loader_t *l)
 {
-    /* made with the resolver, before it is stored (release) */
-    return __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE) ? l->aname_ready_fd : -1;
+    zone_source_t *a = source_named(l, "aname");
+    return a ? source_aname_ready_fd(a) : -1;
 }
 
 void loader_aname_log_pending(loader_t *l)
 {
-    aname_resolver_t *r = __atomic_load_n(&l->aname, __ATOMIC_ACQUIRE);
-    if (r)
-        aname_resolver_log_pending(r);
+    zone_source_t *a = source_named(l, "aname");
+    if (a)
+        source_aname_log_pending(a);
 }
 
 limit_shared_t *loader_limits(loader_t *l)

@@ -9,6 +9,7 @@
 #include "tern/common/compiler.h"
 #include "tern/wire/dname.h"
 
+#include "tern/source/source_aname.h"
 #include "tern/source/source_primary.h"
 #include "tern/source/source_redis.h"
 
@@ -18,6 +19,7 @@
 static const zone_source_ops_t *const table[] = {
     &source_primary_ops,
     &source_redis_ops,
+    &source_aname_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)

@@ -32,7 +32,7 @@
 #include "tern/conf/config.h"
 #include "tern/health/health.h"
 #include "tern/health/health_check.h"
-#include "tern/load/aname_resolver.h"
+#include "tern/source/aname_resolver.h"
 #include "tern/source/zone_source.h"
 
 typedef struct loader loader_t;
@@ -150,7 +150,7 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
 
-/** The ANAME resolver's counters (tern/load/aname_resolver.h); false (out zeroed) while no zone
+/** The ANAME resolver's counters (tern/source/aname_resolver.h); false (out zeroed) while no zone
  * has a target outside the served zones. Any thread. */
 bool loader_aname_stats(loader_t *l, aname_stats_t *out);
 

@@ -158,10 +158,9 @@ struct zone_source_ops {
                 size_t errlen);
     /** Loader thread, each build: the zones it adds beyond the configured ones (n of them). */
     zone_source_zone_t *(*zones)(zone_source_t *s, size_t *n);
-    /** Loader thread, after each publish: the table now served, its n zones, the config in
-     * force (ANAME targets). Optional. */
-    void (*published)(zone_source_t *s, const zone_table_t *table, const zone_t *const *zones,
-                      size_t n, const config_t *cfg);
+    /** Loader thread, after each publish: the table now served and the config in force (ANAME
+     * targets). Optional. */
+    void (*published)(zone_source_t *s, const zone_table_t *table, const config_t *cfg);
     /** Any thread: the common counters. Optional (zeros). */
     void (*stats)(zone_source_t *s, zone_source_stats_t *out);
     /** Stop its threads (joins; no push or poke after). Idempotent. Optional. */
