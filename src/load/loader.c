@@ -463,10 +463,6 @@ fail:
     return rc;
 }
 
-/*
- * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL).
- * 0 with *out, or a negative code with the message in err.
- */
 /* The source that owns configured zone cz (keeps its versions: served()), or NULL: a file. */
 static zone_source_t *owner(const loader_t *l, const config_zone_t *cz)
 {
@@ -601,194 +597,197 @@ static int add_source_zones(loader_t *l, struct snapshot *s, const old_index_t *
     return rc;
 }
 
-static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
-                 struct snapshot **out, size_t *changed, char *err, size_t errlen)
-{
-    int rc = TERN_ENOMEM;
-    health_index_t *hx = NULL;
-    *out = NULL;
-    *changed = 0;
-    err[0] = '\0';
-    old_index_t ix;
-    if (old_index_init(&ix, old) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    struct snapshot *s = calloc(1, sizeof(*s));
-    if (!s || !(s->table = zone_table_new()) ||
-        !(s->z = calloc(cfg->nzones + source_zone_count(l) + 1, sizeof(*s->z))))
-        goto nomem;
-    if ((cfg->identity && !(s->identity = strdup(cfg->identity))) ||
-        (cfg->version && !(s->version = strdup(cfg->version))))
-        goto nomem;
+/* What the passes of one build share. */
+typedef struct build {
+    loader_t *l;
+    const struct snapshot *old; /* the view served, or NULL */
+    const config_t *cfg;
+    bool quick;          /* a change of the sources: the files are not looked at again */
+    old_index_t ix;      /* old's zones by key */
+    health_index_t *hx;  /* cfg's checks by address, or NULL */
+    bool geo_changed;    /* the geo databases changed: JSON zones are read again */
+    bool health_changed; /* the checks changed: every zone is read again */
+    size_t changed;      /* zones that are not the very version old had */
+    char *err;
+    size_t errlen;
+} build_t;
 
-    /* The geo databases first: JSON zones locate their records with them at load time, so a
-     * changed database also rebuilds every JSON zone. */
-    bool geo_changed = (old && old->geo_v4) != (cfg->geoip_db != NULL) ||
-                       (old && old->geo_v6) != (cfg->geoip_db_v6 != NULL);
-    if (cfg->geoip_db && (rc = geo_ref_get(old ? old->geo_v4 : NULL, cfg->geoip_db, "geoip_db",
-                                           quick, &s->geo_v4, &geo_changed, err, errlen)) < 0)
-        goto fail;
+static int nomem(build_t *b)
+{
+    snprintf(b->err, b->errlen, "out of memory");
+    return TERN_ENOMEM;
+}
+
+/* Pass 1: the geo databases (JSON zones locate their records with them at load time, so a
+ * changed database also reads every JSON zone again). */
+static int build_geo(build_t *b, struct snapshot *s)
+{
+    const struct snapshot *old = b->old;
+    const config_t *cfg = b->cfg;
+    int rc;
+    b->geo_changed = (old && old->geo_v4) != (cfg->geoip_db != NULL) ||
+                     (old && old->geo_v6) != (cfg->geoip_db_v6 != NULL);
+    if (cfg->geoip_db &&
+        (rc = geo_ref_get(old ? old->geo_v4 : NULL, cfg->geoip_db, "geoip_db", b->quick,
+                          &s->geo_v4, &b->geo_changed, b->err, b->errlen)) < 0)
+        return rc;
     if (cfg->geoip_db_v6 &&
-        (rc = geo_ref_get(old ? old->geo_v6 : NULL, cfg->geoip_db_v6, "geoip_db_v6", quick,
-                          &s->geo_v6, &geo_changed, err, errlen)) < 0)
-        goto fail;
+        (rc = geo_ref_get(old ? old->geo_v6 : NULL, cfg->geoip_db_v6, "geoip_db_v6", b->quick,
+                          &s->geo_v6, &b->geo_changed, b->err, b->errlen)) < 0)
+        return rc;
     if (s->geo_v6 && geoip_ip_version(s->geo_v6->db) != 6) {
-        snprintf(err, errlen, "geoip_db_v6: %s is an IPv4 database (ip_version 4)",
+        snprintf(b->err, b->errlen, "geoip_db_v6: %s is an IPv4 database (ip_version 4)",
                  cfg->geoip_db_v6);
-        rc = TERN_EINVAL;
-        goto fail;
+        return TERN_EINVAL;
     }
     s->view.geoip.v4 = s->geo_v4 ? s->geo_v4->db : NULL;
     s->view.geoip.v6 = s->geo_v6                                           ? s->geo_v6->db
                        : s->geo_v4 && geoip_ip_version(s->geo_v4->db) == 6 ? s->geo_v4->db
                                                                            : NULL;
-    /* Health checks by address: every zone is built again when they change (or when health
-     * checking is turned on or off), so its records point at the right endpoints. */
-    bool nomem_hx;
-    hx = health_index_new(l->health, &cfg->health, &nomem_hx);
-    if (nomem_hx)
-        goto nomem;
-    bool health_changed = old && !config_same_health_checks(&l->cfg_last->health, &cfg->health);
-    const zone_json_opts_t jopts = {
-        .locate = s->view.geoip.v4 || s->view.geoip.v6 ? locate : NULL,
-        .locate_ctx = &s->view.geoip,
-        .health = cfg->health.enabled ? l->health : NULL,
-        .health_fn = hx ? health_index_lookup : NULL,
-        .health_ctx = hx,
-    };
+    return 0;
+}
 
-    for (size_t i = 0; i < cfg->nzones; i++) {
-        const config_zone_t *cz = &cfg->zones[i];
+/* read_zone(): ask src for a new version of cz for entry e (base: the version to patch, or
+ * NULL). The result codes of zone_source_ops_t.read. */
+static int source_read(build_t *b, const struct snapshot *s, zone_source_t *src, struct zent *e,
+                       const config_zone_t *cz, const zone_t *base, const uint8_t *dnskeys,
+                       size_t dnskeys_len, zone_t **z)
+{
+    const zone_source_read_t rd = {
+        .cz = cz,
+        .base = base,
+        .seen = dep_add,
+        .seen_ctx = e,
+        .health_fn = b->hx ? health_index_lookup : NULL,
+        .health_ctx = b->hx,
+        .health = b->cfg->health.enabled ? b->l->health : NULL,
+        .locate = s->view.geoip.v4 || s->view.geoip.v6 ? locate : NULL,
+        .locate_ctx = (void *)&s->view.geoip,
+        .dnskeys = dnskeys,
+        .dnskeys_len = dnskeys_len,
+    };
+    return src->ops->read(src, &rd, z, b->err, b->errlen);
+}
+
+/* add_read(): configured zone cz read anew by src into e (a changed master file first as a
+ * patch of the version served, see patch_base()). A zone tern signs gets its keys first (the
+ * builder adds their DNSKEYs) and its signatures once it is built. 0 or a negative code. */
+static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, struct zent *e,
+                     const config_zone_t *cz, zone_t **out)
+{
+    dnssec_zone_t *dz = NULL;
+    uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
+    size_t dnskeys_len = 0;
+    zone_t *z = NULL;
+    int rc;
+    if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, b->cfg, dep_add, e, &dz, dnskeys,
+                                                    &dnskeys_len, b->err, b->errlen)) < 0)
+        return rc;
+    const struct zent *base = dz ? NULL : patch_base(&b->ix, e, cz, b->health_changed);
+    rc = base ? source_read(b, s, src, e, cz, base->zone, NULL, 0, &z) : ZONE_FILE_BUILD;
+    if (rc == ZONE_FILE_BUILD) {
+        if (base)
+            deps_clear(e); /* the patch attempt's (a signed zone has no base: its keys stay) */
+        rc = source_read(b, s, src, e, cz, NULL, dz ? dnskeys : NULL, dnskeys_len, &z);
+        if (rc >= 0 && dz)
+            rc = zone_sign_attach(z, dz, b->err, b->errlen); /* frees dz on failure */
+        else if (dz)
+            dnssec_zone_free(dz);
+        if (rc < 0 && dz && z)
+            zone_free(z);
+    }
+    if (rc < 0) {
+        if (!b->err[0])
+            snprintf(b->err, b->errlen, "%s: %s", cz->file, tern_strerror(rc));
+        return rc;
+    }
+    if (rc == ZONE_FILE_SAME) {
+        /* the file was touched, its records are the served ones: nothing to publish */
+        z = zone_retain(base->zone);
+        e->loaded = base->loaded;
+        e->version = base->version;
+    } else {
+        b->changed++;
+        e->loaded = (int64_t)time(NULL);
+        e->fresh = true;
+        e->version = zone_source_version();
+    }
+    *out = z;
+    return 0;
+}
+
+/* Pass 2a: configured zone cz, read by src (files): the version served again while none of
+ * its files changed, else read_zone(). */
+static int add_read(build_t *b, struct snapshot *s, zone_source_t *src, const config_zone_t *cz)
+{
+    struct zent *e = &s->z[s->nz++];
+    if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
+        !(e->signing = zone_sign_ident(cz, b->cfg)))
+        return nomem(b);
+    e->format = cz->format;
+    const struct zent *prev = reusable(&b->ix, e->key, e->file, e->format, e->signing, b->quick);
+    if (prev && ((cz->format == CONFIG_ZONE_JSON && b->geo_changed) || b->health_changed))
+        prev = NULL;
+    zone_t *z = NULL;
+    int rc;
+    if (prev) {
+        if (copy_deps(e, prev) < 0)
+            return nomem(b);
+        z = zone_retain(prev->zone);
+        e->loaded = prev->loaded;
+        e->version = prev->version;
+    } else if ((rc = read_zone(b, s, src, e, cz, &z)) < 0) {
+        return rc;
+    }
+    e->zone = z;
+    s->records += z->rr_count;
+    s->bytes += zone_footprint(z);
+    if ((rc = zone_table_add(s->table, z)) < 0) {
+        zone_free(z);
+        if (rc == TERN_EDUPZONE)
+            snprintf(b->err, b->errlen, "zone %s (%s) is configured twice", cz->origin, cz->file);
+        else
+            snprintf(b->err, b->errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+/* Pass 2: every configured zone, in configuration order, from the source that owns it. */
+static int add_configured(build_t *b, struct snapshot *s)
+{
+    int rc;
+    for (size_t i = 0; i < b->cfg->nzones; i++) {
+        const config_zone_t *cz = &b->cfg->zones[i];
         if (!cz->file && !cz->nprimaries)
             continue; /* transfer settings of a zone from Redis (tern/xfr) */
-        zone_source_t *src = owner(l, cz);
-        if (src) {
-            if ((rc = add_served(s, &ix, src, cz, changed, err, errlen)) < 0)
-                goto fail;
+        zone_source_t *src = owner(b->l, cz);
+        if (!src) /* config_check_complete() gives every zone a format */
             continue;
-        }
-        struct zent *e = &s->z[s->nz++];
-        if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
-            !(e->signing = zone_sign_ident(cz, cfg)))
-            goto nomem;
-        e->format = cz->format;
-        const struct zent *prev = reusable(&ix, e->key, e->file, e->format, e->signing, quick);
-        if (prev && ((cz->format == CONFIG_ZONE_JSON && geo_changed) || health_changed))
-            prev = NULL;
-        zone_t *z = NULL;
-        if (prev) {
-            if (copy_deps(e, prev) < 0)
-                goto nomem;
-            z = zone_retain(prev->zone);
-            e->loaded = prev->loaded;
-            e->version = prev->version;
-        } else {
-            /* a signed zone: its keys first (the builder adds their DNSKEYs), its signatures
-             * once it is built */
-            dnssec_zone_t *dz = NULL;
-            uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
-            size_t dnskeys_len = 0;
-            if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, cfg, dep_add, e, &dz, dnskeys,
-                                                            &dnskeys_len, err, errlen)) < 0)
-                goto fail;
-            const struct zent *base = dz ? NULL : patch_base(&ix, e, cz, health_changed);
-            int prc = 2; /* 0: patched, 1: the same data, 2: read in full */
-            if (base) {
-                const zone_file_opts_t fo = {.seen = dep_add,
-                                             .seen_ctx = e,
-                                             .health = hx ? health_index_lookup : NULL,
-                                             .health_ctx = hx};
-                char why[512];
-                prc = zone_file_patch(cz->origin, cz->file, &fo, base->zone, &z, why, sizeof(why));
-                if (prc < 0) {
-                    rc = prc;
-                    snprintf(err, errlen, "%s", why);
-                    goto fail;
-                }
-                if (prc == 0)
-                    log_info("zone %s: %s: %zu names changed, patched (%u patches since its "
-                             "last full read)",
-                             cz->origin, cz->file, z->patched - base->zone->patched, z->patches);
-                if (prc == 2) {
-                    log_info("zone %s: %s: reading it in full (%s)", cz->origin, cz->file, why);
-                    deps_clear(e);
-                }
-            }
-            if (prc == 1) {
-                /* the file was touched, its records are the served ones: nothing to publish */
-                z = zone_retain(base->zone);
-                e->loaded = base->loaded;
-                e->version = base->version;
-            } else if (prc == 0) {
-                /* a new version, counted below like a full read */
-            } else if (cz->format == CONFIG_ZONE_JSON) {
-                struct stat st;
-                zone_json_opts_t zo = jopts;
-                zo.dnskeys = dz ? dnskeys : NULL;
-                zo.dnskeys_len = dnskeys_len;
-                if (stat(cz->file, &st) < 0) {
-                    rc = -errno;
-                    snprintf(err, errlen, "%s: %s", cz->file, strerror(-rc));
-                } else if (dep_add(e, cz->file, &st) < 0) {
-                    dnssec_zone_free(dz);
-                    goto nomem;
-                } else {
-                    rc = zone_json_load_file(cz->origin, cz->file, &zo, &z, err, errlen);
-                }
-            } else {
-                const zone_file_opts_t fo = {.seen = dep_add,
-                                             .seen_ctx = e,
-                                             .health = hx ? health_index_lookup : NULL,
-                                             .health_ctx = hx,
-                                             .dnskeys = dz ? dnskeys : NULL,
-                                             .dnskeys_len = dnskeys_len};
-                rc = zone_file_load_opts(cz->origin, cz->file, &fo, &z, err, errlen);
-            }
-            if (prc != 2)
-                rc = 0;
-            else if (rc >= 0 && dz)
-                rc = zone_sign_attach(z, dz, err, errlen); /* frees dz on failure */
-            else if (dz)
-                dnssec_zone_free(dz);
-            if (rc < 0) {
-                if (dz && z)
-                    zone_free(z);
-                if (!err[0])
-                    snprintf(err, errlen, "%s: %s", cz->file, tern_strerror(rc));
-                goto fail;
-            }
-            if (prc != 1) {
-                (*changed)++;
-                e->loaded = (int64_t)time(NULL);
-                e->fresh = true;
-                e->version = zone_source_version();
-            }
-        }
-        e->zone = z;
-        s->records += z->rr_count;
-        s->bytes += zone_footprint(z);
-        rc = zone_table_add(s->table, z);
-        if (rc < 0) {
-            zone_free(z);
-            if (rc == TERN_EDUPZONE)
-                snprintf(err, errlen, "zone %s (%s) is configured twice", cz->origin, cz->file);
-            else
-                snprintf(err, errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
-            goto fail;
-        }
+        rc = src->ops->served ? add_served(s, &b->ix, src, cz, &b->changed, b->err, b->errlen)
+                              : add_read(b, s, src, cz);
+        if (rc < 0)
+            return rc;
     }
-    if ((rc = add_source_zones(l, s, &ix, changed, err, errlen)) < 0)
-        goto fail;
+    return 0;
+}
+
+/* Pass 4: what the view holds beside its zones, and the table frozen. */
+static int finish_view(build_t *b, struct snapshot *s)
+{
+    const struct snapshot *old = b->old;
+    const config_t *cfg = b->cfg;
+    loader_t *l = b->l;
+    int rc;
     if ((cfg->asn_table || cfg->asn_db) &&
-        (rc = asn_ref_get(old ? old->asn : NULL, cfg, quick, &s->asn, err, errlen)) < 0)
-        goto fail;
+        (rc = asn_ref_get(old ? old->asn : NULL, cfg, b->quick, &s->asn, b->err, b->errlen)) < 0)
+        return rc;
     if (zone_table_freeze(s->table) < 0)
-        goto nomem;
+        return nomem(b);
     s->view.table = s->table;
     s->view.asn = s->asn ? s->asn->t : NULL;
     /* The workers cache geo lookups per view generation: a new one only when a database
-     * changed, so Redis publishes and zone reloads keep the caches warm. */
+     * changed, so source publishes and zone reloads keep the caches warm. */
     if (old && old->asn == s->asn && old->geo_v4 == s->geo_v4 && old->geo_v6 == s->geo_v6)
         s->view.gen = old->view.gen;
     else
@@ -796,9 +795,8 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     int lrc = 0;
     s->limit = l->limits ? limit_new(l->limits, cfg, &lrc) : NULL;
     if (lrc < 0) {
-        snprintf(err, errlen, "limits: %s", tern_strerror(lrc));
-        rc = lrc;
-        goto fail;
+        snprintf(b->err, b->errlen, "limits: %s", tern_strerror(lrc));
+        return lrc;
     }
     s->view.limit = s->limit;
     zone_source_t *aname = source_named(l, "aname");
@@ -810,18 +808,47 @@ static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, b
     s->view.cfg.xfr = l->xfr && xfr_wanted(cfg);
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
-    free(ix.slot);
-    health_index_free(hx);
+    return 0;
+}
+
+/*
+ * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL), in named
+ * passes: geo databases → configured zones → the sources' own zones → the rest of the view.
+ * 0 with *out, or a negative code with the message in err.
+ */
+static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
+                 struct snapshot **out, size_t *changed, char *err, size_t errlen)
+{
+    build_t b = {.l = l, .old = old, .cfg = cfg, .quick = quick, .err = err, .errlen = errlen};
+    struct snapshot *s = NULL;
+    int rc = TERN_ENOMEM;
+    *out = NULL;
+    *changed = 0;
+    err[0] = '\0';
+    if (old_index_init(&b.ix, old) < 0)
+        return nomem(&b);
+    bool nomem_hx;
+    /* Health checks by address: every zone is built again when they change (or when health
+     * checking is turned on or off), so its records point at the right endpoints. */
+    b.hx = health_index_new(l->health, &cfg->health, &nomem_hx);
+    b.health_changed = old && !config_same_health_checks(&l->cfg_last->health, &cfg->health);
+    if (nomem_hx || !(s = calloc(1, sizeof(*s))) || !(s->table = zone_table_new()) ||
+        !(s->z = calloc(cfg->nzones + source_zone_count(l) + 1, sizeof(*s->z))) ||
+        (cfg->identity && !(s->identity = strdup(cfg->identity))) ||
+        (cfg->version && !(s->version = strdup(cfg->version))))
+        rc = nomem(&b);
+    else if ((rc = build_geo(&b, s)) >= 0 && (rc = add_configured(&b, s)) >= 0 &&
+             (rc = add_source_zones(l, s, &b.ix, &b.changed, err, errlen)) >= 0)
+        rc = finish_view(&b, s);
+    free(b.ix.slot);
+    health_index_free(b.hx);
+    if (rc < 0) {
+        snapshot_free(s);
+        return rc;
+    }
+    *changed = b.changed;
     *out = s;
     return 0;
-nomem:
-    rc = TERN_ENOMEM;
-    snprintf(err, errlen, "out of memory");
-fail:
-    free(ix.slot);
-    health_index_free(hx);
-    snapshot_free(s);
-    return rc;
 }
 
 /* Options bound at startup: a reload that changes them cannot apply them, and says so. */
@@ -1006,35 +1033,6 @@ static bool take_changes(loader_t *l, bool *touched)
     return any;
 }
 
-/* Loader thread: what the sources changed, built into one view with the configured zones and
- * databases as they are, and published. */
-static void publish_changes(loader_t *l)
-{
-    if (!take_changes(l, l->touched) || !l->cfg_last || !l->cur)
-        return;
-    char err[1024] = "";
-    struct snapshot *s;
-    size_t changed;
-    int64_t start = tern_monotonic_ms();
-    if (build(l, l->cur, l->cfg_last, true, &s, &changed, err, sizeof(err)) < 0) {
-        for (size_t i = 0; i < l->nsrc; i++)
-            if (l->touched[i])
-                log_err("%s: cannot publish %s: %s; still serving the previous %s",
-                        l->src[i]->ops->name, l->src[i]->ops->what, err, l->src[i]->ops->previous);
-        return;
-    }
-    size_t nz = s->nz, records = s->records;
-    publish(l, s);
-    pthread_mutex_lock(&l->mu);
-    l->stats.zones = nz;
-    l->stats.records = records;
-    for (size_t i = 0; i < l->nsrc; i++)
-        l->src_publishes[i] += l->touched[i];
-    pthread_mutex_unlock(&l->mu);
-    log_debug("loader: published %zu changed zones in %lld ms", changed,
-              (long long)(tern_monotonic_ms() - start));
-}
-
 /* Any thread (a source's): locate a record's address through the current geo databases. */
 static bool src_locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
 {
@@ -1159,71 +1157,88 @@ static int read_config(loader_t *l, config_t *cfg, bool reloading, char *err, si
     return reloading ? config_check_runtime(cfg, false, err, errlen) : 0;
 }
 
-/* One reload on the loader thread. */
-static void reload(loader_t *l)
+/* recipe(): a new config takes effect once its view is built: logging at once (the target
+ * switch is atomic per line), then every thread and source that follows the config; cfg
+ * becomes the config in force (owned by the loader). */
+static void follow_config(loader_t *l, config_t *cfg, const struct snapshot *s)
 {
-    char err[1024];
-    if (l->listener)
-        l->listener(l->listener_ctx, false, NULL);
-    int64_t start = tern_monotonic_ms();
-    uint64_t gen = ++l->generation;
-    config_t *cfg = calloc(1, sizeof(*cfg));
-    struct snapshot *s = NULL;
-    size_t changed = 0;
-    bool ok = false;
-    err[0] = '\0';
-    if (!cfg) {
-        snprintf(err, sizeof(err), "out of memory");
-    } else if (read_config(l, cfg, true, err, sizeof(err)) < 0) {
-        /* nothing of it applies: the config and zones in force stay (logged below) */
-    } else {
-        warn_restart_only(l->cfg0, cfg);
-        (void)take_changes(l, l->touched);
-        ok = build(l, l->cur, cfg, false, &s, &changed, err, sizeof(err)) == 0;
-        if (ok) {
-            /* logging settings apply at once (the target switch is atomic per line) */
-            log_set_level(cfg->log_level);
-            log_set_target(cfg->log_target);
-        }
+    log_set_level(cfg->log_level);
+    log_set_target(cfg->log_target);
+    bool geo_changed = sources_set_geo(l, s);
+    health_follow(l, cfg);
+    if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
+        log_err("xfr: out of memory; transfers keep their previous settings");
+    (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
+    if (l->cfg_last != l->cfg0) {
+        config_free(l->cfg_last);
+        free(l->cfg_last);
     }
-    bool geo_changed = false;
-    if (ok) {
-        geo_changed = sources_set_geo(l, s);
-        health_follow(l, cfg);
-        if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
-            log_err("xfr: out of memory; transfers keep their previous settings");
-        (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
-        if (l->cfg_last != l->cfg0) {
-            config_free(l->cfg_last);
-            free(l->cfg_last);
+    l->cfg_last = cfg;
+}
+
+/* The recipe, on the loader thread, for every trigger alike: the changes taken in (cfg: a new
+ * config, owned by the recipe from here; NULL: the sources' changes over the config in force,
+ * whose files are not looked at again) → build, patching what changed and sharing the rest →
+ * validate → sign → publish → retire the old view. 0 with *changed and the new view served
+ * (l->cur), or a negative code with the reason in err: the view served stays. */
+static int recipe(loader_t *l, config_t *cfg, size_t *changed, char *err, size_t errlen)
+{
+    struct snapshot *s;
+    int rc = build(l, l->cur, cfg ? cfg : l->cfg_last, !cfg, &s, changed, err, errlen);
+    if (rc < 0) {
+        if (cfg) {
+            config_free(cfg);
+            free(cfg);
         }
-        l->cfg_last = cfg;
-        cfg = NULL;
+        return rc;
     }
     if (cfg) {
-        config_free(cfg);
-        free(cfg);
-    }
-    size_t nz = s ? s->nz : 0, records = s ? s->records : 0, bytes = s ? s->bytes : 0;
-    if (ok) {
+        follow_config(l, cfg, s);
         log_changes(l->cur, s);
-        publish(l, s);
     }
-    int64_t ms = tern_monotonic_ms() - start;
-    if (ok)
-        log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records "
-                 "(%.1f MiB) in %lld ms",
-                 (unsigned long long)gen, nz, changed, nz - changed, records,
-                 (double)bytes / (1 << 20), (long long)ms);
-    else
-        log_err("reload #%llu failed: %s; still serving the previous config and data",
-                (unsigned long long)gen, err);
+    publish(l, s);
+    return 0;
+}
 
+/* Loader thread: the changes take_changes() took in (touched), published alone. */
+static void publish_taken(loader_t *l)
+{
+    char err[1024] = "";
+    size_t changed;
+    int64_t start = tern_monotonic_ms();
+    if (recipe(l, NULL, &changed, err, sizeof(err)) < 0) {
+        for (size_t i = 0; i < l->nsrc; i++)
+            if (l->touched[i])
+                log_err("%s: cannot publish %s: %s; still serving the previous %s",
+                        l->src[i]->ops->name, l->src[i]->ops->what, err, l->src[i]->ops->previous);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->stats.zones = l->cur->nz;
+    l->stats.records = l->cur->records;
+    for (size_t i = 0; i < l->nsrc; i++)
+        l->src_publishes[i] += l->touched[i];
+    pthread_mutex_unlock(&l->mu);
+    log_debug("loader: published %zu changed zones in %lld ms", changed,
+              (long long)(tern_monotonic_ms() - start));
+}
+
+/* Loader thread: what the sources changed, built into one view with the configured zones and
+ * databases as they are, and published. */
+static void publish_changes(loader_t *l)
+{
+    if (take_changes(l, l->touched) && l->cfg_last && l->cur)
+        publish_taken(l);
+}
+
+/* reload(): its outcome, counted and told to the listener. */
+static void reload_done(loader_t *l, bool ok, const char *err, int64_t ms)
+{
     pthread_mutex_lock(&l->mu);
     if (ok) {
         l->stats.reloads_ok++;
-        l->stats.zones = nz;
-        l->stats.records = records;
+        l->stats.zones = l->cur->nz;
+        l->stats.records = l->cur->records;
         l->stats.last_error[0] = '\0';
     } else {
         l->stats.reloads_failed++;
@@ -1236,6 +1251,42 @@ static void reload(loader_t *l)
     pthread_mutex_unlock(&l->mu);
     if (l->listener)
         l->listener(l->listener_ctx, true, &snap);
+}
+
+/* One reload on the loader thread: the config read again, then the recipe. A config that fails
+ * changes nothing (the sources' changes taken in are still published). */
+static void reload(loader_t *l)
+{
+    char err[1024] = "";
+    if (l->listener)
+        l->listener(l->listener_ctx, false, NULL);
+    int64_t start = tern_monotonic_ms();
+    uint64_t gen = ++l->generation;
+    config_t *cfg = calloc(1, sizeof(*cfg));
+    size_t changed = 0;
+    bool ok = false, taken = take_changes(l, l->touched);
+    if (!cfg) {
+        snprintf(err, sizeof(err), "out of memory");
+    } else if (read_config(l, cfg, true, err, sizeof(err)) < 0) {
+        /* nothing of it applies: the config and zones in force stay (logged below) */
+        config_free(cfg);
+        free(cfg);
+    } else {
+        warn_restart_only(l->cfg0, cfg);
+        ok = recipe(l, cfg, &changed, err, sizeof(err)) == 0;
+    }
+    int64_t ms = tern_monotonic_ms() - start;
+    if (ok)
+        log_info("reload #%llu ok: %zu zones (%zu changed, %zu unchanged), %zu records "
+                 "(%.1f MiB) in %lld ms",
+                 (unsigned long long)gen, l->cur->nz, changed, l->cur->nz - changed,
+                 l->cur->records, (double)l->cur->bytes / (1 << 20), (long long)ms);
+    else
+        log_err("reload #%llu failed: %s; still serving the previous config and data",
+                (unsigned long long)gen, err);
+    if (!ok && taken && l->cfg_last && l->cur)
+        publish_taken(l);
+    reload_done(l, ok, err, ms);
 }
 
 /* Reloads yield to the workers when they share a CPU: a large zone then takes longer to load,
@@ -1284,6 +1335,28 @@ void loader_set_xfr(loader_t *l, struct xfr *x)
     l->xfr = x;
 }
 
+/* What wakes the loader thread, in the order it serves them. */
+typedef enum trigger { TRIGGER_STOP, TRIGGER_RELOAD, TRIGGER_CHANGES, TRIGGER_RESIGN } trigger_t;
+
+/* Under l->mu: the next trigger, waiting for one at most RESIGN_CHECK_S (then it is the
+ * re-sign check's turn). */
+static trigger_t next_trigger(loader_t *l)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += RESIGN_CHECK_S;
+    for (;;) {
+        if (l->stop)
+            return TRIGGER_STOP;
+        if (l->finished != l->requested)
+            return TRIGGER_RELOAD;
+        if (l->changes)
+            return TRIGGER_CHANGES;
+        if (pthread_cond_timedwait(&l->wake, &l->mu, &until) == ETIMEDOUT)
+            return TRIGGER_RESIGN;
+    }
+}
+
 static void *loader_main(void *arg)
 {
     loader_t *l = arg;
@@ -1293,31 +1366,21 @@ static void *loader_main(void *arg)
     if (mem_thread_bind(l->arena) < 0)
         log_warn("loader: cannot bind to its jemalloc arena; using the default one");
     pthread_mutex_lock(&l->mu);
-    /* Each pass serves every request made before it started; ends on stop. */
-    while (!l->stop) {
-        if (l->finished == l->requested) {
-            if (l->changes) {
-                pthread_mutex_unlock(&l->mu);
-                publish_changes(l);
-                pthread_mutex_lock(&l->mu);
-                continue;
-            }
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += RESIGN_CHECK_S;
-            if (pthread_cond_timedwait(&l->wake, &l->mu, &until) == ETIMEDOUT) {
-                pthread_mutex_unlock(&l->mu);
-                resign_due(l);
-                pthread_mutex_lock(&l->mu);
-            }
-            continue;
-        }
+    /* A reload serves every request made before it started; ends on stop. */
+    for (trigger_t t; (t = next_trigger(l)) != TRIGGER_STOP;) {
         uint64_t upto = l->requested;
         pthread_mutex_unlock(&l->mu);
-        reload(l);
+        if (t == TRIGGER_RELOAD)
+            reload(l);
+        else if (t == TRIGGER_CHANGES)
+            publish_changes(l);
+        else
+            resign_due(l);
         pthread_mutex_lock(&l->mu);
-        l->finished = upto;
-        pthread_cond_broadcast(&l->done);
+        if (t == TRIGGER_RELOAD) {
+            l->finished = upto;
+            pthread_cond_broadcast(&l->done);
+        }
     }
     pthread_cond_broadcast(&l->done);
     pthread_mutex_unlock(&l->mu);

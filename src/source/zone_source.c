@@ -10,6 +10,7 @@
 #include "tern/wire/dname.h"
 
 #include "tern/source/source_aname.h"
+#include "tern/source/source_file.h"
 #include "tern/source/source_primary.h"
 #include "tern/source/source_redis.h"
 
@@ -18,6 +19,8 @@
  * wins over theirs). */
 static const zone_source_ops_t *const table[] = {
     &source_primary_ops,
+    &source_file_ops,
+    &source_json_ops,
     &source_redis_ops,
     &source_aname_ops,
 };

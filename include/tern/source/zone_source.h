@@ -45,6 +45,8 @@
 #include "tern/conf/config.h"
 #include "tern/health/health.h"
 #include "tern/zone/zone.h"
+#include "tern/zone/zone_builder.h"
+#include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 #include "tern/zone/zone_table.h"
 
@@ -151,9 +153,10 @@ struct zone_source_ops {
     /** Loader thread, each build: the entry of configured zone cz (key: its zone_source_key()),
      * made on first sight. NULL when out of memory. For owners that keep versions themselves. */
     const zone_source_zone_t *(*served)(zone_source_t *s, const char *key, const config_zone_t *cz);
-    /** Loader thread, each build: read rd->cz anew. 0 with a new version in *out; 1: rd->base
-     * holds the same data (*out untouched); 2: a patch was not possible, read whole instead
-     * (only with rd->base; then again without it); negative with a message in err. */
+    /** Loader thread, each build: read rd->cz anew. 0 with a new version in *out;
+     * ZONE_FILE_SAME: rd->base holds the same data (*out untouched); ZONE_FILE_BUILD: a patch of
+     * rd->base was not possible (logged), ask again without it; negative with a message in err.
+     * For owners whose zones the loader reads (files). */
     int (*read)(zone_source_t *s, const zone_source_read_t *rd, zone_t **out, char *err,
                 size_t errlen);
     /** Loader thread, each build: the zones it adds beyond the configured ones (n of them). */
