@@ -40,78 +40,9 @@
 #include "tern/source/source_redis.h"
 #include "tern/source/zone_source.h"
 
-#include "zone_sign.h"
-
-/* One file a zone was read from, as it was when read. */
-struct dep {
-    char *path;
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtim, ctim;
-};
-
-/* One configured zone of a snapshot. */
-struct zent {
-    char *key;  /* zone_source_key(): what "the same zone" means */
-    char *file; /* the path as configured; for a Redis zone, where it came from */
-    config_zone_format_t format;
-    zone_source_t *src; /* the source that added it (Redis), NULL: a configured zone */
-    zone_t *zone;
-    int64_t loaded;   /* wall clock when this version of the zone was read */
-    bool fresh;       /* read by the reload that built this snapshot (not shared) */
-    uint64_t version; /* loader-wide counter of zone reads: equal means the very same data */
-    struct dep *deps;
-    size_t ndeps, capdeps;
-    char *signing; /* zone_sign_ident(): the keys and policy it was signed with; "" = unsigned */
-};
-
-/* A mapped ASN table, shared by consecutive snapshots while its file does not change. */
-struct asn_ref {
-    asn_table_t *t;
-    uint32_t refs; /* loader thread only */
-    struct dep dep;
-};
-
-static void asn_ref_put(struct asn_ref *a)
-{
-    if (a && --a->refs == 0) {
-        asn_table_close(a->t);
-        free(a->dep.path);
-        free(a);
-    }
-}
-
-/* A mapped MaxMind DB, shared the same way. */
-struct geo_ref {
-    geoip_db_t *db;
-    uint32_t refs; /* loader thread only */
-    struct dep dep;
-};
-
-static void geo_ref_put(struct geo_ref *g)
-{
-    if (g && --g->refs == 0) {
-        geoip_close(g->db);
-        free(g->dep.path);
-        free(g);
-    }
-}
-
-/* What is published: the view first, so the workers' pointer is the snapshot's address. */
-struct snapshot {
-    answer_view_t view;
-    zone_table_t *table;
-    char *identity, *version;
-    struct asn_ref *asn;             /* NULL when no asn_table is configured */
-    struct geo_ref *geo_v4, *geo_v6; /* geoip_db, geoip_db_v6; NULL when not configured */
-    limit_t *limit;                  /* the view's ACLs, rate limits, RRL, cookies; or NULL */
-    aname_results_t *aname;          /* the view's ANAME results (a reference), or NULL */
-    struct zent *z;
-    size_t nz;
-    size_t records;
-    size_t bytes; /* zone data (arena footprints), shared zones included */
-};
+#include "snapshot.h"
+#include "view_build.h"
+#include "view_db.h"
 
 struct loader {
     loader_config_fn config_fn;
@@ -172,683 +103,20 @@ struct loader {
 /* The source named name, or NULL. */
 static zone_source_t *source_named(const loader_t *l, const char *name)
 {
-    for (size_t i = 0; l && i < l->nsrc; i++)
-        if (strcmp(l->src[i]->ops->name, name) == 0)
-            return l->src[i];
-    return NULL;
+    return zone_source_find(l->src, l->nsrc, name);
 }
 
-static void zent_clear(struct zent *e)
+/* view_build() for the loader: cfg's view, sharing what it can of the one served. */
+static int build(loader_t *l, const config_t *cfg, bool quick, struct snapshot **out,
+                 size_t *changed, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < e->ndeps; i++)
-        free(e->deps[i].path);
-    free(e->deps);
-    free(e->key);
-    free(e->file);
-    free(e->signing);
-    /* the zone reference belongs to the table */
-}
-
-/* Forget the files a zone read was told of (a patch attempt that turned into a full read). */
-static void deps_clear(struct zent *e)
-{
-    for (size_t i = 0; i < e->ndeps; i++)
-        free(e->deps[i].path);
-    e->ndeps = 0;
-}
-
-static void snapshot_free(struct snapshot *s)
-{
-    if (!s)
-        return;
-    zone_table_free(s->table);
-    for (size_t i = 0; i < s->nz; i++)
-        zent_clear(&s->z[i]);
-    free(s->z);
-    free(s->identity);
-    free(s->version);
-    asn_ref_put(s->asn);
-    limit_free(s->limit);
-    aname_results_release(s->aname);
-    geo_ref_put(s->geo_v4);
-    geo_ref_put(s->geo_v6);
-    free(s);
-}
-
-static void dep_set(struct dep *d, const struct stat *st)
-{
-    d->dev = st->st_dev;
-    d->ino = st->st_ino;
-    d->size = st->st_size;
-    d->mtim = st->st_mtim;
-    d->ctim = st->st_ctim;
-}
-
-static int dep_add(void *ctx, const char *path, const struct stat *st)
-{
-    struct zent *e = ctx;
-    if (tern_grow((void **)&e->deps, &e->capdeps, e->ndeps + 1, sizeof(*e->deps)) < 0)
-        return TERN_ENOMEM;
-    struct dep *d = &e->deps[e->ndeps];
-    if (!(d->path = strdup(path)))
-        return TERN_ENOMEM;
-    dep_set(d, st);
-    e->ndeps++;
-    return 0;
-}
-
-static bool dep_unchanged(const struct dep *d)
-{
-    struct stat st;
-    if (stat(d->path, &st) < 0)
-        return false;
-    return st.st_dev == d->dev && st.st_ino == d->ino && st.st_size == d->size &&
-           st.st_mtim.tv_sec == d->mtim.tv_sec && st.st_mtim.tv_nsec == d->mtim.tv_nsec &&
-           st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
-}
-
-/* View generations handed out (answer_view_t.gen); 0 is never one. */
-static uint64_t view_gens;
-
-/* The old snapshot's entries by key, for reusable(): built once per reload, so matching 10,000
- * zones is linear, not quadratic. Open addressing over indices into old->z. */
-typedef struct old_index {
-    const struct snapshot *old;
-    uint32_t *slot; /* index + 1; 0 = empty */
-    size_t mask;
-} old_index_t;
-
-static int old_index_init(old_index_t *ix, const struct snapshot *old)
-{
-    ix->old = old;
-    ix->slot = NULL;
-    ix->mask = 0;
-    if (!old || old->nz == 0)
-        return 0;
-    size_t n = 4;
-    while (n < old->nz * 2)
-        n *= 2;
-    if (!(ix->slot = calloc(n, sizeof(*ix->slot))))
-        return TERN_ENOMEM;
-    ix->mask = n - 1;
-    for (size_t i = 0; i < old->nz; i++) {
-        size_t j = tern_hash_str(old->z[i].key) & ix->mask;
-        while (ix->slot[j])
-            j = (j + 1) & ix->mask;
-        ix->slot[j] = (uint32_t)i + 1;
-    }
-    return 0;
-}
-
-/* The entry of ix's snapshot for key (keys are unique in a snapshot), or NULL. */
-static const struct zent *find_key(const old_index_t *ix, const char *key)
-{
-    if (!ix->slot)
-        return NULL;
-    for (size_t j = tern_hash_str(key) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
-        if (strcmp(ix->old->z[ix->slot[j] - 1].key, key) == 0)
-            return &ix->old->z[ix->slot[j] - 1];
-    return NULL;
-}
-
-/* The old entry for the same origin, file and format whose files are all unchanged, or NULL. */
-static const struct zent *reusable(const old_index_t *ix, const char *key, const char *file,
-                                   config_zone_format_t format, const char *signing, bool quick)
-{
-    const struct zent *e = find_key(ix, key);
-    if (!e || e->src || strcmp(e->file, file) != 0 || e->format != format ||
-        strcmp(e->signing ? e->signing : "", signing) != 0)
-        return NULL;
-    if (quick)
-        return e;
-    for (size_t d = 0; d < e->ndeps; d++)
-        if (!dep_unchanged(&e->deps[d]))
-            return NULL;
-    return e;
-}
-
-/* A changed master file is read as a change of the version served (zone_file_patch()): the
- * new version shares every node page, RRset and byte it does not change, so a reload holds
- * little more than one copy of the zone and takes the time of reading the file, not of building
- * it. Not for zones signed by tern (signatures are made per build), nor when health checks or
- * the geo databases changed (every record is looked at again). The old entry, or NULL. */
-static const struct zent *patch_base(const old_index_t *ix, const struct zent *e,
-                                     const config_zone_t *cz, bool health_changed)
-{
-    const struct zent *old = find_key(ix, e->key);
-    if (!old || old->src || !old->zone || old->zone->dnssec || old->zone->unavailable ||
-        health_changed || cz->format != CONFIG_ZONE_RFC1035 || old->format != cz->format ||
-        cz->ndnssec_keys || (old->signing && old->signing[0]) || strcmp(old->file, e->file) != 0)
-        return NULL;
-    return old;
-}
-
-static int copy_deps(struct zent *dst, const struct zent *src)
-{
-    for (size_t j = 0; j < src->ndeps; j++) {
-        const struct dep *d = &src->deps[j];
-        struct stat st = {.st_dev = d->dev, .st_ino = d->ino, .st_size = d->size};
-        st.st_mtim = d->mtim;
-        st.st_ctim = d->ctim;
-        if (dep_add(dst, d->path, &st) < 0)
-            return TERN_ENOMEM;
-    }
-    return 0;
-}
-
-/*
- * The MaxMind DB at path for one role ("geoip_db" / "geoip_db_v6"): prev again when it is the same
- * unchanged file, else the file opened anew. A file that does not open fails the whole reload
- * (the old snapshot keeps its database). *changed tells whether a new file was opened.
- */
-static int geo_ref_get(struct geo_ref *prev, const char *path, const char *role, bool quick,
-                       struct geo_ref **out, bool *changed, char *err, size_t errlen)
-{
-    if (prev && strcmp(prev->dep.path, path) == 0 && (quick || dep_unchanged(&prev->dep))) {
-        prev->refs++;
-        *out = prev;
-        return 0;
-    }
-    char gerr[512] = "";
-    struct stat st;
-    struct geo_ref *g = calloc(1, sizeof(*g));
-    if (!g) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    /* stat first: a file replaced in between is seen as changed by the next reload */
-    if (stat(path, &st) < 0 || !(g->db = geoip_open(path, gerr, sizeof(gerr)))) {
-        snprintf(err, errlen, "%s: %s", role, gerr[0] ? gerr : strerror(errno));
-        free(g);
-        return TERN_EINVAL;
-    }
-    g->refs = 1;
-    dep_set(&g->dep, &st);
-    if (!(g->dep.path = strdup(path))) {
-        geoip_close(g->db);
-        free(g);
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    log_info("%s %s: %s", role, path, geoip_describe(g->db));
-    *out = g;
-    *changed = true;
-    return 0;
-}
-
-/* zone_json's locate callback: a record address's coordinates from the snapshot's DBs. */
-static bool locate(void *ctx, int family, const uint8_t *addr, double *lat, double *lon)
-{
-    const geoip_set_t *set = ctx;
-    geoip_result_t r;
-    geoip_set_lookup(set, family == 4 ? AF_INET : family == 6 ? AF_INET6 : family, addr, &r);
-    if (!r.has_location)
-        return false;
-    *lat = r.lat;
-    *lon = r.lon;
-    return true;
-}
-
-/*
- * The ASN table of cfg. asn_table alone: that file, mapped. asn_db: the MaxMind ASN database
- * compiled into asn_table when that is set too, else into "<asn_db>.tern-asn" beside it
- * (asn_compile_cached(): reused while it matches the database, compiled again when the database
- * changed), then mapped. prev is shared while its file is unchanged and, with asn_db, the
- * database is still the one it was compiled from. A database or table that fails leaves prev
- * answering (the reload fails with the reason). The compile runs here, on the loader thread.
- */
-static int asn_ref_get(struct asn_ref *prev, const config_t *cfg, bool quick, struct asn_ref **out,
-                       char *err, size_t errlen)
-{
-    const char *role = cfg->asn_db ? "asn_db" : "asn_table";
-    char *path = cfg->asn_table ? strdup(cfg->asn_table) : asn_compile_default_cache(cfg->asn_db);
-    char aerr[512] = "";
-    struct asn_ref *a = NULL;
-    bool rebuilt = false;
-    asn_compile_stats_t cst;
-    int64_t t0 = tern_monotonic_ms();
-    int rc = TERN_ENOMEM;
-    if (!path)
-        goto nomem;
-    bool same = prev && strcmp(prev->dep.path, path) == 0;
-    if (same && (quick || (dep_unchanged(&prev->dep) &&
-                           (!cfg->asn_db || asn_compile_source_unchanged(prev->t, cfg->asn_db)))))
-        goto share;
-    if (cfg->asn_db) {
-        if ((rc = asn_compile_cached(cfg->asn_db, path, &cst, &rebuilt, aerr, sizeof(aerr))) < 0)
-            goto fail;
-        if (!rebuilt && same && dep_unchanged(&prev->dep))
-            goto share; /* the database was touched, not changed */
-    }
-    struct stat st;
-    if (!(a = calloc(1, sizeof(*a))))
-        goto nomem;
-    /* stat first: a file replaced in between is seen as changed by the next reload */
-    if (stat(path, &st) < 0 || !(a->t = asn_table_open(path, aerr, sizeof(aerr)))) {
-        rc = TERN_EINVAL;
-        if (!aerr[0])
-            snprintf(aerr, sizeof(aerr), "%s: %s", path, strerror(errno));
-        goto fail;
-    }
-    a->refs = 1;
-    dep_set(&a->dep, &st);
-    a->dep.path = path;
-    *out = a;
-    size_t v4, v6, names;
-    asn_table_counts(a->t, &v4, &v6, &names);
-    if (rebuilt)
-        log_info("asn_db %s: compiled into %s in %lld ms: %zu networks, %zu IPv4 and %zu IPv6 "
-                 "entries, %zu names",
-                 cfg->asn_db, path, (long long)(tern_monotonic_ms() - t0), cst.networks, v4, v6,
-                 names);
-    else if (cfg->asn_db)
-        log_info("asn_db %s: mapped %s (compiled before from this file), %zu IPv4 and %zu IPv6 "
-                 "entries, %zu names",
-                 cfg->asn_db, path, v4, v6, names);
-    else
-        log_info("asn_table %s: mapped, %zu IPv4 and %zu IPv6 entries, %zu names", path, v4, v6,
-                 names);
-    return 0;
-share:
-    prev->refs++;
-    *out = prev;
-    free(path);
-    return 0;
-nomem:
-    snprintf(aerr, sizeof(aerr), "out of memory");
-fail:
-    snprintf(err, errlen, "%s: %s", role, aerr[0] ? aerr : tern_strerror(rc));
-    free(a);
-    free(path);
-    return rc;
-}
-
-/* The source that owns configured zone cz (keeps its versions: served()), or NULL: a file. */
-static zone_source_t *owner(const loader_t *l, const config_zone_t *cz)
-{
-    for (size_t i = 0; i < l->nsrc; i++)
-        if (l->src[i]->ops->owns && l->src[i]->ops->owns(cz))
-            return l->src[i];
-    return NULL;
-}
-
-/* build(): configured zone cz, as its source src serves it, into s. */
-static int add_served(struct snapshot *s, const old_index_t *ix, zone_source_t *src,
-                      const config_zone_t *cz, size_t *changed, char *err, size_t errlen)
-{
-    struct zent *e = &s->z[s->nz++];
-    if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file ? cz->file : "")) ||
-        !(e->signing = strdup(""))) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    const zone_source_zone_t *sz = src->ops->served(src, e->key, cz);
-    if (!sz) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    e->format = CONFIG_ZONE_RFC1035;
-    e->zone = zone_retain(sz->zone);
-    e->loaded = sz->loaded;
-    e->version = sz->version;
-    const struct zent *prev = find_key(ix, e->key);
-    e->fresh = !prev || prev->version != e->version;
-    if (e->fresh)
-        (*changed)++;
-    s->records += e->zone->rr_count;
-    s->bytes += zone_footprint(e->zone);
-    int rc = zone_table_add(s->table, e->zone);
-    if (rc < 0) {
-        zone_free(e->zone);
-        e->zone = NULL;
-        if (rc == TERN_EDUPZONE)
-            snprintf(err, errlen, "zone %s is configured twice", cz->origin);
-        else
-            snprintf(err, errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
-        return rc;
-    }
-    return 0;
-}
-
-/* The zones the sources add by themselves (Redis), in the table's order. */
-static size_t source_zone_count(const loader_t *l)
-{
-    size_t n = 0, k;
-    for (size_t i = 0; i < l->nsrc; i++)
-        if (l->src[i]->ops->zones) {
-            (void)l->src[i]->ops->zones(l->src[i], &k);
-            n += k;
-        }
-    return n;
-}
-
-/* build(): source src's zone r into s, unless a zone of that name is already there (a
- * configured one wins; files indexes s's configured zones). 0, or a negative code. */
-static int add_source_zone(struct snapshot *s, const old_index_t *ix, const old_index_t *files,
-                           zone_source_t *src, zone_source_zone_t *r, size_t *changed, char *err,
-                           size_t errlen)
-{
-    const char *name = src->ops->name;
-    if (find_key(files, r->key)) {
-        if (!r->conflict_logged)
-            log_err("%s: zone %s is also configured from a file; serving the file", name, r->key);
-        r->conflict_logged = true;
-        return 0;
-    }
-    struct zent *e = &s->z[s->nz++];
-    if (!(e->key = strdup(r->key)) || !(e->file = strdup(r->zone->source))) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    e->src = src;
-    e->format = CONFIG_ZONE_JSON;
-    e->loaded = r->loaded;
-    e->version = r->version;
-    const struct zent *prev = find_key(ix, r->key);
-    e->fresh = !prev || prev->src != src || prev->version != r->version;
-    e->zone = zone_retain(r->zone);
-    int rc = zone_table_add(s->table, e->zone);
-    if (rc == TERN_EDUPZONE) {
-        /* Keys are canonical, so this is a second entry for a zone already in the table:
-         * skipped, never a reason to fail the file zones' reload. */
-        if (!r->conflict_logged)
-            log_err("%s: zone %s is in the set twice; serving the first", name, r->key);
-        r->conflict_logged = true;
-        zone_free(e->zone);
-        zent_clear(e);
-        memset(e, 0, sizeof(*e));
-        s->nz--;
-        return 0;
-    }
-    if (rc < 0) {
-        zone_free(e->zone);
-        e->zone = NULL;
-        snprintf(err, errlen, "%s zone %s: %s", name, r->key, tern_strerror(rc));
-        return rc;
-    }
-    if (e->fresh)
-        (*changed)++;
-    s->records += r->zone->rr_count;
-    s->bytes += zone_footprint(r->zone);
-    return 0;
-}
-
-/* build(): every source's own zones after the configured ones; a configured zone of the same
- * name wins. The configured zones are indexed once, so 10,000 zones of each are matched in
- * linear time. */
-static int add_source_zones(loader_t *l, struct snapshot *s, const old_index_t *ix, size_t *changed,
-                            char *err, size_t errlen)
-{
-    if (!source_zone_count(l))
-        return 0;
-    old_index_t files;
-    if (old_index_init(&files, s) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return TERN_ENOMEM;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < l->nsrc && rc == 0; i++) {
-        size_t n = 0;
-        zone_source_zone_t *z = l->src[i]->ops->zones ? l->src[i]->ops->zones(l->src[i], &n) : NULL;
-        for (size_t k = 0; k < n && rc == 0; k++)
-            rc = add_source_zone(s, ix, &files, l->src[i], &z[k], changed, err, errlen);
-    }
-    free(files.slot);
-    return rc;
-}
-
-/* What the passes of one build share. */
-typedef struct build {
-    loader_t *l;
-    const struct snapshot *old; /* the view served, or NULL */
-    const config_t *cfg;
-    bool quick;          /* a change of the sources: the files are not looked at again */
-    old_index_t ix;      /* old's zones by key */
-    health_index_t *hx;  /* cfg's checks by address, or NULL */
-    bool geo_changed;    /* the geo databases changed: JSON zones are read again */
-    bool health_changed; /* the checks changed: every zone is read again */
-    size_t changed;      /* zones that are not the very version old had */
-    char *err;
-    size_t errlen;
-} build_t;
-
-static int nomem(build_t *b)
-{
-    snprintf(b->err, b->errlen, "out of memory");
-    return TERN_ENOMEM;
-}
-
-/* Pass 1: the geo databases (JSON zones locate their records with them at load time, so a
- * changed database also reads every JSON zone again). */
-static int build_geo(build_t *b, struct snapshot *s)
-{
-    const struct snapshot *old = b->old;
-    const config_t *cfg = b->cfg;
-    int rc;
-    b->geo_changed = (old && old->geo_v4) != (cfg->geoip_db != NULL) ||
-                     (old && old->geo_v6) != (cfg->geoip_db_v6 != NULL);
-    if (cfg->geoip_db &&
-        (rc = geo_ref_get(old ? old->geo_v4 : NULL, cfg->geoip_db, "geoip_db", b->quick,
-                          &s->geo_v4, &b->geo_changed, b->err, b->errlen)) < 0)
-        return rc;
-    if (cfg->geoip_db_v6 &&
-        (rc = geo_ref_get(old ? old->geo_v6 : NULL, cfg->geoip_db_v6, "geoip_db_v6", b->quick,
-                          &s->geo_v6, &b->geo_changed, b->err, b->errlen)) < 0)
-        return rc;
-    if (s->geo_v6 && geoip_ip_version(s->geo_v6->db) != 6) {
-        snprintf(b->err, b->errlen, "geoip_db_v6: %s is an IPv4 database (ip_version 4)",
-                 cfg->geoip_db_v6);
-        return TERN_EINVAL;
-    }
-    s->view.geoip.v4 = s->geo_v4 ? s->geo_v4->db : NULL;
-    s->view.geoip.v6 = s->geo_v6                                           ? s->geo_v6->db
-                       : s->geo_v4 && geoip_ip_version(s->geo_v4->db) == 6 ? s->geo_v4->db
-                                                                           : NULL;
-    return 0;
-}
-
-/* read_zone(): ask src for a new version of cz for entry e (base: the version to patch, or
- * NULL). The result codes of zone_source_ops_t.read. */
-static int source_read(build_t *b, const struct snapshot *s, zone_source_t *src, struct zent *e,
-                       const config_zone_t *cz, const zone_t *base, const uint8_t *dnskeys,
-                       size_t dnskeys_len, zone_t **z)
-{
-    const zone_source_read_t rd = {
-        .cz = cz,
-        .base = base,
-        .seen = dep_add,
-        .seen_ctx = e,
-        .health_fn = b->hx ? health_index_lookup : NULL,
-        .health_ctx = b->hx,
-        .health = b->cfg->health.enabled ? b->l->health : NULL,
-        .locate = s->view.geoip.v4 || s->view.geoip.v6 ? locate : NULL,
-        .locate_ctx = (void *)&s->view.geoip,
-        .dnskeys = dnskeys,
-        .dnskeys_len = dnskeys_len,
-    };
-    return src->ops->read(src, &rd, z, b->err, b->errlen);
-}
-
-/* add_read(): configured zone cz read anew by src into e (a changed master file first as a
- * patch of the version served, see patch_base()). A zone tern signs gets its keys first (the
- * builder adds their DNSKEYs) and its signatures once it is built. 0 or a negative code. */
-static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, struct zent *e,
-                     const config_zone_t *cz, zone_t **out)
-{
-    dnssec_zone_t *dz = NULL;
-    uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
-    size_t dnskeys_len = 0;
-    zone_t *z = NULL;
-    int rc;
-    if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, b->cfg, dep_add, e, &dz, dnskeys,
-                                                    &dnskeys_len, b->err, b->errlen)) < 0)
-        return rc;
-    const struct zent *base = dz ? NULL : patch_base(&b->ix, e, cz, b->health_changed);
-    rc = base ? source_read(b, s, src, e, cz, base->zone, NULL, 0, &z) : ZONE_FILE_BUILD;
-    if (rc == ZONE_FILE_BUILD) {
-        if (base)
-            deps_clear(e); /* the patch attempt's (a signed zone has no base: its keys stay) */
-        rc = source_read(b, s, src, e, cz, NULL, dz ? dnskeys : NULL, dnskeys_len, &z);
-        if (rc >= 0 && dz)
-            rc = zone_sign_attach(z, dz, b->err, b->errlen); /* frees dz on failure */
-        else if (dz)
-            dnssec_zone_free(dz);
-        if (rc < 0 && dz && z)
-            zone_free(z);
-    }
-    if (rc < 0) {
-        if (!b->err[0])
-            snprintf(b->err, b->errlen, "%s: %s", cz->file, tern_strerror(rc));
-        return rc;
-    }
-    if (rc == ZONE_FILE_SAME) {
-        /* the file was touched, its records are the served ones: nothing to publish */
-        z = zone_retain(base->zone);
-        e->loaded = base->loaded;
-        e->version = base->version;
-    } else {
-        b->changed++;
-        e->loaded = (int64_t)time(NULL);
-        e->fresh = true;
-        e->version = zone_source_version();
-    }
-    *out = z;
-    return 0;
-}
-
-/* Pass 2a: configured zone cz, read by src (files): the version served again while none of
- * its files changed, else read_zone(). */
-static int add_read(build_t *b, struct snapshot *s, zone_source_t *src, const config_zone_t *cz)
-{
-    struct zent *e = &s->z[s->nz++];
-    if (!(e->key = zone_source_key(cz->origin)) || !(e->file = strdup(cz->file)) ||
-        !(e->signing = zone_sign_ident(cz, b->cfg)))
-        return nomem(b);
-    e->format = cz->format;
-    const struct zent *prev = reusable(&b->ix, e->key, e->file, e->format, e->signing, b->quick);
-    if (prev && ((cz->format == CONFIG_ZONE_JSON && b->geo_changed) || b->health_changed))
-        prev = NULL;
-    zone_t *z = NULL;
-    int rc;
-    if (prev) {
-        if (copy_deps(e, prev) < 0)
-            return nomem(b);
-        z = zone_retain(prev->zone);
-        e->loaded = prev->loaded;
-        e->version = prev->version;
-    } else if ((rc = read_zone(b, s, src, e, cz, &z)) < 0) {
-        return rc;
-    }
-    e->zone = z;
-    s->records += z->rr_count;
-    s->bytes += zone_footprint(z);
-    if ((rc = zone_table_add(s->table, z)) < 0) {
-        zone_free(z);
-        if (rc == TERN_EDUPZONE)
-            snprintf(b->err, b->errlen, "zone %s (%s) is configured twice", cz->origin, cz->file);
-        else
-            snprintf(b->err, b->errlen, "zone %s: %s", cz->origin, tern_strerror(rc));
-        return rc;
-    }
-    return 0;
-}
-
-/* Pass 2: every configured zone, in configuration order, from the source that owns it. */
-static int add_configured(build_t *b, struct snapshot *s)
-{
-    int rc;
-    for (size_t i = 0; i < b->cfg->nzones; i++) {
-        const config_zone_t *cz = &b->cfg->zones[i];
-        if (!cz->file && !cz->nprimaries)
-            continue; /* transfer settings of a zone from Redis (tern/xfr) */
-        zone_source_t *src = owner(b->l, cz);
-        if (!src) /* config_check_complete() gives every zone a format */
-            continue;
-        rc = src->ops->served ? add_served(s, &b->ix, src, cz, &b->changed, b->err, b->errlen)
-                              : add_read(b, s, src, cz);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Pass 4: what the view holds beside its zones, and the table frozen. */
-static int finish_view(build_t *b, struct snapshot *s)
-{
-    const struct snapshot *old = b->old;
-    const config_t *cfg = b->cfg;
-    loader_t *l = b->l;
-    int rc;
-    if ((cfg->asn_table || cfg->asn_db) &&
-        (rc = asn_ref_get(old ? old->asn : NULL, cfg, b->quick, &s->asn, b->err, b->errlen)) < 0)
-        return rc;
-    if (zone_table_freeze(s->table) < 0)
-        return nomem(b);
-    s->view.table = s->table;
-    s->view.asn = s->asn ? s->asn->t : NULL;
-    /* The workers cache geo lookups per view generation: a new one only when a database
-     * changed, so source publishes and zone reloads keep the caches warm. */
-    if (old && old->asn == s->asn && old->geo_v4 == s->geo_v4 && old->geo_v6 == s->geo_v6)
-        s->view.gen = old->view.gen;
-    else
-        s->view.gen = __atomic_add_fetch(&view_gens, 1, __ATOMIC_RELAXED);
-    int lrc = 0;
-    s->limit = l->limits ? limit_new(l->limits, cfg, &lrc) : NULL;
-    if (lrc < 0) {
-        snprintf(b->err, b->errlen, "limits: %s", tern_strerror(lrc));
-        return lrc;
-    }
-    s->view.limit = s->limit;
-    zone_source_t *aname = source_named(l, "aname");
-    s->aname = aname ? source_aname_results(aname) : NULL;
-    s->view.aname = s->aname;
-    for (size_t i = 0; i < s->nz && !s->view.dnssec; i++)
-        s->view.dnssec = s->z[i].zone && s->z[i].zone->dnssec;
-    s->view.cfg.edns_max_udp = cfg->edns_max_udp;
-    s->view.cfg.xfr = l->xfr && xfr_wanted(cfg);
-    s->view.cfg.identity = s->identity;
-    s->view.cfg.version = s->version;
-    return 0;
-}
-
-/*
- * Build a complete snapshot for cfg, sharing the unchanged zones of old (may be NULL), in named
- * passes: geo databases → configured zones → the sources' own zones → the rest of the view.
- * 0 with *out, or a negative code with the message in err.
- */
-static int build(loader_t *l, const struct snapshot *old, const config_t *cfg, bool quick,
-                 struct snapshot **out, size_t *changed, char *err, size_t errlen)
-{
-    build_t b = {.l = l, .old = old, .cfg = cfg, .quick = quick, .err = err, .errlen = errlen};
-    struct snapshot *s = NULL;
-    int rc = TERN_ENOMEM;
-    *out = NULL;
-    *changed = 0;
-    err[0] = '\0';
-    if (old_index_init(&b.ix, old) < 0)
-        return nomem(&b);
-    bool nomem_hx;
-    /* Health checks by address: every zone is built again when they change (or when health
-     * checking is turned on or off), so its records point at the right endpoints. */
-    b.hx = health_index_new(l->health, &cfg->health, &nomem_hx);
-    b.health_changed = old && !config_same_health_checks(&l->cfg_last->health, &cfg->health);
-    if (nomem_hx || !(s = calloc(1, sizeof(*s))) || !(s->table = zone_table_new()) ||
-        !(s->z = calloc(cfg->nzones + source_zone_count(l) + 1, sizeof(*s->z))) ||
-        (cfg->identity && !(s->identity = strdup(cfg->identity))) ||
-        (cfg->version && !(s->version = strdup(cfg->version))))
-        rc = nomem(&b);
-    else if ((rc = build_geo(&b, s)) >= 0 && (rc = add_configured(&b, s)) >= 0 &&
-             (rc = add_source_zones(l, s, &b.ix, &b.changed, err, errlen)) >= 0)
-        rc = finish_view(&b, s);
-    free(b.ix.slot);
-    health_index_free(b.hx);
-    if (rc < 0) {
-        snapshot_free(s);
-        return rc;
-    }
-    *changed = b.changed;
-    *out = s;
-    return 0;
+    const view_build_env_t env = {.health = l->health,
+                                  .cfg_in_force = l->cfg_last,
+                                  .src = l->src,
+                                  .nsrc = l->nsrc,
+                                  .limits = l->limits,
+                                  .xfr = l->xfr != NULL};
+    return view_build(&env, l->cur, cfg, quick, out, changed, err, errlen);
 }
 
 /* Options bound at startup: a reload that changes them cannot apply them, and says so. */
@@ -866,62 +134,18 @@ static void set_error(loader_t *l, const char *msg)
     snprintf(l->stats.last_error, sizeof(l->stats.last_error), "%s", msg);
 }
 
-/* At most this many per-zone lines per reload; a mass change is summarised. */
-#define LOG_ZONES_MAX 20
-
-/* Log what a reload changed, zone by zone: added, reloaded (serials), removed. */
-static void log_changes(const struct snapshot *old, const struct snapshot *s)
-{
-    old_index_t in_old, in_new;
-    if (old_index_init(&in_old, old) < 0 || old_index_init(&in_new, s) < 0) {
-        free(in_old.slot);
-        return;
-    }
-    size_t lines = 0, more = 0;
-    for (size_t i = 0; i < s->nz; i++) {
-        const struct zent *e = &s->z[i];
-        if (!e->fresh || e->src)
-            continue;
-        if (lines++ >= LOG_ZONES_MAX) {
-            more++;
-            continue;
-        }
-        const struct zent *p = find_key(&in_old, e->key);
-        if (!p)
-            log_info("zone %s: added (serial %u)", e->key, e->zone->serial);
-        else if (p->zone->serial == e->zone->serial)
-            log_info("zone %s: reloaded, serial %u unchanged", e->key, e->zone->serial);
-        else
-            log_info("zone %s: reloaded, serial %u -> %u", e->key, p->zone->serial,
-                     e->zone->serial);
-    }
-    for (size_t i = 0; old && i < old->nz; i++) {
-        if (old->z[i].src || find_key(&in_new, old->z[i].key))
-            continue;
-        if (lines++ >= LOG_ZONES_MAX) {
-            more++;
-            continue;
-        }
-        log_info("zone %s: removed", old->z[i].key);
-    }
-    if (more)
-        log_info("... and %zu more zone changes", more);
-    free(in_old.slot);
-    free(in_new.slot);
-}
-
 /* Each zone of s that is not the very version old had goes to the transfer side (journal,
  * NOTIFY); zones without transfer settings cost it one lookup. */
 static void xfr_sync(loader_t *l, const struct snapshot *old, const struct snapshot *s)
 {
-    old_index_t ix;
-    if (old_index_init(&ix, old) < 0) {
+    snapshot_index_t ix;
+    if (snapshot_index_init(&ix, old) < 0) {
         log_err("xfr: out of memory; this publish is not journaled (secondaries get AXFR)");
         return;
     }
     for (size_t i = 0; i < s->nz; i++) {
         const struct zent *e = &s->z[i];
-        const struct zent *o = find_key(&ix, e->key);
+        const struct zent *o = snapshot_find(&ix, e->key);
         if (o && o->zone == e->zone)
             continue;
         xfr_zone_changed(l->xfr, e->key, o ? o->zone : NULL, e->zone);
@@ -1038,7 +262,7 @@ static bool src_locate(void *ctx, int family, const uint8_t *addr, double *lat, 
 {
     loader_t *l = ctx;
     pthread_mutex_lock(&l->geo_mu);
-    bool ok = (l->sgeo.v4 || l->sgeo.v6) && locate(&l->sgeo, family, addr, lat, lon);
+    bool ok = (l->sgeo.v4 || l->sgeo.v6) && view_db_locate(&l->sgeo, family, addr, lat, lon);
     pthread_mutex_unlock(&l->geo_mu);
     return ok;
 }
@@ -1067,8 +291,8 @@ static bool sources_set_geo(loader_t *l, const struct snapshot *s)
     l->sgeo_v6 = v6;
     l->sgeo = s->view.geoip;
     pthread_mutex_unlock(&l->geo_mu);
-    geo_ref_put(o4);
-    geo_ref_put(o6);
+    view_db_geo_put(o4);
+    view_db_geo_put(o6);
     return true;
 }
 
@@ -1184,7 +408,7 @@ static void follow_config(loader_t *l, config_t *cfg, const struct snapshot *s)
 static int recipe(loader_t *l, config_t *cfg, size_t *changed, char *err, size_t errlen)
 {
     struct snapshot *s;
-    int rc = build(l, l->cur, cfg ? cfg : l->cfg_last, !cfg, &s, changed, err, errlen);
+    int rc = build(l, cfg ? cfg : l->cfg_last, !cfg, &s, changed, err, errlen);
     if (rc < 0) {
         if (cfg) {
             config_free(cfg);
@@ -1194,7 +418,7 @@ static int recipe(loader_t *l, config_t *cfg, size_t *changed, char *err, size_t
     }
     if (cfg) {
         follow_config(l, cfg, s);
-        log_changes(l->cur, s);
+        snapshot_log_changes(l->cur, s);
     }
     publish(l, s);
     return 0;
@@ -1464,7 +688,7 @@ int loader_load_zones(loader_t *l)
         log_err("xfr: out of memory");
         goto out;
     }
-    rc = build(l, NULL, cfg, false, &s, &changed, err, sizeof(err));
+    rc = build(l, cfg, false, &s, &changed, err, sizeof(err));
     if (rc < 0) {
         log_err("%s", err);
         goto out;
@@ -1628,8 +852,8 @@ void loader_free(loader_t *l)
     for (size_t i = 0; i < l->nchg; i++)
         zone_change_clear(&l->chg[i]);
     free(l->chg);
-    geo_ref_put(l->sgeo_v4);
-    geo_ref_put(l->sgeo_v6);
+    view_db_geo_put(l->sgeo_v4);
+    view_db_geo_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */
     for (size_t i = 0; i < l->nsrc; i++)
         l->src[i]->ops->free(l->src[i]); /* their zones drop their endpoints */

@@ -18,17 +18,21 @@
  * owns it), then the sources that add zones of their own (a configured zone of the same name
  * wins over theirs). */
 static const zone_source_ops_t *const table[] = {
-    &source_primary_ops,
-    &source_file_ops,
-    &source_json_ops,
-    &source_redis_ops,
-    &source_aname_ops,
+    &source_primary_ops, &source_file_ops, &source_json_ops, &source_redis_ops, &source_aname_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)
 {
     *n = TERN_ARRAY_SIZE(table);
     return table;
+}
+
+zone_source_t *zone_source_find(zone_source_t *const *src, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(src[i]->ops->name, name) == 0)
+            return src[i];
+    return NULL;
 }
 
 char *zone_source_key(const char *origin)

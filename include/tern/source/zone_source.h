@@ -175,6 +175,9 @@ struct zone_source_ops {
 /** The table of sources, in build order; *n of them. */
 const zone_source_ops_t *const *zone_source_table(size_t *n);
 
+/** The source of src (n of them) named name, or NULL. */
+zone_source_t *zone_source_find(zone_source_t *const *src, size_t n, const char *name);
+
 /** The canonical key of a zone origin (dname_key(): escapes resolved, lowercased, no final dot,
  * "." for the root), malloc'd: the one meaning of "the same zone" for every source. NULL when out
  * of memory or the origin does not parse. */
