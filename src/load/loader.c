@@ -310,15 +310,23 @@ static int sources_configure(loader_t *l, const config_t *cfg, const config_t *p
     return 0;
 }
 
-/* Make every source of the table, with the loader's sink. 0 or TERN_ENOMEM. */
-static int sources_new(loader_t *l)
+/* One more source, made with the loader's sink. 0 or TERN_ENOMEM. */
+static int source_add(loader_t *l, const zone_source_ops_t *ops)
 {
-    size_t n;
-    const zone_source_ops_t *const *ops = zone_source_table(&n);
-    if (!(l->src = calloc(n, sizeof(*l->src))) ||
-        !(l->src_publishes = calloc(n, sizeof(*l->src_publishes))) ||
-        !(l->poked = calloc(n, sizeof(*l->poked))) ||
-        !(l->touched = calloc(n, sizeof(*l->touched))))
+    size_t n = l->nsrc + 1;
+    zone_source_t **src = realloc(l->src, n * sizeof(*src));
+    if (src)
+        l->src = src;
+    uint64_t *pub = realloc(l->src_publishes, n * sizeof(*pub));
+    if (pub)
+        l->src_publishes = pub;
+    bool *poked = realloc(l->poked, n * sizeof(*poked));
+    if (poked)
+        l->poked = poked;
+    bool *touched = realloc(l->touched, n * sizeof(*touched));
+    if (touched)
+        l->touched = touched;
+    if (!src || !pub || !poked || !touched)
         return TERN_ENOMEM;
     const zone_source_env_t env = {
         .sink = {.push = sink_push, .poke = sink_poke, .drop = sink_drop, .ctx = l},
@@ -328,10 +336,28 @@ static int sources_new(loader_t *l)
         .followed = src_followed,
         .followed_ctx = l,
     };
-    for (; l->nsrc < n; l->nsrc++)
-        if (!(l->src[l->nsrc] = ops[l->nsrc]->new (&env)))
+    if (!(l->src[l->nsrc] = ops->new (&env)))
+        return TERN_ENOMEM;
+    l->src_publishes[l->nsrc] = 0;
+    l->poked[l->nsrc] = l->touched[l->nsrc] = false;
+    l->nsrc++;
+    return 0;
+}
+
+/* Make every source of the table, with the loader's sink. 0 or TERN_ENOMEM. */
+static int sources_new(loader_t *l)
+{
+    size_t n;
+    const zone_source_ops_t *const *ops = zone_source_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (source_add(l, ops[i]) < 0)
             return TERN_ENOMEM;
     return 0;
+}
+
+int loader_add_source(loader_t *l, const zone_source_ops_t *ops)
+{
+    return source_add(l, ops);
 }
 
 /* Hand cfg's health settings to the checker, made (libcurl loaded) the first time they enable
@@ -818,14 +844,12 @@ void loader_get_stats(loader_t *l, loader_stats_t *out)
     }
 }
 
-void loader_stop(loader_t *l)
+void loader_stop_thread(loader_t *l)
 {
-    if (!l)
-        return;
     /* The loader thread first: a reload in progress may be stopping, starting or resyncing a
      * source (sources_configure()), so stopping the source under it would free what it is using,
      * or race it to stop the source twice and leave one it started after the stop. */
-    if (l->started) {
+    if (l && l->started) {
         pthread_mutex_lock(&l->mu);
         l->stop = true;
         pthread_cond_broadcast(&l->wake);
@@ -833,15 +857,32 @@ void loader_stop(loader_t *l)
         pthread_join(l->thread, NULL);
         l->started = false;
     }
-    /* Then the sources, from here alone. Until they are joined their threads only queue changes
-     * under l->mu (nobody applies them any more); loader_free() frees what they left. */
-    for (size_t i = 0; i < l->nsrc; i++)
+}
+
+void loader_stop_sources(loader_t *l)
+{
+    /* From here alone. Until they are joined their threads only queue changes under l->mu
+     * (nobody applies them any more); loader_free() frees what they left. */
+    for (size_t i = 0; l && i < l->nsrc; i++)
         if (l->src[i]->ops->stop)
             l->src[i]->ops->stop(l->src[i]);
+}
+
+void loader_stop_health(loader_t *l)
+{
     /* the checker last: a reload no longer configures or starts it */
+    if (!l)
+        return;
     health_checker_free(l->checker);
     l->checker = NULL;
     l->checker_started = false;
+}
+
+void loader_stop(loader_t *l)
+{
+    loader_stop_thread(l);
+    loader_stop_sources(l);
+    loader_stop_health(l);
 }
 
 void loader_free(loader_t *l)

@@ -105,6 +105,10 @@ struct xfr; /* tern/xfr/xfr.h */
  * and every changed zone, and serves the secondary zones it transfers. NULL: none. */
 void loader_set_xfr(loader_t *l, struct xfr *x);
 
+/** One more source, after the table's (tests; zone_source.c's table is how ternd gets its
+ * sources): made with the loader's sink. Before loader_load_zones(). 0 or TERN_ENOMEM. */
+int loader_add_source(loader_t *l, const zone_source_ops_t *ops) TERN_WUR;
+
 /** The loader's source of that name (zone_source_ops_t.name: "xfr", "redis", "aname"), or
  * NULL: for wiring a source to what feeds it (source_primary_zone_in()). Valid until
  * loader_free(). Any thread. */
@@ -174,9 +178,21 @@ limit_shared_t *loader_limits(loader_t *l);
 bool loader_health_stats(loader_t *l, health_checker_stats_t *out);
 
 /**
- * Stop and join the loader thread (a reload in progress finishes first), then stop the Redis
- * source, in that order: only the loader thread starts, restarts and stops the source while it
- * runs. Any thread but the loader's own (not from a listener); loader_free() calls it too.
+ * Stop and join the loader thread (a reload in progress finishes first). Any thread but the
+ * loader's own (not from a listener). NULL is a no-op.
+ */
+void loader_stop_thread(loader_t *l);
+
+/** Stop every zone source's threads (tern/source/zone_source.h); after loader_stop_thread():
+ * only the loader thread starts, restarts and stops them while it runs. NULL is a no-op. */
+void loader_stop_sources(loader_t *l);
+
+/** Stop the health checker; after loader_stop_sources(). NULL is a no-op. */
+void loader_stop_health(loader_t *l);
+
+/**
+ * loader_stop_thread(), loader_stop_sources(), loader_stop_health(), in that order (the
+ * supervisor calls them one by one, tern/load/supervisor.h). loader_free() calls it too.
  */
 void loader_stop(loader_t *l);
 
