@@ -336,7 +336,7 @@ static int source_add(loader_t *l, const zone_source_ops_t *ops)
         .followed = src_followed,
         .followed_ctx = l,
     };
-    if (!(l->src[l->nsrc] = ops->new (&env)))
+    if (!(l->src[l->nsrc] = zone_source_new(ops, &env)))
         return TERN_ENOMEM;
     l->src_publishes[l->nsrc] = 0;
     l->poked[l->nsrc] = l->touched[l->nsrc] = false;
@@ -897,7 +897,7 @@ void loader_free(loader_t *l)
     view_db_geo_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */
     for (size_t i = 0; i < l->nsrc; i++)
-        l->src[i]->ops->free(l->src[i]); /* their zones drop their endpoints */
+        zone_source_free(l->src[i]); /* their zones drop their endpoints */
     free(l->src);
     free(l->src_publishes);
     free(l->poked);

@@ -37,24 +37,10 @@ static bool owns(const config_zone_t *cz)
     return cz->file && cz->format == CONFIG_ZONE_RFC1035;
 }
 
-/* The one instance: it holds nothing. */
-static zone_source_t file_source = {.ops = &source_file_ops};
-
-static zone_source_t *new_source(const zone_source_env_t *env)
-{
-    return &file_source;
-}
-
-static void free_source(zone_source_t *s)
-{
-}
-
 const zone_source_ops_t source_file_ops = {
     .name = "file",
     .what = "the zones",
     .previous = "data",
-    .new = new_source,
     .owns = owns,
     .read = read_zone,
-    .free = free_source,
 };

@@ -39,24 +39,10 @@ static bool owns(const config_zone_t *cz)
     return cz->file && cz->format == CONFIG_ZONE_JSON;
 }
 
-/* The one instance: it holds nothing. */
-static zone_source_t json_source = {.ops = &source_json_ops};
-
-static zone_source_t *new_source(const zone_source_env_t *env)
-{
-    return &json_source;
-}
-
-static void free_source(zone_source_t *s)
-{
-}
-
 const zone_source_ops_t source_json_ops = {
     .name = "json",
     .what = "the zones",
     .previous = "data",
-    .new = new_source,
     .owns = owns,
     .read = read_zone,
-    .free = free_source,
 };

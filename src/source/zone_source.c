@@ -27,6 +27,24 @@ const zone_source_ops_t *const *zone_source_table(size_t *n)
     return table;
 }
 
+zone_source_t *zone_source_new(const zone_source_ops_t *ops, const zone_source_env_t *env)
+{
+    if (ops->new)
+        return ops->new (env);
+    zone_source_t *s = malloc(sizeof(*s));
+    if (s)
+        s->ops = ops;
+    return s;
+}
+
+void zone_source_free(zone_source_t *s)
+{
+    if (s && s->ops->free)
+        s->ops->free(s);
+    else
+        free(s);
+}
+
 zone_source_t *zone_source_find(zone_source_t *const *src, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)

@@ -131,7 +131,8 @@ struct zone_source_ops {
     /* When a view with its changes cannot be built: "<name>: cannot publish <what>: <why>;
      * still serving the previous <previous>" */
     const char *what, *previous;
-    /** A source for the loader; NULL when out of memory. Required. */
+    /** A source for the loader; NULL when out of memory. NULL: the source keeps nothing (no
+     * state, no thread): a bare zone_source_t is made for it. */
     zone_source_t *(*new)(const zone_source_env_t *env);
     /** Follow cfg (prev: the config in force before, NULL at start; geo_changed: the databases
      * records are located with changed). Starts, restarts or stops its thread as cfg says. A
@@ -168,12 +169,18 @@ struct zone_source_ops {
     void (*stats)(zone_source_t *s, zone_source_stats_t *out);
     /** Stop its threads (joins; no push or poke after). Idempotent. Optional. */
     void (*stop)(zone_source_t *s);
-    /** Free it and every zone it holds (after stop). Required. */
+    /** Free it and every zone it holds (after stop). NULL: made bare (new NULL). */
     void (*free)(zone_source_t *s);
 };
 
 /** The table of sources, in build order; *n of them. */
 const zone_source_ops_t *const *zone_source_table(size_t *n);
+
+/** A source of ops (ops->new(env), or a bare one); NULL when out of memory. */
+zone_source_t *zone_source_new(const zone_source_ops_t *ops, const zone_source_env_t *env) TERN_WUR;
+
+/** Free s (ops->free, or the bare one). NULL is a no-op. */
+void zone_source_free(zone_source_t *s);
 
 /** The source of src (n of them) named name, or NULL. */
 zone_source_t *zone_source_find(zone_source_t *const *src, size_t n, const char *name);
