@@ -1,16 +1,20 @@
 /*
- * loader.h — builds answer views from the configured sources and publishes them through RCU.
+ * loader.h — builds answer views from the zone sources and publishes them through RCU.
  *
- * One loader per process. It owns the recipe of a reload: read the configuration (through the
- * caller's callback, so command-line overrides apply again) → load every zone whose source files
- * changed, share the unchanged zones with the current table → freeze and validate a complete new
- * table → publish the new view with tern_rcu_xchg() → tern_rcu_synchronize() → free the old view
- * in one call. Workers only ever read the published pointer.
+ * One loader per process. It owns the recipe, one path for every trigger: changes in → build
+ * (patch what changed, share the unchanged zones with the current table) → validate → sign →
+ * publish the new view with tern_rcu_xchg() → tern_rcu_synchronize() → retire the old view in
+ * one call. Workers only ever read the published pointer. The triggers: a reload (the
+ * configuration read again through the caller's callback, so command-line overrides apply
+ * again), the sources' changes (tern/source/zone_source.h: each source pushes whole zones,
+ * patches or removals through the loader's sink; the loader does not know where a change came
+ * from beyond its source's name), and the re-sign check of signatures made ahead.
  *
  * Threads: loader_load() runs on the calling thread (startup, before any worker exists). After
- * loader_start(), every reload runs on the loader's own thread, in its own jemalloc arena;
- * loader_request() (any thread, e.g. the signal loop) asks for one, and requests that arrive
- * while a reload runs coalesce into exactly one more reload after it.
+ * loader_start(), every trigger is served on the loader's own thread, in its own jemalloc arena;
+ * loader_request() (any thread, e.g. the signal loop) asks for a reload, and requests that
+ * arrive while a reload runs coalesce into exactly one more reload after it. The supervisor
+ * (tern/load/supervisor.h) stops the loader thread, then the sources, then the health checker.
  *
  * A failed reload (a syntax error, a missing file, an invalid zone, an unreadable config) leaves
  * the current view published, logs the error with file and line, and is counted.

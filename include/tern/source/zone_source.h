@@ -3,8 +3,8 @@
  *
  * Owner: the loader (tern/load/loader.h) makes every source of zone_source.c's table when it is
  * made, configures each with every config it publishes, reads their zones into each build, and
- * frees them last. The supervisor (tern/load/supervisor.h) stops them: zone_source_stop() joins a
- * source's threads before the loader's data goes.
+ * frees them last. The supervisor (tern/load/supervisor.h) stops them (loader_stop_sources():
+ * each one's stop() joins its threads) after the loader thread and before the loader's data goes.
  *
  * Changes come out of a source in one of two ways, into one recipe:
  * - Pushed: a source with a thread of its own (Redis, primary = AXFR/IXFR in, ANAME results)
@@ -127,7 +127,7 @@ typedef struct zone_source_stats {
 } zone_source_stats_t;
 
 struct zone_source_ops {
-    const char *name; /* "file", "json", "primary", "redis", "aname": log prefix and lookup */
+    const char *name; /* "file", "json", "xfr" (primary), "redis", "aname": log prefix, lookup */
     /* When a view with its changes cannot be built: "<name>: cannot publish <what>: <why>;
      * still serving the previous <previous>" */
     const char *what, *previous;
