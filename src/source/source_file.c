@@ -1,5 +1,5 @@
 /*
- * source_file.c — see source_file.h: master files (RFC 1035).
+ * source_file.c — see source_file.h.
  */
 #include "tern/source/source_file.h"
 

@@ -1,13 +1,14 @@
 /*
- * source_json.c — see source_file.h: redins JSON files.
+ * source_json.c — see source_json.h.
  */
+#include "tern/source/source_json.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "tern/common/err.h"
-#include "tern/source/source_file.h"
 
 /* A JSON file is read whole (no patch: records are located and checked as they are built). */
 static int read_zone(zone_source_t *s, const zone_source_read_t *rd, zone_t **out, char *err,

@@ -11,6 +11,7 @@
 
 #include "tern/source/source_aname.h"
 #include "tern/source/source_file.h"
+#include "tern/source/source_json.h"
 #include "tern/source/source_primary.h"
 #include "tern/source/source_redis.h"
 
