@@ -1,7 +1,11 @@
 /*
- * main.c — ternd: arguments → loader (config, zones, first view) → workers → signals.
+ * main.c — ternd: arguments → config → first view → workers → signals.
  *
- * Only wiring lives here. Command-line flags are applied after the config file: --listen
+ * Only wiring lives here: every background thread is a service of the supervisor
+ * (tern/load/supervisor.h), which starts them in the order they are wired and stops them in the
+ * order their lifecycles need.
+ *
+ * Command-line flags are applied after the config file: --listen
  * replaces the file's listen list (as NSD's -a does: the usual reason to give it is to serve the
  * same config somewhere else), --zone adds zones, --workers overrides. There is no default listen
  * address: a DNS server silently binding port 53 on some address is a surprise, so ternd refuses
@@ -36,8 +40,10 @@
 #include "tern/conf/config.h"
 #include "tern/ctl/ctl.h"
 #include "tern/load/loader.h"
+#include "tern/load/supervisor.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
+#include "tern/source/source_primary.h"
 #include "tern/xfr/xfr.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
@@ -426,148 +432,267 @@ static int read_config(void *ctx, config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Everything main() wires together: the supervisor's services and what the way out needs. */
+typedef struct ternd {
+    cli_t cli;
+    loader_t *loader;
+    const config_t *cfg; /* the startup config (the loader's) */
+    server_t *srv;
+    qlog_t *qlog;
+    xfr_t *xfr;
+    metrics_t *metrics;
+    ctl_t *ctl;
+    supervisor_t *sup;
+    int sfd;              /* the control signals */
+    const char *pid_file; /* written, to remove at exit */
+} ternd_t;
+
+/* The supervisor's services (tern/load/supervisor.h): each start and stop of what main made. */
+static int start_workers(void *ctx)
 {
-    cli_t cli = {0};
-    int rc = 1;
-    loader_t *loader = NULL;
-    server_t *srv = NULL;
-    qlog_t *qlog = NULL;
-    xfr_t *xfr = NULL;
-    /* before anything can make libcrypto allocate: workers sign without malloc() */
-    (void)dnssec_mem_install();
-    metrics_t *metrics = NULL;
-    ctl_t *ctl = NULL;
-    int sfd = -1;
-    const char *pid_file = NULL;
+    return server_run(ctx);
+}
 
-    int r = parse_args(argc, argv, &cli);
-    if (r != 0)
-        return r < 0 ? 0 : 1;
-    notify_init();
+static void stop_workers(void *ctx)
+{
+    server_stop(ctx);
+}
 
-    /* Block the control signals before any thread exists so every thread inherits the mask and
-     * only the signalfd below ever sees them. */
+static void stop_metrics(void *ctx)
+{
+    metrics_stop(ctx);
+}
+
+static int start_xfr(void *ctx)
+{
+    return xfr_start(ctx);
+}
+
+static void stop_xfr(void *ctx)
+{
+    xfr_free(ctx); /* before the workers: it answers through their sockets */
+}
+
+static int start_qlog(void *ctx)
+{
+    int r = qlog_start(ctx);
+    if (r < 0)
+        log_err("query log: cannot start its writer thread: %s", tern_strerror(r));
+    return r;
+}
+
+static void stop_qlog(void *ctx)
+{
+    qlog_free(ctx); /* after the workers: the writer drains their rings a last time */
+}
+
+static int start_loader(void *ctx)
+{
+    loader_set_listener(ctx, on_reload, NULL);
+    return loader_start(ctx);
+}
+
+static void stop_loader(void *ctx)
+{
+    loader_stop_thread(ctx);
+}
+
+static void stop_sources(void *ctx)
+{
+    loader_stop_sources(ctx);
+}
+
+static void stop_health(void *ctx)
+{
+    loader_stop_health(ctx);
+}
+
+/* after loader_start (a reload request needs the loader thread) and after dropping privileges
+ * (the socket belongs to the user that removes it at exit) */
+static int start_ctl(void *ctx)
+{
+    ternd_t *t = ctx;
+    if (t->cfg->control_socket &&
+        !(t->ctl = ctl_start(t->cfg->control_socket, t->loader, t->srv, t->cfg->workers)))
+        return TERN_EINVAL;
+    ctl_set_xfr(t->ctl, t->xfr);
+    return 0;
+}
+
+static void stop_ctl(void *ctx)
+{
+    ternd_t *t = ctx;
+    ctl_stop(t->ctl); /* first: a reload it waits for finishes, then nobody asks for more */
+    t->ctl = NULL;
+}
+
+/* Register a service with t's supervisor. 0 or a negative code. */
+static int supervise(ternd_t *t, const char *name, int (*start)(void *), void (*stop)(void *),
+                     void *ctx, supervisor_rank_t rank)
+{
+    const supervisor_service_t s = {
+        .name = name, .start = start, .stop = stop, .ctx = ctx, .rank = rank};
+    return supervisor_add(t->sup, &s);
+}
+
+/* Block the control signals before any thread exists so every thread inherits the mask and only
+ * the signalfd ever sees them. 0 or -1 (logged). */
+static int block_signals(ternd_t *t)
+{
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGHUP);
     if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 ||
-        (sfd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0) {
+        (t->sfd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0) {
         log_err("cannot set up signal handling: %s", strerror(errno));
-        goto out;
+        return -1;
     }
+    return 0;
+}
 
-    /* The order NSD and Knot keep: read the config, bind, write the pid file, become the
-     * configured user, and only then read zones, databases and includes, so a reload (which
-     * runs as that user) sees exactly what startup saw and a zone file can never name a file
-     * only root may read. */
-    const config_t *cfg;
-    if (!(loader = loader_new(read_config, &cli))) {
+/* The loader and the startup config: users, groups and run directories are checked here, not
+ * after binding. 0 or -1 (logged). */
+static int wire_config(ternd_t *t)
+{
+    if (!(t->loader = loader_new(read_config, &t->cli))) {
         log_err("out of memory");
-        goto out;
+        return -1;
     }
-    if (loader_read_config(loader, &cfg) < 0)
-        goto out;
-    char check_err[1024]; /* users, groups, run directories: fail here, not after binding */
-    if (config_check_runtime(cfg, !cli.check_only, check_err, sizeof(check_err)) < 0) {
-        log_err("%s", check_err);
-        goto out;
+    if (loader_read_config(t->loader, &t->cfg) < 0)
+        return -1;
+    char err[1024];
+    if (config_check_runtime(t->cfg, !t->cli.check_only, err, sizeof(err)) < 0) {
+        log_err("%s", err);
+        return -1;
     }
-    if (cli.check_only) {
+    return 0;
+}
+
+/* The order NSD and Knot keep: bind, write the pid file, become the configured user, and only
+ * then open the query log and read zones, databases and includes, so a reload (which runs as
+ * that user) sees exactly what startup saw and a zone file can never name a file only root may
+ * read. 0 or -1 (logged). */
+static int wire_server(ternd_t *t)
+{
+    const config_t *cfg = t->cfg;
+    int r;
+    if (!(t->srv = server_bind(config_server_settings(cfg), loader_published(t->loader))) ||
+        supervise(t, "workers", start_workers, stop_workers, t->srv, SUPERVISOR_WORKERS) < 0)
+        return -1;
+    server_set_limits(t->srv, loader_limits(t->loader));
+    if (cfg->metrics_listen &&
+        (!(t->metrics = metrics_start(cfg->metrics_listen, t->loader, t->srv)) ||
+         supervise(t, "metrics", NULL, stop_metrics, t->metrics, SUPERVISOR_METRICS) < 0))
+        return -1;
+    if (cfg->pid_file) {
+        if ((r = write_pid_file(cfg->pid_file)) < 0) {
+            log_err("pid file %s: %s", cfg->pid_file, tern_strerror(r));
+            return -1;
+        }
+        t->pid_file = cfg->pid_file;
+    }
+    if (drop_privileges(cfg) < 0)
+        return -1;
+    if (geteuid() == 0 && !cfg->allow_root) {
+        log_err("refusing to run as root: set 'user:' (or --user) to the account ternd should run "
+                "as, or 'allow_root: true' (--allow-root) to stay root");
+        return -1;
+    }
+    return 0;
+}
+
+/* Zone transfers and the query log. Transfers: the service always exists (two idle threads when
+ * nothing is configured), so a reload can turn them on; workers hand it requests only when some
+ * are. The query log's files and socket are opened as the user ternd runs as, so SIGHUP can
+ * reopen them after a rotation. 0 or -1 (logged). */
+static int wire_services(ternd_t *t)
+{
+    xfr_hooks_t hooks = {.zone_in = source_primary_zone_in, .ctx = loader_source(t->loader, "xfr")};
+    if (!(t->xfr = xfr_new(loader_published(t->loader), &hooks))) {
+        log_err("out of memory");
+        return -1;
+    }
+    if (supervise(t, "xfr", start_xfr, stop_xfr, t->xfr, SUPERVISOR_XFR) < 0)
+        return -1;
+    loader_set_xfr(t->loader, t->xfr);
+    server_handoff_t handoff = xfr_handoff(t->xfr);
+    server_set_handoff(t->srv, &handoff);
+    metrics_set_xfr(t->metrics, t->xfr);
+    if (t->cfg->qlog.enabled) {
+        char qerr[512];
+        if (!(t->qlog = qlog_new(&t->cfg->qlog, t->cfg->workers, qerr, sizeof(qerr)))) {
+            log_err("%s", qerr);
+            return -1;
+        }
+        server_set_qlog(t->srv, t->qlog);
+        if (supervise(t, "qlog writer", start_qlog, stop_qlog, t->qlog, SUPERVISOR_QLOG) < 0)
+            return -1;
+    }
+    /* the loader's threads start once the first view is out and the workers run */
+    if (supervise(t, "loader", start_loader, stop_loader, t->loader, SUPERVISOR_LOADER) < 0 ||
+        supervise(t, "zone sources", NULL, stop_sources, t->loader, SUPERVISOR_SOURCES) < 0 ||
+        supervise(t, "health checker", NULL, stop_health, t->loader, SUPERVISOR_HEALTH) < 0 ||
+        supervise(t, "control socket", start_ctl, stop_ctl, t, SUPERVISOR_CTL) < 0)
+        return -1;
+    return 0;
+}
+
+/* READY=1 once every thread runs and the ANAME wait is over. */
+static void say_ready(ternd_t *t)
+{
+    log_info("ready: %u workers, tern " TERN_VERSION, t->cfg->workers);
+    loader_stats_t st;
+    loader_get_stats(t->loader, &st);
+    atomic_store(&ready_said, true);
+    notify("%s", "READY=1");
+    notify_status(&st, "");
+}
+
+int main(int argc, char **argv)
+{
+    ternd_t t = {.sfd = -1};
+    int rc = 1;
+    /* before anything can make libcrypto allocate: workers sign without malloc() */
+    (void)dnssec_mem_install();
+    int r = parse_args(argc, argv, &t.cli);
+    if (r != 0)
+        return r < 0 ? 0 : 1;
+    notify_init();
+    if (block_signals(&t) < 0 || !(t.sup = supervisor_new()) || wire_config(&t) < 0)
+        goto out;
+    if (t.cli.check_only) {
         /* as the server would: the zones are read as the configured user */
-        if (drop_privileges(cfg) < 0 || loader_load_zones(loader) < 0)
+        if (drop_privileges(t.cfg) < 0 || loader_load_zones(t.loader) < 0)
             goto out;
         log_info("configuration OK");
         rc = 0;
         goto out;
     }
-    if (!(srv = server_bind(config_server_settings(cfg), loader_published(loader))))
+    /* the first view is published before any thread but the workers' sockets exists */
+    if (wire_server(&t) < 0 || wire_services(&t) < 0 || loader_load_zones(t.loader) < 0 ||
+        supervisor_start(t.sup) < 0)
         goto out;
-    server_set_limits(srv, loader_limits(loader));
-    if (cfg->metrics_listen && !(metrics = metrics_start(cfg->metrics_listen, loader, srv)))
-        goto out;
-    if (cfg->pid_file) {
-        if ((r = write_pid_file(cfg->pid_file)) < 0) {
-            log_err("pid file %s: %s", cfg->pid_file, tern_strerror(r));
-            goto out;
-        }
-        pid_file = cfg->pid_file;
-    }
-    if (drop_privileges(cfg) < 0)
-        goto out;
-    if (geteuid() == 0 && !cfg->allow_root) {
-        log_err("refusing to run as root: set 'user:' (or --user) to the account ternd should run "
-                "as, or 'allow_root: true' (--allow-root) to stay root");
-        goto out;
-    }
-    /* the query log's files and socket are opened as the user ternd runs as, so SIGHUP can
-     * reopen them after a rotation */
-    if (cfg->qlog.enabled) {
-        char qerr[512];
-        if (!(qlog = qlog_new(&cfg->qlog, cfg->workers, qerr, sizeof(qerr)))) {
-            log_err("%s", qerr);
-            goto out;
-        }
-        server_set_qlog(srv, qlog);
-    }
-    /* zone transfers: the service always exists (two idle threads when nothing is configured),
-     * so a reload can turn transfers on; workers hand it requests only when some are */
-    xfr_hooks_t hooks = {.zone_in = loader_zone_in, .ctx = loader};
-    if (!(xfr = xfr_new(loader_published(loader), &hooks))) {
-        log_err("out of memory");
-        goto out;
-    }
-    loader_set_xfr(loader, xfr);
-    server_handoff_t handoff = xfr_handoff(xfr);
-    server_set_handoff(srv, &handoff);
-    if (loader_load_zones(loader) < 0 || server_run(srv) < 0 || xfr_start(xfr) < 0)
-        goto out;
-    if (qlog && (r = qlog_start(qlog)) < 0) {
-        log_err("query log: cannot start its writer thread: %s", tern_strerror(r));
-        goto out;
-    }
-    loader_set_listener(loader, on_reload, NULL);
-    if (loader_start(loader) < 0)
-        goto out;
-    /* after loader_start (a reload request needs the loader thread) and after dropping
-     * privileges (the socket belongs to the user that removes it at exit) */
-    if (cfg->control_socket && !(ctl = ctl_start(cfg->control_socket, loader, srv, cfg->workers)))
-        goto out;
-    ctl_set_xfr(ctl, xfr);
-    metrics_set_xfr(metrics, xfr);
-    log_listen(cfg, srv);
-    if (wait_aname(loader, qlog, cfg, sfd) != 0) {
+    log_listen(t.cfg, t.srv);
+    if (wait_aname(t.loader, t.qlog, t.cfg, t.sfd) != 0) {
         rc = 0;
         goto out;
     }
-    log_info("ready: %u workers, tern " TERN_VERSION, cfg->workers);
-    loader_stats_t st;
-    loader_get_stats(loader, &st);
-    atomic_store(&ready_said, true);
-    notify("%s", "READY=1");
-    notify_status(&st, "");
-
+    say_ready(&t);
     /* Reads signals only; leaves on SIGINT/SIGTERM. A SIGHUP during a reload is coalesced by
      * the loader into one more reload after it. */
-    while (take_signal(sfd, loader, qlog) == 0)
+    while (take_signal(t.sfd, t.loader, t.qlog) == 0)
         ;
     rc = 0;
 out:
-    ctl_stop(ctl);         /* first: a reload it waits for finishes, then nobody asks for more */
-    metrics_stop(metrics); /* it reads the loader and the workers: stop it before either */
-    /* The loader first: a reload in progress may be waiting for the workers' grace period. */
-    loader_stop(loader);
-    xfr_free(xfr); /* before the workers: it answers through their sockets */
-    server_stop(srv);
-    qlog_free(qlog); /* after the workers: the writer drains their rings a last time */
-    if (srv)
+    supervisor_free(t.sup); /* every thread, in the order supervisor.h gives */
+    if (t.srv)
         log_info("stopped");
-    if (pid_file && unlink(pid_file) < 0 && errno != ENOENT)
-        log_warn("pid file %s: %s", pid_file, strerror(errno)); /* e.g. no longer ours to remove */
-    loader_free(loader);
-    if (sfd >= 0)
-        close(sfd);
+    if (t.pid_file && unlink(t.pid_file) < 0 && errno != ENOENT)
+        log_warn("pid file %s: %s", t.pid_file, strerror(errno)); /* e.g. no longer ours */
+    loader_free(t.loader);
+    if (t.sfd >= 0)
+        close(t.sfd);
     return rc;
 }

@@ -1,16 +1,20 @@
 /*
- * loader.h — builds answer views from the configured sources and publishes them through RCU.
+ * loader.h — builds answer views from the zone sources and publishes them through RCU.
  *
- * One loader per process. It owns the recipe of a reload: read the configuration (through the
- * caller's callback, so command-line overrides apply again) → load every zone whose source files
- * changed, share the unchanged zones with the current table → freeze and validate a complete new
- * table → publish the new view with tern_rcu_xchg() → tern_rcu_synchronize() → free the old view
- * in one call. Workers only ever read the published pointer.
+ * One loader per process. It owns the recipe, one path for every trigger: changes in → build
+ * (patch what changed, share the unchanged zones with the current table) → validate → sign →
+ * publish the new view with tern_rcu_xchg() → tern_rcu_synchronize() → retire the old view in
+ * one call. Workers only ever read the published pointer. The triggers: a reload (the
+ * configuration read again through the caller's callback, so command-line overrides apply
+ * again), the sources' changes (tern/source/zone_source.h: each source pushes whole zones,
+ * patches or removals through the loader's sink; the loader does not know where a change came
+ * from beyond its source's name), and the re-sign check of signatures made ahead.
  *
  * Threads: loader_load() runs on the calling thread (startup, before any worker exists). After
- * loader_start(), every reload runs on the loader's own thread, in its own jemalloc arena;
- * loader_request() (any thread, e.g. the signal loop) asks for one, and requests that arrive
- * while a reload runs coalesce into exactly one more reload after it.
+ * loader_start(), every trigger is served on the loader's own thread, in its own jemalloc arena;
+ * loader_request() (any thread, e.g. the signal loop) asks for a reload, and requests that
+ * arrive while a reload runs coalesce into exactly one more reload after it. The supervisor
+ * (tern/load/supervisor.h) stops the loader thread, then the sources, then the health checker.
  *
  * A failed reload (a syntax error, a missing file, an invalid zone, an unreadable config) leaves
  * the current view published, logs the error with file and line, and is counted.
@@ -32,7 +36,8 @@
 #include "tern/conf/config.h"
 #include "tern/health/health.h"
 #include "tern/checker/health_check.h"
-#include "tern/load/aname_resolver.h"
+#include "tern/source/aname_resolver.h"
+#include "tern/source/zone_source.h"
 
 typedef struct loader loader_t;
 
@@ -104,9 +109,14 @@ struct xfr; /* tern/xfr/xfr.h */
  * and every changed zone, and serves the secondary zones it transfers. NULL: none. */
 void loader_set_xfr(loader_t *l, struct xfr *x);
 
-/** xfr_hooks_t.zone_in for the loader (ctx: the loader): a secondary zone's new version, its
- * reference handed over, or NULL when the zone expired. Any thread. */
-void loader_zone_in(void *ctx, const char *key, zone_t *z);
+/** One more source, after the table's (tests; zone_source.c's table is how ternd gets its
+ * sources): made with the loader's sink. Before loader_load_zones(). 0 or TERN_ENOMEM. */
+int loader_add_source(loader_t *l, const zone_source_ops_t *ops) TERN_WUR;
+
+/** The loader's source of that name (zone_source_ops_t.name: "xfr", "redis", "aname"), or
+ * NULL: for wiring a source to what feeds it (source_primary_zone_in()). Valid until
+ * loader_free(). Any thread. */
+zone_source_t *loader_source(loader_t *l, const char *name);
 
 /** Set the listener (before loader_start()). */
 void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx);
@@ -148,7 +158,7 @@ size_t loader_zones(loader_t *l, loader_zone_fn fn, void *ctx);
 /** A consistent copy of the counters. Any thread. */
 void loader_get_stats(loader_t *l, loader_stats_t *out);
 
-/** The ANAME resolver's counters (tern/load/aname_resolver.h); false (out zeroed) while no zone
+/** The ANAME resolver's counters (tern/source/aname_resolver.h); false (out zeroed) while no zone
  * has a target outside the served zones. Any thread. */
 bool loader_aname_stats(loader_t *l, aname_stats_t *out);
 
@@ -172,9 +182,21 @@ limit_shared_t *loader_limits(loader_t *l);
 bool loader_health_stats(loader_t *l, health_checker_stats_t *out);
 
 /**
- * Stop and join the loader thread (a reload in progress finishes first), then stop the Redis
- * source, in that order: only the loader thread starts, restarts and stops the source while it
- * runs. Any thread but the loader's own (not from a listener); loader_free() calls it too.
+ * Stop and join the loader thread (a reload in progress finishes first). Any thread but the
+ * loader's own (not from a listener). NULL is a no-op.
+ */
+void loader_stop_thread(loader_t *l);
+
+/** Stop every zone source's threads (tern/source/zone_source.h); after loader_stop_thread():
+ * only the loader thread starts, restarts and stops them while it runs. NULL is a no-op. */
+void loader_stop_sources(loader_t *l);
+
+/** Stop the health checker; after loader_stop_sources(). NULL is a no-op. */
+void loader_stop_health(loader_t *l);
+
+/**
+ * loader_stop_thread(), loader_stop_sources(), loader_stop_health(), in that order (the
+ * supervisor calls them one by one, tern/load/supervisor.h). loader_free() calls it too.
  */
 void loader_stop(loader_t *l);
 

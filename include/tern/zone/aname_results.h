@@ -2,7 +2,7 @@
  * aname_results.h — the addresses of out-of-zone ANAME targets, as the query workers read them.
  *
  * An ANAME whose target is not in a zone tern serves is answered from what the resolver thread
- * (load/aname_resolver.h) last learnt from the upstream servers: per target name and type (A or
+ * (source/aname_resolver.h) last learnt from the upstream servers: per target name and type (A or
  * AAAA) a state (pending, addresses, no data, no such name), a TTL and the RDATA sequence, in
  * exactly the form of zone_rrset_t.rdata so the answer path writes both the same way.
  *

@@ -15,7 +15,7 @@
 #include "test_util.h"
 
 #include "tern/common/err.h"
-#include "tern/load/aname_state.h"
+#include "tern/source/aname_state.h"
 #include "tern/wire/rr.h"
 #include "tern/zone/aname_results.h"
 

@@ -3,7 +3,7 @@
  * parsed line by line in place; any error rejects it all, since a file that is wrong in one place
  * is not to be trusted in the others.
  */
-#include "tern/load/aname_state.h"
+#include "tern/source/aname_state.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -53,8 +53,8 @@
  * which never holds it while it waits on the network; it sleeps on a condition variable
  * (CLOCK_MONOTONIC) until the next query is due, and the calls above wake it.
  */
-#ifndef TERN_LOAD_ANAME_RESOLVER_H
-#define TERN_LOAD_ANAME_RESOLVER_H
+#ifndef TERN_SOURCE_ANAME_RESOLVER_H
+#define TERN_SOURCE_ANAME_RESOLVER_H
 
 #include <stdbool.h>
 #include <stddef.h>

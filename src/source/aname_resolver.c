@@ -4,7 +4,7 @@
  * upstreams without the lock, and applies the answer under it again — looking the target up by
  * name, since set_targets() may have dropped or replaced it meanwhile.
  */
-#include "tern/load/aname_resolver.h"
+#include "tern/source/aname_resolver.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "tern/common/err.h"
 #include "tern/common/file.h"
 #include "tern/common/log.h"
-#include "tern/load/aname_state.h"
+#include "tern/source/aname_state.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 

@@ -4,7 +4,7 @@
  * Entries are sorted by (family, address, config order), so a lookup is a binary search and a
  * short walk over the entries of one address: zone builds call it for every A/AAAA record.
  */
-#include "health_index.h"
+#include "tern/source/health_index.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * aname_state.h — the ANAME resolver's last good results on disk, so that a restart during an
- * upstream outage still answers (load/aname_resolver.h reads the file once at start and writes
+ * upstream outage still answers (source/aname_resolver.h reads the file once at start and writes
  * it after rounds that changed or confirmed something).
  *
  * The file is text, one line per (target, type) with an answer, sorted by name then type:
@@ -18,8 +18,8 @@
  *
  * Threading: no state; the resolver thread calls these (they do disk I/O, never on a worker).
  */
-#ifndef TERN_LOAD_ANAME_STATE_H
-#define TERN_LOAD_ANAME_STATE_H
+#ifndef TERN_SOURCE_ANAME_STATE_H
+#define TERN_SOURCE_ANAME_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>

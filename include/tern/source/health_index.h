@@ -1,18 +1,18 @@
 /*
- * health_index.h — private to src/load: ternd.yaml's health checks by address (config.h's
+ * health_index.h — ternd.yaml's health checks by address (config.h's
  * config_health_check_t), as the zone builders' health hook (zone_builder_health_fn) needs them.
  *
  * An index is built from a config (copying what it needs, so it outlives that config), is
- * immutable afterwards, and is read by the loader thread (file zones) and the Redis source's
- * thread (Redis zones) alike; the loader swaps the one the Redis source uses under a mutex.
+ * immutable afterwards, and is read by the loader thread (file zones) and the Redis thread
+ * (Redis zones) alike; source_redis.c swaps the one the Redis thread uses under a mutex.
  *
  * Matching: a record matches the entries with its address (family by record type); an entry
  * naming the record's owner wins over one without an owner; among equals the first listed wins.
  * The endpoint gets the entry's spec with the record's address and, for http and https checks
  * that name no host, the record's owner as host (the Host header, as for redins data).
  */
-#ifndef TERN_LOAD_HEALTH_INDEX_H
-#define TERN_LOAD_HEALTH_INDEX_H
+#ifndef TERN_SOURCE_HEALTH_INDEX_H
+#define TERN_SOURCE_HEALTH_INDEX_H
 
 #include <stdint.h>
 

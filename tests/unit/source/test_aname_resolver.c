@@ -31,7 +31,7 @@
 #include "test_util.h"
 
 #include "tern/common/err.h"
-#include "tern/load/aname_resolver.h"
+#include "tern/source/aname_resolver.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 
