@@ -16,7 +16,7 @@ cache=$here/.cache
 mkdir -p "$cache" "$here/results"
 
 [ -f "$bd/build.ninja" ] || cmake -S "$root" -B "$bd" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$bd" --target tern_redis tern_redis_conn tern_zone_sign tern_zone tern_dnssec tern_health \
+cmake --build "$bd" --target tern_redis tern_redis_conn tern_redis_settings tern_zone tern_dnssec tern_health \
     tern_wire tern_common >/dev/null
 libs="$(pkg-config --libs hiredis jansson ldns liburcu-qsbr libcrypto libcurl) -lm -lpthread -ldl"
 if grep -q '^TERN_JEMALLOC:BOOL=ON' "$bd/CMakeCache.txt"; then
@@ -25,7 +25,7 @@ fi
 # shellcheck disable=SC2086
 cc -std=c17 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -I"$root/include" \
     -o "$cache/redis_bench" "$here/redis_bench.c" "$bd/src/redis/libtern_redis.a" \
-    "$bd/src/redis/libtern_redis_conn.a" "$bd/src/load/libtern_zone_sign.a" \
+    "$bd/src/redis/libtern_redis_conn.a" "$bd/src/redis/libtern_redis_settings.a" \
     "$bd/src/zone/libtern_zone.a" "$bd/src/dnssec/libtern_dnssec.a" \
     "$bd/src/health/libtern_health.a" "$bd/src/zone/libtern_zone.a" "$bd/src/wire/libtern_wire.a" \
     "$bd/src/common/libtern_common.a" \

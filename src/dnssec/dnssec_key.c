@@ -267,7 +267,7 @@ static bool pkey_signs(uint8_t alg, EVP_PKEY *pkey)
 /* --- the key */
 
 /* "K<zone>+AAA+TTTTT", the zone without its final dot ("K." for the root). The tag stays the
- * last five characters (zone_sign.c rewrites it in place), so a long zone name is shortened. */
+ * last five characters (dnssec_setup.c rewrites it in place), so a long zone name is shortened. */
 static void key_label(dnssec_key_t *k)
 {
     char zone[NAME_TEXT_MAX];

@@ -234,7 +234,7 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
                      const config_zone_t *cz, zone_t **out)
 {
     dnssec_zone_t *dz = NULL;
-    uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
+    uint8_t dnskeys[DNSSEC_SETUP_DNSKEYS_MAX];
     size_t dnskeys_len = 0;
     zone_t *z = NULL;
     int rc;
@@ -249,7 +249,7 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
                 e); /* the patch attempt's (a signed zone has no base: its keys stay) */
         rc = source_read(b, s, src, e, cz, NULL, dz ? dnskeys : NULL, dnskeys_len, &z);
         if (rc >= 0 && dz)
-            rc = zone_sign_attach(z, dz, b->err, b->errlen); /* frees dz on failure */
+            rc = dnssec_setup_attach(z, dz, b->err, b->errlen); /* frees dz on failure */
         else if (dz)
             dnssec_zone_free(dz);
         if (rc < 0 && dz && z)

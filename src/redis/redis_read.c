@@ -19,7 +19,7 @@
 #include "tern/wire/dname.h"
 
 #include "redis_int.h"
-#include "zone_sign.h"
+#include "tern/dnssec/dnssec_setup.h"
 
 /* Zones per pipelined batch of a full read: one round trip per 64 zones instead of two per zone
  * (10,000 small zones read in ~160 round trips), while the replies in flight stay a few MB. */
@@ -182,12 +182,12 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
         snprintf(where[r], sizeof(where[r]), "%sredins:zones:%s%s:{pub,priv}%s", rs->prefix, zn,
                  role, rs->suffix);
     }
-    uint8_t dnskeys[ZONE_SIGN_DNSKEYS_MAX];
+    uint8_t dnskeys[DNSSEC_SETUP_DNSKEYS_MAX];
     size_t len = 0;
     char err[768];
     const char *const whr[2] = {where[0], where[1]};
-    if (zone_sign_prepare_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &rs->dnssec_policy,
-                                 &b->dz, dnskeys, &len, err, sizeof(err)) < 0) {
+    if (dnssec_setup_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &rs->dnssec_policy,
+                            &b->dz, dnskeys, &len, err, sizeof(err)) < 0) {
         zb_reject(b, "%s: %s", rs->where, err);
         return;
     }
@@ -357,7 +357,7 @@ static int zb_end(zbuild_t *b, bool unless_same)
         } else if (b->dz) {
             /* signed here, on the source's thread: never on a worker */
             char err[768];
-            rc = zone_sign_attach(zone, b->dz, err, sizeof(err));
+            rc = dnssec_setup_attach(zone, b->dz, err, sizeof(err));
             b->dz = NULL; /* the zone owns it, or it is freed */
             if (rc < 0) {
                 zone_free(zone);
