@@ -16,8 +16,8 @@
 
 #include "answer_int.h"
 
-/* The query's own state in ctx and r, and answer_info_t reset. False when nothing is answered:
- * not DNS, a response (QR set), or no room for the smallest response. */
+/* The query's own state in ctx and r, answer_info_t reset, no policy verdict yet. False when
+ * nothing is answered: not DNS, a response (QR set), or no room for the smallest response. */
 static bool start(answer_resp_t *r, wire_parse_result_t pr, const uint8_t *pkt, size_t len)
 {
     answer_ctx_t *ctx = r->ctx;
@@ -57,6 +57,12 @@ static bool start(answer_resp_t *r, wire_parse_result_t pr, const uint8_t *pkt, 
     ctx->scope = 0;
     uint16_t adv = r->v->cfg.edns_max_udp;
     r->adv = adv < UDP_MIN ? UDP_MIN : adv;
+    /* no policy verdict until the policy stage gives one (it runs only with limits) */
+    r->refused = r->cookie_ok = r->badcookie = r->tc_only = false;
+    r->cookie_len = 0;
+    r->zone_vd = LIMIT_PASS;
+    r->hidden = NULL;
+    r->looked = false;
     return true;
 }
 
@@ -72,7 +78,9 @@ size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
     r.client = client;
     r.out = out;
     r.out_cap = out_cap;
-    if (!start(&r, pr, pkt, len) || !answer_policy(&r))
+    if (!start(&r, pr, pkt, len))
+        return 0;
+    if (unlikely(v->limit != NULL) && !answer_policy(&r)) /* off, it costs nothing */
         return 0;
     answer_finish_open(&r);
     answer_res_t res = {.kind = ANSWER_RES_NONE, .at = {.owner = NULL}};

@@ -22,6 +22,8 @@
  *
  * No allocation, no locks, no syscalls.
  */
+#include <stdint.h>
+
 #include "answer_int.h"
 
 /* The TCP length prefix is 16 bits (RFC 1035 §4.2.2). */
@@ -127,10 +129,11 @@ static limit_class_t rrl_class(const answer_resp_t *r, answer_res_t res, uint32_
     return r->rcode == WIRE_RC_NOERROR || r->rcode == WIRE_RC_NXDOMAIN ? cls : LIMIT_RC_ERROR;
 }
 
-/* RRL on the finished UDP response. True when it decided the response: *len is then what is
- * sent (0: dropped; else a slip, the header and question alone with TC). Kept out of
- * answer_finish(), whose common path it would burden with its registers. */
-static __attribute__((noinline)) bool rrl(answer_resp_t *r, answer_res_t res, size_t *len)
+/* RRL on the finished UDP response: RRL_PASS, or the length of what is sent instead (0:
+ * dropped; else a slip, the header and question alone with TC). Kept out of answer_finish(),
+ * whose common path it would burden with its registers. */
+#define RRL_PASS SIZE_MAX
+static __attribute__((noinline)) size_t rrl(answer_resp_t *r, answer_res_t res)
 {
     answer_ctx_t *ctx = r->ctx;
     answer_info_t *info = &ctx->info;
@@ -139,22 +142,20 @@ static __attribute__((noinline)) bool rrl(answer_resp_t *r, answer_res_t res, si
     limit_verdict_t vd =
         limit_rrl(r->v->limit, &ctx->lim, &ctx->lc, cls, key, r->q->qtype, ctx->now_us);
     if (vd == LIMIT_PASS)
-        return false;
+        return RRL_PASS;
     info->limit_why = LIMIT_WHY_RRL;
     info->limit_verdict = (uint8_t)vd;
     if (vd == LIMIT_DROP) {
         info->outcome = ANSWER_DROP_POLICY;
         info->rcode = r->rcode;
-        *len = 0;
-        return true;
+        return 0;
     }
     /* slip: the header and question alone, TC set, so a real client asks again over TCP; never
      * larger than the query, so it amplifies nothing */
     wire_writer_init(r->w, r->out, r->limit, r->q);
     info->rcode = r->rcode & 0xFu;
     info->truncated = true;
-    *len = wire_writer_finish(r->w, false, true, r->rcode & 0xFu);
-    return true;
+    return wire_writer_finish(r->w, false, true, r->rcode & 0xFu);
 }
 
 size_t answer_finish(answer_resp_t *r, answer_res_t res)
@@ -167,9 +168,11 @@ size_t answer_finish(answer_resp_t *r, answer_res_t res)
     }
     if (r->edns)
         put_opt(r);
-    size_t len;
-    if (unlikely(r->rrl) && rrl(r, res, &len))
-        return len;
+    if (unlikely(r->rrl)) {
+        size_t len = rrl(r, res);
+        if (len != RRL_PASS)
+            return len;
+    }
     info->rcode = r->rcode;
     info->truncated = r->tc;
     return wire_writer_finish(r->w, r->aa, r->tc, r->rcode);

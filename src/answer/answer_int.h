@@ -50,7 +50,8 @@ struct answer_resp {
     const wire_ecs_t *ecs; /* the query's usable ECS option, or NULL */
     uint16_t adv;          /* the UDP payload size we advertise */
 
-    /* policy (answer_policy.c) */
+    /* policy (answer_policy.c; answer_parsed() starts them as "no verdict", and they stay so
+     * when the view has no limits, the stage is not run then) */
     bool refused;            /* the client is refused (ACL, blacklist, rate) */
     bool cookie_ok;          /* the query's server cookie is valid */
     bool badcookie;          /* answer BADCOOKIE (cookies required over UDP) */
@@ -107,9 +108,10 @@ typedef enum {
 /* ---- the stages ---- */
 
 /**
- * Policy: the client's ACL, blacklist and rate (limit_client), its DNS cookie, and the ACL of
- * the zone of the name asked (looked up here then, and handed to resolve). Returns false when
- * the query is dropped (info.outcome set); the other verdicts are left in r for dispatch.
+ * Policy, for a view with limits (v->limit): the client's ACL, blacklist and rate
+ * (limit_client), its DNS cookie, and the ACL of the zone of the name asked (looked up here
+ * then, and handed to resolve). Returns false when the query is dropped (info.outcome set); the
+ * other verdicts are left in r for dispatch.
  */
 bool answer_policy(answer_resp_t *r);
 

@@ -9,8 +9,8 @@
  * in the response for the dispatch stage, which applies them in their order of precedence; only
  * a drop by the client's rules ends the query here.
  *
- * Without limits in the view (v->limit NULL) the stage has nothing to judge: resolve looks the
- * name up itself.
+ * Without limits in the view (v->limit NULL) the stage has nothing to judge and is not run:
+ * the verdicts stay as answer_parsed() starts them (none), and resolve looks the name up itself.
  *
  * No allocation, no locks, no syscalls: the limit tables are read-only, the cookie secret too.
  */
@@ -48,9 +48,8 @@ static void cookie(answer_resp_t *r, const limit_t *lim)
     r->cookie_len = sizeof(r->cookie);
 }
 
-/* The client's rules and its cookie. False: drop the query. Kept out of answer_policy(), whose
- * path without limits it would burden with its registers (bench/micro.sh). */
-static __attribute__((noinline)) bool client(answer_resp_t *r, const limit_t *lim)
+/* The client's rules and its cookie. False: drop the query. */
+static bool client(answer_resp_t *r, const limit_t *lim)
 {
     answer_ctx_t *ctx = r->ctx;
     answer_info_t *info = &ctx->info;
@@ -81,13 +80,6 @@ static __attribute__((noinline)) bool client(answer_resp_t *r, const limit_t *li
 bool answer_policy(answer_resp_t *r)
 {
     const limit_t *lim = r->v->limit;
-    r->refused = r->cookie_ok = r->badcookie = r->tc_only = false;
-    r->cookie_len = 0;
-    r->zone_vd = LIMIT_PASS;
-    r->hidden = NULL;
-    r->looked = false;
-    if (likely(lim == NULL))
-        return true;
     if (!client(r, lim))
         return false;
     /* the zone's ACL: only for a question that may be resolved (dispatch answers the others
