@@ -3,7 +3,8 @@
  * file over the private answer_resp_t (answer_int.h):
  *
  *   policy   (answer_policy.c)   who may ask and what they may see: ACL, rate, cookies, the
- *                                zone's ACL (the zone of the name looked up once, for resolve)
+ *                                zone's ACL (its lookup handed to resolve); run only when the
+ *                                view has limits
  *   dispatch (answer_dispatch.c) what the request is: rcode-only answers, CHAOS, the hand-off
  *                                of NOTIFY/TSIG/AXFR/IXFR to the transfer thread
  *   resolve  (answer_resolve.c)  RFC 1034 over the view, written by answer_put.c (DNSSEC)

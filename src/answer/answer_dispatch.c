@@ -27,7 +27,7 @@ static bool qname_is(const wire_query_t *q, const uint8_t *wire, size_t len)
 }
 
 /* CHAOS class: the conventional server-identification names only (RFC 4892 §2). */
-static void answer_chaos(answer_resp_t *r, const wire_query_t *q, const answer_config_t *cfg)
+static void chaos(answer_resp_t *r, const wire_query_t *q, const answer_config_t *cfg)
 {
     /* String literals end with the NUL that is the root label, so sizeof is the wire length. */
     static const uint8_t id_server[] = "\2id\6server";
@@ -114,7 +114,7 @@ answer_route_t answer_dispatch(answer_resp_t *r)
     else if (qtype == WIRE_T_OPT) /* a pseudo-RR is no question (RFC 6891 §6.1.1) */
         r->rcode = WIRE_RC_FORMERR;
     else if (q->qclass == WIRE_CLASS_CH)
-        answer_chaos(r, q, &r->v->cfg);
+        chaos(r, q, &r->v->cfg);
     else if (q->qclass != WIRE_CLASS_IN && q->qclass != WIRE_CLASS_ANY)
         r->rcode = WIRE_RC_REFUSED; /* QCLASS ANY: the IN data is all there is, as NSD and Knot */
     else if (qtype == WIRE_T_AXFR && udp)

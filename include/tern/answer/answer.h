@@ -24,8 +24,9 @@
  * Where each feature lives: ACL, rate limit, cookies and the per-zone ACL in policy; the
  * transfer hand-off in dispatch; DNSSEC (in resolve's writer, because an RRSIG must follow its
  * RRset where it is written), ANAME and geo selection (select.h) in resolve; RRL and the query
- * log's fields (answer_info_t, which tern/qlog and the statistics copy) in finish. Prefetch
- * (answer_prefetch(), prefetch.c) runs ahead of the pipeline, over a whole batch.
+ * log's copy in finish (answer_info_t's rcode, TC, scope and zone, which tern/qlog and the
+ * statistics read; the geo pick and health fail-open are noted by select.c as they happen).
+ * Prefetch (answer_prefetch(), prefetch.c) runs ahead of the pipeline, over a whole batch.
  *
  * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode),
  * RFC 6672 (DNAME) and RFC 8482 (minimal ANY):
