@@ -26,7 +26,7 @@
  * RRset where it is written), ANAME and geo selection (select.h) in resolve; RRL and the query
  * log's copy in finish (answer_info_t's rcode, TC, scope and zone, which tern/qlog and the
  * statistics read; the geo pick and health fail-open are noted by select.c as they happen).
- * Prefetch (answer_prefetch(), prefetch.c) runs ahead of the pipeline, over a whole batch.
+ * Prefetch (answer_prefetch(), answer_prefetch.c) runs ahead of the pipeline, over a whole batch.
  *
  * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode),
  * RFC 6672 (DNAME) and RFC 8482 (minimal ANY):
