@@ -1,5 +1,32 @@
 /*
- * answer.h — the query pipeline: parse → policy → lookup → write, in one function.
+ * answer.h — the query pipeline: one query, parsed, through four named stages, each in its own
+ * file (src/answer/answer_<stage>.c) over one per-query struct (src/answer/answer_int.h):
+ *
+ *   answer_parsed() (answer.c):  policy → dispatch → resolve → finish
+ *
+ *   policy    who may ask and what they may see (tern/limit/limit.h): the client's ACL,
+ *             blacklist and rate (REFUSED or no response), its DNS cookie, and the ACL of the zone
+ *             of the name asked (with limits in the view the name is looked up here for it,
+ *             and the lookup handed to resolve: no second walk). Leaves its verdicts for
+ *             dispatch; only a drop ends the query here.
+ *   dispatch  what the request is: the verdicts in their order of precedence, parse errors,
+ *             opcodes, classes, meta types (an rcode or TC), CHAOS identity, and the hand-off of
+ *             NOTIFY, TSIG-signed requests and AXFR/IXFR over TCP to the transfer thread
+ *             (ANSWER_HANDOFF); what is left is a question for the zones.
+ *   resolve   RFC 1034 over the view (below): lookups, chains, ANAME, written with the RRSIGs of
+ *             signed zones (answer_put.c). No policy call, no RRL, no limit: a chain crossing
+ *             into another zone asks the policy's per-zone ACL through a hook, and it returns
+ *             what it answered (answer, NODATA, NXDOMAIN, referral, wildcard or nothing to class).
+ *   finish    the OPT (EDNS, ECS scope, cookie), RRL on the finished UDP response with its class
+ *             derived once from resolve's outcome, answer_info_t's last fields. It also opens the
+ *             response before dispatch: header, question, the OPT's room, RRL armed.
+ *
+ * Where each feature lives: ACL, rate limit, cookies and the per-zone ACL in policy; the
+ * transfer hand-off in dispatch; DNSSEC (in resolve's writer, because an RRSIG must follow its
+ * RRset where it is written), ANAME and geo selection (select.h) in resolve; RRL and the query
+ * log's copy in finish (answer_info_t's rcode, TC, scope and zone, which tern/qlog and the
+ * statistics read; the geo pick and health fail-open are noted by select.c as they happen).
+ * Prefetch (answer_prefetch(), answer_prefetch.c) runs ahead of the pipeline, over a whole batch.
  *
  * Resolution follows RFC 1034 §4.3.2 with RFC 2181, RFC 4592 (wildcards), RFC 6604 (CNAME rcode),
  * RFC 6672 (DNAME) and RFC 8482 (minimal ANY):
@@ -37,7 +64,9 @@
  *   - FORMERR for several questions copies no flag (as NSD); otherwise the question is echoed
  *     exactly as sent, RD copied, RA never set.
  *
- * Threading: every worker owns one answer_ctx_t and reads a zone_table_t snapshot; nothing here
+ * Lifecycle: the view is published whole by the loader (RCU) and only read here; answer_ctx_t
+ * lives as long as its worker, the per-query struct for one answer_parsed() call.
+ * Threading: every worker owns one answer_ctx_t and reads an answer_view_t snapshot; nothing here
  * allocates, locks or does I/O.
  */
 #ifndef TERN_ANSWER_ANSWER_H
@@ -61,7 +90,7 @@
 /* RFC 1034 leaves the chain length to the server. Knot 3.2 stops after 5 CNAMEs (and only within
  * one zone); we follow chains across zones, and CDN-style chains through two or three zones
  * reach 5-6 hops, so 8 keeps them whole while still bounding the work per query: at most
- * ANSWER_CNAME_MAX CNAMEs are written and followed (answer.c). */
+ * ANSWER_CNAME_MAX CNAMEs are written and followed (answer_resolve.c). */
 #define ANSWER_CNAME_MAX 8
 
 /* RFC 6891 §6.2.5 / DNS flag day 2020: 1232 bytes avoids IP fragmentation on every path. */
@@ -97,7 +126,7 @@ typedef struct answer_view {
 
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
-/* What happened, for statistics (filled by answer_query). */
+/* What happened, for statistics and the query log (filled by answer_query()'s stages). */
 typedef enum {
     ANSWER_SENT = 0,        /* a response was written */
     ANSWER_DROP_SHORT = 1,  /* fewer than 12 bytes: not DNS, no response */
@@ -169,7 +198,7 @@ typedef struct answer_ctx {
     /* The negative answers' SOA rendered ahead, for the usual negative answer (unsigned, the
      * SOA the first record after the question): its bytes after the owner, with where its
      * compression pointers go, which depends only on where the zone's apex sits in the question
-     * (answer.c put_neg_tpl()). Kept with what it was made from (TTL, RDATA, apex) and made
+     * (answer_put.c put_neg_tpl()). Kept with what it was made from (TTL, RDATA, apex) and made
      * again when another SOA is written. */
     struct answer_negt {
         uint32_t ttl;
@@ -234,14 +263,6 @@ typedef struct answer_ctx {
  * when nothing must be sent (malformed beyond reply, QR set). v->table may be NULL (no zones:
  * everything REFUSED).
  */
-/**
- * Where the ANAME target's A or AAAA (qtype) resolution leaves the zones of t, as the query path
- * walks it (CNAMEs and ANAMEs at the target followed): 1 with the lowercased name in out (room
- * for DNAME_MAXLEN bytes) when the resolver must get it upstream, 0 when t answers it. For the
- * loader, which hands those names to the resolver thread.
- */
-int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qtype, uint8_t *out);
-
 size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sockaddr *client,
                     const uint8_t *pkt, size_t len, uint8_t *out, size_t out_cap,
                     answer_transport_t transport);
@@ -255,6 +276,14 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
 size_t answer_parsed(const answer_view_t *v, answer_ctx_t *ctx, wire_query_t *q,
                      wire_parse_result_t pr, const struct sockaddr *client, const uint8_t *pkt,
                      size_t len, uint8_t *out, size_t out_cap, answer_transport_t transport);
+
+/**
+ * Where the ANAME target's A or AAAA (qtype) resolution leaves the zones of t, as the query path
+ * walks it (CNAMEs and ANAMEs at the target followed): 1 with the lowercased name in out (room
+ * for DNAME_MAXLEN bytes) when the resolver must get it upstream, 0 when t answers it. For the
+ * loader, which hands those names to the resolver thread (answer_resolve.c).
+ */
+int answer_aname_exit(const zone_table_t *t, const uint8_t *target, uint16_t qtype, uint8_t *out);
 
 /* The most queries one answer_prefetch() call looks at; the rest of a longer batch is not
  * prefetched. */

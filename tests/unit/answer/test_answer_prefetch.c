@@ -272,7 +272,7 @@ static void test_neg_soa_views_follow_the_zone(void **state)
     zone_table_free(t2);
 }
 
-/* The negative SOA rendered ahead (answer.c put_neg_tpl()) is byte for byte what the generic
+/* The negative SOA rendered ahead (answer_put.c put_neg_tpl()) is byte for byte what the generic
  * writer gives (ctx.neg_plain), for SOAs whose names are in the zone, outside it, share labels
  * with each other beyond the apex, are the apex, are the root, or are written in upper case,
  * asked as NXDOMAIN and NODATA with questions that share more than the apex with the SOA's

@@ -1,5 +1,5 @@
 /*
- * prefetch.c — the cache misses of a batch of queries, issued together (answer.h).
+ * answer_prefetch.c — the cache misses of a batch of queries, issued together (answer.h).
  *
  * Under traffic a query's zone data is rarely in L1 or L2: the name-index slot, the node, the
  * node's name and its RRsets are each a miss, and each depends on the one before, so one query
