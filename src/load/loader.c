@@ -762,17 +762,22 @@ void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx)
 
 int loader_start(loader_t *l)
 {
-    int e = pthread_create(&l->thread, NULL, loader_main, l);
-    if (e != 0) {
-        log_err("cannot start the loader thread: %s", tern_strerror(-e));
-        return -e;
-    }
-    l->started = true;
-    /* the checker runs once zones are loaded and health checking is on */
-    health_follow(l, l->cfg_last);
+    /* Everything the loader thread will own is started before the thread exists: start() and
+     * health_follow() belong to the thread that owns the sources and the checker (zone_source.h),
+     * and from pthread_create() on that is the loader thread, which may publish at once and
+     * call into them (the ANAME source starts its resolver from published() too; a reload
+     * follows the health config). What sources push meanwhile waits in the sink. */
+    l->started = true;             /* health_follow(): the checker may start */
+    health_follow(l, l->cfg_last); /* the checker runs once zones are loaded and checks are on */
     for (size_t i = 0; i < l->nsrc; i++)
         if (l->src[i]->ops->start)
             l->src[i]->ops->start(l->src[i]);
+    int e = pthread_create(&l->thread, NULL, loader_main, l);
+    if (e != 0) {
+        l->started = false; /* nothing to join; the supervisor still stops what started */
+        log_err("cannot start the loader thread: %s", tern_strerror(-e));
+        return -e;
+    }
     return 0;
 }
 

@@ -33,7 +33,8 @@ typedef struct test_source {
     zone_source_env_t env;
     zone_source_zone_t z[4];
     size_t nz;
-    unsigned configured, started, stopped, applied, collected;
+    /* written on the loader thread, read by the test's: atomic */
+    _Atomic unsigned configured, started, stopped, applied, collected;
     bool poke_pending;
 } test_source_t;
 
@@ -85,8 +86,8 @@ static size_t ts_apply(zone_source_t *s, zone_change_t *c, size_t n)
             zone_t *nz = NULL;
             char why[256];
             assert_non_null(z);
-            assert_int_equal(zone_patch_names(z->zone, c[i].zone, nv, c[i].nnames, &nz, why, sizeof(why)),
-                             0);
+            assert_int_equal(
+                zone_patch_names(z->zone, c[i].zone, nv, c[i].nnames, &nz, why, sizeof(why)), 0);
             zone_free(z->zone);
             z->zone = nz;
             z->version = zone_source_version();
