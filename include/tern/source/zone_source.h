@@ -114,7 +114,8 @@ typedef struct zone_source_read {
     health_registry_t *health;  /* for the zone's own checks (JSON), NULL: health checking off */
     zone_json_locate_fn locate; /* JSON records located at load time, or NULL */
     void *locate_ctx;
-    const uint8_t *dnskeys; /* a signed zone's DNSKEY RDATAs (tern/dnssec/dnssec_setup.h), or NULL */
+    const uint8_t
+        *dnskeys; /* a signed zone's DNSKEY RDATAs (tern/dnssec/dnssec_setup.h), or NULL */
     size_t dnskeys_len;
 } zone_source_read_t;
 

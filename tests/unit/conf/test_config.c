@@ -1384,10 +1384,10 @@ static void test_same_redis(void **state)
     do {                                                                                           \
         __typeof__(r->field) saved = r->field;                                                     \
         r->field = (value);                                                                        \
-        assert_false(redis_settings_same(&a.redis, r));                                              \
-        assert_false(redis_settings_same(r, &a.redis));                                              \
+        assert_false(redis_settings_same(&a.redis, r));                                            \
+        assert_false(redis_settings_same(r, &a.redis));                                            \
         r->field = saved;                                                                          \
-        assert_true(redis_settings_same(&a.redis, r));                                               \
+        assert_true(redis_settings_same(&a.redis, r));                                             \
     } while (0)
     DIFFERS(enabled, false);
     DIFFERS(port, 6380);
