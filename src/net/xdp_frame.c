@@ -73,7 +73,7 @@ static int parse_udp(const uint8_t *frame, size_t l4, size_t ip_payload_len, uin
         return TERN_EMALF;
     flow->sport = get16(udp);
     flow->dport = get16(udp + 2);
-    if (flow->dport != port)
+    if (port != 0 && flow->dport != port)
         return TERN_ENOENT;
     if (flow->sport == 0) /* no port to answer to */
         return TERN_EMALF;

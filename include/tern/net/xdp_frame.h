@@ -57,7 +57,8 @@ typedef struct xdp_frame_flow {
 
 /**
  * Parse a received frame of len bytes: fills *flow (payload at frame + flow->payload_off,
- * flow->payload_len bytes) when it is UDP to port (host byte order).
+ * flow->payload_len bytes) when it is UDP to port (host byte order; 0: any port, for callers
+ * behind the BPF program, which already chose by port).
  * Returns 0; TERN_EMALF when truncated or inconsistent (lengths, IPv4 header checksum, version,
  * UDP source port 0); TERN_ENOTSUP when not ours (VLAN, other ethertype or protocol, fragment,
  * too many or unknown IPv6 extension headers); TERN_ENOENT for UDP to another port.

@@ -87,6 +87,8 @@ static void test_parse_v4_refused(void **state)
 
     build_v4(f, 0, 17, 5353);
     assert_int_equal(parse_exact(f, len, &flow), TERN_ENOENT);
+    assert_int_equal(xdp_frame_parse(f, len, 0, &flow), 0); /* port 0: any */
+    assert_int_equal(flow.dport, 5353);
     build_v4(f, 0, 6, PORT); /* TCP */
     assert_int_equal(parse_exact(f, len, &flow), TERN_ENOTSUP);
 

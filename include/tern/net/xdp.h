@@ -1,0 +1,87 @@
+/*
+ * xdp.h — the AF_XDP listener's kernel side: the XDP program attached to an interface, and one
+ * XSK socket per receive queue with its UMEM, receiving query frames and sending replies in place.
+ *
+ * Owner: the net module (issue 34, in progress; not yet wired into ternd's config or workers).
+ * Lifecycle: xdp_attach() loads tern_xdp.bpf.o (xdp_prog.bpf.c) with libxdp, attaches it in native
+ * (driver) mode and fills its port map; xdp_sock_open() creates a queue's UMEM, rings and socket
+ * and registers it in the program's socket map; xdp_sock_poll() serves; xdp_sock_close() before
+ * xdp_detach(), which removes the program (nothing stays attached after a clean stop).
+ * Threading: an xdp_t is set up and torn down by one control thread; each xdp_sock_t belongs to
+ * one worker thread, which alone polls it (the rings are single-producer, single-consumer).
+ * xdp_sock_poll() allocates nothing; its only syscalls are the wakeups the kernel asks for
+ * (need-wakeup) and poll() when idle.
+ */
+#ifndef TERN_NET_XDP_H
+#define TERN_NET_XDP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/net/xdp_frame.h"
+
+typedef struct xdp xdp_t;
+typedef struct xdp_sock xdp_sock_t;
+
+/* Served ports per interface: mirrors TERN_XDP_PORTS_MAX in xdp_prog.bpf.c. */
+#define XDP_PORTS_MAX 16
+
+/* Counters of one socket, written by its worker only (read them from it, or tolerate tearing). */
+typedef struct xdp_sock_stats {
+    uint64_t rx;         /* frames received from the RX ring */
+    uint64_t tx;         /* replies put on the TX ring */
+    uint64_t not_ours;   /* refused by xdp_frame_parse() (malformed, fragment, other port) */
+    uint64_t no_answer;  /* the handler returned 0 */
+    uint64_t tx_full;    /* replies dropped: no room on the TX ring */
+    uint64_t fill_short; /* times the fill ring could not be refilled completely */
+} xdp_sock_stats_t;
+
+/**
+ * The reply handler: the query's DNS payload is at buf (len bytes, moved to where the reply's
+ * payload goes); write the reply there (at most cap bytes) and return its length, or 0 to send
+ * nothing. flow says who asked (addresses, ports, IP version). Runs on the polling thread.
+ */
+typedef size_t (*xdp_handler_fn)(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
+                                 size_t cap);
+
+/**
+ * Load the BPF object at obj_path, attach it to ifname in native mode and serve the nports UDP
+ * ports (host byte order) over XDP. Returns 0 and *out; TERN_ENOENT (no such interface or
+ * object), -EPERM (privilege), TERN_ENOTSUP (the driver refuses native XDP), TERN_EINVAL, or
+ * another negative errno, with the reason in err.
+ */
+int xdp_attach(const char *ifname, const char *obj_path, const uint16_t *ports, size_t nports,
+               xdp_t **out, char *err, size_t errlen);
+
+/** Detach the program and free x (NULL: nothing). Close its sockets first. */
+void xdp_detach(xdp_t *x);
+
+/**
+ * Open the XSK socket of receive queue `queue` of x's interface: UMEM, fill/completion/RX/TX
+ * rings, bound with need-wakeup, zero-copy when the driver allows it and copy mode otherwise,
+ * and registered in the program's socket map. Returns 0 and *out, or a negative code with err.
+ */
+int xdp_sock_open(xdp_t *x, uint32_t queue, xdp_sock_t **out, char *err, size_t errlen);
+
+/** Whether s runs in zero-copy mode (false: copy mode). */
+bool xdp_sock_zero_copy(const xdp_sock_t *s);
+
+/** The socket's descriptor (for an epoll set; readable when frames wait). */
+int xdp_sock_fd(const xdp_sock_t *s);
+
+/** The socket's counters. */
+const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s);
+
+/**
+ * Serve one batch: reclaim sent frames, refill the fill ring, receive up to a batch of frames,
+ * answer each through handler and send the replies. When nothing is waiting, wait up to
+ * timeout_ms in poll() (0: do not wait). Returns the number of frames received, or a negative
+ * errno from poll().
+ */
+int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *arg);
+
+/** Remove s from the socket map and free its socket and UMEM (NULL: nothing). */
+void xdp_sock_close(xdp_sock_t *s);
+
+#endif
