@@ -182,8 +182,10 @@ static void reclaim(xdp_sock_t *s)
 {
     uint32_t idx;
     uint32_t n = xsk_ring_cons__peek(&s->comp, RING_SIZE, &idx);
-    for (uint32_t i = 0; i < n; i++)
-        s->free[s->nfree++] = *xsk_ring_cons__comp_addr(&s->comp, idx + i);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t addr = *xsk_ring_cons__comp_addr(&s->comp, idx + i);
+        s->free[s->nfree++] = addr - addr % FRAME_SIZE; /* the frame, not the packet in it */
+    }
     xsk_ring_cons__release(&s->comp, n);
 }
 
