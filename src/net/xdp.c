@@ -16,6 +16,7 @@
 #include <linux/if_xdp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include <xdp/xsk.h>
 
 #include "tern/common/err.h"
+#include "tern/common/log.h"
 
 /* One page per frame: aligned-chunk UMEMs need a power of two between 2048 and the page size,
  * and a page holds a 1500-byte-MTU frame with room to spare, so no frame needs multi-buffer. */
@@ -85,6 +87,38 @@ static size_t mtu_of(const char *ifname)
     return mtu;
 }
 
+/* libxdp's and libbpf's messages, into tern's log: their warnings are what an operator needs
+ * (a fallback without the dispatcher, a map or section skipped) but not errors of ours (every
+ * failure is returned and reported by the caller), so one level down; their debug output not. */
+static int lib_print(int level, const char *fmt, va_list ap)
+{
+    if (level == LIBXDP_DEBUG)
+        return 0;
+    char line[256];
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    size_t len = strlen(line);
+    while (len > 0 && line[len - 1] == '\n')
+        line[--len] = '\0';
+    log_msg(level == LIBXDP_WARN ? LOG_LVL_INFO : LOG_LVL_DEBUG, "xdp: %s", line);
+    return n;
+}
+
+static int libxdp_print(enum libxdp_print_level level, const char *fmt, va_list ap)
+{
+    return lib_print((int)level, fmt, ap);
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    /* the two enums share their values (libxdp.h: "compatible with libbpf logging levels") */
+    return lib_print((int)level, fmt, ap);
+}
+
+const char *xdp_obj_path(void)
+{
+    return TERN_XDP_OBJ_INSTALLED;
+}
+
 /* Why the kernel refused to attach, in an operator's words. */
 static void attach_err(int rc, const char *ifname, char *err, size_t errlen)
 {
@@ -136,6 +170,10 @@ int xdp_attach(const char *ifname, const char *obj_path, const uint16_t *ports, 
         tern_set_err(err, errlen, "XDP: no interface %s", ifname);
         return TERN_ENOENT;
     }
+    libxdp_set_print(libxdp_print); /* process-wide; the same value every time */
+    libbpf_set_print(libbpf_print);
+    if (!obj_path)
+        obj_path = xdp_obj_path();
     xdp_t *x = calloc(1, sizeof *x);
     if (!x)
         return TERN_ENOMEM;

@@ -10,7 +10,8 @@ each DNS query back with QR set. From the client namespace:
   udp_other_port   UDP to another port reaches a kernel socket there
   counters         xdp_echo received and sent every query it answered
   detached         after SIGTERM it exits 0 and no XDP program is left on the interface
-  errors           a missing interface and a missing privilege are refused with clear messages
+  errors           a missing interface, a driver without native XDP (lo) and a missing privilege
+                   are refused with clear messages
 
 Needs root (namespaces, BPF); exits 77 (skipped) where namespaces or BPF are refused.
 
@@ -188,6 +189,9 @@ def run_checks(net, args):
         r = run(*net.exec(net.srv, args.echo, "tern-no-such0", args.bpf, "53"), check=False)
         expect(r.returncode == 1 and "no interface tern-no-such0" in r.stderr,
                "missing interface: %d %s" % (r.returncode, r.stderr))
+        r = run(*net.exec(net.srv, args.echo, "lo", args.bpf, "53"), check=False)
+        expect(r.returncode == 1 and "the driver has no native XDP mode" in r.stderr,
+               "loopback (no native XDP): %d %s" % (r.returncode, r.stderr))
         r = run(*net.exec(net.srv, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                           args.echo, net.srv_if, args.bpf, "53"), check=False)
         expect(r.returncode == 1 and "needs root" in r.stderr,

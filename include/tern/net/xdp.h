@@ -7,6 +7,7 @@
  * (driver) mode and fills its port map; xdp_sock_open() creates a queue's UMEM, rings and socket
  * and registers it in the program's socket map; xdp_sock_poll() serves; xdp_sock_close() before
  * xdp_detach(), which removes the program (nothing stays attached after a clean stop).
+ * libxdp's and libbpf's own messages go to tern's log (their warnings at info, the rest at debug).
  * Threading: an xdp_t is set up and torn down by one control thread; each xdp_sock_t belongs to
  * one worker thread, which alone polls it (the rings are single-producer, single-consumer).
  * xdp_sock_poll() allocates nothing; its only syscalls are the wakeups the kernel asks for
@@ -45,11 +46,15 @@ typedef struct xdp_sock_stats {
 typedef size_t (*xdp_handler_fn)(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
                                  size_t cap);
 
+/** Where the build installs the XDP program (<libdir>/tern/tern_xdp.bpf.o): xdp_attach()'s
+ * default. */
+const char *xdp_obj_path(void);
+
 /**
- * Load the BPF object at obj_path, attach it to ifname in native mode and serve the nports UDP
- * ports (host byte order) over XDP. Returns 0 and *out; TERN_ENOENT (no such interface or
- * object), -EPERM (privilege), TERN_ENOTSUP (the driver refuses native XDP), TERN_EINVAL, or
- * another negative errno, with the reason in err.
+ * Load the BPF object at obj_path (NULL: xdp_obj_path()), attach it to ifname in native mode and
+ * serve the nports UDP ports (host byte order) over XDP. Returns 0 and *out; TERN_ENOENT (no such
+ * interface or object), -EPERM (privilege), TERN_ENOTSUP (the driver refuses native XDP),
+ * TERN_EINVAL, or another negative errno, with the reason in err.
  */
 int xdp_attach(const char *ifname, const char *obj_path, const uint16_t *ports, size_t nports,
                xdp_t **out, char *err, size_t errlen);
