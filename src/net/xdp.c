@@ -69,6 +69,7 @@ struct xdp_sock {
     struct xsk_ring_prod tx;
     uint8_t *area;
     xdp_sock_stats_t stats;
+    uint32_t in_flight; /* frames on the TX ring or being sent: not yet on the completion ring */
     uint32_t nfree;
     uint64_t free[NUM_FRAMES]; /* frame addresses owned by user space, a stack */
 };
@@ -225,6 +226,17 @@ static void reclaim(xdp_sock_t *s)
         s->free[s->nfree++] = addr - addr % FRAME_SIZE; /* the frame, not the packet in it */
     }
     xsk_ring_cons__release(&s->comp, n);
+    s->in_flight -= n;
+}
+
+/* Ask the kernel to send what the TX ring holds, if it wants asking. In copy mode it always does,
+ * and each call sends at most 32 frames (TX_BATCH_SIZE, net/xdp/xsk.c): hence a kick on every
+ * poll while frames are in flight, not only after a batch is queued. EAGAIN, ENOBUFS and EBUSY
+ * mean the kernel is busy sending already: the next poll kicks again. */
+static void kick(xdp_sock_t *s)
+{
+    if (s->in_flight && xsk_ring_prod__needs_wakeup(&s->tx))
+        (void)sendto(xsk_socket__fd(s->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
 }
 
 /* Give the kernel as many free frames as the fill ring takes. */
@@ -371,19 +383,22 @@ static void transmit(xdp_sock_t *s, const uint64_t *addr, const uint32_t *len, u
         return;
     xsk_ring_prod__submit(&s->tx, sent);
     s->stats.tx += sent;
-    /* Copy mode always asks; a zero-copy driver only when its TX interrupt is off. EAGAIN,
-     * ENOBUFS and EBUSY mean the kernel is already busy sending: the next poll kicks again. */
-    if (xsk_ring_prod__needs_wakeup(&s->tx))
-        (void)sendto(xsk_socket__fd(s->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+    s->in_flight += sent;
+    kick(s);
 }
 
 int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *arg)
 {
     reclaim(s);
     refill(s);
+    kick(s);
     uint32_t idx;
     uint32_t n = xsk_ring_cons__peek(&s->rx, BATCH, &idx);
     if (n == 0) {
+        /* Replies still to send: wait at most 1 ms, then kick again (poll() itself sends in copy
+         * mode); bounded, so a link that never completes them does not spin a CPU. */
+        if (s->in_flight && (timeout_ms < 0 || timeout_ms > 1))
+            timeout_ms = 1;
         if (timeout_ms == 0 && !xsk_ring_prod__needs_wakeup(&s->fill))
             return 0;
         /* need-wakeup: with the flag set the kernel fills the RX ring only after a syscall */
