@@ -46,6 +46,12 @@ static const opt_t schema[] = {
      .restart = true,
      .desc = "addresses to serve: \"ADDR:PORT\", \"[V6]:PORT\" or {address, udp, tcp}; one or a "
              "list"},
+    {.key = "xdp",
+     .type = OPT_BLOCK,
+     .block = &config_xdp_block,
+     .restart = true,
+     .desc = "AF_XDP (as Knot's xdp:): UDP on these interfaces answered from XSK sockets; "
+             "unset or ~ = none"},
     {.key = "workers",
      .type = OPT_WORKERS,
      FIELD(workers),

@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,9 +206,87 @@ static bool same_listen_list(const config_t *a, const config_t *b)
     return true;
 }
 
+/* ---- xdp: listen: the interfaces served over AF_XDP --------------------------------------- */
+
+static int add_xdp_iface(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent,
+                         const yaml_node_t *n, size_t index)
+{
+    char key[64];
+    config_t *c = pc->c;
+    config_item_key(key, sizeof(key), "xdp: listen", parent, index);
+    (void)o;
+    if (!is_text(n) || n->type != YAML_SCALAR_NODE)
+        return config_fail(pc, n, key, "expected an interface name, got %s", config_node_kind(n));
+    const char *name = scalar(n);
+    size_t len = strlen(name);
+    /* the kernel's limit (IFNAMSIZ); a slash or a blank cannot be in an interface name */
+    if (len == 0 || len > CONFIG_XDP_IFNAME_MAX || strpbrk(name, "/ \t\n:") != NULL)
+        return config_fail(pc, n, key,
+                           "bad interface name \"%s\" (1..%d characters, no '/', ':' "
+                           "or blank)",
+                           name, CONFIG_XDP_IFNAME_MAX);
+    for (size_t i = 0; i < c->nxdp; i++)
+        if (strcmp(c->xdp_listen[i], name) == 0)
+            return config_fail(pc, n, key, "interface %s is given twice", name);
+    if (c->nxdp >= CONFIG_MAX_XDP)
+        return config_fail(pc, n, key, "more than %d interfaces", CONFIG_MAX_XDP);
+    memcpy(c->xdp_listen[c->nxdp++], name, len + 1);
+    return 0;
+}
+
+static const field_t xdp_fields[] = {
+    {"listen", "interface names (one or a list) answered over AF_XDP", false, NULL},
+};
+
+static int set_xdp(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+{
+    (void)k;
+    pc->c->nxdp = 0; /* the file's block replaces whatever was there */
+    if (is_null(n))
+        return 0;
+    const yaml_node_t *val[TERN_ARRAY_SIZE(xdp_fields)];
+    int r = config_get_fields(pc, n, o->key, xdp_fields, TERN_ARRAY_SIZE(xdp_fields), val);
+    if (r < 0 || !val[0] || is_null(val[0]))
+        return r;
+    return config_each_item(pc, o, val[0], add_xdp_iface);
+}
+
+static void reset_xdp(config_t *c)
+{
+    c->nxdp = 0;
+}
+
+static bool same_xdp(const config_t *a, const config_t *b)
+{
+    if (a->nxdp != b->nxdp)
+        return false;
+    for (size_t i = 0; i < a->nxdp; i++)
+        if (strcmp(a->xdp_listen[i], b->xdp_listen[i]) != 0)
+            return false;
+    return true;
+}
+
+static void print_xdp(FILE *out, int depth)
+{
+    config_print_fields(out, depth, xdp_fields, TERN_ARRAY_SIZE(xdp_fields));
+}
+
+const conf_block_t config_xdp_block = {
+    .parse = set_xdp, .reset = reset_xdp, .same = same_xdp, .print = print_xdp};
+
 bool config_same_listen(const config_t *a, const config_t *b)
 {
-    return a->workers == b->workers && same_listen_list(a, b);
+    return a->workers == b->workers && same_listen_list(a, b) && same_xdp(a, b);
+}
+
+/* The port XDP serves: the first UDP listen address's, 53 when none is given (a listen on port
+ * 0 picks an ephemeral one per start, which XDP cannot follow: 53 then too). */
+static uint16_t xdp_port(const config_t *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++)
+        if (c->listen[i].udp && listen_port(&c->listen[i]) != 0)
+            return listen_port(&c->listen[i]);
+    return 53;
 }
 
 server_settings_t config_server_settings(const config_t *c)
@@ -225,6 +304,9 @@ server_settings_t config_server_settings(const config_t *c)
         .udp_mmsg = c->udp_mmsg,
         .udp_steering = c->udp_steering,
         .dnssec_cache = c->dnssec_cache,
+        .xdp_ifaces = c->xdp_listen,
+        .nxdp = c->nxdp,
+        .xdp_port = xdp_port(c),
     };
 }
 

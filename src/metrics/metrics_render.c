@@ -235,6 +235,28 @@ static void render_dnssec_workers(buf_t *b, const server_t *s)
     sample(b, "tern_dnssec_sign_failures_total", ds.fails);
 }
 
+/* The AF_XDP sockets (xdp: listen:): only when some are open, so socket-only servers' output is
+ * unchanged. */
+static void render_xdp(buf_t *b, const server_t *s)
+{
+    server_xdp_stats_t x;
+    server_xdp_stats(s, &x);
+    if (x.sockets == 0)
+        return;
+    family(b, "tern_xdp_rx_total", "counter", "Frames received on the AF_XDP sockets.");
+    sample(b, "tern_xdp_rx_total", x.rx);
+    family(b, "tern_xdp_tx_total", "counter", "Replies sent from the AF_XDP sockets.");
+    sample(b, "tern_xdp_tx_total", x.tx);
+    family(b, "tern_xdp_dropped_total", "counter",
+           "AF_XDP frames without a reply, by stage: parse (not a UDP query to us), answer (the "
+           "answer path sent none), tx_full (no room on the TX ring); fill_short counts refills "
+           "of the fill ring that fell short.");
+    sample_label(b, "tern_xdp_dropped_total", "stage", "parse", x.not_ours);
+    sample_label(b, "tern_xdp_dropped_total", "stage", "answer", x.no_answer);
+    sample_label(b, "tern_xdp_dropped_total", "stage", "tx_full", x.tx_full);
+    sample_label(b, "tern_xdp_dropped_total", "stage", "fill_short", x.fill_short);
+}
+
 static void render_server(buf_t *b, const server_t *s)
 {
     server_stats_t st;
@@ -243,6 +265,7 @@ static void render_server(buf_t *b, const server_t *s)
     render_transport(b, &st);
     render_limits(b, &st);
     render_dnssec_workers(b, s);
+    render_xdp(b, s);
 }
 
 static void render_loader(buf_t *b, loader_t *l)

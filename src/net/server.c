@@ -263,9 +263,69 @@ static bool same_addr(const config_listen_t *a, const config_listen_t *b)
     return a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0;
 }
 
+/*
+ * xdp: listen: attach the program to each interface (serving the settings' port) and open one XSK
+ * socket per receive queue, spread over the workers in turn (queue q of the k-th socket overall
+ * goes to worker k % workers: with as many workers as queues, one each). Each joins its worker's
+ * epoll set. Runs before the privileges are dropped: AF_XDP needs CAP_NET_ADMIN, CAP_BPF (or
+ * CAP_SYS_ADMIN) and CAP_NET_RAW at attach and socket creation only. 0 or negative (logged).
+ */
+static int xdp_setup(server_t *s)
+{
+    char err[256];
+    unsigned k = 0;
+    uint16_t port = s->set.xdp_port;
+    for (size_t i = 0; i < s->set.nxdp; i++) {
+        const char *ifname = s->set.xdp_ifaces[i];
+        int r = xdp_attach(ifname, NULL, &port, 1, &s->xdp[i], err, sizeof(err));
+        if (r < 0) {
+            log_err("xdp: %s: %s", ifname, err);
+            return r;
+        }
+        s->nxdp = i + 1;
+        unsigned nq = xdp_queue_count(ifname);
+        for (unsigned q = 0; q < nq; q++, k++) {
+            worker_t *wk = &s->workers[k % s->nworkers];
+            if (wk->nxsk >= WORKER_MAX_XSK) {
+                log_err("xdp: %s: more than %d queues per worker: add workers", ifname,
+                        WORKER_MAX_XSK);
+                return TERN_ELIMIT;
+            }
+            xdp_sock_t *xs;
+            if ((r = xdp_sock_open(s->xdp[i], q, &xs, err, sizeof(err))) < 0) {
+                log_err("xdp: %s queue %u: %s", ifname, q, err);
+                return r;
+            }
+            wk->xsk[wk->nxsk++] = xs;
+            if (epoll_add(wk->epfd, xdp_sock_fd(xs), TAG_MAKE(TAG_XDP, 0, wk->nxsk - 1)) < 0) {
+                log_err("xdp: epoll_ctl: %s", strerror(errno));
+                return -errno;
+            }
+            log_info("xdp: %s queue %u: worker %u, %s mode, port %u", ifname, q, wk->id,
+                     xdp_sock_zero_copy(xs) ? "zero-copy" : "copy", port);
+        }
+    }
+    return 0;
+}
+
+/* Close every XSK socket, then detach the programs: nothing stays attached after a stop. */
+static void xdp_teardown(server_t *s)
+{
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        for (unsigned k = 0; k < wk->nxsk; k++)
+            xdp_sock_close(wk->xsk[k]);
+        wk->nxsk = 0;
+    }
+    for (size_t i = 0; i < s->nxdp; i++)
+        xdp_detach(s->xdp[i]);
+    s->nxdp = 0;
+}
+
 static void server_free(server_t *s)
 {
     if (s->workers) {
+        xdp_teardown(s);
         for (unsigned w = 0; w < s->nworkers; w++) {
             worker_t *wk = &s->workers[w];
             for (size_t li = 0; li < s->nlisten; li++) {
@@ -359,14 +419,17 @@ server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
     for (size_t li = 0; li < s->nlisten; li++)
         if (bind_listen(s, li) < 0)
             goto fail;
+    if (s->set.nxdp && xdp_setup(s) < 0)
+        goto fail;
     for (unsigned w = 0; w < s->nworkers; w++) {
         worker_t *wk = &s->workers[w];
-        /* busy mode blocks on one UDP socket: only when the worker has exactly one */
+        /* busy mode blocks on one UDP socket: only when the worker has exactly one (and no XSK
+         * socket, whose frames would wait for busy mode's look at epoll) */
         wk->busy_li = -1;
         for (size_t li = 0; li < s->nlisten; li++)
             if (wk->udp_fd[li] >= 0)
                 wk->busy_li = wk->busy_li == -1 ? (int)li : -2;
-        if (wk->busy_li < 0)
+        if (wk->busy_li < 0 || wk->nxsk > 0)
             wk->busy_li = -1;
         if (epoll_add(wk->epfd, s->stop_fd, TAG_MAKE(TAG_STOP, 0, 0)) < 0)
             goto fail_epoll;
@@ -460,6 +523,25 @@ void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out)
     memset(out, 0, sizeof(*out));
     if (w < s->nworkers)
         stats_add(out, &s->workers[w]);
+}
+
+void server_xdp_stats(const server_t *s, server_xdp_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        const worker_t *wk = &s->workers[w];
+        for (unsigned k = 0; k < wk->nxsk; k++) {
+            /* written by the worker alone: a torn read is off by one batch at most */
+            const xdp_sock_stats_t *st = xdp_sock_stats(wk->xsk[k]);
+            out->sockets++;
+            out->rx += __atomic_load_n(&st->rx, __ATOMIC_RELAXED);
+            out->tx += __atomic_load_n(&st->tx, __ATOMIC_RELAXED);
+            out->not_ours += __atomic_load_n(&st->not_ours, __ATOMIC_RELAXED);
+            out->no_answer += __atomic_load_n(&st->no_answer, __ATOMIC_RELAXED);
+            out->tx_full += __atomic_load_n(&st->tx_full, __ATOMIC_RELAXED);
+            out->fill_short += __atomic_load_n(&st->fill_short, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 void server_set_limits(server_t *s, limit_shared_t *limits)

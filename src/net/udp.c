@@ -207,13 +207,18 @@ static void prepare(udp_state_t *u, bool pktinfo)
     u->used = 0;
 }
 
-/* The address a datagram was sent to, from its PKTINFO (wildcard listeners), into local (whose
- * port is already the listener's). */
-static void local_of(const struct msghdr *rh, struct sockaddr_storage *local)
+/* The address datagram o was sent to: o->local (XDP: from the frame), else its listener's, with
+ * the PKTINFO address (wildcard listeners) — only when the query log or a hand-off needs it. */
+static void local_of(const worker_t *w, const udp_origin_t *o, struct sockaddr_storage *local)
 {
+    if (o->local) {
+        *local = *o->local;
+        return;
+    }
+    *local = w->srv->local[o->li];
     struct in_pktinfo in;
     struct in6_pktinfo in6;
-    switch (arrived_at(rh, &in, &in6)) {
+    switch (o->pktinfo ? arrived_at(o->rh, &in, &in6) : 0) {
     case 4:
         ((struct sockaddr_in *)(void *)local)->sin_addr = in.ipi_addr;
         break;
@@ -225,34 +230,47 @@ static void local_of(const struct msghdr *rh, struct sockaddr_storage *local)
     }
 }
 
-/* The query log's record of datagram slot s (answered: len bytes of response, 0 for none). */
-static void log_datagram(worker_t *w, size_t li, bool pktinfo, const struct msghdr *rh,
-                         const udp_slot_t *s, size_t qlen, size_t len)
+/* The query log's record of a datagram (answered: len bytes of response, 0 for none). */
+static void log_datagram(worker_t *w, const udp_origin_t *o, const uint8_t *query, size_t qlen,
+                         const uint8_t *response, size_t len)
 {
-    struct sockaddr_storage local = w->srv->local[li];
-    if (pktinfo)
-        local_of(rh, &local);
-    const qlog_query_t qq = {.client = (const struct sockaddr *)&s->peer,
+    struct sockaddr_storage local;
+    local_of(w, o, &local);
+    const qlog_query_t qq = {.client = (const struct sockaddr *)o->peer,
                              .server = (const struct sockaddr *)&local,
                              .tcp = false,
                              .qtime_ns = w->qtime_ns,
-                             .query = s->rx,
+                             .query = query,
                              .qlen = qlen,
-                             .response = len ? s->tx : NULL,
+                             .response = len ? response : NULL,
                              .rlen = len};
     qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
 }
 
-/* A NOTIFY or TSIG-signed datagram for the transfer thread (server_handoff_t). */
-static void handoff(worker_t *w, int fd, size_t li, bool pktinfo, const struct msghdr *rh,
-                    const udp_slot_t *s, size_t qlen)
+/* A NOTIFY or TSIG-signed datagram for the transfer thread (server_handoff_t), which replies
+ * through o->fd (none: refused like a full queue). */
+static void handoff(worker_t *w, const udp_origin_t *o, const uint8_t *query, size_t qlen)
 {
     const server_handoff_t *h = &w->srv->handoff;
-    struct sockaddr_storage local = w->srv->local[li];
-    if (pktinfo)
-        local_of(rh, &local);
-    if (!h->udp || !h->udp(h->ctx, fd, s->rx, qlen, &s->peer, &local, pktinfo))
+    struct sockaddr_storage local;
+    local_of(w, o, &local);
+    if (o->fd < 0 || !h->udp || !h->udp(h->ctx, o->fd, query, qlen, o->peer, &local, o->pktinfo))
         NET_COUNT(w, handoff_full, 1);
+}
+
+size_t udp_answer_one(worker_t *w, wire_query_t *q, wire_parse_result_t pr, const udp_origin_t *o,
+                      const uint8_t *query, size_t qlen, uint8_t *tx, size_t cap)
+{
+    size_t len = answer_parsed(w->view, &w->actx, q, pr, (const struct sockaddr *)o->peer, query,
+                               qlen, tx, cap, ANSWER_UDP);
+    net_count_answer(w, ANSWER_UDP, &w->actx.info);
+    if (unlikely(w->actx.info.outcome == ANSWER_HANDOFF)) {
+        handoff(w, o, query, qlen);
+        return 0; /* answered (or not) by the transfer thread */
+    }
+    if (unlikely(w->qring != NULL))
+        log_datagram(w, o, query, qlen, tx, len);
+    return len;
 }
 
 /* Answer the n datagrams in the slots and send the replies. */
@@ -278,16 +296,12 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
         udp_slot_t *s = &u->slot[i];
         size_t len = 0;
         if (!(rh->msg_flags & MSG_TRUNC)) {
-            len = answer_parsed(w->view, &w->actx, &u->q[i], u->pr[i],
-                                (const struct sockaddr *)&s->peer, s->rx, u->rmsg[i].msg_len, s->tx,
-                                sizeof(s->tx), ANSWER_UDP);
-            net_count_answer(w, ANSWER_UDP, &w->actx.info);
-            if (unlikely(w->actx.info.outcome == ANSWER_HANDOFF)) {
-                handoff(w, fd, li, pktinfo, rh, s, u->rmsg[i].msg_len);
-                continue; /* answered (or not) by the transfer thread */
-            }
-            if (unlikely(w->qring != NULL))
-                log_datagram(w, li, pktinfo, rh, s, u->rmsg[i].msg_len, len);
+            const udp_origin_t o = {
+                .peer = &s->peer, .fd = fd, .li = li, .pktinfo = pktinfo, .rh = rh};
+            len = udp_answer_one(w, &u->q[i], u->pr[i], &o, s->rx, u->rmsg[i].msg_len, s->tx,
+                                 sizeof(s->tx));
+            if (unlikely(w->actx.info.outcome == ANSWER_HANDOFF))
+                continue;
         }
         if (len == 0) {
             NET_COUNT(w, udp_dropped, 1);
@@ -306,6 +320,64 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
     }
     if (ns)
         send_all(w, fd, u->smsg, ns);
+}
+
+/* The UDP socket of w a handed-off XDP query's reply leaves from: one of the family of the
+ * query's destination, a wildcard one first (it can reply from any address); -1: none. */
+static int xdp_reply_socket(const worker_t *w, int family, bool *pktinfo)
+{
+    int found = -1;
+    for (size_t li = 0; li < w->srv->nlisten; li++) {
+        if (w->udp_fd[li] < 0 || w->srv->local[li].ss_family != family)
+            continue;
+        if (w->srv->wildcard[li]) {
+            *pktinfo = true;
+            return w->udp_fd[li];
+        }
+        if (found < 0)
+            found = w->udp_fd[li];
+    }
+    *pktinfo = false;
+    return found;
+}
+
+/* The flow's address and port as a socket address. */
+static void flow_addr(struct sockaddr_storage *ss, const xdp_frame_flow_t *f, bool src)
+{
+    memset(ss, 0, sizeof(struct sockaddr_in6));
+    if (f->ip_version == 4) {
+        struct sockaddr_in *a = (struct sockaddr_in *)(void *)ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(src ? f->sport : f->dport);
+        memcpy(&a->sin_addr, src ? f->src : f->dst, 4);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)(void *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(src ? f->sport : f->dport);
+        memcpy(&a->sin6_addr, src ? f->src : f->dst, 16);
+    }
+}
+
+size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len, size_t cap)
+{
+    worker_t *w = arg;
+    /* the query is answered in place: a copy keeps it readable while the reply is written over
+     * it (answer_parsed() reads the question as it writes, the query log both) */
+    uint8_t *query = w->udp->slot[0].rx;
+    if (len > sizeof(w->udp->slot[0].rx))
+        return 0;
+    memcpy(query, buf, len);
+    struct sockaddr_storage peer, local;
+    flow_addr(&peer, flow, true);
+    flow_addr(&local, flow, false);
+    bool pktinfo = false;
+    const udp_origin_t o = {.peer = &peer,
+                            .fd = xdp_reply_socket(w, peer.ss_family, &pktinfo),
+                            .pktinfo = pktinfo,
+                            .local = &local};
+    wire_query_t q;
+    wire_parse_result_t pr = wire_parse_query(&q, query, len);
+    return udp_answer_one(w, &q, pr, &o, query, len, buf, cap);
 }
 
 unsigned udp_handle(worker_t *w, size_t li)

@@ -197,6 +197,27 @@ static void worker_pin(worker_t *w)
     }
 }
 
+/* An AF_XDP socket with frames waiting: serve up to UDP_MAX_BATCHES of its batches (the bound a
+ * socket's readiness event has too). The query log's and the limits' clock is read per batch. */
+static void xdp_serve(worker_t *w, unsigned k)
+{
+    for (unsigned b = 0; b < UDP_MAX_BATCHES; b++) {
+        worker_clock(w);
+        if (xdp_sock_poll(w->xsk[k], 0, udp_xdp_answer, w) <= 0)
+            break;
+    }
+}
+
+/* Replies of an AF_XDP socket still on their way out: the epoll timeout that brings the worker
+ * back to kick and reclaim them (1 ms, as xdp_sock_poll() waits), else timeout. */
+static int xdp_timeout(const worker_t *w, int timeout)
+{
+    for (unsigned k = 0; k < w->nxsk; k++)
+        if (xdp_sock_sending(w->xsk[k]))
+            return timeout < 0 || timeout > 1 ? 1 : timeout;
+    return timeout;
+}
+
 void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -232,7 +253,7 @@ void *worker_main(void *arg)
                 busy = busy_leave(w);
             timeout = 0; /* TCP and the stop event: just look */
         } else {
-            timeout = tcp_next_timeout(w);
+            timeout = xdp_timeout(w, tcp_next_timeout(w));
         }
         /* Offline while blocked: an idle worker never holds up a reload's grace period. */
         if (timeout != 0)
@@ -272,6 +293,9 @@ void *worker_main(void *arg)
             case TAG_LISTEN:
                 tcp_accept(w, TAG_IDX(tag));
                 break;
+            case TAG_XDP:
+                xdp_serve(w, TAG_IDX(tag));
+                break;
             case TAG_CONN:
                 tcp_conn_event(w, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
                 break;
@@ -279,6 +303,16 @@ void *worker_main(void *arg)
                 break;
             }
             /* Nothing of this view is held past the event: a reload may free it now. */
+            w->view = NULL;
+            tern_rcu_quiescent();
+        }
+        /* AF_XDP replies in flight: kick and reclaim them (the poll answers any frame that came
+         * meanwhile, so under a view like any event) */
+        for (unsigned k = 0; k < w->nxsk; k++) {
+            if (!xdp_sock_sending(w->xsk[k]))
+                continue;
+            w->view = tern_rcu_deref(*w->srv->view);
+            xdp_serve(w, k);
             w->view = NULL;
             tern_rcu_quiescent();
         }

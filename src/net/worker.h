@@ -18,6 +18,7 @@
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
 #include "tern/net/server.h"
+#include "tern/net/xdp.h"
 #include "tern/qlog/qlog.h"
 
 /* recvmmsg/sendmmsg width. 32 datagrams amortise one syscall (~1-2 us) over enough answers
@@ -77,7 +78,7 @@
 
 /* epoll tags: kind in the top byte, connection generation in the next 24 bits (so an event
  * queued for a connection slot that was closed and reused is recognised as stale), index low. */
-enum { TAG_STOP = 1, TAG_UDP = 2, TAG_LISTEN = 3, TAG_CONN = 4 };
+enum { TAG_STOP = 1, TAG_UDP = 2, TAG_LISTEN = 3, TAG_CONN = 4, TAG_XDP = 5 };
 #define TAG_MAKE(kind, gen, idx)                                                                   \
     (((uint64_t)(kind) << 56) | ((uint64_t)((gen)&0xFFFFFFu) << 32) | (uint64_t)(uint32_t)(idx))
 #define TAG_KIND(t) ((unsigned)((t) >> 56))
@@ -98,6 +99,22 @@ extern const udp_ops_t udp_ops_mmsg;
 extern const udp_ops_t udp_ops_msg;
 
 typedef struct udp_state udp_state_t;
+
+/* Where a datagram came from and where a hand-off's reply leaves: what udp_answer_one() needs
+ * beyond the query. The local address is local when set (XDP: from the frame), else the
+ * listener li's, with rh's PKTINFO address when pktinfo (a wildcard listener). */
+typedef struct udp_origin {
+    const struct sockaddr_storage *peer;
+    int fd;                  /* the socket a handed-off query's reply leaves from; -1: none */
+    size_t li;               /* the listener (when local is NULL) */
+    bool pktinfo;            /* fd is a wildcard socket: the reply names its source address */
+    const struct msghdr *rh; /* the received header, for its PKTINFO */
+    const struct sockaddr_storage *local; /* or NULL: from li and rh */
+} udp_origin_t;
+
+/* XSK sockets one worker serves at most (AF_XDP, one per receive queue, spread over the
+ * workers): 64 queues on one worker is beyond any NIC we would serve from one thread. */
+#define WORKER_MAX_XSK 64
 
 /* A client prefix with connections in one worker's pool (tcp.c): who pays first when the pool is
  * full. */
@@ -183,6 +200,8 @@ typedef struct worker {
     const uint64_t *allocp;    /* this thread's allocation counters (mem.h); NULL until it runs */
     const uint64_t *deallocp;
     udp_state_t *udp;
+    xdp_sock_t *xsk[WORKER_MAX_XSK]; /* the AF_XDP sockets this worker serves (xdp: listen:) */
+    unsigned nxsk;
     tcp_pool_t tcp;
     net_counters_t stats;
     qlog_ring_t *qring; /* this worker's query-log ring, or NULL: nothing logged */
@@ -205,7 +224,9 @@ struct server {
     /* each listener's own address and port: the query log's server side (a wildcard UDP
      * listener logs the address each datagram was sent to, from its PKTINFO) */
     struct sockaddr_storage local[CONFIG_MAX_LISTEN];
-    server_handoff_t handoff; /* the transfer side; its calls NULL when none */
+    server_handoff_t handoff;   /* the transfer side; its calls NULL when none */
+    xdp_t *xdp[CONFIG_MAX_XDP]; /* the program attached to each xdp: listen: interface */
+    size_t nxdp;
 };
 
 /* The clock the limits, the online signer and the query log of the next batch judge by: read
@@ -237,6 +258,16 @@ unsigned udp_handle(worker_t *w, size_t li);
 /** Busy mode: block (RCU-offline) for one batch on listen socket li and answer it. Returns the
  * datagrams read; 0 when the wait timed out or was interrupted. */
 unsigned udp_wait_batch(worker_t *w, size_t li);
+/** Answer one parsed datagram (query, qlen bytes, parsed into q with result pr) into tx (cap
+ * bytes) through answer_parsed(), count it, hand it to the transfer thread or log it: the one
+ * answer path of the socket batch and of AF_XDP. Returns the reply's length, 0 for none (also
+ * for a hand-off: w->actx.info.outcome says which). */
+size_t udp_answer_one(worker_t *w, wire_query_t *q, wire_parse_result_t pr, const udp_origin_t *o,
+                      const uint8_t *query, size_t qlen, uint8_t *tx, size_t cap);
+/** xdp_handler_fn of an AF_XDP socket served by worker arg: udp_answer_one() with the client
+ * and server addresses of the frame's flow. */
+size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
+                      size_t cap);
 
 /* tcp.c */
 /** Preallocate n connection slots with their buffers and answer rings, the limits taken from

@@ -13,7 +13,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/ethtool.h>
 #include <linux/if_xdp.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -117,7 +119,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 
 const char *xdp_obj_path(void)
 {
-    return TERN_XDP_OBJ_INSTALLED;
+    /* an uninstalled build (the tests) names its own: read at attach, on the control thread */
+    const char *env = getenv("TERN_XDP_OBJ");
+    return env && *env ? env : TERN_XDP_OBJ_INSTALLED;
 }
 
 /* Why the kernel refused to attach, in an operator's words. */
@@ -420,6 +424,29 @@ int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *a
     s->stats.rx += n;
     transmit(s, addr, len, n);
     return (int)n;
+}
+
+bool xdp_sock_sending(const xdp_sock_t *s)
+{
+    return s->in_flight != 0;
+}
+
+unsigned xdp_queue_count(const char *ifname)
+{
+    struct ethtool_channels ch = {.cmd = ETHTOOL_GCHANNELS};
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+    ifr.ifr_data = (void *)&ch;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 1;
+    int r = ioctl(fd, SIOCETHTOOL, &ifr);
+    close(fd);
+    /* the larger of the two, not their sum: veth reports its one queue as both (rx 1, combined
+     * 1). A NIC with RX-only channels besides combined ones would leave some queues without a
+     * socket: the program passes their frames to the kernel, and the socket path answers. */
+    unsigned n = r == 0 ? (ch.combined_count > ch.rx_count ? ch.combined_count : ch.rx_count) : 0;
+    return n ? n : 1;
 }
 
 void xdp_sock_close(xdp_sock_t *s)

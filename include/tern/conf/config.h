@@ -22,6 +22,8 @@
  *   listen:                                     # or a single string; port 0 = ephemeral (tests)
  *     - "127.0.0.1:5353"                        # UDP and TCP
  *     - {address: "[::1]:5353", tcp: false}     # UDP only (udp/tcp default true, one must be)
+ *   xdp:                                        # AF_XDP: UDP on these interfaces bypasses
+ *     listen: [eth0]                            # the socket path (restart-only; unset = none)
  *   workers: 2                                  # or "auto" = number of usable CPUs
  *   zones:
  *     - origin: example.test
@@ -353,6 +355,9 @@ typedef struct config_origin {
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
     size_t nlisten;
+    /* xdp: listen: interfaces answered over AF_XDP (restart-only); none = sockets only */
+    char xdp_listen[CONFIG_MAX_XDP][CONFIG_XDP_IFNAME_MAX + 1];
+    size_t nxdp;
     unsigned workers;             /* 1..CONFIG_MAX_WORKERS */
     uint16_t edns_max_udp;        /* 512..4096, default 1232 */
     char *identity;               /* NULL if unset; at most 255 bytes */

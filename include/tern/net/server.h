@@ -177,6 +177,20 @@ uint16_t server_port(const server_t *s, size_t listen_index);
 /** Sum every worker's counters (relaxed reads: a snapshot, not a transaction). */
 void server_stats(const server_t *s, server_stats_t *out);
 
+/* The AF_XDP sockets' counters (xdp: listen:), summed over every socket (xdp_sock_stats_t). */
+typedef struct server_xdp_stats {
+    uint64_t sockets;    /* XSK sockets open (one per receive queue of each interface) */
+    uint64_t rx;         /* frames received */
+    uint64_t tx;         /* replies sent */
+    uint64_t not_ours;   /* dropped at parse: malformed, fragment, other port */
+    uint64_t no_answer;  /* dropped by the answer path (policy, malformed query, hand-off) */
+    uint64_t tx_full;    /* replies dropped: the TX ring was full */
+    uint64_t fill_short; /* times the fill ring could not be refilled completely */
+} server_xdp_stats_t;
+
+/** The AF_XDP counters (all zero without xdp: listen:). Any thread; relaxed reads. */
+void server_xdp_stats(const server_t *s, server_xdp_stats_t *out);
+
 /** Number of workers. */
 unsigned server_workers(const server_t *s);
 

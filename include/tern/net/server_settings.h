@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /* Every listen address costs two sockets per worker; 32 is far beyond any real deployment and
@@ -22,6 +23,13 @@
 
 /* Past this, threads outnumber any machine we run on; the bound catches typos like 10000. */
 #define CONFIG_MAX_WORKERS 256
+
+/* AF_XDP listener interfaces (xdp: listen:): one program per interface, each with its queues'
+ * sockets; 8 covers a host's NICs, and the array stays fixed-size. */
+#define CONFIG_MAX_XDP 8
+
+/* IFNAMSIZ - 1: the longest name the kernel gives an interface. */
+#define CONFIG_XDP_IFNAME_MAX 15
 
 typedef struct config_listen {
     struct sockaddr_storage addr;
@@ -55,6 +63,11 @@ typedef struct server_settings {
     bool udp_mmsg;         /* recvmmsg/sendmmsg, or one datagram per syscall */
     unsigned udp_steering; /* config_udp_steering_t */
     unsigned dnssec_cache; /* per-query signatures cached per worker */
+    /* AF_XDP (xdp: listen:): UDP to xdp_port on these interfaces is answered from XSK sockets,
+     * one worker per receive queue; none = sockets only */
+    const char (*xdp_ifaces)[CONFIG_XDP_IFNAME_MAX + 1]; /* nxdp of them; outlive the server */
+    size_t nxdp;
+    uint16_t xdp_port; /* the listen addresses' UDP port, 53 when none has one */
 } server_settings_t;
 
 #endif

@@ -2,7 +2,8 @@
  * xdp.h — the AF_XDP listener's kernel side: the XDP program attached to an interface, and one
  * XSK socket per receive queue with its UMEM, receiving query frames and sending replies in place.
  *
- * Owner: the net module (issue 34, in progress; not yet wired into ternd's config or workers).
+ * Owner: the net module; server.c attaches and opens them for config's xdp: listen:, and each
+ * worker (worker.c) polls its share of the sockets.
  * Lifecycle: xdp_attach() loads tern_xdp.bpf.o (xdp_prog.bpf.c) with libxdp, attaches it in native
  * (driver) mode and fills its port map; xdp_sock_open() creates a queue's UMEM, rings and socket
  * and registers it in the program's socket map; xdp_sock_poll() serves; xdp_sock_close() before
@@ -46,8 +47,8 @@ typedef struct xdp_sock_stats {
 typedef size_t (*xdp_handler_fn)(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
                                  size_t cap);
 
-/** Where the build installs the XDP program (<libdir>/tern/tern_xdp.bpf.o): xdp_attach()'s
- * default. */
+/** Where the build installs the XDP program (<libdir>/tern/tern_xdp.bpf.o), or the path in the
+ * environment variable TERN_XDP_OBJ (an uninstalled build, the tests): xdp_attach()'s default. */
 const char *xdp_obj_path(void);
 
 /**
@@ -74,6 +75,17 @@ bool xdp_sock_zero_copy(const xdp_sock_t *s);
 
 /** The socket's descriptor (for an epoll set; readable when frames wait). */
 int xdp_sock_fd(const xdp_sock_t *s);
+
+/** Whether replies of s are still on their way out (the TX ring or the kernel): call
+ * xdp_sock_poll() again within a millisecond even without new frames, to kick and reclaim them. */
+bool xdp_sock_sending(const xdp_sock_t *s);
+
+/**
+ * The receive queues of ifname, one XSK socket each: the driver's channel count (ethtool's
+ * ETHTOOL_GCHANNELS through the SIOCETHTOOL ioctl: the larger of its combined and RX counts), or
+ * 1 when it cannot say (no such ioctl for the driver, or an error: every interface has queue 0).
+ */
+unsigned xdp_queue_count(const char *ifname);
 
 /** The socket's counters. */
 const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s);

@@ -574,10 +574,43 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 48);
-    /* a zone 10, its dnssec 1; redis 17; health 8, its log 4, a check 12; acl 3, ratelimit 8,
-     * rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its requests 4 */
-    assert_int_equal(nested, 10 + 1 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
+    assert_int_equal(count, 49);
+    /* xdp 1; a zone 10, its dnssec 1; redis 17; health 8, its log 4, a check 12; acl 3, ratelimit
+     * 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its requests 4 */
+    assert_int_equal(nested, 1 + 10 + 1 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
+}
+
+/* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */
+static void test_xdp_listen(void **state)
+{
+    (void)state;
+    config_t c = load_text("listen: [\"127.0.0.1:5353\"]\nxdp:\n  listen: [veth0, eth1]\n");
+    assert_int_equal(c.nxdp, 2);
+    assert_string_equal(c.xdp_listen[0], "veth0");
+    assert_string_equal(c.xdp_listen[1], "eth1");
+    server_settings_t set = config_server_settings(&c);
+    assert_int_equal(set.nxdp, 2);
+    assert_string_equal(set.xdp_ifaces[1], "eth1");
+    assert_int_equal(set.xdp_port, 5353);
+    config_t d = load_text("listen: \"127.0.0.1:0\"\nxdp: {listen: eth0}\n");
+    assert_int_equal(d.nxdp, 1);
+    assert_int_equal(config_server_settings(&d).xdp_port, 53); /* ephemeral: 53 */
+    assert_false(config_same_listen(&c, &d));
+    config_free(&d);
+    d = load_text("listen: [\"127.0.0.1:5353\"]\nxdp: ~\n");
+    assert_int_equal(d.nxdp, 0);
+    assert_false(config_same_listen(&c, &d));
+    config_free(&d);
+    config_free(&c);
+
+    expect_error("xdp:\n  listen: [eth0, eth0]\n", 2,
+                 "xdp: listen[1]: interface eth0 is given twice");
+    expect_error("xdp:\n  listen: abcdefghijklmnop\n", 2,
+                 "xdp: listen: bad interface name \"abcdefghijklmnop\" (1..15 characters, no "
+                 "'/', ':' or blank)");
+    expect_error("xdp:\n  listen: [{a: 1}]\n", 2,
+                 "xdp: listen[0]: expected an interface name, got a mapping");
+    expect_error("xdp:\n  ports: 53\n", 2, "xdp: unknown key \"ports\" (want listen)");
 }
 
 static void test_redins_example_json(void **state)
@@ -3143,6 +3176,7 @@ int main(void)
         cmocka_unit_test(test_example_health_block),
         cmocka_unit_test(test_example_aname_block),
         cmocka_unit_test(test_example_has_every_option),
+        cmocka_unit_test(test_xdp_listen),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),
         cmocka_unit_test(test_redins_not_supported),
