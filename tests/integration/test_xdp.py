@@ -108,11 +108,9 @@ class Netns:
         return ["ip", "netns", "exec", ns, *args]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--echo", required=True)
-    ap.add_argument("--bpf", required=True)
-    args = ap.parse_args()
+def netns_main(fn):
+    """fn(net) in a fresh pair of namespaces (removed after): its exit status, or SKIP where root
+    or network namespaces are missing."""
     if os.geteuid() != 0:
         print("SKIP: needs root (network namespaces, BPF)")
         return SKIP
@@ -124,9 +122,17 @@ def main():
         net.close()
         return SKIP
     try:
-        return run_checks(net, args)
+        return fn(net)
     finally:
         net.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--echo", required=True)
+    ap.add_argument("--bpf", required=True)
+    args = ap.parse_args()
+    return netns_main(lambda net: run_checks(net, args))
 
 
 def start_echo(net, args):

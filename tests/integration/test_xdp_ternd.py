@@ -29,7 +29,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from servers import expect, free_port, report, run_check  # noqa: E402
-from test_xdp import PY, SERVER4, SERVER6, SKIP, Netns, run  # noqa: E402
+from test_xdp import PY, SERVER4, SERVER6, SKIP, netns_main, run  # noqa: E402
 
 ZONE = """$ORIGIN example.test.
 $TTL 300
@@ -79,21 +79,11 @@ def main():
     ap.add_argument("--ternd", required=True)
     ap.add_argument("--bpf", required=True)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("SKIP: needs root (network namespaces, BPF)")
-        return SKIP
-    net = Netns()
-    try:
-        net.up()
-    except subprocess.CalledProcessError as e:
-        print("SKIP: cannot create network namespaces: %s" % e.stderr.strip())
-        net.close()
-        return SKIP
-    try:
+
+    def checks(net):
         with tempfile.TemporaryDirectory() as d:
             return run_checks(net, args, d)
-    finally:
-        net.close()
+    return netns_main(checks)
 
 
 def start_ternd(net, args, d, mport, iface=None):
