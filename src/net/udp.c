@@ -247,6 +247,25 @@ static void log_datagram(worker_t *w, const udp_origin_t *o, const uint8_t *quer
     qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
 }
 
+/* The UDP socket of w a handed-off XDP query's reply leaves from: one of the family of the
+ * query's destination, a wildcard one first (it can reply from any address); -1: none. */
+static int xdp_reply_socket(const worker_t *w, int family, bool *pktinfo)
+{
+    int found = -1;
+    for (size_t li = 0; li < w->srv->nlisten; li++) {
+        if (w->udp_fd[li] < 0 || w->srv->local[li].ss_family != family)
+            continue;
+        if (w->srv->wildcard[li]) {
+            *pktinfo = true;
+            return w->udp_fd[li];
+        }
+        if (found < 0)
+            found = w->udp_fd[li];
+    }
+    *pktinfo = false;
+    return found;
+}
+
 /* A NOTIFY or TSIG-signed datagram for the transfer thread (server_handoff_t), which replies
  * through o->fd (none: refused like a full queue). */
 static void handoff(worker_t *w, const udp_origin_t *o, const uint8_t *query, size_t qlen)
@@ -254,7 +273,11 @@ static void handoff(worker_t *w, const udp_origin_t *o, const uint8_t *query, si
     const server_handoff_t *h = &w->srv->handoff;
     struct sockaddr_storage local;
     local_of(w, o, &local);
-    if (o->fd < 0 || !h->udp || !h->udp(h->ctx, o->fd, query, qlen, o->peer, &local, o->pktinfo))
+    int fd = o->fd;
+    bool pktinfo = o->pktinfo;
+    if (fd < 0 && o->local) /* XDP: the worker's socket of the query's family */
+        fd = xdp_reply_socket(w, o->peer->ss_family, &pktinfo);
+    if (fd < 0 || !h->udp || !h->udp(h->ctx, fd, query, qlen, o->peer, &local, pktinfo))
         NET_COUNT(w, handoff_full, 1);
 }
 
@@ -322,25 +345,6 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
         send_all(w, fd, u->smsg, ns);
 }
 
-/* The UDP socket of w a handed-off XDP query's reply leaves from: one of the family of the
- * query's destination, a wildcard one first (it can reply from any address); -1: none. */
-static int xdp_reply_socket(const worker_t *w, int family, bool *pktinfo)
-{
-    int found = -1;
-    for (size_t li = 0; li < w->srv->nlisten; li++) {
-        if (w->udp_fd[li] < 0 || w->srv->local[li].ss_family != family)
-            continue;
-        if (w->srv->wildcard[li]) {
-            *pktinfo = true;
-            return w->udp_fd[li];
-        }
-        if (found < 0)
-            found = w->udp_fd[li];
-    }
-    *pktinfo = false;
-    return found;
-}
-
 /* The flow's address and port as a socket address. */
 static void flow_addr(struct sockaddr_storage *ss, const xdp_frame_flow_t *f, bool src)
 {
@@ -370,11 +374,7 @@ size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, siz
     struct sockaddr_storage peer, local;
     flow_addr(&peer, flow, true);
     flow_addr(&local, flow, false);
-    bool pktinfo = false;
-    const udp_origin_t o = {.peer = &peer,
-                            .fd = xdp_reply_socket(w, peer.ss_family, &pktinfo),
-                            .pktinfo = pktinfo,
-                            .local = &local};
+    const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
     wire_query_t q;
     wire_parse_result_t pr = wire_parse_query(&q, query, len);
     return udp_answer_one(w, &q, pr, &o, query, len, buf, cap);

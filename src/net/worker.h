@@ -105,10 +105,11 @@ typedef struct udp_state udp_state_t;
  * listener li's, with rh's PKTINFO address when pktinfo (a wildcard listener). */
 typedef struct udp_origin {
     const struct sockaddr_storage *peer;
-    int fd;                  /* the socket a handed-off query's reply leaves from; -1: none */
-    size_t li;               /* the listener (when local is NULL) */
-    bool pktinfo;            /* fd is a wildcard socket: the reply names its source address */
-    const struct msghdr *rh; /* the received header, for its PKTINFO */
+    int fd;       /* the socket a handed-off query's reply leaves from; -1: none (with local set:
+                     found at the hand-off, xdp_reply_socket(), as only a hand-off needs one) */
+    size_t li;    /* the listener (when local is NULL) */
+    bool pktinfo; /* fd is a wildcard socket: the reply names its source address */
+    const struct msghdr *rh;              /* the received header, for its PKTINFO */
     const struct sockaddr_storage *local; /* or NULL: from li and rh */
 } udp_origin_t;
 
