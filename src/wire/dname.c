@@ -377,3 +377,31 @@ int dname_key(const char *origin, char *out, size_t outlen, const char **why)
         out[--len] = '\0';
     return len;
 }
+
+const char *dname_unpack_err_text(const dname_unpack_err_t *e, char *buf, size_t len)
+{
+    switch (e->fault) {
+    case DNAME_FAULT_PTR_HEADER:
+        snprintf(buf, len, "compression pointer at offset %zu points into the header (%zu)", e->at,
+                 e->to);
+        break;
+    case DNAME_FAULT_PTR_FORWARD:
+        snprintf(buf, len, "compression pointer at offset %zu to %zu does not point backwards",
+                 e->at, e->to);
+        break;
+    case DNAME_FAULT_PTR_HOPS:
+        snprintf(buf, len, "more than %d compression pointers in the name at %zu",
+                 DNAME_PTR_HOPS_MAX, e->at);
+        break;
+    case DNAME_FAULT_LABEL:
+        snprintf(buf, len, "bad label type 0x%02x at offset %zu", e->label, e->at);
+        break;
+    case DNAME_FAULT_TOO_LONG:
+        snprintf(buf, len, "name at offset %zu longer than %d bytes", e->at, DNAME_MAXLEN);
+        break;
+    default:
+        snprintf(buf, len, "truncated name at offset %zu", e->at);
+        break;
+    }
+    return buf;
+}

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "tern/common/err.h"
+
 #include "tern/wire/dname.h"
 
 bool wire_rdata_layout(uint16_t type, wire_rdata_layout_t *l)
@@ -72,4 +74,33 @@ void wire_rdata_canon(uint16_t type, const uint8_t *rd, size_t len, uint8_t *out
     p = l.head;
     for (unsigned k = 0; k < l.names; k++)
         p += dname_lower(out + p, rd + p);
+}
+
+int wire_rdata_unpack(const uint8_t *msg, size_t len, size_t start, uint16_t rdlen, uint16_t type,
+                      uint8_t *out, struct dname_unpack_err *err)
+{
+    wire_rdata_layout_t l;
+    size_t end = start + rdlen;
+    if (!wire_rdata_layout(type, &l)) {
+        memcpy(out, msg + start, rdlen);
+        return rdlen;
+    }
+    err->fault = DNAME_FAULT_NONE;
+    if (rdlen < l.head)
+        return TERN_EMALF;
+    memcpy(out, msg + start, l.head);
+    size_t p = start + l.head, o = l.head;
+    for (unsigned k = 0; k < l.names; k++) {
+        int n = dname_unpack(msg, len, end, &p, out + o, err);
+        if (n < 0)
+            return n;
+        o += (size_t)n;
+    }
+    /* at most 6 + 2 * 255 + 20 bytes: always room */
+    if (end - p != l.tail) {
+        err->fault = DNAME_FAULT_NONE;
+        return TERN_EMALF;
+    }
+    memcpy(out + o, msg + p, l.tail);
+    return (int)(o + l.tail);
 }

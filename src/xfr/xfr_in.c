@@ -154,6 +154,13 @@ static const char *name_str(const uint8_t *name, char *buf)
 
 /* ---- reading a message ---- */
 
+/* What was wrong with a name, and where (dname_unpack_err_text()). */
+static int name_fault(xfr_in_t *x, const dname_unpack_err_t *e)
+{
+    char why[128];
+    return fail(x, TERN_EMALF, "%s", dname_unpack_err_text(e, why, sizeof(why)));
+}
+
 /*
  * The name at m[*pos], decompressed into out (room for DNAME_MAXLEN) by dname_unpack(): its own
  * bytes end by `end`, its pointers go backwards only. *pos moves past the name's own bytes.
@@ -164,55 +171,22 @@ static int read_name(xfr_in_t *x, const uint8_t *m, size_t mlen, size_t *pos, si
 {
     dname_unpack_err_t e;
     int n = dname_unpack(m, mlen, end, pos, out, &e);
-    if (n >= 0)
-        return n;
-    switch (e.fault) {
-    case DNAME_FAULT_PTR_HEADER:
-        return fail(x, TERN_EMALF, "compression pointer at offset %zu points into the header (%zu)",
-                    e.at, e.to);
-    case DNAME_FAULT_PTR_FORWARD:
-        return fail(x, TERN_EMALF,
-                    "compression pointer at offset %zu to %zu does not point backwards", e.at,
-                    e.to);
-    case DNAME_FAULT_PTR_HOPS:
-        return fail(x, TERN_EMALF, "more than %d compression pointers in the name at %zu",
-                    DNAME_PTR_HOPS_MAX, e.at);
-    case DNAME_FAULT_LABEL:
-        return fail(x, TERN_EMALF, "bad label type 0x%02x at offset %zu", e.label, e.at);
-    case DNAME_FAULT_TOO_LONG:
-        return fail(x, TERN_EMALF, "name at offset %zu longer than %d bytes", e.at, DNAME_MAXLEN);
-    default:
-        return fail(x, TERN_EMALF, "truncated name at offset %zu", e.at);
-    }
+    return n >= 0 ? n : name_fault(x, &e);
 }
 
 /* The RDATA at m[start .. start + rdlen) into r->rdata, the names of the layouts tern knows
  * decompressed (see xfr_in.h). */
 static int read_rdata(xfr_in_t *x, const uint8_t *m, size_t mlen, size_t start, struct rr *r)
 {
-    wire_rdata_layout_t l;
-    size_t end = start + r->rdlen;
-    if (!wire_rdata_layout(r->type, &l)) {
-        memcpy(r->rdata, m + start, r->rdlen);
+    dname_unpack_err_t e;
+    int n = wire_rdata_unpack(m, mlen, start, r->rdlen, r->type, r->rdata, &e);
+    if (n >= 0) {
+        r->rdlen = (uint16_t)n;
         return 0;
     }
+    if (e.fault != DNAME_FAULT_NONE)
+        return name_fault(x, &e);
     char tb[16];
-    if (r->rdlen < l.head)
-        goto bad;
-    memcpy(r->rdata, m + start, l.head);
-    size_t p = start + l.head, o = l.head;
-    for (unsigned k = 0; k < l.names; k++) {
-        int n = read_name(x, m, mlen, &p, end, r->rdata + o);
-        if (n < 0)
-            return n;
-        o += (size_t)n;
-    }
-    if (end - p != l.tail)
-        goto bad;
-    memcpy(r->rdata + o, m + p, l.tail);
-    r->rdlen = (uint16_t)(o + l.tail); /* at most 6 + 2 * 255 + 20 */
-    return 0;
-bad:
     return fail(x, TERN_EMALF, "malformed %s RDATA in the record at offset %zu",
                 type_str(r->type, tb, sizeof(tb)), r->off);
 }

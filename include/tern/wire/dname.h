@@ -120,6 +120,9 @@ typedef struct dname_unpack_err {
 int dname_unpack(const uint8_t *msg, size_t len, size_t end, size_t *pos, uint8_t *out,
                  dname_unpack_err_t *err) TERN_WUR;
 
+/** What err says, as a sentence fragment ("truncated name at offset 12") in buf. Returns buf. */
+const char *dname_unpack_err_text(const dname_unpack_err_t *err, char *buf, size_t len);
+
 /* Room for any dname_key() (every byte escaped as \DDD) and its NUL. */
 #define DNAME_KEY_MAX (DNAME_MAXLEN * 4 + 1)
 

@@ -59,7 +59,10 @@ enum wire_rcode {
     WIRE_RC_NOTIMP = 4,
     WIRE_RC_REFUSED = 5,
     WIRE_RC_YXDOMAIN = 6,
+    WIRE_RC_YXRRSET = 7, /* RFC 2136 §2.2: an RRset that should not exist does */
+    WIRE_RC_NXRRSET = 8, /* ... one that should exist does not */
     WIRE_RC_NOTAUTH = 9,
+    WIRE_RC_NOTZONE = 10,   /* a name outside the zone of the update */
     WIRE_RC_BADVERS = 16,   /* extended: upper 8 bits go in the OPT TTL */
     WIRE_RC_BADCOOKIE = 23, /* RFC 7873 §8, extended */
 };

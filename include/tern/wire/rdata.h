@@ -35,4 +35,16 @@ bool wire_rdata_layout(uint16_t type, wire_rdata_layout_t *l);
  */
 void wire_rdata_canon(uint16_t type, const uint8_t *rd, size_t len, uint8_t *out);
 
+struct dname_unpack_err; /* tern/wire/dname.h */
+
+/**
+ * The RDATA of type at msg[start .. start + rdlen) of a message of len bytes (start + rdlen <=
+ * len), with the names of its layout decompressed (dname_unpack(): pointers lead backwards into
+ * msg) into out, room for UINT16_MAX bytes. Types without a layout are copied as they are.
+ * Returns the RDATA's length; TERN_EMALF when a name is bad (err: its fault, as dname_unpack()
+ * says) or the layout does not fit rdlen (err->fault DNAME_FAULT_NONE).
+ */
+int wire_rdata_unpack(const uint8_t *msg, size_t len, size_t start, uint16_t rdlen, uint16_t type,
+                      uint8_t *out, struct dname_unpack_err *err) TERN_WUR;
+
 #endif
