@@ -406,6 +406,33 @@ static const opt_t schema[] = {
      .min = 1,
      .max = 64,
      .desc = "secondary zones refreshed at once: a slow or dead primary holds only its own"},
+    /* an ACME client sends one or two records, a provisioning tool a few hundred; a thousand
+     * bounds what one message makes the update thread hold and log */
+    {.key = "update_max_records",
+     .type = OPT_UINT,
+     FIELD(update_max_records),
+     .def = 1000,
+     .min = 1,
+     .max = 65535,
+     .desc = "prerequisites and updates one UPDATE may carry; more is REFUSED"},
+    /* each change is an fsync and a publish; 50 a second per key is far beyond any ACME or
+     * provisioning client and keeps one key from starving the others */
+    {.key = "update_rate",
+     .type = OPT_UINT,
+     FIELD(update_rate),
+     .def = 50,
+     .min = 1,
+     .max = 100000,
+     .desc = "changes a second one TSIG key (or, unsigned, one address) may make; more are "
+             "REFUSED"},
+    {.key = "zonefile_sync",
+     .type = OPT_UINT,
+     FIELD(zonefile_sync),
+     .def = 0,
+     .min = 0,
+     .max = 604800,
+     .desc = "seconds between writing changed zone files back from their journal (0: only "
+             "`ternctl zone flush` does)"},
 
     /* redins's config.json: the keys that map onto the options above ... */
     {.key = "server",

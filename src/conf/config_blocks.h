@@ -261,6 +261,21 @@ int config_get_zone_xfr(parse_ctx_t *pc, const char *key, config_zone_t *z,
                         const yaml_node_t *allow_transfer, const yaml_node_t *transfer_key,
                         const yaml_node_t *allow_notify) TERN_WUR;
 
+/** Whether tsig_keys (or a key file) defines name ("xfr-key" and "xfr-key." are one key). */
+bool config_tsig_key_known(const config_t *c, const char *name);
+
+/* ---- dynamic updates (config_update.c) ---- */
+/** A zone's allow_update at n (null: none) into z (its file already set). */
+int config_get_zone_update(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                           const yaml_node_t *n) TERN_WUR;
+/** Free a zone's allow_update. */
+void config_zone_update_reset(config_zone_t *z);
+/** dst, a shallow copy of src, gets its own copy of src's allow_update. 0 or TERN_ENOMEM (dst
+ * then owns what was copied: config_zone_update_reset() it). */
+int config_zone_update_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
+/** Every key an allow_update names is defined: 0, or TERN_EINVAL with "file:line: ..." in err. */
+int config_update_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
+
 /** Free a zone's transfer settings (the zone stays otherwise as it is). */
 void config_zone_xfr_reset(config_zone_t *z);
 /** dst, a shallow copy of src, gets its own copies of src's transfer settings. 0 or

@@ -321,7 +321,7 @@ const tsig_key_t *config_tsig_key(const config_t *c, const char *name)
 }
 
 /* A key name as written: "xfr-key" and "xfr-key." are the same key. */
-static bool key_known(const config_t *c, const char *name)
+bool config_tsig_key_known(const config_t *c, const char *name)
 {
     char n[256];
     size_t l = strlen(name);
@@ -340,12 +340,12 @@ int config_xfr_check(const config_t *c, const char *file, char *err, size_t errl
         const char *what = NULL, *name = NULL;
         uint32_t line = 0;
         for (size_t j = 0; !what && j < z->nprimaries; j++)
-            if (z->primaries[j].key && !key_known(c, z->primaries[j].key))
+            if (z->primaries[j].key && !config_tsig_key_known(c, z->primaries[j].key))
                 what = "primary", name = z->primaries[j].key, line = z->primaries[j].line;
         for (size_t j = 0; !what && j < z->nnotify; j++)
-            if (z->notify[j].key && !key_known(c, z->notify[j].key))
+            if (z->notify[j].key && !config_tsig_key_known(c, z->notify[j].key))
                 what = "notify", name = z->notify[j].key, line = z->notify[j].line;
-        if (!what && z->transfer_key && !key_known(c, z->transfer_key))
+        if (!what && z->transfer_key && !config_tsig_key_known(c, z->transfer_key))
             what = "transfer_key", name = z->transfer_key, line = z->transfer_key_line;
         if (what) {
             snprintf(err, errlen,

@@ -23,6 +23,7 @@ enum {
     ZF_ALLOW_TRANSFER,
     ZF_TRANSFER_KEY,
     ZF_ALLOW_NOTIFY,
+    ZF_ALLOW_UPDATE,
     ZF_COUNT
 };
 
@@ -44,6 +45,10 @@ static const field_t zone_fields[ZF_COUNT] = {
     [ZF_ALLOW_TRANSFER] = {"allow_transfer", "who may AXFR/IXFR the zone (prefixes)", false, NULL},
     [ZF_TRANSFER_KEY] = {"transfer_key", "the TSIG key transfers must be signed with", false, NULL},
     [ZF_ALLOW_NOTIFY] = {"allow_notify", "who may NOTIFY a secondary zone (default: its primaries)",
+                         false, NULL},
+    [ZF_ALLOW_UPDATE] = {"allow_update",
+                         "who may change it with RFC 2136 UPDATE: key names, or {key, address} "
+                         "rules (default: nobody)",
                          false, NULL},
 };
 
@@ -143,6 +148,15 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
                                      val[ZF_ALLOW_TRANSFER], val[ZF_TRANSFER_KEY],
                                      val[ZF_ALLOW_NOTIFY])) < 0)
             return r;
+        if (val[ZF_ALLOW_UPDATE] && val[ZF_PRIMARY])
+            return config_fail(pc, val[ZF_ALLOW_UPDATE], key,
+                               "allow_update: a secondary zone is changed on its primary");
+        if (val[ZF_ALLOW_UPDATE] && fmt != CONFIG_ZONE_RFC1035)
+            return config_fail(pc, val[ZF_ALLOW_UPDATE], key,
+                               "allow_update: only a master-file zone takes updates (its journal "
+                               "is replayed over the file); a redins JSON file does not");
+        if ((r = config_get_zone_update(pc, key, z, val[ZF_ALLOW_UPDATE])) < 0)
+            return r;
         snprintf(akey, sizeof(akey), "%s: dnssec", key);
         if (val[ZF_DNSSEC] && val[ZF_PRIMARY])
             return config_fail(pc, val[ZF_DNSSEC], akey,
@@ -220,6 +234,7 @@ static void zones_reset(config_t *c)
         free(c->zones[i].file);
         config_acl_reset(&c->zones[i].acl);
         config_zone_xfr_reset(&c->zones[i]);
+        config_zone_update_reset(&c->zones[i]);
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
@@ -238,6 +253,7 @@ static int zones_copy(config_t *dst, const config_t *src)
                                    src->zones[i].format) < 0 ||
             config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0 ||
             config_zone_xfr_copy(&dst->zones[i], &src->zones[i]) < 0 ||
+            config_zone_update_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             return TERN_ENOMEM;
     return 0;
@@ -246,7 +262,8 @@ static int zones_copy(config_t *dst, const config_t *src)
 /* the keys zones name may be defined anywhere in the file */
 static int zones_check(parse_ctx_t *pc)
 {
-    return config_xfr_check(pc->c, pc->path, pc->err, pc->errlen);
+    int rc = config_xfr_check(pc->c, pc->path, pc->err, pc->errlen);
+    return rc < 0 ? rc : config_update_check(pc->c, pc->path, pc->err, pc->errlen);
 }
 
 const conf_block_t config_zones_block = {

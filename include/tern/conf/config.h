@@ -187,6 +187,14 @@
  *   xfr_timeout_ms: 10000                       # each step of a transfer in (one message)
  *   xfr_total_timeout_ms: 600000                # a whole transfer in
  *   xfr_in_concurrency: 8                       # secondary zones refreshed at once
+ *   zones:                                      # dynamic updates (src/conf/config_update.c)
+ *     - origin: example.test
+ *       file: example.zone                      # changes go to example.zone.jnl (fsync'd)
+ *       allow_update: [acme-key, {key: ops-key, address: [192.0.2.0/24]}, {address: 127.0.0.1}]
+ *   update_max_records: 1000                    # prerequisites + updates in one UPDATE
+ *   update_rate: 50                             # changes a second per key (or address)
+ *   zonefile_sync: 0                            # s between writing changed files back; 0 = on
+ *                                               #   `ternctl zone flush` only
  *
  * redins-style JSON (arvancloud/redins config.json) is accepted where its keys map
  * (src/conf/config_redins.c):
@@ -297,6 +305,16 @@ typedef struct config_xfr_peer {
     uint32_t line;                   /* where it was given, for the key check */
 } config_xfr_peer_t;
 
+/* One rule of a zone's allow_update (tern/update/update.h): an UPDATE is allowed when it
+ * matches every part the rule gives — signed with `key` (a TSIG key of tsig_keys), sent from one
+ * of `addresses` — and some rule matches. A rule with addresses only lets unsigned updates in
+ * from there: TSIG is the default only because an operator has to write that out. */
+typedef struct config_update_rule {
+    char *key;                      /* NULL: any key or none */
+    config_prefix_list_t addresses; /* empty: any address */
+    uint32_t line;                  /* where it was given, for the key check */
+} config_update_rule_t;
+
 typedef struct config_zone {
     char *origin;
     char *file; /* resolved path; for a secondary zone its on-disk copy, NULL = none */
@@ -317,6 +335,9 @@ typedef struct config_zone {
     char *transfer_key;                  /* a transfer must be signed with this key; NULL = any
                                             key or none (the addresses still apply) */
     uint32_t transfer_key_line;
+    /* Dynamic updates (RFC 2136, tern/update): who may change the zone; none = nobody */
+    config_update_rule_t *allow_update;
+    size_t nallow_update;
 } config_zone_t;
 
 /* Upstreams are tried one after another, each for up to its timeout: eight already wait longer
@@ -386,6 +407,10 @@ typedef struct config {
                                        message) not done in this long fails it, default 10000 */
     unsigned xfr_total_timeout_ms;  /* a whole transfer in, default 600000 */
     unsigned xfr_in_concurrency;    /* secondary zones refreshed at once, default 8 */
+    unsigned update_max_records;    /* prerequisites + updates in one UPDATE, default 1000 */
+    unsigned update_rate;           /* changes a second per TSIG key (or address), default 50 */
+    unsigned zonefile_sync;         /* s between writing changed zone files back; 0 = only on
+                                       `ternctl zone flush` (the journal keeps every change) */
     log_level_t log_level;          /* default LOG_LVL_INFO */
     log_target_t log_target;        /* default LOG_TARGET_STDERR */
     char *user;                     /* account to switch to after binding; NULL = stay */

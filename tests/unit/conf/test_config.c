@@ -364,7 +364,7 @@ static void read_example(char *yaml, size_t len)
  * "#   key: ...") into block without their "# "; returns how many lines. */
 static size_t example_block(const char *name, char *block, size_t len)
 {
-    static char yaml[32768];
+    static char yaml[65536];
     char head[64];
     read_example(yaml, sizeof(yaml));
     snprintf(head, sizeof(head), "\n# %s:\n", name);
@@ -529,7 +529,7 @@ static bool block_has_key(const char *block, size_t len, size_t indent, const ch
 static void test_example_has_every_option(void **state)
 {
     (void)state;
-    static char help[32768], yaml[32768];
+    static char help[65536], yaml[65536];
     memset(help, 0, sizeof(help));
     FILE *f = fmemopen(help, sizeof(help) - 1, "w");
     assert_non_null(f);
@@ -574,10 +574,10 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 49);
-    /* xdp 1; a zone 10, its dnssec 1; redis 17; health 8, its log 4, a check 12; acl 3, ratelimit
+    assert_int_equal(count, 52);
+    /* xdp 1; a zone 11, its dnssec 1; redis 17; health 8, its log 4, a check 12; acl 3, ratelimit
      * 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its requests 4 */
-    assert_int_equal(nested, 1 + 10 + 1 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
+    assert_int_equal(nested, 1 + 11 + 1 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
 }
 
 /* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */
@@ -2389,13 +2389,13 @@ static void test_unknown_key(void **state)
     expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    type: master\n", 4,
                  "zones[0]: unknown key \"type\" (want origin, file, format, acl, dnssec, primary, "
                  "notify, allow_transfer, "
-                 "transfer_key, allow_notify)");
+                 "transfer_key, allow_notify, allow_update)");
     expect_error("{\n\"zones\": [\n {\"origin\": \"a.\",\n  \"file\": \"a.zone\",\n"
                  "  \"master\": true}\n]}\n",
                  5,
                  "zones[0]: unknown key \"master\" (want origin, file, format, acl, dnssec, "
                  "primary, notify, allow_transfer, "
-                 "transfer_key, allow_notify)");
+                 "transfer_key, allow_notify, allow_update)");
     expect_error("{\"error_log\": {\n  \"level\": \"info\",\n  \"colour\": true}}\n", 3,
                  "error_log: unknown key \"colour\" (want enable, level, target, format)");
     expect_error("server:\n  ip: 1.2.3.4\n  port: 53\n  proto: udp\n", 4,
@@ -2415,7 +2415,7 @@ static void test_error_escapes(void **state)
     expect_error("zones:\n  - {origin: a, file: a, \"t\\tx\\r\": 1}\n", 2,
                  "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format, acl, dnssec, "
                  "primary, notify, allow_transfer, "
-                 "transfer_key, allow_notify)");
+                 "transfer_key, allow_notify, allow_update)");
     expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
                  "log_level: expected error, warning, info or debug, got \"\\027[31mred\\127\"");
     expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
@@ -2636,7 +2636,7 @@ static void test_zone_fields(void **state)
     expect_error(
         "zones:\n  - a.test\n", 2,
         "zones[0]: expected a mapping {origin, file, format, acl, dnssec, primary, notify, "
-        "allow_transfer, transfer_key, allow_notify}, got a plain scalar");
+        "allow_transfer, transfer_key, allow_notify, allow_update}, got a plain scalar");
 }
 
 static void test_syntax_error(void **state)
