@@ -44,6 +44,7 @@
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
 #include "tern/source/source_primary.h"
+#include "tern/update/update.h"
 #include "tern/xfr/xfr.h"
 
 enum { OPT_LISTEN = 256, OPT_ZONE, OPT_WORKERS, OPT_CHECK, OPT_USER, OPT_GROUP, OPT_ALLOW_ROOT };
@@ -607,9 +608,26 @@ static int wire_server(ternd_t *t)
  * nothing is configured), so a reload can turn them on; workers hand it requests only when some
  * are. The query log's files and socket are opened as the user ternd runs as, so SIGHUP can
  * reopen them after a rotation. 0 or -1 (logged). */
+/* xfr_hooks_t.update: an UPDATE verified by the transfer side, for the update service. */
+static bool submit_update(void *ctx, const uint8_t *msg, size_t len, const char *key,
+                          const struct sockaddr_storage *peer, uint64_t token)
+{
+    return update_submit(ctx, msg, len, key, peer, token);
+}
+
 static int wire_services(ternd_t *t)
 {
-    xfr_hooks_t hooks = {.zone_in = source_primary_zone_in, .ctx = loader_source(t->loader, "xfr")};
+    /* dynamic updates: a source of the loader's, fed by the transfer side and answering
+     * through it */
+    if (loader_add_source(t->loader, &update_source_ops) < 0) {
+        log_err("out of memory");
+        return -1;
+    }
+    update_t *upd = update_of(loader_source(t->loader, "update"));
+    xfr_hooks_t hooks = {.zone_in = source_primary_zone_in,
+                         .ctx = loader_source(t->loader, "xfr"),
+                         .update = submit_update,
+                         .update_ctx = upd};
     if (!(t->xfr = xfr_new(loader_published(t->loader), &hooks))) {
         log_err("out of memory");
         return -1;
@@ -617,6 +635,7 @@ static int wire_services(ternd_t *t)
     if (supervise(t, "xfr", start_xfr, stop_xfr, t->xfr, SUPERVISOR_XFR) < 0)
         return -1;
     loader_set_xfr(t->loader, t->xfr);
+    update_wire(upd, loader_published(t->loader), xfr_update_done, t->xfr);
     server_handoff_t handoff = xfr_handoff(t->xfr);
     server_set_handoff(t->srv, &handoff);
     metrics_set_xfr(t->metrics, t->xfr);

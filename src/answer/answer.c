@@ -15,6 +15,8 @@
  */
 #include "tern/answer/answer.h"
 
+#include "tern/common/rcu.h"
+
 #include "answer_int.h"
 
 /* The query's own state in ctx and r, answer_info_t reset, no policy verdict yet. False when
@@ -103,4 +105,19 @@ size_t answer_query(const answer_view_t *v, answer_ctx_t *ctx, const struct sock
 {
     wire_parse_result_t pr = wire_parse_query(&ctx->query, pkt, len);
     return answer_parsed(v, ctx, &ctx->query, pr, client, pkt, len, out, out_cap, transport);
+}
+
+zone_t *answer_pin_zone(const answer_view_t *const *published, const uint8_t *name)
+{
+    dname_view_t v;
+    dname_view_init(&v, name);
+    tern_rcu_online();
+    const answer_view_t *view = tern_rcu_deref(*published);
+    zone_t *z = NULL;
+    unsigned apex;
+    const zone_t *f = view ? zone_table_find(view->table, &v, &apex) : NULL;
+    if (f && apex == 0)
+        z = zone_retain((zone_t *)f);
+    tern_rcu_offline();
+    return z;
 }

@@ -69,13 +69,14 @@ static void zone_denied(answer_resp_t *r)
     r->rcode = WIRE_RC_REFUSED;
 }
 
-/* What the transfer thread takes: with transfers configured, NOTIFY, any TSIG-signed request and
- * AXFR/IXFR over TCP. It checks keys and ACLs, pins the zone and streams it, off this worker
- * (tern/xfr/xfr.h). */
+/* What the transfer thread takes: with transfers or updates configured, NOTIFY, UPDATE, any
+ * TSIG-signed request and AXFR/IXFR over TCP. It checks keys and ACLs, pins the zone and streams
+ * it, or hands an UPDATE to the update service, off this worker (tern/xfr/xfr.h). */
 static bool handed_off(const answer_resp_t *r, unsigned opcode)
 {
     const wire_query_t *q = r->q;
-    return unlikely(r->v->cfg.xfr) && (opcode == WIRE_OP_NOTIFY || q->has_tsig ||
+    return unlikely(r->v->cfg.xfr) && (opcode == WIRE_OP_NOTIFY || opcode == WIRE_OP_UPDATE ||
+                                       q->has_tsig ||
                                        (r->transport == ANSWER_TCP && opcode == WIRE_OP_QUERY &&
                                         (q->qtype == WIRE_T_AXFR || q->qtype == WIRE_T_IXFR)));
 }

@@ -23,6 +23,8 @@
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/dnssec/dnssec_zone.h"
+#include "tern/source/source_journal.h"
+#include "tern/update/update.h"
 
 /* "2026-11-23T10:00:00Z", or "never" for 0 (the loader's "not yet"). */
 static void fmt_time(char *buf, size_t cap, int64_t t)
@@ -482,8 +484,51 @@ static void zone_xfr_lines(xfr_t *x, const char *key, sb_t *body)
     free(in);
 }
 
+/* The zone's dynamic updates (tern/update/update.h): its journal and its last changes. */
+static void zone_update_lines(ctl_t *c, const zinfo_t *z, sb_t *body)
+{
+    update_t *u = c->loader ? update_of(loader_source(c->loader, "update")) : NULL;
+    char *key = zone_source_key(z->origin), *jpath = z->file[0] ? source_journal_path(z->file) : NULL;
+    source_journal_info_t ji;
+    char why[256];
+    if (jpath && source_journal_info(jpath, &ji, why, sizeof(why)) == 0 && ji.entries)
+        ctl_cmd_line(body, "journal: %s changes %zu serials %" PRIu32 " to %" PRIu32 " bytes %" PRIu64,
+                     jpath, ji.entries, ji.first, ji.last, ji.bytes);
+    update_audit_t a[8];
+    size_t n = u && key ? update_recent(u, key, a, 8) : 0;
+    for (size_t i = 0; i < n; i++) {
+        char t[32];
+        fmt_time(t, sizeof(t), a[i].when);
+        ctl_cmd_line(body, "update: %s serial %" PRIu32 " to %" PRIu32 " by %s removed %zu added %zu",
+                     t, a[i].from, a[i].to, a[i].who, a[i].removed, a[i].added);
+    }
+    free(key);
+    free(jpath);
+}
+
+/* zone flush NAME: its file written back from the version served, its journal emptied. */
+static void zone_flush(ctl_t *c, const char *name, sb_t *body, char *err, size_t errlen)
+{
+    update_t *u = c->loader ? update_of(loader_source(c->loader, "update")) : NULL;
+    char *key = zone_source_key(name), msg[512];
+    if (!u || !key)
+        snprintf(err, errlen, "%s", key ? "dynamic updates are not running" : "bad zone name");
+    else if (update_flush(u, key, msg, sizeof(msg)) < 0)
+        snprintf(err, errlen, "%s", msg);
+    else
+        ctl_cmd_line(body, "flushed: %s", msg);
+    free(key);
+}
+
 static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
+    if (argv[2]) {
+        if (strcmp(argv[1], "flush") == 0)
+            zone_flush(c, argv[2], body, err, errlen);
+        else
+            snprintf(err, errlen, "usage: zone NAME | zone flush NAME");
+        return;
+    }
     zlist_t zl;
     const zinfo_t *z = zone_named(c, argv[1], &zl, err, errlen);
     if (z) {
@@ -507,6 +552,7 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
         }
         if (c->xfr)
             zone_xfr_lines(c->xfr, z->origin, body);
+        zone_update_lines(c, z, body);
     }
     zlist_free(&zl);
 }
@@ -684,7 +730,7 @@ static const struct {
     {"reload", 0, 0, "reload", cmd_reload},
     {"status", 0, 0, "status", cmd_status},
     {"stats", 0, 0, "stats", cmd_stats},
-    {"zone", 1, 1, "zone NAME", cmd_zone},
+    {"zone", 1, 2, "zone NAME | zone flush NAME", cmd_zone},
     {"dnssec", 2, 2, "dnssec ds ZONE", cmd_dnssec},
     {"health", 0, 3, "health | health set ADDR[:PORT] up|down|auto", cmd_health},
 };

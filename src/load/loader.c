@@ -77,6 +77,10 @@ struct loader {
     size_t nchg, capchg;
     bool *poked;
     bool *touched; /* take_changes()'s, loader thread */
+    /* zones whose owners must read them again (sink.reread): queued under mu, then the loader
+     * thread's until a build that read them is published */
+    char **reread, **stale;
+    size_t nreread, capreread, nstale, capstale;
     bool changes;  /* chg or poked holds something (under mu) */
     /* The geo databases the sources locate records with (their threads call src_locate()):
      * the current snapshot's, swapped under geo_mu when they change. */
@@ -115,7 +119,9 @@ static int build(loader_t *l, const config_t *cfg, bool quick, struct snapshot *
                                   .src = l->src,
                                   .nsrc = l->nsrc,
                                   .limits = l->limits,
-                                  .xfr = l->xfr != NULL};
+                                  .xfr = l->xfr != NULL,
+                                  .stale = (const char *const *)l->stale,
+                                  .nstale = l->nstale};
     return view_build(&env, l->cur, cfg, quick, out, changed, err, errlen);
 }
 
@@ -153,6 +159,14 @@ static void xfr_sync(loader_t *l, const struct snapshot *old, const struct snaps
     free(ix.slot);
 }
 
+/* Loader thread, after a publish: the zones read again are read. */
+static void stale_clear(loader_t *l)
+{
+    for (size_t i = 0; i < l->nstale; i++)
+        free(l->stale[i]);
+    l->nstale = 0;
+}
+
 /* Publish s and free what it replaces once no worker can still see it. */
 static void publish(loader_t *l, struct snapshot *s)
 {
@@ -162,6 +176,7 @@ static void publish(loader_t *l, struct snapshot *s)
     pthread_mutex_unlock(&l->mu);
     const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
     (void)prev; /* == &old->view */
+    stale_clear(l); /* s read them again */
     if (l->xfr)
         xfr_sync(l, old, s);
     if (old) {
@@ -204,6 +219,42 @@ static void sink_poke(void *ctx, zone_source_t *src)
     l->changes = true;
     pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
+}
+
+/* zone_sink_t.reread: a zone's owner must read it again at the next build. */
+static int sink_reread(void *ctx, const char *key)
+{
+    loader_t *l = ctx;
+    char *k = strdup(key);
+    pthread_mutex_lock(&l->mu);
+    if (!k || tern_grow((void **)&l->reread, &l->capreread, l->nreread + 1, sizeof(*l->reread)) < 0) {
+        pthread_mutex_unlock(&l->mu);
+        free(k);
+        return TERN_ENOMEM;
+    }
+    l->reread[l->nreread++] = k;
+    l->changes = true;
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+/* Loader thread: the zones to read again, queued by sink_reread(), into l->stale. False when
+ * out of memory (they stay queued for the next trigger). */
+static bool take_rereads(loader_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool any = l->nreread > 0, ok = true;
+    if (any && tern_grow((void **)&l->stale, &l->capstale, l->nstale + l->nreread,
+                         sizeof(*l->stale)) < 0) {
+        ok = false;
+    } else {
+        for (size_t i = 0; i < l->nreread; i++)
+            l->stale[l->nstale++] = l->reread[i];
+        l->nreread = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return any && ok;
 }
 
 /* zone_sink_t.drop: loader thread; src stopped its thread and dropped its zones. */
@@ -254,7 +305,7 @@ static bool take_changes(loader_t *l, bool *touched)
         any |= touched[i];
     }
     free(c);
-    return any;
+    return take_rereads(l) || any;
 }
 
 /* Any thread (a source's): locate a record's address through the current geo databases. */
@@ -329,7 +380,11 @@ static int source_add(loader_t *l, const zone_source_ops_t *ops)
     if (!src || !pub || !poked || !touched)
         return TERN_ENOMEM;
     const zone_source_env_t env = {
-        .sink = {.push = sink_push, .poke = sink_poke, .drop = sink_drop, .ctx = l},
+        .sink = {.push = sink_push,
+                 .poke = sink_poke,
+                 .drop = sink_drop,
+                 .reread = sink_reread,
+                 .ctx = l},
         .health = l->health,
         .locate = src_locate,
         .locate_ctx = l,
@@ -898,6 +953,11 @@ void loader_free(loader_t *l)
     for (size_t i = 0; i < l->nchg; i++)
         zone_change_clear(&l->chg[i]);
     free(l->chg);
+    for (size_t i = 0; i < l->nreread; i++)
+        free(l->reread[i]);
+    free(l->reread);
+    stale_clear(l);
+    free(l->stale);
     view_db_geo_put(l->sgeo_v4);
     view_db_geo_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */

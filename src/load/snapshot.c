@@ -3,6 +3,7 @@
  */
 #include "snapshot.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,12 +64,21 @@ void snapshot_dep_set(struct dep *d, const struct stat *st)
 int snapshot_dep_add(void *ctx, const char *path, const struct stat *st)
 {
     struct zent *e = ctx;
+    for (size_t i = 0; i < e->ndeps; i++)
+        if (strcmp(e->deps[i].path, path) == 0) { /* seen again: as it is now */
+            e->deps[i].absent = !st;
+            if (st)
+                snapshot_dep_set(&e->deps[i], st);
+            return 0;
+        }
     if (tern_grow((void **)&e->deps, &e->capdeps, e->ndeps + 1, sizeof(*e->deps)) < 0)
         return TERN_ENOMEM;
     struct dep *d = &e->deps[e->ndeps];
     if (!(d->path = strdup(path)))
         return TERN_ENOMEM;
-    snapshot_dep_set(d, st);
+    d->absent = !st;
+    if (st)
+        snapshot_dep_set(d, st);
     e->ndeps++;
     return 0;
 }
@@ -77,8 +87,8 @@ bool snapshot_dep_unchanged(const struct dep *d)
 {
     struct stat st;
     if (stat(d->path, &st) < 0)
-        return false;
-    return st.st_dev == d->dev && st.st_ino == d->ino && st.st_size == d->size &&
+        return d->absent && errno == ENOENT;
+    return !d->absent && st.st_dev == d->dev && st.st_ino == d->ino && st.st_size == d->size &&
            st.st_mtim.tv_sec == d->mtim.tv_sec && st.st_mtim.tv_nsec == d->mtim.tv_nsec &&
            st.st_ctim.tv_sec == d->ctim.tv_sec && st.st_ctim.tv_nsec == d->ctim.tv_nsec;
 }
@@ -155,7 +165,7 @@ int snapshot_deps_copy(struct zent *dst, const struct zent *src)
         struct stat st = {.st_dev = d->dev, .st_ino = d->ino, .st_size = d->size};
         st.st_mtim = d->mtim;
         st.st_ctim = d->ctim;
-        if (snapshot_dep_add(dst, d->path, &st) < 0)
+        if (snapshot_dep_add(dst, d->path, d->absent ? NULL : &st) < 0)
             return TERN_ENOMEM;
     }
     return 0;

@@ -26,9 +26,11 @@
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
 
-/* One file a zone was read from, as it was when read. */
+/* One file a zone was read from, as it was when read; or one whose absence it depends on (a
+ * master file's journal that does not exist: absent, unchanged while it still does not). */
 struct dep {
     char *path;
+    bool absent;
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -91,7 +93,9 @@ void snapshot_deps_clear(struct zent *e);
 /** d's identity and times from st. */
 void snapshot_dep_set(struct dep *d, const struct stat *st);
 
-/** zone_file_seen_fn (ctx: a struct zent): remember path as one of the zone's files. */
+/** zone_file_seen_fn (ctx: a struct zent): remember path as one of the zone's files, as st
+ * says it is (NULL: it does not exist, and the zone depends on that). A path seen again is
+ * updated, not added twice. */
 int snapshot_dep_add(void *ctx, const char *path, const struct stat *st);
 
 /** True when d's file is still the one remembered (identity, size and times). */

@@ -275,8 +275,16 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
     return 0;
 }
 
+static bool is_stale(const view_build_env_t *l, const char *key)
+{
+    for (size_t i = 0; i < l->nstale; i++)
+        if (strcmp(l->stale[i], key) == 0)
+            return true;
+    return false;
+}
+
 /* Pass 2a: configured zone cz, read by src (files): the version served again while none of
- * its files changed, else read_zone(). */
+ * its files changed (nor its owner asked for it, zone_sink_t.reread), else read_zone(). */
 static int add_read(build_t *b, struct snapshot *s, zone_source_t *src, const config_zone_t *cz)
 {
     struct zent *e = &s->z[s->nz++];
@@ -285,7 +293,9 @@ static int add_read(build_t *b, struct snapshot *s, zone_source_t *src, const co
         return nomem(b);
     e->format = cz->format;
     const struct zent *prev =
-        snapshot_reusable(&b->ix, e->key, e->file, e->format, e->signing, b->quick);
+        is_stale(b->l, e->key)
+            ? NULL
+            : snapshot_reusable(&b->ix, e->key, e->file, e->format, e->signing, b->quick);
     if (prev && ((cz->format == CONFIG_ZONE_JSON && b->geo_changed) || b->health_changed))
         prev = NULL;
     zone_t *z = NULL;

@@ -28,6 +28,10 @@ typedef struct view_build_env {
     size_t nsrc;
     limit_shared_t *limits; /* shared by every view, or NULL */
     bool xfr;               /* a transfer service runs (view.cfg.xfr) */
+    /* configured zones (keys) whose owners must read them again though their files are not
+     * looked at (zone_sink_t.reread) */
+    const char *const *stale;
+    size_t nstale;
 } view_build_env_t;
 
 /**

@@ -27,37 +27,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-bool xfr_prefix_match(const config_prefix_list_t *l, const struct sockaddr_storage *ss)
-{
-    uint8_t a[16];
-    unsigned fam;
-    if (ss->ss_family == AF_INET) {
-        memcpy(a, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-        fam = 4;
-    } else {
-        const struct in6_addr *v6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(v6)) {
-            memcpy(a, v6->s6_addr + 12, 4);
-            fam = 4;
-        } else {
-            memcpy(a, v6->s6_addr, 16);
-            fam = 6;
-        }
-    }
-    for (size_t i = 0; i < l->n; i++) {
-        const config_prefix_t *p = &l->p[i];
-        if (p->family != fam)
-            continue;
-        unsigned full = p->len / 8, rest = p->len % 8;
-        if (memcmp(a, p->addr, full) != 0)
-            continue;
-        if (rest && ((a[full] ^ p->addr[full]) & (uint8_t)(0xFF << (8 - rest))))
-            continue;
-        return true;
-    }
-    return false;
-}
-
 bool xfr_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
     if (a->ss_family != b->ss_family)
@@ -67,20 +36,6 @@ bool xfr_same_host(const struct sockaddr_storage *a, const struct sockaddr_stora
                       &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
     return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
                   &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-}
-
-void xfr_addr_text(const struct sockaddr_storage *ss, char *out, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss->ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, sizeof(ip));
-        port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, sizeof(ip));
-        port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-    }
-    snprintf(out, len, "%s@%u", ip, port);
 }
 
 /* Under mu. */
@@ -164,17 +119,7 @@ size_t xfr_msg_soa(uint8_t *m, uint32_t ttl, const uint8_t *rd, size_t rdlen)
  * grace period up afterwards. NULL if not served. */
 zone_t *xfr_pin_zone(xfr_t *x, const uint8_t *name)
 {
-    dname_view_t v;
-    dname_view_init(&v, name);
-    tern_rcu_online();
-    const answer_view_t *view = tern_rcu_deref(*x->published);
-    zone_t *z = NULL;
-    unsigned apex;
-    const zone_t *f = view ? zone_table_find(view->table, &v, &apex) : NULL;
-    if (f && apex == 0)
-        z = zone_retain((zone_t *)f);
-    tern_rcu_offline();
-    return z;
+    return answer_pin_zone(x->published, name);
 }
 
 bool xfr_wanted(const config_t *cfg)
@@ -183,7 +128,7 @@ bool xfr_wanted(const config_t *cfg)
         return true;
     for (size_t i = 0; i < cfg->nzones; i++) {
         const config_zone_t *z = &cfg->zones[i];
-        if (z->nprimaries || z->nnotify || z->allow_transfer.n)
+        if (z->nprimaries || z->nnotify || z->allow_transfer.n || z->nallow_update)
             return true;
     }
     return false;
@@ -562,6 +507,7 @@ void xfr_free(xfr_t *x)
         free(x->ch[i].key);
     }
     free(x->ch);
+    xfr_update_release_all(x);
     for (size_t i = 0; i < x->nzones; i++)
         zst_free(x->zones[i]);
     free(x->zones);

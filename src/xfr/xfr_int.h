@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/limit/limit.h"
 #include "tern/tsig/tsig.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
@@ -119,6 +120,28 @@ struct handoff {
     uint8_t *buf; /* TCP_MSG_MAX + 2 */
 };
 
+/* UPDATEs handed to the update service and not answered yet: its queue holds 64 (update.h), so
+ * this many covers all it can take. */
+#define XFR_UPDATES_MAX 64
+
+/* How long a connection waits for an UPDATE's answer before it is closed: the update service
+ * answers within its publish deadline (30 s) plus a change's own work. */
+#define XFR_UPDATE_WAIT_MS 60000
+
+/* An UPDATE the update service holds (xfr_update.c). */
+struct upending {
+    bool used;
+    uint32_t gen; /* bumped at each use: a stale token finds a different gen */
+    bool tcp;
+    size_t conn; /* tcp: the connection's slot and its gen */
+    uint32_t conn_gen;
+    struct handoff r; /* udp: where to answer from; r.buf: NULL (req holds the request) */
+    uint8_t *req;     /* the request: the answer echoes its header and zone section */
+    struct xfr_msg *im; /* its parse and TSIG state (udp: ctx and key below; tcp: the conn's) */
+    tsig_key_t key;
+    tsig_ctx_t ctx;
+};
+
 /* A published change of a zone, for the NOTIFY thread to journal and announce. */
 struct change {
     char *key;
@@ -144,7 +167,8 @@ struct oconn {
     tsig_key_t key;
     tsig_ctx_t tsig;
     bool closing;
-    bool eof; /* the client half-closed: nothing more to read */
+    bool eof;      /* the client half-closed: nothing more to read */
+    bool upd_wait; /* an UPDATE is with the update service: nothing more is read until its answer */
     int64_t start_ms;
     size_t msgs;
     char zname[DNAME_KEY_MAX], kind[8];
@@ -187,6 +211,13 @@ struct xfr {
     uint8_t *qbufs;
     int out_ev;    /* eventfd: the queue went non-empty, or stop */
     int notify_ev; /* eventfd: a change to journal and notify, a new config, or stop */
+    /* UPDATEs with the update service (the out thread's), and their answers back (under qmu) */
+    struct upending upd[XFR_UPDATES_MAX];
+    struct {
+        uint64_t token;
+        unsigned rcode;
+    } upd_done[XFR_UPDATES_MAX];
+    size_t nupd_done;
     int out_ep;    /* the out thread's epoll */
     struct change *ch;
     size_t nch, capch;
@@ -204,8 +235,8 @@ struct xfr {
     unsigned npullers;
 };
 
-/* A request being answered: parsed and, if signed, verified (xfr_out.c, check_msg()). */
-typedef struct {
+/* A request being answered: parsed and, if signed, verified (xfr_out_check_msg()). */
+typedef struct xfr_msg {
     bool ok;           /* the message is well formed (and, if signed, its TSIG parsed) */
     bool tsig;         /* it was signed (verified unless tsig_err) */
     unsigned tsig_err; /* a TSIG error to answer with (NOTAUTH), 0 if none */
@@ -242,14 +273,8 @@ struct zst *xfr_zone_find(const xfr_t *x, const char *key);
 /* Under mu: the zone whose apex is exactly name (wire, any case), or NULL. */
 struct zst *xfr_zone_find_apex(const xfr_t *x, const uint8_t *name);
 
-/* Whether ss (IPv4-mapped IPv6 taken as IPv4) is in one of l's prefixes. */
-bool xfr_prefix_match(const config_prefix_list_t *l, const struct sockaddr_storage *ss);
-
 /* Same address (the port aside). */
 bool xfr_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
-
-/* "address@port" of ss into out, for logs and `ternctl zone`. */
-void xfr_addr_text(const struct sockaddr_storage *ss, char *out, size_t len);
 
 /* A header (id, flags, one question, no records) and the question name qtype IN into m; returns
  * the length (12 + nlen + 4). The messages tern sends as a client: SOA queries, AXFR/IXFR
@@ -283,6 +308,37 @@ size_t xfr_out_finish_reply(xfr_msg_t *im, uint8_t *out, size_t len, size_t cap)
 
 /* Whether a refusal may be logged now (at most a few a second; the out thread's alone). */
 bool xfr_out_refusal_log_ok(void);
+
+/* Parse and, if signed, verify one request into im (its key and ctx set by the caller). */
+void xfr_out_check_msg(xfr_t *x, const uint8_t *m, size_t len, xfr_msg_t *im);
+
+/* A datagram reply through the worker's socket, from the address the request went to. */
+void xfr_out_udp_reply(const struct handoff *r, const uint8_t *buf, size_t len);
+
+/* A reply with rcode only (signed when the request was) into out; its length. */
+size_t xfr_out_error_reply(xfr_msg_t *im, const uint8_t *req, uint8_t *out, size_t cap,
+                           unsigned rcode);
+
+/* c's reply of n bytes queued at wbuf + 2; then what it pipelined processed, written, armed
+ * (or c closed). The out thread, after an UPDATE's answer came back. */
+void xfr_out_resume(xfr_t *x, struct oconn *c, size_t n);
+
+/* ---- xfr_update.c ---- */
+
+/* An UPDATE over UDP handed over by a worker: verified, then given to the update service (the
+ * answer follows its rcode) or answered at once (FORMERR, NOTAUTH, NOTIMP, SERVFAIL). */
+void xfr_update_udp(xfr_t *x, const struct handoff *r);
+
+/* An UPDATE read on connection c (im verified, m its mlen bytes): given to the update service
+ * (returns 0: c waits for the answer), or the length of the answer written at out. */
+size_t xfr_update_tcp(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8_t *m, size_t mlen,
+                      uint8_t *out, size_t cap);
+
+/* The out thread, when woken: the answers the update service gave, sent. */
+void xfr_update_finish(xfr_t *x);
+
+/* xfr_free(): what is still pending, released. */
+void xfr_update_release_all(xfr_t *x);
 
 /* ---- xfr_notify.c ---- */
 

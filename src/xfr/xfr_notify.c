@@ -48,7 +48,7 @@ size_t xfr_notify_in(xfr_t *x, xfr_msg_t *im, const uint8_t *req,
                      const struct sockaddr_storage *peer, uint8_t *out, size_t cap)
 {
     char from[64];
-    xfr_addr_text(peer, from, sizeof(from));
+    limit_addr_text(peer, from, sizeof(from));
     __atomic_add_fetch(&x->stats.notify_received, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&x->mu);
     struct zst *z = xfr_zone_find_apex(x, im->q.qname);
@@ -60,7 +60,7 @@ size_t xfr_notify_in(xfr_t *x, xfr_msg_t *im, const uint8_t *req,
     } else {
         bool allowed = false;
         if (z->allow_notify.n)
-            allowed = xfr_prefix_match(&z->allow_notify, peer);
+            allowed = limit_prefix_match(&z->allow_notify, peer);
         else
             for (size_t i = 0; i < z->nprim && !allowed; i++)
                 allowed = xfr_same_host(&z->prim[i].addr, peer);

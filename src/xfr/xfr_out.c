@@ -110,8 +110,7 @@ bool xfr_out_refusal_log_ok(void)
     return false;
 }
 
-/* A datagram reply through the worker's socket, from the address the request went to. */
-static void udp_reply(const struct handoff *r, const uint8_t *buf, size_t len)
+void xfr_out_udp_reply(const struct handoff *r, const uint8_t *buf, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
     union {
@@ -148,8 +147,7 @@ static void udp_reply(const struct handoff *r, const uint8_t *buf, size_t len)
     (void)sendmsg(r->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* Parse and, if signed, verify one request into im (key and ctx set by the caller). */
-static void check_msg(xfr_t *x, const uint8_t *m, size_t len, xfr_msg_t *im)
+void xfr_out_check_msg(xfr_t *x, const uint8_t *m, size_t len, xfr_msg_t *im)
 {
     im->ok = im->tsig = false;
     im->tsig_err = 0;
@@ -191,8 +189,8 @@ size_t xfr_out_finish_reply(xfr_msg_t *im, uint8_t *out, size_t len, size_t cap)
     return nl;
 }
 
-static size_t error_reply(xfr_msg_t *im, const uint8_t *req, uint8_t *out, size_t cap,
-                          unsigned rcode)
+size_t xfr_out_error_reply(xfr_msg_t *im, const uint8_t *req, uint8_t *out, size_t cap,
+                           unsigned rcode)
 {
     size_t n = xfr_out_reply_head(out, req, im->q.question_len, rcode, false);
     return xfr_out_finish_reply(im, out, n, cap);
@@ -209,10 +207,10 @@ static size_t on_signed_query(xfr_t *x, xfr_msg_t *im, const uint8_t *req, uint8
         return xfr_out_finish_reply(im, out, n, cap);
     }
     if (im->q.qtype != WIRE_T_SOA)
-        return error_reply(im, req, out, cap, WIRE_RC_REFUSED);
+        return xfr_out_error_reply(im, req, out, cap, WIRE_RC_REFUSED);
     zone_t *z = xfr_pin_zone(x, im->q.qname);
     if (!z || z->unavailable) {
-        size_t n = error_reply(im, req, out, cap, z ? WIRE_RC_SERVFAIL : WIRE_RC_REFUSED);
+        size_t n = xfr_out_error_reply(im, req, out, cap, z ? WIRE_RC_SERVFAIL : WIRE_RC_REFUSED);
         zone_free(z);
         return n;
     }
@@ -239,7 +237,7 @@ static void oconn_close(xfr_t *x, struct oconn *c)
     zone_free(c->zone);
     c->zone = NULL;
     c->rlen = c->woff = c->wlen = 0;
-    c->closing = c->eof = false;
+    c->closing = c->eof = c->upd_wait = false;
     tsig_ctx_clear(&c->tsig);
     tsig_ctx_init(&c->tsig);
     explicit_bzero(&c->key, sizeof(c->key));
@@ -256,7 +254,7 @@ static void oconn_queue(struct oconn *c, size_t n)
 static void transfer_done(xfr_t *x, struct oconn *c, bool ok)
 {
     char peer[64];
-    xfr_addr_text(&c->peer, peer, sizeof(peer));
+    limit_addr_text(&c->peer, peer, sizeof(peer));
     uint64_t recs = c->st ? xfr_stream_records(c->st) : 0;
     if (ok) {
         log_info("xfr: %s %s serial %u to %s: %llu records in %zu messages, %lld ms", c->kind,
@@ -354,7 +352,7 @@ static const char *transfer_check(xfr_t *x, const struct oconn *c, const xfr_msg
     const char *why = NULL;
     if (!z || !z->allow_transfer.n)
         why = "no allow_transfer for the zone";
-    else if (!xfr_prefix_match(&z->allow_transfer, &c->peer))
+    else if (!limit_prefix_match(&z->allow_transfer, &c->peer))
         why = "address not in allow_transfer";
     else if (z->transfer_key >= 0 &&
              (!im->tsig || strcasecmp(im->key->name, x->keys[z->transfer_key].name) != 0))
@@ -391,7 +389,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
 {
     uint8_t *out = c->wbuf + 2;
     char peer[64];
-    xfr_addr_text(&c->peer, peer, sizeof(peer));
+    limit_addr_text(&c->peer, peer, sizeof(peer));
     transfer_name(c, im);
     snprintf(c->kind, sizeof(c->kind), "%s", im->q.qtype == WIRE_T_IXFR ? "IXFR" : "AXFR");
     transfer_plan_t t = {0};
@@ -400,7 +398,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
         if (xfr_out_refusal_log_ok())
             log_info("xfr: %s %s from %s refused: %s", c->kind, c->zname, peer, why);
         __atomic_add_fetch(&x->stats.out_refused, 1, __ATOMIC_RELAXED);
-        oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG,
+        oconn_queue(c, xfr_out_error_reply(im, req, out, XFR_OUT_MSG,
                                    im->tsig_err ? WIRE_RC_NOTAUTH : WIRE_RC_REFUSED));
         c->closing = true;
         return;
@@ -408,7 +406,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
     zone_t *zone = xfr_pin_zone(x, im->q.qname);
     if (!zone || zone->unavailable) {
         log_info("xfr: %s %s from %s: the zone has no data (SERVFAIL)", c->kind, c->zname, peer);
-        oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));
+        oconn_queue(c, xfr_out_error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));
         zone_free(zone);
         plan_release(&t);
         c->closing = true;
@@ -419,7 +417,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
     plan_release(&t);
     if (!c->st) {
         zone_free(zone);
-        oconn_queue(c, error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));
+        oconn_queue(c, xfr_out_error_reply(im, req, out, XFR_OUT_MSG, WIRE_RC_SERVFAIL));
         c->closing = true;
         return;
     }
@@ -433,7 +431,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
 /* Handle the complete messages in c's read buffer while nothing is being written. */
 static void oconn_process(xfr_t *x, struct oconn *c)
 {
-    while (!c->st && !c->closing && c->woff == c->wlen && c->rlen >= 2) {
+    while (!c->st && !c->closing && !c->upd_wait && c->woff == c->wlen && c->rlen >= 2) {
         size_t mlen = tern_rd16(c->rbuf);
         if (mlen == 0) {
             c->closing = true;
@@ -449,7 +447,7 @@ static void oconn_process(xfr_t *x, struct oconn *c)
         }
         im->ctx = &c->tsig;
         im->key = &c->key;
-        check_msg(x, m, mlen, im);
+        xfr_out_check_msg(x, m, mlen, im);
         size_t n = 0;
         uint8_t *out = c->wbuf + 2;
         unsigned op = mlen >= 12 ? WIRE_OPCODE(tern_rd16(m + 2)) : 0;
@@ -460,10 +458,14 @@ static void oconn_process(xfr_t *x, struct oconn *c)
             }
             c->closing = true;
         } else if (im->tsig_err) {
-            oconn_queue(c, error_reply(im, m, out, XFR_OUT_MSG, WIRE_RC_NOTAUTH));
+            oconn_queue(c, xfr_out_error_reply(im, m, out, XFR_OUT_MSG, WIRE_RC_NOTAUTH));
             c->closing = true;
         } else if (op == WIRE_OP_NOTIFY) {
             oconn_queue(c, xfr_notify_in(x, im, m, &c->peer, out, XFR_OUT_MSG));
+        } else if (op == WIRE_OP_UPDATE) {
+            n = xfr_update_tcp(x, c, im, m, mlen, out, XFR_OUT_MSG);
+            if (n)
+                oconn_queue(c, n);
         } else if (op == WIRE_OP_QUERY &&
                    (im->q.qtype == WIRE_T_AXFR || im->q.qtype == WIRE_T_IXFR)) {
             start_transfer(x, c, im, m, mlen);
@@ -551,7 +553,20 @@ static void oconn_event(xfr_t *x, uint64_t tag, uint32_t events)
         }
     }
     oconn_process(x, c);
-    if (!oconn_write(x, c) || (c->eof && !c->st && c->woff == c->wlen)) {
+    if (!oconn_write(x, c) || (c->eof && !c->st && !c->upd_wait && c->woff == c->wlen)) {
+        oconn_close(x, c);
+        return;
+    }
+    oconn_arm(x, c, idx);
+}
+
+void xfr_out_resume(xfr_t *x, struct oconn *c, size_t n)
+{
+    size_t idx = (size_t)(c - x->conns);
+    c->upd_wait = false;
+    c->deadline = tern_monotonic_ms() + XFR_IDLE_MS;
+    oconn_queue(c, n);
+    if (!oconn_write(x, c) || (c->eof && !c->st && !c->upd_wait && c->woff == c->wlen)) {
         oconn_close(x, c);
         return;
     }
@@ -562,7 +577,8 @@ static void oconn_event(xfr_t *x, uint64_t tag, uint32_t events)
  * Such a connection only waits for its client's next request. */
 static bool oconn_idle(const struct oconn *c)
 {
-    return c->fd >= 0 && !c->st && !c->closing && c->rlen == 0 && c->woff == c->wlen;
+    return c->fd >= 0 && !c->st && !c->closing && !c->upd_wait && c->rlen == 0 &&
+           c->woff == c->wlen;
 }
 
 /* The last progress on c: a whole message read, or bytes written (the idle deadline's start). */
@@ -628,7 +644,7 @@ static void oconn_refuse(xfr_t *x, struct handoff *r, bool own)
     __atomic_add_fetch(&x->stats.out_conn_refused, 1, __ATOMIC_RELAXED);
     if (xfr_out_refusal_log_ok()) {
         char peer[64];
-        xfr_addr_text(&r->peer, peer, sizeof(peer));
+        limit_addr_text(&r->peer, peer, sizeof(peer));
         log_warn("xfr: connection from %s closed: %s %d transfer connections, all busy", peer,
                  own ? "its address holds" : "the thread holds",
                  own ? XFR_CONNS_PER_ADDR : XFR_CONNS_MAX);
@@ -682,6 +698,10 @@ static void take_tcp(xfr_t *x, struct handoff *r)
 
 static void take_udp(xfr_t *x, struct handoff *r)
 {
+    if (r->len >= 12 && WIRE_OPCODE(tern_rd16(r->buf + 2)) == WIRE_OP_UPDATE) {
+        xfr_update_udp(x, r); /* verified into the state it keeps until the answer */
+        return;
+    }
     uint8_t out[4096];
     xfr_msg_t *im = malloc(sizeof(*im));
     tsig_key_t *key = malloc(sizeof(*key));
@@ -694,27 +714,27 @@ static void take_udp(xfr_t *x, struct handoff *r)
     }
     im->ctx = &ctx;
     im->key = key;
-    check_msg(x, r->buf, r->len, im);
+    xfr_out_check_msg(x, r->buf, r->len, im);
     size_t n = 0;
     unsigned op = r->len >= 12 ? WIRE_OPCODE(tern_rd16(r->buf + 2)) : 0;
     if (!im->ok) {
         if (im->q.has_question)
             n = xfr_out_reply_head(out, r->buf, im->q.question_len, WIRE_RC_FORMERR, false);
     } else if (im->tsig_err) {
-        n = error_reply(im, r->buf, out, sizeof(out), WIRE_RC_NOTAUTH);
+        n = xfr_out_error_reply(im, r->buf, out, sizeof(out), WIRE_RC_NOTAUTH);
     } else if (op == WIRE_OP_NOTIFY) {
         n = xfr_notify_in(x, im, r->buf, &r->peer, out, sizeof(out));
     } else if (op == WIRE_OP_QUERY && im->tsig) {
         n = on_signed_query(x, im, r->buf, out, sizeof(out), true);
     } else {
-        n = error_reply(im, r->buf, out, sizeof(out), WIRE_RC_REFUSED);
+        n = xfr_out_error_reply(im, r->buf, out, sizeof(out), WIRE_RC_REFUSED);
     }
     tsig_ctx_clear(&ctx);
     explicit_bzero(key, sizeof(*key));
     free(key);
     free(im);
     if (n)
-        udp_reply(r, out, n);
+        xfr_out_udp_reply(r, out, n);
 }
 
 void *xfr_out_main(void *arg)
@@ -742,6 +762,7 @@ void *xfr_out_main(void *arg)
                         take_udp(x, &r);
                     free(r.buf);
                 }
+                xfr_update_finish(x);
             } else {
                 oconn_event(x, evs[i].data.u64, evs[i].events);
             }

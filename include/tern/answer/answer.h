@@ -124,6 +124,14 @@ typedef struct answer_view {
     uint64_t gen; /* distinct for every published view (geo lookups cached per view) */
 } answer_view_t;
 
+/**
+ * Background threads (never a worker): pin the published version of the zone whose apex is
+ * name (a lowercased or any-case wire name): a reference taken while the view cannot be freed
+ * (RCU read side, the calling thread online only for that; it must be registered and offline),
+ * so the caller holds no grace period up afterwards. NULL when no zone has that apex.
+ */
+zone_t *answer_pin_zone(const answer_view_t *const *published, const uint8_t *name) TERN_WUR;
+
 typedef enum { ANSWER_UDP = 0, ANSWER_TCP = 1 } answer_transport_t;
 
 /* What happened, for statistics and the query log (filled by answer_query()'s stages). */

@@ -185,4 +185,12 @@ typedef struct limit_stats {
 
 void limit_shared_stats(limit_shared_t *sh, limit_stats_t *out);
 
+/* ---- addresses, for the services that check peers off the query path (limit_addr.c) ---- */
+
+/** Whether ss (IPv4-mapped IPv6 taken as IPv4) is in one of l's prefixes. */
+bool limit_prefix_match(const config_prefix_list_t *l, const struct sockaddr_storage *ss);
+
+/** "address@port" of ss into out, for logs and `ternctl zone`. */
+void limit_addr_text(const struct sockaddr_storage *ss, char *out, size_t len);
+
 #endif

@@ -77,6 +77,11 @@ typedef struct zone_sink {
     void (*poke)(void *ctx, zone_source_t *src);
     /** Loader thread: forget what src queued (it stopped its thread and dropped its zones). */
     void (*drop)(void *ctx, zone_source_t *src);
+    /** Any thread: configured zone key changed where its owner reads it though none of the
+     * files the last build looked at says so yet (a dynamic change appended to a master file's
+     * journal, tern/source/source_journal.h): the next build asks its owner's read() again, and
+     * the loader thread is woken for one. 0 or TERN_ENOMEM. */
+    int (*reread)(void *ctx, const char *key);
     void *ctx;
 } zone_sink_t;
 

@@ -5,7 +5,9 @@
  * Threads of its own, never a worker:
  *   - "tern-xfr-out": an epoll loop. Workers hand it what answer_query() marks ANSWER_HANDOFF
  *     (net/server.h: a bounded queue, one eventfd write when it was empty): TCP connections that
- *     asked for AXFR/IXFR, NOTIFY and TSIG-signed messages. It checks the key and the zone's
+ *     asked for AXFR/IXFR, NOTIFY, UPDATE and TSIG-signed messages. An UPDATE goes on, verified,
+ *     to the update service (hooks.update); the out thread answers it when its rcode comes back
+ *     (xfr_update.c), holding the connection's further requests until then. It checks the key and the zone's
  *     allow_transfer, pins the zone version (a reference taken inside an RCU read-side section,
  *     so the transfer holds no grace period up and never sees half a reload), and streams the
  *     zone across as many events as the client's window needs. IXFR comes from the zone's
@@ -28,7 +30,8 @@
  *     or dead primary holds its own zone only and xfr_free() waits for none (xfr_secondary.c).
  *
  * Files: xfr.c (the service: settings, zone state, info, stats, the workers' hand-off queue),
- * xfr_out.c, xfr_notify.c, xfr_secondary.c (one per thread above), sharing src/xfr/xfr_int.h.
+ * xfr_out.c, xfr_notify.c, xfr_secondary.c (one per thread above), xfr_update.c (UPDATE handed
+ * on and answered), sharing src/xfr/xfr_int.h.
  *
  * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
  * workers'; xfr_zone_info() any thread's. The state the threads share is under one mutex; the
@@ -40,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
@@ -54,13 +58,21 @@ typedef struct xfr_hooks {
      * callee owns the reference — or NULL: the zone expired (answer SERVFAIL for it). */
     void (*zone_in)(void *ctx, const char *key, zone_t *z);
     void *ctx;
+    /* the out thread: an UPDATE (RFC 2136) for the update service (tern/update/update.h), its
+     * TSIG verified (key: the key's name; NULL: unsigned), from peer. Its rcode comes back
+     * through xfr_update_done(token), and the out thread answers it, signed as it came. false:
+     * not taken (answered SERVFAIL). NULL: UPDATE is answered NOTIMP. */
+    bool (*update)(void *ctx, const uint8_t *msg, size_t len, const char *key,
+                   const struct sockaddr_storage *peer, uint64_t token);
+    void *update_ctx;
 } xfr_hooks_t;
 
 /** A transfer service reading zones from *published (the view the workers answer from). */
 xfr_t *xfr_new(const answer_view_t *const *published, const xfr_hooks_t *hooks) TERN_WUR;
 
-/** Whether cfg configures anything of this module: a zone with primary, notify or
- * allow_transfer, or a TSIG key. Off, workers answer transfers REFUSED by themselves. */
+/** Whether cfg configures anything of this module: a zone with primary, notify,
+ * allow_transfer or allow_update, or a TSIG key. Off, workers answer transfers REFUSED and
+ * UPDATE NOTIMP by themselves. */
 bool xfr_wanted(const config_t *cfg);
 
 /**
@@ -80,6 +92,10 @@ void xfr_zone_changed(xfr_t *x, const char *key, zone_t *old, zone_t *new);
 /** Whether key has outgoing transfer settings (allow_transfer or notify): the loader tells
  * only those zones' changes. Any thread. */
 bool xfr_zone_wanted(xfr_t *x, const char *key);
+
+/** Any thread (the update service's): the rcode of the UPDATE handed over with token; the out
+ * thread answers it (a connection closed meanwhile: nothing). ctx: the xfr_t. */
+void xfr_update_done(void *ctx, uint64_t token, unsigned rcode);
 
 /** The hooks the workers hand requests to (server_set_handoff()). */
 server_handoff_t xfr_handoff(xfr_t *x);

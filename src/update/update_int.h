@@ -1,0 +1,114 @@
+/*
+ * update_int.h — what update.c (the service, its queue and thread) and update_apply.c (what one
+ * request goes through) share. Not a public header.
+ *
+ * Threading: everything in struct update is under mu, but published/reply (set before the
+ * thread starts) and buckets (the update thread's alone).
+ */
+#ifndef TERN_UPDATE_UPDATE_INT_H
+#define TERN_UPDATE_UPDATE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "tern/conf/config.h"
+#include "tern/update/update.h"
+#include "tern/wire/dname.h"
+
+/* Flushes (ternctl) waiting at once: one operator, a script or two. */
+#define UPDATE_FLUSH_MAX 8
+
+/* Changes remembered for `ternctl zone` across all zones. */
+#define UPDATE_AUDIT_MAX 64
+
+/* Principals (keys, or addresses of unsigned updates) the rate limit tracks; the one not seen
+ * for longest makes room. */
+#define UPDATE_BUCKETS_MAX 256
+
+/* A request taken from the out thread. */
+typedef struct ureq {
+    uint8_t *msg;
+    size_t len;
+    bool signed_;
+    char key[256]; /* the TSIG key's name when signed */
+    struct sockaddr_storage peer;
+    uint64_t token;
+} ureq_t;
+
+/* A ternctl flush, on the caller's stack while it waits. */
+typedef struct uflush {
+    char key[DNAME_KEY_MAX];
+    int rc; /* 1: not done */
+    bool running;
+    char msg[256];
+} uflush_t;
+
+/* A configured zone, as updates see it. */
+typedef struct uzone {
+    char *key, *origin;
+    uint8_t apex[DNAME_MAXLEN];
+    uint8_t apex_len;
+    bool secondary, json, signed_;
+    char *file, *journal; /* a primary zone from a file: where changes go */
+    config_update_rule_t *rules;
+    size_t nrules;
+    int64_t dirty_since; /* wall clock of the first change not written back; 0: none */
+} uzone_t;
+
+typedef struct ubucket {
+    char who[160];
+    double tokens;
+    int64_t last_ms;
+} ubucket_t;
+
+typedef struct uaudit {
+    char key[DNAME_KEY_MAX];
+    update_audit_t a;
+} uaudit_t;
+
+struct update {
+    zone_source_t base;
+    zone_sink_t sink;
+    const answer_view_t *const *published;
+    update_reply_fn reply;
+    void *reply_ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* a request, a flush, stop */
+    pthread_cond_t done; /* a flush finished */
+    pthread_cond_t pub;  /* the loader published */
+    uint64_t pubgen;
+    ureq_t q[UPDATE_QUEUE_MAX];
+    size_t qhead, qlen;
+    uflush_t *flushq[UPDATE_FLUSH_MAX];
+    size_t nflush;
+    uzone_t *z;
+    size_t nz;
+    unsigned max_records, rate, sync_s;
+    pthread_t t;
+    bool started, stop;
+    update_stats_t st;
+    uaudit_t ring[UPDATE_AUDIT_MAX];
+    size_t rhead, nring;
+    ubucket_t *buckets; /* the update thread's */
+    size_t nbuckets;
+};
+
+/* update_apply.c: one request, start to end: its rcode (the thread answers it). */
+unsigned update_handle(update_t *u, const ureq_t *r);
+
+/* update_apply.c: write zone key's file back (update_flush()). 0 or a negative code, msg. */
+int update_flush_zone(update_t *u, const char *key, char *msg, size_t msglen);
+
+/* update_apply.c: write back the zones whose changes are older than zonefile_sync. */
+void update_sync_due(update_t *u);
+
+/* update.c: remember an applied change for `ternctl zone`. */
+void update_audit_add(update_t *u, const char *key, const update_audit_t *a);
+
+/* update.c: free n zone settings and the array. */
+void update_zones_free(uzone_t *z, size_t n);
+
+#endif
