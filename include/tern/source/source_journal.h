@@ -99,6 +99,19 @@ typedef struct source_journal_info {
 int source_journal_info(const char *path, source_journal_info_t *out, char *err,
                         size_t errlen) TERN_WUR;
 
+/** What source_journal_list() calls for each entry; e and everything it points at are valid
+ * during the call only. 0 to go on, a negative TERN_E* code to stop (list() returns it). */
+typedef int (*source_journal_list_fn)(void *ctx, const source_journal_entry_t *e, uint64_t off);
+
+/**
+ * Every whole entry of the journal at path in order, with its offset in the file, for the
+ * audit listing (`ternctl zone`: who changed what, when) and the tools: a torn tail is not
+ * listed, a corrupt entry stops the walk. 0 (nothing called when it does not exist), fn's
+ * negative code, or TERN_EIO/TERN_EMALF/TERN_ENOMEM with err (path and offset).
+ */
+int source_journal_list(const char *path, source_journal_list_fn fn, void *ctx, char *err,
+                        size_t errlen) TERN_WUR;
+
 /**
  * Write z's data back to master file `file` atomically (a temporary file in the same
  * directory, fsync, rename, fsync of the directory), one RR per line with absolute names, the
