@@ -410,6 +410,11 @@ static size_t rr_size(const source_journal_rr_t *r)
 static int check_entry(const char *path, const uint8_t *origin, const source_journal_entry_t *e,
                        char *err, size_t errlen)
 {
+    if (e->from == e->to) {
+        tern_set_err(err, errlen, "journal %s: entry %u -> %u changes no serial", path, e->from,
+                     e->to);
+        return TERN_EINVAL;
+    }
     if (!e->soa || e->soa_len < SOA_MIN || tern_rd32(e->soa + e->soa_len - 20) != e->to) {
         tern_set_err(err, errlen, "journal %s: entry %u -> %u: its SOA is not of serial %u", path,
                      e->from, e->to, e->to);
