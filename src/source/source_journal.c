@@ -1,7 +1,8 @@
 /*
- * source_journal.c — the on-disk journal of a master-file zone's changes (source_journal.h):
- * its reader (one entry at a time, telling a torn tail from corruption), the append, the replay
- * through zone_delta_ixfr, the per-path position cache, and the write-back.
+ * source_journal.c — the journal of a master-file zone's changes (source_journal.h), read side:
+ * the per-path position cache, the reader (one entry at a time, telling a torn tail from
+ * corruption), the replay through zone_delta_ixfr, the listing. The writer (append, flush) is
+ * source_journal_write.c.
  */
 #include "tern/source/source_journal.h"
 
@@ -17,29 +18,14 @@
 
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
-#include "tern/common/file.h"
 #include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/wire/dname.h"
-#include "tern/wire/rr.h"
-#include "tern/xfr/xfr_in.h"
 #include "tern/zone/zone_builder.h"
 #include "tern/zone/zone_delta.h"
 #include "tern/zone/zone_patch.h"
 
-#define FILE_MAGIC     "TERNJNL1"
-#define FILE_MAGIC_LEN 8
-#define ENTRY_MAGIC    0x544A4531u /* "TJE1" */
-#define ENTRY_HDR      12          /* magic, payload length, CRC */
-/* The payload's fixed part: from, to, when, who length; then the SOA's ttl and rdlength; then
- * the two counts. The smallest RR is a root owner, type, ttl and rdlength. */
-#define PAYLOAD_MIN (4 + 4 + 8 + 2 + 4 + 2 + 4 + 4)
-#define RR_MIN      (1 + 2 + 4 + 2)
-/* The smallest SOA RDATA: two root names and the five counters; its serial is 20 bytes from
- * the end whatever the names. */
-#define SOA_MIN 22
-/* A name in presentation form, every byte escaped as \DDD at worst. */
-#define NAME_STR_MAX (DNAME_MAXLEN * 4 + 1)
+#include "source_journal_int.h"
 
 /* ---- the position cache ---- */
 
@@ -49,20 +35,10 @@
  * of ~80 bytes cover a server with hundreds of dynamic zones. */
 #define CACHE_SLOTS 256
 
-typedef struct jcache {
-    char *path; /* NULL: the slot is free */
-    dev_t dev;  /* the file the positions are of */
-    ino_t ino;
-    uint64_t size; /* its size and mtime when they were taken */
-    struct timespec mtime;
-    uint32_t from, to; /* the last whole entry's serials */
-    uint64_t off, end; /* where it starts and ends */
-} jcache_t;
-
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static jcache_t cache[CACHE_SLOTS];
+static source_journal_pos_t cache[CACHE_SLOTS];
 
-static jcache_t *cache_slot(const char *path)
+static source_journal_pos_t *cache_slot(const char *path)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *p = path; *p; p++)
@@ -72,10 +48,10 @@ static jcache_t *cache_slot(const char *path)
 
 /* The positions remembered for path when they are of the file st describes (same inode, not
  * shorter than the last entry's end), into *out. */
-static bool cache_get(const char *path, const struct stat *st, jcache_t *out)
+bool source_journal_cache_get(const char *path, const struct stat *st, source_journal_pos_t *out)
 {
     pthread_mutex_lock(&cache_lock);
-    jcache_t *c = cache_slot(path);
+    source_journal_pos_t *c = cache_slot(path);
     bool hit = c->path && strcmp(c->path, path) == 0 && c->dev == st->st_dev &&
                c->ino == st->st_ino && (uint64_t)st->st_size >= c->end;
     if (hit)
@@ -84,11 +60,11 @@ static bool cache_get(const char *path, const struct stat *st, jcache_t *out)
     return hit;
 }
 
-static void cache_put(const char *path, const struct stat *st, uint32_t from, uint32_t to,
-                      uint64_t off, uint64_t end)
+void source_journal_cache_put(const char *path, const struct stat *st, uint32_t from, uint32_t to,
+                              uint64_t off, uint64_t end)
 {
     pthread_mutex_lock(&cache_lock);
-    jcache_t *c = cache_slot(path);
+    source_journal_pos_t *c = cache_slot(path);
     if (!c->path || strcmp(c->path, path) != 0) {
         free(c->path);
         c->path = strdup(path); /* out of memory: the slot stays empty, nothing is wrong */
@@ -106,10 +82,10 @@ static void cache_put(const char *path, const struct stat *st, uint32_t from, ui
     pthread_mutex_unlock(&cache_lock);
 }
 
-static void cache_drop(const char *path)
+void source_journal_cache_drop(const char *path)
 {
     pthread_mutex_lock(&cache_lock);
-    jcache_t *c = cache_slot(path);
+    source_journal_pos_t *c = cache_slot(path);
     if (c->path && strcmp(c->path, path) == 0) {
         free(c->path);
         c->path = NULL;
@@ -119,23 +95,8 @@ static void cache_drop(const char *path)
 
 /* ---- reading ---- */
 
-typedef struct jfile {
-    const char *path;
-    int fd;
-    struct stat st;
-    uint8_t origin[DNAME_MAXLEN];
-    size_t origin_len;
-    uint64_t first;   /* offset of the first entry (the header's end) */
-    uint8_t *payload; /* the last entry read */
-    size_t cap;
-    source_journal_rr_t *rrs; /* its RRs: removed, then added */
-    size_t rrcap;
-    /* a torn tail jnext() stopped at: where it starts (0: none) */
-    uint64_t torn;
-    char who[UINT16_MAX + 1]; /* the last entry's, NUL-terminated (last: jopen() clears the rest) */
-} jfile_t;
-
-static int jopen(jfile_t *j, const char *path, int flags, char *err, size_t errlen)
+int source_journal_open(source_journal_file_t *j, const char *path, int flags, char *err,
+                        size_t errlen)
 {
     memset(j, 0, sizeof(*j) - sizeof(j->who));
     j->who[0] = '\0';
@@ -156,7 +117,7 @@ static int jopen(jfile_t *j, const char *path, int flags, char *err, size_t errl
     return 0;
 }
 
-static void jclose(jfile_t *j)
+void source_journal_close(source_journal_file_t *j)
 {
     if (j->fd >= 0)
         close(j->fd);
@@ -168,7 +129,8 @@ static void jclose(jfile_t *j)
 }
 
 /* n bytes at off, all of them: 0, or TERN_EIO with err. */
-static int pread_all(const jfile_t *j, void *buf, size_t n, uint64_t off, char *err, size_t errlen)
+static int pread_all(const source_journal_file_t *j, void *buf, size_t n, uint64_t off, char *err,
+                     size_t errlen)
 {
     for (size_t got = 0; got < n;) {
         ssize_t r = pread(j->fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
@@ -187,20 +149,20 @@ static int pread_all(const jfile_t *j, void *buf, size_t n, uint64_t off, char *
  * when the file is shorter than a header (its creation was interrupted before any entry was
  * appended: an empty journal), TERN_EMALF or TERN_EINVAL (another zone's) with err.
  */
-static int jheader(jfile_t *j, const uint8_t *origin, char *err, size_t errlen)
+int source_journal_header(source_journal_file_t *j, const uint8_t *origin, char *err, size_t errlen)
 {
-    uint8_t h[FILE_MAGIC_LEN + 1];
+    uint8_t h[JNL_FILE_MAGIC_LEN + 1];
     uint64_t size = (uint64_t)j->st.st_size;
     if (size < sizeof(h))
         return 0;
     int rc = pread_all(j, h, sizeof(h), 0, err, errlen);
     if (rc < 0)
         return rc;
-    if (memcmp(h, FILE_MAGIC, FILE_MAGIC_LEN) != 0 || h[FILE_MAGIC_LEN] == 0) {
+    if (memcmp(h, JNL_FILE_MAGIC, JNL_FILE_MAGIC_LEN) != 0 || h[JNL_FILE_MAGIC_LEN] == 0) {
         tern_set_err(err, errlen, "journal %s: not a tern journal (bad header)", j->path);
         return TERN_EMALF;
     }
-    j->origin_len = h[FILE_MAGIC_LEN];
+    j->origin_len = h[JNL_FILE_MAGIC_LEN];
     j->first = sizeof(h) + j->origin_len;
     if (size < j->first)
         return 0;
@@ -211,7 +173,7 @@ static int jheader(jfile_t *j, const uint8_t *origin, char *err, size_t errlen)
         return TERN_EMALF;
     }
     if (origin && !dname_equal(origin, j->origin)) {
-        char a[NAME_STR_MAX], b[NAME_STR_MAX];
+        char a[JNL_NAME_STR_MAX], b[JNL_NAME_STR_MAX];
         (void)dname_to_str(j->origin, a, sizeof(a));
         (void)dname_to_str(origin, b, sizeof(b));
         tern_set_err(err, errlen, "journal %s is of zone %s, not %s", j->path, a, b);
@@ -244,10 +206,10 @@ static int parse_rr(const uint8_t *p, size_t len, size_t *pos, const uint8_t *or
 
 /* The payload j->payload[0..len) into e (pointing into it): 0, or the first thing wrong with
  * it (a static string). */
-static const char *parse_payload(jfile_t *j, size_t len, source_journal_entry_t *e)
+static const char *parse_payload(source_journal_file_t *j, size_t len, source_journal_entry_t *e)
 {
     const uint8_t *p = j->payload;
-    if (len < PAYLOAD_MIN)
+    if (len < JNL_PAYLOAD_MIN)
         return "shorter than an entry";
     memset(e, 0, sizeof(*e));
     e->from = tern_rd32(p);
@@ -263,7 +225,7 @@ static const char *parse_payload(jfile_t *j, size_t len, source_journal_entry_t 
     e->soa_ttl = tern_rd32(p + pos);
     e->soa_len = tern_rd16(p + pos + 4);
     pos += 6;
-    if (len - pos < (size_t)e->soa_len + 8 || e->soa_len < SOA_MIN)
+    if (len - pos < (size_t)e->soa_len + 8 || e->soa_len < JNL_SOA_MIN)
         return "bad SOA";
     e->soa = p + pos;
     if (tern_rd32(e->soa + e->soa_len - 20) != e->to)
@@ -273,7 +235,7 @@ static const char *parse_payload(jfile_t *j, size_t len, source_journal_entry_t 
     e->nadded = tern_rd32(p + pos + 4);
     pos += 8;
     size_t n = e->nremoved + e->nadded;
-    if (n > (len - pos) / RR_MIN)
+    if (n > (len - pos) / JNL_RR_MIN)
         return "more RRs than the entry holds";
     if (n > j->rrcap) {
         source_journal_rr_t *r = realloc(j->rrs, n * sizeof(*r));
@@ -295,10 +257,10 @@ static const char *parse_payload(jfile_t *j, size_t len, source_journal_entry_t 
 /* Whether a whole entry with a good CRC starts anywhere in (off, end of file): what tells a
  * damaged length in the middle of the journal from a write a crash cut short (nothing whole can
  * follow that). Reads the rest of the file: only ever on a defect. */
-static bool whole_entry_after(const jfile_t *j, uint64_t off)
+static bool whole_entry_after(const source_journal_file_t *j, uint64_t off)
 {
     uint64_t size = (uint64_t)j->st.st_size;
-    if (size - off < ENTRY_HDR + 1)
+    if (size - off < JNL_ENTRY_HDR + 1)
         return false;
     size_t n = (size_t)(size - off - 1);
     uint8_t *b = malloc(n);
@@ -307,18 +269,18 @@ static bool whole_entry_after(const jfile_t *j, uint64_t off)
         free(b);
         return true; /* cannot tell: call it corruption rather than drop an answered change */
     }
-    for (size_t i = 0; i + ENTRY_HDR <= n && !found; i++) {
-        if (tern_rd32(b + i) != ENTRY_MAGIC)
+    for (size_t i = 0; i + JNL_ENTRY_HDR <= n && !found; i++) {
+        if (tern_rd32(b + i) != JNL_ENTRY_MAGIC)
             continue;
         uint32_t len = tern_rd32(b + i + 4);
-        found =
-            len <= n - i - ENTRY_HDR && crc32(0L, b + i + ENTRY_HDR, len) == tern_rd32(b + i + 8);
+        found = len <= n - i - JNL_ENTRY_HDR &&
+                crc32(0L, b + i + JNL_ENTRY_HDR, len) == tern_rd32(b + i + 8);
     }
     free(b);
     return found;
 }
 
-static bool all_zero_from(const jfile_t *j, uint64_t off)
+static bool all_zero_from(const source_journal_file_t *j, uint64_t off)
 {
     uint8_t b[4096];
     uint64_t size = (uint64_t)j->st.st_size;
@@ -342,27 +304,27 @@ static bool all_zero_from(const jfile_t *j, uint64_t off)
  * ends the file, or the rest of the file is zeros (a file system that grew the file before it
  * wrote the data).
  */
-static int jnext(jfile_t *j, uint64_t off, source_journal_entry_t *e, uint64_t *next, char *err,
-                 size_t errlen)
+int source_journal_next(source_journal_file_t *j, uint64_t off, source_journal_entry_t *e,
+                        uint64_t *next, char *err, size_t errlen)
 {
     uint64_t size = (uint64_t)j->st.st_size;
-    uint8_t h[ENTRY_HDR];
+    uint8_t h[JNL_ENTRY_HDR];
     const char *why = NULL;
     if (off >= size)
         return 0;
-    if (size - off < ENTRY_HDR)
+    if (size - off < JNL_ENTRY_HDR)
         goto tail;
     int rc = pread_all(j, h, sizeof(h), off, err, errlen);
     if (rc < 0)
         return rc;
-    if (tern_rd32(h) != ENTRY_MAGIC) {
+    if (tern_rd32(h) != JNL_ENTRY_MAGIC) {
         if (all_zero_from(j, off))
             goto torn;
         why = "bad entry magic";
         goto corrupt;
     }
     uint32_t len = tern_rd32(h + 4);
-    if (len > size - off - ENTRY_HDR)
+    if (len > size - off - JNL_ENTRY_HDR)
         goto tail;
     if (len + 1 > j->cap) {
         uint8_t *p = realloc(j->payload, (size_t)len + 1);
@@ -373,17 +335,17 @@ static int jnext(jfile_t *j, uint64_t off, source_journal_entry_t *e, uint64_t *
         j->payload = p;
         j->cap = (size_t)len + 1;
     }
-    if ((rc = pread_all(j, j->payload, len, off + ENTRY_HDR, err, errlen)) < 0)
+    if ((rc = pread_all(j, j->payload, len, off + JNL_ENTRY_HDR, err, errlen)) < 0)
         return rc;
     if (crc32(0L, j->payload, len) != tern_rd32(h + 8)) {
-        if (off + ENTRY_HDR + len == size)
+        if (off + JNL_ENTRY_HDR + len == size)
             goto torn;
         why = "CRC mismatch";
         goto corrupt;
     }
     if ((why = parse_payload(j, len, e)) != NULL)
         goto corrupt;
-    *next = off + ENTRY_HDR + len;
+    *next = off + JNL_ENTRY_HDR + len;
     return 1;
 tail:
     if (whole_entry_after(j, off)) {
@@ -397,244 +359,6 @@ corrupt:
     tern_set_err(err, errlen, "journal %s: corrupt entry at offset %" PRIu64 ": %s", j->path, off,
                  why);
     return TERN_EMALF;
-}
-
-/* ---- writing ---- */
-
-static size_t rr_size(const source_journal_rr_t *r)
-{
-    return (size_t)r->owner_len + 8 + r->rdlen;
-}
-
-/* What append() refuses before it touches the file: 0, or TERN_EINVAL with err. */
-static int check_entry(const char *path, const uint8_t *origin, const source_journal_entry_t *e,
-                       char *err, size_t errlen)
-{
-    if (e->from == e->to) {
-        tern_set_err(err, errlen, "journal %s: entry %u -> %u changes no serial", path, e->from,
-                     e->to);
-        return TERN_EINVAL;
-    }
-    if (!e->soa || e->soa_len < SOA_MIN || tern_rd32(e->soa + e->soa_len - 20) != e->to) {
-        tern_set_err(err, errlen, "journal %s: entry %u -> %u: its SOA is not of serial %u", path,
-                     e->from, e->to, e->to);
-        return TERN_EINVAL;
-    }
-    if (e->who && strlen(e->who) > UINT16_MAX) {
-        tern_set_err(err, errlen, "journal %s: entry %u -> %u: who is too long", path, e->from,
-                     e->to);
-        return TERN_EINVAL;
-    }
-    for (size_t i = 0; i < e->nremoved + e->nadded; i++) {
-        const source_journal_rr_t *r =
-            i < e->nremoved ? &e->removed[i] : &e->added[i - e->nremoved];
-        const char *why = NULL;
-        if (dname_check(r->owner, r->owner_len) != (int)r->owner_len)
-            why = "a bad owner name";
-        else if (!dname_is_subdomain(r->owner, origin))
-            why = "an owner outside the zone";
-        else if (r->type == WIRE_T_SOA && dname_equal(r->owner, origin))
-            why = "the apex SOA among its RRs (it is the entry's SOA)";
-        if (why) {
-            tern_set_err(err, errlen, "journal %s: entry %u -> %u: %s", path, e->from, e->to, why);
-            return TERN_EINVAL;
-        }
-    }
-    return 0;
-}
-
-static uint8_t *put_rr(uint8_t *w, const source_journal_rr_t *r)
-{
-    w += dname_lower(w, r->owner);
-    tern_wr16(w, r->type);
-    tern_wr32(w + 2, r->ttl);
-    tern_wr16(w + 6, r->rdlen);
-    memcpy(w + 8, r->rdata, r->rdlen);
-    return w + 8 + r->rdlen;
-}
-
-/* e as an entry (header and payload), malloc'd, its size in *n; NULL when out of memory or
- * larger than a u32 length. */
-static uint8_t *encode(const source_journal_entry_t *e, size_t *n)
-{
-    size_t wl = e->who ? strlen(e->who) : 0;
-    size_t len = PAYLOAD_MIN + wl + e->soa_len;
-    for (size_t i = 0; i < e->nremoved; i++)
-        len += rr_size(&e->removed[i]);
-    for (size_t i = 0; i < e->nadded; i++)
-        len += rr_size(&e->added[i]);
-    if (len > UINT32_MAX)
-        return NULL;
-    uint8_t *b = malloc(ENTRY_HDR + len), *w = b + ENTRY_HDR;
-    if (!b)
-        return NULL;
-    tern_wr32(w, e->from);
-    tern_wr32(w + 4, e->to);
-    tern_wr32(w + 8, (uint32_t)((uint64_t)e->when >> 32));
-    tern_wr32(w + 12, (uint32_t)e->when);
-    tern_wr16(w + 16, (uint16_t)wl);
-    memcpy(w + 18, e->who ? e->who : "", wl);
-    w += 18 + wl;
-    tern_wr32(w, e->soa_ttl);
-    tern_wr16(w + 4, e->soa_len);
-    memcpy(w + 6, e->soa, e->soa_len);
-    w += 6 + e->soa_len;
-    tern_wr32(w, (uint32_t)e->nremoved);
-    tern_wr32(w + 4, (uint32_t)e->nadded);
-    w += 8;
-    for (size_t i = 0; i < e->nremoved; i++)
-        w = put_rr(w, &e->removed[i]);
-    for (size_t i = 0; i < e->nadded; i++)
-        w = put_rr(w, &e->added[i]);
-    tern_wr32(b, ENTRY_MAGIC);
-    tern_wr32(b + 4, (uint32_t)len);
-    tern_wr32(b + 8, (uint32_t)crc32(0L, b + ENTRY_HDR, (uInt)len));
-    *n = ENTRY_HDR + len;
-    return b;
-}
-
-static int pwrite_all(int fd, const uint8_t *b, size_t n, uint64_t off)
-{
-    for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(fd, b + done, n - done, (off_t)(off + done));
-        if (w < 0)
-            return -errno;
-        done += (size_t)w;
-    }
-    return 0;
-}
-
-/* The header of a new (or never finished) journal, written and fsync'd at offset 0. */
-static int write_header(jfile_t *j, const uint8_t *origin, size_t origin_len)
-{
-    uint8_t h[FILE_MAGIC_LEN + 1 + DNAME_MAXLEN];
-    memcpy(h, FILE_MAGIC, FILE_MAGIC_LEN);
-    h[FILE_MAGIC_LEN] = (uint8_t)origin_len;
-    dname_lower(h + FILE_MAGIC_LEN + 1, origin);
-    size_t n = FILE_MAGIC_LEN + 1 + origin_len;
-    int rc = ftruncate(j->fd, 0) < 0 ? -errno : pwrite_all(j->fd, h, n, 0);
-    if (rc == 0 && fsync(j->fd) < 0)
-        rc = -errno;
-    memcpy(j->origin, h + FILE_MAGIC_LEN + 1, origin_len);
-    j->origin_len = origin_len;
-    j->first = n;
-    j->st.st_size = (off_t)n;
-    return rc;
-}
-
-/* Open the journal for an append, made with its header when missing (its directory fsync'd so
- * the new name survives a crash); the header checked against origin. */
-static int open_for_append(jfile_t *j, const char *path, const uint8_t *origin, size_t origin_len,
-                           char *err, size_t errlen)
-{
-    int rc = jopen(j, path, O_RDWR, err, errlen);
-    bool created = false;
-    if (rc == TERN_ENOENT) {
-        j->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (j->fd < 0 || fstat(j->fd, &j->st) < 0) {
-            rc = -errno;
-            tern_set_err(err, errlen, "journal %s: cannot create: %s", path, tern_strerror(rc));
-            return TERN_EIO;
-        }
-        created = true;
-    } else if (rc < 0) {
-        return TERN_EIO;
-    }
-    if (!created && (rc = jheader(j, origin, err, errlen)) != 0)
-        return rc < 0 ? rc : 0;
-    /* new, or its creation was interrupted before its first entry */
-    if ((rc = write_header(j, origin, origin_len)) < 0 ||
-        (created && (rc = tern_file_sync_dir(path)) < 0)) {
-        tern_set_err(err, errlen, "journal %s: cannot write its header: %s", path,
-                     tern_strerror(rc));
-        return TERN_EIO;
-    }
-    return 0;
-}
-
-int source_journal_append(const char *path, const uint8_t *origin, size_t origin_len,
-                          const source_journal_entry_t *e, char *err, size_t errlen)
-{
-    if (dname_check(origin, origin_len) != (int)origin_len) {
-        tern_set_err(err, errlen, "journal %s: bad origin", path);
-        return TERN_EINVAL;
-    }
-    int rc = check_entry(path, origin, e, err, errlen);
-    if (rc < 0)
-        return rc;
-    size_t n = 0;
-    uint8_t *buf = encode(e, &n);
-    if (!buf) {
-        tern_set_err(err, errlen, "journal %s: entry %u -> %u: out of memory (or over 4 GiB)", path,
-                     e->from, e->to);
-        return TERN_ENOMEM;
-    }
-    jfile_t *j = malloc(sizeof(*j));
-    if (!j) {
-        free(buf);
-        tern_set_err(err, errlen, "journal %s: out of memory", path);
-        return TERN_ENOMEM;
-    }
-    if ((rc = open_for_append(j, path, origin, origin_len, err, errlen)) < 0)
-        goto done;
-    /* the last whole entry: where the cache says when the file is as it was left, else a scan */
-    uint64_t end = j->first, size = (uint64_t)j->st.st_size;
-    size_t entries = 0;
-    uint32_t last = 0;
-    jcache_t c;
-    if (cache_get(path, &j->st, &c) && c.size == size && c.mtime.tv_sec == j->st.st_mtim.tv_sec &&
-        c.mtime.tv_nsec == j->st.st_mtim.tv_nsec) {
-        end = c.end, last = c.to, entries = 1;
-    } else {
-        source_journal_entry_t x;
-        uint64_t off = j->first, next;
-        while ((rc = jnext(j, off, &x, &next, err, errlen)) == 1) {
-            end = off = next;
-            last = x.to;
-            entries++;
-        }
-        if (rc < 0)
-            goto done;
-    }
-    if (entries && e->from != last) {
-        tern_set_err(err, errlen,
-                     "journal %s: entry %u -> %u does not follow its last entry (serial %u)", path,
-                     e->from, e->to, last);
-        rc = TERN_EINVAL;
-        goto done;
-    }
-    if (size > end) {
-        log_warn("journal %s: dropping %" PRIu64 " bytes at offset %" PRIu64
-                 " (a write a crash interrupted, never answered)",
-                 path, size - end, end);
-        if (ftruncate(j->fd, (off_t)end) < 0) {
-            rc = -errno;
-            goto io;
-        }
-    }
-    if ((rc = pwrite_all(j->fd, buf, n, end)) < 0)
-        goto io;
-    if (fsync(j->fd) < 0 || fstat(j->fd, &j->st) < 0) {
-        rc = -errno;
-        goto io;
-    }
-    cache_put(path, &j->st, e->from, e->to, end, end + n);
-    rc = 0;
-    goto done;
-io:
-    tern_set_err(err, errlen, "journal %s: cannot append entry %u -> %u at offset %" PRIu64 ": %s",
-                 path, e->from, e->to, end, tern_strerror(rc));
-    /* nothing half-written stays for the next append to find (it would drop it anyway) */
-    if (ftruncate(j->fd, (off_t)end) < 0)
-        cache_drop(path);
-    rc = TERN_EIO;
-done:
-    if (rc < 0)
-        cache_drop(path);
-    jclose(j);
-    free(j);
-    free(buf);
-    return rc;
 }
 
 /* ---- replaying ---- */
@@ -692,13 +416,13 @@ static int replay_entry(replay_t *r, const char *path, const source_journal_entr
  * the cache, so the first entry must be the one from base's serial (or none, when base is at the
  * cached last serial); anything else, a defect included, is RESCAN.
  */
-static int replay_from(jfile_t *j, replay_t *r, uint64_t start, bool cached, char *err,
-                       size_t errlen)
+static int replay_from(source_journal_file_t *j, replay_t *r, uint64_t start, bool cached,
+                       char *err, size_t errlen)
 {
     source_journal_entry_t e;
     uint64_t off = start, next;
     int rc;
-    while ((rc = jnext(j, off, &e, &next, err, errlen)) == 1) {
+    while ((rc = source_journal_next(j, off, &e, &next, err, errlen)) == 1) {
         if (r->entries && e.from != r->last) {
             if (cached)
                 return RESCAN;
@@ -781,7 +505,7 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
 {
     *out = NULL;
     *applied = 0;
-    jfile_t *j = malloc(sizeof(*j));
+    source_journal_file_t *j = malloc(sizeof(*j));
     replay_t *r = calloc(1, sizeof(*r));
     int rc = TERN_ENOMEM;
     if (!j || !r) {
@@ -790,16 +514,16 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
         goto done;
     }
     r->base = base;
-    if ((rc = jopen(j, path, O_RDONLY, err, errlen)) < 0) {
+    if ((rc = source_journal_open(j, path, O_RDONLY, err, errlen)) < 0) {
         free(j);
         j = NULL;
         rc = rc == TERN_ENOENT ? 0 : TERN_EIO; /* no journal: nothing to replay */
         goto done;
     }
-    if ((rc = jheader(j, base->apex, err, errlen)) <= 0)
+    if ((rc = source_journal_header(j, base->apex, err, errlen)) <= 0)
         goto done; /* shorter than its header: empty */
-    jcache_t c;
-    bool cached = cache_get(path, &j->st, &c);
+    source_journal_pos_t c;
+    bool cached = source_journal_cache_get(path, &j->st, &c);
     if (cached && base->serial == c.to && c.size == (uint64_t)j->st.st_size &&
         c.mtime.tv_sec == j->st.st_mtim.tv_sec && c.mtime.tv_nsec == j->st.st_mtim.tv_nsec) {
         rc = 0; /* at the last serial, and nothing was appended since */
@@ -822,7 +546,7 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
                   " bytes of an interrupted write at offset %" PRIu64,
                   path, (uint64_t)j->st.st_size - j->torn, j->torn);
     if (r->entries && r->last_end > j->first)
-        cache_put(path, &j->st, r->last_from, r->last, r->last_off, r->last_end);
+        source_journal_cache_put(path, &j->st, r->last_from, r->last, r->last_off, r->last_end);
     if (!r->x) {
         if (r->entries && base->serial != r->last) {
             tern_set_err(err, errlen,
@@ -837,7 +561,7 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
         *applied = r->applied;
 done:
     if (j)
-        jclose(j);
+        source_journal_close(j);
     free(j);
     if (r)
         zone_delta_ixfr_free(r->x);
@@ -851,24 +575,25 @@ done:
 static int walk(const char *path, source_journal_list_fn fn, void *ctx, uint64_t *size, char *err,
                 size_t errlen)
 {
-    jfile_t *j = malloc(sizeof(*j));
+    source_journal_file_t *j = malloc(sizeof(*j));
     if (!j) {
         tern_set_err(err, errlen, "journal %s: out of memory", path);
         return TERN_ENOMEM;
     }
-    int rc = jopen(j, path, O_RDONLY, err, errlen);
+    int rc = source_journal_open(j, path, O_RDONLY, err, errlen);
     if (rc < 0) {
         free(j);
         return rc == TERN_ENOENT ? 0 : TERN_EIO;
     }
     *size = (uint64_t)j->st.st_size;
-    if ((rc = jheader(j, NULL, err, errlen)) == 1) {
+    if ((rc = source_journal_header(j, NULL, err, errlen)) == 1) {
         source_journal_entry_t e;
         uint64_t off = j->first, next;
-        while ((rc = jnext(j, off, &e, &next, err, errlen)) == 1 && (rc = fn(ctx, &e, off)) == 0)
+        while ((rc = source_journal_next(j, off, &e, &next, err, errlen)) == 1 &&
+               (rc = fn(ctx, &e, off)) == 0)
             off = next;
     }
-    jclose(j);
+    source_journal_close(j);
     free(j);
     return rc < 0 ? rc : 0;
 }
@@ -899,42 +624,8 @@ int source_journal_info(const char *path, source_journal_info_t *out, char *err,
     return rc;
 }
 
-/* ---- the write-back ---- */
-
 char *source_journal_path(const char *file)
 {
     char *p = NULL;
     return asprintf(&p, "%s.jnl", file) < 0 ? NULL : p;
-}
-
-int source_journal_flush(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
-                         char *err, size_t errlen)
-{
-    int rc = xfr_zone_write_file_skip(z, file, skip_dnskey ? WIRE_T_DNSKEY : 0, err, errlen);
-    if (rc < 0)
-        return rc == TERN_ENOMEM ? rc : TERN_EIO;
-    /* The file is on disk at z's serial, the journal's last: its entries are done with. */
-    cache_drop(journal);
-    jfile_t *j = malloc(sizeof(*j));
-    if (!j) {
-        tern_set_err(err, errlen, "journal %s: out of memory", journal);
-        return TERN_ENOMEM;
-    }
-    if ((rc = jopen(j, journal, O_RDWR, err, errlen)) < 0) {
-        free(j);
-        return rc == TERN_ENOENT ? 0 : TERN_EIO;
-    }
-    rc = jheader(j, z->apex, NULL, 0);
-    if (rc == 1) /* keep the header: the next append only writes its entry */
-        rc = ftruncate(j->fd, (off_t)j->first) < 0 || fsync(j->fd) < 0 ? -errno : 0;
-    else /* not this zone's, or never finished: gone, as a flushed journal may be */
-        rc = unlink(journal) < 0 ? -errno : tern_file_sync_dir(journal);
-    if (rc < 0) {
-        tern_set_err(err, errlen, "journal %s: cannot empty it after writing %s: %s", journal, file,
-                     tern_strerror(rc));
-        rc = TERN_EIO;
-    }
-    jclose(j);
-    free(j);
-    return rc;
 }
