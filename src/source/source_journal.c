@@ -511,6 +511,7 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
     if (!j || !r) {
         tern_set_err(err, errlen, "journal %s: out of memory", path);
         free(j);
+        j = NULL;
         goto done;
     }
     r->base = base;

@@ -280,14 +280,18 @@ int source_journal_flush(const char *journal, const char *file, const zone_t *z,
         free(j);
         return rc == TERN_ENOENT ? 0 : TERN_EIO;
     }
-    rc = source_journal_header(j, z->apex, NULL, 0);
+    char why[512];
+    rc = source_journal_header(j, z->apex, why, sizeof(why));
     if (rc == 1) /* keep the header: the next append only writes its entry */
         rc = ftruncate(j->fd, (off_t)j->first) < 0 || fsync(j->fd) < 0 ? -errno : 0;
-    else /* not this zone's, or never finished: gone, as a flushed journal may be */
+    else if (rc == 0) /* its creation never finished: nothing in it */
         rc = unlink(journal) < 0 ? -errno : tern_file_sync_dir(journal);
-    if (rc < 0) {
+    if (rc < 0 && rc != TERN_EMALF && rc != TERN_EINVAL) {
         tern_set_err(err, errlen, "journal %s: cannot empty it after writing %s: %s", journal, file,
                      tern_strerror(rc));
+        rc = TERN_EIO;
+    } else if (rc < 0) { /* another zone's, or no journal: not ours to empty */
+        tern_set_err(err, errlen, "%s written, but its journal was left as it is: %s", file, why);
         rc = TERN_EIO;
     }
     source_journal_close(j);

@@ -119,7 +119,8 @@ int source_journal_list(const char *path, source_journal_list_fn fn, void *ctx, 
  * leaving out the DNSKEYs tern adds to a zone it signs (skip_dnskey), then empty the journal at
  * journal (only once the file is on disk: a crash between leaves a file at the journal's last
  * serial, which apply() accepts). Comments, $INCLUDE and formatting of the old file are not
- * kept (Knot's flush does the same). 0, or TERN_EIO/TERN_ENOMEM with err.
+ * kept (Knot's flush does the same). The journal keeps its header (it is emptied, not removed);
+ * one of another zone is left as it is (TERN_EIO). 0, or TERN_EIO/TERN_ENOMEM with err.
  */
 int source_journal_flush(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
                          char *err, size_t errlen) TERN_WUR;

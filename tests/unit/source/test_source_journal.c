@@ -799,6 +799,18 @@ static void test_flush_roundtrip(void **state)
     assert_non_null(strstr(err, bad));
     assert_int_equal(source_journal_info(jpath, &in, err, sizeof(err)), 0);
     assert_int_equal(in.entries, 1);
+
+    /* a journal of another zone at that path is not emptied (nor removed) */
+    uint8_t other[DNAME_MAXLEN];
+    size_t olen = wire_name(other, "other.test.");
+    assert_int_equal(unlink(jpath), 0);
+    t.e.nadded = 0;
+    t.e.soa_len = (uint16_t)rdata_soa(t.soa, "ns1.other.test.", "h.other.test.", 105, 300);
+    assert_int_equal(source_journal_append(jpath, other, olen, &t.e, err, sizeof(err)), 0);
+    uint64_t size = file_size(jpath);
+    assert_int_equal(source_journal_flush(jpath, zpath, v104, false, err, sizeof(err)), TERN_EIO);
+    assert_non_null(strstr(err, "other.test."));
+    assert_int_equal(file_size(jpath), size);
     zone_free(back2);
     zone_free(v104);
     zone_free(back);
