@@ -158,6 +158,20 @@ static zone_t *load(const char *path)
     return z;
 }
 
+/* The base zone of serial with 10,000 more names (h0 .. h9999, an A each), loaded. */
+static zone_t *big_zone(uint32_t serial)
+{
+    size_t cap = 10000 * 40 + 4096, n = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    n += (size_t)snprintf(text + n, cap - n, BASE_TEXT, serial);
+    for (int i = 0; i < 10000; i++)
+        n += (size_t)snprintf(text + n, cap - n, "h%d IN A 10.0.%d.%d\n", i, i / 256, i % 256);
+    tu_write_file(dir, "example.test.zone", text);
+    free(text);
+    return load(zpath);
+}
+
 static const zone_rrset_t *rrset(const zone_t *z, const char *owner, uint16_t type)
 {
     uint8_t w[DNAME_MAXLEN], lc[DNAME_MAXLEN];
@@ -181,6 +195,20 @@ static zone_t *apply_ok(const zone_t *base, size_t want_applied)
     else
         assert_null(out);
     return out;
+}
+
+/* apply() from base fails with want (any failure when want is 0): err says why. */
+static void apply_err(const char *path, const zone_t *base, int want, char *err, size_t errlen)
+{
+    zone_t *out = NULL;
+    size_t applied = 0;
+    int rc = source_journal_apply(path, base, "t", &out, &applied, err, errlen);
+    if (want)
+        assert_int_equal(rc, want);
+    else
+        assert_true(rc < 0);
+    assert_null(out);
+    assert_int_equal(applied, 0);
 }
 
 /* The three changes of the round trip, from serial s (100): s -> s+1 adds new A, then the TXT
@@ -261,6 +289,16 @@ static void list_ok(listed_t *l)
     memset(l, 0, sizeof(*l));
     if (source_journal_list(jpath, list_one, l, err, sizeof(err)) != 0)
         fail_msg("list: %s", err);
+}
+
+/* The base zone (serial 100) and the journal of three_changes(), its entries listed into l. */
+static zone_t *base_and_changes(listed_t *l)
+{
+    write_zone(100, NULL);
+    zone_t *base = load(zpath);
+    three_changes();
+    list_ok(l);
+    return base;
 }
 
 /* ---- tests ---- */
@@ -346,8 +384,6 @@ static void test_apply_serials(void **state)
     write_zone(100, NULL);
     zone_t *base = load(zpath);
     char err[1024] = "";
-    zone_t *out = NULL;
-    size_t applied = 7;
 
     apply_ok(base, 0); /* no journal */
     tentry_t t;
@@ -384,9 +420,7 @@ static void test_apply_serials(void **state)
 
     write_zone(99, NULL);
     zone_t *b99 = load(zpath);
-    assert_int_equal(source_journal_apply(jpath, b99, "t", &out, &applied, err, sizeof(err)),
-                     TERN_EINVAL);
-    assert_null(out);
+    apply_err(jpath, b99, TERN_EINVAL, err, sizeof(err));
     assert_non_null(strstr(err, "serial 99"));
     assert_non_null(strstr(err, "100 to 103"));
     assert_non_null(strstr(err, jpath));
@@ -406,11 +440,8 @@ static void test_apply_missing_rr(void **state)
     te_init(&t, 100, 101, "w", 1);
     te_a(&t, false, "www." ORIGIN, 77);
     append_ok(&t);
-    zone_t *out = NULL;
-    size_t applied = 0;
     char err[1024] = "";
-    assert_true(source_journal_apply(jpath, base, "t", &out, &applied, err, sizeof(err)) < 0);
-    assert_null(out);
+    apply_err(jpath, base, 0, err, sizeof(err));
     assert_non_null(strstr(err, "100 -> 101"));
     assert_non_null(strstr(err, "www.example.test."));
     assert_non_null(strstr(err, "192.0.2.77"));
@@ -422,11 +453,8 @@ static void test_apply_missing_rr(void **state)
 static void test_torn_tail(void **state)
 {
     (void)state;
-    write_zone(100, NULL);
-    zone_t *base = load(zpath);
-    three_changes();
     listed_t l;
-    list_ok(&l);
+    zone_t *base = base_and_changes(&l);
     assert_int_equal(l.n, 3);
     uint64_t full = file_size(jpath);
 
@@ -479,18 +507,11 @@ static void test_torn_tail(void **state)
 static void test_corrupt_middle(void **state)
 {
     (void)state;
-    write_zone(100, NULL);
-    zone_t *base = load(zpath);
-    three_changes();
     listed_t l;
-    list_ok(&l);
+    zone_t *base = base_and_changes(&l);
     flip(jpath, l.off[1] + 20); /* inside entry 2's payload */
     char err[1024] = "", want[64];
-    zone_t *out = NULL;
-    size_t applied = 0;
-    assert_int_equal(source_journal_apply(jpath, base, "t", &out, &applied, err, sizeof(err)),
-                     TERN_EMALF);
-    assert_null(out);
+    apply_err(jpath, base, TERN_EMALF, err, sizeof(err));
     snprintf(want, sizeof(want), "offset %" PRIu64, l.off[1]);
     assert_non_null(strstr(err, want));
     assert_non_null(strstr(err, jpath));
@@ -508,8 +529,7 @@ static void test_corrupt_middle(void **state)
     int fd = open(jpath, O_RDWR);
     assert_int_equal(pwrite(fd, big, 4, (off_t)(l.off[1] + 4)), 4);
     close(fd);
-    assert_int_equal(source_journal_apply(jpath, base, "t", &out, &applied, err, sizeof(err)),
-                     TERN_EMALF);
+    apply_err(jpath, base, TERN_EMALF, err, sizeof(err));
     zone_free(base);
 }
 
@@ -530,11 +550,8 @@ static void test_cache_seeks(void **state)
     apply_ok(o, 0); /* and knows 103 is the end */
     write_zone(100, NULL);
     zone_t *b100 = load(zpath);
-    zone_t *out = NULL;
-    size_t applied = 0;
     char err[1024] = "";
-    assert_int_equal(source_journal_apply(jpath, b100, "t", &out, &applied, err, sizeof(err)),
-                     TERN_EMALF);
+    apply_err(jpath, b100, TERN_EMALF, err, sizeof(err));
     zone_free(o);
     zone_free(b100);
     zone_free(b102);
@@ -553,11 +570,8 @@ static void test_cache_fallback(void **state)
 
     /* truncated behind its back to its first entry: 103 is no longer in the chain */
     assert_int_equal(truncate(jpath, (off_t)l.off[1]), 0);
-    zone_t *out = NULL;
-    size_t applied = 0;
     char err[1024] = "";
-    assert_int_equal(source_journal_apply(jpath, o, "t", &out, &applied, err, sizeof(err)),
-                     TERN_EINVAL);
+    apply_err(jpath, o, TERN_EINVAL, err, sizeof(err));
     assert_non_null(strstr(err, "100 to 101"));
     zone_t *o1 = apply_ok(base, 1);
     assert_int_equal(o1->serial, 101);
@@ -617,15 +631,7 @@ static void test_cache_fallback(void **state)
 static void test_large_zone_patch(void **state)
 {
     (void)state;
-    size_t cap = 10000 * 40 + 4096, n = 0;
-    char *text = malloc(cap);
-    assert_non_null(text);
-    n += (size_t)snprintf(text + n, cap - n, BASE_TEXT, 100);
-    for (int i = 0; i < 10000; i++)
-        n += (size_t)snprintf(text + n, cap - n, "h%d IN A 10.0.%d.%d\n", i, i / 256, i % 256);
-    tu_write_file(dir, "example.test.zone", text);
-    free(text);
-    zone_t *base = load(zpath);
+    zone_t *base = big_zone(100);
     assert_true(base->node_count > 10000);
 
     tentry_t t;
@@ -708,15 +714,7 @@ static void assert_same_zone(const zone_t *a, const zone_t *b, uint16_t skip)
 static void test_many_entries(void **state)
 {
     (void)state;
-    size_t cap = 10000 * 40 + 4096, n = 0;
-    char *text = malloc(cap);
-    assert_non_null(text);
-    n += (size_t)snprintf(text + n, cap - n, BASE_TEXT, 1);
-    for (int i = 0; i < 10000; i++)
-        n += (size_t)snprintf(text + n, cap - n, "h%d IN A 10.0.%d.%d\n", i, i / 256, i % 256);
-    tu_write_file(dir, "example.test.zone", text);
-    free(text);
-    zone_t *base = load(zpath);
+    zone_t *base = big_zone(1);
     enum { N = 1000 };
     tentry_t t;
     int64_t t0 = tu_now_ms();
