@@ -704,7 +704,7 @@ static int write_rr(FILE *f, const uint8_t *owner, uint16_t type, uint32_t ttl, 
     return fputc('\n', f) == EOF ? TERN_EIO : 0;
 }
 
-static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
+static int write_zone(FILE *f, const zone_t *z, uint16_t skip_type, uint8_t *w, ldns_buffer *buf)
 {
     char nb[NAME_STR_MAX];
     fprintf(f, "; zone %s, serial %u, from %s\n", name_str(z->apex, nb), z->serial,
@@ -715,8 +715,8 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
         const zone_node_t *n = zone_node_at(z, (uint32_t)i);
         for (unsigned j = 0; j < n->nrrsets && rc == 0; j++) {
             const zone_rrset_t *s = &n->rrsets[j];
-            if (s->type == WIRE_T_SOA && n == z->apex_node)
-                continue; /* written first */
+            if ((s->type == WIRE_T_SOA && n == z->apex_node) || (skip_type && s->type == skip_type))
+                continue; /* the SOA is written first */
             const uint8_t *p = s->rdata;
             for (unsigned k = 0; k < s->count && rc == 0; k++) {
                 rc = write_rr(f, n->name, s->type, s->ttl, p + 2, tern_rd16(p), w, buf);
@@ -728,6 +728,12 @@ static int write_zone(FILE *f, const zone_t *z, uint8_t *w, ldns_buffer *buf)
 }
 
 int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t errlen)
+{
+    return xfr_zone_write_file_skip(z, path, 0, err, errlen);
+}
+
+int xfr_zone_write_file_skip(const zone_t *z, const char *path, uint16_t skip_type, char *err,
+                             size_t errlen)
 {
     char *tmp = NULL;
     FILE *f = NULL;
@@ -757,7 +763,7 @@ int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t err
         goto fail;
     }
     fd = -1;
-    if ((rc = write_zone(f, z, w, buf)) < 0)
+    if ((rc = write_zone(f, z, skip_type, w, buf)) < 0)
         goto fail;
     errno = 0;
     if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) {

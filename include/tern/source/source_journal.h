@@ -99,6 +99,19 @@ typedef struct source_journal_info {
 int source_journal_info(const char *path, source_journal_info_t *out, char *err,
                         size_t errlen) TERN_WUR;
 
+/** What source_journal_list() calls for each entry; e and everything it points at are valid
+ * during the call only. 0 to go on, a negative TERN_E* code to stop (list() returns it). */
+typedef int (*source_journal_list_fn)(void *ctx, const source_journal_entry_t *e, uint64_t off);
+
+/**
+ * Every whole entry of the journal at path in order, with its offset in the file, for the
+ * audit listing (`ternctl zone`: who changed what, when) and the tools: a torn tail is not
+ * listed, a corrupt entry stops the walk. 0 (nothing called when it does not exist), fn's
+ * negative code, or TERN_EIO/TERN_EMALF/TERN_ENOMEM with err (path and offset).
+ */
+int source_journal_list(const char *path, source_journal_list_fn fn, void *ctx, char *err,
+                        size_t errlen) TERN_WUR;
+
 /**
  * Write z's data back to master file `file` atomically (a temporary file in the same
  * directory, fsync, rename, fsync of the directory), one RR per line with absolute names, the
@@ -106,7 +119,8 @@ int source_journal_info(const char *path, source_journal_info_t *out, char *err,
  * leaving out the DNSKEYs tern adds to a zone it signs (skip_dnskey), then empty the journal at
  * journal (only once the file is on disk: a crash between leaves a file at the journal's last
  * serial, which apply() accepts). Comments, $INCLUDE and formatting of the old file are not
- * kept (Knot's flush does the same). 0, or TERN_EIO/TERN_ENOMEM with err.
+ * kept (Knot's flush does the same). The journal keeps its header (it is emptied, not removed);
+ * one of another zone is left as it is (TERN_EIO). 0, or TERN_EIO/TERN_ENOMEM with err.
  */
 int source_journal_flush(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
                          char *err, size_t errlen) TERN_WUR;

@@ -119,4 +119,9 @@ void xfr_in_free(xfr_in_t *x);
  */
 int xfr_zone_write_file(const zone_t *z, const char *path, char *err, size_t errlen) TERN_WUR;
 
+/** xfr_zone_write_file() leaving out every RRset of type skip_type (0: none): a master-file
+ * zone's write-back (source_journal_flush()) leaves out the DNSKEYs tern adds when it signs. */
+int xfr_zone_write_file_skip(const zone_t *z, const char *path, uint16_t skip_type, char *err,
+                             size_t errlen) TERN_WUR;
+
 #endif
