@@ -1,7 +1,8 @@
 /*
  * ternctl.c — control a running ternd over its UNIX socket, or check a config or zone offline.
  *
- *   ternctl [-s SOCKET | -c CONFIG] [-t SECONDS] reload|status|stats|zone ZONE|health
+ *   ternctl [-s SOCKET | -c CONFIG] [-t SECONDS] reload|status|stats|zone ZONE|zone flush ZONE|
+ *           health
  *   ternctl ... health set ADDR[:PORT] up|down|auto
  *   ternctl ... dnssec ds ZONE
  *   ternctl check-config FILE
@@ -62,7 +63,10 @@ static void usage(FILE *out)
             "                      reload time and result\n"
             "  stats               query counters (by transport, qtype, rcode) and reload "
             "counters\n"
-            "  zone ZONE           one zone's serial, records, size, load time and file\n"
+            "  zone ZONE           one zone's serial, records, size, load time and file; its\n"
+            "                      transfers, and its dynamic updates' journal and last changes\n"
+            "  zone flush ZONE     write a zone's dynamic updates back into its file (atomic)\n"
+            "                      and empty its journal\n"
             "  health              every health-checked endpoint: state, counter, override,\n"
             "                      last result and error\n"
             "  health set ADDR[:PORT] up|down|auto\n"
@@ -687,8 +691,13 @@ static int online_request(int nargs, char **args, char *request, size_t len)
             return EXIT_USAGE;
         }
     } else if (strcmp(cmd, "zone") == 0) {
+        if (nargs == 3 && strcmp(args[1], "flush") == 0 && plain_word(args[2])) {
+            snprintf(request, len, "zone flush %s", args[2]);
+            return 0;
+        }
         if (nargs != 2 || !plain_word(args[1])) {
-            fprintf(stderr, "ternctl: usage: ternctl zone ZONE (one name, no spaces)\n");
+            fprintf(stderr, "ternctl: usage: ternctl zone ZONE | ternctl zone flush ZONE (one "
+                            "name, no spaces)\n");
             return EXIT_USAGE;
         }
         snprintf(request, len, "zone %s", args[1]);

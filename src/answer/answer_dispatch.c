@@ -75,10 +75,10 @@ static void zone_denied(answer_resp_t *r)
 static bool handed_off(const answer_resp_t *r, unsigned opcode)
 {
     const wire_query_t *q = r->q;
-    return unlikely(r->v->cfg.xfr) && (opcode == WIRE_OP_NOTIFY || opcode == WIRE_OP_UPDATE ||
-                                       q->has_tsig ||
-                                       (r->transport == ANSWER_TCP && opcode == WIRE_OP_QUERY &&
-                                        (q->qtype == WIRE_T_AXFR || q->qtype == WIRE_T_IXFR)));
+    return unlikely(r->v->cfg.xfr) &&
+           (opcode == WIRE_OP_NOTIFY || opcode == WIRE_OP_UPDATE || q->has_tsig ||
+            (r->transport == ANSWER_TCP && opcode == WIRE_OP_QUERY &&
+             (q->qtype == WIRE_T_AXFR || q->qtype == WIRE_T_IXFR)));
 }
 
 answer_route_t answer_dispatch(answer_resp_t *r)

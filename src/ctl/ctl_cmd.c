@@ -488,19 +488,22 @@ static void zone_xfr_lines(xfr_t *x, const char *key, sb_t *body)
 static void zone_update_lines(ctl_t *c, const zinfo_t *z, sb_t *body)
 {
     update_t *u = c->loader ? update_of(loader_source(c->loader, "update")) : NULL;
-    char *key = zone_source_key(z->origin), *jpath = z->file[0] ? source_journal_path(z->file) : NULL;
+    char *key = zone_source_key(z->origin),
+         *jpath = z->file[0] ? source_journal_path(z->file) : NULL;
     source_journal_info_t ji;
     char why[256];
     if (jpath && source_journal_info(jpath, &ji, why, sizeof(why)) == 0 && ji.entries)
-        ctl_cmd_line(body, "journal: %s changes %zu serials %" PRIu32 " to %" PRIu32 " bytes %" PRIu64,
+        ctl_cmd_line(body,
+                     "journal: %s changes %zu serials %" PRIu32 " to %" PRIu32 " bytes %" PRIu64,
                      jpath, ji.entries, ji.first, ji.last, ji.bytes);
     update_audit_t a[8];
     size_t n = u && key ? update_recent(u, key, a, 8) : 0;
     for (size_t i = 0; i < n; i++) {
         char t[32];
         fmt_time(t, sizeof(t), a[i].when);
-        ctl_cmd_line(body, "update: %s serial %" PRIu32 " to %" PRIu32 " by %s removed %zu added %zu",
-                     t, a[i].from, a[i].to, a[i].who, a[i].removed, a[i].added);
+        ctl_cmd_line(body,
+                     "update: %s serial %" PRIu32 " to %" PRIu32 " by %s removed %zu added %zu", t,
+                     a[i].from, a[i].to, a[i].who, a[i].removed, a[i].added);
     }
     free(key);
     free(jpath);

@@ -81,7 +81,7 @@ struct loader {
      * thread's until a build that read them is published */
     char **reread, **stale;
     size_t nreread, capreread, nstale, capstale;
-    bool changes;  /* chg or poked holds something (under mu) */
+    bool changes; /* chg or poked holds something (under mu) */
     /* The geo databases the sources locate records with (their threads call src_locate()):
      * the current snapshot's, swapped under geo_mu when they change. */
     pthread_mutex_t geo_mu;
@@ -175,7 +175,7 @@ static void publish(loader_t *l, struct snapshot *s)
     l->cur = s;
     pthread_mutex_unlock(&l->mu);
     const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
-    (void)prev; /* == &old->view */
+    (void)prev;     /* == &old->view */
     stale_clear(l); /* s read them again */
     if (l->xfr)
         xfr_sync(l, old, s);
@@ -227,7 +227,8 @@ static int sink_reread(void *ctx, const char *key)
     loader_t *l = ctx;
     char *k = strdup(key);
     pthread_mutex_lock(&l->mu);
-    if (!k || tern_grow((void **)&l->reread, &l->capreread, l->nreread + 1, sizeof(*l->reread)) < 0) {
+    if (!k ||
+        tern_grow((void **)&l->reread, &l->capreread, l->nreread + 1, sizeof(*l->reread)) < 0) {
         pthread_mutex_unlock(&l->mu);
         free(k);
         return TERN_ENOMEM;

@@ -69,10 +69,12 @@ static bool same_stat(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Whether every file of z's last full read is as it was. */
-static bool deps_unchanged(const fzone_t *z)
+/* Whether every file of z's last full read is as it was, its journal (jpath) aside. */
+static bool deps_unchanged(const fzone_t *z, const char *jpath)
 {
     for (size_t i = 0; i < z->ndeps; i++) {
+        if (strcmp(z->deps[i].path, jpath) == 0)
+            continue;
         struct stat st;
         bool there = stat(z->deps[i].path, &st) == 0;
         if (there == z->deps[i].absent || (there && !same_stat(&st, &z->deps[i].st)))
@@ -115,15 +117,16 @@ static int see_journal(int (*seen)(void *, const char *, const struct stat *), v
 }
 
 /* The journal's entries after v's serial over v: 0 with *out the new version or NULL (none). */
-static int replay(const config_zone_t *cz, const char *jpath, const zone_t *v, zone_t **out,
-                  char *err, size_t errlen)
+static int replay(const config_zone_t *cz, const char *jpath, const zone_t *v, bool quiet,
+                  zone_t **out, char *err, size_t errlen)
 {
     size_t applied = 0;
     *out = NULL;
     int rc = source_journal_apply(jpath, v, cz->file, out, &applied, err, errlen);
-    if (rc == 0 && *out)
-        log_info("zone %s: %zu changes from %s replayed (serial %u to %u)", cz->origin, applied,
-                 jpath, v->serial, (*out)->serial);
+    if (rc == 0 && *out) /* quiet: an UPDATE just applied, which the update service logged */
+        log_msg(quiet ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+                "zone %s: %zu changes from %s replayed (serial %u to %u)", cz->origin, applied,
+                jpath, v->serial, (*out)->serial);
     return rc;
 }
 
@@ -142,7 +145,7 @@ static int read_journal(fzone_t *z, const zone_source_read_t *rd, const char *jp
         return rc;
     }
     zone_t *n = NULL;
-    if ((rc = replay(rd->cz, jpath, rd->base, &n, err, errlen)) < 0)
+    if ((rc = replay(rd->cz, jpath, rd->base, true, &n, err, errlen)) < 0)
         return rc;
     if (!n)
         return ZONE_FILE_SAME;
@@ -184,7 +187,7 @@ static int read_full(fzone_t *z, const zone_source_read_t *rd, const char *jpath
         zone_t *j = NULL;
         int jr = see_journal(record, &r, jpath);
         if (jr == 0)
-            jr = replay(cz, jpath, v ? v : rd->base, &j, err, errlen);
+            jr = replay(cz, jpath, v ? v : rd->base, false, &j, err, errlen);
         if (jr < 0) {
             zone_free(v);
             rc = jr;
@@ -205,6 +208,7 @@ static int read_full(fzone_t *z, const zone_source_read_t *rd, const char *jpath
         z->ndeps = r.n;
         z->capdeps = r.cap;
         r.deps = NULL;
+        r.n = 0;
         z->made = rc == 0 ? v : rd->base;
         z->serial = z->made->serial;
         if (rc == 0)
@@ -226,7 +230,7 @@ static int read_zone(zone_source_t *s, const zone_source_read_t *rd, zone_t **ou
         snprintf(err, errlen, "out of memory");
         rc = TERN_ENOMEM;
     } else if (rd->base && z->made == rd->base && z->serial == rd->base->serial &&
-               deps_unchanged(z)) {
+               deps_unchanged(z, jpath)) {
         rc = read_journal(z, rd, jpath, out, err, errlen);
     } else {
         rc = read_full(z, rd, jpath, out, err, errlen);
@@ -245,7 +249,10 @@ static zone_source_t *file_new(const zone_source_env_t *env)
 {
     (void)env;
     source_file_t *f = calloc(1, sizeof(*f));
-    return f ? &f->base : NULL;
+    if (!f)
+        return NULL;
+    f->base.ops = &source_file_ops;
+    return &f->base;
 }
 
 /* Forget the zones cfg no longer has. */

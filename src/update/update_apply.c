@@ -168,8 +168,8 @@ static int check_change(const zone_t *z, const update_change_t *ch, char *why, s
         rc = zone_delta_ixfr_add(x, r->owner, r->type, r->ttl, r->rdata, r->rdlen);
     }
     if (rc >= 0)
-        rc = zone_delta_ixfr_finish(x, ch->soa_ttl, ch->soa, ch->soa_len, "update", &d, why,
-                                    whylen);
+        rc =
+            zone_delta_ixfr_finish(x, ch->soa_ttl, ch->soa, ch->soa_len, "update", &d, why, whylen);
     if (rc >= 0 && !z->dnssec)
         rc = zone_patch(z, d, &out, why, whylen);
     if (rc == TERN_ENOMEM)
@@ -350,8 +350,8 @@ static unsigned authorise(update_t *u, const update_msg_t *m, const ureq_t *q, z
         pthread_mutex_lock(&u->mu);
         u->st.refused_rate++;
         pthread_mutex_unlock(&u->mu);
-        return snprintf(why, whylen, "zone %s: more than update_rate (%u) changes a second",
-                        name, zv->rate),
+        return snprintf(why, whylen, "zone %s: more than update_rate (%u) changes a second", name,
+                        zv->rate),
                WIRE_RC_REFUSED;
     }
     return WIRE_RC_NOERROR;

@@ -135,8 +135,8 @@ struct upending {
     bool tcp;
     size_t conn; /* tcp: the connection's slot and its gen */
     uint32_t conn_gen;
-    struct handoff r; /* udp: where to answer from; r.buf: NULL (req holds the request) */
-    uint8_t *req;     /* the request: the answer echoes its header and zone section */
+    struct handoff r;   /* udp: where to answer from; r.buf: NULL (req holds the request) */
+    uint8_t *req;       /* the request: the answer echoes its header and zone section */
     struct xfr_msg *im; /* its parse and TSIG state (udp: ctx and key below; tcp: the conn's) */
     tsig_key_t key;
     tsig_ctx_t ctx;
@@ -218,7 +218,7 @@ struct xfr {
         unsigned rcode;
     } upd_done[XFR_UPDATES_MAX];
     size_t nupd_done;
-    int out_ep;    /* the out thread's epoll */
+    int out_ep; /* the out thread's epoll */
     struct change *ch;
     size_t nch, capch;
     pthread_t out_thread, notify_thread;

@@ -399,7 +399,7 @@ static void start_transfer(xfr_t *x, struct oconn *c, xfr_msg_t *im, const uint8
             log_info("xfr: %s %s from %s refused: %s", c->kind, c->zname, peer, why);
         __atomic_add_fetch(&x->stats.out_refused, 1, __ATOMIC_RELAXED);
         oconn_queue(c, xfr_out_error_reply(im, req, out, XFR_OUT_MSG,
-                                   im->tsig_err ? WIRE_RC_NOTAUTH : WIRE_RC_REFUSED));
+                                           im->tsig_err ? WIRE_RC_NOTAUTH : WIRE_RC_REFUSED));
         c->closing = true;
         return;
     }

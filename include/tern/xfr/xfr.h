@@ -7,9 +7,9 @@
  *     (net/server.h: a bounded queue, one eventfd write when it was empty): TCP connections that
  *     asked for AXFR/IXFR, NOTIFY, UPDATE and TSIG-signed messages. An UPDATE goes on, verified,
  *     to the update service (hooks.update); the out thread answers it when its rcode comes back
- *     (xfr_update.c), holding the connection's further requests until then. It checks the key and the zone's
- *     allow_transfer, pins the zone version (a reference taken inside an RCU read-side section,
- *     so the transfer holds no grace period up and never sees half a reload), and streams the
+ *     (xfr_update.c), holding the connection's further requests until then. It checks the key and
+ * the zone's allow_transfer, pins the zone version (a reference taken inside an RCU read-side
+ * section, so the transfer holds no grace period up and never sees half a reload), and streams the
  *     zone across as many events as the client's window needs. IXFR comes from the zone's
  *     journal (journal.h); a serial not in it gets the whole zone. It holds at most 64
  *     connections, 8 per client address; one with nothing in progress (answered and silent)
