@@ -494,7 +494,8 @@ static void zone_update_lines(ctl_t *c, const zinfo_t *z, sb_t *body)
     char why[256];
     if (jpath && source_journal_info(jpath, &ji, why, sizeof(why)) == 0 && ji.entries)
         ctl_cmd_line(body,
-                     "update_journal: %s changes %zu serials %" PRIu32 " to %" PRIu32 " bytes %" PRIu64,
+                     "update_journal: %s changes %zu serials %" PRIu32 " to %" PRIu32
+                     " bytes %" PRIu64,
                      jpath, ji.entries, ji.first, ji.last, ji.bytes);
     update_audit_t a[8];
     size_t n = u && key ? update_recent(u, key, a, 8) : 0;

@@ -16,6 +16,7 @@
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
 #include "tern/source/source_journal.h"
+#include "tern/wire/parse.h"
 #include "update_int.h"
 
 update_t *update_of(zone_source_t *s)
@@ -56,6 +57,55 @@ bool update_submit(update_t *u, const uint8_t *msg, size_t len, const char *key,
     pthread_cond_signal(&u->wake);
     pthread_mutex_unlock(&u->mu);
     return true;
+}
+
+unsigned update_apply_msg(update_t *u, const uint8_t *msg, size_t len, const char *who, char *why,
+                          size_t whylen)
+{
+    uwait_t w = {0};
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy) {
+        snprintf(why, whylen, "out of memory");
+        return WIRE_RC_SERVFAIL;
+    }
+    memcpy(copy, msg, len);
+    pthread_mutex_lock(&u->mu);
+    if (u->qlen == UPDATE_QUEUE_MAX || u->stop || !u->started) {
+        u->st.queue_full++;
+        pthread_mutex_unlock(&u->mu);
+        free(copy);
+        snprintf(why, whylen, "the update service is %s",
+                 u->stop || !u->started ? "not running" : "busy");
+        return WIRE_RC_SERVFAIL;
+    }
+    ureq_t *r = &u->q[(u->qhead + u->qlen++) % UPDATE_QUEUE_MAX];
+    memset(r, 0, sizeof(*r));
+    r->msg = copy;
+    r->len = len;
+    r->preauth = true;
+    r->wait = &w;
+    snprintf(r->key, sizeof(r->key), "%s", who);
+    pthread_cond_signal(&u->wake);
+    /* the thread answers within its publish deadline; a stop answers nothing, so it ends the
+     * wait too */
+    while (!w.done && !u->stop)
+        pthread_cond_wait(&u->done, &u->mu);
+    if (!w.done) { /* stopped: take the request back if it is still queued */
+        for (size_t i = 0; i < u->qlen; i++) {
+            ureq_t *q = &u->q[(u->qhead + i) % UPDATE_QUEUE_MAX];
+            if (q->wait == &w)
+                q->wait = NULL;
+        }
+        if (u->inflight == &w)
+            u->inflight = NULL;
+    }
+    pthread_mutex_unlock(&u->mu);
+    if (!w.done) {
+        snprintf(why, whylen, "the update service stopped");
+        return WIRE_RC_SERVFAIL;
+    }
+    snprintf(why, whylen, "%s", w.why);
+    return w.rcode;
 }
 
 int update_flush(update_t *u, const char *key, char *msg, size_t msglen)
@@ -233,12 +283,22 @@ static void *update_main(void *arg)
             ureq_t r = u->q[u->qhead];
             u->qhead = (u->qhead + 1) % UPDATE_QUEUE_MAX;
             u->qlen--;
+            u->inflight = r.wait;
             pthread_mutex_unlock(&u->mu);
-            unsigned rcode = update_handle(u, &r);
+            char why[256] = "";
+            unsigned rcode = update_handle(u, &r, why, sizeof(why));
             free(r.msg);
-            if (u->reply)
+            if (!r.preauth && u->reply)
                 u->reply(u->reply_ctx, r.token, rcode);
             pthread_mutex_lock(&u->mu);
+            if (r.preauth && u->inflight) {
+                /* the caller waits on its stack until it sees done (or took the slot back) */
+                u->inflight->rcode = rcode;
+                snprintf(u->inflight->why, sizeof(u->inflight->why), "%s", why);
+                u->inflight->done = true;
+            }
+            u->inflight = NULL;
+            pthread_cond_broadcast(&u->done);
         } else {
             pthread_mutex_unlock(&u->mu);
             update_sync_due(u);

@@ -91,6 +91,7 @@ static void zone_view(update_t *u, const uint8_t *apex, size_t len, const ureq_t
         snprintf(zv->origin, sizeof(zv->origin), "%s", z->origin);
         snprintf(zv->file, sizeof(zv->file), "%s", z->file ? z->file : "");
         snprintf(zv->journal, sizeof(zv->journal), "%s", z->journal ? z->journal : "");
+        zv->allowed = q->preauth;
         for (size_t j = 0; j < z->nrules && !zv->allowed; j++)
             zv->allowed = rule_match(&z->rules[j], q);
     }
@@ -100,6 +101,8 @@ static void zone_view(update_t *u, const uint8_t *apex, size_t len, const ureq_t
 static const char *who_text(const ureq_t *q, char *buf, size_t len)
 {
     char addr[80];
+    if (q->preauth)
+        return snprintf(buf, len, "%s", q->key), buf;
     limit_addr_text(&q->peer, addr, sizeof(addr));
     if (q->signed_)
         snprintf(buf, len, "key %s from %s", q->key, addr);
@@ -113,7 +116,9 @@ static const char *who_text(const ureq_t *q, char *buf, size_t len)
 static bool rate_ok(update_t *u, const ureq_t *q, unsigned rate)
 {
     char who[sizeof(((ubucket_t *)0)->who)];
-    if (q->signed_)
+    if (q->preauth)
+        snprintf(who, sizeof(who), "%.150s", q->key);
+    else if (q->signed_)
         snprintf(who, sizeof(who), "key %.150s", q->key);
     else
         limit_addr_text(&q->peer, who, sizeof(who)), *strchrnul(who, '@') = '\0';
@@ -341,7 +346,7 @@ static unsigned authorise(update_t *u, const update_msg_t *m, const ureq_t *q, z
     if (zv->json || !zv->journal[0])
         return snprintf(why, whylen, "zone %s is a redins JSON file: it takes no updates", name),
                WIRE_RC_REFUSED;
-    if (!zv->any_rule)
+    if (!zv->any_rule && !q->preauth)
         return snprintf(why, whylen, "zone %s has no allow_update", name), WIRE_RC_REFUSED;
     if (!zv->allowed)
         return snprintf(why, whylen, "zone %s: no allow_update rule matches", name),
@@ -410,20 +415,20 @@ static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, con
     return rc;
 }
 
-unsigned update_handle(update_t *u, const ureq_t *q)
+unsigned update_handle(update_t *u, const ureq_t *q, char *why, size_t whylen)
 {
-    char why[512] = "", who[400];
+    char who[400];
     who_text(q, who, sizeof(who));
     update_msg_t m;
     zview_t zv;
     pthread_mutex_lock(&u->mu);
     unsigned max = u->max_records;
     pthread_mutex_unlock(&u->mu);
-    unsigned rc = update_msg_parse(&m, q->msg, q->len, max, why, sizeof(why));
+    unsigned rc = update_msg_parse(&m, q->msg, q->len, max, why, whylen);
     if (rc == WIRE_RC_NOERROR)
-        rc = authorise(u, &m, q, &zv, why, sizeof(why));
+        rc = authorise(u, &m, q, &zv, why, whylen);
     if (rc == WIRE_RC_NOERROR)
-        rc = apply(u, &m, &zv, who, why, sizeof(why));
+        rc = apply(u, &m, &zv, who, why, whylen);
     update_msg_free(&m);
     if (rc != WIRE_RC_NOERROR && rc != WIRE_RC_SERVFAIL && log_refusal_ok())
         log_info("update: %s from %s: %s", update_rcode_name(rc), who, why);

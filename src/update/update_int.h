@@ -28,14 +28,24 @@
  * for longest makes room. */
 #define UPDATE_BUCKETS_MAX 256
 
-/* A request taken from the out thread. */
+/* A caller waiting for its change (update_apply_msg()), on its own stack. */
+typedef struct uwait {
+    bool done;
+    unsigned rcode;
+    char why[256];
+} uwait_t;
+
+/* A request: an UPDATE from the out thread, or a change an authorised caller built (preauth:
+ * who names it; allow_update is the caller's business, the rest applies). */
 typedef struct ureq {
     uint8_t *msg;
     size_t len;
     bool signed_;
-    char key[256]; /* the TSIG key's name when signed */
+    bool preauth;
+    char key[256]; /* the TSIG key's name when signed; preauth: who */
     struct sockaddr_storage peer;
     uint64_t token;
+    uwait_t *wait; /* preauth: where the answer goes (NULL: the caller gave up) */
 } ureq_t;
 
 /* A ternctl flush, on the caller's stack while it waits. */
@@ -82,6 +92,7 @@ struct update {
     uint64_t pubgen;
     ureq_t q[UPDATE_QUEUE_MAX];
     size_t qhead, qlen;
+    uwait_t *inflight; /* the waiter of the request being handled, if any */
     uflush_t *flushq[UPDATE_FLUSH_MAX];
     size_t nflush;
     uzone_t *z;
@@ -96,8 +107,9 @@ struct update {
     size_t nbuckets;
 };
 
-/* update_apply.c: one request, start to end: its rcode (the thread answers it). */
-unsigned update_handle(update_t *u, const ureq_t *r);
+/* update_apply.c: one request, start to end: its rcode (the thread answers it), why says why
+ * for anything but a change made. */
+unsigned update_handle(update_t *u, const ureq_t *r, char *why, size_t whylen);
 
 /* update_apply.c: write zone key's file back (update_flush()). 0 or a negative code, msg. */
 int update_flush_zone(update_t *u, const char *key, char *msg, size_t msglen);

@@ -75,6 +75,18 @@ bool update_submit(update_t *u, const uint8_t *msg, size_t len, const char *key,
                    const struct sockaddr_storage *peer, uint64_t token);
 
 /**
+ * Any thread but the update thread (the HTTP API): apply an UPDATE message the caller built
+ * (unsigned) on behalf of `who` ("api key NAME from ADDR"), whom the caller has authorised for
+ * the zone: the zone's allow_update is not consulted; everything else is as for an UPDATE
+ * received (the zone must take changes, update_max_records, update_rate per who, the checks, the
+ * journal, the publish, the audit). Blocks until the change is served or refused (at most
+ * UPDATE_PUBLISH_WAIT_MS and the change's own work). Returns the rcode, with why for anything but
+ * a change made ("nothing to change" for NOERROR without one).
+ */
+unsigned update_apply_msg(update_t *u, const uint8_t *msg, size_t len, const char *who, char *why,
+                          size_t whylen);
+
+/**
  * Any thread (ternctl): write zone key's file back from the version served and empty its
  * journal (source_journal_flush()), on the update thread between two updates, waiting for it
  * at most UPDATE_PUBLISH_WAIT_MS. 0; TERN_ENOENT (no such zone taking updates); TERN_ETIMEDOUT;
