@@ -339,6 +339,30 @@ const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s)
     return &s->stats;
 }
 
+int xdp_sock_kstats(const xdp_sock_t *s, xdp_sock_kstats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct xdp_statistics st = {0};
+    socklen_t len = sizeof st;
+    if (getsockopt(xsk_socket__fd(s->xsk), SOL_XDP, XDP_STATISTICS, &st, &len) != 0)
+        return -errno;
+    out->rx_ring_full = st.rx_ring_full;
+    out->fill_empty = st.rx_fill_ring_empty_descs;
+    out->rx_dropped = st.rx_dropped;
+    out->invalid = st.rx_invalid_descs + st.tx_invalid_descs;
+    return 0;
+}
+
+const char *xdp_sock_ifname(const xdp_sock_t *s)
+{
+    return s->x->ifname;
+}
+
+uint32_t xdp_sock_queue(const xdp_sock_t *s)
+{
+    return s->queue;
+}
+
 /* Answer the query in frame f (len bytes received, cap bytes of room): the reply frame's length,
  * or 0 when there is none. */
 static size_t answer(xdp_sock_t *s, uint8_t *f, size_t len, size_t cap, xdp_handler_fn handler,

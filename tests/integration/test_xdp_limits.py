@@ -21,6 +21,8 @@ check that the kernel's stack answered instead would fail. Checks:
                   and sent from the address asked; a wrong key: BADSIG
   tsig_notify     a signed NOTIFY for a secondary zone from its primary's address: NOERROR,
                   signed, and the zone is refreshed ("refreshing" in the log); unsigned: NOTAUTH
+  per_queue       /metrics' per-socket families (interface and queue labels) and ternctl stats'
+                  xdp_ lines: the one queue's rx, tx and every drop stage equal the totals
 
 ternd listens on 127.0.0.1 first, so a hand-off's reply must pick the socket of the address
 the query was sent to, not the first one. Needs root (namespaces, BPF); exits 77 (skipped)
@@ -323,6 +325,29 @@ def check_tsig_notify(c):
            "no refresh logged for the NOTIFY")
 
 
+def check_per_queue(c):
+    r = run(*c.net.exec(c.net.srv, PY, "-c", METRICS, str(c.mport)), check=False)
+    m = dict(line.rsplit(" ", 1) for line in r.stdout.splitlines()
+             if line.startswith("tern_xdp_") and not line.startswith("#"))
+    q = 'interface="%s",queue="0"' % c.net.srv_if
+    for what in ("rx", "tx"):
+        expect(m.get("tern_xdp_queue_%s_total{%s}" % (what, q)) == m["tern_xdp_%s_total" % what],
+               "queue 0's %s is not the total (one queue): %s" % (what, m))
+    stages = ("parse", "answer", "tx_full", "fill_short", "rx_ring_full", "fill_empty",
+              "kernel_other", "invalid")
+    for stage in stages:
+        expect(m.get('tern_xdp_queue_dropped_total{%s,stage="%s"}' % (q, stage)) ==
+               m['tern_xdp_dropped_total{stage="%s"}' % stage], "stage %s: %s" % (stage, m))
+    # the RRL flood's drops and the hand-offs were answered by no XDP reply
+    expect(int(m['tern_xdp_dropped_total{stage="answer"}']) > 0, "no answer-stage drops: %s" % m)
+    stats = dict(line.split(": ", 1) for line in c.ctl("stats").splitlines() if ": " in line)
+    pre = "xdp_%s_0_" % c.net.srv_if
+    expect(stats.get("xdp_rx") and stats.get(pre + "rx") == stats["xdp_rx"] and
+           stats.get(pre + "tx") == stats["xdp_tx"] and
+           all(stats.get(pre + "dropped_" + s) == stats.get("xdp_dropped_" + s) for s in stages),
+           "ternctl stats: %s" % {k: v for k, v in stats.items() if k.startswith("xdp")})
+
+
 def run_checks(net, args, d):
     mport = free_port()
     proc, text = start_ternd(net, args, d, mport, extra=config(d), zones=ZONES,
@@ -337,6 +362,7 @@ def run_checks(net, args, d):
         run_check(results, "tsig_soa", lambda: check_tsig_soa(c))
         run_check(results, "tsig_notify", lambda: check_tsig_notify(c))
         run_check(results, "rrl", lambda: check_rrl(c))
+        run_check(results, "per_queue", lambda: check_per_queue(c))
         run_check(results, "cookies", lambda: check_cookies(c))  # last: it requires cookies
     finally:
         proc.terminate()

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tern/common/compiler.h"
 #include "tern/net/xdp_frame.h"
 
 typedef struct xdp xdp_t;
@@ -38,6 +39,14 @@ typedef struct xdp_sock_stats {
     uint64_t tx_full;    /* replies dropped: no room on the TX ring */
     uint64_t fill_short; /* times the fill ring could not be refilled completely */
 } xdp_sock_stats_t;
+
+/* The kernel's counters of one socket (XDP_STATISTICS): frames it could not hand to the worker. */
+typedef struct xdp_sock_kstats {
+    uint64_t rx_ring_full; /* dropped: the RX ring was full (the worker fell behind) */
+    uint64_t fill_empty;   /* frames that found no free buffer on the fill ring */
+    uint64_t rx_dropped;   /* dropped for other reasons (a frame too large for its buffer) */
+    uint64_t invalid;      /* RX and TX descriptors the kernel found invalid (a bug of ours) */
+} xdp_sock_kstats_t;
 
 /**
  * The reply handler: the query's DNS payload is at buf (len bytes, moved to where the reply's
@@ -89,6 +98,16 @@ unsigned xdp_queue_count(const char *ifname);
 
 /** The socket's counters. */
 const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s);
+
+/** The kernel's counters of s, read with getsockopt(XDP_STATISTICS): any thread (a syscall, so
+ * never a worker's). 0, or a negative errno with *out zeroed. */
+int xdp_sock_kstats(const xdp_sock_t *s, xdp_sock_kstats_t *out) TERN_WUR;
+
+/** The interface s serves. */
+const char *xdp_sock_ifname(const xdp_sock_t *s);
+
+/** The receive queue s serves. */
+uint32_t xdp_sock_queue(const xdp_sock_t *s);
 
 /**
  * Serve one batch: reclaim sent frames, refill the fill ring, receive up to a batch of frames,
