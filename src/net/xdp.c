@@ -365,45 +365,54 @@ uint32_t xdp_sock_queue(const xdp_sock_t *s)
 
 /* Answer the query in frame f (len bytes received, cap bytes of room): the reply frame's length,
  * or 0 when there is none. */
-static size_t answer(xdp_sock_t *s, uint8_t *f, size_t len, size_t cap, xdp_handler_fn handler,
-                     void *arg)
+static size_t answer(uint8_t *f, size_t len, size_t cap, size_t mtu, xdp_handler_fn handler,
+                     void *arg, xdp_sock_stats_t *stats)
 {
     xdp_frame_flow_t flow;
     if (xdp_frame_parse(f, len, 0, &flow) != 0) {
-        s->stats.not_ours++;
+        stats->not_ours++;
         return 0;
     }
     size_t hdr = xdp_frame_hdr_len(&flow);
-    size_t max = cap < XDP_FRAME_ETH_LEN + s->x->mtu ? cap : XDP_FRAME_ETH_LEN + s->x->mtu;
+    size_t max = cap < XDP_FRAME_ETH_LEN + mtu ? cap : XDP_FRAME_ETH_LEN + mtu;
     /* the reply's headers are never longer than the query's: the payload moves down or stays */
     memmove(f + hdr, f + flow.payload_off, flow.payload_len);
     size_t out = handler(arg, &flow, f + hdr, flow.payload_len, max - hdr);
     size_t flen = 0;
     if (out == 0 || out > max - hdr || xdp_frame_write(f, max, &flow, out, &flen) != 0) {
-        s->stats.no_answer++;
+        stats->no_answer++;
         return 0;
     }
     return flen;
 }
 
+void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_handler_fn handler,
+                       void *arg, xdp_sock_stats_t *stats)
+{
+    for (unsigned i = 0; i < n; i++) {
+        xdp_frame_ref_t *f = &frames[i];
+        f->len = (uint32_t)answer(f->data, f->len, f->cap, mtu, handler, arg, stats);
+    }
+}
+
 /* Put the batch's replies on the TX ring (frames without one, or beyond the ring's room, go back
  * to the free stack) and wake the kernel if it asks. */
-static void transmit(xdp_sock_t *s, const uint64_t *addr, const uint32_t *len, uint32_t n)
+static void transmit(xdp_sock_t *s, const uint64_t *addr, const xdp_frame_ref_t *f, uint32_t n)
 {
     uint32_t want = 0;
     for (uint32_t i = 0; i < n; i++)
-        want += len[i] != 0;
+        want += f[i].len != 0;
     uint32_t idx = 0;
     uint32_t room = want ? xsk_ring_prod__reserve(&s->tx, want, &idx) : 0;
     uint32_t sent = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (len[i] != 0 && sent < room) {
+        if (f[i].len != 0 && sent < room) {
             struct xdp_desc *d = xsk_ring_prod__tx_desc(&s->tx, idx + sent++);
             d->addr = addr[i];
-            d->len = len[i];
+            d->len = f[i].len;
             continue;
         }
-        if (len[i] != 0)
+        if (f[i].len != 0)
             s->stats.tx_full++;
         s->free[s->nfree++] = addr[i] - addr[i] % FRAME_SIZE;
     }
@@ -436,17 +445,18 @@ int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *a
         return 0;
     }
     uint64_t addr[BATCH];
-    uint32_t len[BATCH];
+    xdp_frame_ref_t f[BATCH];
     for (uint32_t i = 0; i < n; i++) {
         const struct xdp_desc *d = xsk_ring_cons__rx_desc(&s->rx, idx + i);
         addr[i] = d->addr;
-        size_t cap = FRAME_SIZE - d->addr % FRAME_SIZE;
-        len[i] =
-            (uint32_t)answer(s, xsk_umem__get_data(s->area, d->addr), d->len, cap, handler, arg);
+        f[i] = (xdp_frame_ref_t){.data = xsk_umem__get_data(s->area, d->addr),
+                                 .len = d->len,
+                                 .cap = (uint32_t)(FRAME_SIZE - d->addr % FRAME_SIZE)};
     }
     xsk_ring_cons__release(&s->rx, n);
     s->stats.rx += n;
-    transmit(s, addr, len, n);
+    xdp_frames_answer(f, n, s->x->mtu, handler, arg, &s->stats);
+    transmit(s, addr, f, n);
     return (int)n;
 }
 

@@ -56,6 +56,24 @@ typedef struct xdp_sock_kstats {
 typedef size_t (*xdp_handler_fn)(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
                                  size_t cap);
 
+/* One received frame of a batch: its bytes (len of them, cap of room from data to the end of its
+ * UMEM frame). xdp_frames_answer() sets len to the reply frame's length, 0 for none. */
+typedef struct xdp_frame_ref {
+    uint8_t *data;
+    uint32_t len;
+    uint32_t cap;
+} xdp_frame_ref_t;
+
+/**
+ * Answer n received frames in place, for an interface of the given MTU: parse each
+ * (xdp_frame_parse(); not ours: stats->not_ours, len 0), move its DNS payload to where the
+ * reply's goes, let handler write the reply, and write the reply's headers around it (none:
+ * stats->no_answer, len 0). No kernel, no allocation: xdp_sock_poll()'s work between its rings,
+ * and what the tests drive over synthetic frames.
+ */
+void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_handler_fn handler,
+                       void *arg, xdp_sock_stats_t *stats);
+
 /** Where the build installs the XDP program (<libdir>/tern/tern_xdp.bpf.o), or the path in the
  * environment variable TERN_XDP_OBJ (an uninstalled build, the tests): xdp_attach()'s default. */
 const char *xdp_obj_path(void);
