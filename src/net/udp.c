@@ -384,22 +384,39 @@ static void flow_addr(struct sockaddr_storage *ss, const xdp_frame_flow_t *f, bo
     }
 }
 
-size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len, size_t cap)
+/* Answer n <= UDP_BATCH queries of an AF_XDP batch as answer_batch() does a socket's: parse them
+ * all, prefetch, then answer each. Each query is copied first: the reply is written in place over
+ * it, and answer_parsed() reads the question as it writes (the query log both). */
+static void xdp_answer_some(worker_t *w, xdp_query_t *qs, unsigned n)
+{
+    udp_state_t *u = w->udp;
+    for (unsigned i = 0; i < n; i++) {
+        if (qs[i].len > sizeof(u->slot[i].rx)) { /* a jumbo frame: abuse, as MSG_TRUNC */
+            u->q[i].has_question = false;
+            u->pr[i] = WIRE_DROP;
+            continue;
+        }
+        memcpy(u->slot[i].rx, qs[i].buf, qs[i].len);
+        u->pr[i] = wire_parse_query(&u->q[i], u->slot[i].rx, qs[i].len);
+    }
+    answer_prefetch(w->view, u->q, n);
+    for (unsigned i = 0; i < n; i++) {
+        if (qs[i].len > sizeof(u->slot[i].rx))
+            continue;
+        struct sockaddr_storage peer, local;
+        flow_addr(&peer, &qs[i].flow, true);
+        flow_addr(&local, &qs[i].flow, false);
+        const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
+        qs[i].out = udp_answer_one(w, &u->q[i], u->pr[i], &o, u->slot[i].rx, qs[i].len, qs[i].buf,
+                                   qs[i].cap);
+    }
+}
+
+void udp_xdp_batch(void *arg, xdp_query_t *qs, unsigned n)
 {
     worker_t *w = arg;
-    /* the query is answered in place: a copy keeps it readable while the reply is written over
-     * it (answer_parsed() reads the question as it writes, the query log both) */
-    uint8_t *query = w->udp->slot[0].rx;
-    if (len > sizeof(w->udp->slot[0].rx))
-        return 0;
-    memcpy(query, buf, len);
-    struct sockaddr_storage peer, local;
-    flow_addr(&peer, flow, true);
-    flow_addr(&local, flow, false);
-    const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
-    wire_query_t q;
-    wire_parse_result_t pr = wire_parse_query(&q, query, len);
-    return udp_answer_one(w, &q, pr, &o, query, len, buf, cap);
+    for (unsigned off = 0; off < n; off += UDP_BATCH)
+        xdp_answer_some(w, qs + off, n - off < UDP_BATCH ? n - off : UDP_BATCH);
 }
 
 unsigned udp_handle(worker_t *w, size_t li)

@@ -153,7 +153,7 @@ static void fill(unsigned n, unsigned k)
 static void serve(unsigned n)
 {
     worker_clock(fx.w);
-    xdp_frames_answer(fx.ref, n, MTU, udp_xdp_answer, fx.w, &fx.stats);
+    xdp_frames_answer(fx.ref, n, MTU, udp_xdp_batch, fx.w, &fx.stats);
 }
 
 /* The reply in frame i to MIX[k + i]: addresses and ports swapped, id, QR, the rcode. */
