@@ -31,20 +31,18 @@ where namespaces or BPF are refused.
     test_xdp_limits.py --ternd build/ternd --ternctl build/ternctl --bpf build/.../tern_xdp.bpf.o
 """
 
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import expect, free_port, report, run_check  # noqa: E402
-from test_xdp import CLIENT4, PY, SERVER4, SERVER6, netns_main, run  # noqa: E402
-from test_xdp_ternd import METRICS, ZONE, not_started, start_ternd  # noqa: E402
+from servers import expect, free_port, run_check  # noqa: E402
+from test_xdp import CLIENT4, PY, SERVER4, SERVER6, run  # noqa: E402
+from test_xdp_ternd import (METRICS, ZONE, not_started, report_with_log,  # noqa: E402
+                            start_ternd, ternd_main)  # noqa: E402
 
 SECRET = "e5e973e5a6b2a43f48e7dc849e37bfcf"  # the cookie secret
 KEY_NAME = "xdp-key"
@@ -138,16 +136,7 @@ print(json.dumps(out))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ternd", required=True)
-    ap.add_argument("--ternctl", required=True)
-    ap.add_argument("--bpf", required=True)
-    args = ap.parse_args()
-
-    def checks(net):
-        with tempfile.TemporaryDirectory() as d:
-            return run_checks(net, args, d)
-    return netns_main(checks)
+    return ternd_main(run_checks, "--ternctl")
 
 
 def config(d, require=False):
@@ -367,10 +356,7 @@ def run_checks(net, args, d):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    if any(err is not None for _, err in results):
-        with open(os.path.join(d, "ternd.log")) as f:
-            print(f.read()[-4000:])
-    return report(results)
+    return report_with_log(results, d)
 
 
 if __name__ == "__main__":

@@ -74,16 +74,22 @@ print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeou
 """
 
 
-def main():
+def ternd_main(run, *more):
+    """run(net, args, d) in fresh namespaces and a temporary directory d, args from the command
+    line: --ternd, --bpf and the options named in more; its exit status (SKIP without root)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ternd", required=True)
-    ap.add_argument("--bpf", required=True)
+    for opt in ("--ternd", "--bpf") + more:
+        ap.add_argument(opt, required=True)
     args = ap.parse_args()
 
     def checks(net):
         with tempfile.TemporaryDirectory() as d:
-            return run_checks(net, args, d)
+            return run(net, args, d)
     return netns_main(checks)
+
+
+def main():
+    return ternd_main(run_checks)
 
 
 def start_ternd(net, args, d, mport, iface=None, extra="", zones=None, listen=None):
@@ -138,6 +144,14 @@ def not_started(text):
     return 1
 
 
+def report_with_log(results, d):
+    """report(results), with the end of ternd's log in d when a check failed."""
+    if any(err is not None for _, err in results):
+        with open(os.path.join(d, "ternd.log")) as f:
+            print(f.read()[-4000:])
+    return report(results)
+
+
 def ask(net, ns, proto, server):
     r = run(*net.exec(ns, PY, "-c", CLIENT, proto, server, json.dumps(QUERIES)), check=False)
     expect(r.returncode == 0, "client (%s %s): %s" % (proto, server, r.stderr.strip()[-600:]))
@@ -189,10 +203,7 @@ def run_checks(net, args, d):
         expect(p is None and "no interface tern-no-such0" in text, "got: %s" % text[-600:])
 
     run_check(results, "missing_iface", missing_iface)
-    if any(err is not None for _, err in results):
-        with open(os.path.join(d, "ternd.log")) as f:
-            print(f.read()[-4000:])
-    return report(results)
+    return report_with_log(results, d)
 
 
 if __name__ == "__main__":
