@@ -409,6 +409,7 @@ static void xdp_answer_some(worker_t *w, xdp_query_t *qs, unsigned n)
         const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
         qs[i].out = udp_answer_one(w, &u->q[i], u->pr[i], &o, u->slot[i].rx, qs[i].len, qs[i].buf,
                                    qs[i].cap);
+        qs[i].passed = w->actx.info.outcome == ANSWER_HANDOFF;
     }
 }
 

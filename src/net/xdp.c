@@ -375,6 +375,7 @@ static bool take(const xdp_frame_ref_t *f, size_t mtu, xdp_query_t *q)
     q->len = q->flow.payload_len;
     q->cap = max - hdr;
     q->out = 0;
+    q->passed = false;
     return true;
 }
 
@@ -401,6 +402,8 @@ void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_batc
     for (unsigned k = 0; k < m; k++) {
         xdp_frame_ref_t *f = &frames[of[k]];
         size_t hdr = (size_t)(qs[k].buf - f->data), flen = 0;
+        if (qs[k].out == 0 && qs[k].passed)
+            continue; /* answered elsewhere: the transfer thread, through a socket */
         if (qs[k].out == 0 || qs[k].out > qs[k].cap ||
             xdp_frame_write(f->data, hdr + qs[k].cap, &qs[k].flow, qs[k].out, &flen) != 0) {
             stats->no_answer++;

@@ -184,7 +184,7 @@ typedef struct server_xdp_stats {
     uint64_t rx;           /* frames received */
     uint64_t tx;           /* replies sent */
     uint64_t not_ours;     /* dropped at parse: malformed, fragment, other port */
-    uint64_t no_answer;    /* dropped by the answer path (policy, malformed query, hand-off) */
+    uint64_t no_answer;    /* dropped by the answer path (policy, malformed query) */
     uint64_t tx_full;      /* replies dropped: the TX ring was full */
     uint64_t fill_short;   /* times the fill ring could not be refilled completely */
     uint64_t rx_ring_full; /* kernel: dropped, the RX ring was full (the worker fell behind) */

@@ -35,7 +35,7 @@ typedef struct xdp_sock_stats {
     uint64_t rx;         /* frames received from the RX ring */
     uint64_t tx;         /* replies put on the TX ring */
     uint64_t not_ours;   /* refused by xdp_frame_parse() (malformed, fragment, other port) */
-    uint64_t no_answer;  /* the handler returned 0 */
+    uint64_t no_answer;  /* the handler sent no reply and did not pass the query on */
     uint64_t tx_full;    /* replies dropped: no room on the TX ring */
     uint64_t fill_short; /* times the fill ring could not be refilled completely */
 } xdp_sock_stats_t;
@@ -56,13 +56,15 @@ typedef struct xdp_sock_kstats {
 
 /* One query of a batch, for the handler: who asked (flow), and its DNS payload at buf (len bytes,
  * already moved to where the reply's payload goes). The handler writes the reply there (at most
- * cap bytes) and sets out to its length, or 0 to send nothing. */
+ * cap bytes) and sets out to its length, or 0 to send nothing; passed with out 0 says the query
+ * was passed on to be answered elsewhere (not a drop). */
 typedef struct xdp_query {
     xdp_frame_flow_t flow;
     uint8_t *buf;
     size_t len;
     size_t cap;
     size_t out;
+    bool passed;
 } xdp_query_t;
 
 /**
@@ -83,8 +85,9 @@ typedef struct xdp_frame_ref {
  * Answer n (<= XDP_BATCH) received frames in place, for an interface of the given MTU: parse each
  * (xdp_frame_parse(); not ours: stats->not_ours, len 0) and move its DNS payload to where the
  * reply's goes, let handler answer all of them in one call, then write each reply's headers
- * around it (none: stats->no_answer, len 0). No kernel, no allocation: xdp_sock_poll()'s work
- * between its rings, and what the tests drive over synthetic frames.
+ * around it (none: len 0, and stats->no_answer unless the handler passed the query on). No kernel,
+ * no allocation: xdp_sock_poll()'s work between its rings, and what the tests drive over synthetic
+ * frames.
  */
 void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_batch_fn handler,
                        void *arg, xdp_sock_stats_t *stats);
