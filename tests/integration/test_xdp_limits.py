@@ -6,7 +6,8 @@ namespace (its UDP socket path). Every check also reads tern_xdp_rx_total before
 check that the kernel's stack answered instead would fail. Checks:
 
   zone_acl        a zone whose acl denies the client: REFUSED with the question echoed (refuse),
-                  silence (drop); the socket path's client, allowed, gets the answer
+                  silence (drop); the socket path's client, allowed, gets the answer; a zone
+                  denying both: the same REFUSED response both ways
   rrl             one name flooded from one client (rrl rate 20, burst 20, slip 2): at most the
                   budget's full answers, the limited rest either dropped or slipped as TC (about
                   every 2nd), as on the socket path
@@ -56,6 +57,8 @@ DENY = '[10.77.0.0/24, "fd77::/64"]'  # the client namespace's addresses
 ZONES = [("example.test", ZONE, ""),
          ("private.test", PRIVATE, "acl: {deny: %s}" % DENY),
          ("quiet.test", QUIET, "acl: {deny: %s, action: drop}" % DENY),
+         ("both.test", ZONE.replace("example.test.", "both.test."),
+          "acl: {deny: %s}" % DENY.replace("]", ", 127.0.0.0/8]")),
          # a secondary of the client's address (nothing serves it: NOTIFY only starts a refresh)
          ("sec.test", None, 'primary: {address: "%s@5399", key: %s}' % (CLIENT4, KEY_NAME))]
 
@@ -198,6 +201,13 @@ def check_zone_acl(c):
     got = c.sock("ask", qs)
     expect(all(r and r["rcode"] == 0 and r["answer"] == 1 for r in got),
            "the socket path's client (not denied): %s" % got)
+    # a zone denying both clients: the same refusal over XDP and over the socket
+    both = [("www.both.test.", "A")]
+    want = c.sock("ask", both)
+    expect(want[0] and want[0]["rcode"] == 5, "socket path, both denied: %s" % want)
+    for server in (SERVER4, SERVER6):
+        got, _ = c.xdp("ask", server, both)
+        expect(got == want, "%s, both denied: %s, the socket path %s" % (server, got, want))
 
 
 def check_rrl(c):
