@@ -332,6 +332,29 @@ static void cmd_status(ctl_t *c, char **argv, sb_t *body, char *err, size_t errl
     zlist_free(&zl);
 }
 
+/* The AF_XDP sockets' counters (none without xdp: listen:): summed, then per interface and
+ * receive queue (xdp_<interface>_<queue>_...). */
+static void xdp_lines(const server_t *srv, sb_t *body)
+{
+    server_xdp_stats_t x;
+    server_xdp_stats(srv, &x);
+    if (x.sockets == 0)
+        return;
+    ctl_cmd_line(body, "xdp_rx: %" PRIu64, x.rx);
+    ctl_cmd_line(body, "xdp_tx: %" PRIu64, x.tx);
+    for (unsigned d = 0; d < SERVER_XDP_DROP_COUNT; d++)
+        ctl_cmd_line(body, "xdp_dropped_%s: %" PRIu64, server_xdp_drop_name(d),
+                     server_xdp_drop(&x, d));
+    server_xdp_queue_t q;
+    for (size_t i = 0; server_xdp_queue(srv, i, &q); i++) {
+        ctl_cmd_line(body, "xdp_%s_%" PRIu32 "_rx: %" PRIu64, q.ifname, q.queue, q.c.rx);
+        ctl_cmd_line(body, "xdp_%s_%" PRIu32 "_tx: %" PRIu64, q.ifname, q.queue, q.c.tx);
+        for (unsigned d = 0; d < SERVER_XDP_DROP_COUNT; d++)
+            ctl_cmd_line(body, "xdp_%s_%" PRIu32 "_dropped_%s: %" PRIu64, q.ifname, q.queue,
+                         server_xdp_drop_name(d), server_xdp_drop(&q.c, d));
+    }
+}
+
 static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
     (void)argv, (void)err, (void)errlen;
@@ -372,6 +395,7 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         ctl_cmd_line(body, "xfr_handed_off: %" PRIu64, s.handed_off);
         ctl_cmd_line(body, "xfr_busy: %" PRIu64, s.handoff_full);
         ctl_cmd_line(body, "tcp_handed_off: %" PRIu64, s.tcp_handed_off);
+        xdp_lines(c->server, body);
         ctl_cmd_line(body, "edns: %" PRIu64, s.edns);
         ctl_cmd_line(body, "ecs: %" PRIu64, s.ecs);
         ctl_cmd_line(body, "health_fail_open: %" PRIu64, s.health_fail_open);

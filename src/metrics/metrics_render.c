@@ -9,7 +9,6 @@
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,8 +234,21 @@ static void render_dnssec_workers(buf_t *b, const server_t *s)
     sample(b, "tern_dnssec_sign_failures_total", ds.fails);
 }
 
-/* The AF_XDP sockets (xdp: listen:): only when some are open, so socket-only servers' output is
- * unchanged. */
+/* name{interface="…",queue="q"[,stage="…"]} v: one AF_XDP socket's sample. */
+static void sample_queue(buf_t *b, const char *name, const server_xdp_queue_t *q, const char *stage,
+                         uint64_t v)
+{
+    put(b, "%s{interface=\"", name);
+    put_label_value(b, q->ifname);
+    put(b, "\",queue=\"%" PRIu32 "\"", q->queue);
+    if (stage)
+        put(b, ",stage=\"%s\"", stage);
+    put(b, "} %" PRIu64 "\n", v);
+}
+
+/* The AF_XDP sockets (xdp: listen:), summed and per receive queue: only when some are open, so
+ * socket-only servers' output is unchanged. Each per-queue family walks the sockets again (a
+ * family's samples must be together); a scrape costs a getsockopt() per socket and family. */
 static void render_xdp(buf_t *b, const server_t *s)
 {
     server_xdp_stats_t x;
@@ -249,12 +261,26 @@ static void render_xdp(buf_t *b, const server_t *s)
     sample(b, "tern_xdp_tx_total", x.tx);
     family(b, "tern_xdp_dropped_total", "counter",
            "AF_XDP frames without a reply, by stage: parse (not a UDP query to us), answer (the "
-           "answer path sent none), tx_full (no room on the TX ring); fill_short counts refills "
-           "of the fill ring that fell short.");
-    sample_label(b, "tern_xdp_dropped_total", "stage", "parse", x.not_ours);
-    sample_label(b, "tern_xdp_dropped_total", "stage", "answer", x.no_answer);
-    sample_label(b, "tern_xdp_dropped_total", "stage", "tx_full", x.tx_full);
-    sample_label(b, "tern_xdp_dropped_total", "stage", "fill_short", x.fill_short);
+           "answer path sent none), tx_full (no room on the TX ring); the kernel's: rx_ring_full "
+           "(the worker fell behind), fill_empty (no free buffer), kernel_other, invalid. "
+           "fill_short counts refills of the fill ring that fell short.");
+    for (unsigned d = 0; d < SERVER_XDP_DROP_COUNT; d++)
+        sample_label(b, "tern_xdp_dropped_total", "stage", server_xdp_drop_name(d),
+                     server_xdp_drop(&x, d));
+    server_xdp_queue_t q;
+    family(b, "tern_xdp_queue_rx_total", "counter",
+           "Frames received, per AF_XDP socket (interface and receive queue).");
+    for (size_t i = 0; server_xdp_queue(s, i, &q); i++)
+        sample_queue(b, "tern_xdp_queue_rx_total", &q, NULL, q.c.rx);
+    family(b, "tern_xdp_queue_tx_total", "counter", "Replies sent, per AF_XDP socket.");
+    for (size_t i = 0; server_xdp_queue(s, i, &q); i++)
+        sample_queue(b, "tern_xdp_queue_tx_total", &q, NULL, q.c.tx);
+    family(b, "tern_xdp_queue_dropped_total", "counter",
+           "tern_xdp_dropped_total per AF_XDP socket.");
+    for (size_t i = 0; server_xdp_queue(s, i, &q); i++)
+        for (unsigned d = 0; d < SERVER_XDP_DROP_COUNT; d++)
+            sample_queue(b, "tern_xdp_queue_dropped_total", &q, server_xdp_drop_name(d),
+                         server_xdp_drop(&q.c, d));
 }
 
 static void render_server(buf_t *b, const server_t *s)

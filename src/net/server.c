@@ -9,6 +9,7 @@
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -525,22 +526,89 @@ void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out)
         stats_add(out, &s->workers[w]);
 }
 
-void server_xdp_stats(const server_t *s, server_xdp_stats_t *out)
+static const struct {
+    const char *name;
+    size_t off;
+} XDP_DROPS[SERVER_XDP_DROP_COUNT] = {
+    {"parse", offsetof(server_xdp_stats_t, not_ours)},
+    {"answer", offsetof(server_xdp_stats_t, no_answer)},
+    {"tx_full", offsetof(server_xdp_stats_t, tx_full)},
+    {"fill_short", offsetof(server_xdp_stats_t, fill_short)},
+    {"rx_ring_full", offsetof(server_xdp_stats_t, rx_ring_full)},
+    {"fill_empty", offsetof(server_xdp_stats_t, fill_empty)},
+    {"kernel_other", offsetof(server_xdp_stats_t, rx_dropped)},
+    {"invalid", offsetof(server_xdp_stats_t, invalid)},
+};
+
+const char *server_xdp_drop_name(unsigned i)
+{
+    return i < SERVER_XDP_DROP_COUNT ? XDP_DROPS[i].name : "?";
+}
+
+uint64_t server_xdp_drop(const server_xdp_stats_t *x, unsigned i)
+{
+    uint64_t v = 0;
+    if (i < SERVER_XDP_DROP_COUNT)
+        memcpy(&v, (const char *)x + XDP_DROPS[i].off, sizeof(v));
+    return v;
+}
+
+/* One socket's counters: its worker's (written by that worker alone: a torn read is off by one
+ * batch at most) and the kernel's. */
+static void xdp_sock_counters(const xdp_sock_t *xs, server_xdp_stats_t *c)
+{
+    const xdp_sock_stats_t *st = xdp_sock_stats(xs);
+    c->sockets = 1;
+    c->rx = __atomic_load_n(&st->rx, __ATOMIC_RELAXED);
+    c->tx = __atomic_load_n(&st->tx, __ATOMIC_RELAXED);
+    c->not_ours = __atomic_load_n(&st->not_ours, __ATOMIC_RELAXED);
+    c->no_answer = __atomic_load_n(&st->no_answer, __ATOMIC_RELAXED);
+    c->tx_full = __atomic_load_n(&st->tx_full, __ATOMIC_RELAXED);
+    c->fill_short = __atomic_load_n(&st->fill_short, __ATOMIC_RELAXED);
+    xdp_sock_kstats_t k;
+    if (xdp_sock_kstats(xs, &k) < 0) {
+        /* k is zeroed: the kernel's side reads 0 rather than failing the whole scrape */
+    }
+    c->rx_ring_full = k.rx_ring_full;
+    c->fill_empty = k.fill_empty;
+    c->rx_dropped = k.rx_dropped;
+    c->invalid = k.invalid;
+}
+
+bool server_xdp_queue(const server_t *s, size_t i, server_xdp_queue_t *out)
 {
     memset(out, 0, sizeof(*out));
     for (unsigned w = 0; w < s->nworkers; w++) {
         const worker_t *wk = &s->workers[w];
-        for (unsigned k = 0; k < wk->nxsk; k++) {
-            /* written by the worker alone: a torn read is off by one batch at most */
-            const xdp_sock_stats_t *st = xdp_sock_stats(wk->xsk[k]);
-            out->sockets++;
-            out->rx += __atomic_load_n(&st->rx, __ATOMIC_RELAXED);
-            out->tx += __atomic_load_n(&st->tx, __ATOMIC_RELAXED);
-            out->not_ours += __atomic_load_n(&st->not_ours, __ATOMIC_RELAXED);
-            out->no_answer += __atomic_load_n(&st->no_answer, __ATOMIC_RELAXED);
-            out->tx_full += __atomic_load_n(&st->tx_full, __ATOMIC_RELAXED);
-            out->fill_short += __atomic_load_n(&st->fill_short, __ATOMIC_RELAXED);
+        if (i >= wk->nxsk) {
+            i -= wk->nxsk;
+            continue;
         }
+        out->ifname = xdp_sock_ifname(wk->xsk[i]);
+        out->queue = xdp_sock_queue(wk->xsk[i]);
+        out->worker = w;
+        xdp_sock_counters(wk->xsk[i], &out->c);
+        return true;
+    }
+    return false;
+}
+
+void server_xdp_stats(const server_t *s, server_xdp_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    server_xdp_queue_t q;
+    for (size_t i = 0; server_xdp_queue(s, i, &q); i++) {
+        out->sockets += q.c.sockets;
+        out->rx += q.c.rx;
+        out->tx += q.c.tx;
+        out->not_ours += q.c.not_ours;
+        out->no_answer += q.c.no_answer;
+        out->tx_full += q.c.tx_full;
+        out->fill_short += q.c.fill_short;
+        out->rx_ring_full += q.c.rx_ring_full;
+        out->fill_empty += q.c.fill_empty;
+        out->rx_dropped += q.c.rx_dropped;
+        out->invalid += q.c.invalid;
     }
 }
 

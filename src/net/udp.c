@@ -247,23 +247,45 @@ static void log_datagram(worker_t *w, const udp_origin_t *o, const uint8_t *quer
     qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
 }
 
-/* The UDP socket of w a handed-off XDP query's reply leaves from: one of the family of the
- * query's destination, a wildcard one first (it can reply from any address); -1: none. */
-static int xdp_reply_socket(const worker_t *w, int family, bool *pktinfo)
+/* The port of an AF_INET or AF_INET6 address, in network byte order. */
+static uint16_t port_of(const struct sockaddr_storage *a)
 {
-    int found = -1;
+    return a->ss_family == AF_INET ? ((const struct sockaddr_in *)(const void *)a)->sin_port
+                                   : ((const struct sockaddr_in6 *)(const void *)a)->sin6_port;
+}
+
+/* Whether a and b are the same address and port (AF_INET or AF_INET6). */
+static bool same_endpoint(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family || port_of(a) != port_of(b))
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)(const void *)b)->sin_addr.s_addr;
+    return IN6_ARE_ADDR_EQUAL(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr,
+                              &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr);
+}
+
+/* The UDP socket of w a handed-off XDP query's reply leaves from: the one bound to the address
+ * and port the query was sent to, else a wildcard one of its family and port (it replies from
+ * any address, named by PKTINFO); -1: none (a reply from another address would be discarded by
+ * the client, and the socket path would not have answered that address either). */
+static int xdp_reply_socket(const worker_t *w, const struct sockaddr_storage *local, bool *pktinfo)
+{
+    int wild = -1;
     for (size_t li = 0; li < w->srv->nlisten; li++) {
-        if (w->udp_fd[li] < 0 || w->srv->local[li].ss_family != family)
+        const struct sockaddr_storage *l = &w->srv->local[li];
+        if (w->udp_fd[li] < 0 || l->ss_family != local->ss_family)
             continue;
-        if (w->srv->wildcard[li]) {
-            *pktinfo = true;
+        if (same_endpoint(l, local)) {
+            *pktinfo = w->srv->wildcard[li];
             return w->udp_fd[li];
         }
-        if (found < 0)
-            found = w->udp_fd[li];
+        if (w->srv->wildcard[li] && port_of(l) == port_of(local) && wild < 0)
+            wild = w->udp_fd[li];
     }
-    *pktinfo = false;
-    return found;
+    *pktinfo = wild >= 0;
+    return wild;
 }
 
 /* A NOTIFY or TSIG-signed datagram for the transfer thread (server_handoff_t), which replies
@@ -276,7 +298,7 @@ static void handoff(worker_t *w, const udp_origin_t *o, const uint8_t *query, si
     int fd = o->fd;
     bool pktinfo = o->pktinfo;
     if (fd < 0 && o->local) /* XDP: the worker's socket of the query's family */
-        fd = xdp_reply_socket(w, o->peer->ss_family, &pktinfo);
+        fd = xdp_reply_socket(w, o->local, &pktinfo);
     if (fd < 0 || !h->udp || !h->udp(h->ctx, fd, query, qlen, o->peer, &local, pktinfo))
         NET_COUNT(w, handoff_full, 1);
 }
@@ -362,22 +384,40 @@ static void flow_addr(struct sockaddr_storage *ss, const xdp_frame_flow_t *f, bo
     }
 }
 
-size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len, size_t cap)
+/* Answer n <= UDP_BATCH queries of an AF_XDP batch as answer_batch() does a socket's: parse them
+ * all, prefetch, then answer each. Each query is copied first: the reply is written in place over
+ * it, and answer_parsed() reads the question as it writes (the query log both). */
+static void xdp_answer_some(worker_t *w, xdp_query_t *qs, unsigned n)
+{
+    udp_state_t *u = w->udp;
+    for (unsigned i = 0; i < n; i++) {
+        if (qs[i].len > sizeof(u->slot[i].rx)) { /* a jumbo frame: abuse, as MSG_TRUNC */
+            u->q[i].has_question = false;
+            u->pr[i] = WIRE_DROP;
+            continue;
+        }
+        memcpy(u->slot[i].rx, qs[i].buf, qs[i].len);
+        u->pr[i] = wire_parse_query(&u->q[i], u->slot[i].rx, qs[i].len);
+    }
+    answer_prefetch(w->view, u->q, n);
+    for (unsigned i = 0; i < n; i++) {
+        if (qs[i].len > sizeof(u->slot[i].rx))
+            continue;
+        struct sockaddr_storage peer, local;
+        flow_addr(&peer, &qs[i].flow, true);
+        flow_addr(&local, &qs[i].flow, false);
+        const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
+        qs[i].out = udp_answer_one(w, &u->q[i], u->pr[i], &o, u->slot[i].rx, qs[i].len, qs[i].buf,
+                                   qs[i].cap);
+        qs[i].passed = w->actx.info.outcome == ANSWER_HANDOFF;
+    }
+}
+
+void udp_xdp_batch(void *arg, xdp_query_t *qs, unsigned n)
 {
     worker_t *w = arg;
-    /* the query is answered in place: a copy keeps it readable while the reply is written over
-     * it (answer_parsed() reads the question as it writes, the query log both) */
-    uint8_t *query = w->udp->slot[0].rx;
-    if (len > sizeof(w->udp->slot[0].rx))
-        return 0;
-    memcpy(query, buf, len);
-    struct sockaddr_storage peer, local;
-    flow_addr(&peer, flow, true);
-    flow_addr(&local, flow, false);
-    const udp_origin_t o = {.peer = &peer, .fd = -1, .local = &local};
-    wire_query_t q;
-    wire_parse_result_t pr = wire_parse_query(&q, query, len);
-    return udp_answer_one(w, &q, pr, &o, query, len, buf, cap);
+    for (unsigned off = 0; off < n; off += UDP_BATCH)
+        xdp_answer_some(w, qs + off, n - off < UDP_BATCH ? n - off : UDP_BATCH);
 }
 
 unsigned udp_handle(worker_t *w, size_t li)

@@ -203,7 +203,7 @@ static void xdp_serve(worker_t *w, unsigned k)
 {
     for (unsigned b = 0; b < UDP_MAX_BATCHES; b++) {
         worker_clock(w);
-        if (xdp_sock_poll(w->xsk[k], 0, udp_xdp_answer, w) <= 0)
+        if (xdp_sock_poll(w->xsk[k], 0, udp_xdp_batch, w) <= 0)
             break;
     }
 }

@@ -265,10 +265,10 @@ unsigned udp_wait_batch(worker_t *w, size_t li);
  * for a hand-off: w->actx.info.outcome says which). */
 size_t udp_answer_one(worker_t *w, wire_query_t *q, wire_parse_result_t pr, const udp_origin_t *o,
                       const uint8_t *query, size_t qlen, uint8_t *tx, size_t cap);
-/** xdp_handler_fn of an AF_XDP socket served by worker arg: udp_answer_one() with the client
- * and server addresses of the frame's flow. */
-size_t udp_xdp_answer(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
-                      size_t cap);
+/** xdp_batch_fn of the AF_XDP sockets served by worker arg: the batch parsed, prefetched
+ * (answer_prefetch()) and answered as a socket's batch is, each query through udp_answer_one()
+ * with the client and server addresses of its frame's flow. */
+void udp_xdp_batch(void *arg, xdp_query_t *qs, unsigned n);
 
 /* tcp.c */
 /** Preallocate n connection slots with their buffers and answer rings, the limits taken from

@@ -3,11 +3,13 @@
  * (tern/net/xdp.h).
  *
  * A frame's life: the kernel takes a free frame from the fill ring, writes a query into it and
- * puts it on the RX ring; xdp_sock_poll() parses it, lets the handler write the reply in the
- * same frame and puts it on the TX ring; once sent, the kernel returns it on the completion ring
- * and it goes back to the free stack, then to the fill ring. A frame that is not answered goes
- * straight back to the free stack. Nothing is copied in user space but the payload's move to the
- * reply's offset (none for a query without IP options or extension headers).
+ * puts it on the RX ring; xdp_sock_poll() takes up to a batch of them, parses each, lets the
+ * handler answer the batch at once, each reply written in its query's frame, and puts the replies
+ * on the TX ring together; once a reply is sent, the kernel returns its frame on the completion
+ * ring and it goes back to the free stack, then to the fill ring. A frame that is not answered
+ * goes straight back to the free stack. Nothing is copied here but the payload's move to the
+ * reply's offset (none for a query without IP options or extension headers); the answer path
+ * copies the query itself (udp.c says why).
  */
 #include "tern/net/xdp.h"
 
@@ -45,10 +47,6 @@
 /* Enough frames for a full fill ring and a full TX ring at once, so replies in flight never starve
  * receive: 4096 frames × 4 KiB = 16 MiB per queue. */
 #define NUM_FRAMES (2u * RING_SIZE)
-/* Frames per poll: amortises the ring index updates and the TX wakeup over a batch, as recvmmsg
- * does on the socket path; small enough that the first query of a batch waits little. */
-#define BATCH 64u
-
 struct xdp {
     struct xdp_program *prog;
     int ifindex;
@@ -339,47 +337,100 @@ const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s)
     return &s->stats;
 }
 
-/* Answer the query in frame f (len bytes received, cap bytes of room): the reply frame's length,
- * or 0 when there is none. */
-static size_t answer(xdp_sock_t *s, uint8_t *f, size_t len, size_t cap, xdp_handler_fn handler,
-                     void *arg)
+int xdp_sock_kstats(const xdp_sock_t *s, xdp_sock_kstats_t *out)
 {
-    xdp_frame_flow_t flow;
-    if (xdp_frame_parse(f, len, 0, &flow) != 0) {
-        s->stats.not_ours++;
-        return 0;
+    memset(out, 0, sizeof(*out));
+    struct xdp_statistics st = {0};
+    socklen_t len = sizeof st;
+    if (getsockopt(xsk_socket__fd(s->xsk), SOL_XDP, XDP_STATISTICS, &st, &len) != 0)
+        return -errno;
+    out->rx_ring_full = st.rx_ring_full;
+    out->fill_empty = st.rx_fill_ring_empty_descs;
+    out->rx_dropped = st.rx_dropped;
+    out->invalid = st.rx_invalid_descs + st.tx_invalid_descs;
+    return 0;
+}
+
+const char *xdp_sock_ifname(const xdp_sock_t *s)
+{
+    return s->x->ifname;
+}
+
+uint32_t xdp_sock_queue(const xdp_sock_t *s)
+{
+    return s->queue;
+}
+
+/* Parse frame f and move its DNS payload to where the reply's goes (the reply's headers are
+ * never longer than the query's: the payload moves down or stays), making q; false when the frame
+ * is not ours. */
+static bool take(const xdp_frame_ref_t *f, size_t mtu, xdp_query_t *q)
+{
+    if (xdp_frame_parse(f->data, f->len, 0, &q->flow) != 0)
+        return false;
+    size_t hdr = xdp_frame_hdr_len(&q->flow);
+    size_t max = f->cap < XDP_FRAME_ETH_LEN + mtu ? f->cap : XDP_FRAME_ETH_LEN + mtu;
+    memmove(f->data + hdr, f->data + q->flow.payload_off, q->flow.payload_len);
+    q->buf = f->data + hdr;
+    q->len = q->flow.payload_len;
+    q->cap = max - hdr;
+    q->out = 0;
+    q->passed = false;
+    return true;
+}
+
+void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_batch_fn handler,
+                       void *arg, xdp_sock_stats_t *stats)
+{
+    if (n > XDP_BATCH) { /* beyond the contract: the rest as batches of their own */
+        xdp_frames_answer(frames + XDP_BATCH, n - XDP_BATCH, mtu, handler, arg, stats);
+        n = XDP_BATCH;
     }
-    size_t hdr = xdp_frame_hdr_len(&flow);
-    size_t max = cap < XDP_FRAME_ETH_LEN + s->x->mtu ? cap : XDP_FRAME_ETH_LEN + s->x->mtu;
-    /* the reply's headers are never longer than the query's: the payload moves down or stays */
-    memmove(f + hdr, f + flow.payload_off, flow.payload_len);
-    size_t out = handler(arg, &flow, f + hdr, flow.payload_len, max - hdr);
-    size_t flen = 0;
-    if (out == 0 || out > max - hdr || xdp_frame_write(f, max, &flow, out, &flen) != 0) {
-        s->stats.no_answer++;
-        return 0;
+    xdp_query_t qs[XDP_BATCH];
+    uint8_t of[XDP_BATCH]; /* the frame of each query */
+    unsigned m = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (take(&frames[i], mtu, &qs[m])) {
+            of[m++] = (uint8_t)i;
+        } else {
+            stats->not_ours++;
+        }
+        frames[i].len = 0;
     }
-    return flen;
+    if (m)
+        handler(arg, qs, m);
+    for (unsigned k = 0; k < m; k++) {
+        xdp_frame_ref_t *f = &frames[of[k]];
+        size_t hdr = (size_t)(qs[k].buf - f->data), flen = 0;
+        if (qs[k].out == 0 && qs[k].passed)
+            continue; /* answered elsewhere: the transfer thread, through a socket */
+        if (qs[k].out == 0 || qs[k].out > qs[k].cap ||
+            xdp_frame_write(f->data, hdr + qs[k].cap, &qs[k].flow, qs[k].out, &flen) != 0) {
+            stats->no_answer++;
+            continue;
+        }
+        f->len = (uint32_t)flen;
+    }
 }
 
 /* Put the batch's replies on the TX ring (frames without one, or beyond the ring's room, go back
  * to the free stack) and wake the kernel if it asks. */
-static void transmit(xdp_sock_t *s, const uint64_t *addr, const uint32_t *len, uint32_t n)
+static void transmit(xdp_sock_t *s, const uint64_t *addr, const xdp_frame_ref_t *f, uint32_t n)
 {
     uint32_t want = 0;
     for (uint32_t i = 0; i < n; i++)
-        want += len[i] != 0;
+        want += f[i].len != 0;
     uint32_t idx = 0;
     uint32_t room = want ? xsk_ring_prod__reserve(&s->tx, want, &idx) : 0;
     uint32_t sent = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (len[i] != 0 && sent < room) {
+        if (f[i].len != 0 && sent < room) {
             struct xdp_desc *d = xsk_ring_prod__tx_desc(&s->tx, idx + sent++);
             d->addr = addr[i];
-            d->len = len[i];
+            d->len = f[i].len;
             continue;
         }
-        if (len[i] != 0)
+        if (f[i].len != 0)
             s->stats.tx_full++;
         s->free[s->nfree++] = addr[i] - addr[i] % FRAME_SIZE;
     }
@@ -391,13 +442,13 @@ static void transmit(xdp_sock_t *s, const uint64_t *addr, const uint32_t *len, u
     kick(s);
 }
 
-int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *arg)
+int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_batch_fn handler, void *arg)
 {
     reclaim(s);
     refill(s);
     kick(s);
     uint32_t idx;
-    uint32_t n = xsk_ring_cons__peek(&s->rx, BATCH, &idx);
+    uint32_t n = xsk_ring_cons__peek(&s->rx, XDP_BATCH, &idx);
     if (n == 0) {
         /* Replies still to send: wait at most 1 ms, then kick again (poll() itself sends in copy
          * mode); bounded, so a link that never completes them does not spin a CPU. */
@@ -411,18 +462,19 @@ int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *a
             return -errno;
         return 0;
     }
-    uint64_t addr[BATCH];
-    uint32_t len[BATCH];
+    uint64_t addr[XDP_BATCH];
+    xdp_frame_ref_t f[XDP_BATCH];
     for (uint32_t i = 0; i < n; i++) {
         const struct xdp_desc *d = xsk_ring_cons__rx_desc(&s->rx, idx + i);
         addr[i] = d->addr;
-        size_t cap = FRAME_SIZE - d->addr % FRAME_SIZE;
-        len[i] =
-            (uint32_t)answer(s, xsk_umem__get_data(s->area, d->addr), d->len, cap, handler, arg);
+        f[i] = (xdp_frame_ref_t){.data = xsk_umem__get_data(s->area, d->addr),
+                                 .len = d->len,
+                                 .cap = (uint32_t)(FRAME_SIZE - d->addr % FRAME_SIZE)};
     }
     xsk_ring_cons__release(&s->rx, n);
     s->stats.rx += n;
-    transmit(s, addr, len, n);
+    xdp_frames_answer(f, n, s->x->mtu, handler, arg, &s->stats);
+    transmit(s, addr, f, n);
     return (int)n;
 }
 

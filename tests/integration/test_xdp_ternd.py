@@ -74,29 +74,48 @@ print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeou
 """
 
 
-def main():
+def ternd_main(run, *more):
+    """run(net, args, d) in fresh namespaces and a temporary directory d, args from the command
+    line: --ternd, --bpf and the options named in more; its exit status (SKIP without root)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ternd", required=True)
-    ap.add_argument("--bpf", required=True)
+    for opt in ("--ternd", "--bpf") + more:
+        ap.add_argument(opt, required=True)
     args = ap.parse_args()
 
     def checks(net):
         with tempfile.TemporaryDirectory() as d:
-            return run_checks(net, args, d)
+            return run(net, args, d)
     return netns_main(checks)
 
 
-def start_ternd(net, args, d, mport, iface=None):
-    with open(os.path.join(d, "example.zone"), "w") as f:
-        f.write(ZONE)
+def main():
+    return ternd_main(run_checks)
+
+
+def start_ternd(net, args, d, mport, iface=None, extra="", zones=None, listen=None):
+    """ternd in the server namespace with xdp: listen: [iface] (the veth by default), extra YAML
+    before the zones, zones as [(origin, text, zone YAML)] (example.test alone by default) and
+    the listen addresses listen (SERVER4, SERVER6, 127.0.0.1 by default). (process, None) once
+    it is ready; (None, its log) when it stopped or never got ready."""
+    zones = zones or [("example.test", ZONE, "")]
+    listen = listen or ["%s:53" % SERVER4, "[%s]:53" % SERVER6, "127.0.0.1:53"]
     conf = os.path.join(d, "ternd.yaml")
     with open(conf, "w") as f:
-        f.write('listen: ["%s:53", "[%s]:53", "127.0.0.1:53"]\n' % (SERVER4, SERVER6))
+        f.write("listen: [%s]\n" % ", ".join('"%s"' % a for a in listen))
         f.write("workers: 1\nallow_root: true\nlog_level: debug\n")
         f.write('metrics_listen: "127.0.0.1:%d"\n' % mport)
         f.write("xdp:\n  listen: [%s]\n" % (iface or net.srv_if))
-        f.write('zones:\n  - origin: example.test\n    file: "%s"\n'
-                % os.path.join(d, "example.zone"))
+        f.write(extra)
+        f.write("zones:\n")
+        for origin, text, zone_yaml in zones:
+            path = os.path.join(d, origin + ".zone")
+            if text is not None:
+                with open(path, "w") as z:
+                    z.write(text)
+            f.write('  - origin: %s\n' % origin)
+            if text is not None:
+                f.write('    file: "%s"\n' % path)
+            f.write("".join("    %s\n" % line for line in zone_yaml.splitlines()))
     env = dict(os.environ, TERN_XDP_OBJ=os.path.abspath(args.bpf))
     log = open(os.path.join(d, "ternd.log"), "w+")
     proc = subprocess.Popen(net.exec(net.srv, args.ternd, "-c", conf), stdout=log, stderr=log,
@@ -115,6 +134,24 @@ def start_ternd(net, args, d, mport, iface=None):
     return None, "ternd did not get ready: " + log.read()
 
 
+def not_started(text):
+    """The exit status when start_ternd() returned (None, text): SKIP where the kernel refused
+    BPF, else a failure (its log printed)."""
+    if "Operation not permitted" in text or "needs root" in text:
+        print("SKIP: the kernel refuses BPF here: " + text.strip()[-400:])
+        return SKIP
+    print("FAIL: ternd did not start:\n" + text[-3000:])
+    return 1
+
+
+def report_with_log(results, d):
+    """report(results), with the end of ternd's log in d when a check failed."""
+    if any(err is not None for _, err in results):
+        with open(os.path.join(d, "ternd.log")) as f:
+            print(f.read()[-4000:])
+    return report(results)
+
+
 def ask(net, ns, proto, server):
     r = run(*net.exec(ns, PY, "-c", CLIENT, proto, server, json.dumps(QUERIES)), check=False)
     expect(r.returncode == 0, "client (%s %s): %s" % (proto, server, r.stderr.strip()[-600:]))
@@ -125,11 +162,7 @@ def run_checks(net, args, d):
     mport = free_port()
     proc, text = start_ternd(net, args, d, mport)
     if proc is None:
-        if "Operation not permitted" in text or "needs root" in text:
-            print("SKIP: the kernel refuses BPF here: " + text.strip()[-400:])
-            return SKIP
-        print("FAIL: ternd did not start:\n" + text[-3000:])
-        return 1
+        return not_started(text)
     results = []
     want = ask(net, net.srv, "udp", "127.0.0.1")  # the socket path
 
@@ -170,10 +203,7 @@ def run_checks(net, args, d):
         expect(p is None and "no interface tern-no-such0" in text, "got: %s" % text[-600:])
 
     run_check(results, "missing_iface", missing_iface)
-    if any(err is not None for _, err in results):
-        with open(os.path.join(d, "ternd.log")) as f:
-            print(f.read()[-4000:])
-    return report(results)
+    return report_with_log(results, d)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,16 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-/* Echo: the query becomes its own response (QR set). Too short for a DNS header: no reply. */
-static size_t echo(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len, size_t cap)
+/* Echo: each query becomes its own response (QR set). Too short for a DNS header: no reply. */
+static void echo(void *arg, xdp_query_t *qs, unsigned n)
 {
     (void)arg;
-    (void)flow;
-    if (len < 12 || len > cap)
-        return 0;
-    buf[2] |= 0x80;
-    return len;
+    for (unsigned i = 0; i < n; i++) {
+        if (qs[i].len < 12 || qs[i].len > qs[i].cap)
+            continue;
+        qs[i].buf[2] |= 0x80;
+        qs[i].out = qs[i].len;
+    }
 }
 
 int main(int argc, char **argv)

@@ -177,19 +177,48 @@ uint16_t server_port(const server_t *s, size_t listen_index);
 /** Sum every worker's counters (relaxed reads: a snapshot, not a transaction). */
 void server_stats(const server_t *s, server_stats_t *out);
 
-/* The AF_XDP sockets' counters (xdp: listen:), summed over every socket (xdp_sock_stats_t). */
+/* The AF_XDP sockets' counters (xdp: listen:): one socket's, or summed over every socket. The
+ * first six are the worker's (xdp_sock_stats_t), the rest the kernel's (xdp_sock_kstats_t). */
 typedef struct server_xdp_stats {
-    uint64_t sockets;    /* XSK sockets open (one per receive queue of each interface) */
-    uint64_t rx;         /* frames received */
-    uint64_t tx;         /* replies sent */
-    uint64_t not_ours;   /* dropped at parse: malformed, fragment, other port */
-    uint64_t no_answer;  /* dropped by the answer path (policy, malformed query, hand-off) */
-    uint64_t tx_full;    /* replies dropped: the TX ring was full */
-    uint64_t fill_short; /* times the fill ring could not be refilled completely */
+    uint64_t sockets;      /* XSK sockets open (one per receive queue of each interface) */
+    uint64_t rx;           /* frames received */
+    uint64_t tx;           /* replies sent */
+    uint64_t not_ours;     /* dropped at parse: malformed, fragment, other port */
+    uint64_t no_answer;    /* dropped by the answer path (policy, malformed query) */
+    uint64_t tx_full;      /* replies dropped: the TX ring was full */
+    uint64_t fill_short;   /* times the fill ring could not be refilled completely */
+    uint64_t rx_ring_full; /* kernel: dropped, the RX ring was full (the worker fell behind) */
+    uint64_t fill_empty;   /* kernel: frames that found no buffer on the fill ring */
+    uint64_t rx_dropped;   /* kernel: dropped for other reasons (too large) */
+    uint64_t invalid;      /* kernel: invalid RX/TX descriptors */
 } server_xdp_stats_t;
 
-/** The AF_XDP counters (all zero without xdp: listen:). Any thread; relaxed reads. */
+/* One AF_XDP socket: the receive queue it serves and its counters. */
+typedef struct server_xdp_queue {
+    const char *ifname; /* the interface (lives as long as the server) */
+    uint32_t queue;
+    unsigned worker; /* the worker that serves it */
+    server_xdp_stats_t c;
+} server_xdp_queue_t;
+
+/* The stages where AF_XDP frames are lost: the worker's (parse, answer, tx_full; fill_short
+ * counts refills that fell short), then the kernel's (rx_ring_full, fill_empty, kernel_other,
+ * invalid). */
+#define SERVER_XDP_DROP_COUNT 8
+
+/** Stage i's name (tern_xdp_dropped_total's stage label), i < SERVER_XDP_DROP_COUNT. */
+const char *server_xdp_drop_name(unsigned i);
+
+/** Stage i's counter in x. */
+uint64_t server_xdp_drop(const server_xdp_stats_t *x, unsigned i);
+
+/** The AF_XDP counters summed over every socket (all zero without xdp: listen:). Any thread but
+ * a worker's (the kernel's counters are a getsockopt() per socket); relaxed reads. */
 void server_xdp_stats(const server_t *s, server_xdp_stats_t *out);
+
+/** The i-th AF_XDP socket (0 up to the number open) into *out: true, or false past the last.
+ * Any thread but a worker's; relaxed reads. */
+bool server_xdp_queue(const server_t *s, size_t i, server_xdp_queue_t *out);
 
 /** Number of workers. */
 unsigned server_workers(const server_t *s);

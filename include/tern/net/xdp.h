@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tern/common/compiler.h"
 #include "tern/net/xdp_frame.h"
 
 typedef struct xdp xdp_t;
@@ -34,18 +35,62 @@ typedef struct xdp_sock_stats {
     uint64_t rx;         /* frames received from the RX ring */
     uint64_t tx;         /* replies put on the TX ring */
     uint64_t not_ours;   /* refused by xdp_frame_parse() (malformed, fragment, other port) */
-    uint64_t no_answer;  /* the handler returned 0 */
+    uint64_t no_answer;  /* the handler sent no reply and did not pass the query on */
     uint64_t tx_full;    /* replies dropped: no room on the TX ring */
     uint64_t fill_short; /* times the fill ring could not be refilled completely */
 } xdp_sock_stats_t;
 
+/* The kernel's counters of one socket (XDP_STATISTICS): frames it could not hand to the worker. */
+typedef struct xdp_sock_kstats {
+    uint64_t rx_ring_full; /* dropped: the RX ring was full (the worker fell behind) */
+    uint64_t fill_empty;   /* frames that found no free buffer on the fill ring */
+    uint64_t rx_dropped;   /* dropped for other reasons (a frame too large for its buffer) */
+    uint64_t invalid;      /* RX and TX descriptors the kernel found invalid (a bug of ours) */
+} xdp_sock_kstats_t;
+
+/* Frames per poll: amortises the ring index updates and the TX wakeup over a batch, as recvmmsg
+ * does on the socket path, and is what the handler answers at once (the answer path prefetches
+ * the whole batch's zone data before the first answer waits on it); small enough that the first
+ * query of a batch waits little. ANSWER_PREFETCH_MAX covers it. */
+#define XDP_BATCH 64
+
+/* One query of a batch, for the handler: who asked (flow), and its DNS payload at buf (len bytes,
+ * already moved to where the reply's payload goes). The handler writes the reply there (at most
+ * cap bytes) and sets out to its length, or 0 to send nothing; passed with out 0 says the query
+ * was passed on to be answered elsewhere (not a drop). */
+typedef struct xdp_query {
+    xdp_frame_flow_t flow;
+    uint8_t *buf;
+    size_t len;
+    size_t cap;
+    size_t out;
+    bool passed;
+} xdp_query_t;
+
 /**
- * The reply handler: the query's DNS payload is at buf (len bytes, moved to where the reply's
- * payload goes); write the reply there (at most cap bytes) and return its length, or 0 to send
- * nothing. flow says who asked (addresses, ports, IP version). Runs on the polling thread.
+ * The batch handler: answer the n (<= XDP_BATCH) queries qs of one received batch, each in place
+ * (xdp_query_t). Runs on the polling thread, once per batch.
  */
-typedef size_t (*xdp_handler_fn)(void *arg, const xdp_frame_flow_t *flow, uint8_t *buf, size_t len,
-                                 size_t cap);
+typedef void (*xdp_batch_fn)(void *arg, xdp_query_t *qs, unsigned n);
+
+/* One received frame of a batch: its bytes (len of them, cap of room from data to the end of its
+ * UMEM frame). xdp_frames_answer() sets len to the reply frame's length, 0 for none. */
+typedef struct xdp_frame_ref {
+    uint8_t *data;
+    uint32_t len;
+    uint32_t cap;
+} xdp_frame_ref_t;
+
+/**
+ * Answer n (<= XDP_BATCH) received frames in place, for an interface of the given MTU: parse each
+ * (xdp_frame_parse(); not ours: stats->not_ours, len 0) and move its DNS payload to where the
+ * reply's goes, let handler answer all of them in one call, then write each reply's headers
+ * around it (none: len 0, and stats->no_answer unless the handler passed the query on). No kernel,
+ * no allocation: xdp_sock_poll()'s work between its rings, and what the tests drive over synthetic
+ * frames.
+ */
+void xdp_frames_answer(xdp_frame_ref_t *frames, unsigned n, size_t mtu, xdp_batch_fn handler,
+                       void *arg, xdp_sock_stats_t *stats);
 
 /** Where the build installs the XDP program (<libdir>/tern/tern_xdp.bpf.o), or the path in the
  * environment variable TERN_XDP_OBJ (an uninstalled build, the tests): xdp_attach()'s default. */
@@ -90,13 +135,24 @@ unsigned xdp_queue_count(const char *ifname);
 /** The socket's counters. */
 const xdp_sock_stats_t *xdp_sock_stats(const xdp_sock_t *s);
 
+/** The kernel's counters of s, read with getsockopt(XDP_STATISTICS): any thread (a syscall, so
+ * never a worker's). 0, or a negative errno with *out zeroed. */
+int xdp_sock_kstats(const xdp_sock_t *s, xdp_sock_kstats_t *out) TERN_WUR;
+
+/** The interface s serves. */
+const char *xdp_sock_ifname(const xdp_sock_t *s);
+
+/** The receive queue s serves. */
+uint32_t xdp_sock_queue(const xdp_sock_t *s);
+
 /**
- * Serve one batch: reclaim sent frames, refill the fill ring, receive up to a batch of frames,
- * answer each through handler and send the replies. When nothing is waiting, wait up to
+ * Serve one batch: reclaim sent frames, refill the fill ring, receive up to XDP_BATCH frames,
+ * answer them through one handler call (xdp_frames_answer()) and put the replies on the TX ring
+ * at once. When nothing is waiting, wait up to
  * timeout_ms in poll() (0: do not wait). Returns the number of frames received, or a negative
  * errno from poll().
  */
-int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_handler_fn handler, void *arg);
+int xdp_sock_poll(xdp_sock_t *s, int timeout_ms, xdp_batch_fn handler, void *arg);
 
 /** Remove s from the socket map and free its socket and UMEM (NULL: nothing). */
 void xdp_sock_close(xdp_sock_t *s);

@@ -84,9 +84,10 @@ static inline size_t build_udp(uint8_t *udp, unsigned sport, unsigned dport, con
     return 8 + plen;
 }
 
-/* An IPv4 query frame with optlen bytes of options (NOPs) and protocol proto; returns its length.
- */
-static inline size_t build_v4(uint8_t *f, size_t optlen, uint8_t proto, unsigned dport)
+/* An IPv4 frame with optlen bytes of options (NOPs) and protocol proto carrying the UDP payload
+ * pl (plen bytes); returns its length. */
+static inline size_t build_v4_pl(uint8_t *f, size_t optlen, uint8_t proto, unsigned dport,
+                                 const uint8_t *pl, size_t plen)
 {
     memcpy(f, SERVER_MAC, 6);
     memcpy(f + 6, CLIENT_MAC, 6);
@@ -94,7 +95,7 @@ static inline size_t build_v4(uint8_t *f, size_t optlen, uint8_t proto, unsigned
     uint8_t *ip = f + 14;
     size_t ihl = 20 + optlen;
     uint8_t *udp = ip + ihl;
-    size_t ulen = build_udp(udp, CLIENT_PORT, dport, QUERY, sizeof QUERY);
+    size_t ulen = build_udp(udp, CLIENT_PORT, dport, pl, plen);
     ip[0] = (uint8_t)(0x40 | ihl / 4);
     ip[1] = 0;
     put16(ip + 2, (unsigned)(ihl + ulen));
@@ -111,6 +112,13 @@ static inline size_t build_v4(uint8_t *f, size_t optlen, uint8_t proto, unsigned
     return 14 + ihl + ulen;
 }
 
+/* An IPv4 query frame with optlen bytes of options (NOPs) and protocol proto; returns its length.
+ */
+static inline size_t build_v4(uint8_t *f, size_t optlen, uint8_t proto, unsigned dport)
+{
+    return build_v4_pl(f, optlen, proto, dport, QUERY, sizeof QUERY);
+}
+
 /* Recompute the IPv4 header checksum after a test changed a field. */
 static inline void fix_v4_csum(uint8_t *f)
 {
@@ -119,9 +127,10 @@ static inline void fix_v4_csum(uint8_t *f)
     put16(ip + 10, ref_csum(ip, (size_t)(ip[0] & 0xf) * 4, NULL, 0));
 }
 
-/* An IPv6 query frame with the extension headers exts (nexts of them, each 8 bytes, types as
- * given); returns its length. */
-static inline size_t build_v6(uint8_t *f, const uint8_t *exts, size_t nexts)
+/* An IPv6 frame with the extension headers exts (nexts of them, each 8 bytes, types as given)
+ * carrying the UDP payload pl (plen bytes); returns its length. */
+static inline size_t build_v6_pl(uint8_t *f, const uint8_t *exts, size_t nexts, const uint8_t *pl,
+                                 size_t plen)
 {
     memcpy(f, SERVER_MAC, 6);
     memcpy(f + 6, CLIENT_MAC, 6);
@@ -136,7 +145,7 @@ static inline size_t build_v6(uint8_t *f, const uint8_t *exts, size_t nexts)
         p[2] = 1; /* a PadN option filling the rest */
         p[3] = 4;
     }
-    size_t ulen = build_udp(p, CLIENT_PORT, PORT, QUERY, sizeof QUERY);
+    size_t ulen = build_udp(p, CLIENT_PORT, PORT, pl, plen);
     ip[0] = 0x60;
     ip[1] = ip[2] = ip[3] = 0;
     put16(ip + 4, (unsigned)(8 * nexts + ulen));
@@ -145,6 +154,12 @@ static inline size_t build_v6(uint8_t *f, const uint8_t *exts, size_t nexts)
     memcpy(ip + 24, SERVER6, 16);
     put16(p + 6, ref_udp_csum(CLIENT6, SERVER6, 16, p, ulen));
     return (size_t)(p + ulen - f);
+}
+
+/* An IPv6 query frame with the extension headers exts (nexts of them); returns its length. */
+static inline size_t build_v6(uint8_t *f, const uint8_t *exts, size_t nexts)
+{
+    return build_v6_pl(f, exts, nexts, QUERY, sizeof QUERY);
 }
 
 #endif
