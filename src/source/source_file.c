@@ -116,13 +116,18 @@ static int see_journal(int (*seen)(void *, const char *, const struct stat *), v
     return errno == ENOENT ? seen(ctx, jpath, NULL) : 0;
 }
 
-/* The journal's entries after v's serial over v: 0 with *out the new version or NULL (none). */
-static int replay(const config_zone_t *cz, const char *jpath, const zone_t *v, bool quiet,
-                  zone_t **out, char *err, size_t errlen)
+/* The journal's entries after v's serial over v: 0 with *out the new version or NULL (none).
+ * dnskeys (a zone tern signs; v was read without them): the new version is built whole with
+ * them, since a signed zone is signed per build and never patched. */
+static int replay(const zone_source_read_t *rd, const char *jpath, const zone_t *v, bool quiet,
+                  const uint8_t *dnskeys, zone_t **out, char *err, size_t errlen)
 {
+    const config_zone_t *cz = rd->cz;
     size_t applied = 0;
     *out = NULL;
-    int rc = source_journal_apply(jpath, v, cz->file, out, &applied, err, errlen);
+    int rc = dnskeys ? source_journal_apply_whole(jpath, v, cz->file, dnskeys, rd->dnskeys_len, out,
+                                                  &applied, err, errlen)
+                     : source_journal_apply(jpath, v, cz->file, out, &applied, err, errlen);
     if (rc == 0 && *out) /* quiet: an UPDATE just applied, which the update service logged */
         log_msg(quiet ? LOG_LVL_DEBUG : LOG_LVL_INFO,
                 "zone %s: %zu changes from %s replayed (serial %u to %u)", cz->origin, applied,
@@ -145,7 +150,7 @@ static int read_journal(fzone_t *z, const zone_source_read_t *rd, const char *jp
         return rc;
     }
     zone_t *n = NULL;
-    if ((rc = replay(rd->cz, jpath, rd->base, true, &n, err, errlen)) < 0)
+    if ((rc = replay(rd, jpath, rd->base, true, NULL, &n, err, errlen)) < 0)
         return rc;
     if (!n)
         return ZONE_FILE_SAME;
@@ -161,12 +166,18 @@ static int read_full(fzone_t *z, const zone_source_read_t *rd, const char *jpath
 {
     const config_zone_t *cz = rd->cz;
     recorder_t r = {.rd = rd};
+    /* a zone tern signs with changes in its journal: the file read unsigned, then built whole
+     * with the journal and the signer's DNSKEYs (replay()) */
+    source_journal_info_t ji = {0};
+    char jerr[256];
+    bool whole =
+        rd->dnskeys && source_journal_info(jpath, &ji, jerr, sizeof(jerr)) == 0 && ji.entries > 0;
     const zone_file_opts_t fo = {.seen = record,
                                  .seen_ctx = &r,
                                  .health = rd->health_fn,
                                  .health_ctx = rd->health_ctx,
-                                 .dnskeys = rd->dnskeys,
-                                 .dnskeys_len = rd->dnskeys_len};
+                                 .dnskeys = whole ? NULL : rd->dnskeys,
+                                 .dnskeys_len = whole ? 0 : rd->dnskeys_len};
     zone_t *v = NULL;
     int rc;
     if (!rd->base) {
@@ -187,7 +198,19 @@ static int read_full(fzone_t *z, const zone_source_read_t *rd, const char *jpath
         zone_t *j = NULL;
         int jr = see_journal(record, &r, jpath);
         if (jr == 0)
-            jr = replay(cz, jpath, v ? v : rd->base, false, &j, err, errlen);
+            jr = replay(rd, jpath, v ? v : rd->base, false, whole ? rd->dnskeys : NULL, &j, err,
+                        errlen);
+        if (jr == 0 && whole && !j) { /* nothing to replay after all: the file read signed */
+            zone_free(v);
+            v = NULL;
+            const zone_file_opts_t fs = {.seen = record,
+                                         .seen_ctx = &r,
+                                         .health = rd->health_fn,
+                                         .health_ctx = rd->health_ctx,
+                                         .dnskeys = rd->dnskeys,
+                                         .dnskeys_len = rd->dnskeys_len};
+            jr = zone_file_load_opts(cz->origin, cz->file, &fs, &j, err, errlen);
+        }
         if (jr < 0) {
             zone_free(v);
             rc = jr;

@@ -366,6 +366,11 @@ corrupt:
 /* What a replay keeps of the entries it reads. */
 typedef struct replay {
     const zone_t *base;
+    /* the caller's: build the new version whole, the signer's DNSKEYs given to the builder
+     * (source_journal_apply_whole()) */
+    bool whole;
+    const uint8_t *dnskeys;
+    size_t dnskeys_len;
     zone_delta_ixfr_t *x; /* NULL until the entry from base's serial */
     size_t entries, applied;
     uint32_t first, last; /* the chain read: first from, last to */
@@ -467,8 +472,9 @@ static int replay_finish(replay_t *r, const char *path, const char *source, zone
 {
     zone_delta_t *d = NULL;
     char why[1024];
-    int rc =
-        zone_delta_ixfr_finish(r->x, r->soa_ttl, r->soa, r->soa_len, source, &d, why, sizeof(why));
+    int rc = r->whole ? TERN_ENOTSUP
+                      : zone_delta_ixfr_finish(r->x, r->soa_ttl, r->soa, r->soa_len, source, &d,
+                                               why, sizeof(why));
     if (rc == 0) {
         rc = zone_patch(r->base, d, out, why, sizeof(why));
         if (rc == 0) /* named as a build from source would be (fresh's blob holds the string) */
@@ -482,7 +488,8 @@ static int replay_finish(replay_t *r, const char *path, const char *source, zone
         return rc;
     }
     zone_builder_t *b = zone_builder_new(r->base->apex, source);
-    if (!b) {
+    if (!b || (r->dnskeys && zone_builder_set_dnssec(b, r->dnskeys, r->dnskeys_len, 0) < 0)) {
+        zone_builder_free(b);
         tern_set_err(err, errlen, "journal %s: out of memory", path);
         return TERN_ENOMEM;
     }
@@ -500,8 +507,9 @@ static int replay_finish(replay_t *r, const char *path, const char *source, zone
     return rc;
 }
 
-int source_journal_apply(const char *path, const zone_t *base, const char *source, zone_t **out,
-                         size_t *applied, char *err, size_t errlen)
+static int apply(const char *path, const zone_t *base, const char *source, bool whole,
+                 const uint8_t *dnskeys, size_t dnskeys_len, zone_t **out, size_t *applied,
+                 char *err, size_t errlen)
 {
     *out = NULL;
     *applied = 0;
@@ -515,6 +523,9 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
         goto done;
     }
     r->base = base;
+    r->whole = whole;
+    r->dnskeys = dnskeys;
+    r->dnskeys_len = dnskeys_len;
     if ((rc = source_journal_open(j, path, O_RDONLY, err, errlen)) < 0) {
         free(j);
         j = NULL;
@@ -537,6 +548,9 @@ int source_journal_apply(const char *path, const zone_t *base, const char *sourc
         zone_delta_ixfr_free(r->x);
         memset(r, 0, offsetof(replay_t, soa));
         r->base = base;
+        r->whole = whole;
+        r->dnskeys = dnskeys;
+        r->dnskeys_len = dnskeys_len;
         j->torn = 0;
         rc = replay_from(j, r, j->first, false, err, errlen);
     }
@@ -568,6 +582,19 @@ done:
         zone_delta_ixfr_free(r->x);
     free(r);
     return rc;
+}
+
+int source_journal_apply(const char *path, const zone_t *base, const char *source, zone_t **out,
+                         size_t *applied, char *err, size_t errlen)
+{
+    return apply(path, base, source, false, NULL, 0, out, applied, err, errlen);
+}
+
+int source_journal_apply_whole(const char *path, const zone_t *base, const char *source,
+                               const uint8_t *dnskeys, size_t dnskeys_len, zone_t **out,
+                               size_t *applied, char *err, size_t errlen)
+{
+    return apply(path, base, source, true, dnskeys, dnskeys_len, out, applied, err, errlen);
 }
 
 /* ---- listing ---- */

@@ -30,6 +30,9 @@ messages; every answer is read back with a query):
                           a restart serves the same; a later update still applies
   journal_out_of_sync     the file edited with another serial while changes are pending: a
                           reload fails and says why, the old version stays served
+  signed_zone             sig.test, signed by tern (keys from ternctl dnssec keygen): an added
+                          name and a deleted one validate with delv from the zone's DS
+                          (fully validated; the deletion as a validated NXDOMAIN)
   clean_exit              ternd exits 0 on SIGTERM
 
     test_update.py --ternd build/ternd --ternctl build/ternctl
@@ -231,7 +234,7 @@ def main():
     ap.add_argument("--ternd", required=True)
     ap.add_argument("--ternctl", required=True)
     args = ap.parse_args()
-    for prog in ("nsupdate", "knsupdate", "knotd"):
+    for prog in ("nsupdate", "knsupdate", "knotd", "delv"):
         if find_program(prog) is None:
             print("%s not found: skipped" % prog)
             return 77
@@ -240,9 +243,16 @@ def main():
     zdir = os.path.join(work, "zones")
     os.makedirs(zdir)
     paths = {}
-    for z in ("u.test", "o.test", "n.test"):
+    for z in ("u.test", "o.test", "n.test", "sig.test"):
         paths[z] = os.path.join(zdir, z + ".zone")
         servers.write_atomic(paths[z], zone_text(z, 1))
+    kdir = os.path.join(work, "keys")
+    os.makedirs(kdir)
+    kg = subprocess.run([args.ternctl, "dnssec", "keygen", "sig.test", "-a", "13", "-d", kdir],
+                        capture_output=True, text=True, timeout=30)
+    stems = kg.stdout.split()
+    if kg.returncode != 0 or len(stems) != 2:
+        raise RuntimeError("ternctl dnssec keygen: %s %s" % (kg.stdout, kg.stderr))
     tern_port = free_port()
     knot = Knot(work, tern_port)
     dead = free_port()
@@ -263,6 +273,10 @@ zones:
     file: "{paths['n.test']}"
   - origin: s.test
     primary: "{LOOPBACK}@{dead}"
+  - origin: sig.test
+    file: "{paths['sig.test']}"
+    allow_update: [{KEY_NAME}]
+    dnssec: {{keys: [{stems[0]}, {stems[1]}]}}
 """
     tern = Ternd(work, args.ternd, args.ternctl, yaml)
     tern.port = tern_port
@@ -436,6 +450,37 @@ zones:
             expect(rdatas(port, "pend.u.test", "A") == {"192.0.2.4"}, "old version not served")
             expect(tern.log_has("u.test"), "no reason logged")
 
+        def signed_zone():
+            out = tern.ctl("dnssec", "ds", "sig.test")
+            ds = [ln.split() for ln in out.stdout.splitlines() if " DS " in ln]
+            expect(out.returncode == 0 and ds, "no DS: %s %s" % (out.stdout, out.stderr))
+            tag, alg, dtype, digest = ds[0][-4:]
+            anchors = os.path.join(work, "anchors.conf")
+            with open(anchors, "w") as f:
+                f.write('trust-anchors {\n    sig.test. static-ds %s %s %s "%s";\n};\n'
+                        % (tag, alg, dtype, digest))
+
+            def delv(name, rtype):
+                cmd = [find_program("delv"), "@" + LOOPBACK, "-p", str(port), "-a", anchors,
+                       "+root=sig.test", name, rtype]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+                return p.stdout + p.stderr
+
+            rc, out = nsupdate(port, ["zone sig.test", "update add new.sig.test. 60 A 192.0.2.70",
+                                      "update delete mail.sig.test."])
+            expect(rc == 0, "nsupdate on the signed zone: %s" % out)
+            v = delv("new.sig.test", "A")
+            expect("fully validated" in v and "192.0.2.70" in v, "new.sig.test: %s" % v)
+            v = delv("mail.sig.test", "MX")
+            expect("fully validated" in v and ("NXDOMAIN" in v or "ncache" in v or
+                                               "negative" in v), "mail.sig.test: %s" % v)
+            v = delv("www.sig.test", "A")
+            expect("fully validated" in v, "www.sig.test: %s" % v)
+            u = signed_update("sig.test")
+            u.delete("sig.test.", "DNSKEY")
+            expect(send_update(port, u) == dns.rcode.REFUSED, "a DNSKEY update not REFUSED")
+
+        run_check(results, "signed_zone", signed_zone)
         run_check(results, "nsupdate_add_delete", nsupdate_add_delete)
         run_check(results, "prerequisites", prerequisites)
         run_check(results, "knsupdate", knsupdate_check)

@@ -89,6 +89,16 @@ int source_journal_append(const char *path, const uint8_t *origin, size_t origin
 int source_journal_apply(const char *path, const zone_t *base, const char *source, zone_t **out,
                          size_t *applied, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * source_journal_apply() building the new version whole, never as a patch: for a zone tern
+ * signs (its signatures are made per build, over the build's array of RRsets, so a patched
+ * version cannot be signed). base is the file read without the signer's DNSKEYs; the builder is
+ * given dnskeys (dnskeys_len bytes, zone_builder_set_dnssec()) as the file's own read would be.
+ */
+int source_journal_apply_whole(const char *path, const zone_t *base, const char *source,
+                               const uint8_t *dnskeys, size_t dnskeys_len, zone_t **out,
+                               size_t *applied, char *err, size_t errlen) TERN_WUR;
+
 /** Summary of the journal at path: entries, the first from and the last to serial, its size
  * in bytes. 0 (all zero when it does not exist), or TERN_EIO/TERN_EMALF with err. */
 typedef struct source_journal_info {
