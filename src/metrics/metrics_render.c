@@ -17,6 +17,8 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/metrics/metrics_render.h"
+#include "tern/update/update.h"
+#include "tern/update/update_msg.h"
 
 /* First buffer: the fixed families take about 5 KiB; zones add ~100 bytes each and the buffer
  * doubles from here. */
@@ -540,6 +542,38 @@ static void render_xfr(buf_t *b, xfr_t *x)
     singles(b, m, TERN_ARRAY_SIZE(m));
 }
 
+/* Dynamic updates (tern/update/update.h): what came in and what became of it. */
+static void render_update(buf_t *b, loader_t *l)
+{
+    update_t *u = l ? update_of(loader_source(l, "update")) : NULL;
+    if (!u)
+        return;
+    update_stats_t st;
+    update_get_stats(u, &st);
+    const single_t m[] = {
+        {"tern_update_received_total", "counter", "UPDATE messages and API changes taken.",
+         st.received},
+        {"tern_update_applied_total", "counter",
+         "Changes journaled and published (a new serial each).", st.applied},
+        {"tern_update_unchanged_total", "counter", "Updates that changed nothing (NOERROR).",
+         st.unchanged},
+        {"tern_update_refused_rate_total", "counter", "Updates refused over update_rate.",
+         st.refused_rate},
+        {"tern_update_queue_full_total", "counter",
+         "Updates not taken: the update service's queue was full (SERVFAIL).", st.queue_full},
+        {"tern_update_flushes_total", "counter", "Zone files written back from their journal.",
+         st.flushes},
+        {"tern_update_journal_errors_total", "counter",
+         "Journal writes that failed (the change was not made; SERVFAIL).", st.journal_errors},
+    };
+    singles(b, m, TERN_ARRAY_SIZE(m));
+    family(b, "tern_update_answers_total", "counter", "Updates answered, by rcode.");
+    for (unsigned i = 0; i < 16; i++)
+        if (st.rcode[i])
+            sample_label(b, "tern_update_answers_total", "rcode", update_rcode_name(i),
+                         st.rcode[i]);
+}
+
 /* The query log, when configured. */
 static void render_qlog(buf_t *b, const server_t *srv)
 {
@@ -585,6 +619,7 @@ int metrics_render(tern_buf_t *out, const metrics_source_t *src)
            "Server log lines dropped: stdout or stderr (a pipe, the journal) did not take them.");
     sample(b, "tern_log_dropped_total", log_dropped_lines());
     render_xfr(b, src->xfr);
+    render_update(b, src->loader);
     if (b->failed || !b->p) {
         tern_buf_free(b);
         return TERN_ENOMEM;

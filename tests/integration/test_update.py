@@ -30,6 +30,7 @@ messages; every answer is read back with a query):
                           a restart serves the same; a later update still applies
   journal_out_of_sync     the file edited with another serial while changes are pending: a
                           reload fails and says why, the old version stays served
+  metrics                 /metrics counts the changes applied and the answers by rcode
   signed_zone             sig.test, signed by tern (keys from ternctl dnssec keygen): an added
                           name and a deleted one validate with delv from the zone's DS
                           (fully validated; the deletion as a validated NXDOMAIN)
@@ -256,10 +257,12 @@ def main():
     tern_port = free_port()
     knot = Knot(work, tern_port)
     dead = free_port()
+    mport = free_port()
     yaml = f"""tsig_keys:
   - {{name: {KEY_NAME}, algorithm: hmac-sha256, secret: "{SECRET}"}}
 update_rate: 5
 update_max_records: 20
+metrics_listen: "{LOOPBACK}:{mport}"
 zones:
   - origin: u.test
     file: "{paths['u.test']}"
@@ -480,6 +483,22 @@ zones:
             u.delete("sig.test.", "DNSKEY")
             expect(send_update(port, u) == dns.rcode.REFUSED, "a DNSKEY update not REFUSED")
 
+        def metrics():
+            import urllib.request
+            text = urllib.request.urlopen("http://%s:%d/metrics" % (LOOPBACK, mport),
+                                          timeout=TIMEOUT).read().decode()
+            vals = {}
+            for ln in text.splitlines():
+                m = re.match(r'^(tern_update_\w+(?:\{[^}]*\})?) (\d+)$', ln)
+                if m:
+                    vals[m.group(1)] = int(m.group(2))
+            expect(vals.get("tern_update_applied_total", 0) >= 10, "applied: %s" % vals)
+            expect(vals.get('tern_update_answers_total{rcode="REFUSED"}', 0) >= 3,
+                   "REFUSED answers: %s" % vals)
+            expect(vals.get('tern_update_answers_total{rcode="NXRRSET"}', 0) >= 1,
+                   "NXRRSET answers: %s" % vals)
+            expect(vals.get("tern_update_refused_rate_total", 0) >= 1, "rate: %s" % vals)
+
         run_check(results, "signed_zone", signed_zone)
         run_check(results, "nsupdate_add_delete", nsupdate_add_delete)
         run_check(results, "prerequisites", prerequisites)
@@ -489,6 +508,7 @@ zones:
         run_check(results, "rate_limit", rate_limit)
         run_check(results, "ixfr_to_knot", ixfr_to_knot)
         run_check(results, "ternctl_zone", ternctl_zone)
+        run_check(results, "metrics", metrics)
         run_check(results, "restart_replays", restart_replays)
         run_check(results, "kill9_after_answer", kill9_after_answer)
         run_check(results, "flush", flush)
