@@ -156,6 +156,40 @@ class Ternd(Server):
         return [self.binary, "-c", conf]
 
 
+class YamlTernd(Server):
+    """ternd on its own port with a config given as YAML text (listen, workers 2, a control
+    socket in its directory, allow_root under CI's root are added), for the tests that need
+    more than zones."""
+
+    name = "tern"
+
+    def __init__(self, workdir, binary, yaml, name=None, ternctl=None):
+        self.binary = binary
+        self.yaml = yaml
+        self.ternctl_bin = ternctl
+        if name:  # two of them in one test: their own directories
+            self.name = name
+        super().__init__(workdir, [])
+
+    def command(self):
+        conf = os.path.join(self.dir, "ternd.yaml")
+        with open(conf, "w") as f:
+            f.write('listen: ["%s:%d"]\nworkers: 2\n' % (LOOPBACK, self.port))
+            if os.geteuid() == 0:
+                f.write("allow_root: true\n")
+            f.write('control_socket: "%s/ctl.sock"\n' % self.dir)
+            f.write(self.yaml)
+        return [self.binary, "-c", conf]
+
+    def ctl(self, *args):
+        """ternctl ARGS against this ternd: the CompletedProcess (text)."""
+        return subprocess.run([self.ternctl_bin, "-s", os.path.join(self.dir, "ctl.sock")]
+                              + list(args), capture_output=True, text=True, timeout=60)
+
+    def log_has(self, text):
+        return text in self.log_text(limit=400000)
+
+
 class Nsd(Server):
     name = "nsd"
 

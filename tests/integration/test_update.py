@@ -117,32 +117,7 @@ def wait_for(fn, limit, what):
     raise Failure("%s: not within %.0f s (%s)" % (what, limit, last))
 
 
-class Ternd(servers.Server):
-    name = "tern"
-
-    def __init__(self, workdir, binary, ternctl, yaml):
-        self.binary = binary
-        self.ternctl_bin = ternctl
-        self.yaml = yaml
-        super().__init__(workdir, [])
-
-    def command(self):
-        conf = os.path.join(self.dir, "ternd.yaml")
-        with open(conf, "w") as f:
-            f.write('listen: ["%s:%d"]\nworkers: 2\n' % (LOOPBACK, self.port))
-            if os.geteuid() == 0:
-                f.write("allow_root: true\n")
-            f.write('control_socket: "%s/ctl.sock"\n' % self.dir)
-            f.write(self.yaml)
-        return [self.binary, "-c", conf]
-
-    def ctl(self, *args):
-        return subprocess.run([self.ternctl_bin, "-s", os.path.join(self.dir, "ctl.sock")]
-                              + list(args), capture_output=True, text=True, timeout=60)
-
-    def log_has(self, text):
-        return text in self.log_text(limit=400000)
-
+class Ternd(servers.YamlTernd):
     def restart(self, probe="u.test"):
         self.stop()
         self.start(probe)
@@ -281,7 +256,7 @@ zones:
     allow_update: [{KEY_NAME}]
     dnssec: {{keys: [{stems[0]}, {stems[1]}]}}
 """
-    tern = Ternd(work, args.ternd, args.ternctl, yaml)
+    tern = Ternd(work, args.ternd, yaml, ternctl=args.ternctl)
     tern.port = tern_port
     started = []
     port = tern_port

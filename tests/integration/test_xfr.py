@@ -194,28 +194,8 @@ def serial_of(port, origin):
     return r.answer[0][0].serial
 
 
-class Ternd(Server):
-    name = "tern"
-
-    def __init__(self, workdir, binary, yaml, name=None):
-        self.binary = binary
-        self.yaml = yaml
-        if name:  # two of them in one test: their own directories
-            self.name = name
-        super().__init__(workdir, [])
-
-    def command(self):
-        conf = os.path.join(self.dir, "ternd.yaml")
-        with open(conf, "w") as f:
-            f.write('listen: ["%s:%d"]\nworkers: 2\n' % (LOOPBACK, self.port))
-            if os.geteuid() == 0:
-                f.write("allow_root: true\n")
-            f.write('control_socket: "%s/ctl.sock"\n' % self.dir)
-            f.write(self.yaml)
-        return [self.binary, "-c", conf]
-
-    def log_has(self, text):
-        return text in self.log_text(limit=400000)
+class Ternd(servers.YamlTernd):
+    pass
 
 
 class Nsd(servers.Nsd):
