@@ -252,11 +252,14 @@ static int read_zone(zone_source_t *s, const zone_source_read_t *rd, zone_t **ou
     if (!z || !jpath) {
         snprintf(err, errlen, "out of memory");
         rc = TERN_ENOMEM;
-    } else if (rd->base && z->made == rd->base && z->serial == rd->base->serial &&
-               deps_unchanged(z, jpath)) {
-        rc = read_journal(z, rd, jpath, out, err, errlen);
     } else {
-        rc = read_full(z, rd, jpath, out, err, errlen);
+        source_journal_lock(); /* the file and its journal as one: no flush in between */
+        if (rd->base && z->made == rd->base && z->serial == rd->base->serial &&
+            deps_unchanged(z, jpath))
+            rc = read_journal(z, rd, jpath, out, err, errlen);
+        else
+            rc = read_full(z, rd, jpath, out, err, errlen);
+        source_journal_unlock();
     }
     free(key);
     free(jpath);

@@ -5,6 +5,7 @@
 #include "tern/source/source_journal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,8 +264,32 @@ done:
 
 /* ---- the write-back ---- */
 
+static pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void source_journal_lock(void)
+{
+    pthread_mutex_lock(&flush_mu);
+}
+
+void source_journal_unlock(void)
+{
+    pthread_mutex_unlock(&flush_mu);
+}
+
+static int flush_locked(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
+                        char *err, size_t errlen);
+
 int source_journal_flush(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
                          char *err, size_t errlen)
+{
+    source_journal_lock();
+    int rc = flush_locked(journal, file, z, skip_dnskey, err, errlen);
+    source_journal_unlock();
+    return rc;
+}
+
+static int flush_locked(const char *journal, const char *file, const zone_t *z, bool skip_dnskey,
+                        char *err, size_t errlen)
 {
     int rc = xfr_zone_write_file_skip(z, file, skip_dnskey ? WIRE_T_DNSKEY : 0, err, errlen);
     if (rc < 0)

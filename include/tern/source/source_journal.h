@@ -99,6 +99,16 @@ int source_journal_apply_whole(const char *path, const zone_t *base, const char 
                                const uint8_t *dnskeys, size_t dnskeys_len, zone_t **out,
                                size_t *applied, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * The lock a whole read of a master file with its journal holds (the loader: source_file.c),
+ * and that source_journal_flush() holds while it writes the file and empties the journal, so a
+ * read never takes the file from before a flush with the journal from after it (the changes
+ * would be missing from what it builds). One process-wide mutex: flushes are rare, and a read
+ * holding it up only delays a flush, never a query.
+ */
+void source_journal_lock(void);
+void source_journal_unlock(void);
+
 /** Summary of the journal at path: entries, the first from and the last to serial, its size
  * in bytes. 0 (all zero when it does not exist), or TERN_EIO/TERN_EMALF with err. */
 typedef struct source_journal_info {
