@@ -712,6 +712,57 @@ static void test_copy_free(void **state)
     config_free(&d);
 }
 
+/* allow_update: key names and {key, address} rules, kept and copied; the errors name the line. */
+static void test_allow_update(void **state)
+{
+    (void)state;
+    config_t c = load_text("tsig_keys:\n  - {name: k1, algorithm: hmac-sha256, secret: \"YQ==\"}\n"
+                           "update_rate: 7\nzonefile_sync: 60\n"
+                           "zones:\n  - origin: a.test\n    file: a.zone\n"
+                           "    allow_update: [k1, {key: k1., address: [192.0.2.0/24]}, "
+                           "{address: 127.0.0.1}]\n  - origin: b.test\n    file: b.zone\n");
+    assert_int_equal(c.nzones, 2);
+    const config_zone_t *z = &c.zones[0];
+    assert_int_equal(z->nallow_update, 3);
+    assert_string_equal(z->allow_update[0].key, "k1");
+    assert_int_equal(z->allow_update[0].addresses.n, 0);
+    assert_string_equal(z->allow_update[1].key, "k1.");
+    assert_int_equal(z->allow_update[1].addresses.n, 1);
+    assert_null(z->allow_update[2].key);
+    assert_int_equal(z->allow_update[2].addresses.n, 1);
+    assert_int_equal(c.zones[1].nallow_update, 0);
+    assert_int_equal(c.update_rate, 7);
+    assert_int_equal(c.zonefile_sync, 60);
+    assert_int_equal(c.update_max_records, 1000);
+    config_t d;
+    config_init(&d);
+    assert_int_equal(config_copy(&d, &c), 0);
+    assert_int_equal(d.zones[0].nallow_update, 3);
+    assert_ptr_not_equal(d.zones[0].allow_update[1].key, z->allow_update[1].key);
+    assert_string_equal(d.zones[0].allow_update[1].key, "k1.");
+    config_free(&d);
+    config_free(&c);
+
+    expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    allow_update: [nokey]\n", 4,
+                 "zone a.test: allow_update: no TSIG key \"nokey\" in tsig_keys or tsig_key_file");
+    expect_error("zones:\n  - origin: a.test\n    file: a.zone\n    allow_update: [{}]\n", 4,
+                 "zones[0]: allow_update[0]: a rule gives a key, an address, or both");
+    expect_error("zones:\n  - origin: a.test\n    file: a.zone\n"
+                 "    allow_update: [{address: []}]\n",
+                 4,
+                 "zones[0]: allow_update[0]: address: an empty list would let nobody in; leave "
+                 "the rule out");
+    expect_error("zones:\n  - origin: a.test\n    primary: 192.0.2.1\n"
+                 "    allow_update: [{address: 127.0.0.1}]\n",
+                 4, "zones[0]: allow_update: a secondary zone is changed on its primary");
+    expect_error("zones:\n  - origin: a.test\n    file: a.json\n"
+                 "    allow_update: [{address: 127.0.0.1}]\n",
+                 4,
+                 "zones[0]: allow_update: only a master-file zone takes updates (its journal "
+                 "is replayed over the file); a redins JSON file does not");
+    expect_error("update_rate: 0\n", 1, "update_rate: 0 is out of range 1..100000");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -719,7 +770,7 @@ int main(void)
         cmocka_unit_test(test_parse_peer),  cmocka_unit_test(test_peer_errors),
         cmocka_unit_test(test_key_errors),  cmocka_unit_test(test_undefined_keys),
         cmocka_unit_test(test_zone_errors), cmocka_unit_test(test_bounds),
-        cmocka_unit_test(test_copy_free),
+        cmocka_unit_test(test_copy_free),   cmocka_unit_test(test_allow_update),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
