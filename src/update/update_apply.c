@@ -271,7 +271,7 @@ static void audit(update_t *u, const zview_t *zv, const update_change_t *ch, con
                         .to = ch->to,
                         .removed = ch->nremoved,
                         .added = ch->nadded};
-    snprintf(a.who, sizeof(a.who), "%s", who);
+    snprintf(a.who, sizeof(a.who), "%.127s", who);
     update_audit_add(u, zv->key, &a);
 }
 
