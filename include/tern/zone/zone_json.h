@@ -149,4 +149,31 @@ void zone_json_free(zone_json_t *zj);
 int zone_json_load_file(const char *origin, const char *path, const zone_json_opts_t *opts,
                         zone_t **out, char *err, size_t errlen) TERN_WUR;
 
+/*
+ * Editing: redins JSON written back (zone_json_edit.c), for a change made through tern (an
+ * UPDATE of a Redis zone): the inverse of what the reader takes, field for field.
+ */
+
+/**
+ * A redins label (JSON text of len bytes; NULL or len 0 for a label Redis does not hold yet)
+ * with its RRset of type replaced by the n RRs given (RDATA as the zone holds it, names
+ * uncompressed; one TTL; n 0: the type's key removed). Everything else the label holds is kept:
+ * its other RRsets, the set's "filter" and "health_check", and for A/AAAA each record that stays
+ * (same "ip") as it was, with its own fields (country, asn, weight, ...). 0 with *out the new
+ * text (malloc'd; NULL when the label holds nothing any more: delete it); TERN_ENOTSUP (err:
+ * redins' schema has no such RRset, or cannot hold this RDATA: a TXT split other than at 255
+ * bytes, two CNAMEs); TERN_ESYNTAX (the label's JSON does not parse); TERN_ENOMEM.
+ */
+int zone_json_label_set(const char *json, size_t len, uint16_t type, uint32_t ttl,
+                        const uint8_t *const *rdata, const uint16_t *rdlen, size_t n, char **out,
+                        char *err, size_t errlen) TERN_WUR;
+
+/**
+ * A zone config (JSON text of len bytes) with its "soa" set from an apex SOA (ttl, RDATA of
+ * soa_len bytes): ns, mbox, ttl, serial, refresh, retry, expire, minttl; its other keys kept.
+ * 0 with *out (malloc'd), TERN_ESYNTAX (it does not parse), TERN_EINVAL, TERN_ENOMEM.
+ */
+int zone_json_config_set_soa(const char *json, size_t len, uint32_t ttl, const uint8_t *soa,
+                             uint16_t soa_len, char **out, char *err, size_t errlen) TERN_WUR;
+
 #endif
