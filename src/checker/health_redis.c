@@ -52,45 +52,16 @@ struct hredis {
     char where[300];  /* host:port or the socket's path, for messages */
 };
 
-/* "host:port", the socket's path, or the Sentinel master, for messages. */
-static void where_of(const config_redis_t *r, char *buf, size_t len)
-{
-    if (r->nsentinels)
-        snprintf(buf, len, "redis+sentinel://%s/%u", r->sentinel_master ? r->sentinel_master : "",
-                 r->db);
-    else if (r->unix_path)
-        snprintf(buf, len, "%s", r->unix_path);
-    else
-        snprintf(buf, len, r->host && strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
-                 r->host ? r->host : "127.0.0.1", r->port ? r->port : 6379);
-}
-
 hredis_t *hredis_new(const config_redis_t *r)
 {
     hredis_t *h = calloc(1, sizeof(*h));
     if (!h)
         return NULL;
-    where_of(r, h->where, sizeof(h->where));
+    redis_conn_where_of(r, h->where, sizeof(h->where));
     char cwhere[sizeof(h->where) + 16], err[256];
     snprintf(cwhere, sizeof(cwhere), "health: redis %s", h->where);
-    redis_conn_config_t cc = {
-        .where = cwhere,
-        .host = r->unix_path ? NULL : (r->host ? r->host : "127.0.0.1"),
-        .port = r->port ? r->port : 6379,
-        .unix_path = r->unix_path,
-        .db = r->db,
-        .password = r->password,
-        .connect_timeout_ms = r->connect_timeout_ms ? r->connect_timeout_ms : HREDIS_TIMEOUT_MS,
-        .read_timeout_ms = r->read_timeout_ms ? r->read_timeout_ms : HREDIS_TIMEOUT_MS,
-        .sentinels = (const char *const *)r->sentinels,
-        .nsentinels = r->nsentinels,
-        .sentinel_master = r->sentinel_master,
-        .sentinel_password = r->sentinel_password,
-        .read_replica = false, /* states are written: the primary */
-        .backoff_min_ms = BACKOFF_MIN_MS,
-        .backoff_max_ms = BACKOFF_MAX_MS,
-        .wakefd = -1, /* every wait ends within its timeout (1 s by default) */
-    };
+    redis_conn_config_t cc; /* states are written: the primary */
+    redis_conn_config_of(r, cwhere, HREDIS_TIMEOUT_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS, &cc);
     h->conn = redis_conn_new(&cc, err, sizeof(err));
     h->prefix = strdup(r->prefix ? r->prefix : "");
     h->suffix = strdup(r->suffix ? r->suffix : "");

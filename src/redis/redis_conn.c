@@ -649,3 +649,38 @@ fail:
     redis_conn_free(c);
     return NULL;
 }
+
+void redis_conn_config_of(const config_redis_t *r, const char *where, uint32_t timeout_ms,
+                          uint32_t backoff_min_ms, uint32_t backoff_max_ms, redis_conn_config_t *cc)
+{
+    *cc = (redis_conn_config_t){
+        .where = where,
+        .host = r->unix_path ? NULL : (r->host ? r->host : "127.0.0.1"),
+        .port = r->port ? r->port : 6379,
+        .unix_path = r->unix_path,
+        .db = r->db,
+        .password = r->password,
+        .connect_timeout_ms = r->connect_timeout_ms ? r->connect_timeout_ms : timeout_ms,
+        .read_timeout_ms = r->read_timeout_ms ? r->read_timeout_ms : timeout_ms,
+        .sentinels = (const char *const *)r->sentinels,
+        .nsentinels = r->nsentinels,
+        .sentinel_master = r->sentinel_master,
+        .sentinel_password = r->sentinel_password,
+        .read_replica = false, /* a writer: the primary */
+        .backoff_min_ms = backoff_min_ms,
+        .backoff_max_ms = backoff_max_ms,
+        .wakefd = -1,
+    };
+}
+
+void redis_conn_where_of(const config_redis_t *r, char *buf, size_t len)
+{
+    if (r->nsentinels)
+        snprintf(buf, len, "redis+sentinel://%s/%u", r->sentinel_master ? r->sentinel_master : "",
+                 r->db);
+    else if (r->unix_path)
+        snprintf(buf, len, "%s", r->unix_path);
+    else
+        snprintf(buf, len, r->host && strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
+                 r->host ? r->host : "127.0.0.1", r->port ? r->port : 6379);
+}

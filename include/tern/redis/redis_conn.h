@@ -36,6 +36,7 @@
 #include <hiredis/hiredis.h>
 
 #include "tern/common/compiler.h"
+#include "tern/redis/redis_settings.h"
 
 /* Outcomes of a Redis exchange besides 0. */
 #define REDIS_CONN_STOP (-ECANCELED)  /* *stop became true */
@@ -66,6 +67,20 @@ typedef struct redis_conn_config {
 } redis_conn_config_t;
 
 typedef struct redis_conn redis_conn_t;
+
+/**
+ * cc for the primary of the Redis r configures (host or socket, db, password, Sentinel; no
+ * subscriber, no wakeup fd: every wait ends within its timeout), named where; r's timeouts, or
+ * timeout_ms where r gives none; backoff from backoff_min_ms to backoff_max_ms. cc points into
+ * r (which must outlive it until redis_conn_new() copies it). For the writers of shared state
+ * (the health checker, the update service).
+ */
+void redis_conn_config_of(const config_redis_t *r, const char *where, uint32_t timeout_ms,
+                          uint32_t backoff_min_ms, uint32_t backoff_max_ms,
+                          redis_conn_config_t *cc);
+
+/** "host:port", the socket's path, or the Sentinel master of r, for messages, into buf. */
+void redis_conn_where_of(const config_redis_t *r, char *buf, size_t len);
 
 /** A closed connection for cfg (strings copied; sentinel addresses checked). NULL with a message
  * in err: a bad sentinel address, no master name, read_replica without sentinels, no memory. */

@@ -1,0 +1,61 @@
+/*
+ * redis_write.h — a change of a redins zone written into Redis as redins' writers write it, so
+ * that every node of a fleet reading the same Redis (tern's Redis source, redins itself) serves
+ * it: the labels' JSON in the zone's hash (HSET, HDEL), the zone config (SET), in one MULTI/EXEC
+ * guarded by WATCH, then the labels named on the change channel (PUBLISH), which tern's Redis
+ * source patches into the version served.
+ *
+ * Keys (P, S: the configured prefix and suffix, as the reader's): the set "P redins:zones S",
+ * the zone's hash "P redins:zones:<member> S" (fields: labels, "@" the apex), its config
+ * "P redins:zones:<member>:config S"; <member> is the zone as the set names it.
+ *
+ * Threading: the caller's connection (redis_conn.h: one thread per connection). Every wait is
+ * the connection's (read_timeout); nothing here retries a connection.
+ */
+#ifndef TERN_REDIS_REDIS_WRITE_H
+#define TERN_REDIS_REDIS_WRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tern/common/compiler.h"
+#include "tern/redis/redis_conn.h"
+#include "tern/redis/redis_settings.h"
+
+/* The attempts of one change when another writer changes the zone between the read and the
+ * write (EXEC aborted by WATCH): each reads again and edits what is there then. */
+#define REDIS_WRITE_ATTEMPTS 3
+
+/** What a change does with label i's JSON in Redis (i == nlabels: the zone config), given as it
+ * is there (json NULL: absent): 0 with *out the new text (malloc'd; NULL: delete the label), or a
+ * negative code with err (the change is not written). */
+typedef int (*redis_edit_fn)(void *ctx, size_t i, const char *json, size_t len, char **out,
+                             char *err, size_t errlen);
+
+typedef struct redis_write {
+    const config_redis_t *cfg; /* prefix, suffix, changes_channel */
+    const char *member;        /* the zone as the set names it ("example.com.") */
+    const char *const *labels; /* the labels changed ("www", "@") */
+    size_t nlabels;
+    redis_edit_fn edit;
+    void *ctx;
+} redis_write_t;
+
+/**
+ * The set's name for zone origin (canonical, no final dot): "origin." or "origin", whichever the
+ * set holds (redins writes the first), into member (len bytes). 0; TERN_ENOENT (neither is a
+ * member); REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ */
+int redis_write_member(redis_conn_t *c, const config_redis_t *cfg, const char *origin, char *member,
+                       size_t len, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * Write one change (w): WATCH the zone's hash and config, read the labels and the config, let
+ * w->edit make each one's new text, then MULTI, HSET/HDEL per label, SET the config, EXEC —
+ * again from the WATCH when another writer got in between, at most REDIS_WRITE_ATTEMPTS times —
+ * and PUBLISH "<member> <label> ..." on the change channel. 0; TERN_EAGAIN (err: other writers
+ * kept changing the zone); the edit's code; REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ */
+int redis_write_zone(redis_conn_t *c, const redis_write_t *w, char *err, size_t errlen) TERN_WUR;
+
+#endif
