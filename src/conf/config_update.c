@@ -1,6 +1,8 @@
 /*
  * config_update.c — a zone's allow_update (who may send it RFC 2136 UPDATEs, tern/update): a
  * list whose items are a TSIG key's name, or {key, address} where each part given must match.
+ * On a zone with a file the changes go to its journal; on an entry without file or primary (the
+ * settings of a zone Redis serves) they are written into Redis.
  * Key names are checked once the whole file is read (config_update_check()), as transfer keys
  * are, since tsig_keys may come after zones.
  */
@@ -58,10 +60,6 @@ int config_get_zone_update(parse_ctx_t *pc, const char *key, config_zone_t *z, c
     snprintf(k, sizeof(k), "%s: allow_update", key);
     if (!n || is_null(n))
         return 0;
-    if (!z->file)
-        return config_fail(pc, n, k,
-                           "only a zone served from its file takes updates (a secondary zone's "
-                           "primary does; a Redis zone is changed in Redis)");
     size_t cnt = 1;
     if (n->type == YAML_SEQUENCE_NODE)
         cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);

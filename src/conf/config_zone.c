@@ -108,12 +108,13 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
             return config_fail(pc, val[i], key, "%s: expected a non-empty string, got %s",
                                zone_fields[i].key, config_node_kind(val[i]));
     /* no file and no primary: the transfer settings of a zone another source (Redis) serves */
-    if (!val[ZF_FILE] && !val[ZF_PRIMARY] && !val[ZF_ALLOW_TRANSFER] && !val[ZF_NOTIFY])
+    if (!val[ZF_FILE] && !val[ZF_PRIMARY] && !val[ZF_ALLOW_TRANSFER] && !val[ZF_NOTIFY] &&
+        !val[ZF_ALLOW_UPDATE])
         return config_fail(pc, n, key, "missing \"file\" (%s)", zone_fields[ZF_FILE].desc);
     if (!val[ZF_FILE] && !val[ZF_PRIMARY] && (val[ZF_DNSSEC] || val[ZF_ACL] || val[ZF_FORMAT]))
         return config_fail(pc, n, key,
-                           "a zone entry without file or primary only holds transfer settings "
-                           "(for a zone from Redis): no acl, dnssec or format");
+                           "a zone entry without file or primary only holds transfer and update "
+                           "settings (for a zone from Redis): no acl, dnssec or format");
     config_zone_format_t fmt =
         val[ZF_FILE] ? zone_format_of(scalar(val[ZF_FILE])) : CONFIG_ZONE_RFC1035;
     if (val[ZF_FORMAT]) {

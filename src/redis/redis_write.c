@@ -116,8 +116,7 @@ static int read_watched(redis_conn_t *c, const redis_write_t *w, const wkeys_t *
         return conn_err(c, rc, err, errlen);
     if ((*labels)->type != REDIS_REPLY_ARRAY || (*labels)->elements != w->nlabels ||
         ((*config)->type != REDIS_REPLY_STRING && (*config)->type != REDIS_REPLY_NIL)) {
-        snprintf(err, errlen, "redis: unexpected replies to HMGET %s / GET %s", k->hash,
-                 k->config);
+        snprintf(err, errlen, "redis: unexpected replies to HMGET %s / GET %s", k->hash, k->config);
         return TERN_EPROTO;
     }
     return 0;
@@ -220,8 +219,8 @@ int redis_write_zone(redis_conn_t *c, const redis_write_t *w, char *err, size_t 
         rc = 0; /* aborted: read again */
     }
     if (rc == 0) {
-        snprintf(err, errlen, "redis: other writers changed zone %s %d times in a row",
-                 w->member, REDIS_WRITE_ATTEMPTS);
+        snprintf(err, errlen, "redis: other writers changed zone %s %d times in a row", w->member,
+                 REDIS_WRITE_ATTEMPTS);
         rc = TERN_EAGAIN;
     }
     if (rc < 0 && redis_conn_is_open(c)) { /* nothing stays WATCHed for the next change */

@@ -203,7 +203,8 @@ static int zone_settings(uzone_t *d, const config_zone_t *cz)
         return TERN_EINVAL;
     d->apex_len = (uint8_t)dname_lower(d->apex, d->apex);
     d->secondary = cz->nprimaries > 0;
-    d->json = cz->format == CONFIG_ZONE_JSON;
+    d->json = cz->file && cz->format == CONFIG_ZONE_JSON;
+    d->redis = !cz->file && !cz->nprimaries;
     d->signed_ = cz->ndnssec_keys > 0;
     if (cz->file && !d->secondary &&
         (!(d->file = strdup(cz->file)) || !(d->journal = source_journal_path(cz->file))))
@@ -229,8 +230,8 @@ static int update_configure(zone_source_t *s, const config_t *cfg, const config_
     size_t n = 0;
     int rc = z ? 0 : TERN_ENOMEM;
     for (size_t i = 0; i < cfg->nzones && rc == 0; i++) {
-        if (!cfg->zones[i].file && !cfg->zones[i].nprimaries)
-            continue; /* transfer settings of a Redis zone */
+        if (!cfg->zones[i].file && !cfg->zones[i].nprimaries && !cfg->zones[i].nallow_update)
+            continue; /* transfer settings of a Redis zone, nothing about updates */
         rc = zone_settings(&z[n++], &cfg->zones[i]);
     }
     if (rc < 0) {
@@ -252,6 +253,13 @@ static int update_configure(zone_source_t *s, const config_t *cfg, const config_
     u->max_records = cfg->update_max_records;
     u->rate = cfg->update_rate;
     u->sync_s = cfg->zonefile_sync;
+    config_redis_t nr = {0};
+    bool redis_new = !redis_settings_same(&u->rcfg, &cfg->redis);
+    if (redis_new && redis_settings_copy(&nr, &cfg->redis) == 0) {
+        redis_settings_free(&u->rcfg);
+        u->rcfg = nr;
+        u->rgen++;
+    }
     pthread_mutex_unlock(&u->mu);
     update_zones_free(old, nold);
     return 0;
@@ -387,6 +395,8 @@ static void update_stop(zone_source_t *s)
 static void update_free(zone_source_t *s)
 {
     update_t *u = (update_t *)s;
+    update_redis_close(u);
+    redis_settings_free(&u->rcfg);
     update_zones_free(u->z, u->nz);
     free(u->buckets);
     pthread_mutex_destroy(&u->mu);

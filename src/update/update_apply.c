@@ -37,6 +37,7 @@
 /* What one request needs of its zone's settings, copied under mu: a reload may replace them. */
 typedef struct zview {
     bool found, secondary, json, signed_, allowed, any_rule;
+    bool redis; /* a zone Redis serves: the change goes to Redis */
     char key[DNAME_KEY_MAX], origin[DNAME_KEY_MAX];
     char file[PATH_MAX], journal[PATH_MAX];
     unsigned max_records, rate;
@@ -85,6 +86,7 @@ static void zone_view(update_t *u, const uint8_t *apex, size_t len, const ureq_t
         zv->found = true;
         zv->secondary = z->secondary;
         zv->json = z->json;
+        zv->redis = z->redis;
         zv->signed_ = z->signed_;
         zv->any_rule = z->nrules > 0;
         snprintf(zv->key, sizeof(zv->key), "%s", z->key);
@@ -329,13 +331,23 @@ static unsigned authorise(update_t *u, const update_msg_t *m, const ureq_t *q, z
         snprintf(name, sizeof(name), "?");
     if (!zv->found) {
         zone_t *z = answer_pin_zone(u->published, m->zone);
-        unsigned rc = z ? WIRE_RC_REFUSED : WIRE_RC_NOTAUTH;
-        snprintf(why, whylen,
-                 z ? "zone %s is served from Redis: change it there (HSET, as redins)"
-                   : "tern is not authoritative for zone %s",
-                 name);
+        bool served = z != NULL;
         zone_free(z);
-        return rc;
+        if (!served)
+            return snprintf(why, whylen, "tern is not authoritative for zone %s", name),
+                   WIRE_RC_NOTAUTH;
+        if (!q->preauth)
+            return snprintf(why, whylen,
+                            "zone %s is served from Redis and has no allow_update (a zones: "
+                            "entry with its origin and allow_update, no file)",
+                            name),
+                   WIRE_RC_REFUSED;
+        /* an authorised caller's change of a Redis zone the config does not name */
+        zv->found = zv->redis = zv->allowed = true;
+        snprintf(zv->origin, sizeof(zv->origin), "%s", name);
+        char *key = zone_source_key(name);
+        snprintf(zv->key, sizeof(zv->key), "%s", key ? key : name);
+        free(key);
     }
     if (m->zclass != WIRE_CLASS_IN)
         return snprintf(why, whylen, "zone %s: class %u", name, m->zclass), WIRE_RC_NOTAUTH;
@@ -343,7 +355,7 @@ static unsigned authorise(update_t *u, const update_msg_t *m, const ureq_t *q, z
         return snprintf(why, whylen, "zone %s is a secondary zone: its primary takes updates",
                         name),
                WIRE_RC_NOTAUTH;
-    if (zv->json || !zv->journal[0])
+    if (zv->json || (!zv->redis && !zv->journal[0]))
         return snprintf(why, whylen, "zone %s is a redins JSON file: it takes no updates", name),
                WIRE_RC_REFUSED;
     if (!zv->any_rule && !q->preauth)
@@ -359,6 +371,31 @@ static unsigned authorise(update_t *u, const update_msg_t *m, const ureq_t *q, z
                         zv->rate),
                WIRE_RC_REFUSED;
     }
+    return WIRE_RC_NOERROR;
+}
+
+/* A change of a Redis zone: written into Redis, audited, then waited for until tern's Redis
+ * source serves it. */
+static unsigned redis_apply(update_t *u, const zview_t *zv, const zone_t *z, const update_msg_t *m,
+                            const update_change_t *ch, const char *who, char *why, size_t whylen)
+{
+    int rc = update_redis_write(u, z, ch, why, whylen);
+    if (rc == TERN_ENOTSUP || rc == TERN_ESYNTAX || rc == TERN_ENOENT)
+        return WIRE_RC_REFUSED; /* what redins' schema (or the data there) cannot take */
+    if (rc < 0) {
+        log_err("update: zone %s: %s; the change is not made", zv->origin, why);
+        return WIRE_RC_SERVFAIL;
+    }
+    audit(u, zv, ch, who);
+    if (!wait_published(u, m->zone, ch->to)) {
+        log_err("update: zone %s: serial %u is in Redis but not served yet; answered SERVFAIL "
+                "(it is served once the Redis source reads it)",
+                zv->origin, ch->to);
+        return WIRE_RC_SERVFAIL;
+    }
+    pthread_mutex_lock(&u->mu);
+    u->st.applied++;
+    pthread_mutex_unlock(&u->mu);
     return WIRE_RC_NOERROR;
 }
 
@@ -386,6 +423,8 @@ static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, con
         snprintf(why, whylen, "nothing to change");
     } else if (check_change(z, &ch, why, whylen) < 0) {
         rc = WIRE_RC_REFUSED;
+    } else if (zv->redis) {
+        rc = redis_apply(u, zv, z, m, &ch, who, why, whylen);
     } else if (journal_append(zv, z, &ch, who, why, whylen) < 0) {
         pthread_mutex_lock(&u->mu);
         u->st.journal_errors++;

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "tern/conf/config.h"
+#include "tern/redis/redis_conn.h"
 #include "tern/update/update.h"
 #include "tern/wire/dname.h"
 
@@ -62,6 +63,7 @@ typedef struct uzone {
     uint8_t apex[DNAME_MAXLEN];
     uint8_t apex_len;
     bool secondary, json, signed_;
+    bool redis;           /* an entry without file or primary: a zone Redis serves */
     char *file, *journal; /* a primary zone from a file: where changes go */
     config_update_rule_t *rules;
     size_t nrules;
@@ -105,6 +107,13 @@ struct update {
     size_t rhead, nring;
     ubucket_t *buckets; /* the update thread's */
     size_t nbuckets;
+    /* Redis zones: the settings in force (under mu; rgen counts their changes), and the update
+     * thread's own connection with the copy it was made from */
+    config_redis_t rcfg;
+    uint64_t rgen;
+    redis_conn_t *rconn;
+    config_redis_t rconn_cfg;
+    uint64_t rconn_gen;
 };
 
 /* update_apply.c: one request, start to end: its rcode (the thread answers it), why says why
@@ -116,6 +125,15 @@ int update_flush_zone(update_t *u, const char *key, char *msg, size_t msglen);
 
 /* update_apply.c: write back the zones whose changes are older than zonefile_sync. */
 void update_sync_due(update_t *u);
+
+/* update_redis.c: a change of a zone Redis serves (zv: its settings), written into Redis; 0 or a
+ * negative code with why (the change is not made). */
+struct update_change;
+int update_redis_write(update_t *u, const zone_t *z, const struct update_change *ch, char *why,
+                       size_t whylen);
+
+/* update_redis.c: the update thread's Redis connection, freed (stop). */
+void update_redis_close(update_t *u);
 
 /* update.c: remember an applied change for `ternctl zone`. */
 void update_audit_add(update_t *u, const char *key, const update_audit_t *a);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -159,30 +160,57 @@ bad:
            NULL;
 }
 
+/* redins reads keys as Go's encoding/json does, ignoring case ("MBox", "IP"): a key is found,
+ * and replaced, whatever its case. */
+static json_t *get_ci(json_t *o, const char *key)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (strcasecmp(k, key) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static void set_ci(json_t *o, const char *key, json_t *value)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(o, tmp, k, v)
+    {
+        if (strcasecmp(k, key) == 0)
+            json_object_del(o, k);
+    }
+    json_object_set_new(o, key, value);
+}
+
 /* The A/AAAA record of the old set with this ip, to keep its own fields (country, weight...). */
 static json_t *old_record(json_t *old_set, const char *ip)
 {
-    json_t *recs = old_set ? json_object_get(old_set, "records") : NULL, *r;
+    json_t *recs = old_set ? get_ci(old_set, "records") : NULL, *r;
     size_t i;
     json_array_foreach(recs, i, r)
     {
-        const char *s = json_string_value(json_object_get(r, "ip"));
+        const char *s = json_string_value(get_ci(r, "ip"));
         if (s && strcmp(s, ip) == 0)
             return r;
     }
     return NULL;
 }
 
-/* The new value of the type's key: records (A/AAAA keeping each staying record's fields and
- * the set's filter and health_check) or the single-name object. */
+/* The new value of the type's key: the old one with its TTL and records (A/AAAA keeping each
+ * staying record's fields) or its name replaced; its other keys (filter, health_check) kept. */
 static json_t *set_json(size_t t, json_t *old_set, uint32_t ttl, const uint8_t *const *rdata,
                         const uint16_t *rdlen, size_t n, char *err, size_t errlen)
 {
     uint16_t type = types[t].type;
-    json_t *set = json_object();
+    json_t *set = json_is_object(old_set) ? json_deep_copy(old_set) : json_object();
     if (!set)
         return NULL;
-    json_object_set_new(set, "ttl", json_integer(ttl));
+    set_ci(set, "ttl", json_integer(ttl));
     if (types[t].kind == K_SINGLE) {
         size_t used;
         json_t *name = n == 1 ? name_json(rdata[0], rdlen[0], &used) : NULL;
@@ -191,11 +219,11 @@ static json_t *set_json(size_t t, json_t *old_set, uint32_t ttl, const uint8_t *
             json_decref(set);
             return fail(err, errlen, 0, "%s: redins' schema holds one name", types[t].key), NULL;
         }
-        json_object_set_new(set, types[t].field, name);
+        set_ci(set, types[t].field, name);
         return set;
     }
     json_t *recs = json_array();
-    json_object_set_new(set, "records", recs);
+    set_ci(set, "records", recs);
     for (size_t i = 0; i < n; i++) {
         json_t *r = record_json(type, rdata[i], rdlen[i], err, errlen);
         if (!r) {
@@ -209,12 +237,6 @@ static json_t *set_json(size_t t, json_t *old_set, uint32_t ttl, const uint8_t *
             r = json_deep_copy(keep);
         }
         json_array_append_new(recs, r);
-    }
-    static const char *const kept[] = {"filter", "health_check"};
-    for (size_t k = 0; old_set && k < 2; k++) {
-        json_t *v = json_object_get(old_set, kept[k]);
-        if (v)
-            json_object_set(set, kept[k], v);
     }
     return set;
 }
@@ -275,18 +297,18 @@ int zone_json_config_set_soa(const char *json, size_t len, uint32_t ttl, const u
         json_decref(cfg);
         return fail(err, errlen, TERN_EINVAL, "a malformed SOA");
     }
-    json_t *o = json_object_get(cfg, "soa");
+    json_t *o = get_ci(cfg, "soa");
     if (!json_is_object(o)) {
         o = json_object();
-        json_object_set_new(cfg, "soa", o);
+        set_ci(cfg, "soa", o);
     }
     const uint8_t *v = soa + a + b;
-    json_object_set_new(o, "ns", ns);
-    json_object_set_new(o, "mbox", mbox);
-    json_object_set_new(o, "ttl", json_integer(ttl));
+    set_ci(o, "ns", ns);
+    set_ci(o, "mbox", mbox);
+    set_ci(o, "ttl", json_integer(ttl));
     static const char *const f[] = {"serial", "refresh", "retry", "expire", "minttl"};
     for (int i = 0; i < 5; i++)
-        json_object_set_new(o, f[i], json_integer(tern_rd32(v + 4 * i)));
+        set_ci(o, f[i], json_integer(tern_rd32(v + 4 * i)));
     int rc = (*out = json_dumps(cfg, JSON_COMPACT))
                  ? 0
                  : fail(err, errlen, TERN_ENOMEM, "out of memory");

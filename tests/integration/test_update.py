@@ -31,6 +31,12 @@ messages; every answer is read back with a query):
   journal_out_of_sync     the file edited with another serial while changes are pending: a
                           reload fails and says why, the old version stays served
   metrics                 /metrics counts the changes applied and the answers by rcode
+  redis_zone              r.test lives in a real redis-server (a zones: entry with allow_update,
+                          no file): nsupdate adds to a geo-steered A set and deletes a TXT; the
+                          change is served at once, Redis holds it in redins' schema (the staying
+                          record keeps its country, the set its filter), the config's serial is
+                          the new one, a second ternd reading the same Redis serves it too, a
+                          type redins' schema has no place for is REFUSED
   signed_zone             sig.test, signed by tern (keys from ternctl dnssec keygen): an added
                           name and a deleted one validate with delv from the zone's DS
                           (fully validated; the deletion as a validated NXDOMAIN)
@@ -40,6 +46,7 @@ messages; every answer is read back with a query):
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -210,7 +217,7 @@ def main():
     ap.add_argument("--ternd", required=True)
     ap.add_argument("--ternctl", required=True)
     args = ap.parse_args()
-    for prog in ("nsupdate", "knsupdate", "knotd", "delv"):
+    for prog in ("nsupdate", "knsupdate", "knotd", "delv", "redis-server"):
         if find_program(prog) is None:
             print("%s not found: skipped" % prog)
             return 77
@@ -231,6 +238,7 @@ def main():
         raise RuntimeError("ternctl dnssec keygen: %s %s" % (kg.stdout, kg.stderr))
     tern_port = free_port()
     knot = Knot(work, tern_port)
+    redis = servers.Redis(work)
     dead = free_port()
     mport = free_port()
     yaml = f"""tsig_keys:
@@ -238,7 +246,12 @@ def main():
 update_rate: 5
 update_max_records: 20
 metrics_listen: "{LOOPBACK}:{mport}"
+redis:
+  address: "{LOOPBACK}:{redis.port}"
+  connect_timeout: 500
 zones:
+  - origin: r.test
+    allow_update: [{KEY_NAME}]
   - origin: u.test
     file: "{paths['u.test']}"
     allow_update: [{KEY_NAME}]
@@ -261,6 +274,17 @@ zones:
     started = []
     port = tern_port
     try:
+        redis.start()
+        started.append(redis)
+        redis.put_zone("r.test.", {
+            "@": {"ns": {"ttl": 300, "records": [{"host": "ns1.r.test."}]}},
+            "ns1": {"a": {"ttl": 300, "records": [{"ip": "192.0.2.53"}]}},
+            "www": {"a": {"ttl": 300, "filter": {"count": "multi", "order": "none",
+                                                 "geo_filter": "none"},
+                          "records": [{"ip": "192.0.2.1", "country": ["DE"], "weight": 5}]},
+                    "txt": {"ttl": 300, "records": [{"text": "old"}]}},
+        }, {"ttl": 300, "ns": "ns1.r.test.", "MBox": "hostmaster.r.test.", "refresh": 3600,
+            "retry": 600, "expire": 86400, "minttl": 60, "serial": 7})
         tern.start("u.test")
         started.append(tern)
         knot.start("u.test")
@@ -474,6 +498,39 @@ zones:
                    "NXRRSET answers: %s" % vals)
             expect(vals.get("tern_update_refused_rate_total", 0) >= 1, "rate: %s" % vals)
 
+        def redis_zone():
+            wait_for(lambda: serial_of(port, "r.test") == 7, CONVERGE, "r.test served")
+            rc, out = nsupdate(port, ["zone r.test", "update add www.r.test. 300 A 192.0.2.2",
+                                      "update delete www.r.test. TXT"])
+            expect(rc == 0, "nsupdate on the Redis zone: %s" % out)
+            expect(rdatas(port, "www.r.test", "A") == {"192.0.2.1", "192.0.2.2"},
+                   "www.r.test A: %s" % rdatas(port, "www.r.test", "A"))
+            expect(not rdatas(port, "www.r.test", "TXT"), "the TXT is still served")
+            expect(serial_of(port, "r.test") == 8, "serial %s, want 8" % serial_of(port, "r.test"))
+            www = json.loads(redis.cmd("HGET", "redins:zones:r.test.", "www"))
+            a = www["a"]
+            expect(a.get("filter", {}).get("count") == "multi", "the filter was lost: %s" % www)
+            recs = {r["ip"]: r for r in a["records"]}
+            expect(recs.get("192.0.2.1", {}).get("country") == ["DE"] and
+                   recs["192.0.2.1"].get("weight") == 5, "the geo fields were lost: %s" % www)
+            expect("192.0.2.2" in recs and "txt" not in www, "Redis holds %s" % www)
+            cfg = json.loads(redis.cmd("GET", "redins:zones:r.test.:config"))
+            expect(cfg["soa"]["serial"] == 8, "config serial: %s" % cfg)
+            rc, out = nsupdate(port, ["zone r.test", "update add new.r.test. 60 HINFO \"a\" \"b\""])
+            expect(rc != 0 and "REFUSED" in out, "HINFO on a Redis zone: %s" % out)
+            other = servers.YamlTernd(work, args.ternd, f"""redis:
+  address: "{LOOPBACK}:{redis.port}"
+  connect_timeout: 500
+""", name="tern2")
+            other.start("r.test")
+            try:
+                expect(rdatas(other.port, "www.r.test", "A") == {"192.0.2.1", "192.0.2.2"},
+                       "the second ternd serves %s" % rdatas(other.port, "www.r.test", "A"))
+                expect(serial_of(other.port, "r.test") == 8, "the second ternd's serial")
+            finally:
+                other.stop()
+
+        run_check(results, "redis_zone", redis_zone)
         run_check(results, "signed_zone", signed_zone)
         run_check(results, "nsupdate_add_delete", nsupdate_add_delete)
         run_check(results, "prerequisites", prerequisites)

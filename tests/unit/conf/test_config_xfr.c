@@ -607,8 +607,8 @@ static void test_zone_errors(void **state)
         snprintf(text, sizeof(text),
                  "zones:\n  - origin: r.test\n    allow_transfer: 10.0.0.0/8\n    %s\n", extra[i]);
         expect_error(text, 2,
-                     "zones[0]: a zone entry without file or primary only holds transfer "
-                     "settings (for a zone from Redis): no acl, dnssec or format");
+                     "zones[0]: a zone entry without file or primary only holds transfer and "
+                     "update settings (for a zone from Redis): no acl, dnssec or format");
     }
 }
 
