@@ -262,10 +262,10 @@ static void test_zone(void **state)
     assert_string_equal(r, "error: zone nope.test is not served\n");
     free(r);
     r = call("zone");
-    assert_string_equal(r, "error: usage: zone NAME\n");
+    assert_string_equal(r, "error: usage: zone NAME | zone flush NAME\n");
     free(r);
     r = call("zone a.test b.test");
-    assert_string_equal(r, "error: usage: zone NAME\n");
+    assert_string_equal(r, "error: usage: zone NAME | zone flush NAME\n");
     free(r);
 }
 

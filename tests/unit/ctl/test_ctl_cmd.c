@@ -48,8 +48,10 @@ static void test_errors(void **state)
         {"bogus", "error: unknown command 'bogus' (commands: reload, status, stats, zone NAME, "
                   "health)\n"},
         {"status now", "error: usage: status\n"},
-        {"zone", "error: usage: zone NAME\n"},
-        {"zone a b", "error: usage: zone NAME\n"},
+        {"zone", "error: usage: zone NAME | zone flush NAME\n"},
+        {"zone a b", "error: usage: zone NAME | zone flush NAME\n"},
+        /* no loader: no update service to write a zone back */
+        {"zone flush a.test", "error: dynamic updates are not running\n"},
         {"reload now", "error: usage: reload\n"},
         {"dnssec ds", "error: usage: dnssec ds ZONE\n"},
         /* health takes nothing or "set ADDR state": two words are neither */
