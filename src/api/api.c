@@ -148,6 +148,11 @@ static void peer_text(struct MHD_Connection *c, char *out, size_t len)
            i->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                  : sizeof(struct sockaddr_in));
     limit_addr_text(&ss, out, len);
+    /* the address alone: the audit's who, and the update service's rate, are per key and
+     * address, not per connection */
+    char *at = strrchr(out, '@');
+    if (at)
+        *at = '\0';
 }
 
 static void refusal_log(struct MHD_Connection *c, const char *method, const char *url,
