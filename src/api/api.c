@@ -350,17 +350,14 @@ static char *read_pem(const char *path)
         log_err("api: %s", err);
         return NULL;
     }
-    char *p = malloc((size_t)st.st_size + 1);
-    size_t len = 0;
-    while (p && len < (size_t)st.st_size) {
-        ssize_t k = read(fd, p + len, (size_t)st.st_size - len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd);
+    /* stdio: a short read is retried by fread() */
+    FILE *f = fdopen(fd, "r");
+    char *p = f ? malloc((size_t)st.st_size + 1) : NULL;
+    size_t len = p ? fread(p, 1, (size_t)st.st_size, f) : 0;
+    if (f)
+        fclose(f);
+    else
+        close(fd);
     if (!p || len != (size_t)st.st_size) {
         log_err("api: %s: cannot read it", path);
         free(p);

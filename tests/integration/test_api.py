@@ -88,23 +88,19 @@ def geo_json():
                                  {"ip": "192.0.2.43"}]}}}}
 
 
-class Ternd(servers.Server):
-    name = "tern"
+class Ternd(servers.Ternd):
+    """servers.Ternd with zone entries of this test's own (notify, primary) after its list."""
 
-    def __init__(self, workdir, binary, yaml, name="tern"):
+    def __init__(self, workdir, binary, extra_yaml, zones_yaml, name="tern"):
         self.name = name
-        self.binary = binary
-        self.yaml = yaml
-        super().__init__(workdir, [])
+        self.zones_yaml = zones_yaml
+        super().__init__(workdir, [], binary, extra_yaml=extra_yaml, workers=2)
 
     def command(self):
-        conf = os.path.join(self.dir, "ternd.yaml")
-        with open(conf, "w") as f:
-            f.write('listen: ["%s:%d"]\nworkers: 2\n' % (LOOPBACK, self.port))
-            if os.geteuid() == 0:
-                f.write("allow_root: true\n")
-            f.write(self.yaml)
-        return [self.binary, "-c", conf]
+        argv = super().command()
+        with open(os.path.join(self.dir, "ternd.yaml"), "a") as f:
+            f.write(self.zones_yaml)
+        return argv
 
     def log_has(self, text):
         return text in self.log_text(limit=400000)
@@ -112,9 +108,8 @@ class Ternd(servers.Server):
     def kill9(self):
         self.proc.kill()
         self.proc.wait(timeout=5)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._log.close()
+        self._log = None
 
 
 class Api:
@@ -234,8 +229,7 @@ def main():
     nport = listener.getsockname()[1]
     dead = free_port()
     api_port = free_port()
-    yaml = f"""zones:
-  - origin: a.test
+    zones_yaml = f"""  - origin: a.test
     file: "{paths['a.test']}"
     notify: ["{LOOPBACK}@{nport}"]
   - origin: n.test
@@ -244,7 +238,8 @@ def main():
     primary: "{LOOPBACK}@{dead}"
   - origin: geo.test
     file: "{paths['geo.test']}"
-api:
+"""
+    api_yaml = f"""api:
   listen: "{LOOPBACK}:{api_port}"
   max_body_bytes: 4096
   keys:
@@ -252,7 +247,7 @@ api:
     - {{name: ro, key: "{RO}", read_only: true}}
     - {{name: one, key: "{ONE}", zones: [A.test.]}}
 """
-    tern = Ternd(work, args.ternd, yaml)
+    tern = Ternd(work, args.ternd, api_yaml, zones_yaml)
     tls = None
     results = []
     api = Api("http://%s:%d" % (LOOPBACK, api_port))
@@ -471,14 +466,13 @@ api:
                 raise Failure("openssl not found")
             cert, key = make_cert(work)
             tport = free_port()
-            tls = Ternd(work, args.ternd, f"""zones:
-  - origin: a.test
-    file: "{paths['a.test']}"
-api:
+            tls = Ternd(work, args.ternd, f"""api:
   listen: "{LOOPBACK}:{tport}"
   cert: "{cert}"
   cert_key: "{key}"
   keys: [{{name: ops, key: "{OPS}"}}]
+""", f"""  - origin: a.test
+    file: "{paths['a.test']}"
 """, name="tern-tls")
             tls.start("a.test")
             ctx = ssl.create_default_context(cafile=cert)
