@@ -446,7 +446,9 @@ void api_handle(api_t *a, const api_req_t *q, api_resp_t *r)
             send_json(r, 200, json_pack("[{s:s, s:i}]", "url", "/api/v1", "version", 1));
     } else if (strcmp(p, "/api/v1") == 0 || strcmp(p, "/api/v1/") == 0) {
         if (method_ok(q, r, "GET", NULL))
-            send_json(r, 200, json_pack("[{s:s, s:s}]", "url", "/api/v1/servers", "version", "1"));
+            send_json(r, 200,
+                      json_pack("[{s:s, s:[]}]", "server_url", "/api/v1/servers{/server}",
+                                "api_features"));
     } else if (strcmp(p, "/api/v1/servers") == 0) {
         if (method_ok(q, r, "GET", NULL))
             send_json(r, 200, json_pack("[o]", server_object()));

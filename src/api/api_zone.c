@@ -36,8 +36,19 @@ static int rr_cmp(const void *a, const void *b)
     return ldns_rr_compare(x, y);
 }
 
-/* Take the answer section of one AXFR message. */
-static int rrs_take(rrs_t *r, const uint8_t *m, size_t len, bool *soa_seen)
+/* What tern makes from a signed zone's keys (DNSKEY, CDS, CDNSKEY) or signs with them: not
+ * records of the zone, as PowerDNS keeps them out of rrsets for the zones it signs (its
+ * cryptokeys endpoint has the keys). A presigned zone (signed elsewhere) keeps them: they are
+ * records of its file. */
+static bool made_by_signing(ldns_rr_type t)
+{
+    return t == LDNS_RR_TYPE_DNSKEY || t == LDNS_RR_TYPE_CDS || t == LDNS_RR_TYPE_CDNSKEY ||
+           t == LDNS_RR_TYPE_RRSIG || t == LDNS_RR_TYPE_NSEC || t == LDNS_RR_TYPE_NSEC3 ||
+           t == LDNS_RR_TYPE_NSEC3PARAM;
+}
+
+/* Take the answer section of one AXFR message (signed: z is signed by tern). */
+static int rrs_take(rrs_t *r, const uint8_t *m, size_t len, bool signed_, bool *soa_seen)
 {
     ldns_pkt *pkt = NULL;
     if (ldns_wire2pkt(&pkt, m, len) != LDNS_STATUS_OK)
@@ -46,6 +57,8 @@ static int rrs_take(rrs_t *r, const uint8_t *m, size_t len, bool *soa_seen)
     int rc = 0;
     for (size_t i = 0; i < ldns_rr_list_rr_count(an) && rc == 0; i++) {
         ldns_rr *rr = ldns_rr_list_rr(an, i);
+        if (signed_ && made_by_signing(ldns_rr_get_type(rr)))
+            continue;
         if (ldns_rr_get_type(rr) == LDNS_RR_TYPE_SOA) {
             if (*soa_seen)
                 continue; /* the closing SOA */
@@ -88,7 +101,7 @@ static int rrs_read(const zone_t *z, rrs_t *r)
         size_t len = 0;
         rc = xfr_stream_next(s, buf, XFR_MSG_MAX, 0, &len);
         if (rc >= 0) {
-            int t = rrs_take(r, buf, len, &soa_seen);
+            int t = rrs_take(r, buf, len, z->dnssec != NULL, &soa_seen);
             if (t < 0)
                 rc = t;
         }

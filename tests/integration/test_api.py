@@ -7,6 +7,7 @@ One ternd serves:
   n.test    a master file without notify
   s.test    a secondary zone (its primary is down)
   geo.test  a redins JSON zone with steered RRsets (weighted, round robin)
+  d.test    a master file tern signs (keys from ternctl dnssec keygen)
 and the API on loopback with four keys: ops (every zone), ro (read_only), one (a.test only) and
 small bodies (max_body_bytes 4096). A second ternd serves the API over TLS with a self-signed
 certificate made here with the openssl CLI.
@@ -15,7 +16,7 @@ The shapes are compared with PowerDNS' (pdns/ws-api.cc getServerDetail(), pdns/w
 getZoneInfo() and fillZone(), pdns/webserver.cc setErrorResult()): the same field names with
 the same JSON types.
 
-    test_api.py --ternd build/ternd
+    test_api.py --ternd build/ternd --ternctl build/ternctl
 """
 
 import argparse
@@ -212,15 +213,22 @@ def make_cert(d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ternd", required=True)
+    ap.add_argument("--ternctl", required=True)
     args = ap.parse_args()
     args.ternd = os.path.abspath(args.ternd)
     work = tempfile.mkdtemp(prefix="tern-api-")
     zdir = os.path.join(work, "zones")
     os.makedirs(zdir)
     paths = {}
-    for z in ("a.test", "n.test"):
+    for z in ("a.test", "n.test", "d.test"):
         paths[z] = os.path.join(zdir, z + ".zone")
         servers.write_atomic(paths[z], zone_text(z, 1))
+    kdir = os.path.join(work, "keys")
+    os.makedirs(kdir)
+    for _ in range(2):  # a KSK and a ZSK
+        subprocess.run([args.ternctl, "dnssec", "keygen", "d.test", "-d", kdir], check=True,
+                       timeout=60, capture_output=True)
+    dkeys = sorted(os.path.join(kdir, f[:-4]) for f in os.listdir(kdir) if f.endswith(".key"))
     paths["geo.test"] = os.path.join(zdir, "geo.test.json")
     servers.write_atomic(paths["geo.test"], json.dumps(geo_json()))
     listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -238,6 +246,9 @@ def main():
     primary: "{LOOPBACK}@{dead}"
   - origin: geo.test
     file: "{paths['geo.test']}"
+  - origin: d.test
+    file: "{paths['d.test']}"
+    dnssec: {{keys: [{", ".join(dkeys)}]}}
 """
     api_yaml = f"""api:
   listen: "{LOOPBACK}:{api_port}"
@@ -259,6 +270,10 @@ def main():
         def servers_shape():
             doc = api.json("GET", "/api", 200)
             expect(doc == [{"url": "/api/v1", "version": 1}], "/api: %r" % doc)
+            doc = api.json("GET", "/api/v1", 200)
+            # pdns/ws-api.cc apiDiscovery() and apiDiscoveryV1()
+            expect(doc == [{"server_url": "/api/v1/servers{/server}", "api_features": []}],
+                   "/api/v1: %r" % doc)
             doc = api.json("GET", "/api/v1/servers", 200)
             expect(isinstance(doc, list) and len(doc) == 1, "servers: %r" % doc)
             shape(doc[0], SERVER_SHAPE, "servers[0]")
@@ -309,6 +324,19 @@ def main():
             expect([(s["name"], s["type"]) for s in doc["rrsets"]] == [("www.a.test.", "TXT")],
                    repr(doc["rrsets"]))
             api.error("GET", ZONES + "/a.test.?rrsets=maybe", 422, text="'rrsets'")
+
+        def signed_zone():
+            # the records tern's keys make are not rrsets (pdns keeps them out for the zones it
+            # signs); the zone says it is signed
+            doc = api.json("GET", ZONES + "/d.test.", 200)
+            expect(doc["dnssec"] is True, "dnssec %r" % doc["dnssec"])
+            types = sorted({s["type"] for s in doc["rrsets"]})
+            expect(types == ["A", "NS", "SOA", "TXT"], "signed zone's rrsets: %r" % types)
+            expect(doc["record_count"] == 6, "record_count %r" % doc["record_count"])
+            r = ask(port, "d.test", "DNSKEY")
+            expect(len(r.answer) >= 1, "d.test not signed: no DNSKEY served")
+            status, _, raw = api.call("GET", ZONES + "/d.test./export")
+            expect(status == 200 and b"RRSIG" not in raw and b"DNSKEY" not in raw, raw.decode())
 
         def export():
             status, headers, raw = api.call("GET", ZONES + "/a.test./export")
@@ -493,7 +521,8 @@ def main():
             tls.stop()
 
         for name, fn in (("servers_shape", servers_shape), ("zones_list", zones_list),
-                         ("zone_detail", zone_detail), ("export", export),
+                         ("zone_detail", zone_detail), ("signed_zone", signed_zone),
+                         ("export", export),
                          ("patch_served", patch_served), ("errors", errors), ("auth", auth),
                          ("not_master_file", not_master_file), ("notify", notify),
                          ("restart_keeps", restart_keeps), ("kill9_after_204", kill9_after_204)):

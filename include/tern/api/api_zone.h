@@ -6,7 +6,9 @@
  *
  * The records are those an AXFR of the version carries (tern/xfr/xfr_stream.h): every RR of
  * every node, glue included, a geo-steered or health-checked RRset (Redis, redins JSON) with all
- * its records, the apex SOA once. Content is ldns' presentation form.
+ * its records, the apex SOA once; for a zone tern signs, not the records its keys make (DNSKEY,
+ * CDS, CDNSKEY, RRSIG, NSEC, NSEC3, NSEC3PARAM), which PowerDNS keeps out of rrsets too. Content
+ * is ldns' presentation form.
  *
  * The caller pins the version (answer_pin_zone()) for the call; nothing is kept after it. Any
  * thread but a worker (it allocates).
