@@ -13,6 +13,7 @@
  * realm="PowerDNS", the security headers, no Content-Type on 204) and setErrorResult() ({"error":
  * text}); 413 for a body over max_body_bytes as pdns' webserver-max-bodysize does.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -440,6 +441,14 @@ int api_start(api_t *a)
     const union MHD_DaemonInfo *info =
         lib.MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
     a->port = info ? info->port : 0;
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&addr.addr;
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&addr.addr;
+    bool loopback = addr.addr.ss_family == AF_INET ? (ntohl(v4->sin_addr.s_addr) >> 24) == 127
+                                                   : IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    if (!loopback && !a->cert_pem)
+        log_warn("api: %s is not a loopback address and has no cert: the keys and every change "
+                 "cross the network in clear",
+                 c->listen);
     log_info("api: serving %s://%s (port %u), %zu keys", a->cert_pem ? "https" : "http", c->listen,
              a->port, c->nkeys);
     return 0;
