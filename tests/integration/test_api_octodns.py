@@ -62,7 +62,8 @@ ZONE = """$ORIGIN o.test.
 ns1 3600 IN A 192.0.2.1
 """
 
-YAML_1 = """---
+# the apex NS and its address, as in the zone file: octoDNS changes neither
+YAML_HEAD = """---
 '':
   type: NS
   ttl: 3600
@@ -71,7 +72,9 @@ ns1:
   type: A
   ttl: 3600
   value: 192.0.2.1
-www:
+"""
+
+YAML_1 = YAML_HEAD + """www:
   type: A
   ttl: 300
   values: [192.0.2.10, 192.0.2.11]
@@ -85,16 +88,7 @@ txt:
   value: hello world
 """
 
-YAML_2 = """---
-'':
-  type: NS
-  ttl: 3600
-  value: ns1.o.test.
-ns1:
-  type: A
-  ttl: 3600
-  value: 192.0.2.1
-www:
+YAML_2 = YAML_HEAD + """www:
   type: A
   ttl: 60
   values: [192.0.2.20]
