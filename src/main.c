@@ -41,6 +41,7 @@
 #include "tern/ctl/ctl.h"
 #include "tern/load/loader.h"
 #include "tern/load/supervisor.h"
+#include "tern/api/api.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
 #include "tern/source/source_primary.h"
@@ -442,6 +443,7 @@ typedef struct ternd {
     qlog_t *qlog;
     xfr_t *xfr;
     metrics_t *metrics;
+    api_t *api;
     ctl_t *ctl;
     supervisor_t *sup;
     int sfd;              /* the control signals */
@@ -462,6 +464,16 @@ static void stop_workers(void *ctx)
 static void stop_metrics(void *ctx)
 {
     metrics_stop(ctx);
+}
+
+static int start_api(void *ctx)
+{
+    return api_start(ctx);
+}
+
+static void stop_api(void *ctx)
+{
+    api_free(ctx);
 }
 
 static int start_xfr(void *ctx)
@@ -636,6 +648,10 @@ static int wire_services(ternd_t *t)
         return -1;
     loader_set_xfr(t->loader, t->xfr);
     update_wire(upd, loader_published(t->loader), xfr_update_done, t->xfr);
+    if (t->cfg->api.listen &&
+        (!(t->api = api_new(t->cfg, t->loader, upd, t->xfr)) ||
+         supervise(t, "api", start_api, stop_api, t->api, SUPERVISOR_API) < 0))
+        return -1;
     server_handoff_t handoff = xfr_handoff(t->xfr);
     server_set_handoff(t->srv, &handoff);
     metrics_set_xfr(t->metrics, t->xfr);

@@ -278,6 +278,13 @@ static const opt_t schema[] = {
      .max = sizeof(((config_listen_t *)0)->text) - 1,
      .restart = true,
      .desc = "\"ADDR:PORT\" of the Prometheus HTTP endpoint (/metrics); unset = none"},
+    /* restart-only: the API service takes its listener, certificate and keys at startup */
+    {.key = "api",
+     .type = OPT_BLOCK,
+     .block = &config_api_block,
+     .restart = true,
+     .desc = "the HTTP API of PowerDNS' zone subset (src/api): a mapping of these keys; unset "
+             "or ~ = none"},
     {.key = "redis",
      .type = OPT_BLOCK,
      .block = &config_redis_block,

@@ -104,6 +104,7 @@ extern const conf_block_t config_geoip_block;       /* config_redins.c */
 extern const conf_block_t config_healthcheck_block; /* config_redins.c */
 extern const conf_block_t config_upstream_block;    /* config_redins.c */
 extern const conf_block_t config_redins_log_block;  /* config_qlog.c */
+extern const conf_block_t config_api_block;         /* config_api.c */
 
 /* ---- listen (config_listen.c) ------------------------------------------------------------- */
 

@@ -43,6 +43,22 @@ void xfr_zone_changed(xfr_t *x, const char *key, zone_t *old, zone_t *new)
     ev_signal(x->notify_ev);
 }
 
+int xfr_notify_now(xfr_t *x, const char *key)
+{
+    pthread_mutex_lock(&x->mu);
+    struct zst *z = xfr_zone_find(x, key);
+    size_t n = z ? z->nnt : 0;
+    for (size_t i = 0; i < n; i++)
+        z->nt[i] = (struct ntarget){.peer = z->nt[i].peer,
+                                    .key = z->nt[i].key,
+                                    .serial = z->serial,
+                                    .pending = true,
+                                    .next_ms = tern_monotonic_ms()};
+    pthread_mutex_unlock(&x->mu);
+    ev_signal(x->notify_ev);
+    return (int)n;
+}
+
 /* A NOTIFY for a zone we are secondary for (RFC 1996 §3.7): NOERROR, and a refresh now. */
 size_t xfr_notify_in(xfr_t *x, xfr_msg_t *im, const uint8_t *req,
                      const struct sockaddr_storage *peer, uint8_t *out, size_t cap)

@@ -283,6 +283,7 @@
 #include "tern/limit/limit_settings.h"
 #include "tern/net/server_settings.h"
 #include "tern/qlog/qlog_settings.h"
+#include "tern/conf/config_api.h"
 
 /* The settings structs live with the modules that read them (the headers above): conf fills
  * them and sits above their owners, which never include this file. */
@@ -433,6 +434,8 @@ typedef struct config {
                                      a reload may change them */
     config_qlog_t qlog;           /* query logging: dnstap and the request log; enabled false
                                      = none; restart-only */
+    config_api_t api;             /* the HTTP API (tern/api/api.h); listen NULL = none;
+                                     restart-only */
     unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
                                      default 64, 0 = no cap; restart-only */
     unsigned tcp_client_prefix_v4;              /* what "one client" is for that cap: default /32 */

@@ -31,6 +31,7 @@ typedef struct supervisor supervisor_t;
 /* When a service stops, relative to the others. */
 typedef enum supervisor_rank {
     SUPERVISOR_CTL,     /* first: a reload it waits for finishes, then nobody asks for more */
+    SUPERVISOR_API,     /* a PATCH it answers waits for the update service and the loader */
     SUPERVISOR_METRICS, /* it reads the loader and the workers: before either */
     SUPERVISOR_LOADER,  /* the loader thread: a reload in progress may be waiting for the
                            workers' grace period */

@@ -93,6 +93,10 @@ void xfr_zone_changed(xfr_t *x, const char *key, zone_t *old, zone_t *new);
  * only those zones' changes. Any thread. */
 bool xfr_zone_wanted(xfr_t *x, const char *key);
 
+/** Any thread (the HTTP API): send NOTIFY for zone key's current serial to each of its
+ * secondaries again, as after a change. The number of secondaries (0: none, or no such zone). */
+int xfr_notify_now(xfr_t *x, const char *key);
+
 /** Any thread (the update service's): the rcode of the UPDATE handed over with token; the out
  * thread answers it (a connection closed meanwhile: nothing). ctx: the xfr_t. */
 void xfr_update_done(void *ctx, uint64_t token, unsigned rcode);
