@@ -337,6 +337,15 @@ def main():
             expect(len(r.answer) >= 1, "d.test not signed: no DNSKEY served")
             status, _, raw = api.call("GET", ZONES + "/d.test./export")
             expect(status == 200 and b"RRSIG" not in raw and b"DNSKEY" not in raw, raw.decode())
+            # a change of a signed zone: served signed at once (the zone is built and signed
+            # again with its journal)
+            api.json("PATCH", ZONES + "/d.test.", 204,
+                     body=replace("patched.d.test.", "TXT", 60, '"signed change"'))
+            q = dns.message.make_query("patched.d.test", "TXT", want_dnssec=True)
+            r = dns.query.udp(q, LOOPBACK, port=port, timeout=5)
+            types = {rr.rdtype for rr in r.answer}
+            expect(dns.rdatatype.TXT in types and dns.rdatatype.RRSIG in types,
+                   "patched.d.test: %s" % r)
 
         def export():
             status, headers, raw = api.call("GET", ZONES + "/a.test./export")
