@@ -400,8 +400,32 @@ static unsigned redis_apply(update_t *u, const zview_t *zv, const zone_t *z, con
 }
 
 /* Evaluate over the version served, check, journal, audit, publish. */
+/* The first RR of the change whose RRset is geo-steered or health-checked in z (tern's own:
+ * zone_rrset_geo()), named in why; false when none is. */
+static bool steered_touched(const zone_t *z, const update_change_t *ch, const char *origin,
+                            char *why, size_t whylen)
+{
+    for (size_t i = 0; i < ch->nremoved + ch->nadded; i++) {
+        const update_rr_t *r = i < ch->nremoved ? &ch->removed[i] : &ch->added[i - ch->nremoved];
+        const zone_node_t *n = zone_find_node(z, r->owner, r->owner_len, dname_hash(r->owner));
+        const zone_rrset_t *s = n ? zone_node_rrset(n, r->type) : NULL;
+        if (s && zone_rrset_geo(z, s)) {
+            char name[DNAME_KEY_MAX];
+            if (dname_to_str(r->owner, name, sizeof(name)) < 0)
+                snprintf(name, sizeof(name), "?");
+            snprintf(why, whylen,
+                     "RRset %s %s is geo-steered or health-checked (filter, health_check or "
+                     "records with country, asn or weight): a change here would drop that "
+                     "silently; change it as redins JSON (GET/PUT .../zones/%s/redins/<label>)",
+                     name, r->type == WIRE_T_A ? "A" : "AAAA", origin);
+            return true;
+        }
+    }
+    return false;
+}
+
 static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, const char *who,
-                      char *why, size_t whylen)
+                      bool preauth, char *why, size_t whylen)
 {
     zone_t *z = answer_pin_zone(u->published, m->zone);
     if (!z || z->unavailable) {
@@ -421,6 +445,8 @@ static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, con
         u->st.unchanged++;
         pthread_mutex_unlock(&u->mu);
         snprintf(why, whylen, "nothing to change");
+    } else if (preauth && steered_touched(z, &ch, zv->origin, why, whylen)) {
+        rc = WIRE_RC_REFUSED; /* the API's clients see plain records only (issue 29) */
     } else if (check_change(z, &ch, why, whylen) < 0) {
         rc = WIRE_RC_REFUSED;
     } else if (zv->redis) {
@@ -467,7 +493,7 @@ unsigned update_handle(update_t *u, const ureq_t *q, char *why, size_t whylen)
     if (rc == WIRE_RC_NOERROR)
         rc = authorise(u, &m, q, &zv, why, whylen);
     if (rc == WIRE_RC_NOERROR)
-        rc = apply(u, &m, &zv, who, why, whylen);
+        rc = apply(u, &m, &zv, who, q->preauth, why, whylen);
     update_msg_free(&m);
     if (rc != WIRE_RC_NOERROR && rc != WIRE_RC_SERVFAIL && log_refusal_ok())
         log_info("update: %s from %s: %s", update_rcode_name(rc), who, why);
