@@ -16,6 +16,10 @@ update_rate raised out of the way. The client is pinned to CPU 1.
            ("answer to serving": 0 when the query sees it, which the design promises). Then the
            same with --clients clients at once (the update thread takes them one at a time).
            And `ternctl zone flush` of the 100k zone after them: its time.
+  redis    the rate part's one-client loop against the same 100,000 names kept in a
+           redis-server of our own (bench/gen_redis.py, keyspace events on): each UPDATE is
+           written into Redis in redins' schema and waited for until tern's Redis source serves
+           it.
   workers  the query path's cost while changes arrive: dnsperf at --rate q/s for --secs, ternd's
            worker thread's CPU per query, without updates and with --change-rate updates a second
            from a paced client, rounds interleaved (--runs); the medians and their ratio.
@@ -161,6 +165,58 @@ def part_rate(args, res):
     res["rate"] = out
 
 
+def redis_round(args, d, r, events):
+    """One ternd on the filled Redis: --updates/4 UPDATEs, one client; events: Redis's
+    keyspace notifications on (each write also makes tern's Redis source check the zone's
+    digests) or off (the change channel alone names what changed)."""
+    r.cli("CONFIG", "SET", "notify-keyspace-events", "KEA" if events else "")
+    extra = f"""tsig_keys:
+  - {{name: {KEY}, algorithm: hmac-sha256, secret: "{SECRET}"}}
+update_rate: 100000
+redis:
+  address: "127.0.0.1:{r.port}"
+  zone_reload: 600
+zones:
+  - origin: {ORIGIN}
+    allow_update: [{KEY}]
+"""
+    t = benchxfr.started(benchxfr.TernX(args, None, d, extra), args.load_timeout)
+    try:
+        port = t.srv.port
+        lat, seen, bad = [], 0, 0
+        n = max(1, args.updates // 4)
+        tag = "re" if events else "rc"
+        for i in range(n):
+            rc, dt = one_update(port, i, tag=tag)
+            if rc != dns.rcode.NOERROR:
+                bad += 1
+                continue
+            lat.append(dt)
+            seen += served(port, "%s%d.%s" % (tag, i, ORIGIN))
+        out = {"keyspace_events": events, "updates": n, "failed": bad,
+               "latency_ms_median": round(statistics.median(lat) * 1000, 2),
+               "latency_ms_p99": round(pct(lat, 0.99) * 1000, 2), "served_at_answer": seen}
+        log("Redis zone, keyspace events %s: %d updates, median %.2f ms, p99 %.2f ms (about "
+            "%.0f/s), %d of %d served when answered, %d failed" % (
+                "on " if events else "off", n, out["latency_ms_median"], out["latency_ms_p99"],
+                1000 / out["latency_ms_median"], seen, len(lat), bad))
+        return out
+    finally:
+        t.stop()
+
+
+def part_redis(args, res):
+    import redis_compare  # noqa: E402  (our own redis-server, filled by gen_redis)
+    d = benchxfr.workdir("redis")
+    r = redis_compare.Redis(d, run.CLIENT_CPU)
+    try:
+        fill = r.fill(100000, os.path.join(d, "unused.zone"))
+        res["redis"] = {"labels": fill["hlen"],
+                        "rounds": [redis_round(args, d, r, ev) for ev in (True, False)]}
+    finally:
+        r.stop()
+
+
 def paced_updates(port, per_s, stop, counts):
     i = 0
     next_t = time.monotonic()
@@ -217,7 +273,7 @@ def part_workers(args, res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="rate,workers")
+    ap.add_argument("--parts", default="rate,redis,workers")
     ap.add_argument("--updates", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
@@ -234,6 +290,8 @@ def main():
     parts = args.parts.split(",")
     if "rate" in parts:
         part_rate(args, res)
+    if "redis" in parts:
+        part_redis(args, res)
     if "workers" in parts:
         part_workers(args, res)
     out = os.path.join(run.RESULTS, "update-%s.json" %

@@ -66,6 +66,8 @@ struct zst {
     uint64_t *rep;    /* label breaches logged at the last build (label_report()), sorted */
     size_t nrep;
     uint64_t cfg_digest; /* of the config (and keys) the last version was built with */
+    uint64_t cfg_wide;   /* ... of its zone-wide part (without the SOA) and keys: equal, a
+                            patch can carry the change (the apex with the new SOA) */
     seen_t *lt;  /* a large zone's labels with their digests, as last built or patched (diff) */
     char **plab; /* labels named on the change channel since the last flush */
     size_t nplab, capplab;
@@ -129,6 +131,8 @@ struct redis_source {
     struct zst **ldirty; /* zones with labels named on the change channel (plab) */
     size_t nldirty, capldirty;
     bool set_dirty, pending;
+    bool named; /* a writer named the labels it changed (change channel): its change is whole,
+                   flushed without waiting for events to pause */
     int64_t first_ev, last_ev;
     unsigned arena;
 };

@@ -68,6 +68,7 @@ typedef struct zbuild {
     bool build;      /* a build was wanted */
     uint64_t digest;
     uint64_t cfg_digest; /* the config's and keys' part of digest */
+    uint64_t cfg_wide;   /* the config without its SOA, and the keys (zst.cfg_wide) */
     size_t labels;       /* read so far; past max_labels the read stops */
     size_t bad;          /* labels skipped */
     size_t bad_new;      /* of those, not reported by the zone's last build: logged */
@@ -203,8 +204,14 @@ static void zb_config(zbuild_t *b, const redisReply *cfg, const redisReply *keys
 {
     redis_source_t *rs = b->rs;
     b->cfg_digest = digest_config(cfg);
+    uint64_t kd = 0;
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++)
-        b->cfg_digest += digest_config(keys->element[i]) * (i + 3); /* a changed key rebuilds */
+        kd += digest_config(keys->element[i]) * (i + 3); /* a changed key rebuilds */
+    b->cfg_digest += kd;
+    b->cfg_wide = (cfg && cfg->type == REDIS_REPLY_STRING
+                       ? zone_json_config_digest_zone_wide(cfg->str, cfg->len)
+                       : DIGEST_NO_CONFIG) +
+                  kd;
     b->digest += b->cfg_digest;
     if (cfg->type == REDIS_REPLY_ERROR) {
         zb_reject(b, "%s: zone %s config: %s", rs->where, b->z->origin, cfg->str);
@@ -404,6 +411,7 @@ static int zb_end(zbuild_t *b, bool unless_same)
     z->failed = false;
     z->served = true;
     z->cfg_digest = b->cfg_digest;
+    z->cfg_wide = b->cfg_wide;
     log_debug("%s: zone %s: built, serial %u, %zu labels, %zu records", rs->where, z->origin,
               zone->serial, b->labels, zone->rr_count);
     rs->cb.on_zone(rs->cb.ctx, z->origin, zone);
@@ -672,12 +680,17 @@ static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool 
     for (size_t i = 0; i <= z->lt->mask; i++)
         ndel += z->lt->off[i] && !b.omark[i];
     size_t n = b.nchanged + ndel;
+    /* only the SOA of the config changed: the apex carries it */
+    bool soa = b.cfg_digest != z->cfg_digest;
+    n += soa;
     bool ok = b.zj && b.rc == 0 && !b.breach && !b.bad && !b.list_lost &&
-              b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
-              n <= b.labels / 8 + 1024 && n <= PLAB_MAX;
+              b.cfg_wide == z->cfg_wide && !zone_json_dnssec(b.zj) && n <= b.labels / 8 + 1024 &&
+              n <= PLAB_MAX;
     uint8_t(*owners)[DNAME_MAXLEN] = ok && n ? malloc(n * sizeof(*owners)) : NULL;
     const uint8_t **names = ok && n ? malloc(n * sizeof(*names)) : NULL;
     size_t nn = 0;
+    if (ok && soa && owners && names && label_owner(z, "@", owners[nn]))
+        names[nn] = owners[nn], nn++;
     if (ok && n && (!owners || !names))
         ok = false;
     if (ok && n) {
@@ -689,8 +702,10 @@ static int diff_read(redis_source_t *rs, struct zst *z, run_counts_t *cnt, bool 
                 label_owner(z, z->lt->buf + z->lt->off[i] - 1, owners[nn]))
                 names[nn] = owners[nn], nn++;
         ok = zb_hand_patch(&b, names, nn);
-        if (ok)
+        if (ok) {
             cnt->built++;
+            z->cfg_digest = b.cfg_digest;
+        }
     } else if (ok) {
         count(cnt, 0); /* the event changed nothing */
     }
@@ -814,7 +829,9 @@ static bool patch_build(redis_source_t *rs, struct zst *z, const redisReply *cfg
     zbuild_t b;
     zb_begin(&b, rs, z, true);
     zb_config(&b, cfg, keys);
-    bool ok = b.zj && b.cfg_digest == z->cfg_digest && !zone_json_dnssec(b.zj) &&
+    /* a config whose SOA alone changed (an UPDATE's new serial) is carried by the apex */
+    bool soa = b.cfg_digest != z->cfg_digest;
+    bool ok = b.zj && b.cfg_wide == z->cfg_wide && !zone_json_dnssec(b.zj) &&
               vals->type == REDIS_REPLY_ARRAY && vals->elements == n + 1 &&
               vals->element[0]->type == REDIS_REPLY_STRING;
     size_t nn = 0;
@@ -823,16 +840,18 @@ static bool patch_build(redis_source_t *rs, struct zst *z, const redisReply *cfg
         redisReply f = {.type = REDIS_REPLY_STRING, .str = (char *)lab, .len = strlen(lab)};
         if (vals->element[i]->type == REDIS_REPLY_STRING)
             zb_label(&b, &f, vals->element[i]);
-        if ((i || apex) && label_owner(z, lab, owners[nn]))
+        if ((i || apex || soa) && label_owner(z, lab, owners[nn]))
             names[nn] = owners[nn], nn++;
         ok = b.zj != NULL;
     }
     bool handed = ok && zb_hand_patch(&b, names, nn); /* which logs a failure itself */
+    if (handed)
+        z->cfg_digest = b.cfg_digest;
     if (!ok)
         log_debug("%s: zone %s: %s; reading it whole", rs->where, z->origin,
-                  !b.zj && b.err[0]               ? b.err
-                  : b.cfg_digest != z->cfg_digest ? "the config or keys changed"
-                                                  : "the labels cannot be patched");
+                  !b.zj && b.err[0]           ? b.err
+                  : b.cfg_wide != z->cfg_wide ? "the config or keys changed"
+                                              : "the labels cannot be patched");
     zb_abandon(&b);
     return handed;
 }

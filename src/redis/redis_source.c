@@ -31,7 +31,8 @@
 
 /* Coalescing of change events: a zone is re-read once its events pause for QUIET_MS, and at the
  * latest MAX_DELAY_MS after the first one, so 200 quick HSETs cost one or two rebuilds and a
- * steady stream of writes still shows up twice a second. */
+ * steady stream of writes still shows up twice a second. A message on the change channel naming
+ * labels is a writer's whole change, published after it: flushed at once. */
 #define QUIET_MS     50
 #define MAX_DELAY_MS 500
 
@@ -197,6 +198,7 @@ static void on_change_message(redis_source_t *rs, const char *msg, size_t len)
         if (z && z->served) {
             on_label_message(rs, z, sp + 1, msg + len);
             touch(rs);
+            rs->named = true; /* published after its write: nothing more of it is coming */
             return;
         }
         len = (size_t)(sp - msg); /* a zone not served yet: read it whole */
@@ -466,7 +468,7 @@ static int serve(redis_source_t *rs)
     int64_t t = now_ms();
     int64_t next = rs->next_verify;
     if (rs->pending) {
-        int64_t at = rs->last_ev + QUIET_MS;
+        int64_t at = rs->named ? t : rs->last_ev + QUIET_MS;
         if (at > rs->first_ev + MAX_DELAY_MS)
             at = rs->first_ev + MAX_DELAY_MS;
         if (at < next)
@@ -489,8 +491,11 @@ static int serve(redis_source_t *rs)
     int req = atomic_exchange(&rs->resync, 0);
     if (req || t >= rs->next_verify)
         return redis_sync_full(rs, req == 2);
-    if (rs->pending && (t >= rs->last_ev + QUIET_MS || t >= rs->first_ev + MAX_DELAY_MS))
+    if (rs->pending &&
+        (rs->named || t >= rs->last_ev + QUIET_MS || t >= rs->first_ev + MAX_DELAY_MS)) {
+        rs->named = false;
         return redis_sync_flush(rs);
+    }
     if (t >= redis_conn_next_check(rs->conn))
         return redis_conn_sentinel_check(rs->conn);
     if (rs->sub_ping_out && t >= rs->sub_ping_at + rs->read_timeout)

@@ -24,7 +24,7 @@
 
 /* Timeouts of the update thread's Redis connection where the settings give none: an UPDATE
  * waits for it, so a dead Redis must fail it within seconds. */
-#define UREDIS_TIMEOUT_MS 2000
+#define UREDIS_TIMEOUT_MS     2000
 #define UREDIS_BACKOFF_MIN_MS 500
 #define UREDIS_BACKOFF_MAX_MS 5000
 
@@ -152,8 +152,7 @@ static rgroup_t *group_of(redit_t *e, const update_rr_t *r)
     while (li < e->nlabels && strcmp(e->labels[li], lab) != 0)
         li++;
     if (li == e->nlabels) {
-        if (tern_grow((void **)&e->labels, &e->caplabels, e->nlabels + 1, sizeof(*e->labels)) <
-            0) {
+        if (tern_grow((void **)&e->labels, &e->caplabels, e->nlabels + 1, sizeof(*e->labels)) < 0) {
             free(lab);
             return NULL;
         }

@@ -15,6 +15,7 @@
 
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 #include "tern/zone/zone_json.h"
@@ -314,4 +315,22 @@ int zone_json_config_set_soa(const char *json, size_t len, uint32_t ttl, const u
                  : fail(err, errlen, TERN_ENOMEM, "out of memory");
     json_decref(cfg);
     return rc;
+}
+
+uint64_t zone_json_config_digest_zone_wide(const char *json, size_t len)
+{
+    json_error_t je;
+    json_t *cfg = json && len ? json_loadb(json, len, 0, &je) : NULL;
+    uint64_t h = 0x77696465ull;
+    if (!json_is_object(cfg)) {
+        h = tern_hash64(json ? json : "", json ? len : 0, h);
+    } else {
+        set_ci(cfg, "soa", json_null());
+        json_object_del(cfg, "soa");
+        char *t = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+        h = t ? tern_hash64(t, strlen(t), h) : tern_hash64(json, len, h + 1);
+        free(t);
+    }
+    json_decref(cfg);
+    return tern_mix64(h);
 }

@@ -176,4 +176,12 @@ int zone_json_label_set(const char *json, size_t len, uint16_t type, uint32_t tt
 int zone_json_config_set_soa(const char *json, size_t len, uint32_t ttl, const uint8_t *soa,
                              uint16_t soa_len, char **out, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * A digest of a zone config (JSON text) without its "soa" (whatever its case): what applies to
+ * the whole zone beside the SOA (dnssec, domain_id, ...). Two configs with the same digest differ
+ * at most in the SOA, which a patch of the apex carries (the Redis source patches an UPDATE's new
+ * serial instead of reading the zone again). Text that does not parse digests as its bytes.
+ */
+uint64_t zone_json_config_digest_zone_wide(const char *json, size_t len);
+
 #endif
