@@ -516,6 +516,8 @@ zones:
             expect("192.0.2.2" in recs and "txt" not in www, "Redis holds %s" % www)
             cfg = json.loads(redis.cmd("GET", "redins:zones:r.test.:config"))
             expect(cfg["soa"]["serial"] == 8, "config serial: %s" % cfg)
+            # the new SOA rides on the patch of the labels named: the zone is not read again
+            expect(tern.log_has("zone r.test patched"), "the Redis source read r.test whole")
             rc, out = nsupdate(port, ["zone r.test", "update add new.r.test. 60 HINFO \"a\" \"b\""])
             expect(rc != 0 and "REFUSED" in out, "HINFO on a Redis zone: %s" % out)
             other = servers.YamlTernd(work, args.ternd, f"""redis:
