@@ -342,6 +342,21 @@ def expect(cond, what):
         raise Failure(what)
 
 
+def wait_until(fn, limit, what):
+    """Call fn until it returns true (a DNS timeout or a socket error counts as not yet), at most
+    limit seconds: the seconds it took, or Failure naming what and the last error."""
+    t0 = time.monotonic()
+    last = None
+    while time.monotonic() - t0 < limit:
+        try:
+            if fn():
+                return time.monotonic() - t0
+        except (dns.exception.DNSException, OSError) as e:
+            last = e
+        time.sleep(0.05)
+    raise Failure("%s: not within %.0f s (%s)" % (what, limit, last))
+
+
 def write_atomic(path, text):
     """Write text to path as a new file: temp file in the same directory, fsync, then rename."""
     tmp = "%s.tmp.%d" % (path, os.getpid())

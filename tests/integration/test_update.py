@@ -111,17 +111,7 @@ def serial_of(port, origin):
     return r.answer[0][0].serial
 
 
-def wait_for(fn, limit, what):
-    t0 = time.monotonic()
-    last = None
-    while time.monotonic() - t0 < limit:
-        try:
-            if fn():
-                return time.monotonic() - t0
-        except (dns.exception.DNSException, OSError) as e:
-            last = e
-        time.sleep(0.05)
-    raise Failure("%s: not within %.0f s (%s)" % (what, limit, last))
+wait_for = servers.wait_until
 
 
 class Ternd(servers.YamlTernd):

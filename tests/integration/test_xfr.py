@@ -174,17 +174,7 @@ def read_query(c):
         raise ConnectionError(str(e)) from e
 
 
-def wait_for(fn, limit, what):
-    t0 = time.monotonic()
-    last = None
-    while time.monotonic() - t0 < limit:
-        try:
-            if fn():
-                return time.monotonic() - t0
-        except (dns.exception.DNSException, OSError) as e:
-            last = e
-        time.sleep(0.05)
-    raise Failure("%s: not within %.0f s (%s)" % (what, limit, last))
+wait_for = servers.wait_until
 
 
 def serial_of(port, origin):
