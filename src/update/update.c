@@ -96,8 +96,9 @@ unsigned update_apply_msg(update_t *u, const uint8_t *msg, size_t len, const cha
             if (q->wait == &w)
                 q->wait = NULL;
         }
-        if (u->inflight == &w)
-            u->inflight = NULL;
+        for (size_t i = 0; i < UPDATE_BATCH_MAX; i++)
+            if (u->inflight[i] == &w)
+                u->inflight[i] = NULL;
     }
     pthread_mutex_unlock(&u->mu);
     if (!w.done) {
@@ -267,6 +268,50 @@ static int update_configure(zone_source_t *s, const config_t *cfg, const config_
 
 /* ---- the thread ---------------------------------------------------------------------------- */
 
+/* The requests r (n of them, taken off the queue): each handled, their changes published
+ * together, then each answered — through the reply hook, or to its waiter (update_apply_msg()). */
+static void handle_batch(update_t *u, ureq_t *r, size_t n)
+{
+    ubatch_t b = {.n = 0};
+    unsigned rc[UPDATE_BATCH_MAX];
+    int zi[UPDATE_BATCH_MAX];
+    char why[UPDATE_BATCH_MAX][256];
+    for (size_t i = 0; i < n; i++) {
+        why[i][0] = '\0';
+        rc[i] = update_handle(u, &r[i], &b, &zi[i], why[i], sizeof(why[i]));
+    }
+    update_batch_publish(u, &b);
+    pthread_mutex_lock(&u->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (rc[i] == WIRE_RC_NOERROR && zi[i] >= 0) {
+            if (b.z[zi[i]].failed) {
+                rc[i] = WIRE_RC_SERVFAIL;
+                snprintf(why[i], sizeof(why[i]), "journaled but not served in time");
+            } else {
+                u->st.applied++;
+            }
+        }
+        u->st.rcode[rc[i] & 15]++;
+    }
+    pthread_mutex_unlock(&u->mu);
+    for (size_t i = 0; i < n; i++) {
+        free(r[i].msg);
+        if (!r[i].preauth && u->reply)
+            u->reply(u->reply_ctx, r[i].token, rc[i]);
+    }
+    pthread_mutex_lock(&u->mu);
+    for (size_t i = 0; i < n; i++) {
+        /* a waiter waits on its stack until it sees done (or took its slot back) */
+        if (r[i].preauth && u->inflight[i]) {
+            u->inflight[i]->rcode = rc[i];
+            snprintf(u->inflight[i]->why, sizeof(u->inflight[i]->why), "%.255s", why[i]);
+            u->inflight[i]->done = true;
+        }
+        u->inflight[i] = NULL;
+    }
+    pthread_mutex_unlock(&u->mu);
+}
+
 /* Under mu: the next thing to do, waiting for it (at most a second: zonefile_sync's clock). */
 static void *update_main(void *arg)
 {
@@ -288,24 +333,17 @@ static void *update_main(void *arg)
             f->running = false;
             pthread_cond_broadcast(&u->done);
         } else if (u->qlen) {
-            ureq_t r = u->q[u->qhead];
-            u->qhead = (u->qhead + 1) % UPDATE_QUEUE_MAX;
-            u->qlen--;
-            u->inflight = r.wait;
-            pthread_mutex_unlock(&u->mu);
-            char why[256] = "";
-            unsigned rcode = update_handle(u, &r, why, sizeof(why));
-            free(r.msg);
-            if (!r.preauth && u->reply)
-                u->reply(u->reply_ctx, r.token, rcode);
-            pthread_mutex_lock(&u->mu);
-            if (r.preauth && u->inflight) {
-                /* the caller waits on its stack until it sees done (or took the slot back) */
-                u->inflight->rcode = rcode;
-                snprintf(u->inflight->why, sizeof(u->inflight->why), "%s", why);
-                u->inflight->done = true;
+            ureq_t r[UPDATE_BATCH_MAX];
+            size_t n = 0;
+            for (; u->qlen && n < UPDATE_BATCH_MAX; n++) {
+                r[n] = u->q[u->qhead];
+                u->inflight[n] = r[n].wait;
+                u->qhead = (u->qhead + 1) % UPDATE_QUEUE_MAX;
+                u->qlen--;
             }
-            u->inflight = NULL;
+            pthread_mutex_unlock(&u->mu);
+            handle_batch(u, r, n);
+            pthread_mutex_lock(&u->mu);
             pthread_cond_broadcast(&u->done);
         } else {
             pthread_mutex_unlock(&u->mu);

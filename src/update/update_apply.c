@@ -158,8 +158,10 @@ static bool rate_ok(update_t *u, const ureq_t *q, unsigned rate)
 
 /* The change patched onto z off to the side: every check a build runs on the names it touches
  * (a zone tern signs is not patched, its delta is built all the same). */
-static int check_change(const zone_t *z, const update_change_t *ch, char *why, size_t whylen)
+static int check_change(const zone_t *z, const update_change_t *ch, zone_t **patched, char *why,
+                        size_t whylen)
 {
+    *patched = NULL;
     zone_delta_ixfr_t *x = zone_delta_ixfr_new(z);
     zone_delta_t *d = NULL;
     zone_t *out = NULL;
@@ -181,7 +183,10 @@ static int check_change(const zone_t *z, const update_change_t *ch, char *why, s
         rc = zone_patch(z, d, &out, why, whylen);
     if (rc == TERN_ENOMEM)
         snprintf(why, whylen, "out of memory");
-    zone_free(out);
+    if (rc >= 0)
+        *patched = out; /* the next change of the batch is checked over it */
+    else
+        zone_free(out);
     zone_delta_release(d);
     zone_delta_ixfr_free(x);
     return rc < 0 ? rc : 0;
@@ -424,10 +429,55 @@ static bool steered_touched(const zone_t *z, const update_change_t *ch, const ch
     return false;
 }
 
-static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, const char *who,
-                      bool preauth, char *why, size_t whylen)
+/* The batch's entry of zone zv (made on first sight), or NULL when the batch is full. */
+static ubzone_t *batch_zone(ubatch_t *b, const zview_t *zv, const uint8_t *apex, size_t len)
 {
-    zone_t *z = answer_pin_zone(u->published, m->zone);
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->z[i].key, zv->key) == 0)
+            return &b->z[i];
+    if (b->n == UPDATE_BATCH_MAX)
+        return NULL;
+    ubzone_t *e = &b->z[b->n++];
+    memset(e, 0, sizeof(*e));
+    snprintf(e->key, sizeof(e->key), "%s", zv->key);
+    snprintf(e->origin, sizeof(e->origin), "%s", zv->origin);
+    memcpy(e->apex, apex, len);
+    return e;
+}
+
+/* A master-file zone's change: journaled (fsync), audited, its zone marked dirty. */
+static unsigned journal_change(update_t *u, const zview_t *zv, const zone_t *z,
+                               const update_change_t *ch, const char *who, char *why, size_t whylen)
+{
+    if (journal_append(zv, z, ch, who, why, whylen) < 0) {
+        pthread_mutex_lock(&u->mu);
+        u->st.journal_errors++;
+        pthread_mutex_unlock(&u->mu);
+        log_err("update: zone %s: %s; the change is not made", zv->origin, why);
+        return WIRE_RC_SERVFAIL;
+    }
+    audit(u, zv, ch, who);
+    pthread_mutex_lock(&u->mu);
+    for (size_t i = 0; i < u->nz; i++)
+        if (strcmp(u->z[i].key, zv->key) == 0 && !u->z[i].dirty_since)
+            u->z[i].dirty_since = (int64_t)time(NULL);
+    pthread_mutex_unlock(&u->mu);
+    return WIRE_RC_NOERROR;
+}
+
+/* Evaluate over the version served (or the one the batch's previous change of the zone made),
+ * check, then write it where the zone lives: a Redis zone's change is written and waited for
+ * here; a master-file zone's is journaled and left to the batch's publish (*zi), but for a
+ * signed zone (never patched: each change is its own build and publish). */
+static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, const char *who,
+                      bool preauth, ubatch_t *b, int *zi, char *why, size_t whylen)
+{
+    ubzone_t *e = zv->redis ? NULL : batch_zone(b, zv, m->zone, m->zone_len);
+    if (!zv->redis && !e) {
+        snprintf(why, whylen, "the batch is full");
+        return WIRE_RC_SERVFAIL; /* cannot happen: a batch has as many zones as requests */
+    }
+    zone_t *z = e && e->work ? zone_retain(e->work) : answer_pin_zone(u->published, m->zone);
     if (!z || z->unavailable) {
         zone_free(z);
         snprintf(why, whylen, "zone %s is not loaded", zv->origin);
@@ -436,6 +486,7 @@ static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, con
     update_change_t ch;
     const update_opts_t o = {.dnssec = z->dnssec != NULL};
     unsigned rc = update_eval(z, m, &o, &ch, why, whylen);
+    zone_t *next = NULL;
     if (rc != WIRE_RC_NOERROR) {
         zone_free(z);
         return rc;
@@ -447,42 +498,56 @@ static unsigned apply(update_t *u, const update_msg_t *m, const zview_t *zv, con
         snprintf(why, whylen, "nothing to change");
     } else if (preauth && steered_touched(z, &ch, zv->origin, why, whylen)) {
         rc = WIRE_RC_REFUSED; /* the API's clients see plain records only (issue 29) */
-    } else if (check_change(z, &ch, why, whylen) < 0) {
+    } else if (check_change(z, &ch, &next, why, whylen) < 0) {
         rc = WIRE_RC_REFUSED;
     } else if (zv->redis) {
         rc = redis_apply(u, zv, z, m, &ch, who, why, whylen);
-    } else if (journal_append(zv, z, &ch, who, why, whylen) < 0) {
-        pthread_mutex_lock(&u->mu);
-        u->st.journal_errors++;
-        pthread_mutex_unlock(&u->mu);
-        log_err("update: zone %s: %s; the change is not made", zv->origin, why);
+    } else if ((rc = journal_change(u, zv, z, &ch, who, why, whylen)) != WIRE_RC_NOERROR) {
+        /* not made */
+    } else if (next) { /* published with the batch */
+        zone_free(e->work);
+        e->work = next;
+        next = NULL;
+        e->to = ch.to;
+        *zi = (int)(e - b->z);
+    } else if (u->sink.reread(u->sink.ctx, zv->key) < 0 || !wait_published(u, m->zone, ch.to)) {
+        log_err("update: zone %s: serial %u is in the journal but not served yet; answered "
+                "SERVFAIL (it is served once the zone is read again)",
+                zv->origin, ch.to);
         rc = WIRE_RC_SERVFAIL;
     } else {
-        audit(u, zv, &ch, who);
         pthread_mutex_lock(&u->mu);
-        for (size_t i = 0; i < u->nz; i++)
-            if (strcmp(u->z[i].key, zv->key) == 0 && !u->z[i].dirty_since)
-                u->z[i].dirty_since = (int64_t)time(NULL);
+        u->st.applied++;
         pthread_mutex_unlock(&u->mu);
-        if (u->sink.reread(u->sink.ctx, zv->key) < 0 || !wait_published(u, m->zone, ch.to)) {
-            log_err("update: zone %s: serial %u is in the journal but not served yet; answered "
-                    "SERVFAIL (it is served once the zone is read again)",
-                    zv->origin, ch.to);
-            rc = WIRE_RC_SERVFAIL;
-        } else {
-            pthread_mutex_lock(&u->mu);
-            u->st.applied++;
-            pthread_mutex_unlock(&u->mu);
-        }
     }
+    zone_free(next);
     update_change_free(&ch);
     zone_free(z);
     return rc;
 }
 
-unsigned update_handle(update_t *u, const ureq_t *q, char *why, size_t whylen)
+void update_batch_publish(update_t *u, ubatch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->z[i].work && u->sink.reread(u->sink.ctx, b->z[i].key) < 0)
+            b->z[i].failed = true;
+    for (size_t i = 0; i < b->n; i++) {
+        ubzone_t *e = &b->z[i];
+        if (e->work && !e->failed && !wait_published(u, e->apex, e->to))
+            e->failed = true;
+        if (e->failed)
+            log_err("update: zone %s: serial %u is in the journal but not served yet; answered "
+                    "SERVFAIL (it is served once the zone is read again)",
+                    e->origin, e->to);
+        zone_free(e->work);
+        e->work = NULL;
+    }
+}
+
+unsigned update_handle(update_t *u, const ureq_t *q, ubatch_t *b, int *zi, char *why, size_t whylen)
 {
     char who[400];
+    *zi = -1;
     who_text(q, who, sizeof(who));
     update_msg_t m;
     zview_t zv;
@@ -493,13 +558,10 @@ unsigned update_handle(update_t *u, const ureq_t *q, char *why, size_t whylen)
     if (rc == WIRE_RC_NOERROR)
         rc = authorise(u, &m, q, &zv, why, whylen);
     if (rc == WIRE_RC_NOERROR)
-        rc = apply(u, &m, &zv, who, q->preauth, why, whylen);
+        rc = apply(u, &m, &zv, who, q->preauth, b, zi, why, whylen);
     update_msg_free(&m);
     if (rc != WIRE_RC_NOERROR && rc != WIRE_RC_SERVFAIL && log_refusal_ok())
         log_info("update: %s from %s: %s", update_rcode_name(rc), who, why);
-    pthread_mutex_lock(&u->mu);
-    u->st.rcode[rc & 15]++;
-    pthread_mutex_unlock(&u->mu);
     return rc;
 }
 

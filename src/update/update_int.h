@@ -25,6 +25,12 @@
 /* Changes remembered for `ternctl zone` across all zones. */
 #define UPDATE_AUDIT_MAX 64
 
+/* Requests the update thread takes at once: their changes of one zone are checked one after the
+ * other over the version the previous one made, journaled, and published as one version — so N
+ * clients at once cost about one publish, not N — and answered together. 32 bounds what one
+ * client waits for the others. */
+#define UPDATE_BATCH_MAX 32
+
 /* Principals (keys, or addresses of unsigned updates) the rate limit tracks; the one not seen
  * for longest makes room. */
 #define UPDATE_BUCKETS_MAX 256
@@ -48,6 +54,20 @@ typedef struct ureq {
     uint64_t token;
     uwait_t *wait; /* preauth: where the answer goes (NULL: the caller gave up) */
 } ureq_t;
+
+/* A zone with changes journaled in the batch being handled, waiting for its publish. */
+typedef struct ubzone {
+    char key[DNAME_KEY_MAX], origin[DNAME_KEY_MAX];
+    uint8_t apex[DNAME_MAXLEN];
+    zone_t *work; /* the version the batch's last change made (the next one's base) */
+    uint32_t to;  /* its serial: published, the batch is served */
+    bool failed;  /* not served within the deadline */
+} ubzone_t;
+
+typedef struct ubatch {
+    ubzone_t z[UPDATE_BATCH_MAX];
+    size_t n;
+} ubatch_t;
 
 /* A ternctl flush, on the caller's stack while it waits. */
 typedef struct uflush {
@@ -94,7 +114,7 @@ struct update {
     uint64_t pubgen;
     ureq_t q[UPDATE_QUEUE_MAX];
     size_t qhead, qlen;
-    uwait_t *inflight; /* the waiter of the request being handled, if any */
+    uwait_t *inflight[UPDATE_BATCH_MAX]; /* the waiters of the batch being handled */
     uflush_t *flushq[UPDATE_FLUSH_MAX];
     size_t nflush;
     uzone_t *z;
@@ -116,9 +136,15 @@ struct update {
     uint64_t rconn_gen;
 };
 
-/* update_apply.c: one request, start to end: its rcode (the thread answers it), why says why
- * for anything but a change made. */
-unsigned update_handle(update_t *u, const ureq_t *r, char *why, size_t whylen);
+/* update_apply.c: one request of batch b: its rcode, why saying why for anything but a change
+ * made. NOERROR with *zi >= 0: the change is journaled and waits for b's publish (zone b->z[*zi]);
+ * *zi -1: done (answered as it is). */
+unsigned update_handle(update_t *u, const ureq_t *r, ubatch_t *b, int *zi, char *why,
+                       size_t whylen);
+
+/* update_apply.c: after a batch, its zones read again and waited for until served (or the
+ * deadline: failed); their working versions released. */
+void update_batch_publish(update_t *u, ubatch_t *b);
 
 /* update_apply.c: write zone key's file back (update_flush()). 0 or a negative code, msg. */
 int update_flush_zone(update_t *u, const char *key, char *msg, size_t msglen);
