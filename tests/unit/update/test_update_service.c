@@ -125,6 +125,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static uint64_t got_token;
 static unsigned got_rcode;
 static bool got;
+static unsigned got_count, got_noerror; /* replies, and NOERROR ones, since the last reset */
 
 static void on_reply(void *ctx, uint64_t token, unsigned rcode)
 {
@@ -133,6 +134,8 @@ static void on_reply(void *ctx, uint64_t token, unsigned rcode)
     got_token = token;
     got_rcode = rcode;
     got = true;
+    got_count++;
+    got_noerror += rcode == WIRE_RC_NOERROR;
     pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
 }
@@ -206,28 +209,55 @@ static void test_service(void **state)
     assert_int_equal(update_apply_msg(u, w, len, "api", why, sizeof(why)), WIRE_RC_NOTAUTH);
     free(w);
 
+    /* several at once: one batch, each change over the one before it, all served */
+    uint32_t s0 = served_serial(l);
+    pthread_mutex_lock(&mu);
+    got_count = got_noerror = 0;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < 6; i++) {
+        char rr[64];
+        snprintf(rr, sizeof(rr), "b%d.u.test. 60 IN A 192.0.2.%d", i, 100 + i);
+        w = msg_wire("u.test.", rr, false, &len);
+        assert_true(update_submit(u, w, len, NULL, &peer, 100 + (uint64_t)i));
+        free(w);
+    }
+    pthread_mutex_lock(&mu);
+    while (got_count < 6)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(got_noerror, 6);
+    assert_int_equal(served_serial(l), s0 + 6);
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "b%d.u.test", i);
+        assert_int_equal(served_a(l, "u.test", name), 1);
+    }
+
     /* the audit */
     update_audit_t a[4];
-    assert_int_equal(update_recent(u, "u.test", a, 4), 2);
-    assert_int_equal(a[0].to, 3);
-    assert_int_equal(a[0].removed, 1);
-    assert_int_equal(a[1].to, 2);
-    assert_string_equal(a[1].who, "api key ops from 127.0.0.1");
+    update_audit_t all[16];
+    assert_int_equal(update_recent(u, "u.test", all, 16), 8);
+    assert_int_equal(all[0].to, 9); /* the batch's last */
+    assert_int_equal(all[6].to, 3);
+    assert_int_equal(all[6].removed, 1);
+    assert_int_equal(all[7].to, 2);
+    assert_string_equal(all[7].who, "api key ops from 127.0.0.1");
+    assert_int_equal(update_recent(u, "u.test", a, 4), 4);
 
     /* flush: the file holds the changes, the journal none */
     char msg[256];
     assert_int_equal(update_flush(u, "u.test", msg, sizeof(msg)), 0);
-    assert_non_null(strstr(msg, "2 changes written back"));
+    assert_non_null(strstr(msg, "8 changes written back"));
     assert_int_equal(source_journal_info(path, &ji, why, sizeof(why)), 0);
     assert_int_equal(ji.entries, 0);
     assert_int_equal(update_flush(u, "nothere.test", msg, sizeof(msg)), TERN_ENOENT);
     assert_true(loader_reload_wait(l, NULL));
     assert_int_equal(served_a(l, "u.test", "new.u.test"), 1);
-    assert_int_equal(served_serial(l), 3);
+    assert_int_equal(served_serial(l), 9);
 
     update_stats_t st;
     update_get_stats(u, &st);
-    assert_int_equal(st.applied, 2);
+    assert_int_equal(st.applied, 8);
     assert_int_equal(st.unchanged, 1);
     assert_int_equal(st.flushes, 1);
     assert_int_equal(st.rcode[WIRE_RC_REFUSED], 1);
