@@ -40,6 +40,8 @@ messages; every answer is read back with a query):
   signed_zone             sig.test, signed by tern (keys from ternctl dnssec keygen): an added
                           name and a deleted one validate with delv from the zone's DS
                           (fully validated; the deletion as a validated NXDOMAIN)
+  zonefile_sync           a second ternd with zonefile_sync: 1 writes its zone's file back on
+                          its own a second or two after a change, and empties the journal
   clean_exit              ternd exits 0 on SIGTERM
 
     test_update.py --ternd build/ternd --ternctl build/ternctl
@@ -522,6 +524,31 @@ zones:
             finally:
                 other.stop()
 
+        def zonefile_sync():
+            zpath = os.path.join(zdir, "sync.test.zone")
+            servers.write_atomic(zpath, zone_text("sync.test", 1))
+            other = Ternd(work, args.ternd, f"""tsig_keys:
+  - {{name: {KEY_NAME}, algorithm: hmac-sha256, secret: "{SECRET}"}}
+zonefile_sync: 1
+zones:
+  - origin: sync.test
+    file: "{zpath}"
+    allow_update: [{KEY_NAME}]
+""", name="tern-sync", ternctl=args.ternctl)
+            other.start("sync.test")
+            try:
+                rc, out = nsupdate(other.port, ["zone sync.test",
+                                                "update add s.sync.test. 60 A 192.0.2.33"])
+                expect(rc == 0, "nsupdate: %s" % out)
+                wait_for(lambda: "192.0.2.33" in open(zpath).read(), 10,
+                         "sync.test.zone written back")
+                info = other.ctl("zone", "sync.test").stdout
+                expect("update_journal:" not in info, "journal not emptied:\n" + info)
+                expect(other.log_has("written back"), "no log line for the write-back")
+            finally:
+                other.stop()
+
+        run_check(results, "zonefile_sync", zonefile_sync)
         run_check(results, "redis_zone", redis_zone)
         run_check(results, "signed_zone", signed_zone)
         run_check(results, "nsupdate_add_delete", nsupdate_add_delete)
