@@ -200,6 +200,18 @@ out:
     api_newzone_free(&z);
 }
 
+/* DELETE of zone key that Redis does not hold: 422 for a zone served from elsewhere, else 404. */
+static void not_in_redis(api_t *a, const char *key, const char *why, api_resp_t *r)
+{
+    uint8_t soa[SOA_MAX];
+    uint16_t len;
+    uint32_t ttl;
+    if (served_soa(a, key, &ttl, soa, &len))
+        api_error(r, 422, "zone %s is not in Redis%s: remove it where it comes from", key, why);
+    else
+        api_error(r, 404, "Not Found");
+}
+
 void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t *r)
 {
     if (!api_auth_zone_ok(q->key, key)) {
@@ -211,16 +223,7 @@ void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t 
         return;
     }
     if (!a->cfg->redis.enabled) {
-        uint8_t soa[SOA_MAX];
-        uint16_t len;
-        uint32_t ttl;
-        if (served_soa(a, key, &ttl, soa, &len))
-            api_error(r, 422,
-                      "zone %s is not in Redis (no redis: is configured): remove it "
-                      "where it comes from",
-                      key);
-        else
-            api_error(r, 404, "Not Found");
+        not_in_redis(a, key, " (no redis: is configured)", r);
         return;
     }
     redis_conn_t *c = rconn(a, r);
@@ -230,13 +233,7 @@ void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t 
     int rc = redis_write_delete_zone(c, &a->cfg->redis, key, why, sizeof(why));
     redis_conn_free(c);
     if (rc == TERN_ENOENT) {
-        uint8_t soa[SOA_MAX];
-        uint16_t len;
-        uint32_t ttl;
-        if (served_soa(a, key, &ttl, soa, &len))
-            api_error(r, 422, "zone %s is not in Redis: remove it where it comes from", key);
-        else
-            api_error(r, 404, "Not Found");
+        not_in_redis(a, key, "", r);
         return;
     }
     if (rc < 0) {
