@@ -203,6 +203,18 @@ static int publish(redis_conn_t *c, const redis_write_t *w, const wkeys_t *k, ch
     return rc;
 }
 
+/* UNWATCH, when the connection is still open: a refused or failed change leaves no key
+ * WATCHed to abort the connection's next transaction. */
+static void unwatch(redis_conn_t *c)
+{
+    if (!redis_conn_is_open(c))
+        return;
+    const char *argv[] = {"UNWATCH", NULL};
+    redisReply *r = NULL;
+    if (redis_conn_run(c, redis_conn_cmd(c), &r, argv) == 0)
+        freeReplyObject(r);
+}
+
 int redis_write_zone(redis_conn_t *c, const redis_write_t *w, char *err, size_t errlen)
 {
     wkeys_t k = {0};
@@ -233,12 +245,8 @@ int redis_write_zone(redis_conn_t *c, const redis_write_t *w, char *err, size_t 
                  REDIS_WRITE_ATTEMPTS);
         rc = TERN_EAGAIN;
     }
-    if (rc < 0 && redis_conn_is_open(c)) { /* nothing stays WATCHed for the next change */
-        const char *unwatch[] = {"UNWATCH", NULL};
-        redisReply *r = NULL;
-        if (redis_conn_run(c, redis_conn_cmd(c), &r, unwatch) == 0)
-            freeReplyObject(r);
-    }
+    if (rc < 0) /* nothing stays WATCHed for the next change */
+        unwatch(c);
 done:
     free(out);
     keys_free(&k);
@@ -371,12 +379,7 @@ int redis_write_create_zone(redis_conn_t *c, const config_redis_t *cfg, const ch
                  REDIS_WRITE_ATTEMPTS);
         rc = TERN_EAGAIN;
     }
-    if (redis_conn_is_open(c)) { /* nothing stays WATCHed (EXISTS, errors) */
-        const char *unwatch[] = {"UNWATCH", NULL};
-        redisReply *r = NULL;
-        if (redis_conn_run(c, redis_conn_cmd(c), &r, unwatch) == 0)
-            freeReplyObject(r);
-    }
+    unwatch(c); /* nothing stays WATCHed (the zone existed, errors) */
 done:
     free(set);
     keys_free(&k);
