@@ -14,8 +14,8 @@
  * tern's own choices, where PowerDNS has no counterpart: a key limited to zones gets 404 for
  * another zone (as if it did not exist: a key cannot probe which zones are served); a read_only
  * key gets 403 for anything but GET (authenticated, not permitted: 401 would tell the client
- * its key is wrong); POST zones and DELETE zone are 405 with the reason (the config and Redis
- * list the zones).
+ * its key is wrong). POST zones, DELETE zone and the redins label endpoint are api_zones.c's
+ * (zones in Redis).
  */
 #include <ctype.h>
 #include <jansson.h>
@@ -143,6 +143,11 @@ static zone_t *pin(api_t *a, const char *key)
     zone_t *z = answer_pin_zone(loader_published(a->loader), wire);
     tern_rcu_unregister();
     return z;
+}
+
+zone_t *api_pin(api_t *a, const char *key)
+{
+    return pin(a, key);
 }
 
 /* A primary as pdns prints one (ComboAddress::toStringWithPortExcept(53)). */
@@ -323,6 +328,19 @@ static void get_zone(api_t *a, const api_req_t *q, const zinfo_t *zi, api_resp_t
     send_json(r, 200, o);
 }
 
+void api_zone_get(api_t *a, const api_req_t *q, const char *key, unsigned status, api_resp_t *r)
+{
+    zinfo_t zi;
+    bool oom = false;
+    if (!find_zone(a, q->key, key, &zi, &oom)) {
+        api_error(r, oom ? 500 : 404, "%s", oom ? "out of memory" : "Not Found");
+        return;
+    }
+    get_zone(a, q, &zi, r);
+    if (r->status == 200)
+        r->status = status;
+}
+
 /* The update service's rcode as PowerDNS' status (api.h): NOERROR 204; NOTAUTH for a zone not
  * served 404, for a secondary 422; SERVFAIL 500; anything else is the request's fault, 422. */
 static void patch_zone(api_t *a, const api_req_t *q, const zinfo_t *zi, api_resp_t *r)
@@ -387,21 +405,34 @@ static void export_zone(api_t *a, const api_req_t *q, const zinfo_t *zi, api_res
     tern_buf_free(&text);
 }
 
-/* /zones/{id}[/notify|/export]: rest is what follows "/zones/". */
+/* DELETE .../zones/{id}, .../zones/{id}/redins/{label} (api_zones.c): id idlen bytes, label
+ * NULL for the zone. */
+static void redis_route(api_t *a, const api_req_t *q, const char *id, size_t idlen,
+                        const char *label, api_resp_t *r)
+{
+    if ((label && !method_ok(q, r, "GET, PUT, DELETE", NULL)) || !may_change(q, r))
+        return;
+    char key[DNAME_KEY_MAX];
+    if (!id_to_key(id, idlen, key, sizeof(key)))
+        api_error(r, 404, "Not Found");
+    else if (label)
+        api_zones_redins(a, q, key, label, r);
+    else
+        api_zones_delete(a, q, key, r);
+}
+
+/* /zones/{id}[/notify|/export|/redins/{label}]: rest is what follows "/zones/". */
 static void zone_route(api_t *a, const api_req_t *q, const char *rest, api_resp_t *r)
 {
     const char *slash = strchr(rest, '/');
     size_t idlen = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : NULL;
+    if ((!sub && strcmp(q->method, "DELETE") == 0) || (sub && strncmp(sub, "redins/", 7) == 0)) {
+        redis_route(a, q, rest, idlen, sub ? sub + 7 : NULL, r);
+        return;
+    }
     if (!sub) {
-        if (strcmp(q->method, "DELETE") == 0) {
-            api_error(r, 405,
-                      "Method Not Allowed: tern serves the zones its configuration (and "
-                      "Redis) lists: remove the zone there");
-            r->allow = "GET, PATCH";
-            return;
-        }
-        if (!method_ok(q, r, "GET, PATCH",
+        if (!method_ok(q, r, "GET, PATCH, DELETE",
                        strcmp(q->method, "PUT") == 0
                            ? "a zone's settings come from tern's configuration"
                            : NULL))
@@ -456,12 +487,9 @@ void api_handle(api_t *a, const api_req_t *q, api_resp_t *r)
         if (method_ok(q, r, "GET", NULL))
             send_json(r, 200, server_object());
     } else if (strcmp(p, ZONES_URL) == 0) {
-        if (method_ok(q, r, "GET",
-                      strcmp(q->method, "POST") == 0
-                          ? "tern serves the zones its configuration (and Redis) lists: add the "
-                            "zone there"
-                          : NULL))
-            get_zones(a, q, r);
+        if (method_ok(q, r, "GET, POST", NULL) &&
+            (strcmp(q->method, "POST") != 0 || may_change(q, r)))
+            strcmp(q->method, "POST") == 0 ? api_zones_create(a, q, r) : get_zones(a, q, r);
     } else if (strncmp(p, ZONES_URL "/", sizeof(ZONES_URL)) == 0 && p[sizeof(ZONES_URL)]) {
         zone_route(a, q, p + sizeof(ZONES_URL), r);
     } else {

@@ -55,4 +55,26 @@ void api_error(api_resp_t *r, unsigned status, const char *fmt, ...) TERN_PRINTF
  * said with the next one logged (a client hammering a bad key cannot flood the log). */
 bool api_log_ok(uint64_t *suppressed);
 
+/* api_handle.c, for api_zones.c */
+
+/** The version of zone key (canonical) served now, pinned (zone_free() it); NULL: none. */
+zone_t *api_pin(api_t *a, const char *key);
+
+/** Answer the zone object of key with its rrsets (GET .../zones/{zone}) with status instead of
+ * 200; 404 when key is not served. */
+void api_zone_get(api_t *a, const api_req_t *q, const char *key, unsigned status, api_resp_t *r);
+
+/* api_zones.c: zones in Redis (api.h) */
+
+/** POST .../zones: create the body's zone in Redis, answered 201 with the zone once served. */
+void api_zones_create(api_t *a, const api_req_t *q, api_resp_t *r);
+
+/** DELETE .../zones/{zone} of zone key: 204 once a Redis zone is deleted and no longer
+ * served; 422 for a zone ternd.yaml configures; 404 for one neither serves nor Redis holds. */
+void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t *r);
+
+/** GET, PUT or DELETE .../zones/{zone}/redins/{label}: one label's redins JSON in Redis. */
+void api_zones_redins(api_t *a, const api_req_t *q, const char *key, const char *label,
+                      api_resp_t *r);
+
 #endif

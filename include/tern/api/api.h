@@ -8,8 +8,12 @@
  *   PATCH /api/v1/servers/localhost/zones/{zone}         rrsets REPLACE/DELETE/EXTEND/PRUNE
  *   PUT   /api/v1/servers/localhost/zones/{zone}/notify  NOTIFY its secondaries again
  *   GET   /api/v1/servers/localhost/zones/{zone}/export  the zone as text
- * Not here: POST zones and DELETE zone (tern serves the zones its config and Redis list: 405),
- * metadata, cryptokeys, TSIG keys, search, statistics (404).
+ *   POST  /api/v1/servers/localhost/zones                a zone created in Redis (redins' schema)
+ *   DELETE /api/v1/servers/localhost/zones/{zone}        a Redis zone deleted
+ *   GET|PUT|DELETE .../zones/{zone}/redins/{label}       tern's own: a label's redins JSON
+ * Zones ternd.yaml configures are its own (DELETE: 422); POST, DELETE and the redins endpoint
+ * are api_zones.c's and need redis:. Not here: metadata, cryptokeys, TSIG keys, search,
+ * statistics (404).
  *
  * A PATCH is one RFC 2136 UPDATE (api_patch.h) applied by the update service
  * (update_apply_msg()): atomic, journaled, published before the 204, audited with "api key NAME

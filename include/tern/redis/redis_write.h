@@ -58,4 +58,37 @@ int redis_write_member(redis_conn_t *c, const config_redis_t *cfg, const char *o
  */
 int redis_write_zone(redis_conn_t *c, const redis_write_t *w, char *err, size_t errlen) TERN_WUR;
 
+/*
+ * Whole zones, as redins' writers create and remove them: the set's member, the config and the
+ * hash of labels change together in one MULTI/EXEC, then "<member>" alone is published on the
+ * change channel (a reader re-reads the set and that zone).
+ */
+
+/**
+ * Create zone member ("example.com.") with its config text and the n labels' texts: WATCH the
+ * set; TERN_EEXIST (err names it) when the set holds member with or without its final dot;
+ * else MULTI, DEL of a hash or config left over without a member, HSET of the labels, SET the
+ * config, SADD the member, EXEC (again from the WATCH, at most REDIS_WRITE_ATTEMPTS times, when
+ * another writer changed the set), and PUBLISH "<member>". 0; TERN_EEXIST; TERN_EAGAIN;
+ * TERN_EPROTO (Redis refused a command: err); REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ */
+int redis_write_create_zone(redis_conn_t *c, const config_redis_t *cfg, const char *member,
+                            const char *config, const char *const *labels, const char *const *texts,
+                            size_t n, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * Delete zone origin (canonical, no final dot) as the set names it (redis_write_member()):
+ * MULTI, SREM, DEL the hash and the config, EXEC, PUBLISH "<member>". 0; TERN_ENOENT (not in
+ * the set); TERN_EPROTO; REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ */
+int redis_write_delete_zone(redis_conn_t *c, const config_redis_t *cfg, const char *origin,
+                            char *err, size_t errlen) TERN_WUR;
+
+/**
+ * Label label's JSON text in zone member's hash (HGET), into *out (malloc'd, NUL-terminated).
+ * 0; TERN_ENOENT (no such field); TERN_ENOMEM; REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ */
+int redis_write_label_get(redis_conn_t *c, const config_redis_t *cfg, const char *member,
+                          const char *label, char **out, char *err, size_t errlen) TERN_WUR;
+
 #endif
