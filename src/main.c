@@ -473,7 +473,12 @@ static int start_api(void *ctx)
 
 static void stop_api(void *ctx)
 {
-    api_free(ctx);
+    api_stop(ctx);
+}
+
+static void free_api(void *ctx)
+{
+    api_free(ctx); /* after the loader thread, whose config hook it is */
 }
 
 static int start_xfr(void *ctx)
@@ -650,8 +655,11 @@ static int wire_services(ternd_t *t)
     update_wire(upd, loader_published(t->loader), xfr_update_done, t->xfr);
     if (t->cfg->api.listen &&
         (!(t->api = api_new(t->cfg, t->loader, upd, t->xfr)) ||
+         supervise(t, "api state", NULL, free_api, t->api, SUPERVISOR_SOURCES) < 0 ||
          supervise(t, "api", start_api, stop_api, t->api, SUPERVISOR_API) < 0))
         return -1;
+    if (t->api) /* a reload's keys, zones and redis: (the listener stays) */
+        loader_set_config_hook(t->loader, api_configure, t->api);
     server_handoff_t handoff = xfr_handoff(t->xfr);
     server_set_handoff(t->srv, &handoff);
     metrics_set_xfr(t->metrics, t->xfr);

@@ -135,7 +135,47 @@ typedef struct rctx {
     const config_api_key_t *key;
     tern_buf_t body;
     bool too_big;
+    api_conf_t *conf; /* the config the request began under, one reference */
 } rctx_t;
+
+/* The config in force, one more reference. */
+static api_conf_t *conf_get(api_t *a)
+{
+    pthread_mutex_lock(&a->cmu);
+    api_conf_t *cf = a->conf;
+    cf->refs++;
+    pthread_mutex_unlock(&a->cmu);
+    return cf;
+}
+
+static void conf_put(api_t *a, api_conf_t *cf)
+{
+    if (!cf)
+        return;
+    pthread_mutex_lock(&a->cmu);
+    bool last = --cf->refs == 0;
+    pthread_mutex_unlock(&a->cmu);
+    if (last) {
+        config_free(&cf->c);
+        free(cf);
+    }
+}
+
+/* A copy of cfg with one reference; NULL when out of memory. */
+static api_conf_t *conf_new(const config_t *cfg)
+{
+    api_conf_t *cf = calloc(1, sizeof(*cf));
+    if (!cf)
+        return NULL;
+    config_init(&cf->c);
+    if (config_copy(&cf->c, cfg) < 0) {
+        config_free(&cf->c);
+        free(cf);
+        return NULL;
+    }
+    cf->refs = 1;
+    return cf;
+}
 
 static void peer_text(struct MHD_Connection *c, char *out, size_t len)
 {
@@ -246,10 +286,11 @@ static enum MHD_Result finish(api_t *a, struct MHD_Connection *c, rctx_t *x, con
         api_error(&r, 413,
                   "Request Entity Too Large: the body is over %u bytes (api: "
                   "max_body_bytes)",
-                  a->cfg->api.max_body_bytes);
+                  x->conf->c.api.max_body_bytes);
     } else {
         const char *accept = lib.MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
-        api_req_t q = {.key = x->key,
+        api_req_t q = {.cfg = &x->conf->c,
+                       .key = x->key,
                        .method = method,
                        .path = url,
                        .peer = peer,
@@ -286,20 +327,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (strncmp(url, "/api", 4) != 0 || (url[4] && url[4] != '/'))
             return send_early(c, 404, "Not Found", false);
         const char *key = lib.MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-        if (!(x->key = api_auth_find(a->cfg->api.keys, a->cfg->api.nkeys, key))) {
+        x->conf = conf_get(a);
+        const config_api_t *ac = &x->conf->c.api;
+        if (!(x->key = api_auth_find(ac->keys, ac->nkeys, key))) {
             refusal_log(c, method, url, NULL, 401, key ? "a wrong X-API-Key" : "no X-API-Key");
             return send_early(c, 401, "Unauthorized", true);
         }
         const char *cl =
             lib.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > a->cfg->api.max_body_bytes)
+        if (cl && strtoull(cl, NULL, 10) > ac->max_body_bytes)
             x->too_big = true;
         return MHD_YES;
     }
     if (*upload_size) {
         /* over the bound: the rest is read and dropped, then 413 (closing mid-body would make
          * the client see a reset instead of the answer) */
-        if (!x->too_big && x->body.len + *upload_size > a->cfg->api.max_body_bytes) {
+        if (!x->too_big && x->body.len + *upload_size > x->conf->c.api.max_body_bytes) {
             x->too_big = true;
             tern_buf_free(&x->body);
         }
@@ -316,10 +359,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
     rctx_t *x = *con_cls;
     if (!x)
         return;
+    conf_put(cls, x->conf);
     tern_buf_free(&x->body);
     free(x);
     *con_cls = NULL;
@@ -386,7 +430,13 @@ api_t *api_new(const config_t *cfg, loader_t *loader, update_t *upd, xfr_t *x)
         log_err("api: out of memory");
         return NULL;
     }
-    *a = (api_t){.cfg = cfg, .loader = loader, .upd = upd, .xfr = x};
+    *a = (api_t){.loader = loader, .upd = upd, .xfr = x};
+    pthread_mutex_init(&a->cmu, NULL);
+    if (!(a->conf = conf_new(cfg))) {
+        log_err("api: out of memory");
+        free(a);
+        return NULL;
+    }
     if (cfg->api.cert &&
         (!(a->cert_pem = read_pem(cfg->api.cert)) || !(a->key_pem = read_pem(cfg->api.cert_key)))) {
         api_free(a);
@@ -397,7 +447,7 @@ api_t *api_new(const config_t *cfg, loader_t *loader, update_t *upd, xfr_t *x)
 
 int api_start(api_t *a)
 {
-    const config_api_t *c = &a->cfg->api;
+    const config_api_t *c = &a->conf->c.api;
     config_listen_t addr;
     if (config_parse_listen(&addr, c->listen) < 0) {
         log_err("api: bad address \"%s\"", c->listen);
@@ -459,15 +509,56 @@ uint16_t api_port(const api_t *a)
     return a->port;
 }
 
+void api_stop(api_t *a)
+{
+    /* joins every connection's thread: a PATCH in progress is answered first (the update
+     * service and the loader stop after the API) */
+    if (a && a->daemon)
+        lib.MHD_stop_daemon(a->daemon);
+    if (a)
+        a->daemon = NULL;
+}
+
 void api_free(api_t *a)
 {
     if (!a)
         return;
-    /* joins every connection's thread: a PATCH in progress is answered first (the update
-     * service and the loader stop after the API) */
-    if (a->daemon)
-        lib.MHD_stop_daemon(a->daemon);
+    api_stop(a);
+    conf_put(a, a->conf);
+    pthread_mutex_destroy(&a->cmu);
     free_pem(a->cert_pem);
     free_pem(a->key_pem);
     free(a);
+}
+
+void api_configure(void *ctx, const config_t *cfg)
+{
+    api_t *a = ctx;
+    api_conf_t *cf = conf_new(cfg);
+    if (!cf) {
+        log_err("api: out of memory: the previous keys and settings stay");
+        return;
+    }
+    pthread_mutex_lock(&a->cmu);
+    api_conf_t *old = a->conf;
+    const config_api_t *o = &old->c.api, *n = &cf->c.api;
+    bool restart = !n->listen || strcmp(o->listen ? o->listen : "", n->listen) != 0 ||
+                   strcmp(o->cert ? o->cert : "", n->cert ? n->cert : "") != 0 ||
+                   strcmp(o->cert_key ? o->cert_key : "", n->cert_key ? n->cert_key : "") != 0;
+    if (restart) { /* the listener stays as started: keep its settings for the record */
+        char *keep[3] = {o->listen, o->cert, o->cert_key};
+        char *drop[3] = {n->listen, n->cert, n->cert_key};
+        cf->c.api.listen = keep[0] ? strdup(keep[0]) : NULL;
+        cf->c.api.cert = keep[1] ? strdup(keep[1]) : NULL;
+        cf->c.api.cert_key = keep[2] ? strdup(keep[2]) : NULL;
+        for (int i = 0; i < 3; i++)
+            free(drop[i]);
+    }
+    a->conf = cf;
+    pthread_mutex_unlock(&a->cmu);
+    conf_put(a, old);
+    if (restart)
+        log_warn("api: listen, cert and cert_key apply at the next restart; the keys and the "
+                 "rest apply now");
+    log_info("api: %zu keys in force", cf->c.api.nkeys);
 }

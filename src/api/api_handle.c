@@ -169,7 +169,7 @@ static void master_text(const config_xfr_peer_t *p, char *out, size_t len)
 
 /* pdns/ws-auth.cc getZoneInfo(): the zone object without its RRsets. kind as pdns maps a
  * zone's role: transferred in "Slave", sending NOTIFY "Master", else "Native". */
-static json_t *zone_object(api_t *a, const zinfo_t *z)
+static json_t *zone_object(api_t *a, const api_req_t *q, const zinfo_t *z)
 {
     char id[DNAME_KEY_MAX * 3 + 8], url[sizeof(id) + 64], name[DNAME_KEY_MAX + 2];
     zone_id(z->key, id, sizeof(id));
@@ -186,8 +186,8 @@ static json_t *zone_object(api_t *a, const zinfo_t *z)
             notified = xi->notify[i].serial;
     const char *kind = xi->secondary ? "Slave" : xi->nnotify ? "Master" : "Native";
     json_t *masters = json_array();
-    for (size_t i = 0; masters && i < a->cfg->nzones; i++) {
-        const config_zone_t *cz = &a->cfg->zones[i];
+    for (size_t i = 0; masters && i < q->cfg->nzones; i++) {
+        const config_zone_t *cz = &q->cfg->zones[i];
         char ck[DNAME_KEY_MAX];
         const char *why;
         if (dname_key(cz->origin, ck, sizeof(ck), &why) < 0 || strcmp(ck, z->key) != 0)
@@ -269,7 +269,7 @@ static void get_zones(api_t *a, const api_req_t *q, api_resp_t *r)
     for (size_t i = 0; arr && i < l.n; i++) {
         if (!api_auth_zone_ok(q->key, l.v[i].key) || (q->arg_zone && strcmp(only, l.v[i].key)))
             continue;
-        json_t *o = zone_object(a, &l.v[i]);
+        json_t *o = zone_object(a, q, &l.v[i]);
         if (!o || json_array_append_new(arr, o) < 0) {
             json_decref(arr);
             arr = NULL;
@@ -290,7 +290,7 @@ static void get_zone(api_t *a, const api_req_t *q, const zinfo_t *zi, api_resp_t
         }
         rrsets = false;
     }
-    json_t *o = zone_object(a, zi);
+    json_t *o = zone_object(a, q, zi);
     if (!o) {
         api_error(r, 500, "out of memory");
         return;

@@ -7,6 +7,7 @@
 #ifndef TERN_API_API_INT_H
 #define TERN_API_API_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,8 +15,17 @@
 #include "tern/api/api.h"
 #include "tern/common/buf.h"
 
+/* A config in force, shared by the requests that started under it (refs under api.cmu): a
+ * reload's keys, zones and redis: apply to the requests after it; a request keeps the config it
+ * began with to its end. */
+typedef struct api_conf {
+    unsigned refs;
+    config_t c;
+} api_conf_t;
+
 struct api {
-    const config_t *cfg; /* the startup config: api (listener, keys), zones (masters) */
+    pthread_mutex_t cmu;
+    api_conf_t *conf; /* the config in force (listen and cert: the startup one's) */
     loader_t *loader;
     update_t *upd;
     xfr_t *xfr;
@@ -26,6 +36,7 @@ struct api {
 
 /* An authenticated request. */
 typedef struct api_req {
+    const config_t *cfg; /* the config the request began under (keys, zones, redis) */
     const config_api_key_t *key;
     const char *method; /* "GET", "PATCH", ... */
     const char *path;   /* the URL's path, decoded by libmicrohttpd */

@@ -42,9 +42,9 @@
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 /* A Redis connection for this request, open; NULL with r answered. */
-static redis_conn_t *rconn(api_t *a, api_resp_t *r)
+static redis_conn_t *rconn(const api_req_t *q, api_resp_t *r)
 {
-    const config_redis_t *rc = &a->cfg->redis;
+    const config_redis_t *rc = &q->cfg->redis;
     char where[160], name[200], err[256];
     redis_conn_where_of(rc, where, sizeof(where));
     snprintf(name, sizeof(name), "api: redis %s", where);
@@ -123,10 +123,10 @@ static bool wait_served(api_t *a, const char *key, bool gone, bool any, uint32_t
 /* Whether ternd.yaml gives zone key a source of its own (a file, or primaries): such a zone is
  * the config's, not Redis'. A zones: entry with neither only carries settings (allow_update)
  * for a zone another source serves. */
-static bool configured(const api_t *a, const char *key)
+static bool configured(const api_req_t *q, const char *key)
 {
-    for (size_t i = 0; i < a->cfg->nzones; i++) {
-        const config_zone_t *cz = &a->cfg->zones[i];
+    for (size_t i = 0; i < q->cfg->nzones; i++) {
+        const config_zone_t *cz = &q->cfg->zones[i];
         char ck[DNAME_KEY_MAX];
         const char *why;
         if ((cz->file || cz->nprimaries) && dname_key(cz->origin, ck, sizeof(ck), &why) >= 0 &&
@@ -164,22 +164,22 @@ void api_zones_create(api_t *a, const api_req_t *q, api_resp_t *r)
     uint8_t soa[SOA_MAX];
     uint16_t len;
     uint32_t ttl;
-    if (configured(a, z.origin) || served_soa(a, z.origin, &ttl, soa, &len)) {
+    if (configured(q, z.origin) || served_soa(a, z.origin, &ttl, soa, &len)) {
         api_error(r, 409, "Conflict: zone %s is already served%s", z.origin,
-                  configured(a, z.origin) ? " (ternd.yaml configures it)" : "");
+                  configured(q, z.origin) ? " (ternd.yaml configures it)" : "");
         goto out;
     }
-    if (!a->cfg->redis.enabled) {
+    if (!q->cfg->redis.enabled) {
         api_error(r, 422,
                   "cannot create zone %s: tern creates zones in Redis; configure redis:", z.origin);
         goto out;
     }
-    redis_conn_t *c = rconn(a, r);
+    redis_conn_t *c = rconn(q, r);
     if (!c)
         goto out;
     char member[DNAME_KEY_MAX + 2];
     snprintf(member, sizeof(member), "%s.", z.origin);
-    rc = redis_write_create_zone(c, &a->cfg->redis, member, z.config, (const char *const *)z.labels,
+    rc = redis_write_create_zone(c, &q->cfg->redis, member, z.config, (const char *const *)z.labels,
                                  (const char *const *)z.texts, z.n, why, sizeof(why));
     redis_conn_free(c);
     if (rc < 0) {
@@ -218,19 +218,19 @@ void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t 
         api_error(r, 404, "Not Found");
         return;
     }
-    if (configured(a, key)) {
+    if (configured(q, key)) {
         api_error(r, 422, "zone %s is configured in ternd.yaml: remove it there", key);
         return;
     }
-    if (!a->cfg->redis.enabled) {
+    if (!q->cfg->redis.enabled) {
         not_in_redis(a, key, " (no redis: is configured)", r);
         return;
     }
-    redis_conn_t *c = rconn(a, r);
+    redis_conn_t *c = rconn(q, r);
     if (!c)
         return;
     char why[512] = "";
-    int rc = redis_write_delete_zone(c, &a->cfg->redis, key, why, sizeof(why));
+    int rc = redis_write_delete_zone(c, &q->cfg->redis, key, why, sizeof(why));
     redis_conn_free(c);
     if (rc == TERN_ENOENT) {
         not_in_redis(a, key, "", r);
@@ -339,7 +339,7 @@ static void label_change(api_t *a, const api_req_t *q, redis_conn_t *c, const ch
     uint32_t serial = soa_serial(e->soa, e->soa_len) + 1;
     tern_wr32(e->soa + e->soa_len - 20, serial);
     const char *labels[] = {e->label};
-    const redis_write_t w = {.cfg = &a->cfg->redis,
+    const redis_write_t w = {.cfg = &q->cfg->redis,
                              .member = member,
                              .labels = labels,
                              .nlabels = 1,
@@ -374,21 +374,21 @@ void api_zones_redins(api_t *a, const api_req_t *q, const char *key, const char 
         api_error(r, 404, "Not Found");
         return;
     }
-    if (!a->cfg->redis.enabled) {
+    if (!q->cfg->redis.enabled) {
         api_error(r, 422, "zone %s is not in Redis: no redis: is configured", key);
         return;
     }
-    redis_conn_t *c = rconn(a, r);
+    redis_conn_t *c = rconn(q, r);
     if (!c)
         return;
     char member[DNAME_KEY_MAX + 2], why[512] = "";
-    int rc = redis_write_member(c, &a->cfg->redis, key, member, sizeof(member), why, sizeof(why));
+    int rc = redis_write_member(c, &q->cfg->redis, key, member, sizeof(member), why, sizeof(why));
     if (rc == TERN_ENOENT)
         api_error(r, 422, "zone %s is not in Redis: %s", key, why);
     else if (rc < 0)
         write_error(r, rc, why);
     else if (strcmp(q->method, "GET") == 0 || strcmp(q->method, "HEAD") == 0)
-        label_get(c, &a->cfg->redis, member, label, r);
+        label_get(c, &q->cfg->redis, member, label, r);
     else {
         ledit_t e = {.origin = key,
                      .label = label,

@@ -102,6 +102,8 @@ struct loader {
     /* Zone transfers (tern/xfr/xfr.h): the service main made, or NULL. The loader gives it
      * every config and every changed zone; secondary zones come from source_primary.c. */
     xfr_t *xfr;
+    loader_config_hook_fn config_hook;
+    void *config_hook_ctx;
 };
 
 /* The source named name, or NULL. */
@@ -475,6 +477,8 @@ static void follow_config(loader_t *l, config_t *cfg, const struct snapshot *s)
     if (l->xfr && xfr_configure(l->xfr, cfg) < 0)
         log_err("xfr: out of memory; transfers keep their previous settings");
     (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
+    if (l->config_hook)
+        l->config_hook(l->config_hook_ctx, cfg);
     if (l->cfg_last != l->cfg0) {
         config_free(l->cfg_last);
         free(l->cfg_last);
@@ -634,6 +638,12 @@ static void resign_due(loader_t *l)
 zone_source_t *loader_source(loader_t *l, const char *name)
 {
     return source_named(l, name);
+}
+
+void loader_set_config_hook(loader_t *l, loader_config_hook_fn fn, void *ctx)
+{
+    l->config_hook = fn;
+    l->config_hook_ctx = ctx;
 }
 
 void loader_set_xfr(loader_t *l, struct xfr *x)

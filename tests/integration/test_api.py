@@ -25,6 +25,7 @@ import os
 import shutil
 import socket
 import ssl
+import signal
 import subprocess
 import sys
 import tempfile
@@ -482,6 +483,29 @@ def main():
             listener.sendto(dns.message.make_response(m).to_wire(), peer)
             api.error("PUT", ZONES + "/n.test./notify", 422, text="no secondaries")
 
+        def keys_follow_reload():
+            # a reload's keys apply to the next requests: one added, one removed (SIGHUP)
+            conf = os.path.join(tern.dir, "ternd.yaml")
+            text = open(conf).read()
+            new_key = "new-0123456789abcdef"
+            changed = text.replace('    - {name: ro, key: "%s", read_only: true}\n' % RO,
+                                   '    - {name: new, key: "%s"}\n' % new_key)
+            expect(changed != text, "the ro key line was not found in ternd.yaml")
+            servers.write_atomic(conf, changed)
+            tern.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while api.call("GET", "/api/v1/servers", key=new_key)[0] != 200:
+                expect(time.monotonic() < deadline, "the new key not in force 10 s after SIGHUP")
+                time.sleep(0.1)
+            api.error("GET", "/api/v1/servers", 401, key=RO)
+            api.json("GET", "/api/v1/servers", 200)
+            servers.write_atomic(conf, text)
+            tern.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while api.call("GET", "/api/v1/servers", key=RO)[0] != 200:
+                expect(time.monotonic() < deadline, "the ro key not back 10 s after SIGHUP")
+                time.sleep(0.1)
+
         def restart_keeps():
             tern.stop()
             tern.start("a.test")
@@ -537,6 +561,7 @@ def main():
                          ("export", export),
                          ("patch_served", patch_served), ("errors", errors), ("auth", auth),
                          ("not_master_file", not_master_file), ("notify", notify),
+                         ("keys_follow_reload", keys_follow_reload),
                          ("restart_keeps", restart_keeps), ("kill9_after_204", kill9_after_204)):
             run_check(results, name, fn)
         tern.stop()

@@ -76,4 +76,13 @@ uint16_t api_port(const api_t *a);
  * a no-op. */
 void api_free(api_t *a);
 
+/** Stop serving: every connection's thread joined (a PATCH in progress answered first).
+ * Idempotent; the api stays valid for api_configure() until api_free(). */
+void api_stop(api_t *a);
+
+/** The loader's config hook (loader_set_config_hook(); ctx: the api_t): a reload's keys, zones
+ * and redis: apply to the requests that begin after it; listen, cert and cert_key only at the
+ * next restart (logged when they changed). */
+void api_configure(void *ctx, const config_t *cfg);
+
 #endif

@@ -118,6 +118,14 @@ int loader_add_source(loader_t *l, const zone_source_ops_t *ops) TERN_WUR;
  * loader_free(). Any thread. */
 zone_source_t *loader_source(loader_t *l, const char *name);
 
+/* A service that follows the config without being a zone source (the HTTP API): called on the
+ * loader thread with each config that takes effect by a reload, after its view is published; the
+ * callee copies what it keeps (cfg is the loader's). */
+typedef void (*loader_config_hook_fn)(void *ctx, const config_t *cfg);
+
+/** Set the config hook (before loader_start()); NULL: none. */
+void loader_set_config_hook(loader_t *l, loader_config_hook_fn fn, void *ctx);
+
 /** Set the listener (before loader_start()). */
 void loader_set_listener(loader_t *l, loader_listener_fn fn, void *ctx);
 
