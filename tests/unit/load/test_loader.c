@@ -203,6 +203,39 @@ static void test_reload_unchanged_shares(void **state)
     loader_free(l);
 }
 
+/* The config hook sees each config a reload puts in force, with what it says. */
+static _Atomic unsigned hooked;
+static char hooked_identity[64];
+
+static void on_config(void *ctx, const config_t *cfg)
+{
+    (void)ctx;
+    snprintf(hooked_identity, sizeof(hooked_identity), "%s", cfg->identity ? cfg->identity : "");
+    hooked++;
+}
+
+static void test_config_hook(void **state)
+{
+    (void)state;
+    write_zone("a.zone", "a.test", 1, 1);
+    want.origin[0] = "a.test";
+    want.file[0] = "a.zone";
+    want.n = 1;
+    want.identity = "first.test";
+    loader_t *l = loader_new(read_config, NULL);
+    assert_non_null(l);
+    loader_set_config_hook(l, on_config, NULL);
+    const config_t *cfg;
+    assert_int_equal(loader_load(l, &cfg), 0);
+    assert_int_equal(loader_start(l), 0);
+    unsigned before = hooked;
+    want.identity = "second.test";
+    assert_true(loader_reload_wait(l, NULL));
+    assert_int_equal(hooked, before + 1);
+    assert_string_equal(hooked_identity, "second.test");
+    loader_free(l);
+}
+
 /* One zone rewritten (rename over it): only that one is re-read. */
 static void test_reload_one_changed(void **state)
 {
@@ -728,6 +761,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_initial_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_unchanged_shares, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_hook, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_one_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_edit_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_include_changed, setup, teardown),
