@@ -397,11 +397,14 @@ int redis_write_delete_zone(redis_conn_t *c, const config_redis_t *cfg, const ch
         return rc;
     wkeys_t k = {0};
     char *set = key_of(cfg, "", "", "");
-    rc = set ? keys_make(cfg, member, &k) : TERN_ENOMEM;
+    /* redins' DNSSEC keys of the zone go with it: "P redins:zones:<zone>:{zsk,ksk}:{pub,priv} S" */
+    char *dk[4] = {key_of(cfg, ":", member, ":zsk:pub"), key_of(cfg, ":", member, ":zsk:priv"),
+                   key_of(cfg, ":", member, ":ksk:pub"), key_of(cfg, ":", member, ":ksk:priv")};
+    rc = set && dk[0] && dk[1] && dk[2] && dk[3] ? keys_make(cfg, member, &k) : TERN_ENOMEM;
     redisContext *ctx = redis_conn_cmd(c);
     const char *multi[] = {"MULTI", NULL}, *exec[] = {"EXEC", NULL};
     const char *srem[] = {"SREM", set, member, NULL};
-    const char *del[] = {"DEL", k.hash, k.config, NULL};
+    const char *del[] = {"DEL", k.hash, k.config, dk[0], dk[1], dk[2], dk[3], NULL};
     const char *const *cmds[] = {multi, srem, del, exec};
     for (size_t i = 0; rc == 0 && i < 4; i++)
         if ((rc = redis_conn_append(c, ctx, cmds[i])) < 0)
@@ -411,6 +414,8 @@ int redis_write_delete_zone(redis_conn_t *c, const config_redis_t *cfg, const ch
     if (rc == 0)
         rc = publish_text(c, k.channel, member, err, errlen);
     free(set);
+    for (int i = 0; i < 4; i++)
+        free(dk[i]);
     keys_free(&k);
     if (rc == TERN_ENOMEM)
         snprintf(err, errlen, "out of memory");

@@ -78,8 +78,9 @@ int redis_write_create_zone(redis_conn_t *c, const config_redis_t *cfg, const ch
 
 /**
  * Delete zone origin (canonical, no final dot) as the set names it (redis_write_member()):
- * MULTI, SREM, DEL the hash and the config, EXEC, PUBLISH "<member>". 0; TERN_ENOENT (not in
- * the set); TERN_EPROTO; REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
+ * MULTI, SREM, DEL the hash, the config and redins' DNSSEC keys of the zone
+ * (":zsk:pub", ":zsk:priv", ":ksk:pub", ":ksk:priv"), EXEC, PUBLISH "<member>". 0; TERN_ENOENT (not
+ * in the set); TERN_EPROTO; REDIS_CONN_DOWN or REDIS_CONN_STOP (err: why).
  */
 int redis_write_delete_zone(redis_conn_t *c, const config_redis_t *cfg, const char *origin,
                             char *err, size_t errlen) TERN_WUR;

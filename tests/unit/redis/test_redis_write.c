@@ -120,11 +120,14 @@ static void test_create_delete(void **state)
     assert_int_equal(
         redis_write_member(c, &cfg, "w.test", member, sizeof(member), err, sizeof(err)), 0);
     assert_string_equal(member, "w.test.");
-    /* delete: the member, the hash and the config, then published */
+    /* delete: the member, the hash, the config and its DNSSEC keys, then published */
+    expect_cmd(t, "OK", "SET p:redins:zones:w.test.:zsk:pub:s x");
+    expect_cmd(t, "OK", "SET p:redins:zones:w.test.:ksk:priv:s x");
     assert_int_equal(redis_write_delete_zone(c, &cfg, "w.test", err, sizeof(err)), 0);
     expect_message(sub, "w.test.");
     expect_cmd(t, "0", "SISMEMBER p:redins:zones:s w.test.");
     expect_cmd(t, "0", "EXISTS p:redins:zones:w.test.:s p:redins:zones:w.test.:config:s");
+    expect_cmd(t, "0", "EXISTS p:redins:zones:w.test.:zsk:pub:s p:redins:zones:w.test.:ksk:priv:s");
     assert_int_equal(redis_write_delete_zone(c, &cfg, "w.test", err, sizeof(err)), TERN_ENOENT);
     /* the member as the set spells it: "v.test" without its dot */
     assert_int_equal(redis_write_delete_zone(c, &cfg, "v.test", err, sizeof(err)), 0);
