@@ -41,6 +41,19 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
+/* A change made here, in the update service's list `ternctl zone` shows (removed and added
+ * count labels here: a zone created adds its labels, one deleted removes the zone). */
+static void audit(api_t *a, const api_req_t *q, const char *key, uint32_t from, uint32_t to,
+                  size_t removed, size_t added)
+{
+    if (!a->upd)
+        return;
+    update_audit_t e = {
+        .when = (int64_t)time(NULL), .from = from, .to = to, .removed = removed, .added = added};
+    snprintf(e.who, sizeof(e.who), "api key %.40s from %.60s", q->key->name, q->peer);
+    update_audit_note(a->upd, key, &e);
+}
+
 /* A Redis connection for this request, open; NULL with r answered. */
 static redis_conn_t *rconn(const api_req_t *q, api_resp_t *r)
 {
@@ -188,6 +201,7 @@ void api_zones_create(api_t *a, const api_req_t *q, api_resp_t *r)
     }
     log_info("api: zone %s created in Redis (%zu labels, serial %u) by api key %s from %s",
              z.origin, z.n, z.serial, q->key->name, q->peer);
+    audit(a, q, z.origin, 0, z.serial, 0, z.n);
     if (!wait_served(a, z.origin, false, true, 0)) {
         api_error(r, 500,
                   "zone %s was written to Redis but is not served after %d ms; it is served once "
@@ -241,6 +255,7 @@ void api_zones_delete(api_t *a, const api_req_t *q, const char *key, api_resp_t 
         return;
     }
     log_info("api: zone %s deleted from Redis by api key %s from %s", key, q->key->name, q->peer);
+    audit(a, q, key, 0, 0, 1, 0);
     if (!wait_served(a, key, true, false, 0)) {
         api_error(r, 500,
                   "zone %s was deleted from Redis but is still served after %d ms; it goes once "
@@ -353,6 +368,7 @@ static void label_change(api_t *a, const api_req_t *q, redis_conn_t *c, const ch
     }
     log_info("api: zone %s label %s %s in Redis (serial %u) by api key %s from %s", e->origin,
              e->label, e->body ? "replaced" : "deleted", serial, q->key->name, q->peer);
+    audit(a, q, e->origin, serial - 1, serial, 1, e->body ? 1 : 0);
     if (!wait_served(a, e->origin, false, false, serial)) {
         api_error(r, 500,
                   "label %s of zone %s was written to Redis but serial %u is not served after "

@@ -163,6 +163,11 @@ size_t update_recent(update_t *u, const char *key, update_audit_t *out, size_t m
     return n;
 }
 
+void update_audit_note(update_t *u, const char *key, const update_audit_t *a)
+{
+    update_audit_add(u, key, a);
+}
+
 void update_audit_add(update_t *u, const char *key, const update_audit_t *a)
 {
     pthread_mutex_lock(&u->mu);

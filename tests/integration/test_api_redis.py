@@ -75,6 +75,7 @@ def rcode_of(port, name, rtype):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ternd", required=True)
+    ap.add_argument("--ternctl")
     args = ap.parse_args()
     args.ternd = os.path.abspath(args.ternd)
     if not find_program("redis-server") or not shutil.which("perl"):
@@ -89,6 +90,7 @@ def main():
     redis = servers.Redis(work)
     api_port = free_port()
     extra = f"""geoip_db: "{os.path.join(data, 'nested6.mmdb')}"
+control_socket: "{os.path.join(work, 'ctl.sock')}"
 redis:
   address: "{LOOPBACK}:{redis.port}"
   zone_reload: 600
@@ -148,6 +150,10 @@ api:
                    == 10, "apex label: %r" % apex)
             names = [z["name"] for z in api.json("GET", ZONES, 200)]
             expect("new.test." in names and "f.test." in names, "GET zones: %r" % names)
+            if args.ternctl:  # the create is in the zone's list of changes, with who made it
+                out = subprocess.run([args.ternctl, "-s", os.path.join(work, "ctl.sock"), "zone",
+                                      "new.test"], capture_output=True, text=True, timeout=30)
+                expect("by api key ops from" in out.stdout, "ternctl zone:\n" + out.stdout)
 
         def conflict():
             api.error("POST", ZONES, 409, body=NEW, text="new.test")

@@ -116,6 +116,10 @@ typedef struct update_audit {
     size_t removed, added;
 } update_audit_t;
 
+/** Any thread: remember a change made elsewhere (the API's zone creates, deletes and label
+ * writes) for `ternctl zone`, as an applied update is. */
+void update_audit_note(update_t *u, const char *key, const update_audit_t *a);
+
 /** The last changes of zone key, newest first: at most max into out; how many. Any thread. */
 size_t update_recent(update_t *u, const char *key, update_audit_t *out, size_t max);
 
