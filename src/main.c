@@ -707,7 +707,7 @@ int main(int argc, char **argv)
         goto out;
     if (t.cli.check_only) {
         /* as the server would: the zones are read as the configured user */
-        if (drop_privileges(t.cfg) < 0 || loader_load_zones(t.loader) < 0)
+        if (drop_privileges(t.cfg) < 0 || loader_load_zones(t.loader) < 0 || api_check(t.cfg) < 0)
             goto out;
         log_info("configuration OK");
         rc = 0;

@@ -419,6 +419,17 @@ static void free_pem(char *p)
     free(p);
 }
 
+int api_check(const config_t *cfg)
+{
+    if (!cfg->api.listen || !cfg->api.cert)
+        return 0;
+    char *cert = read_pem(cfg->api.cert), *key = cert ? read_pem(cfg->api.cert_key) : NULL;
+    int rc = cert && key ? 0 : TERN_EINVAL;
+    free_pem(cert);
+    free_pem(key);
+    return rc;
+}
+
 api_t *api_new(const config_t *cfg, loader_t *loader, update_t *upd, xfr_t *x)
 {
     if (sodium_init() < 0) {

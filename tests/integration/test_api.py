@@ -506,6 +506,23 @@ def main():
                 expect(time.monotonic() < deadline, "the ro key not back 10 s after SIGHUP")
                 time.sleep(0.1)
 
+        def check_config_cert():
+            # ternd --check-config reads the API's certificate as a start would
+            conf = os.path.join(work, "badcert.yaml")
+            with open(conf, "w") as f:
+                f.write(f"""listen: ["{LOOPBACK}:{free_port()}"]
+allow_root: true
+api:
+  listen: "{LOOPBACK}:{free_port()}"
+  cert: "{work}/no-such-cert.pem"
+  cert_key: "{work}/no-such-key.pem"
+  keys: [{{name: ops, key: "{OPS}"}}]
+""")
+            p = subprocess.run([args.ternd, "--check-config", "-c", conf], capture_output=True,
+                               text=True, timeout=30)
+            expect(p.returncode != 0 and "no-such-cert.pem" in p.stderr,
+                   "check-config with a missing cert: %d %s" % (p.returncode, p.stderr))
+
         def restart_keeps():
             tern.stop()
             tern.start("a.test")
@@ -562,6 +579,7 @@ def main():
                          ("patch_served", patch_served), ("errors", errors), ("auth", auth),
                          ("not_master_file", not_master_file), ("notify", notify),
                          ("keys_follow_reload", keys_follow_reload),
+                         ("check_config_cert", check_config_cert),
                          ("restart_keeps", restart_keeps), ("kill9_after_204", kill9_after_204)):
             run_check(results, name, fn)
         tern.stop()

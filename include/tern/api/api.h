@@ -76,6 +76,10 @@ uint16_t api_port(const api_t *a);
  * a no-op. */
 void api_free(api_t *a);
 
+/** ternd --check-config: whether the API's certificate and key (when configured) can be read as
+ * a start would read them; 0, or TERN_EINVAL after logging which. */
+int api_check(const config_t *cfg) TERN_WUR;
+
 /** Stop serving: every connection's thread joined (a PATCH in progress answered first).
  * Idempotent; the api stays valid for api_configure() until api_free(). */
 void api_stop(api_t *a);
