@@ -184,6 +184,7 @@ class Server:
     def __init__(self, args, zonefile, workdir):
         self.args, self.zonefile, self.dir = args, zonefile, workdir
         self.port = free_port()
+        self.addr = "127.0.0.1"  # bench/xdp.py serves a veth's address in a namespace instead
 
     def argv(self):
         raise NotImplementedError
@@ -201,7 +202,7 @@ class Tern(Server):
     def argv(self):
         # as root (the harness pins and cgroups servers), ternd must be told it may stay root
         root = ["--allow-root"] if os.geteuid() == 0 else []
-        return [self.args.ternd, "--listen", "127.0.0.1:%d" % self.port,
+        return [self.args.ternd, "--listen", "%s:%d" % (self.addr, self.port),
                 "--zone", "%s=%s" % (ORIGIN, self.zonefile), "--workers", "1"] + root
 
     def version(self):
@@ -235,7 +236,7 @@ class Gdnsd(Server):
             os.symlink(self.zonefile, zf)
         with open(os.path.join(cfg, "config"), "w") as f:
             f.write("""options => {
-  listen => [ 127.0.0.1 ]
+  listen => [ %s ]
   dns_port => %d
   udp_threads => 1
   tcp_threads => 1
@@ -246,7 +247,7 @@ class Gdnsd(Server):
   run_dir => %s/run
   state_dir => %s/state
 }
-""" % (self.port, self.dir, self.dir))
+""" % (self.addr, self.port, self.dir, self.dir))
         return ["gdnsd", "-c", cfg, "start"]
 
     def version(self):
@@ -262,7 +263,7 @@ class Knot(Server):
             f.write("""server:
     rundir: "{d}"
     pidfile: "{d}/knot.pid"
-    listen: 127.0.0.1@{p}
+    listen: {a}@{p}
     udp-workers: 1
     tcp-workers: 1
     background-workers: 1
@@ -281,7 +282,7 @@ template:
 zone:
   - domain: {o}
     file: "{z}"
-""".format(d=self.dir, p=self.port, o=ORIGIN, z=self.zonefile))
+""".format(d=self.dir, a=self.addr, p=self.port, o=ORIGIN, z=self.zonefile))
         return ["knotd", "-c", conf]
 
     def version(self):
