@@ -348,6 +348,20 @@ def _first_line(argv, want=None):
     return ""
 
 
+def stop_group(proc):
+    """Ends a server started in a session of its own (its pid is its process group): SIGTERM,
+    SIGKILL after 10 s."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+
 class Running:
     """A started server: process group, readiness, accounting, teardown."""
 
@@ -380,15 +394,7 @@ class Running:
         return proc_tree(self.proc.pid)
 
     def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        stop_group(self.proc)
         self.logf.close()
 
     def log_tail(self, n=15):

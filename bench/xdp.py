@@ -43,7 +43,7 @@ sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "tests", "integration"))
 from run import (CACHE, CLIENT_CPU, ORIGIN, RESULTS, ROOT, SERVER_CPU, Gdnsd, Knot,  # noqa: E402
                  Tern, _first_line, build_ternd, cpu_ticks, ensure_zone, log, median,
-                 proc_tree)
+                 proc_tree, stop_group)
 from test_xdp import SERVER4, SKIP, netns_main  # noqa: E402
 
 ALL = ("tern-xdp", "tern", "knot-xdp", "knot", "gdnsd")
@@ -191,15 +191,7 @@ class NsServer:
         return cpu_ticks(proc_tree(self.proc.pid)), cpu_ticks(napi)
 
     def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        stop_group(self.proc)
         self.logf.close()
 
     def log_tail(self, n=20):
@@ -227,7 +219,7 @@ def parse_kxdpgun(out):
     return rec
 
 
-def kxdpgun(args, net, mac, qfile, rate, secs):
+def kxdpgun(net, mac, qfile, rate, secs):
     return net.exec(net.cli, "taskset", "-c", CLIENT_CPU, "kxdpgun", "-t", str(secs), "-Q",
                     str(rate), "-F", CLIENT_CPU, "-i", qfile, "-I", net.cli_if, "-R", mac,
                     SERVER4)
@@ -238,7 +230,7 @@ def phase(args, net, mac, qfile, srv, rate):
     napi = napi_threads(net.srv_if)
     pin(napi, SERVER_CPU)
     s0, n0 = srv.cpu(napi)
-    p = subprocess.Popen(kxdpgun(args, net, mac, qfile, rate, args.secs),
+    p = subprocess.Popen(kxdpgun(net, mac, qfile, rate, args.secs),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
@@ -246,9 +238,11 @@ def phase(args, net, mac, qfile, srv, rate):
         pin(napi_threads(net.cli_if), CLIENT_CPU)
         out, _ = p.communicate(timeout=args.secs + 30)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
         raise RuntimeError("kxdpgun did not finish in %d s" % (args.secs + 30))
+    finally:  # on a timeout, or SIGTERM's exit while waiting: the generator goes too
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
     s1, n1 = srv.cpu(napi)
     rec = parse_kxdpgun(out)
     if p.returncode != 0 or "replies" not in rec:
@@ -279,11 +273,12 @@ def one_round(args, net, mac, qfile, zonefile, name):
     finally:
         srv.stop()
         if srv.xdp_attached():
-            # Knot 3.2 leaves its program attached on stop (for a quick restart); the next
-            # server must find the interface bare
+            # knotd 3.2 leaves its program attached on stop; the next server must find the
+            # interface bare
             rec["left_attached"] = True
             log("  %s left an XDP program on %s: detached" % (name, net.srv_if))
             sh("ip", "-n", net.srv, "link", "set", "dev", net.srv_if, "xdp", "off", check=False)
+        shutil.rmtree(srv.srv.dir, ignore_errors=True)  # its log is in rec on error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +349,7 @@ def bench(args, net, zonefile, qfile):
                                           net.srv_if).stdout).group(1)
     # kxdpgun itself needs XDP on the client end: a short run with no server says whether the
     # kernel allows it at all (no replies expected)
-    r = sh(*kxdpgun(args, net, mac, qfile, 1000, 1), check=False, timeout=60)
+    r = sh(*kxdpgun(net, mac, qfile, 1000, 1), check=False, timeout=60)
     if r.returncode != 0 or "total queries" not in r.stdout:
         print("SKIP: kxdpgun cannot send over XDP here: %s" % (r.stdout + r.stderr)[-800:])
         return SKIP
