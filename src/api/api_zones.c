@@ -25,6 +25,7 @@
 #include "tern/api/api_newzone.h"
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
+#include "tern/xfr/journal.h" /* RFC 1982 serial arithmetic */
 #include "tern/common/log.h"
 #include "tern/redis/redis_write.h"
 #include "tern/zone/zone_json.h"
@@ -126,7 +127,7 @@ static bool wait_served(api_t *a, const char *key, bool gone, bool any, uint32_t
         uint16_t len = 0;
         uint32_t ttl;
         int served = served_soa(a, key, &ttl, soa, &len);
-        if (gone ? !served : served && (any || (int32_t)(soa_serial(soa, len) - want) >= 0))
+        if (gone ? !served : served && (any || xfr_serial_ge(soa_serial(soa, len), want)))
             return true;
         nanosleep(&step, NULL);
     }

@@ -165,11 +165,6 @@ size_t update_recent(update_t *u, const char *key, update_audit_t *out, size_t m
 
 void update_audit_note(update_t *u, const char *key, const update_audit_t *a)
 {
-    update_audit_add(u, key, a);
-}
-
-void update_audit_add(update_t *u, const char *key, const update_audit_t *a)
-{
     pthread_mutex_lock(&u->mu);
     uaudit_t *r = &u->ring[u->rhead];
     snprintf(r->key, sizeof(r->key), "%s", key);

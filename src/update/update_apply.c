@@ -23,6 +23,7 @@
 #include "tern/update/update_msg.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
+#include "tern/xfr/journal.h" /* RFC 1982 serial arithmetic */
 #include "tern/zone/zone_delta.h"
 #include "tern/zone/zone_patch.h"
 #include "update_int.h"
@@ -279,14 +280,7 @@ static void audit(update_t *u, const zview_t *zv, const update_change_t *ch, con
                         .removed = ch->nremoved,
                         .added = ch->nadded};
     snprintf(a.who, sizeof(a.who), "%.127s", who);
-    update_audit_add(u, zv->key, &a);
-}
-
-/* RFC 1982 */
-static bool serial_ge(uint32_t a, uint32_t b)
-{
-    uint32_t d = a - b;
-    return d < UINT32_C(0x80000000);
+    update_audit_note(u, zv->key, &a);
 }
 
 /* Wait until the view served holds zone apex at serial `to` or later (true), the deadline
@@ -302,7 +296,7 @@ static bool wait_published(update_t *u, const uint8_t *apex, uint32_t to)
         if (stop)
             return false;
         zone_t *z = answer_pin_zone(u->published, apex);
-        bool ok = z && !z->unavailable && serial_ge(z->serial, to);
+        bool ok = z && !z->unavailable && xfr_serial_ge(z->serial, to);
         zone_free(z);
         if (ok)
             return true;

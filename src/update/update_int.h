@@ -161,9 +161,6 @@ int update_redis_write(update_t *u, const zone_t *z, const struct update_change 
 /* update_redis.c: the update thread's Redis connection, freed (stop). */
 void update_redis_close(update_t *u);
 
-/* update.c: remember an applied change for `ternctl zone`. */
-void update_audit_add(update_t *u, const char *key, const update_audit_t *a);
-
 /* update.c: free n zone settings and the array. */
 void update_zones_free(uzone_t *z, size_t n);
 

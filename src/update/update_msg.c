@@ -18,6 +18,7 @@
 #include "tern/wire/parse.h"
 #include "tern/wire/rdata.h"
 #include "tern/wire/rr.h"
+#include "tern/xfr/journal.h" /* RFC 1982 serial arithmetic */
 
 static unsigned fail(unsigned rcode, char *why, size_t whylen, const char *fmt, ...)
     TERN_PRINTF(4, 5);
@@ -163,13 +164,6 @@ void update_msg_free(update_msg_t *m)
 }
 
 /* ---- the working set ------------------------------------------------------------------- */
-
-/* RFC 1982 §3.2 */
-static bool serial_gt(uint32_t a, uint32_t b)
-{
-    uint32_t d = a - b;
-    return d != 0 && d < UINT32_C(0x80000000);
-}
 
 typedef struct wrr {
     uint16_t rdlen;
@@ -482,8 +476,8 @@ static int add_rr(wname_t *nm, const update_rr_t *r, bool *soa_set)
         return r->type == WIRE_T_SOA ? 0 : TERN_ENOMEM; /* an SOA only replaces one */
     if (r->type == WIRE_T_SOA) {
         if (!s->n || r->rdlen < 20 || s->rr[0].rdlen < 20 ||
-            !serial_gt(tern_rd32(r->rdata + r->rdlen - 20),
-                       tern_rd32(s->rr[0].rdata + s->rr[0].rdlen - 20)))
+            !xfr_serial_gt(tern_rd32(r->rdata + r->rdlen - 20),
+                           tern_rd32(s->rr[0].rdata + s->rr[0].rdlen - 20)))
             return 0;
         s->rr[0] = a;
         s->ttl = r->ttl;
