@@ -524,6 +524,8 @@ void api_stop(api_t *a)
 {
     /* joins every connection's thread: a PATCH in progress is answered first (the update
      * service and the loader stop after the API) */
+    if (a)
+        atomic_store(&a->stopping, true);
     if (a && a->daemon)
         lib.MHD_stop_daemon(a->daemon);
     if (a)

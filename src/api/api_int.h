@@ -8,6 +8,7 @@
 #define TERN_API_API_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@ struct api {
     update_t *upd;
     xfr_t *xfr;
     struct MHD_Daemon *daemon;
+    atomic_bool stopping; /* api_stop(): a request waiting for a publish gives up */
     uint16_t port;
     char *cert_pem, *key_pem; /* read by api_new() */
 };

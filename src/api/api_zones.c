@@ -118,11 +118,13 @@ static uint32_t soa_serial(const uint8_t *soa, uint16_t len)
 }
 
 /* Wait until zone key is served with a serial at or after want (RFC 1982; any: any serial), or
- * not served at all (gone). Whether it happened within API_SERVE_WAIT_MS. */
+ * not served at all (gone). Whether it happened within API_SERVE_WAIT_MS; a stop ends the wait
+ * (false), so a shutdown never waits on it. */
 static bool wait_served(api_t *a, const char *key, bool gone, bool any, uint32_t want)
 {
     struct timespec step = {0, API_SERVE_POLL_MS * 1000000L};
-    for (int waited = 0; waited <= API_SERVE_WAIT_MS; waited += API_SERVE_POLL_MS) {
+    for (int waited = 0; waited <= API_SERVE_WAIT_MS && !atomic_load(&a->stopping);
+         waited += API_SERVE_POLL_MS) {
         uint8_t soa[SOA_MAX];
         uint16_t len = 0;
         uint32_t ttl;

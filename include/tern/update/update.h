@@ -116,8 +116,8 @@ typedef struct update_audit {
     size_t removed, added;
 } update_audit_t;
 
-/** Any thread: remember a change made elsewhere (the API's zone creates, deletes and label
- * writes) for `ternctl zone`, as an applied update is. */
+/** Any thread: remember a change for `ternctl zone` — an applied update, or one made elsewhere
+ * (the API's zone creates, deletes and label writes). */
 void update_audit_note(update_t *u, const char *key, const update_audit_t *a);
 
 /** The last changes of zone key, newest first: at most max into out; how many. Any thread. */
