@@ -203,12 +203,9 @@ static int read_full(fzone_t *z, const zone_source_read_t *rd, const char *jpath
         if (jr == 0 && whole && !j) { /* nothing to replay after all: the file read signed */
             zone_free(v);
             v = NULL;
-            const zone_file_opts_t fs = {.seen = record,
-                                         .seen_ctx = &r,
-                                         .health = rd->health_fn,
-                                         .health_ctx = rd->health_ctx,
-                                         .dnskeys = rd->dnskeys,
-                                         .dnskeys_len = rd->dnskeys_len};
+            zone_file_opts_t fs = fo;
+            fs.dnskeys = rd->dnskeys;
+            fs.dnskeys_len = rd->dnskeys_len;
             jr = zone_file_load_opts(cz->origin, cz->file, &fs, &j, err, errlen);
         }
         if (jr < 0) {
