@@ -750,3 +750,16 @@ void dnssec_key_free(dnssec_key_t *k)
     EVP_PKEY_free(k->pkey);
     free(k);
 }
+
+dnssec_key_t *dnssec_key_dup(const dnssec_key_t *k)
+{
+    dnssec_key_t *c = malloc(sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = *k;
+    if (c->pkey && EVP_PKEY_up_ref(c->pkey) != 1) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}

@@ -10,6 +10,7 @@
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
+#include "tern/dnssec/dnssec_export.h"
 #include "tern/wire/dname.h"
 
 int dnssec_setup_keys(const uint8_t *origin, const char *zname, dnssec_key_t **keys, unsigned nkeys,
@@ -77,11 +78,13 @@ int dnssec_setup_redins(const char *origin, const char *const pub[2], const char
     return dnssec_setup_keys(o, origin, keys, n, workers, pol, dz, dnskeys, len, err, errlen);
 }
 
-int dnssec_setup_attach(zone_t *z, dnssec_zone_t *dz, char *err, size_t errlen)
+int dnssec_setup_attach(zone_t *z, dnssec_zone_t *dz, const zone_t *prev, char *err, size_t errlen)
 {
     dnssec_sigs_t *old = NULL;
-    int rc = dnssec_zone_sign(dz, z, (uint32_t)time(NULL), &old, err, errlen);
+    int rc = dnssec_zone_sign_from(dz, z, prev, (uint32_t)time(NULL), &old, err, errlen);
     dnssec_sigs_free(old); /* none: the state is new */
+    if (rc == 0 && dz->policy.export)
+        rc = dnssec_export_make(dz, z, prev, &dz->export, err, errlen);
     if (rc < 0) {
         dnssec_zone_free(dz);
         return rc;

@@ -9,8 +9,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/common/hash.h"
+#include "tern/dnssec/dnssec_export.h"
 #include "tern/wire/rr.h"
 
 static uint64_t next_gen = 1; /* loader thread only */
@@ -29,6 +31,7 @@ void dnssec_zone_free(dnssec_zone_t *dz)
     if (!dz)
         return;
     dnssec_sigs_free(dz->sigs);
+    dnssec_export_free(dz->export);
     if (dz->zsk_ctx)
         for (unsigned i = 0; i < dz->nworkers; i++)
             dnssec_keyctx_free(dz->zsk_ctx[i]);
@@ -75,6 +78,7 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
     dz->nworkers = nworkers ? nworkers : 1;
     dz->policy.lifetime = policy && policy->lifetime ? policy->lifetime : DNSSEC_LIFETIME_DEFAULT;
     dz->policy.refresh = policy && policy->refresh ? policy->refresh : DNSSEC_REFRESH_DEFAULT;
+    dz->policy.export = policy && policy->export;
     /* what remains of a fresh signature is the lifetime less the inception's hour back: the
      * refresh must leave it some time, or every check would sign again */
     if ((uint64_t)dz->policy.refresh + DNSSEC_INCEPTION_SKEW >= dz->policy.lifetime) {
@@ -174,10 +178,24 @@ int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap)
     return (int)pos;
 }
 
-bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now)
+uint32_t dnssec_zone_earliest(const dnssec_zone_t *dz)
 {
     const dnssec_sigs_t *s = dnssec_zone_sigs(dz);
-    return !s || (int32_t)(s->expiration - now) < (int32_t)dz->policy.refresh;
+    uint32_t earliest = s ? s->earliest : 0;
+    if (s && dz->export && (int32_t)(dz->export->earliest - earliest) < 0)
+        earliest = dz->export->earliest;
+    return earliest;
+}
+
+bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now)
+{
+    return !dnssec_zone_sigs(dz) ||
+           (int32_t)(dnssec_zone_earliest(dz) - now) < (int32_t)dz->policy.refresh;
+}
+
+bool dnssec_key_same(const dnssec_key_t *a, const dnssec_key_t *b)
+{
+    return a->rdlen == b->rdlen && memcmp(a->rdata, b->rdata, a->rdlen) == 0;
 }
 
 /* The growing blob of one signing pass. */
@@ -187,6 +205,11 @@ struct pass {
     dnssec_signer_t *signer;
     const zone_t *z;
     const dnssec_zone_t *dz;
+    /* the previous version and what of its signatures may be taken over */
+    const zone_t *prev;
+    const dnssec_sigs_t *psg;
+    bool same_zsk, same_ksk;
+    uint32_t now;
     char *err;
     size_t errlen;
 };
@@ -259,13 +282,92 @@ static int sign_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *
     return 0;
 }
 
+const zone_rrset_t *dnssec_prev_rrset(const zone_t *prev, const zone_node_t *n,
+                                      const zone_rrset_t *s)
+{
+    const zone_node_t *pn = zone_find_node(prev, n->name, n->name_len, dname_hash(n->name));
+    const zone_rrset_t *ps = pn ? zone_node_rrset(pn, s->type) : NULL;
+    if (!ps || ps->ttl != s->ttl || ps->count != s->count || ps->rdata_len != s->rdata_len ||
+        memcmp(ps->rdata, s->rdata, s->rdata_len) != 0)
+        return NULL;
+    return ps;
+}
+
+size_t dnssec_rrsigs_fresh(const uint8_t *seq, unsigned count, uint32_t now, uint32_t refresh,
+                           uint32_t *earliest)
+{
+    const uint8_t *q = seq;
+    *earliest = 0;
+    for (unsigned i = 0; i < count; i++) {
+        uint32_t exp = dnssec_rrsig_expiration(q + 2);
+        if ((int32_t)(exp - now) <= (int32_t)refresh)
+            return 0; /* due: made again */
+        if (i == 0 || (int32_t)(exp - *earliest) < 0)
+            *earliest = exp;
+        q += 2 + tern_rd16(q);
+    }
+    return (size_t)(q - seq);
+}
+
+/* The KSKs of a and b (the keys signing DNSKEY) are the same, in the same order. */
+static bool same_ksks(const dnssec_zone_t *a, const dnssec_zone_t *b)
+{
+    if (a->nksk != b->nksk)
+        return false;
+    for (unsigned i = 0; i < a->nksk; i++)
+        if (!dnssec_key_same(dnssec_keyctx_key(a->loader_ksk[i]),
+                             dnssec_keyctx_key(b->loader_ksk[i])))
+            return false;
+    return true;
+}
+
+/* RRset s at node n as the previous version signed it, copied into the blob, when the data and
+ * the keys are the same and none of its signatures is due: 1; 0: sign it; negative: no memory. */
+static int reuse_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *s)
+{
+    bool dnskey = s->type == WIRE_T_DNSKEY && n == p->z->apex_node;
+    if (!p->psg || !(dnskey ? p->same_ksk : p->same_zsk))
+        return 0;
+    const zone_rrset_t *ps = dnssec_prev_rrset(p->prev, n, s);
+    uint16_t count = 0;
+    const uint8_t *sig = ps ? dnssec_static(p->psg, p->prev, ps, &count) : NULL;
+    uint32_t earliest;
+    size_t len =
+        sig ? dnssec_rrsigs_fresh(sig, count, p->now, p->dz->policy.refresh, &earliest) : 0;
+    if (!len)
+        return 0;
+    if (blob_room(p, 2 + len) < 0)
+        return TERN_ENOMEM;
+    dnssec_sigs_t *sg = p->s;
+    size_t start = sg->blob_len;
+    memcpy(sg->blob + start, sig - 2, 2 + len);
+    sg->blob_len += 2 + len;
+    sg->reused += count;
+    if ((int32_t)(earliest - sg->earliest) < 0)
+        sg->earliest = earliest;
+    sg->at[s - p->z->rrsets] = (uint32_t)start + 1;
+    return 1;
+}
+
 int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_sigs_t **old,
                      char *err, size_t errlen)
+{
+    return dnssec_zone_sign_from(dz, z, NULL, now, old, err, errlen);
+}
+
+int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev, uint32_t now,
+                          dnssec_sigs_t **old, char *err, size_t errlen)
 {
     char zn[DNAME_MAXLEN * 4 + 1];
     zone_str(z->apex, zn, sizeof(zn));
     *old = NULL;
-    struct pass p = {.z = z, .dz = dz, .err = err, .errlen = errlen};
+    struct pass p = {.z = z, .dz = dz, .now = now, .err = err, .errlen = errlen};
+    const dnssec_zone_t *pdz = prev && !prev->unavailable ? prev->dnssec : NULL;
+    if (pdz && (p.psg = dnssec_zone_sigs(pdz))) {
+        p.prev = prev;
+        p.same_zsk = dnssec_key_same(pdz->zsk, dz->zsk);
+        p.same_ksk = same_ksks(pdz, dz);
+    }
     int rc = TERN_ENOMEM;
     p.s = calloc(1, sizeof(*p.s));
     if (!p.s || !(p.s->at = calloc(z->rrset_count ? z->rrset_count : 1, sizeof(*p.s->at))) ||
@@ -276,6 +378,7 @@ int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_si
     p.s->count = z->rrset_count;
     p.s->inception = now - DNSSEC_INCEPTION_SKEW;
     p.s->expiration = p.s->inception + dz->policy.lifetime;
+    p.s->earliest = p.s->expiration;
     bool have_dnskey = false;
     for (size_t i = 0; i < z->node_count; i++) {
         const zone_node_t *n = zone_node_at(z, (uint32_t)i);
@@ -287,8 +390,12 @@ int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_si
                 continue; /* at a delegation only DS is the parent's data (RFC 4035 §2.2) */
             if (zone_rrset_geo(z, s))
                 continue; /* steered: the subset is signed per query */
-            if (s->type == WIRE_T_DNSKEY && n == z->apex_node) {
+            if (s->type == WIRE_T_DNSKEY && n == z->apex_node)
                 have_dnskey = true;
+            if ((rc = reuse_rrset(&p, n, s)) != 0) {
+                if (rc > 0)
+                    continue;
+            } else if (s->type == WIRE_T_DNSKEY && n == z->apex_node) {
                 rc = sign_rrset(&p, n, s, dz->loader_ksk, dz->nksk);
             } else {
                 rc = sign_rrset(&p, n, s, &dz->loader_zsk, 1);
@@ -320,21 +427,10 @@ fail:
 
 /* ---- the compact-denial NSEC ---- */
 
-int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntypes, bool nxname,
-                      uint8_t *out, size_t cap)
+int dnssec_nsec_bitmap(const uint16_t *types, unsigned ntypes, const uint16_t *extra,
+                       unsigned nextra, uint8_t *out, size_t cap)
 {
-    size_t olen = dname_len(owner);
-    if (olen + 2 > DNAME_MAXLEN || cap < olen + 2)
-        return TERN_ENOSPC;
-    /* the immediate successor in canonical order: the name with a first label of one 0 octet
-     * (RFC 4034 §6.1 ordering; RFC 9824 §3.1) */
-    out[0] = 1;
-    out[1] = 0;
-    (void)dname_lower(out + 2, owner);
-    size_t pos = olen + 2;
-    /* the types in order: the given ones merged with RRSIG, NSEC and NXNAME */
-    uint16_t extra[3] = {WIRE_T_RRSIG, WIRE_T_NSEC, DNSSEC_T_NXNAME};
-    unsigned nextra = nxname ? 3 : 2;
+    size_t pos = 0;
     unsigned i = 0, j = 0;
     int window = -1;
     size_t wpos = 0; /* where the current window's length octet is */
@@ -366,6 +462,24 @@ int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntyp
         out[wpos + 2 + bit / 8] |= (uint8_t)(0x80u >> (bit % 8));
     }
     return (int)pos;
+}
+
+int dnssec_nsec_rdata(const uint8_t *owner, const uint16_t *types, unsigned ntypes, bool nxname,
+                      uint8_t *out, size_t cap)
+{
+    size_t olen = dname_len(owner);
+    if (olen + 2 > DNAME_MAXLEN || cap < olen + 2)
+        return TERN_ENOSPC;
+    /* the immediate successor in canonical order: the name with a first label of one 0 octet
+     * (RFC 4034 §6.1 ordering; RFC 9824 §3.1) */
+    out[0] = 1;
+    out[1] = 0;
+    (void)dname_lower(out + 2, owner);
+    size_t pos = olen + 2;
+    /* the types in order: the given ones merged with RRSIG, NSEC and NXNAME */
+    static const uint16_t extra[3] = {WIRE_T_RRSIG, WIRE_T_NSEC, DNSSEC_T_NXNAME};
+    int n = dnssec_nsec_bitmap(types, ntypes, extra, nxname ? 3 : 2, out + pos, cap - pos);
+    return n < 0 ? n : (int)pos + n;
 }
 
 /* ---- per-worker signature cache ---- */

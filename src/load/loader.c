@@ -619,6 +619,21 @@ static void resign_due(loader_t *l)
         zone_t *z = s->z[i].zone;
         if (!z || !z->dnssec || !dnssec_zone_due(z->dnssec, now))
             continue;
+        if (z->dnssec->export) {
+            /* its secondaries need the new signatures too: a new version with a new serial,
+             * read and signed again by the next build (tern/dnssec/dnssec_export.h); a
+             * source with a thread of its own (Redis) does that on its thread */
+            if (s->z[i].src)
+                continue;
+            if (sink_reread(l, s->z[i].key) < 0)
+                log_err("dnssec: zone %s: out of memory; signed again at the next check",
+                        s->z[i].key);
+            else
+                log_info("dnssec: zone %s: signatures due; signing a new version for its "
+                         "secondaries",
+                         s->z[i].key);
+            continue;
+        }
         char err[512];
         dnssec_sigs_t *old = NULL;
         int64_t t0 = tern_monotonic_ms();

@@ -227,6 +227,36 @@ static int source_read(build_t *b, const struct snapshot *s, zone_source_t *src,
     return src->ops->read(src, &rd, z, b->err, b->errlen);
 }
 
+/* The version served of e's zone, signed: what a new signing takes unchanged signatures from
+ * (tern/dnssec/dnssec_zone.h). The loader thread is the only one re-signing it in place, and
+ * it is this thread. */
+static const zone_t *signed_prev(build_t *b, const struct zent *e)
+{
+    const struct zent *o = snapshot_find(&b->ix, e->key);
+    return o && o->zone && o->zone->dnssec ? o->zone : NULL;
+}
+
+/* A signed zone that secondaries transfer: every version signed anew is a new version for them
+ * (its signatures changed), so it is served with a serial above the last one (zone_serial_next())
+ * before it is signed. */
+static int export_serial(build_t *b, const struct zent *e, zone_t *z)
+{
+    const struct zent *o = snapshot_find(&b->ix, e->key);
+    bool had = o && o->zone && !o->zone->unavailable;
+    uint32_t was = z->serial;
+    uint32_t want = zone_serial_next(had, had ? o->zone->serial : 0, was, (uint32_t)time(NULL));
+    if (want == was)
+        return 0;
+    int rc = zone_set_serial_fresh(z, want);
+    if (rc < 0) {
+        snprintf(b->err, b->errlen, "zone %s: cannot raise its serial to %u: %s", e->key, want,
+                 tern_strerror(rc));
+        return rc;
+    }
+    log_info("zone %s: serial %u -> %u (signed anew for its secondaries)", e->key, was, want);
+    return 0;
+}
+
 /* add_read(): configured zone cz read anew by src into e (a changed master file first as a
  * patch of the version served, see snapshot_patch_base()). A zone tern signs gets its keys first
  * (the builder adds their DNSKEYs) and its signatures once it is built. 0 or a negative code. */
@@ -248,8 +278,11 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
             snapshot_deps_clear(
                 e); /* the patch attempt's (a signed zone has no base: its keys stay) */
         rc = source_read(b, s, src, e, cz, NULL, dz ? dnskeys : NULL, dnskeys_len, &z);
+        if (rc >= 0 && dz && dz->policy.export)
+            rc = export_serial(b, e, z);
         if (rc >= 0 && dz)
-            rc = dnssec_setup_attach(z, dz, b->err, b->errlen); /* frees dz on failure */
+            rc = dnssec_setup_attach(z, dz, signed_prev(b, e), b->err,
+                                     b->errlen); /* frees dz on failure */
         else if (dz)
             dnssec_zone_free(dz);
         if (rc < 0 && dz && z)

@@ -48,7 +48,11 @@ int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_se
             }
         }
     }
-    const dnssec_policy_t pol = {.lifetime = cfg->dnssec_lifetime, .refresh = cfg->dnssec_refresh};
+    /* a zone secondaries transfer gets its NSEC chain and RRSIGs made for them
+     * (dnssec_export.h) */
+    const dnssec_policy_t pol = {.lifetime = cfg->dnssec_lifetime,
+                                 .refresh = cfg->dnssec_refresh,
+                                 .export = cz->nnotify || cz->allow_transfer.n};
     return dnssec_setup_keys(origin, cz->origin, keys, n, cfg->workers, &pol, dz, dnskeys, len, err,
                              errlen);
 fail:
@@ -67,8 +71,8 @@ char *zone_sign_ident(const config_zone_t *cz, const config_t *cfg)
     char *s = malloc(n);
     if (!s)
         return NULL;
-    size_t pos =
-        (size_t)snprintf(s, n, "%u/%u/%u", cfg->dnssec_lifetime, cfg->dnssec_refresh, cfg->workers);
+    size_t pos = (size_t)snprintf(s, n, "%u/%u/%u/%d", cfg->dnssec_lifetime, cfg->dnssec_refresh,
+                                  cfg->workers, cz->nnotify || cz->allow_transfer.n);
     for (size_t i = 0; i < cz->ndnssec_keys; i++)
         pos += (size_t)snprintf(s + pos, n - pos, "\n%s", cz->dnssec_keys[i]);
     return s;

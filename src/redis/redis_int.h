@@ -71,7 +71,14 @@ struct zst {
     seen_t *lt;  /* a large zone's labels with their digests, as last built or patched (diff) */
     char **plab; /* labels named on the change channel since the last flush */
     size_t nplab, capplab;
-    struct zst *next; /* hash chain */
+    /* a signed zone secondaries transfer (redis_source_callbacks_t.exported) */
+    bool had_serial; /* last_serial is the serial of the last version signed */
+    uint32_t last_serial;
+    int64_t resign_at;   /* wall clock (s) its signatures come due; 0: not such a zone */
+    bool resign;         /* built again for that: not a patch, whatever its digest */
+    zone_t *signed_last; /* our reference to the last such version: its unchanged signatures
+                            are taken over by the next (never re-signed in place) */
+    struct zst *next;    /* hash chain */
 };
 
 /* How redis_read_process() treats a zone whose digest has not changed. */
@@ -134,6 +141,7 @@ struct redis_source {
     bool named; /* a writer named the labels it changed (change channel): its change is whole,
                    flushed without waiting for events to pause */
     int64_t first_ev, last_ev;
+    int64_t resign_check; /* monotonic ms of the next look for zones whose signatures are due */
     unsigned arena;
 };
 

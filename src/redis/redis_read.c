@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
@@ -187,8 +188,10 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
     size_t len = 0;
     char err[768];
     const char *const whr[2] = {where[0], where[1]};
-    if (dnssec_setup_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &rs->dnssec_policy,
-                            &b->dz, dnskeys, &len, err, sizeof(err)) < 0) {
+    dnssec_policy_t pol = rs->dnssec_policy;
+    pol.export = rs->cb.exported && rs->cb.exported(rs->cb.ctx, b->z->origin);
+    if (dnssec_setup_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &pol, &b->dz, dnskeys,
+                            &len, err, sizeof(err)) < 0) {
         zb_reject(b, "%s: %s", rs->where, err);
         return;
     }
@@ -339,6 +342,26 @@ static void zb_keep_reports(zbuild_t *b, bool whole)
     b->rep = NULL;
 }
 
+/* A signed zone its secondaries transfer: every version signed is a new one for them, so it gets
+ * a serial above the last one signed (zone_serial_next()) before it is signed. */
+static int export_serial(zbuild_t *b, zone_t *zone, char *err, size_t errlen)
+{
+    struct zst *z = b->z;
+    uint32_t was = zone->serial;
+    uint32_t want = zone_serial_next(z->had_serial, z->last_serial, was, (uint32_t)time(NULL));
+    if (want == was)
+        return 0;
+    int rc = zone_set_serial_fresh(zone, want);
+    if (rc < 0) {
+        snprintf(err, errlen, "zone %s: cannot raise its serial to %u: %s", z->origin, want,
+                 tern_strerror(rc));
+        return rc;
+    }
+    log_info("%s: zone %s: serial %u -> %u (signed anew for its secondaries)", b->rs->where,
+             z->origin, was, want);
+    return 0;
+}
+
 /*
  * The end of a build: hand the zone out, or reject the version. With unless_same, a zone whose
  * digest matches the last version is dropped silently (a change that changed nothing).
@@ -364,12 +387,25 @@ static int zb_end(zbuild_t *b, bool unless_same)
         } else if (b->dz) {
             /* signed here, on the source's thread: never on a worker */
             char err[768];
-            rc = dnssec_setup_attach(zone, b->dz, err, sizeof(err));
+            bool exported = b->dz->policy.export;
+            uint32_t refresh = b->dz->policy.refresh;
+            rc = exported ? export_serial(b, zone, err, sizeof(err)) : 0;
+            if (rc == 0)
+                rc = dnssec_setup_attach(zone, b->dz, exported ? z->signed_last : NULL, err,
+                                         sizeof(err));
+            else
+                dnssec_zone_free(b->dz);
             b->dz = NULL; /* the zone owns it, or it is freed */
             if (rc < 0) {
                 zone_free(zone);
                 zone = NULL;
                 snprintf(b->err, sizeof(b->err), "%s: %s", rs->where, err);
+            } else if (exported) {
+                z->had_serial = true;
+                z->last_serial = zone->serial;
+                z->resign_at = (int64_t)dnssec_zone_earliest(zone->dnssec) - refresh;
+                zone_free(z->signed_last);
+                z->signed_last = zone_retain(zone);
             }
         }
     }
@@ -383,7 +419,8 @@ static int zb_end(zbuild_t *b, bool unless_same)
                           b->over_rrset};
     if (counts[0] || counts[1] || counts[2])
         redis_int_stats(rs, add_breaches, counts);
-    bool same = z->have_digest && z->digest == b->digest;
+    bool same = z->have_digest && z->digest == b->digest && !z->resign;
+    z->resign = false;
     if (b->rc == TERN_ENOMEM) {
         /* not the data's fault: try again at the next read */
         log_err("%s", b->err);
@@ -726,12 +763,12 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
 {
     zbuild_t b;
     int rc;
-    if (mode == RUN_DIRTY && z->lt && z->served && rs->cb.on_patch) {
+    if (mode == RUN_DIRTY && z->lt && z->served && rs->cb.on_patch && !z->resign) {
         bool done;
         if ((rc = diff_read(rs, z, cnt, &done)) < 0 || done)
             return rc;
     }
-    if (mode == RUN_VERIFY && z->have_digest) {
+    if (mode == RUN_VERIFY && z->have_digest && !z->resign) {
         zb_begin(&b, rs, z, false);
         rc = read_large(rs, &b);
         redis_seen_free(&b.seen);
@@ -774,7 +811,7 @@ static void process_small(redis_source_t *rs, struct zst *z, const redisReply *c
     }
     const redisReply *f = scan->element[1];
     /* the digest first (a hash of the bytes), the build only if the data changed */
-    if (mode != RUN_FORCE && z->have_digest) {
+    if (mode != RUN_FORCE && z->have_digest && !z->resign) {
         zb_begin(&b, rs, z, false);
         zb_config(&b, cfg, keys);
         for (size_t i = 0; i + 1 < f->elements; i += 2)

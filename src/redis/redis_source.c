@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -462,11 +463,40 @@ static int wait_events(redis_source_t *rs, int64_t left)
     return 0;
 }
 
+/* How often the thread looks for signed zones whose signatures are due (the ones secondaries
+ * transfer, redis_source_callbacks_t.exported): a minute is nothing against a refresh window of
+ * days, as the loader's own check for the others. */
+#define RESIGN_CHECK_MS 60000
+
+/* Those zones, built and signed again as a change would (the version gets a new serial). */
+static void resign_due(redis_source_t *rs)
+{
+    int64_t now = (int64_t)time(NULL);
+    for (size_t b = 0; b < rs->nbucket; b++)
+        for (struct zst *z = rs->bucket[b]; z; z = z->next)
+            if (z->resign_at && now >= z->resign_at) {
+                log_info("%s: zone %s: signatures due; signing a new version for its "
+                         "secondaries",
+                         rs->where, z->origin);
+                z->resign_at = 0;
+                z->resign = true;
+                redis_source_mark_dirty(rs, z);
+                touch(rs);
+                rs->named = true; /* nothing else is coming: now */
+            }
+}
+
 /* One turn of the loop while connected. */
 static int serve(redis_source_t *rs)
 {
     int64_t t = now_ms();
+    if (t >= rs->resign_check) {
+        rs->resign_check = t + RESIGN_CHECK_MS;
+        resign_due(rs);
+    }
     int64_t next = rs->next_verify;
+    if (rs->resign_check < next)
+        next = rs->resign_check;
     if (rs->pending) {
         int64_t at = rs->named ? t : rs->last_ev + QUIET_MS;
         if (at > rs->first_ev + MAX_DELAY_MS)

@@ -37,6 +37,11 @@ typedef struct source_redis {
      * swapped under health_mu after a reload changed them. */
     pthread_mutex_t health_mu;
     health_index_t *hidx;
+    /* The Redis zones secondaries transfer (configured entries without a file, with notify or
+     * allow_transfer), by key, sorted: read by the Redis thread (exported()), replaced under
+     * mu by each config. */
+    char **exported;
+    size_t nexported;
 } source_redis_t;
 
 static void cfg_free(config_redis_t *c)
@@ -208,16 +213,11 @@ static void raise_serial(source_redis_t *r, const char *key, bool had, uint32_t 
 {
     if (!r->env.followed(r->env.followed_ctx, key))
         return;
-    uint32_t now = (uint32_t)time(NULL), want;
-    if (had) {
-        if (xfr_serial_lt(last, z->serial))
-            return;
-        want = xfr_serial_lt(last, now) ? now : last + 1;
-    } else {
-        if (!xfr_serial_lt(z->serial, now))
-            return;
-        want = now;
-    }
+    if (z->dnssec && z->dnssec->export)
+        return; /* raised before it was signed, on the Redis thread */
+    uint32_t want = zone_serial_next(had, last, z->serial, (uint32_t)time(NULL));
+    if (want == z->serial)
+        return;
     if (z->dnssec) {
         log_warn("redis: zone %s changed without a higher serial (%u); it is signed, so its "
                  "secondaries keep the old data until soa.serial rises",
@@ -418,6 +418,61 @@ static void settings(source_redis_t *r, const config_t *cfg, redis_source_config
     rc->dnssec_policy.refresh = cfg->dnssec_refresh;
 }
 
+static void exported_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* redis_source_callbacks_t.exported (the Redis thread). */
+static bool exported(void *ctx, const char *origin)
+{
+    source_redis_t *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    bool yes = r->nexported &&
+               bsearch(&origin, r->exported, r->nexported, sizeof(char *), cmp_key) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    return yes;
+}
+
+/* Take cfg's set of exported Redis zones. True when it differs from the one before (their
+ * signed versions then need building again, with or without their export). */
+static bool set_exported(source_redis_t *r, const config_t *cfg)
+{
+    size_t n = 0;
+    char **v = calloc(cfg->nzones + 1, sizeof(*v));
+    for (size_t i = 0; v && i < cfg->nzones; i++) {
+        const config_zone_t *cz = &cfg->zones[i];
+        if (cz->file || (!cz->nnotify && !cz->allow_transfer.n))
+            continue;
+        if (!(v[n] = zone_source_key(cz->origin)))
+            continue; /* out of memory: that zone is signed without its export */
+        n++;
+    }
+    if (!v) {
+        log_err("redis: out of memory; the zones secondaries transfer stay as they were");
+        return false;
+    }
+    qsort(v, n, sizeof(*v), cmp_key);
+    pthread_mutex_lock(&r->mu);
+    bool same = n == r->nexported;
+    for (size_t i = 0; same && i < n; i++)
+        same = strcmp(v[i], r->exported[i]) == 0;
+    char **old = r->exported;
+    size_t nold = r->nexported;
+    r->exported = v;
+    r->nexported = n;
+    pthread_mutex_unlock(&r->mu);
+    exported_free(old, nold);
+    return !same;
+}
+
 /* Start the Redis thread for cfg->redis (loader or main thread). 0 or a negative code (logged). */
 static int start_thread(source_redis_t *r, const config_t *cfg)
 {
@@ -430,6 +485,7 @@ static int start_thread(source_redis_t *r, const config_t *cfg)
                                    .on_patch = on_patch,
                                    .on_state = on_state,
                                    .on_synced = on_synced,
+                                   .exported = exported,
                                    .ctx = r};
     char err[512] = "";
     if (cfg_copy(&r->cfg, c) < 0) {
@@ -465,6 +521,8 @@ static int start_thread(source_redis_t *r, const config_t *cfg)
 static int configure(zone_source_t *s, const config_t *cfg, const config_t *prev, bool rebuild)
 {
     source_redis_t *r = (source_redis_t *)s;
+    if (set_exported(r, cfg) && prev)
+        rebuild = true;
     if (!prev) {
         if (set_health(r, cfg) < 0) {
             log_err("health: out of memory");
@@ -574,6 +632,7 @@ static void free_source(zone_source_t *s)
     stop(s);
     clear(r);
     free(r->rz);
+    exported_free(r->exported, r->nexported);
     health_index_free(r->hidx);
     pthread_mutex_destroy(&r->rs_mu);
     pthread_mutex_destroy(&r->mu);

@@ -17,6 +17,8 @@
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
+#include "tern/dnssec/dnssec_export.h"
+#include "tern/dnssec/dnssec_zone.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/rr.h"
 #include "tern/zone/zone_patch.h"
@@ -217,6 +219,51 @@ static int diff_node(diff_ctx_t *c, const zone_node_t *o, const zone_node_t *n)
     return 0;
 }
 
+/* A signed zone's export set as the node and RRset diff_rrset() and put_rrset() compare. */
+static void export_as_rrset(const dnssec_export_set_t *x, zone_node_t *node, zone_rrset_t *rs)
+{
+    *node = (zone_node_t){.name = x->owner, .name_len = x->owner_len};
+    *rs = (zone_rrset_t){.type = x->type,
+                         .count = x->count,
+                         .ttl = x->ttl,
+                         .rdata_len = x->rdata_len,
+                         .rdata = x->rdata};
+}
+
+/* The NSEC chains and RRSIGs of two versions of a signed zone (either may have none: signing
+ * turned on or off): both lists are in one order (dnssec_export_set_cmp()), so one merge pass
+ * pairs them. */
+static int diff_exports(diff_ctx_t *c, const dnssec_export_t *o, const dnssec_export_t *n)
+{
+    size_t no = o ? o->count : 0, nn = n ? n->count : 0, i = 0, k = 0;
+    c->apex = false;
+    while (i < no || k < nn) {
+        int cmp = i == no ? 1 : k == nn ? -1 : dnssec_export_set_cmp(&o->sets[i], &n->sets[k]);
+        zone_node_t node, node2;
+        zone_rrset_t a, b;
+        int rc;
+        if (cmp < 0) {
+            export_as_rrset(&o->sets[i++], &node, &a);
+            rc = put_rrset(&c->d->side[XFR_REMOVED], &node, &a);
+        } else if (cmp > 0) {
+            export_as_rrset(&n->sets[k++], &node, &b);
+            rc = put_rrset(&c->d->side[XFR_ADDED], &node, &b);
+        } else {
+            export_as_rrset(&o->sets[i++], &node2, &a);
+            export_as_rrset(&n->sets[k++], &node, &b);
+            rc = diff_rrset(c, &node, &a, &b);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static const dnssec_export_t *export_of(const zone_t *z)
+{
+    return z->dnssec ? z->dnssec->export : NULL;
+}
+
 static int copy_soa(struct side *s, const zone_t *z)
 {
     s->soa = malloc(z->soa->rdata_len);
@@ -367,6 +414,8 @@ xfr_delta_t *xfr_diff(const zone_t *old, const zone_t *new)
         goto fail;
     const zone_delta_t *zd = zone_patch_delta(old, new);
     if ((zd ? diff_names(&c, old, new, zd) : diff_whole(&c, old, new)) < 0)
+        goto fail;
+    if ((export_of(old) || export_of(new)) && diff_exports(&c, export_of(old), export_of(new)) < 0)
         goto fail;
     side_shrink(&d->side[XFR_REMOVED]);
     side_shrink(&d->side[XFR_ADDED]);

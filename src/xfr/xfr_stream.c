@@ -2,8 +2,9 @@
  * xfr_stream.c — AXFR/IXFR response messages from a pinned zone version (see xfr_stream.h).
  *
  * A response is a list of segments, each a source of RRsets: one SOA, the zone's node array in
- * order (the apex first; a patched version's removed nodes hold no RRsets and add nothing), or
- * one side of a delta. AXFR is [SOA, zone, SOA]; IXFR is [SOA, then per delta: old
+ * order (the apex first; a patched version's removed nodes hold no RRsets and add nothing), a
+ * signed zone's export (its NSEC chain and RRSIGs, tern/dnssec/dnssec_export.h), or one side of
+ * a delta. AXFR is [SOA, zone, export when signed, SOA]; IXFR is [SOA, then per delta: old
  * SOA, removed, new SOA, added, then SOA]. The cursor (segment, node, RRset, RR) only moves once
  * an RR is in the message, so an RR that does not fit simply opens the next message.
  */
@@ -15,11 +16,13 @@
 
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
+#include "tern/dnssec/dnssec_export.h"
+#include "tern/dnssec/dnssec_zone.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
 #include "tern/wire/rr.h"
 
-typedef enum { SEG_SOA, SEG_ZONE, SEG_DELTA } seg_kind_t;
+typedef enum { SEG_SOA, SEG_ZONE, SEG_EXPORT, SEG_DELTA } seg_kind_t;
 
 typedef struct seg {
     seg_kind_t kind;
@@ -43,7 +46,8 @@ struct xfr_stream {
     /* the cursor: the next RR is RR `rr` (at byte rr_off of cur.rdata) when `have` */
     size_t seg;
     size_t node, rrset; /* SEG_ZONE: the next RRset to take */
-    size_t pos;         /* SEG_DELTA: offset of the next group; SEG_SOA: 1 once taken */
+    size_t pos;         /* SEG_DELTA: offset of the next group; SEG_EXPORT: the next set;
+                           SEG_SOA: 1 once taken */
     bool have;
     xfr_rrset_t cur;
     unsigned rr;
@@ -105,13 +109,14 @@ static void soa_seg(const zone_t *z, seg_t *g)
 
 xfr_stream_t *xfr_stream_axfr(const zone_t *z, const uint8_t *query, size_t qlen)
 {
-    xfr_stream_t *s = stream_new(z, query, qlen, 3);
+    xfr_stream_t *s = stream_new(z, query, qlen, 4);
     if (!s)
         return NULL;
-    soa_seg(z, &s->segs[0]);
-    s->segs[1].kind = SEG_ZONE;
-    soa_seg(z, &s->segs[2]);
-    s->nsegs = 3;
+    soa_seg(z, &s->segs[s->nsegs++]);
+    s->segs[s->nsegs++].kind = SEG_ZONE;
+    if (z->dnssec && z->dnssec->export)
+        s->segs[s->nsegs++].kind = SEG_EXPORT;
+    soa_seg(z, &s->segs[s->nsegs++]);
     return s;
 }
 
@@ -189,6 +194,21 @@ static bool next_rrset(xfr_stream_t *s)
                 got = true;
             }
             break;
+        case SEG_EXPORT: {
+            const dnssec_export_t *e = z->dnssec->export;
+            if (s->pos < e->count) {
+                const dnssec_export_set_t *x = &e->sets[s->pos++];
+                s->cur = (xfr_rrset_t){.owner = x->owner,
+                                       .owner_len = x->owner_len,
+                                       .type = x->type,
+                                       .count = x->count,
+                                       .ttl = x->ttl,
+                                       .rdata_len = x->rdata_len,
+                                       .rdata = x->rdata};
+                got = true;
+            }
+            break;
+        }
         case SEG_DELTA:
             got = xfr_delta_next(g->d, g->side, &s->pos, &s->cur);
             break;

@@ -189,6 +189,33 @@ zone_t *zone_new_unavailable(const uint8_t *apex, const char *source)
     return z;
 }
 
+uint32_t zone_serial_next(bool had, uint32_t last, uint32_t serial, uint32_t now)
+{
+    /* RFC 1982: a before b when b is less than 2^31 ahead */
+#define SERIAL_LT(a, b) ((uint32_t)((b) - (a)) - 1u < UINT32_C(0x7FFFFFFF))
+    if (had)
+        return SERIAL_LT(last, serial) ? serial : SERIAL_LT(last, now) ? now : last + 1;
+    return SERIAL_LT(serial, now) ? now : serial;
+#undef SERIAL_LT
+}
+
+int zone_set_serial_fresh(zone_t *z, uint32_t serial)
+{
+    const zone_rrset_t *soa = z->soa;
+    if (!soa || soa->count != 1 || soa->rdata_len < 2 + 22 || z->data_count != 1 ||
+        __atomic_load_n(&z->data[0]->refs, __ATOMIC_ACQUIRE) != 1)
+        return TERN_EINVAL;
+    /* the build's own blob, shared with no other version: written in place (the negative SOA
+     * has the same RDATA) */
+    uint8_t *sp = (uint8_t *)soa->rdata + soa->rdata_len - 20;
+    sp[0] = (uint8_t)(serial >> 24);
+    sp[1] = (uint8_t)(serial >> 16);
+    sp[2] = (uint8_t)(serial >> 8);
+    sp[3] = (uint8_t)serial;
+    z->serial = serial;
+    return 0;
+}
+
 int zone_set_serial(zone_t *z, uint32_t serial)
 {
     /* The SOA's RDATA, the apex's RRsets and the apex's node page may all be shared with other

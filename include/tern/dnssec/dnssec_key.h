@@ -133,6 +133,10 @@ int dnssec_key_paths(const char *path, char *pub, char *priv, size_t len) TERN_W
 /** Key tag of a DNSKEY RDATA (RFC 4034 Appendix B; algorithm 1 is not supported anywhere). */
 uint16_t dnssec_key_tag(const uint8_t *rdata, size_t rdlen);
 
+/** A copy of k sharing its private key (a reference of its own): for a second signing state of
+ * the same zone. NULL when out of memory. */
+dnssec_key_t *dnssec_key_dup(const dnssec_key_t *k) TERN_WUR;
+
 /** Release k and its EVP_PKEY. NULL is a no-op. */
 void dnssec_key_free(dnssec_key_t *k);
 

@@ -44,7 +44,10 @@ int dnssec_setup_redins(const char *origin, const char *const pub[2], const char
                         dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len, char *err,
                         size_t errlen) TERN_WUR;
 
-/** Sign z with dz (taken over: freed on failure too) and attach it to z. */
-int dnssec_setup_attach(zone_t *z, dnssec_zone_t *dz, char *err, size_t errlen) TERN_WUR;
+/** Sign z with dz (taken over: freed on failure too) and attach it to z; with its export
+ * (dnssec_export.h) when dz's policy says so. prev: the zone's previous version, whose
+ * signatures of unchanged data are taken over (dnssec_zone_sign_from()), or NULL. */
+int dnssec_setup_attach(zone_t *z, dnssec_zone_t *dz, const zone_t *prev, char *err,
+                        size_t errlen) TERN_WUR;
 
 #endif

@@ -44,6 +44,8 @@
 typedef struct dnssec_policy {
     uint32_t lifetime; /* seconds a signature is valid from its inception; default 14 days */
     uint32_t refresh;  /* re-sign when less than this remains; default 7 days */
+    bool export;       /* secondaries transfer the zone: make its export (dnssec_export.h) with
+                          its signatures, and never re-sign a version in place */
 } dnssec_policy_t;
 
 #define DNSSEC_LIFETIME_DEFAULT (14u * 86400u)
@@ -55,8 +57,11 @@ typedef struct dnssec_policy {
  * offset in blob of a u16 count and that many RRSIG RDATA (each u16 RDLENGTH + RDATA, the
  * writer's rdata sequence), or 0: not signed. */
 typedef struct dnssec_sigs {
-    uint32_t inception, expiration; /* of every signature in it */
-    uint32_t count;                 /* entries of at: the zone's RRsets */
+    uint32_t inception, expiration; /* of every signature made for it */
+    uint32_t earliest; /* the earliest expiration of any signature in it (one taken over from the
+                          previous version may expire before the ones made now) */
+    uint64_t reused;   /* signatures taken over from the previous version */
+    uint32_t count;    /* entries of at: the zone's RRsets */
     uint32_t *at;
     uint8_t *blob;
     size_t blob_len;
@@ -76,6 +81,9 @@ typedef struct dnssec_zone {
     unsigned nworkers;
     dnssec_policy_t policy;
     dnssec_sigs_t *sigs; /* RCU: read with dnssec_zone_sigs() */
+    /* policy.export: the NSEC chain and RRSIGs a transfer sends, made with the first
+     * signatures (dnssec_setup_attach()); immutable afterwards */
+    struct dnssec_export *export;
 } dnssec_zone_t;
 
 /**
@@ -99,6 +107,39 @@ int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap) TERN_
  */
 int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_sigs_t **old,
                      char *err, size_t errlen) TERN_WUR;
+
+/**
+ * The same, taking over what prev (the zone's previous version, signed, or NULL) signed of the
+ * same data: an RRset with the same owner, type, TTL and RRs, signed by the same keys, keeps its
+ * RRSIGs while more than the refresh time remains of each. So a change re-signs what it changed
+ * (and the SOA), and a secondary's IXFR carries only those signatures. prev must not be
+ * re-signed in place meanwhile (the caller's thread owns it, or it is exported, which never is).
+ */
+int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev, uint32_t now,
+                          dnssec_sigs_t **old, char *err, size_t errlen) TERN_WUR;
+
+/** RRset s (at node n of a new version) as prev has it, when prev has exactly the same (owner,
+ * type, TTL and RRs), else NULL: what signatures may be taken over for. */
+const zone_rrset_t *dnssec_prev_rrset(const zone_t *prev, const zone_node_t *n,
+                                      const zone_rrset_t *s);
+
+/** The bytes of count RRSIGs (an rdata sequence at seq) when none of them is due at now (more
+ * than refresh seconds remain of each), with the earliest expiration in *earliest; 0 when one
+ * is due. */
+size_t dnssec_rrsigs_fresh(const uint8_t *seq, unsigned count, uint32_t now, uint32_t refresh,
+                           uint32_t *earliest);
+
+/** True when a and b are the same key (its DNSKEY RDATA). */
+bool dnssec_key_same(const dnssec_key_t *a, const dnssec_key_t *b);
+
+/** The expiration field of an RRSIG RDATA (rd: its first byte). */
+static inline uint32_t dnssec_rrsig_expiration(const uint8_t *rd)
+{
+    return (uint32_t)rd[8] << 24 | (uint32_t)rd[9] << 16 | (uint32_t)rd[10] << 8 | rd[11];
+}
+
+/** The earliest expiration of dz's signatures made ahead and of its export's (0: unsigned). */
+uint32_t dnssec_zone_earliest(const dnssec_zone_t *dz);
 
 /** True when dz's signatures should be made again at time now (refresh). */
 bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now);
@@ -160,6 +201,14 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
                   const uint8_t *owner, unsigned labels, uint16_t type, uint32_t ttl,
                   uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint32_t now,
                   uint8_t *out) TERN_WUR;
+
+/**
+ * An NSEC type bitmap (RFC 4034 §4.1.2) of types[0..ntypes) merged with extra[0..nextra) (each
+ * ascending; a type in both is set once) into out (cap bytes). Returns its length, or
+ * TERN_ENOSPC.
+ */
+int dnssec_nsec_bitmap(const uint16_t *types, unsigned ntypes, const uint16_t *extra,
+                       unsigned nextra, uint8_t *out, size_t cap) TERN_WUR;
 
 /**
  * The RDATA of the compact-denial NSEC (RFC 9824) at owner (wire, any case): next name

@@ -203,6 +203,12 @@ typedef struct redis_source_callbacks {
      * such messages re-read the zone whole. */
     void (*on_patch)(void *ctx, const char *origin, zone_t *fresh, const uint8_t *const *names,
                      size_t n);
+    /* Optional, called on the source's thread: true when secondaries transfer the zone at
+     * origin (its canonical key). A signed one is then built with its export
+     * (tern/dnssec/dnssec_export.h), each version with a serial above the last one
+     * (zone_serial_next()), and built and signed again by this thread when its signatures come
+     * due (the loader re-signs the others in place). */
+    bool (*exported)(void *ctx, const char *origin);
     void *ctx;
 } redis_source_callbacks_t;
 

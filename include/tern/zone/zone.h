@@ -360,6 +360,24 @@ zone_t *zone_new_unavailable(const uint8_t *apex, const char *source) TERN_WUR;
  */
 int zone_set_serial(zone_t *z, uint32_t serial) TERN_WUR;
 
+/**
+ * The serial to serve for a new version whose own serial is `serial`, when secondaries follow
+ * the zone and the version must rise above theirs (they take nothing else): had false, the
+ * first version since start — `serial`, or now (Unix seconds) when that is higher, since a
+ * secondary may hold a serial raised before a restart; had true, last being the serial served —
+ * `serial` when it is above last, else max(last + 1, now) (Knot's serial-policy unixtime, so
+ * serials keep rising across restarts). RFC 1982 comparisons.
+ */
+uint32_t zone_serial_next(bool had, uint32_t last, uint32_t serial, uint32_t now);
+
+/**
+ * The same for a zone straight from its build, before it is signed: the SOA's RDATA is written
+ * in place, so the SOA stays the build's RRset (a signed zone's signatures made ahead are kept
+ * by that index, tern/dnssec/dnssec_zone.h). 0, or TERN_EINVAL: no single SOA, or z is not a
+ * fresh build (its data shared, or patched).
+ */
+int zone_set_serial_fresh(zone_t *z, uint32_t serial) TERN_WUR;
+
 /** Drop one reference; the last one releases the zone and all its data (its arena). NULL is a
  * no-op. */
 void zone_free(zone_t *z);

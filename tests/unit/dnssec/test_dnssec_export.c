@@ -1,0 +1,328 @@
+/*
+ * test_dnssec_export.c — the signed zone secondaries get (dnssec_export.h): canonical order
+ * (RFC 4034 §6.1's own example), the NSEC chain over a zone with a wildcard, empty
+ * non-terminals, a delegation with DS and glue, and a steered RRset; every RRSIG of the export
+ * checked by ldns; the sets in the order the IXFR diff merges them by; a new version taking
+ * over the signatures of what did not change, and only while they are not due.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "tern/dnssec/dnssec_export.h"
+#include "tern/dnssec/dnssec_key.h"
+#include "tern/dnssec/dnssec_setup.h"
+#include "tern/dnssec/dnssec_sign.h"
+#include "tern/dnssec/dnssec_zone.h"
+#include "tern/wire/rr.h"
+#include "tern/zone/zone_builder.h"
+
+#include "ldns_verify.h"
+
+static const uint8_t ORIGIN[] = "\7example\4test";
+
+static void test_name_order(void **state)
+{
+    (void)state;
+    /* RFC 4034 §6.1's list, in canonical order (lowercased, as zones hold names) */
+    static const char *const names[] = {
+        "\7example",        "\1a\7example",       "\10yljkjljk\1a\7example",
+        "\1z\1a\7example",  "\4zabc\1a\7example", "\1z\7example",
+        "\1\1\1z\7example", "\1*\1z\7example",    "\1\200\1z\7example",
+    };
+    size_t n = sizeof(names) / sizeof(names[0]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n; k++) {
+            int c = dnssec_export_name_cmp((const uint8_t *)names[i], (const uint8_t *)names[k]);
+            if (i < k)
+                assert_true(c < 0);
+            else if (i > k)
+                assert_true(c > 0);
+            else
+                assert_int_equal(c, 0);
+        }
+    /* the root sorts before everything */
+    assert_true(dnssec_export_name_cmp((const uint8_t *)"", (const uint8_t *)"\7example") < 0);
+}
+
+static dnssec_key_t *gen(bool ksk)
+{
+    dnssec_key_t *k = NULL;
+    char err[256] = "";
+    if (dnssec_key_generate(ORIGIN, DNSSEC_ALG_ECDSAP256SHA256, ksk, 0, &k, err, sizeof(err)) < 0)
+        fail_msg("generate: %s", err);
+    return k;
+}
+
+static const uint8_t SOA_RD[] = "\2ns\7example\4test\0\4host\7example\4test\0"
+                                "\0\0\0\1\0\0\x0e\x10\0\0\x07\x08\0\x09\x3a\x80\0\0\x00\x3c";
+
+#define N(s) ((const uint8_t *)(s))
+
+static void add(zone_builder_t *b, const char *owner, uint16_t type, uint32_t ttl, const void *rd,
+                size_t len)
+{
+    if (zone_builder_add(b, N(owner), type, 1, ttl, rd, (uint16_t)len, NULL, 0) < 0)
+        fail_msg("add: %s", zone_builder_error(b));
+}
+
+/* apex (SOA NS MX DNSKEY), www (A, AAAA), *.wild TXT, a.b.c TXT (b.c and c are empty
+ * non-terminals), sub NS + DS with glue ns.sub A, steered (three weighted A). */
+static zone_t *build_v(dnssec_zone_t *dz, uint8_t serial, uint8_t www, bool extra);
+
+static zone_t *build(dnssec_zone_t *dz)
+{
+    return build_v(dz, 1, 3, false);
+}
+
+/* The zone at SOA serial `serial`, www's A 192.0.2.<www>, with extra: one more name (zz). */
+static zone_t *build_v(dnssec_zone_t *dz, uint8_t serial, uint8_t www, bool extra)
+{
+    zone_builder_t *b = zone_builder_new(ORIGIN, "test");
+    uint8_t keys[4096];
+    int kl = dnssec_zone_dnskeys(dz, keys, sizeof(keys));
+    assert_true(kl > 0);
+    assert_int_equal(zone_builder_set_dnssec(b, keys, (size_t)kl, 0), 0);
+    uint8_t soa[sizeof(SOA_RD) - 1];
+    memcpy(soa, SOA_RD, sizeof(soa));
+    soa[sizeof(soa) - 20 + 3] = serial;
+    add(b, "\7example\4test", WIRE_T_SOA, 3600, soa, sizeof(soa));
+    if (extra)
+        add(b, "\2zz\7example\4test", WIRE_T_TXT, 300, "\2zz", 3);
+    add(b, "\7example\4test", WIRE_T_NS, 3600, "\2ns\7example\4test", 17);
+    add(b, "\7example\4test", WIRE_T_MX, 3600, "\0\12\2mx\7example\4test", 19);
+    add(b, "\2ns\7example\4test", WIRE_T_A, 3600, "\300\0\2\1", 4);
+    const uint8_t wa[4] = {192, 0, 2, www};
+    add(b, "\3www\7example\4test", WIRE_T_A, 600, wa, 4);
+    add(b, "\3www\7example\4test", WIRE_T_AAAA, 300, "\x20\1\xd\xb8\0\0\0\0\0\0\0\0\0\0\0\3", 16);
+    add(b, "\1*\4wild\7example\4test", WIRE_T_TXT, 300, "\4wild", 5);
+    add(b, "\1a\1b\1c\7example\4test", WIRE_T_TXT, 300, "\4deep", 5);
+    add(b, "\3sub\7example\4test", WIRE_T_NS, 300, "\2ns\3sub\7example\4test", 21);
+    static const uint8_t ds[] = {0x30, 0x39, 13, 2, [4 ... 35] = 0xab};
+    add(b, "\3sub\7example\4test", WIRE_T_DS, 300, ds, sizeof(ds));
+    add(b, "\2ns\3sub\7example\4test", WIRE_T_A, 300, "\300\0\2\11", 4);
+    for (unsigned i = 0; i < 3; i++) {
+        uint8_t a[4] = {192, 0, 2, (uint8_t)(30 + i)};
+        zone_geo_meta_t m = {.weight = i + 1};
+        assert_int_equal(
+            zone_builder_add_geo(b, N("\7steered\7example\4test"), WIRE_T_A, 60, a, 4, &m, NULL, 0),
+            0);
+    }
+    zone_geo_policy_t pol = {.count = ZONE_GEO_COUNT_SINGLE, .order = ZONE_GEO_ORDER_WEIGHTED};
+    assert_int_equal(zone_builder_set_policy(b, N("\7steered\7example\4test"), WIRE_T_A, &pol), 0);
+    zone_t *z = NULL;
+    char err[256];
+    if (zone_builder_finish(b, &z, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    return z;
+}
+
+/* The NSEC owners in chain order, and what each must list. */
+static const struct {
+    const char *owner, *next;
+    uint16_t types[8];
+} CHAIN[] = {
+    {"\7example\4test",
+     "\1a\1b\1c\7example\4test",
+     {WIRE_T_NS, WIRE_T_SOA, WIRE_T_MX, WIRE_T_RRSIG, WIRE_T_NSEC, WIRE_T_DNSKEY}},
+    {"\1a\1b\1c\7example\4test", "\2ns\7example\4test", {WIRE_T_TXT, WIRE_T_RRSIG, WIRE_T_NSEC}},
+    {"\2ns\7example\4test", "\7steered\7example\4test", {WIRE_T_A, WIRE_T_RRSIG, WIRE_T_NSEC}},
+    {"\7steered\7example\4test", "\3sub\7example\4test", {WIRE_T_A, WIRE_T_RRSIG, WIRE_T_NSEC}},
+    /* the delegation: NS and DS, not the glue's A (RFC 4035 §2.3) */
+    {"\3sub\7example\4test",
+     "\1*\4wild\7example\4test",
+     {WIRE_T_NS, WIRE_T_DS, WIRE_T_RRSIG, WIRE_T_NSEC}},
+    {"\1*\4wild\7example\4test", "\3www\7example\4test", {WIRE_T_TXT, WIRE_T_RRSIG, WIRE_T_NSEC}},
+    {"\3www\7example\4test", "\7example\4test", {WIRE_T_A, WIRE_T_AAAA, WIRE_T_RRSIG, WIRE_T_NSEC}},
+};
+
+static void check_nsec(const dnssec_export_set_t *s, unsigned i)
+{
+    assert_int_equal(s->count, 1);
+    assert_int_equal(s->ttl, 60); /* min(SOA TTL 3600, MINIMUM 60) */
+    const uint8_t *rd = s->rdata + 2;
+    size_t rdlen = (size_t)s->rdata[0] << 8 | s->rdata[1];
+    size_t nl = dname_len(N(CHAIN[i].next));
+    assert_memory_equal(rd, CHAIN[i].next, nl);
+    unsigned nt = 0;
+    while (nt < 8 && CHAIN[i].types[nt])
+        nt++;
+    uint8_t want[64];
+    int wl = dnssec_nsec_bitmap(CHAIN[i].types, nt, NULL, 0, want, sizeof(want));
+    assert_true(wl > 0);
+    assert_int_equal(rdlen - nl, (size_t)wl);
+    assert_memory_equal(rd + nl, want, (size_t)wl);
+}
+
+static void test_export(void **state)
+{
+    (void)state;
+    dnssec_key_t *keys[2] = {gen(true), gen(false)};
+    const dnssec_key_t *ksk = keys[0], *zsk = keys[1];
+    dnssec_policy_t pol = {.export = true};
+    dnssec_zone_t *dz = NULL;
+    char err[256];
+    if (dnssec_zone_new(ORIGIN, keys, 2, 1, &pol, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    zone_t *z = build(dz);
+    if (dnssec_setup_attach(z, dz, NULL, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    const dnssec_export_t *e = dz->export;
+    assert_non_null(e);
+    assert_int_equal(e->names, sizeof(CHAIN) / sizeof(CHAIN[0]));
+    /* the steered A (signed now), each NSEC: made for the export */
+    assert_int_equal(e->made, 1 + e->names);
+
+    unsigned nsec = 0, sigs = 0;
+    bool steered_signed = false, glue_signed = false, sub_ns_signed = false;
+    for (size_t i = 0; i < e->count; i++) {
+        const dnssec_export_set_t *s = &e->sets[i];
+        if (i > 0)
+            assert_true(dnssec_export_set_cmp(&e->sets[i - 1], s) < 0);
+        if (s->type == WIRE_T_NSEC) {
+            assert_true(nsec < e->names);
+            assert_memory_equal(s->owner, CHAIN[nsec].owner, s->owner_len);
+            check_nsec(s, nsec++);
+            continue;
+        }
+        assert_int_equal(s->type, WIRE_T_RRSIG);
+        /* what it covers: the zone's RRset, or the NSEC before it in this list's name */
+        const zone_node_t *n = zone_find_node(z, s->owner, s->owner_len, dname_hash(s->owner));
+        assert_non_null(n);
+        const uint8_t *seq;
+        uint16_t count;
+        uint32_t ttl;
+        if (s->covered == WIRE_T_NSEC) {
+            const dnssec_export_set_t *x = s + 1;
+            while (x->type != WIRE_T_NSEC)
+                x++;
+            seq = x->rdata, count = 1, ttl = x->ttl;
+        } else {
+            const zone_rrset_t *rs = zone_node_rrset(n, s->covered);
+            assert_non_null(rs);
+            seq = rs->rdata, count = rs->count, ttl = rs->ttl;
+            if (n->cut && s->covered == WIRE_T_NS)
+                sub_ns_signed = true;
+            if (zone_rrset_geo(z, rs)) {
+                steered_signed = true;
+                assert_int_equal(count, 3); /* every record, not a subset */
+            }
+        }
+        if (dname_equal(s->owner, N("\2ns\3sub\7example\4test")))
+            glue_signed = true;
+        assert_int_equal(s->ttl, ttl); /* RFC 4034 §3: the TTL of what it covers */
+        const uint8_t *p = s->rdata;
+        for (unsigned k = 0; k < s->count; k++) {
+            size_t len = (size_t)p[0] << 8 | p[1];
+            const dnssec_key_t *k2 = s->covered == WIRE_T_DNSKEY ? ksk : zsk;
+            assert_int_equal(verify(k2, s->owner, s->covered, ttl, count, seq, NULL, p + 2, len),
+                             LDNS_STATUS_OK);
+            p += 2 + len;
+            sigs++;
+        }
+    }
+    assert_int_equal(nsec, e->names);
+    assert_true(steered_signed);
+    assert_false(glue_signed);
+    assert_false(sub_ns_signed);
+    /* per name its RRSIGs and one NSEC; apex SOA NS MX DNSKEY NSEC, ns A, steered A, sub DS,
+     * www A AAAA, wild TXT, a.b.c TXT, and an NSEC's at each of the 7 names */
+    assert_int_equal(sigs, 4 + 1 + 1 + 1 + 2 + 1 + 1 + 7);
+    assert_int_equal(e->records, sigs + nsec);
+    zone_free(z);
+}
+
+/* The RRSIG RDATA sequence over type at owner in export e, or NULL. */
+static const dnssec_export_set_t *sigs_of(const dnssec_export_t *e, const char *owner,
+                                          uint16_t covered)
+{
+    for (size_t i = 0; i < e->count; i++)
+        if (e->sets[i].type == WIRE_T_RRSIG && e->sets[i].covered == covered &&
+            dname_equal(e->sets[i].owner, N(owner)))
+            return &e->sets[i];
+    return NULL;
+}
+
+static bool same_sigs(const dnssec_export_t *a, const dnssec_export_t *b, const char *owner,
+                      uint16_t covered)
+{
+    const dnssec_export_set_t *x = sigs_of(a, owner, covered), *y = sigs_of(b, owner, covered);
+    assert_non_null(x);
+    assert_non_null(y);
+    return x->rdata_len == y->rdata_len && memcmp(x->rdata, y->rdata, x->rdata_len) == 0;
+}
+
+static void test_reuse(void **state)
+{
+    (void)state;
+    dnssec_key_t *keys[2] = {gen(true), gen(false)};
+    char err[256];
+    dnssec_policy_t pol = {.export = true};
+    dnssec_zone_t *dz1 = NULL, *dz2 = NULL, *dz3 = NULL;
+    if (dnssec_zone_new(ORIGIN, keys, 2, 1, &pol, &dz1, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    zone_t *z1 = build(dz1);
+    if (dnssec_setup_attach(z1, dz1, NULL, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(dnssec_zone_sigs(dz1)->reused, 0);
+
+    /* v2: a new serial, www's address changed, a name added: the rest is taken over */
+    /* the same keys for the next versions (each signing state owns its keys) */
+    dnssec_key_t *k2[2] = {dnssec_key_dup(keys[0]), dnssec_key_dup(keys[1])};
+    assert_non_null(k2[0]);
+    assert_non_null(k2[1]);
+    if (dnssec_zone_new(ORIGIN, k2, 2, 1, &pol, &dz2, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    zone_t *z2 = build_v(dz2, 2, 4, true);
+    if (dnssec_setup_attach(z2, dz2, z1, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    const dnssec_sigs_t *s2 = dnssec_zone_sigs(dz2);
+    /* made ahead: apex NS MX DNSKEY, ns A, www AAAA, wild TXT, a.b.c TXT, sub DS taken over;
+     * SOA, www A and zz TXT made */
+    assert_int_equal(s2->reused, 8);
+    assert_int_equal(s2->made, 3);
+    const dnssec_export_t *e1 = dz1->export, *e2 = dz2->export;
+    /* the NSECs of the apex and a.b.c... unchanged but for www's neighbour: www's now points
+     * at zz, zz's is new; the steered A is unchanged */
+    assert_true(same_sigs(e1, e2, "\7steered\7example\4test", WIRE_T_A));
+    assert_true(same_sigs(e1, e2, "\7example\4test", WIRE_T_NSEC));
+    assert_true(same_sigs(e1, e2, "\7example\4test", WIRE_T_NS));
+    assert_false(same_sigs(e1, e2, "\3www\7example\4test", WIRE_T_NSEC));
+    assert_false(same_sigs(e1, e2, "\3www\7example\4test", WIRE_T_A));
+    assert_false(same_sigs(e1, e2, "\7example\4test", WIRE_T_SOA));
+    assert_true(same_sigs(e1, e2, "\3www\7example\4test", WIRE_T_AAAA));
+    /* NSECs made: www's (new next) and zz's; the other 6 taken over with the steered A's */
+    assert_int_equal(e2->made, 2);
+    assert_int_equal(e2->reused, 6 + 1);
+
+    /* v3 with a refresh window (20 days) wider than what remains of v2's (14 days less an
+     * hour): all due, nothing is taken over */
+    dnssec_policy_t wide = {.export = true, .lifetime = 30 * 86400, .refresh = 20 * 86400};
+    dnssec_key_t *k3[2] = {dnssec_key_dup(keys[0]), dnssec_key_dup(keys[1])};
+    if (dnssec_zone_new(ORIGIN, k3, 2, 1, &wide, &dz3, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    zone_t *z3 = build_v(dz3, 3, 4, true);
+    if (dnssec_setup_attach(z3, dz3, z2, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(dnssec_zone_sigs(dz3)->reused, 0);
+    assert_int_equal(dz3->export->reused, 0);
+    zone_free(z1);
+    zone_free(z2);
+    zone_free(z3);
+}
+
+int main(void)
+{
+    dnssec_mem_install();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_name_order),
+        cmocka_unit_test(test_export),
+        cmocka_unit_test(test_reuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
