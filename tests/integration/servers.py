@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import dns.exception
+import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
@@ -448,3 +449,168 @@ class Redis:
             text = value if isinstance(value, str) else json.dumps(value)
             self.cmd("HSET", "redins:zones:%s" % zone, label, text)
         self.cmd("SADD", "redins:zones", zone)
+
+
+class Unbound:
+    """A validating Unbound in the foreground on a loopback port of its own. zones: (zone,
+    port, ds) each: a stub zone asking only 127.0.0.1@port, with ds (DS RDATA text) as the
+    zone's trust anchor (None: no anchor, nothing in it validates). Queries go out from
+    `outgoing` (the address a steering server sees)."""
+
+    def __init__(self, work, name, zones, outgoing=LOOPBACK, tcp_upstream=False, timeout=5.0):
+        self.name = name
+        self.dir = os.path.join(work, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.zones = zones
+        self.outgoing = outgoing
+        self.tcp_upstream = tcp_upstream
+        self.timeout = timeout
+        self.proc = None
+        self._out = None
+        self.log_path = os.path.join(self.dir, "unbound.log")
+
+    def config_text(self):
+        d = self.dir
+        tas = "".join('    trust-anchor: "%s DS %s"\n' % (z, ds) for z, _, ds in self.zones if ds)
+        # test. is one of Unbound's default local zones (RFC 6761: NXDOMAIN for everything in
+        # it); nodefault lets the stub zones below answer
+        parents = sorted({z.rstrip(".").split(".", 1)[1] + "." for z, _, _ in self.zones
+                          if "." in z.rstrip(".")})
+        locals_ = "".join('    local-zone: "%s" nodefault\n' % p for p in parents)
+        stubs = "".join('stub-zone:\n    name: "%s"\n    stub-addr: %s@%d\n' % (z, LOOPBACK, port)
+                        for z, port, _ in self.zones)
+        return f"""server:
+    verbosity: 0  # errors, and (val-log-level) one line per validation failure
+    interface: {LOOPBACK}
+    port: {self.port}
+    do-ip4: yes
+    do-ip6: no
+    do-udp: yes
+    do-tcp: yes
+    tcp-upstream: {"yes" if self.tcp_upstream else "no"}
+    outgoing-interface: {self.outgoing}
+    num-threads: 1
+    so-reuseport: no
+    directory: "{d}"
+    chroot: ""
+    username: ""
+    use-syslog: no
+    logfile: "{self.log_path}"
+    log-time-ascii: yes
+    pidfile: "{d}/unbound.pid"
+    do-not-query-localhost: no
+    module-config: "validator iterator"
+    val-log-level: 2
+    qname-minimisation: no
+    minimal-responses: yes
+    prefetch: no
+    prefetch-key: no
+    aggressive-nsec: no
+    trust-anchor-signaling: no
+    root-key-sentinel: no
+    cache-min-ttl: 0
+    cache-max-negative-ttl: 60
+{locals_}{tas}remote-control:
+    control-enable: no
+{stubs}"""
+
+    def start(self):
+        conf = os.path.join(self.dir, "unbound.conf")
+        with open(conf, "w") as f:
+            f.write(self.config_text())
+        self._out = open(os.path.join(self.dir, "output.log"), "wb")
+        self.proc = subprocess.Popen([find_program("unbound"), "-d", "-c", conf],
+                                     stdout=self._out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.dir)
+        # ready once it answers localhost. from its own default local zone (the signer is not
+        # asked, so nothing is cached early)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("unbound %s exited with status %s during startup:\n%s"
+                                   % (self.name, self.proc.returncode, self.log_text()))
+            try:
+                r = dns.query.udp(dns.message.make_query("localhost.", "A"), LOOPBACK,
+                                  port=self.port, timeout=0.3)
+                if r.rcode() == dns.rcode.NOERROR:
+                    return
+            except (dns.exception.Timeout, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("unbound %s did not answer within %.0f s:\n%s"
+                           % (self.name, START_TIMEOUT, self.log_text()))
+
+    def stop(self):
+        stop_process(self.proc)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def log_text(self, limit=3000):
+        text = ""
+        for p in (os.path.join(self.dir, "output.log"), self.log_path):
+            try:
+                with open(p, "rb") as f:
+                    text += f.read()[-limit:].decode("utf-8", "replace")
+            except OSError:
+                pass
+        return text
+
+    def ask(self, name, rtype):
+        """The response to name/rtype with DO set (over TCP when truncated)."""
+        q = dns.message.make_query(name, rtype, want_dnssec=True, payload=1232)
+        try:
+            r = dns.query.udp(q, LOOPBACK, port=self.port, timeout=self.timeout)
+            if r.flags & dns.flags.TC:
+                r = dns.query.tcp(q, LOOPBACK, port=self.port, timeout=self.timeout)
+        except dns.exception.Timeout:
+            raise Failure("%s %s: no answer from unbound %s within %.0f s"
+                          % (name, rtype, self.name, self.timeout))
+        return r
+
+
+class Named(Server):
+    """BIND 9 (named -g) on its own port, as the secondary of the given zones: secondaries is a
+    list of (zone, primary port); each zone's copy is kept in its directory (raw format off:
+    text) and may be transferred out again to anyone on loopback."""
+
+    name = "named"
+
+    def __init__(self, workdir, secondaries, name=None):
+        if name:
+            self.name = name
+        self.secondaries = secondaries
+        super().__init__(workdir, [])
+
+    def command(self):
+        d = self.dir
+        conf = os.path.join(d, "named.conf")
+        zones = "".join(f"""zone "{z}" {{
+    type secondary;
+    primaries {{ {LOOPBACK} port {port}; }};
+    file "{d}/{z}.db";
+    masterfile-format text;
+}};
+""" for z, port in self.secondaries)
+        with open(conf, "w") as f:
+            f.write(f"""options {{
+    directory "{d}";
+    pid-file "{d}/named.pid";
+    listen-on port {self.port} {{ {LOOPBACK}; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    dnssec-validation no;
+    notify no;
+    allow-transfer {{ 127.0.0.0/8; }};
+    allow-notify {{ 127.0.0.0/8; }};
+    allow-query {{ any; }};
+    session-keyfile "{d}/session.key";
+    managed-keys-directory "{d}";
+    transfers-in 10;
+    min-refresh-time 1;
+}};
+controls {{ }};
+{zones}""")
+        return [find_program("named"), "-g", "-c", conf, "-n", "1"]

@@ -430,124 +430,13 @@ class TerndSigner(servers.Server):
 
 # ---- the validators --------------------------------------------------------------------------
 
-class Unbound:
-    """A validating Unbound in the foreground on a loopback port of its own, asking only the
-    signer (a stub zone) from one source address, with ds as the zone's trust anchor (None: no
-    anchor, nothing validates)."""
+class Unbound(servers.Unbound):
+    """A validating Unbound asking only the signer (a stub zone for ZONE) from one source
+    address, with ds as the zone's trust anchor (None: no anchor, nothing validates)."""
 
     def __init__(self, work, name, signer_port, ds, outgoing, tcp_upstream=False):
-        self.name = name
-        self.dir = os.path.join(work, name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = servers.free_port()
-        self.signer_port = signer_port
-        self.ds = ds
-        self.outgoing = outgoing
-        self.tcp_upstream = tcp_upstream
-        self.proc = None
-        self._out = None
-        self.log_path = os.path.join(self.dir, "unbound.log")
-
-    def config_text(self):
-        d = self.dir
-        ta = 'trust-anchor: "%s DS %s"' % (ZONE, self.ds) if self.ds else ""
-        # test. is one of Unbound's default local zones (RFC 6761: NXDOMAIN for everything in
-        # it); nodefault lets the stub zone below answer
-        parent = ZONE.split(".", 1)[1]
-        return f"""server:
-    verbosity: 0  # errors, and (val-log-level) one line per validation failure
-    interface: {LOOPBACK}
-    port: {self.port}
-    do-ip4: yes
-    do-ip6: no
-    do-udp: yes
-    do-tcp: yes
-    tcp-upstream: {"yes" if self.tcp_upstream else "no"}
-    outgoing-interface: {self.outgoing}
-    num-threads: 1
-    so-reuseport: no
-    directory: "{d}"
-    chroot: ""
-    username: ""
-    use-syslog: no
-    logfile: "{self.log_path}"
-    log-time-ascii: yes
-    pidfile: "{d}/unbound.pid"
-    do-not-query-localhost: no
-    module-config: "validator iterator"
-    val-log-level: 2
-    qname-minimisation: no
-    minimal-responses: yes
-    prefetch: no
-    prefetch-key: no
-    aggressive-nsec: no
-    trust-anchor-signaling: no
-    root-key-sentinel: no
-    cache-min-ttl: 0
-    cache-max-negative-ttl: 60
-    local-zone: "{parent}" nodefault
-    {ta}
-remote-control:
-    control-enable: no
-stub-zone:
-    name: "{ZONE}"
-    stub-addr: {LOOPBACK}@{self.signer_port}
-"""
-
-    def start(self):
-        conf = os.path.join(self.dir, "unbound.conf")
-        with open(conf, "w") as f:
-            f.write(self.config_text())
-        self._out = open(os.path.join(self.dir, "output.log"), "wb")
-        self.proc = subprocess.Popen([find_program("unbound"), "-d", "-c", conf],
-                                     stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.dir)
-        # ready once it answers localhost. from its own default local zone (the signer is not
-        # asked, so nothing is cached early)
-        deadline = time.monotonic() + servers.START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("unbound %s exited with status %s during startup:\n%s"
-                                   % (self.name, self.proc.returncode, self.log_text()))
-            try:
-                r = dns.query.udp(dns.message.make_query("localhost.", "A"), LOOPBACK,
-                                  port=self.port, timeout=0.3)
-                if r.rcode() == dns.rcode.NOERROR:
-                    return
-            except (dns.exception.Timeout, OSError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("unbound %s did not answer within %.0f s:\n%s"
-                           % (self.name, servers.START_TIMEOUT, self.log_text()))
-
-    def stop(self):
-        servers.stop_process(self.proc)
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-
-    def log_text(self, limit=3000):
-        text = ""
-        for p in (os.path.join(self.dir, "output.log"), self.log_path):
-            try:
-                with open(p, "rb") as f:
-                    text += f.read()[-limit:].decode("utf-8", "replace")
-            except OSError:
-                pass
-        return text
-
-    def ask(self, name, rtype):
-        """The response to name/rtype with DO set (over TCP when truncated)."""
-        q = dns.message.make_query(name, rtype, want_dnssec=True, payload=1232)
-        try:
-            r = dns.query.udp(q, LOOPBACK, port=self.port, timeout=TIMEOUT)
-            if r.flags & dns.flags.TC:
-                r = dns.query.tcp(q, LOOPBACK, port=self.port, timeout=TIMEOUT)
-        except dns.exception.Timeout:
-            raise Failure("%s %s: no answer from unbound %s within %.0f s"
-                          % (name, rtype, self.name, TIMEOUT))
-        return r
+        super().__init__(work, name, [(ZONE, signer_port, ds)], outgoing,
+                         tcp_upstream=tcp_upstream, timeout=TIMEOUT)
 
 
 def delv(port, anchors, name, rtype, source=None, tcp=False):
