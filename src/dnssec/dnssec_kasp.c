@@ -21,8 +21,6 @@
 #define ZSK_LIFETIME_DEFAULT (30 * 86400)
 /* RFC 2181 §8: a TTL is at most 2^31 - 1. */
 #define TTL_MAX 2147483647u
-/* Times beyond this are refused: 9999-12-31, the last year ISO 8601 status text can print. */
-#define TIME_MAX 253402300799LL
 
 void dnssec_kasp_policy_default(dnssec_kasp_policy_t *pol)
 {
@@ -319,11 +317,10 @@ static ev_t unsign_next(const dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol
 {
     if (!in_use(k))
         return (ev_t){EV_REMOVE, st->unsign};
-    if (normal.kind == EV_REMOVE && (st->ds_gone == 0 || normal.at <= st->ds_gone))
+    int64_t last = st->ds_gone ? st->ds_gone + pol->parent_ds_ttl + pol->propagation_delay : 0;
+    if (normal.kind == EV_REMOVE && (last == 0 || normal.at < last))
         return normal;
-    if (st->ds_gone == 0)
-        return (ev_t){EV_WAIT_DS_GONE, 0};
-    return (ev_t){EV_REMOVE, st->ds_gone + pol->parent_ds_ttl + pol->propagation_delay};
+    return last ? (ev_t){EV_REMOVE, last} : (ev_t){EV_WAIT_DS_GONE, 0};
 }
 
 static ev_t sign_next(const dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol,
@@ -610,12 +607,12 @@ static void needs_compute(const dnssec_kasp_t *st, const dnssec_kasp_policy_t *p
         return;
     }
     const dnssec_kasp_key_t *ksk = group_current(st, false);
-    if (alg != pol->algorithm) {
-        /* An algorithm rollover, once no other rollover runs and the DS chain is complete. */
-        const dnssec_kasp_key_t *zsk = group_current(st, true);
-        if (ksk && !group_other(st, false, ksk) && (ksk->role == DNSSEC_KASP_CSK || zsk) &&
-            (!zsk || !group_other(st, true, zsk)))
-            need_set(st, pol, pol->algorithm, pol->csk, n);
+    const dnssec_kasp_key_t *zsk = group_current(st, true);
+    /* An algorithm rollover, once no other rollover runs and the DS chain is complete; until
+     * then the keys keep rolling by their lifetimes in their own algorithm. */
+    if (alg != pol->algorithm && ksk && !group_other(st, false, ksk) &&
+        (ksk->role == DNSSEC_KASP_CSK || zsk) && (!zsk || !group_other(st, true, zsk))) {
+        need_set(st, pol, pol->algorithm, pol->csk, n);
         return;
     }
     need_group(st, pol, now, true, n);
@@ -751,7 +748,7 @@ int dnssec_kasp_add_key(dnssec_kasp_t *st, dnssec_kasp_role_t role, uint8_t alg,
                      alg);
         return TERN_EINVAL;
     }
-    if ((unsigned)role > DNSSEC_KASP_CSK || now <= 0 || now > TIME_MAX) {
+    if ((unsigned)role > DNSSEC_KASP_CSK || now <= 0 || now > KASP_TIME_MAX) {
         tern_set_err(err, errlen, "key %s: bad role or time", id);
         return TERN_EINVAL;
     }

@@ -23,6 +23,9 @@ struct dnssec_kasp {
     bool roll_zsk;   /* the same for the ZSK */
 };
 
+/* The latest time a state holds: 9999-12-31T23:59:59Z, the last an ISO 8601 status can print. */
+#define KASP_TIME_MAX 253402300799LL
+
 /* NULL if id is a usable key id (1..255 printable characters, no blank, no '='), else why not. */
 const char *kasp_id_problem(const char *id);
 

@@ -21,8 +21,6 @@
 #define KASP_MAGIC "tern-kasp 1"
 /* A state file is a few KiB (32 keys of ~400 bytes); more is not ours. */
 #define KASP_FILE_MAX (1u << 20)
-/* Unix seconds up to 9999-12-31T23:59:59Z. */
-#define KASP_TIME_MAX 253402300799LL
 
 const char *kasp_id_problem(const char *id)
 {

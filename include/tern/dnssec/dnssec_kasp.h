@@ -57,6 +57,11 @@
  * 1..255 printable characters without blanks or '='). The `end` line with the key count proves
  * the file whole: a truncated or corrupt file is refused, never half loaded.
  *
+ * Policy changes: timings apply at once (waits are computed, not stored); a new algorithm starts
+ * an algorithm rollover; csk (KSK+ZSK or CSK) applies to new key sets (the first signing, an
+ * algorithm rollover): a rollover replaces a key by one of its own role. An unsigned zone stays
+ * unsigned: to sign it again the caller starts from dnssec_kasp_new().
+ *
  * Lifecycle: dnssec_kasp_new() or dnssec_kasp_load() → step / add_key / ds_seen / rollover /
  * unsign, save after each change → dnssec_kasp_free().
  * Threading: the loader thread owns a zone's state and is its only reader and writer; nothing
@@ -110,7 +115,9 @@ typedef struct dnssec_kasp_policy {
     int64_t zsk_lifetime;      /* seconds a ZSK is active; 0: never rolls by itself */
     int64_t propagation_delay; /* seconds until every secondary has a change (Dprp) */
     uint32_t dnskey_ttl;       /* TTL of DNSKEY, CDS, CDNSKEY */
-    uint32_t zone_max_ttl;     /* the zone's largest TTL: the caller sets it per zone version */
+    uint32_t zone_max_ttl;     /* the zone's largest TTL: the caller sets it per zone version
+                                  (after it shrinks, keep the old value for the old value's
+                                  seconds: answers cached before live that long) */
     uint32_t parent_ds_ttl;    /* TTL of the DS RRset at the parent */
     uint8_t cds_digest;        /* CDS digest type: 2 (SHA-256) or 4 (SHA-384) */
     bool publish_cds;          /* publish CDS/CDNSKEY for the parent (RFC 7344) */

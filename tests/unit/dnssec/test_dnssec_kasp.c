@@ -553,6 +553,69 @@ static void test_csk_rollover(void **state)
     sim_free(&s);
 }
 
+/* A KSK rollover by lifetime whose DS the parent has before the new KSK is even ready: the swap
+ * waits for ready, then happens at once. */
+static void test_ksk_lifetime_early_ds(void **state)
+{
+    (void)state;
+    sim_t s;
+    sim_init(&s);
+    s.pol.zsk_lifetime = 0;
+    s.pol.ksk_lifetime = 100 * 86400;
+    sign_zone(&s);
+    int64_t act = key_of(&s, 1001)->active;
+    assert_int_equal(s.plan.next_event, act + 100 * 86400 - D - P);
+    assert_string_equal(s.plan.next_what, "KSK rollover starts (lifetime of KSK 1001)");
+    sim_jump(&s, act + 100 * 86400 - D - P);
+    expect_flags(&s, 1003, DNSSEC_KASP_PUBLISHED, true, true, false, false);
+    s.now += 60;
+    sim_ds_seen(&s, 1003);
+    sim_step(&s);
+    assert_int_equal(s.nlog, 0);
+    sim_jump(&s, act + 100 * 86400);
+    assert_true(logged(&s, "KSK 1003: published → ready"));
+    assert_true(logged(&s, "KSK 1003: ready → active"));
+    assert_true(logged(&s, "KSK 1001: active → retired"));
+    assert_int_equal(s.plan.nds_wanted, 0);
+    sim_jump(&s, act + 100 * 86400 + S + P);
+    expect_flags(&s, 1001, DNSSEC_KASP_REMOVED, false, false, false, false);
+    assert_int_equal(s.plan.next_event, act + 200 * 86400 - D - P);
+    sim_free(&s);
+}
+
+/* A new algorithm in the policy while the first DS is still awaited: the ZSK keeps rolling in
+ * the old algorithm; the algorithm rollover starts once the DS is in and that rollover is over. */
+static void test_algorithm_change_waits(void **state)
+{
+    (void)state;
+    sim_t s;
+    sim_init(&s);
+    sim_step(&s);
+    sim_jump(&s, T0 + M + P);
+    s.pol.algorithm = 15;
+    char err[256];
+    assert_int_equal(dnssec_kasp_rollover(s.st, &s.pol, DNSSEC_KASP_KSK, s.now, err, 256),
+                     TERN_EAGAIN);
+    assert_string_equal(err, "no KSK rollover: KSK 1001 is ready, not yet active (its DS is not "
+                             "seen at the parent yet)");
+    sim_step(&s);
+    assert_int_equal(s.plan.ngenerate, 0);
+    sim_jump(&s, T0 + L - D - P);
+    assert_true(logged(&s, "ZSK 1003: generated → published"));
+    assert_int_equal(pk_of(&s.plan, 1003)->alg, 13);
+    sim_ds_seen(&s, 1001);
+    sim_step(&s);
+    assert_true(logged(&s, "KSK 1001: ready → active"));
+    assert_int_equal(s.nlog, 1); /* the ZSK rollover runs: no new algorithm yet */
+    sim_jump(&s, T0 + L);
+    sim_jump(&s, T0 + L + M + P);
+    assert_true(logged(&s, "ZSK 1002: retired → removed"));
+    assert_true(logged(&s, "KSK 1004: generated → pre-active"));
+    assert_true(logged(&s, "ZSK 1005: generated → pre-active"));
+    assert_int_equal(pk_of(&s.plan, 1005)->alg, 15);
+    sim_free(&s);
+}
+
 static void test_unsign_cds_delete(void **state)
 {
     (void)state;
@@ -812,6 +875,8 @@ int main(void)
         cmocka_unit_test(test_manual_ksk_rollover_late_ds),
         cmocka_unit_test(test_algorithm_rollover),
         cmocka_unit_test(test_csk_rollover),
+        cmocka_unit_test(test_ksk_lifetime_early_ds),
+        cmocka_unit_test(test_algorithm_change_waits),
         cmocka_unit_test(test_unsign_cds_delete),
         cmocka_unit_test(test_policy_check),
         cmocka_unit_test(test_add_key_refusals),
