@@ -4,6 +4,7 @@
  * atomically and loaded.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,10 +96,14 @@ typedef struct parser {
     size_t errlen;
 } parser_t;
 
-static int bad(parser_t *p, const char *fmt, const char *a, const char *b)
+static int bad(parser_t *p, const char *fmt, ...) TERN_PRINTF(2, 3);
+static int bad(parser_t *p, const char *fmt, ...)
 {
-    char what[200];
-    snprintf(what, sizeof(what), fmt, a, b);
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
     tern_set_err(p->err, p->errlen, "%s:%zu: %s", p->where, p->line, what);
     return TERN_ESYNTAX;
 }
@@ -129,19 +134,19 @@ static int split_fields(parser_t *p, char *s, char **names, char **vals, size_t 
             *sp = '\0';
             s = sp + 1;
             if (*s == '\0')
-                return bad(p, "a blank at the end of the line", "", "");
+                return bad(p, "a blank at the end of the line");
         } else {
             s += strlen(s);
         }
         char *eq = strchr(f, '=');
         if (!eq || eq == f)
-            return bad(p, "field \"%.40s\" is not name=value", f, "");
+            return bad(p, "field \"%.40s\" is not name=value", f);
         if (*n == max)
-            return bad(p, "too many fields", "", "");
+            return bad(p, "too many fields");
         *eq = '\0';
         for (size_t i = 0; i < *n; i++)
             if (strcmp(names[i], f) == 0)
-                return bad(p, "field %s is given twice", f, "");
+                return bad(p, "field %s is given twice", f);
         names[*n] = f;
         vals[(*n)++] = eq + 1;
     }
@@ -162,14 +167,14 @@ static int parse_zone(parser_t *p, char *rest, dnssec_kasp_t *st)
         while (i < n && strcmp(names[i], want[w]) != 0)
             i++;
         if (i == n)
-            return bad(p, "zone: field %s is missing", want[w], "");
+            return bad(p, "zone: field %s is missing", want[w]);
         if (!parse_num(vals[i], 0, w < 2 ? KASP_TIME_MAX : 1, &v[w]))
             return bad(p, "zone: %s=%.40s is not a valid value", want[w], vals[i]);
     }
     if (n != 4)
-        return bad(p, "zone: an unknown field", "", "");
+        return bad(p, "zone: an unknown field");
     if (v[1] && !v[0])
-        return bad(p, "zone: ds_gone is set but unsign is not", "", "");
+        return bad(p, "zone: ds_gone is set but unsign is not");
     st->unsign = v[0];
     st->ds_gone = v[1];
     st->roll_ksk = v[2];
@@ -182,20 +187,20 @@ static int check_key_order(parser_t *p, const dnssec_kasp_key_t *k)
 {
     const char *id = k->id;
     if (k->created == 0)
-        return bad(p, "key %s: created is 0", id, "");
+        return bad(p, "key %s: created is 0", id);
     for (size_t t = 1; t < NTIMES; t++) {
         int64_t v = *key_time((dnssec_kasp_key_t *)k, t);
         if (v && v < k->created)
             return bad(p, "key %s: %s is before created", id, TIMES[t].name);
     }
     if (k->ready && (!k->publish || k->ready < k->publish))
-        return bad(p, "key %s: ready without an earlier publish", id, "");
+        return bad(p, "key %s: ready without an earlier publish", id);
     if (k->active && (!k->ready || k->active < k->ready))
-        return bad(p, "key %s: active without an earlier ready", id, "");
+        return bad(p, "key %s: active without an earlier ready", id);
     if ((k->retire || k->post_active) && !k->publish)
-        return bad(p, "key %s: retired or post-active but never published", id, "");
+        return bad(p, "key %s: retired or post-active but never published", id);
     if (k->role == DNSSEC_KASP_ZSK && (k->ds_seen || k->ds_submitted))
-        return bad(p, "key %s: a ZSK has no DS", id, "");
+        return bad(p, "key %s: a ZSK has no DS", id);
     return 0;
 }
 
@@ -217,19 +222,19 @@ static int parse_key(parser_t *p, char *rest, dnssec_kasp_key_t *k)
         if (strcmp(f, "id") == 0) {
             const char *why = kasp_id_problem(v);
             if (why)
-                return bad(p, "key id: %s", why, "");
+                return bad(p, "key id: %s", why);
             snprintf(k->id, sizeof(k->id), "%s", v);
             slot = 0;
         } else if (strcmp(f, "tag") == 0) {
             if (!parse_num(v, 0, 65535, &x))
-                return bad(p, "key: tag=%.40s is not 0..65535", v, "");
+                return bad(p, "key: tag=%.40s is not 0..65535", v);
             k->tag = (uint16_t)x;
             slot = 1;
         } else if (strcmp(f, "alg") == 0) {
             if (!parse_num(v, 0, 255, &x) ||
                 (x != DNSSEC_ALG_RSASHA256 && x != DNSSEC_ALG_ECDSAP256SHA256 &&
                  x != DNSSEC_ALG_ED25519))
-                return bad(p, "key: alg=%.40s is not 8, 13 or 15", v, "");
+                return bad(p, "key: alg=%.40s is not 8, 13 or 15", v);
             k->alg = (uint8_t)x;
             slot = 2;
         } else if (strcmp(f, "role") == 0) {
@@ -237,7 +242,7 @@ static int parse_key(parser_t *p, char *rest, dnssec_kasp_key_t *k)
             while (r < TERN_ARRAY_SIZE(ROLES) && strcmp(v, ROLES[r]) != 0)
                 r++;
             if (r == TERN_ARRAY_SIZE(ROLES))
-                return bad(p, "key: role=%.40s is not ksk, zsk or csk", v, "");
+                return bad(p, "key: role=%.40s is not ksk, zsk or csk", v);
             k->role = (dnssec_kasp_role_t)r;
             slot = 3;
         } else {
@@ -245,7 +250,7 @@ static int parse_key(parser_t *p, char *rest, dnssec_kasp_key_t *k)
             while (t < NTIMES && strcmp(f, TIMES[t].name) != 0)
                 t++;
             if (t == NTIMES)
-                return bad(p, "key: unknown field %.40s", f, "");
+                return bad(p, "key: unknown field %.40s", f);
             if (!parse_num(v, 0, KASP_TIME_MAX, &x))
                 return bad(p, "key: %s=%.40s is not a time (Unix seconds)", f, v);
             *key_time(k, t) = x;
@@ -256,7 +261,7 @@ static int parse_key(parser_t *p, char *rest, dnssec_kasp_key_t *k)
     static const char *const fixed[4] = {"id", "tag", "alg", "role"};
     for (size_t s = 0; s < NF; s++)
         if (!seen[s])
-            return bad(p, "key: field %s is missing", s < 4 ? fixed[s] : TIMES[s - 4].name, "");
+            return bad(p, "key: field %s is missing", s < 4 ? fixed[s] : TIMES[s - 4].name);
     return check_key_order(p, k);
 }
 
@@ -269,52 +274,52 @@ static int parse_lines(parser_t *p, char *text, dnssec_kasp_t *st)
         p->line++;
         char *nl = strchr(s, '\n');
         if (!nl)
-            return bad(p, "the last line has no newline: the file is truncated", "", "");
+            return bad(p, "the last line has no newline: the file is truncated");
         *nl = '\0';
         char *line = s;
         s = nl + 1;
         if (p->line == 1) {
             if (strcmp(line, KASP_MAGIC) != 0)
-                return bad(p, "not a tern key-state file of version 1 (first line \"%.40s\")", line,
-                           "");
+                return bad(p, "not a tern key-state file of version 1 (first line \"%.40s\")",
+                           line);
             continue;
         }
         if (ended)
-            return bad(p, "a line after end", "", "");
+            return bad(p, "a line after end");
         int rc;
         if (strncmp(line, "zone ", 5) == 0) {
             if (p->line != 2)
-                return bad(p, "the zone line must be line 2", "", "");
+                return bad(p, "the zone line must be line 2");
             rc = parse_zone(p, line + 5, st);
         } else if (p->line == 2) {
-            return bad(p, "line 2 must be the zone line", "", "");
+            return bad(p, "line 2 must be the zone line");
         } else if (strncmp(line, "key ", 4) == 0) {
             if (st->nkeys == DNSSEC_KASP_KEYS_MAX) {
-                bad(p, "more than %s keys", "32", "");
+                bad(p, "more than %d keys", DNSSEC_KASP_KEYS_MAX);
                 return TERN_ELIMIT;
             }
             dnssec_kasp_key_t *k = &st->keys[st->nkeys];
             rc = parse_key(p, line + 4, k);
             for (size_t i = 0; rc == 0 && i < st->nkeys; i++)
                 if (strcmp(st->keys[i].id, k->id) == 0)
-                    rc = bad(p, "key id %s is given twice", k->id, "");
+                    rc = bad(p, "key id %s is given twice", k->id);
             st->nkeys += rc == 0;
         } else if (strncmp(line, "end keys=", 9) == 0) {
             long long n;
             if (!parse_num(line + 9, 0, DNSSEC_KASP_KEYS_MAX, &n) || (size_t)n != st->nkeys)
-                return bad(p, "end says %s keys, the file has a different count", line + 9, "");
+                return bad(p, "end says %s keys, the file has a different count", line + 9);
             ended = true;
             rc = 0;
         } else {
-            return bad(p, "unknown record \"%.40s\"", line, "");
+            return bad(p, "unknown record \"%.40s\"", line);
         }
         if (rc < 0)
             return rc;
     }
     if (p->line == 0)
-        return bad(p, "empty", "", "");
+        return bad(p, "empty");
     if (!ended)
-        return bad(p, "no end line: the file is truncated", "", "");
+        return bad(p, "no end line: the file is truncated");
     return 0;
 }
 
