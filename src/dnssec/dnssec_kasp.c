@@ -20,7 +20,9 @@
  * a month is the usual rotation and keeps the removed-key history short). */
 #define ZSK_LIFETIME_DEFAULT (30 * 86400)
 /* RFC 2181 §8: a TTL is at most 2^31 - 1. */
-#define TTL_MAX 2147483647u
+#define TTL_MAX 2147483647LL
+/* A lifetime or delay beyond a century is a typo (and keeps every sum far from overflow). */
+#define SPAN_MAX (100LL * 365 * 86400)
 
 void dnssec_kasp_policy_default(dnssec_kasp_policy_t *pol)
 {
@@ -55,29 +57,24 @@ int dnssec_kasp_policy_check(const dnssec_kasp_policy_t *pol, char *err, size_t 
         tern_set_err(err, errlen, "rsa_bits %u is out of range: 1024..4096", pol->rsa_bits);
         return TERN_EINVAL;
     }
+    /* Every duration in one table: lifetimes and the delay up to a century, TTLs up to
+     * 2^31 - 1 (RFC 2181 §8). */
     const struct {
         const char *name;
-        int64_t v;
-    } times[] = {{"ksk_lifetime", pol->ksk_lifetime},
-                 {"zsk_lifetime", pol->zsk_lifetime},
-                 {"propagation_delay", pol->propagation_delay}};
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(times); i++) {
-        if (times[i].v < 0 || times[i].v > 100LL * 365 * 86400) {
-            tern_set_err(err, errlen, "%s %lld s is out of range: 0..100 years", times[i].name,
-                         (long long)times[i].v);
-            return TERN_EINVAL;
-        }
-    }
-    const struct {
-        const char *name;
-        uint32_t v;
-    } ttls[] = {{"dnskey_ttl", pol->dnskey_ttl},
-                {"zone_max_ttl", pol->zone_max_ttl},
-                {"parent_ds_ttl", pol->parent_ds_ttl}};
-    for (size_t i = 0; i < TERN_ARRAY_SIZE(ttls); i++) {
-        if (ttls[i].v > TTL_MAX) {
-            tern_set_err(err, errlen, "%s %u is over 2^31 - 1 (RFC 2181 §8)", ttls[i].name,
-                         ttls[i].v);
+        int64_t v, max;
+        const char *bound;
+    } spans[] = {
+        {"ksk_lifetime", pol->ksk_lifetime, SPAN_MAX, "0..100 years"},
+        {"zsk_lifetime", pol->zsk_lifetime, SPAN_MAX, "0..100 years"},
+        {"propagation_delay", pol->propagation_delay, SPAN_MAX, "0..100 years"},
+        {"dnskey_ttl", pol->dnskey_ttl, TTL_MAX, "0..2^31 - 1 (RFC 2181 §8)"},
+        {"zone_max_ttl", pol->zone_max_ttl, TTL_MAX, "0..2^31 - 1 (RFC 2181 §8)"},
+        {"parent_ds_ttl", pol->parent_ds_ttl, TTL_MAX, "0..2^31 - 1 (RFC 2181 §8)"},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(spans); i++) {
+        if (spans[i].v < 0 || spans[i].v > spans[i].max) {
+            tern_set_err(err, errlen, "%s %lld s is out of range: %s", spans[i].name,
+                         (long long)spans[i].v, spans[i].bound);
             return TERN_EINVAL;
         }
     }

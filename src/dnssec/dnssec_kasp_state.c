@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dnssec_kasp_int.h"
 #include "tern/common/buf.h"
@@ -363,39 +361,11 @@ int dnssec_kasp_save(const dnssec_kasp_t *st, const char *path, char *err, size_
 int dnssec_kasp_load(const char *path, dnssec_kasp_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    struct stat sb;
-    int fd = tern_open_regular(path, KASP_FILE_MAX, &sb, err, errlen);
-    if (fd < 0)
-        return fd;
-    int rc = 0;
-    size_t len = (size_t)sb.st_size, got = 0;
-    char *text = malloc(len + 1);
-    if (!text) {
-        rc = TERN_ENOMEM;
-        tern_set_err(err, errlen, "%s: out of memory", path);
-        goto done;
-    }
-    while (got < len) {
-        ssize_t n = read(fd, text + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -errno : TERN_EIO;
-            tern_set_err(err, errlen, "%s: %s", path,
-                         n < 0 ? tern_strerror(rc) : "shorter than its size");
-            goto done;
-        }
-        got += (size_t)n;
-    }
-    text[len] = '\0';
-    if (strlen(text) != len) {
-        rc = TERN_ESYNTAX;
-        tern_set_err(err, errlen, "%s: has a NUL byte: not a key-state file", path);
-        goto done;
-    }
+    char *text = NULL;
+    int rc = tern_file_read_text(path, KASP_FILE_MAX, false, &text, err, errlen);
+    if (rc < 0)
+        return rc;
     rc = dnssec_kasp_from_text(text, path, out, err, errlen);
-done:
     free(text);
-    close(fd);
     return rc;
 }

@@ -852,6 +852,14 @@ static void test_state_file_refused(void **state)
     char want[128];
     snprintf(want, sizeof(want), "%s:5: the last line has no newline: the file is truncated", path);
     assert_string_equal(err, want);
+    /* A NUL byte: not a text file at all. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fwrite(good, 1, len + 1, f);
+    fclose(f);
+    assert_int_equal(dnssec_kasp_load(path, &st, err, sizeof(err)), TERN_ESYNTAX);
+    snprintf(want, sizeof(want), "%s: holds a NUL byte: not a text file", path);
+    assert_string_equal(err, want);
     unlink(path);
     assert_int_equal(dnssec_kasp_load(path, &st, err, sizeof(err)), TERN_ENOENT);
     assert_null(st);
