@@ -798,13 +798,16 @@ int dnssec_kasp_ds_seen(dnssec_kasp_t *st, uint16_t tag, int64_t now, char *err,
         return TERN_EINVAL;
     }
     dnssec_kasp_key_t *hit = NULL;
+    bool known = false;
     for (size_t i = 0; i < st->nkeys; i++) {
         dnssec_kasp_key_t *k = &st->keys[i];
         if (!live(k) || !key_signer(k) || k->tag != tag || !k->publish || k->retire ||
             k->post_active)
             continue;
-        if (k->ds_seen)
-            return 0; /* the parent still has it: nothing new */
+        if (k->ds_seen) {
+            known = true; /* the parent still has it: nothing new, unless another key waits */
+            continue;
+        }
         if (hit) {
             tern_set_err(err, errlen,
                          "KSKs %s and %s both have tag %u: say which DS by removing "
@@ -814,6 +817,8 @@ int dnssec_kasp_ds_seen(dnssec_kasp_t *st, uint16_t tag, int64_t now, char *err,
         }
         hit = k;
     }
+    if (!hit && known)
+        return 0;
     if (!hit) {
         tern_set_err(err, errlen, "no published KSK with tag %u waits for its DS", tag);
         return TERN_ENOENT;

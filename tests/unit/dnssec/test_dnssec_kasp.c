@@ -713,6 +713,51 @@ static void test_policy_check(void **state)
     dnssec_kasp_free(st);
 }
 
+/* DS seen by tag: the key waiting for it, even beside an active key of the same tag in another
+ * algorithm; two waiting keys with one tag are refused. */
+static void test_ds_seen_tags(void **state)
+{
+    (void)state;
+    char err[256];
+    dnssec_kasp_t *st = dnssec_kasp_new();
+    dnssec_kasp_policy_t pol;
+    dnssec_kasp_policy_default(&pol);
+    dnssec_kasp_plan_t p;
+    assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_KSK, 13, 7, "a", T0, err, 256), 0);
+    assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_ZSK, 13, 8, "b", T0, err, 256), 0);
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0, &p), 0);
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0 + 90000, &p), 0);
+    assert_int_equal(dnssec_kasp_ds_seen(st, 7, T0 + 90000, err, 256), 0);
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0 + 90000, &p), 0);
+    assert_int_equal(p.keys[0].state, DNSSEC_KASP_ACTIVE);
+    pol.algorithm = 15; /* the new KSK takes the old one's tag */
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0 + 90000, &p), 0);
+    assert_int_equal(p.ngenerate, 2);
+    assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_KSK, 15, 7, "c", T0 + 90000, err, 256), 0);
+    assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_ZSK, 15, 9, "d", T0 + 90000, err, 256), 0);
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0 + 90000, &p), 0);
+    assert_int_equal(dnssec_kasp_step(st, &pol, T0 + 200000, &p), 0);
+    assert_int_equal(p.keys[2].state, DNSSEC_KASP_PUBLISHED);
+    assert_int_equal(dnssec_kasp_ds_seen(st, 7, T0 + 200000, err, 256), 0);
+    assert_int_equal(dnssec_kasp_key_at(st, 2)->ds_seen, T0 + 200000);
+    assert_int_equal(dnssec_kasp_key_at(st, 0)->ds_seen, T0 + 90000);
+    /* Seen again: both have it, nothing changes. */
+    assert_int_equal(dnssec_kasp_ds_seen(st, 7, T0 + 300000, err, 256), 0);
+    assert_int_equal(dnssec_kasp_key_at(st, 2)->ds_seen, T0 + 200000);
+    dnssec_kasp_free(st);
+    /* Two keys wait with one tag (a state only a hand could write): which DS is it? */
+    const char *two = "tern-kasp 1\nzone unsign=0 ds_gone=0 roll_ksk=0 roll_zsk=0\n"
+                      "key id=a tag=7 alg=13 role=ksk created=5 pre_active=0 publish=5 ready=9 "
+                      "active=0 retire=0 post_active=0 remove=0 ds_submitted=9 ds_seen=0\n"
+                      "key id=b tag=7 alg=15 role=ksk created=5 pre_active=0 publish=5 ready=9 "
+                      "active=0 retire=0 post_active=0 remove=0 ds_submitted=9 ds_seen=0\n"
+                      "end keys=2\n";
+    assert_int_equal(dnssec_kasp_from_text(two, "mem", &st, err, sizeof(err)), 0);
+    assert_int_equal(dnssec_kasp_ds_seen(st, 7, T0, err, 256), TERN_EEXIST);
+    assert_string_equal(err, "KSKs a and b both have tag 7: say which DS by removing one");
+    dnssec_kasp_free(st);
+}
+
 static void test_add_key_refusals(void **state)
 {
     (void)state;
@@ -742,6 +787,47 @@ static void test_add_key_refusals(void **state)
     /* The same tag in another algorithm is another key. */
     assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_KSK, 15, 1, "k3", T0, err, 256), 0);
     dnssec_kasp_free(st);
+}
+
+/* A full state forgets its oldest removed key to make room; one with no removed key refuses. */
+static void test_full_state_forgets_history(void **state)
+{
+    (void)state;
+    char *text = malloc(32 * 400 + 200), err[256];
+    size_t off = (size_t)sprintf(text, "tern-kasp 1\nzone unsign=0 ds_gone=0 roll_ksk=0 "
+                                       "roll_zsk=0\n");
+    for (int i = 0; i < DNSSEC_KASP_KEYS_MAX; i++) {
+        /* key 0 removed last, key 1 first: key 1 is the one forgotten */
+        long long rm = i == 0 ? T0 + 5000 : i == 1 ? T0 + 10 : T0 + 100 + i;
+        off += (size_t)sprintf(text + off,
+                               "key id=k%d tag=%d alg=13 role=zsk created=%lld pre_active=0 "
+                               "publish=%lld ready=%lld active=%lld retire=%lld post_active=0 "
+                               "remove=%lld ds_submitted=0 ds_seen=0\n",
+                               i, i, T0, T0, T0, T0, T0 + 1, rm);
+    }
+    sprintf(text + off, "end keys=%d\n", DNSSEC_KASP_KEYS_MAX);
+    dnssec_kasp_t *st = NULL;
+    assert_int_equal(dnssec_kasp_from_text(text, "mem", &st, err, sizeof(err)), 0);
+    assert_int_equal(dnssec_kasp_add_key(st, DNSSEC_KASP_ZSK, 13, 500, "new", T0 + 9000, err, 256),
+                     0);
+    assert_int_equal(dnssec_kasp_key_count(st), DNSSEC_KASP_KEYS_MAX);
+    assert_string_equal(dnssec_kasp_key_at(st, 0)->id, "k0");
+    assert_string_equal(dnssec_kasp_key_at(st, 1)->id, "k2");
+    assert_string_equal(dnssec_kasp_key_at(st, DNSSEC_KASP_KEYS_MAX - 1)->id, "new");
+    dnssec_kasp_free(st);
+    /* With no key removed, a 33rd key is refused. */
+    dnssec_kasp_t *live = dnssec_kasp_new();
+    for (int i = 0; i < DNSSEC_KASP_KEYS_MAX; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "k%d", i);
+        assert_int_equal(
+            dnssec_kasp_add_key(live, DNSSEC_KASP_ZSK, 13, (uint16_t)i, id, T0, err, 256), 0);
+    }
+    assert_int_equal(dnssec_kasp_add_key(live, DNSSEC_KASP_ZSK, 13, 99, "k99", T0, err, 256),
+                     TERN_ELIMIT);
+    assert_non_null(strstr(err, "32 live keys"));
+    dnssec_kasp_free(live);
+    free(text);
 }
 
 /* ---- the state file ------------------------------------------------------------------------- */
@@ -887,7 +973,9 @@ int main(void)
         cmocka_unit_test(test_algorithm_change_waits),
         cmocka_unit_test(test_unsign_cds_delete),
         cmocka_unit_test(test_policy_check),
+        cmocka_unit_test(test_ds_seen_tags),
         cmocka_unit_test(test_add_key_refusals),
+        cmocka_unit_test(test_full_state_forgets_history),
         cmocka_unit_test(test_state_file_format),
         cmocka_unit_test(test_state_file_refused),
     };
