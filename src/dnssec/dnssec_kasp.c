@@ -444,10 +444,8 @@ static void apply_activate(dnssec_kasp_t *st, dnssec_kasp_key_t *k, int64_t now)
     }
 }
 
-static void apply(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, dnssec_kasp_key_t *k,
-                  ev_kind_t kind, int64_t now)
+static void apply(dnssec_kasp_t *st, dnssec_kasp_key_t *k, ev_kind_t kind, int64_t now)
 {
-    (void)pol;
     switch (kind) {
     case EV_START:
         apply_start(st, k, now);
@@ -713,7 +711,7 @@ int dnssec_kasp_step(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, int64_t
         dnssec_kasp_state_t before[DNSSEC_KASP_KEYS_MAX];
         for (size_t i = 0; i < st->nkeys; i++)
             before[i] = dnssec_kasp_key_state(&st->keys[i]);
-        apply(st, pol, k, ev.kind, now);
+        apply(st, k, ev.kind, now);
         for (size_t i = 0; i < st->nkeys; i++) {
             dnssec_kasp_state_t after = dnssec_kasp_key_state(&st->keys[i]);
             if (after != before[i])
