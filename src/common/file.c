@@ -81,6 +81,50 @@ int tern_file_sync_dir(const char *path)
     return rc;
 }
 
+int tern_file_read_text(const char *path, uint64_t max_bytes, bool secret, char **out, char *err,
+                        size_t errlen)
+{
+    struct stat st;
+    *out = NULL;
+    int fd = tern_open_regular(path, max_bytes, &st, err, errlen);
+    if (fd < 0)
+        return fd;
+    int rc = TERN_ENOMEM;
+    size_t len = (size_t)st.st_size, got = 0;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        tern_set_err(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : TERN_EIO;
+            tern_set_err(err, errlen, "%s: %s", path,
+                         r < 0 ? strerror(errno) : "shrank while read");
+            goto fail;
+        }
+        got += (size_t)r;
+    }
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        rc = TERN_ESYNTAX;
+        tern_set_err(err, errlen, "%s: holds a NUL byte: not a text file", path);
+        goto fail;
+    }
+    close(fd);
+    *out = buf;
+    return 0;
+fail:
+    if (buf && secret)
+        explicit_bzero(buf, len + 1);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
 int tern_file_replace(const char *path, const void *data, size_t len, mode_t mode, char *err,
                       size_t errlen)
 {

@@ -419,49 +419,10 @@ int dnssec_key_parse(const char *pub_text, const char *priv_text, const char *wh
 
 /* --- files */
 
-/* The whole file as a NUL-terminated string; a NUL inside is refused (not a text file). */
+/* The whole file as a NUL-terminated string, wiped if the read fails (a private key). */
 static int read_text(const char *path, char **out, char *err, size_t errlen)
 {
-    struct stat st;
-    *out = NULL;
-    int fd = tern_open_regular(path, KEY_FILE_MAX, &st, err, errlen);
-    if (fd < 0)
-        return fd;
-    int rc = TERN_ENOMEM;
-    size_t len = (size_t)st.st_size, got = 0;
-    char *buf = malloc(len + 1);
-    if (!buf) {
-        tern_set_err(err, errlen, "%s: out of memory", path);
-        goto fail;
-    }
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -errno : TERN_EINVAL;
-            tern_set_err(err, errlen, "%s: %s", path,
-                         r < 0 ? strerror(errno) : "shrank while read");
-            goto fail;
-        }
-        got += (size_t)r;
-    }
-    buf[len] = '\0';
-    if (strlen(buf) != len) {
-        rc = TERN_ESYNTAX;
-        tern_set_err(err, errlen, "%s: holds a NUL byte: not a key file", path);
-        goto fail;
-    }
-    close(fd);
-    *out = buf;
-    return 0;
-fail:
-    if (buf) {
-        OPENSSL_cleanse(buf, len + 1);
-        free(buf);
-    }
-    close(fd);
-    return rc;
+    return tern_file_read_text(path, KEY_FILE_MAX, true, out, err, errlen);
 }
 
 int dnssec_key_paths(const char *path, char *pub, char *priv, size_t len)

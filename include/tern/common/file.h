@@ -13,6 +13,7 @@
 #ifndef TERN_COMMON_FILE_H
 #define TERN_COMMON_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -28,6 +29,16 @@
  */
 int tern_open_regular(const char *path, uint64_t max_bytes, struct stat *st, char *err,
                       size_t errlen) TERN_WUR;
+
+/**
+ * Read a whole text file opened with tern_open_regular(path, max_bytes): every byte and a NUL
+ * after them in *out (the caller frees it). Refused with a message naming the path in err: a NUL
+ * byte inside (TERN_ESYNTAX: "holds a NUL byte: not a text file"), a file that shrinks while read
+ * (TERN_EIO), and whatever tern_open_regular() refuses. With secret (private keys), the buffer is
+ * wiped before it is freed on failure. 0 or a negative code.
+ */
+int tern_file_read_text(const char *path, uint64_t max_bytes, bool secret, char **out, char *err,
+                        size_t errlen) TERN_WUR;
 
 /** fsync the directory holding path, so that a rename into it survives a crash. 0 or a negative
  * code. */
