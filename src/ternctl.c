@@ -73,6 +73,14 @@ static void usage(FILE *out)
             "                      force endpoints up or down (kept across reloads), or give\n"
             "                      them back to their checks\n"
             "  dnssec ds ZONE      the DS records of a signed zone's KSKs, as ternd has them\n"
+            "  dnssec status [ZONE]\n"
+            "                      the keys of zones with a dnssec policy: role, tag, state,\n"
+            "                      next event; the DS each zone waits for at its parent\n"
+            "  dnssec rollover ZONE ksk|zsk|csk\n"
+            "                      start a key rollover now\n"
+            "  dnssec ds-seen ZONE [TAG]\n"
+            "                      the parent has the DS of the KSK with TAG (default: every KSK\n"
+            "                      whose DS the zone waits for): it becomes active\n"
             "\n"
             "Offline (no server needed):\n"
             "  check-config FILE   parse the config and load every zone it lists\n"
@@ -659,9 +667,15 @@ static int run_offline(int nargs, char **args, const opts_t *o)
     }
     if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 && strcmp(args[1], "ds") == 0)
         return dnssec_ds_cmd(nargs - 2, args + 2, o->sock, o->config, o->timeout_s);
+    if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 &&
+        (strcmp(args[1], "status") == 0 || strcmp(args[1], "rollover") == 0 ||
+         strcmp(args[1], "ds-seen") == 0))
+        return -1; /* asked of ternd */
     if (strcmp(cmd, "dnssec") == 0) {
         fprintf(stderr, "ternctl: usage: ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] "
-                        "[-d DIR] | ternctl dnssec ds [--all] KEYFILE|ZONE...\n");
+                        "[-d DIR] | ternctl dnssec ds [--all] KEYFILE|ZONE... | ternctl dnssec "
+                        "status [ZONE] | ternctl dnssec rollover ZONE ksk|zsk|csk | ternctl "
+                        "dnssec ds-seen ZONE [TAG]\n");
         return EXIT_USAGE;
     }
     return -1;
@@ -701,6 +715,20 @@ static int online_request(int nargs, char **args, char *request, size_t len)
             return EXIT_USAGE;
         }
         snprintf(request, len, "zone %s", args[1]);
+    } else if (strcmp(cmd, "dnssec") == 0) {
+        bool ok = (strcmp(args[1], "status") == 0 && nargs <= 3) ||
+                  (strcmp(args[1], "rollover") == 0 && nargs == 4) ||
+                  (strcmp(args[1], "ds-seen") == 0 && (nargs == 3 || nargs == 4));
+        for (int i = 2; ok && i < nargs; i++)
+            ok = plain_word(args[i]);
+        if (!ok) {
+            fprintf(stderr, "ternctl: usage: ternctl dnssec status [ZONE] | ternctl dnssec "
+                            "rollover ZONE ksk|zsk|csk | ternctl dnssec ds-seen ZONE [TAG]\n");
+            return EXIT_USAGE;
+        }
+        size_t pos = (size_t)snprintf(request, len, "dnssec");
+        for (int i = 1; i < nargs && pos < len; i++)
+            pos += (size_t)snprintf(request + pos, len - pos, " %s", args[i]);
     } else {
         fprintf(stderr, "ternctl: unknown command '%s' (see ternctl --help)\n", cmd);
         return EXIT_USAGE;

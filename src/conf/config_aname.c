@@ -152,16 +152,7 @@ bool config_same_aname(const config_aname_t *a, const config_aname_t *b)
 
 const char *config_aname_state_file(const config_aname_t *a, char *buf, size_t len)
 {
-    if (a->state_file)
-        return a->state_file;
-    /* systemd sets it for StateDirectory= (a colon-separated list for several): the first */
-    const char *dir = getenv("STATE_DIRECTORY");
-    if (!dir || dir[0] != '/')
-        return NULL;
-    size_t dlen = strcspn(dir, ":");
-    if ((size_t)snprintf(buf, len, "%.*s/%s", (int)dlen, dir, STATE_FILE_NAME) >= len)
-        return NULL;
-    return buf;
+    return a->state_file ? a->state_file : config_state_path(STATE_FILE_NAME, buf, len);
 }
 
 /* ---- one upstream ------------------------------------------------------------------------- */

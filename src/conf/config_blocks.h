@@ -84,27 +84,31 @@ extern const opt_t config_redis_schema[RS_COUNT];
 
 /* ---- the blocks (each a row of config.c's table) --------------------------------------- */
 
-extern const conf_block_t config_listen_block;      /* config_listen.c */
-extern const conf_block_t config_xdp_block;         /* config_listen.c */
-extern const conf_block_t config_zones_block;       /* config_zone.c */
-extern const conf_block_t config_redis_block;       /* config_redis.c */
-extern const conf_block_t config_health_block;      /* config_health.c */
-extern const conf_block_t config_acl_block;         /* config_limit.c */
-extern const conf_block_t config_ratelimit_block;   /* config_limit.c */
-extern const conf_block_t config_rrl_block;         /* config_limit.c */
-extern const conf_block_t config_cookies_block;     /* config_limit.c */
-extern const conf_block_t config_aname_block;       /* config_aname.c */
-extern const conf_block_t config_qlog_block;        /* config_qlog.c */
-extern const conf_block_t config_tsig_keys_block;   /* config_xfr.c */
-extern const conf_block_t config_tsig_file_block;   /* config_xfr.c */
-extern const conf_block_t config_server_block;      /* config_redins.c */
-extern const conf_block_t config_error_log_block;   /* config_redins.c */
-extern const conf_block_t config_handler_block;     /* config_redins.c */
-extern const conf_block_t config_geoip_block;       /* config_redins.c */
-extern const conf_block_t config_healthcheck_block; /* config_redins.c */
-extern const conf_block_t config_upstream_block;    /* config_redins.c */
-extern const conf_block_t config_redins_log_block;  /* config_qlog.c */
-extern const conf_block_t config_api_block;         /* config_api.c */
+extern const conf_block_t config_listen_block;          /* config_listen.c */
+extern const conf_block_t config_xdp_block;             /* config_listen.c */
+extern const conf_block_t config_zones_block;           /* config_zone.c */
+extern const conf_block_t config_redis_block;           /* config_redis.c */
+extern const conf_block_t config_health_block;          /* config_health.c */
+extern const conf_block_t config_acl_block;             /* config_limit.c */
+extern const conf_block_t config_ratelimit_block;       /* config_limit.c */
+extern const conf_block_t config_rrl_block;             /* config_limit.c */
+extern const conf_block_t config_cookies_block;         /* config_limit.c */
+extern const conf_block_t config_aname_block;           /* config_aname.c */
+extern const conf_block_t config_qlog_block;            /* config_qlog.c */
+extern const conf_block_t config_tsig_keys_block;       /* config_xfr.c */
+extern const conf_block_t config_tsig_file_block;       /* config_xfr.c */
+extern const conf_block_t config_server_block;          /* config_redins.c */
+extern const conf_block_t config_error_log_block;       /* config_redins.c */
+extern const conf_block_t config_handler_block;         /* config_redins.c */
+extern const conf_block_t config_geoip_block;           /* config_redins.c */
+extern const conf_block_t config_healthcheck_block;     /* config_redins.c */
+extern const conf_block_t config_upstream_block;        /* config_redins.c */
+extern const conf_block_t config_redins_log_block;      /* config_qlog.c */
+extern const conf_block_t config_api_block;             /* config_api.c */
+extern const conf_block_t config_dnssec_policies_block; /* config_dnssec.c */
+
+/* Zones' dnssec policies exist, and so does their state directory (config_dnssec.c). */
+int config_dnssec_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
 
 /* ---- listen (config_listen.c) ------------------------------------------------------------- */
 

@@ -32,6 +32,18 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
+const char *config_state_path(const char *leaf, char *buf, size_t len)
+{
+    /* systemd sets it for StateDirectory= (a colon-separated list for several): the first */
+    const char *dir = getenv("STATE_DIRECTORY");
+    if (!dir || dir[0] != '/')
+        return NULL;
+    size_t dlen = strcspn(dir, ":");
+    if ((size_t)snprintf(buf, len, "%.*s/%s", (int)dlen, dir, leaf) >= len)
+        return NULL;
+    return buf;
+}
+
 /* The run directory is traversable by all: the pid file is for anyone to read, and the control
  * socket carries its own mode (0660), which is what limits who may use ternctl. The same mode
  * as the unit's RuntimeDirectoryMode. */

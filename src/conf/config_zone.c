@@ -36,7 +36,10 @@ static const field_t zone_fields[ZF_COUNT] = {
     [ZF_FORMAT] = {"format", "rfc1035 or json (default: json for a file name ending in .json)",
                    false, NULL},
     [ZF_ACL] = {"acl", "the zone's access list {allow, deny, action}", false, NULL},
-    [ZF_DNSSEC] = {"dnssec", "{keys: [BIND key pairs]}: tern signs the zone", false, NULL},
+    [ZF_DNSSEC] = {"dnssec",
+                   "{keys: [BIND key pairs]} or {policy: NAME} (dnssec_policies): tern signs "
+                   "the zone",
+                   false, NULL},
     [ZF_PRIMARY] = {"primary",
                     "\"ADDR[@PORT]\" or {address, key}, or a list: a secondary zone, "
                     "transferred from these",
@@ -52,12 +55,16 @@ static const field_t zone_fields[ZF_COUNT] = {
                          false, NULL},
 };
 
-enum { ZD_KEYS, ZD_COUNT };
+enum { ZD_KEYS, ZD_POLICY, ZD_COUNT };
 static const field_t zone_dnssec_fields[ZD_COUNT] = {
     [ZD_KEYS] = {"keys",
                  "the zone's BIND key pairs (K<zone>.+<alg>+<tag>, with or without .key or "
                  ".private; a KSK and a ZSK, or one combined key)",
-                 true, NULL},
+                 false, NULL},
+    [ZD_POLICY] = {"policy",
+                   "the name of a dnssec_policies entry: tern makes, publishes, rolls and "
+                   "retires the zone's keys (instead of keys)",
+                   false, NULL},
 };
 
 /* "dnssec: {keys: [...]}" of a zone: the key paths, resolved, into z. */
@@ -67,6 +74,14 @@ static int get_zone_dnssec(parse_ctx_t *pc, const yaml_node_t *n, const char *ke
     int r = config_get_fields(pc, n, key, zone_dnssec_fields, ZD_COUNT, val);
     if (r < 0)
         return r;
+    if (!val[ZD_KEYS] == !val[ZD_POLICY])
+        return config_fail(pc, n, key, "expected keys or policy (one of them)");
+    if (val[ZD_POLICY]) {
+        if (!is_text(val[ZD_POLICY]) || scalar(val[ZD_POLICY])[0] == '\0')
+            return config_fail(pc, val[ZD_POLICY], key, "policy: expected a policy name, got %s",
+                               config_node_kind(val[ZD_POLICY]));
+        return (z->dnssec_policy = strdup(scalar(val[ZD_POLICY]))) ? 0 : TERN_ENOMEM;
+    }
     const yaml_node_t *k = val[ZD_KEYS];
     if (k->type != YAML_SEQUENCE_NODE || k->data.sequence.items.start == k->data.sequence.items.top)
         return config_fail(pc, k, key, "keys: expected a non-empty list of key files, got %s",
@@ -185,6 +200,8 @@ int config_add_zone(config_t *c, const char *origin, const char *file)
 
 static int config_zone_keys_copy(config_zone_t *dst, const config_zone_t *src)
 {
+    if (src->dnssec_policy && !(dst->dnssec_policy = strdup(src->dnssec_policy)))
+        return TERN_ENOMEM;
     if (!src->ndnssec_keys)
         return 0;
     if (!(dst->dnssec_keys = calloc(src->ndnssec_keys, sizeof(*dst->dnssec_keys))))
@@ -239,6 +256,7 @@ static void zones_reset(config_t *c)
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
+        free(c->zones[i].dnssec_policy);
     }
     free(c->zones);
     c->zones = NULL;
@@ -264,6 +282,8 @@ static int zones_copy(config_t *dst, const config_t *src)
 static int zones_check(parse_ctx_t *pc)
 {
     int rc = config_xfr_check(pc->c, pc->path, pc->err, pc->errlen);
+    if (rc == 0)
+        rc = config_dnssec_check(pc->c, pc->path, pc->err, pc->errlen);
     return rc < 0 ? rc : config_update_check(pc->c, pc->path, pc->err, pc->errlen);
 }
 

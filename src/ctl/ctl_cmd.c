@@ -22,6 +22,7 @@
 #include "tern/common/clock.h"
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
+#include "tern/common/err.h"
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/source/source_journal.h"
 #include "tern/update/update.h"
@@ -585,12 +586,58 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
     zlist_free(&zl);
 }
 
+#define DNSSEC_USAGE                                                                               \
+    "dnssec ds ZONE | dnssec status [ZONE] | dnssec rollover ZONE ksk|zsk|csk | dnssec ds-seen "   \
+    "ZONE [TAG]"
+
+/* dnssec status [ZONE] | rollover ZONE ROLE | ds-seen ZONE [TAG]: the keys tern manages
+ * (tern/load/loader.h). */
+static void cmd_dnssec_keys(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
+{
+    if (!c->loader) {
+        snprintf(err, errlen, "no loader");
+        return;
+    }
+    if (strcmp(argv[1], "status") == 0) {
+        char *text = loader_dnssec_status(c->loader, argv[2], err, errlen);
+        if (text)
+            sb_append(body, text, strlen(text));
+        free(text);
+        return;
+    }
+    if (!argv[2] || (strcmp(argv[1], "rollover") == 0 && !argv[3])) {
+        snprintf(err, errlen, "usage: %s", DNSSEC_USAGE);
+        return;
+    }
+    int rc;
+    if (strcmp(argv[1], "rollover") == 0) {
+        rc = loader_dnssec_rollover(c->loader, argv[2], argv[3], err, errlen);
+    } else {
+        char *end = NULL;
+        long tag = argv[3] ? strtol(argv[3], &end, 10) : -1;
+        if (argv[3] && (*end || tag < 0 || tag > 65535)) {
+            snprintf(err, errlen, "ds-seen: bad key tag \"%s\"", argv[3]);
+            return;
+        }
+        rc = loader_dnssec_ds_seen(c->loader, argv[2], (int)tag, err, errlen);
+    }
+    if (rc == 0)
+        ctl_cmd_line(body, "ok");
+    else if (!err[0])
+        snprintf(err, errlen, "%s", tern_strerror(rc));
+}
+
 /* dnssec ds ZONE: the DS records to give the parent (of the KSKs; of the one key a zone signed
  * with a single key has). */
 static void cmd_dnssec(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
-    if (strcmp(argv[1], "ds") != 0) {
-        snprintf(err, errlen, "usage: dnssec ds ZONE");
+    if (strcmp(argv[1], "status") == 0 || strcmp(argv[1], "rollover") == 0 ||
+        strcmp(argv[1], "ds-seen") == 0) {
+        cmd_dnssec_keys(c, argv, body, err, errlen);
+        return;
+    }
+    if (strcmp(argv[1], "ds") != 0 || !argv[2]) {
+        snprintf(err, errlen, "usage: %s", DNSSEC_USAGE);
         return;
     }
     zlist_t zl;
@@ -759,7 +806,7 @@ static const struct {
     {"status", 0, 0, "status", cmd_status},
     {"stats", 0, 0, "stats", cmd_stats},
     {"zone", 1, 2, "zone NAME | zone flush NAME", cmd_zone},
-    {"dnssec", 2, 2, "dnssec ds ZONE", cmd_dnssec},
+    {"dnssec", 1, 3, DNSSEC_USAGE, cmd_dnssec},
     {"health", 0, 3, "health | health set ADDR[:PORT] up|down|auto", cmd_health},
 };
 

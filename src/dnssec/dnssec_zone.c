@@ -44,6 +44,7 @@ void dnssec_zone_free(dnssec_zone_t *dz)
     for (unsigned i = 0; i < dz->nkeys; i++)
         dnssec_key_free(dz->keys[i]);
     free(dz->keys);
+    free(dz->roles);
     free(dz);
 }
 
@@ -56,6 +57,95 @@ static void zone_str(const uint8_t *origin, char *buf, size_t len)
 int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, unsigned nworkers,
                     const dnssec_policy_t *policy, dnssec_zone_t **out, char *err, size_t errlen)
 {
+    return dnssec_zone_new_roles(origin, keys, NULL, nkeys, 0, false, nworkers, policy, out, err,
+                                 errlen);
+}
+
+/* dnssec_zone_new_roles(): every key belongs to the zone, is a zone key, and has the first
+ * one's algorithm. */
+static int check_keys(const dnssec_zone_t *dz, const uint8_t *origin, const char *zn, char *err,
+                      size_t errlen)
+{
+    for (unsigned i = 0; i < dz->nkeys; i++) {
+        const dnssec_key_t *k = dz->keys[i];
+        if (!dname_equal(k->owner, origin)) {
+            snprintf(err, errlen, "zone %s: key %s belongs to another zone", zn, k->label);
+            return TERN_EINVAL;
+        }
+        if (!(k->flags & DNSSEC_FLAG_ZONE)) {
+            snprintf(err, errlen, "zone %s: key %s is not a zone key (flags %u)", zn, k->label,
+                     k->flags);
+            return TERN_EINVAL;
+        }
+        if (k->alg != dz->keys[0]->alg) {
+            /* RFC 6840 §5.11: a validator may expect every algorithm of the DNSKEY RRset to
+             * sign every RRset; tern signs with one */
+            snprintf(err, errlen,
+                     "zone %s: key %s uses algorithm %u, key %s %u: one algorithm "
+                     "per zone",
+                     zn, k->label, k->alg, dz->keys[0]->label, dz->keys[0]->alg);
+            return TERN_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* dnssec_zone_new_roles(): each key's roles (given, or from its flags), checked; the ZSK and
+ * the number of DNSKEY signers. */
+static int set_roles(dnssec_zone_t *dz, const uint8_t *roles, const char *zn, char *err,
+                     size_t errlen)
+{
+    if (roles) {
+        memcpy(dz->roles, roles, dz->nkeys);
+    } else {
+        /* every key published; SEP keys sign DNSKEY; the first other key the rest (only SEP
+         * keys: the first signs everything, a combined signing key; no SEP key: the ZSK signs
+         * the DNSKEY RRset too, its DS being what the parent holds) */
+        int zsk = -1;
+        bool sep = false;
+        for (unsigned i = 0; i < dz->nkeys; i++) {
+            dz->roles[i] = DNSSEC_ROLE_PUBLISH;
+            if (dz->keys[i]->flags & DNSSEC_FLAG_SEP)
+                dz->roles[i] |= DNSSEC_ROLE_SIGN_DNSKEY, sep = true;
+            else if (zsk < 0)
+                zsk = (int)i;
+        }
+        dz->roles[zsk < 0 ? 0 : zsk] |= DNSSEC_ROLE_SIGN_ZONE | (sep ? 0 : DNSSEC_ROLE_SIGN_DNSKEY);
+    }
+    for (unsigned i = 0; i < dz->nkeys; i++) {
+        uint8_t r = dz->roles[i];
+        if ((r & (DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_SIGN_ZONE | DNSSEC_ROLE_CDS)) &&
+            !(r & DNSSEC_ROLE_PUBLISH)) {
+            snprintf(err, errlen, "zone %s: key %s signs but is not published", zn,
+                     dz->keys[i]->label);
+            return TERN_EINVAL;
+        }
+        if (r & DNSSEC_ROLE_SIGN_ZONE) {
+            if (dz->zsk) {
+                snprintf(err, errlen,
+                         "zone %s: keys %s and %s both sign the zone: double signatures are "
+                         "not made yet",
+                         zn, dz->zsk->label, dz->keys[i]->label);
+                return TERN_EINVAL;
+            }
+            dz->zsk = dz->keys[i];
+        }
+        if (r & DNSSEC_ROLE_SIGN_DNSKEY)
+            dz->nksk++;
+    }
+    if (!dz->zsk || !dz->nksk) {
+        snprintf(err, errlen, "zone %s: no key signs %s", zn,
+                 dz->zsk ? "the DNSKEY RRset" : "the zone");
+        return TERN_EINVAL;
+    }
+    return 0;
+}
+
+int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint8_t *roles,
+                          unsigned nkeys, unsigned cds_digest, bool cds_delete, unsigned nworkers,
+                          const dnssec_policy_t *policy, dnssec_zone_t **out, char *err,
+                          size_t errlen)
+{
     char zn[DNAME_MAXLEN * 4 + 1];
     zone_str(origin, zn, sizeof(zn));
     *out = NULL;
@@ -67,7 +157,8 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
         return TERN_ENOMEM;
     }
     dz->keys = calloc(nkeys ? nkeys : 1, sizeof(*dz->keys));
-    if (!dz->keys) {
+    dz->roles = calloc(nkeys ? nkeys : 1, sizeof(*dz->roles));
+    if (!dz->keys || !dz->roles) {
         for (unsigned i = 0; i < nkeys; i++)
             dnssec_key_free(keys[i]);
         goto nomem;
@@ -75,6 +166,8 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
     if (nkeys)
         memcpy(dz->keys, keys, nkeys * sizeof(*keys));
     dz->nkeys = nkeys;
+    dz->cds_digest = (uint8_t)cds_digest;
+    dz->cds_delete = cds_delete;
     dz->nworkers = nworkers ? nworkers : 1;
     dz->policy.lifetime = policy && policy->lifetime ? policy->lifetime : DNSSEC_LIFETIME_DEFAULT;
     dz->policy.refresh = policy && policy->refresh ? policy->refresh : DNSSEC_REFRESH_DEFAULT;
@@ -92,35 +185,9 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
         snprintf(err, errlen, "zone %s: dnssec is on but no key is given", zn);
         goto fail;
     }
-    for (unsigned i = 0; i < nkeys; i++) {
-        const dnssec_key_t *k = keys[i];
-        if (!dname_equal(k->owner, origin)) {
-            snprintf(err, errlen, "zone %s: key %s belongs to another zone", zn, k->label);
-            goto fail;
-        }
-        if (!(k->flags & DNSSEC_FLAG_ZONE)) {
-            snprintf(err, errlen, "zone %s: key %s is not a zone key (flags %u)", zn, k->label,
-                     k->flags);
-            goto fail;
-        }
-        if (k->alg != keys[0]->alg) {
-            /* RFC 6840 §5.11: a validator may expect every algorithm of the DNSKEY RRset to
-             * sign every RRset; tern signs with one */
-            snprintf(err, errlen,
-                     "zone %s: key %s uses algorithm %u, key %s %u: one algorithm "
-                     "per zone",
-                     zn, k->label, k->alg, keys[0]->label, keys[0]->alg);
-            goto fail;
-        }
-        if (!dz->zsk && !(k->flags & DNSSEC_FLAG_SEP))
-            dz->zsk = k;
-        if (k->flags & DNSSEC_FLAG_SEP)
-            dz->nksk++;
-    }
-    if (!dz->zsk)
-        dz->zsk = keys[0]; /* only KSKs: the first signs everything (a combined signing key) */
-    /* no SEP key: the ZSK signs the DNSKEY RRset too (its DS is what the parent holds) */
-    unsigned nksk = dz->nksk ? dz->nksk : 1;
+    if (check_keys(dz, origin, zn, err, errlen) < 0 || set_roles(dz, roles, zn, err, errlen) < 0)
+        goto fail;
+    unsigned nksk = dz->nksk;
     dz->loader_ksk = calloc(nksk, sizeof(*dz->loader_ksk));
     dz->zsk_ctx = calloc(dz->nworkers, sizeof(*dz->zsk_ctx));
     if (!dz->loader_ksk || !dz->zsk_ctx)
@@ -131,20 +198,13 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
         goto fail;
     }
     unsigned j = 0;
-    for (unsigned i = 0; i < nkeys && dz->nksk; i++) {
-        if (!(keys[i]->flags & DNSSEC_FLAG_SEP))
+    for (unsigned i = 0; i < nkeys; i++) {
+        if (!(dz->roles[i] & DNSSEC_ROLE_SIGN_DNSKEY))
             continue;
         if (!(dz->loader_ksk[j++] = dnssec_keyctx_new(keys[i], kerr, sizeof(kerr)))) {
             snprintf(err, errlen, "zone %s: %s", zn, kerr);
             goto fail;
         }
-    }
-    if (!dz->nksk) {
-        if (!(dz->loader_ksk[0] = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
-            snprintf(err, errlen, "zone %s: %s", zn, kerr);
-            goto fail;
-        }
-        dz->nksk = 1;
     }
     for (unsigned w = 0; w < dz->nworkers; w++)
         if (!(dz->zsk_ctx[w] = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
@@ -163,17 +223,45 @@ fail:
     return TERN_EINVAL;
 }
 
+/* One apex record into the builder's blob: type, RDLENGTH, RDATA. */
+static int put_apex(uint8_t *out, size_t cap, size_t *pos, uint16_t type, const uint8_t *rd,
+                    size_t len)
+{
+    if (*pos + 4 + len > cap)
+        return TERN_ENOSPC;
+    tern_wr16(out + *pos, type);
+    tern_wr16(out + *pos + 2, (uint16_t)len);
+    memcpy(out + *pos + 4, rd, len);
+    *pos += 4 + len;
+    return 0;
+}
+
 int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap)
 {
     size_t pos = 0;
     for (unsigned i = 0; i < dz->nkeys; i++) {
         const dnssec_key_t *k = dz->keys[i];
-        if (pos + 2u + k->rdlen > cap)
+        if ((dz->roles[i] & DNSSEC_ROLE_PUBLISH) &&
+            put_apex(out, cap, &pos, WIRE_T_DNSKEY, k->rdata, k->rdlen) < 0)
             return TERN_ENOSPC;
-        out[pos] = (uint8_t)(k->rdlen >> 8);
-        out[pos + 1] = (uint8_t)k->rdlen;
-        memcpy(out + pos + 2, k->rdata, k->rdlen);
-        pos += 2u + k->rdlen;
+    }
+    if (dz->cds_delete) {
+        /* RFC 8078 §4: "0 0 0 00" and "0 3 0 AA==" */
+        static const uint8_t cds[5] = {0, 0, 0, 0, 0}, cdnskey[5] = {0, 0, 3, 0, 0};
+        if (put_apex(out, cap, &pos, WIRE_T_CDS, cds, sizeof(cds)) < 0 ||
+            put_apex(out, cap, &pos, WIRE_T_CDNSKEY, cdnskey, sizeof(cdnskey)) < 0)
+            return TERN_ENOSPC;
+        return (int)pos;
+    }
+    for (unsigned i = 0; i < dz->nkeys && dz->cds_digest; i++) {
+        if (!(dz->roles[i] & DNSSEC_ROLE_CDS))
+            continue;
+        const dnssec_key_t *k = dz->keys[i];
+        uint8_t ds[4 + 64];
+        int dl = dnssec_key_ds(k, dz->cds_digest, ds, sizeof(ds));
+        if (dl < 0 || put_apex(out, cap, &pos, WIRE_T_CDS, ds, (size_t)dl) < 0 ||
+            put_apex(out, cap, &pos, WIRE_T_CDNSKEY, k->rdata, k->rdlen) < 0)
+            return TERN_ENOSPC;
     }
     return (int)pos;
 }
@@ -325,7 +413,7 @@ static bool same_ksks(const dnssec_zone_t *a, const dnssec_zone_t *b)
  * the keys are the same and none of its signatures is due: 1; 0: sign it; negative: no memory. */
 static int reuse_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *s)
 {
-    bool dnskey = s->type == WIRE_T_DNSKEY && n == p->z->apex_node;
+    bool dnskey = dnssec_ksk_signed(s->type) && n == p->z->apex_node;
     if (!p->psg || !(dnskey ? p->same_ksk : p->same_zsk))
         return 0;
     const zone_rrset_t *ps = dnssec_prev_rrset(p->prev, n, s);
@@ -395,7 +483,7 @@ int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev
             if ((rc = reuse_rrset(&p, n, s)) != 0) {
                 if (rc > 0)
                     continue;
-            } else if (s->type == WIRE_T_DNSKEY && n == z->apex_node) {
+            } else if (dnssec_ksk_signed(s->type) && n == z->apex_node) {
                 rc = sign_rrset(&p, n, s, dz->loader_ksk, dz->nksk);
             } else {
                 rc = sign_rrset(&p, n, s, &dz->loader_zsk, 1);

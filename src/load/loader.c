@@ -33,6 +33,8 @@
 #include "tern/xfr/xfr.h"
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
+
+#include "zone_kasp.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
 #include "tern/source/health_index.h"
@@ -104,6 +106,10 @@ struct loader {
     xfr_t *xfr;
     loader_config_hook_fn config_hook;
     void *config_hook_ctx;
+
+    /* The zones whose DNSSEC keys tern manages (zone_kasp.h): built again at each one's next
+     * key event, and when the operator asks for a rollover or reports a DS. */
+    zone_kasp_t *kasp;
 };
 
 /* The source named name, or NULL. */
@@ -123,7 +129,8 @@ static int build(loader_t *l, const config_t *cfg, bool quick, struct snapshot *
                                   .limits = l->limits,
                                   .xfr = l->xfr != NULL,
                                   .stale = (const char *const *)l->stale,
-                                  .nstale = l->nstale};
+                                  .nstale = l->nstale,
+                                  .kasp = l->kasp};
     return view_build(&env, l->cur, cfg, quick, out, changed, err, errlen);
 }
 
@@ -479,6 +486,7 @@ static void follow_config(loader_t *l, config_t *cfg, const struct snapshot *s)
     (void)sources_configure(l, cfg, l->cfg_last, geo_changed);
     if (l->config_hook)
         l->config_hook(l->config_hook_ctx, cfg);
+    zone_kasp_retain(l->kasp, cfg);
     if (l->cfg_last != l->cfg0) {
         config_free(l->cfg_last);
         free(l->cfg_last);
@@ -611,10 +619,18 @@ static void reload(loader_t *l)
  * made again and published in place of the old ones: the zone itself is untouched, nothing is
  * reloaded. A zone whose signing fails keeps its current signatures (logged; tried again at the
  * next check). */
+/* zone_kasp_due()'s callback: a managed zone's key event is due, build it again. */
+static void kasp_reread(void *ctx, const char *key)
+{
+    if (sink_reread(ctx, key) < 0)
+        log_err("dnssec: zone %s: out of memory; its key event waits for the next check", key);
+}
+
 static void resign_due(loader_t *l)
 {
     struct snapshot *s = l->cur;
     uint32_t now = (uint32_t)time(NULL);
+    zone_kasp_due(l->kasp, now, kasp_reread, l);
     for (size_t i = 0; s && i < s->nz; i++) {
         zone_t *z = s->z[i].zone;
         if (!z || !z->dnssec || !dnssec_zone_due(z->dnssec, now))
@@ -650,6 +666,44 @@ static void resign_due(loader_t *l)
     }
 }
 
+/* The canonical key of a zone name the operator typed, or NULL with err set. */
+static bool zone_key_of(const char *zone, char *key, size_t len, char *err, size_t errlen)
+{
+    const char *why = "";
+    if (dname_key(zone, key, len, &why) < 0) {
+        snprintf(err, errlen, "bad zone name \"%s\": %s", zone, why);
+        return false;
+    }
+    return true;
+}
+
+char *loader_dnssec_status(loader_t *l, const char *zone, char *err, size_t errlen)
+{
+    char key[DNAME_KEY_MAX];
+    if (zone && !zone_key_of(zone, key, sizeof(key), err, errlen))
+        return NULL;
+    return zone_kasp_status(l->kasp, zone ? key : NULL, err, errlen);
+}
+
+int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char *err,
+                           size_t errlen)
+{
+    char key[DNAME_KEY_MAX];
+    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
+        return TERN_EINVAL;
+    int rc = zone_kasp_rollover(l->kasp, key, role, (int64_t)time(NULL), err, errlen);
+    return rc < 0 ? rc : sink_reread(l, key); /* built at once: the new key is made */
+}
+
+int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, size_t errlen)
+{
+    char key[DNAME_KEY_MAX];
+    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
+        return TERN_EINVAL;
+    int rc = zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, errlen);
+    return rc < 0 ? rc : sink_reread(l, key);
+}
+
 zone_source_t *loader_source(loader_t *l, const char *name)
 {
     return source_named(l, name);
@@ -675,7 +729,10 @@ static trigger_t next_trigger(loader_t *l)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
+    int64_t key_event = zone_kasp_next(l->kasp); /* a managed zone's next key event */
     until.tv_sec += RESIGN_CHECK_S;
+    if (key_event && key_event < (int64_t)until.tv_sec)
+        until = (struct timespec){.tv_sec = key_event > (int64_t)time(NULL) ? key_event : 0};
     for (;;) {
         if (l->stop)
             return TRIGGER_STOP;
@@ -731,7 +788,8 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     pthread_mutex_init(&l->geo_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
-    if (!(l->health = health_registry_new()) || sources_new(l) < 0) {
+    if (!(l->health = health_registry_new()) || !(l->kasp = zone_kasp_new()) ||
+        sources_new(l) < 0) {
         loader_free(l);
         return NULL;
     }
@@ -984,6 +1042,7 @@ void loader_free(loader_t *l)
     free(l->reread);
     stale_clear(l);
     free(l->stale);
+    zone_kasp_free(l->kasp);
     view_db_geo_put(l->sgeo_v4);
     view_db_geo_put(l->sgeo_v6);
     snapshot_free(l->cur); /* its zones drop their endpoints */

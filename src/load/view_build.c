@@ -16,6 +16,7 @@
 #include "tern/zone/zone_file.h"
 
 #include "view_db.h"
+#include "zone_kasp.h"
 #include "zone_sign.h"
 
 /* View generations handed out (answer_view_t.gen); 0 is never one. */
@@ -271,6 +272,10 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
     if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, b->cfg, snapshot_dep_add, e, &dz, dnskeys,
                                                     &dnskeys_len, b->err, b->errlen)) < 0)
         return rc;
+    if (cz->dnssec_policy &&
+        (rc = zone_sign_prepare_policy(b->l->kasp, e->key, cz, b->cfg, &dz, dnskeys, &dnskeys_len,
+                                       b->err, b->errlen)) < 0)
+        return rc;
     const struct zent *base = dz ? NULL : snapshot_patch_base(&b->ix, e, cz, b->health_changed);
     rc = base ? source_read(b, s, src, e, cz, base->zone, NULL, 0, &z) : ZONE_FILE_BUILD;
     if (rc == ZONE_FILE_BUILD) {
@@ -293,6 +298,8 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
             snprintf(b->err, b->errlen, "%s: %s", cz->file, tern_strerror(rc));
         return rc;
     }
+    if (rc >= 0 && cz->dnssec_policy && z)
+        zone_kasp_built(b->l->kasp, e->key, z);
     if (rc == ZONE_FILE_SAME) {
         /* the file was touched, its records are the served ones: nothing to publish */
         z = zone_retain(base->zone);

@@ -32,6 +32,7 @@ typedef struct view_build_env {
      * looked at (zone_sink_t.reread) */
     const char *const *stale;
     size_t nstale;
+    struct zone_kasp *kasp; /* the zones whose keys tern manages (zone_kasp.h) */
 } view_build_env_t;
 
 /**

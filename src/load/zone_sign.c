@@ -11,6 +11,17 @@
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
+#include "zone_kasp.h"
+
+/* The signature policy of cz's signing state: cfg's lifetimes; an export when secondaries
+ * transfer it (tern/dnssec/dnssec_export.h). */
+static dnssec_policy_t sig_policy(const config_zone_t *cz, const config_t *cfg)
+{
+    return (dnssec_policy_t){.lifetime = cfg->dnssec_lifetime,
+                             .refresh = cfg->dnssec_refresh,
+                             .export = cz->nnotify || cz->allow_transfer.n};
+}
+
 int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_seen_fn seen,
                       void *seen_ctx, dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len, char *err,
                       size_t errlen)
@@ -48,11 +59,7 @@ int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_se
             }
         }
     }
-    /* a zone secondaries transfer gets its NSEC chain and RRSIGs made for them
-     * (dnssec_export.h) */
-    const dnssec_policy_t pol = {.lifetime = cfg->dnssec_lifetime,
-                                 .refresh = cfg->dnssec_refresh,
-                                 .export = cz->nnotify || cz->allow_transfer.n};
+    const dnssec_policy_t pol = sig_policy(cz, cfg);
     return dnssec_setup_keys(origin, cz->origin, keys, n, cfg->workers, &pol, dz, dnskeys, len, err,
                              errlen);
 fail:
@@ -61,8 +68,51 @@ fail:
     return rc;
 }
 
+int zone_sign_prepare_policy(struct zone_kasp *k, const char *key, const config_zone_t *cz,
+                             const config_t *cfg, dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len,
+                             char *err, size_t errlen)
+{
+    uint8_t origin[DNAME_MAXLEN];
+    zone_kasp_keys_t kk;
+    *dz = NULL;
+    *len = 0;
+    if (dname_from_str(cz->origin, strlen(cz->origin), false, origin, NULL) < 0) {
+        snprintf(err, errlen, "zone %s: bad origin", cz->origin);
+        return TERN_EINVAL;
+    }
+    int rc = zone_kasp_prepare(k, key, cz, cfg, (int64_t)time(NULL), &kk, err, errlen);
+    if (rc < 0 || kk.n == 0)
+        return rc;
+    const dnssec_policy_t pol = sig_policy(cz, cfg);
+    rc = dnssec_zone_new_roles(origin, kk.keys, kk.roles, kk.n, kk.cds_digest, kk.cds_delete,
+                               cfg->workers, &pol, dz, err, errlen); /* takes the keys */
+    if (rc < 0)
+        return rc;
+    rc = dnssec_zone_dnskeys(*dz, dnskeys, DNSSEC_SETUP_DNSKEYS_MAX);
+    if (rc < 0) {
+        snprintf(err, errlen, "zone %s: too many keys", cz->origin);
+        dnssec_zone_free(*dz);
+        *dz = NULL;
+        return rc;
+    }
+    *len = (size_t)rc;
+    return 0;
+}
+
 char *zone_sign_ident(const config_zone_t *cz, const config_t *cfg)
 {
+    const config_dnssec_policy_t *p = config_dnssec_policy_find(cfg, cz->dnssec_policy);
+    if (p) {
+        char *s = NULL;
+        /* a policy's every setting: a changed one builds the zone again */
+        if (asprintf(&s, "policy %s/%u/%d/%u/%u/%u/%u/%u/%u/%u/%d/%u %u/%u/%u/%d", p->name,
+                     p->algorithm, p->csk, p->rsa_bits, p->ksk_lifetime, p->zsk_lifetime,
+                     p->propagation_delay, p->dnskey_ttl, p->parent_ds_ttl, p->zone_max_ttl, p->cds,
+                     p->cds_digest, cfg->dnssec_lifetime, cfg->dnssec_refresh, cfg->workers,
+                     cz->nnotify || cz->allow_transfer.n) < 0)
+            return NULL;
+        return s;
+    }
     if (!cz->ndnssec_keys)
         return strdup("");
     size_t n = 64;

@@ -31,6 +31,17 @@ int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_se
                       void *seen_ctx, dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len, char *err,
                       size_t errlen) TERN_WUR;
 
+struct zone_kasp; /* zone_kasp.h */
+
+/**
+ * The same for a zone whose keys tern manages (cz->dnssec_policy; key: its canonical key): its
+ * key state stepped to now by k (zone_kasp_prepare()), the keys and roles of its plan made
+ * into the signing state. *dz NULL (and 0): the plan serves the zone unsigned.
+ */
+int zone_sign_prepare_policy(struct zone_kasp *k, const char *key, const config_zone_t *cz,
+                             const config_t *cfg, dnssec_zone_t **dz, uint8_t *dnskeys, size_t *len,
+                             char *err, size_t errlen) TERN_WUR;
+
 /** What identifies cz's signing setup (keys, lifetime, refresh, workers) for "is the zone
  * unchanged": a malloc'd string, "" for an unsigned zone; NULL when out of memory. */
 char *zone_sign_ident(const config_zone_t *cz, const config_t *cfg);

@@ -463,13 +463,15 @@ static int add_dnskeys(zone_builder_t *b)
     for (size_t i = 0; i < b->rr_count && !ttl && apex != NO_ID; i++)
         if (b->rr[i].type == WIRE_T_SOA && b->rr[i].name == apex)
             ttl = b->rr[i].ttl;
-    for (size_t pos = 0; pos + 2 <= b->dnskeys_len;) {
-        uint16_t l = (uint16_t)(b->dnskeys[pos] << 8 | b->dnskeys[pos + 1]);
-        int rc = add_rr(b, b->apex, WIRE_T_DNSKEY, 1, ttl ? ttl : 3600, b->dnskeys + pos + 2, l,
-                        NULL, 0, 0);
+    for (size_t pos = 0; pos + 4 <= b->dnskeys_len;) {
+        uint16_t type = (uint16_t)(b->dnskeys[pos] << 8 | b->dnskeys[pos + 1]);
+        uint16_t l = (uint16_t)(b->dnskeys[pos + 2] << 8 | b->dnskeys[pos + 3]);
+        if (pos + 4u + l > b->dnskeys_len)
+            return TERN_EINVAL;
+        int rc = add_rr(b, b->apex, type, 1, ttl ? ttl : 3600, b->dnskeys + pos + 4, l, NULL, 0, 0);
         if (rc < 0)
             return rc;
-        pos += 2u + l;
+        pos += 4u + l;
     }
     return 0;
 }

@@ -284,6 +284,7 @@
 #include "tern/net/server_settings.h"
 #include "tern/qlog/qlog_settings.h"
 #include "tern/conf/config_api.h"
+#include "tern/conf/config_dnssec.h"
 
 /* The settings structs live with the modules that read them (the headers above): conf fills
  * them and sits above their owners, which never include this file. */
@@ -325,6 +326,8 @@ typedef struct config_zone {
      * stems or file paths, tern/dnssec/dnssec_key.h); none = served as its source has it */
     char **dnssec_keys;
     size_t ndnssec_keys;
+    /* "dnssec: {policy: NAME}": tern makes and rolls the zone's keys (config_dnssec.h) */
+    char *dnssec_policy;
     /* Zone transfers (tern/xfr). primaries non-empty: a secondary zone, transferred in (and
      * refreshed on NOTIFY from allow_notify, default the primaries' addresses). */
     config_xfr_peer_t *primaries;
@@ -436,11 +439,15 @@ typedef struct config {
                                      = none; restart-only */
     config_api_t api;             /* the HTTP API (tern/api/api.h); listen NULL = none;
                                      restart-only */
-    unsigned tcp_max_per_client;  /* TCP connections of one client prefix (all workers);
-                                     default 64, 0 = no cap; restart-only */
-    unsigned tcp_client_prefix_v4;              /* what "one client" is for that cap: default /32 */
-    unsigned tcp_client_prefix_v6;              /* default /64 */
-    char *file;                                 /* the config file last loaded; NULL = none */
+    config_dnssec_policy_t *dnssec_policies; /* the key policies zones may name */
+    size_t ndnssec_policies;
+    char *dnssec_state_dir;        /* keys and key states of zones with a policy; NULL: the default
+                                      (config_dnssec_state_dir()) */
+    unsigned tcp_max_per_client;   /* TCP connections of one client prefix (all workers);
+                                      default 64, 0 = no cap; restart-only */
+    unsigned tcp_client_prefix_v4; /* what "one client" is for that cap: default /32 */
+    unsigned tcp_client_prefix_v6; /* default /64 */
+    char *file;                    /* the config file last loaded; NULL = none */
     config_origin_t origin[CONFIG_MAX_OPTIONS]; /* by schema row; see config_line_of() */
 } config_t;
 
@@ -586,6 +593,12 @@ bool config_same_health_checks(const config_health_t *a, const config_health_t *
  * the new list (no restart is needed).
  */
 bool config_same_aname(const config_aname_t *a, const config_aname_t *b);
+
+/**
+ * "$STATE_DIRECTORY/leaf" (the first directory of systemd's StateDirectory= list) into buf (len
+ * bytes): the default place of a state file. NULL when systemd gives none or it does not fit.
+ */
+const char *config_state_path(const char *leaf, char *buf, size_t len);
 
 /**
  * Where the ANAME results are kept: a->state_file, else "$STATE_DIRECTORY/aname.state" when

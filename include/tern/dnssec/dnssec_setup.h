@@ -21,8 +21,9 @@
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/zone/zone.h"
 
-/* Room for the DNSKEY RDATA of every key of a zone (a zone has a handful). */
-#define DNSSEC_SETUP_DNSKEYS_MAX (16 * (2 + DNSSEC_KEY_RDATA_MAX))
+/* Room for the apex records of every key of a zone (a zone has a handful): DNSKEY, and CDS
+ * (SHA-384 at most) and CDNSKEY for the ones the parent is to take. */
+#define DNSSEC_SETUP_DNSKEYS_MAX (16 * (3 * 4 + 2 * DNSSEC_KEY_RDATA_MAX + 4 + 48))
 
 /**
  * The signing state of zone origin (wire) from keys[0..nkeys) (taken over: freed on failure

@@ -71,7 +71,10 @@ typedef struct dnssec_sigs {
 typedef struct dnssec_zone {
     uint64_t gen; /* distinct for every signed zone version: the key of its cached signatures */
     dnssec_key_t **keys; /* every key (owned) */
+    uint8_t *roles;      /* per key: DNSSEC_ROLE_* */
     unsigned nkeys;
+    uint8_t cds_digest; /* 0: no CDS; 2 or 4 */
+    bool cds_delete;
     const dnssec_key_t *zsk;     /* signs all but DNSKEY: the first key without SEP, else the
                                     first key (a combined signing key) */
     dnssec_keyctx_t *loader_zsk; /* the loader's own contexts */
@@ -89,15 +92,46 @@ typedef struct dnssec_zone {
 /**
  * A signing state for zone origin (wire name) with keys (ownership passes to it, also on
  * failure) for nworkers workers. At least one key; the keys must belong to the zone and share
- * one algorithm. Errors name the zone and the key.
+ * one algorithm. Every key is published; the SEP keys (flags 257) sign DNSKEY, the first other
+ * one signs the rest (a zone of SEP keys only: the first signs everything). Errors name the zone
+ * and the key.
  */
 int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, unsigned nworkers,
                     const dnssec_policy_t *policy, dnssec_zone_t **out, char *err,
                     size_t errlen) TERN_WUR;
 
-/** DNSKEY RDATA of every key as an rdata sequence into out (cap bytes); returns its length or
- * TERN_ENOSPC. For zone_builder_set_dnssec(). */
+/* What a key does in a zone whose keys are managed (tern/dnssec/dnssec_kasp.h's plan). */
+enum dnssec_role {
+    DNSSEC_ROLE_PUBLISH = 1,     /* its DNSKEY is in the DNSKEY RRset */
+    DNSSEC_ROLE_SIGN_DNSKEY = 2, /* signs DNSKEY, CDS and CDNSKEY */
+    DNSSEC_ROLE_SIGN_ZONE = 4,   /* signs every other RRset */
+    DNSSEC_ROLE_CDS = 8,         /* its CDS and CDNSKEY are published (RFC 7344) */
+};
+
+/**
+ * The same with each key's roles (DNSSEC_ROLE_* bits, roles[i] for keys[i]): exactly one key
+ * signs the zone (double signatures, for an algorithm or CSK rollover, are not made yet: more
+ * than one is refused), at least one signs DNSKEY, every key that signs is published. cds_digest
+ * is the CDS digest type (2 or 4); cds_delete publishes CDS/CDNSKEY DELETE (RFC 8078) instead.
+ */
+int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint8_t *roles,
+                          unsigned nkeys, unsigned cds_digest, bool cds_delete, unsigned nworkers,
+                          const dnssec_policy_t *policy, dnssec_zone_t **out, char *err,
+                          size_t errlen) TERN_WUR;
+
+/**
+ * The apex records the zone builder adds for dz (zone_builder_set_dnssec()): each entry a u16
+ * type, a u16 RDLENGTH and the RDATA — the DNSKEY of every published key, and the CDS and
+ * CDNSKEY of the keys the parent is to take (or the DELETE pair). Into out (cap bytes); returns
+ * the length, or TERN_ENOSPC.
+ */
 int dnssec_zone_dnskeys(const dnssec_zone_t *dz, uint8_t *out, size_t cap) TERN_WUR;
+
+/** True for the RRsets the DNSKEY signers sign: DNSKEY, CDS and CDNSKEY at the apex. */
+static inline bool dnssec_ksk_signed(uint16_t type)
+{
+    return type == WIRE_T_DNSKEY || type == WIRE_T_CDS || type == WIRE_T_CDNSKEY;
+}
 
 /**
  * Sign every static RRset of z (which must hold the keys' DNSKEYs at its apex) as of time now,

@@ -123,6 +123,25 @@ zone_source_t *loader_source(loader_t *l, const char *name);
  * callee copies what it keeps (cfg is the loader's). */
 typedef void (*loader_config_hook_fn)(void *ctx, const config_t *cfg);
 
+/**
+ * `ternctl dnssec status [ZONE]`: the key state of a zone whose keys tern manages (dnssec:
+ * {policy}; zone NULL: every such zone) — each key's role, tag, algorithm, state and next event,
+ * the zone's next event and the DS it waits for — as a malloc'd text; NULL with err set. Any
+ * thread.
+ */
+char *loader_dnssec_status(loader_t *l, const char *zone, char *err, size_t errlen);
+
+/** `ternctl dnssec rollover ZONE ksk|zsk|csk`: start one now; the zone is built again at once.
+ * 0, or a negative code with the reason in err. Any thread. */
+int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char *err,
+                           size_t errlen) TERN_WUR;
+
+/** `ternctl dnssec ds-seen ZONE [TAG]`: the parent has the DS of the KSK with that tag (-1:
+ * every KSK whose DS is wanted); the zone is built again at once. 0, or a negative code with
+ * the reason in err. Any thread. */
+int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err,
+                          size_t errlen) TERN_WUR;
+
 /** Set the config hook (before loader_start()); NULL: none. */
 void loader_set_config_hook(loader_t *l, loader_config_hook_fn fn, void *ctx);
 

@@ -120,7 +120,7 @@ typedef struct zone_source_read {
     zone_json_locate_fn locate; /* JSON records located at load time, or NULL */
     void *locate_ctx;
     const uint8_t
-        *dnskeys; /* a signed zone's DNSKEY RDATAs (tern/dnssec/dnssec_setup.h), or NULL */
+        *dnskeys; /* a signed zone's apex records: DNSKEY, CDS, CDNSKEY (dnssec_setup.h), or NULL */
     size_t dnskeys_len;
 } zone_source_read_t;
 

@@ -36,6 +36,8 @@ enum wire_type {
     WIRE_T_RRSIG = 46,
     WIRE_T_NSEC = 47,
     WIRE_T_DNSKEY = 48,
+    WIRE_T_CDS = 59,     /* RFC 7344 */
+    WIRE_T_CDNSKEY = 60, /* RFC 7344 */
     WIRE_T_NSEC3 = 50,
     WIRE_T_NSEC3PARAM = 51,
     WIRE_T_TLSA = 52,

@@ -94,9 +94,10 @@ typedef health_ep_t *(*zone_builder_health_fn)(void *ctx, const uint8_t *owner, 
 void zone_builder_set_health(zone_builder_t *b, zone_builder_health_fn fn, void *ctx);
 
 /**
- * Make the zone ready for the signer (tern/dnssec/dnssec_zone.h): finish() adds the DNSKEY
- * RDATA in dnskeys (an rdata sequence, len bytes; copied) at the apex with TTL ttl (0: the
- * SOA's), and from now on add() drops RRSIG, NSEC, NSEC3 and NSEC3PARAM records silently (the
+ * Make the zone ready for the signer (tern/dnssec/dnssec_zone.h): finish() adds the records in
+ * dnskeys (len bytes, copied; each a u16 type, a u16 RDLENGTH and the RDATA: the signer's
+ * DNSKEYs, CDS and CDNSKEY, dnssec_zone_dnskeys()) at the apex with TTL ttl (0: the SOA's), and
+ * from now on add() drops RRSIG, NSEC, NSEC3 and NSEC3PARAM records silently (the
  * signer makes its own; zone_builder_dnssec_dropped() counts them for a warning). Call before
  * the first add(). Returns 0 or TERN_ENOMEM.
  */

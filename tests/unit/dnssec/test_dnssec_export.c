@@ -316,6 +316,90 @@ static void test_reuse(void **state)
     zone_free(z3);
 }
 
+/* Keys with roles (a managed zone mid-rollover): who is published, who signs what, the CDS and
+ * CDNSKEY at the apex and the DNSKEY signers' signatures over them. */
+static void test_roles(void **state)
+{
+    (void)state;
+    dnssec_key_t *ksk = gen(true), *zold = gen(false), *znew = gen(false);
+    dnssec_key_t *keys[3] = {ksk, zold, znew};
+    /* copies for the states below (the first state, and the zone, own the originals) */
+    dnssec_key_t *k2[2] = {dnssec_key_dup(ksk), dnssec_key_dup(zold)};
+    dnssec_key_t *k3[2] = {dnssec_key_dup(ksk), dnssec_key_dup(zold)};
+    dnssec_key_t *k4[2] = {dnssec_key_dup(ksk), dnssec_key_dup(zold)};
+    uint8_t ds[64];
+    int dsl = dnssec_key_ds(ksk, 2, ds, sizeof(ds));
+    assert_true(dsl > 0);
+    const uint8_t roles[3] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_CDS,
+                              DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE, DNSSEC_ROLE_PUBLISH};
+    dnssec_zone_t *dz = NULL;
+    char err[256];
+    if (dnssec_zone_new_roles(ORIGIN, keys, roles, 3, 2, false, 1, NULL, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_ptr_equal(dz->zsk, zold);
+    assert_int_equal(dz->nksk, 1);
+    uint8_t blob[4096];
+    int bl = dnssec_zone_dnskeys(dz, blob, sizeof(blob));
+    assert_true(bl > 0);
+    /* three DNSKEYs, then the KSK's CDS (SHA-256) and CDNSKEY */
+    unsigned counts[65536 / 8] = {0};
+    for (int pos = 0; pos < bl;) {
+        uint16_t type = (uint16_t)(blob[pos] << 8 | blob[pos + 1]);
+        uint16_t len = (uint16_t)(blob[pos + 2] << 8 | blob[pos + 3]);
+        if (type == WIRE_T_CDS)
+            assert_memory_equal(blob + pos + 4, ds, (size_t)dsl);
+        if (type == WIRE_T_CDNSKEY)
+            assert_memory_equal(blob + pos + 4, ksk->rdata, ksk->rdlen);
+        counts[type % (sizeof(counts) / sizeof(counts[0]))]++;
+        pos += 4 + len;
+    }
+    assert_int_equal(counts[WIRE_T_DNSKEY], 3);
+    assert_int_equal(counts[WIRE_T_CDS], 1);
+    assert_int_equal(counts[WIRE_T_CDNSKEY], 1);
+    /* a zone built with them: CDS and CDNSKEY are signed by the KSK, the rest by the old ZSK */
+    zone_t *z = build(dz);
+    if (dnssec_setup_attach(z, dz, NULL, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    const dnssec_sigs_t *sg = dnssec_zone_sigs(dz);
+    static const uint16_t types[] = {WIRE_T_CDS, WIRE_T_CDNSKEY, WIRE_T_DNSKEY, WIRE_T_SOA};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        const zone_rrset_t *rs = zone_node_rrset(z->apex_node, types[i]);
+        assert_non_null(rs);
+        uint16_t n = 0;
+        const uint8_t *sig = dnssec_static(sg, z, rs, &n);
+        assert_non_null(sig);
+        assert_int_equal(n, 1);
+        const dnssec_key_t *by = types[i] == WIRE_T_SOA ? zold : ksk;
+        assert_int_equal(verify(by, ORIGIN, types[i], rs->ttl, rs->count, rs->rdata, NULL, sig + 2,
+                                (size_t)(sig[0] << 8 | sig[1])),
+                         LDNS_STATUS_OK);
+    }
+    zone_free(z);
+
+    /* refused: two zone signers (no double signatures yet), a signer not published */
+    const uint8_t two[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_SIGN_ZONE,
+                            DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE};
+    assert_true(
+        dnssec_zone_new_roles(ORIGIN, k2, two, 2, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "both sign the zone"));
+    const uint8_t hidden[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY,
+                               DNSSEC_ROLE_SIGN_ZONE};
+    assert_true(
+        dnssec_zone_new_roles(ORIGIN, k3, hidden, 2, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "signs but is not published"));
+    /* CDS DELETE (RFC 8078): "0 0 0 00" and "0 3 0 AA==" instead of the keys' */
+    const uint8_t r4[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_CDS,
+                           DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE};
+    if (dnssec_zone_new_roles(ORIGIN, k4, r4, 2, 2, true, 1, NULL, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    bl = dnssec_zone_dnskeys(dz, blob, sizeof(blob));
+    static const uint8_t del[] = {0, WIRE_T_CDS,     0, 5, 0, 0, 0, 0, 0,
+                                  0, WIRE_T_CDNSKEY, 0, 5, 0, 0, 3, 0, 0};
+    assert_true(bl > (int)sizeof(del));
+    assert_memory_equal(blob + bl - sizeof(del), del, sizeof(del));
+    dnssec_zone_free(dz);
+}
+
 int main(void)
 {
     dnssec_mem_install();
@@ -323,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_name_order),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_roles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

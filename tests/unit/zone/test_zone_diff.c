@@ -512,7 +512,7 @@ static void test_needs_build(void **state)
     /* signed: never patched, not even read */
     write_model(&base_m);
     zone_t *base = load(), *out = NULL;
-    static const uint8_t key[] = {0, 4, 1, 0, 3, 13};
+    static const uint8_t key[] = {0, 48, 0, 4, 1, 0, 3, 13}; /* DNSKEY, 4 bytes */
     const zone_file_opts_t o = {.dnskeys = key, .dnskeys_len = sizeof(key)};
     char err[256];
     assert_int_equal(zone_file_patch(ORIGIN, main_path, &o, base, &out, err, sizeof(err)),

@@ -1,0 +1,446 @@
+/*
+ * zone_kasp.c — see zone_kasp.h.
+ */
+#include "zone_kasp.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "tern/common/err.h"
+#include "tern/common/grow.h"
+#include "tern/common/log.h"
+#include "tern/dnssec/dnssec_kasp.h"
+#include "tern/dnssec/dnssec_zone.h"
+#include "tern/wire/dname.h"
+
+/* The zone_max_ttl a zone's rollovers wait for before its first build says what it is: a day,
+ * the policy default, errs on the slow side. */
+#define MAX_TTL_UNKNOWN 86400
+
+struct zent_kasp {
+    char *key;
+    dnssec_kasp_t *st;        /* NULL until its first prepare */
+    dnssec_kasp_policy_t pol; /* as of its last prepare */
+    bool have_pol;
+    uint32_t max_ttl;    /* the zone's largest TTL at its last build; 0: not built */
+    int64_t next_event;  /* 0: none */
+    char *status;        /* dnssec_kasp_status_text() of the last prepare */
+    char path[PATH_MAX]; /* its state file */
+    uint16_t wanted[4];  /* the DS the last plan wants */
+    size_t nwanted;
+};
+
+struct zone_kasp {
+    pthread_mutex_t mu;
+    struct zent_kasp *e;
+    size_t n, cap;
+};
+
+zone_kasp_t *zone_kasp_new(void)
+{
+    zone_kasp_t *k = calloc(1, sizeof(*k));
+    if (k)
+        pthread_mutex_init(&k->mu, NULL);
+    return k;
+}
+
+static void entry_free(struct zent_kasp *e)
+{
+    free(e->key);
+    dnssec_kasp_free(e->st);
+    free(e->status);
+}
+
+void zone_kasp_free(zone_kasp_t *k)
+{
+    if (!k)
+        return;
+    for (size_t i = 0; i < k->n; i++)
+        entry_free(&k->e[i]);
+    free(k->e);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+/* Under mu: the entry of key, made on first sight (NULL: out of memory). */
+static struct zent_kasp *entry(zone_kasp_t *k, const char *key, bool make)
+{
+    for (size_t i = 0; i < k->n; i++)
+        if (strcmp(k->e[i].key, key) == 0)
+            return &k->e[i];
+    if (!make || tern_grow((void **)&k->e, &k->cap, k->n + 1, sizeof(*k->e)) < 0)
+        return NULL;
+    struct zent_kasp *e = &k->e[k->n];
+    memset(e, 0, sizeof(*e));
+    if (!(e->key = strdup(key)))
+        return NULL;
+    k->n++;
+    return e;
+}
+
+/* dir and dir/keys, made when missing (0700: private keys live there). */
+static int make_dirs(const char *dir, char *keys, size_t klen, char *err, size_t errlen)
+{
+    if ((size_t)snprintf(keys, klen, "%s/keys", dir) >= klen) {
+        snprintf(err, errlen, "dnssec_state_dir %s: path too long", dir);
+        return TERN_ENOSPC;
+    }
+    const char *paths[2] = {dir, keys};
+    for (int i = 0; i < 2; i++)
+        if (mkdir(paths[i], 0700) < 0 && errno != EEXIST) {
+            int e = errno;
+            snprintf(err, errlen, "dnssec_state_dir: cannot make %s: %s", paths[i], strerror(e));
+            return -e;
+        }
+    return 0;
+}
+
+/* Make the keys the plan asks for, write them to kdir, and register them. */
+static int generate(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
+                    const dnssec_kasp_plan_t *plan, int64_t now, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < plan->ngenerate; i++) {
+        const dnssec_kasp_generate_t *g = &plan->generate[i];
+        char kerr[256], stem[PATH_MAX];
+        int rc = TERN_EEXIST;
+        /* a tag that collides with a live key: make another (1 in 65536 per try) */
+        for (int tries = 0; tries < 8 && rc == TERN_EEXIST; tries++) {
+            dnssec_key_t *key = NULL;
+            bool ksk = g->role != DNSSEC_KASP_ZSK;
+            rc = dnssec_key_generate(origin, g->alg, ksk, g->rsa_bits, &key, kerr, sizeof(kerr));
+            if (rc == 0)
+                rc = dnssec_key_write(key, kdir, stem, sizeof(stem), kerr, sizeof(kerr));
+            if (rc == 0) {
+                const char *id = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+                rc = dnssec_kasp_add_key(e->st, g->role, g->alg, key->tag, id, now, kerr,
+                                         sizeof(kerr));
+                if (rc == 0)
+                    log_info("dnssec: zone %s: %s %u (algorithm %u) generated: %s", e->key,
+                             dnssec_kasp_role_name(g->role), key->tag, g->alg, stem);
+            }
+            dnssec_key_free(key);
+        }
+        if (rc < 0) {
+            snprintf(err, errlen, "zone %s: dnssec: cannot make a %s: %s", e->key,
+                     dnssec_kasp_role_name(g->role), kerr);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Load the keys the plan uses into out. */
+static int plan_keys(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
+                     const dnssec_kasp_plan_t *plan, zone_kasp_keys_t *out, char *err,
+                     size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    out->cds_digest = e->pol.publish_cds ? e->pol.cds_digest : 0;
+    out->cds_delete = plan->cds_delete;
+    if (plan->unsigned_zone)
+        return 0;
+    for (size_t i = 0; i < plan->nkeys; i++) {
+        const dnssec_kasp_plan_key_t *p = &plan->keys[i];
+        if (!p->in_dnskey && !p->signs_dnskey && !p->signs_zone && !p->in_cds)
+            continue;
+        if (out->n == ZONE_KASP_KEYS_MAX) {
+            snprintf(err, errlen, "zone %s: dnssec: more than %d keys in use", e->key,
+                     ZONE_KASP_KEYS_MAX);
+            return TERN_ELIMIT;
+        }
+        char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[512];
+        snprintf(path, sizeof(path), "%s/%s", kdir, p->id);
+        int rc = dnssec_key_load(path, origin, &out->keys[out->n], kerr, sizeof(kerr));
+        if (rc < 0) {
+            snprintf(err, errlen, "zone %s: dnssec: key %s %u: %s", e->key,
+                     dnssec_kasp_role_name(p->role), p->tag, kerr);
+            return rc;
+        }
+        out->roles[out->n++] = (uint8_t)((p->in_dnskey ? DNSSEC_ROLE_PUBLISH : 0) |
+                                         (p->signs_dnskey ? DNSSEC_ROLE_SIGN_DNSKEY : 0) |
+                                         (p->signs_zone ? DNSSEC_ROLE_SIGN_ZONE : 0) |
+                                         (p->in_cds && e->pol.publish_cds ? DNSSEC_ROLE_CDS : 0));
+    }
+    return 0;
+}
+
+static void keys_release(zone_kasp_keys_t *out)
+{
+    for (unsigned i = 0; i < out->n; i++)
+        dnssec_key_free(out->keys[i]);
+    out->n = 0;
+}
+
+/* Under mu: step e to now (generating what the plan asks for), log and save; *plan filled. */
+static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, int64_t now,
+                dnssec_kasp_plan_t *plan, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int round = 0; round < 4; round++) {
+        if ((rc = dnssec_kasp_step(e->st, &e->pol, now, plan)) < 0) {
+            char why[256];
+            if (dnssec_kasp_policy_check(&e->pol, why, sizeof(why)) < 0)
+                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, why);
+            else
+                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, tern_strerror(rc));
+            return rc;
+        }
+        for (size_t i = 0; i < plan->nlog; i++)
+            log_info("dnssec: zone %s: %s", e->key, plan->log[i]);
+        if (!plan->ngenerate)
+            break;
+        if ((rc = generate(e, origin, kdir, plan, now, err, errlen)) < 0)
+            return rc;
+    }
+    char serr[512];
+    if ((rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr))) < 0) {
+        snprintf(err, errlen, "zone %s: dnssec: %s", e->key, serr);
+        return rc;
+    }
+    e->next_event = plan->next_event;
+    e->nwanted = plan->nds_wanted < 4 ? plan->nds_wanted : 4;
+    memcpy(e->wanted, plan->ds_wanted, e->nwanted * sizeof(*e->wanted));
+    for (size_t i = 0; i < e->nwanted; i++)
+        log_debug("dnssec: zone %s: waiting for the DS of key %u at the parent", e->key,
+                  e->wanted[i]);
+    char *text = dnssec_kasp_status_text(e->st, &e->pol, now);
+    if (text) {
+        free(e->status);
+        e->status = text;
+    }
+    return 0;
+}
+
+int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, const config_t *cfg,
+                      int64_t now, zone_kasp_keys_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    const config_dnssec_policy_t *cp = config_dnssec_policy_find(cfg, cz->dnssec_policy);
+    char dbuf[PATH_MAX], kdir[PATH_MAX];
+    const char *dir = config_dnssec_state_dir(cfg, dbuf, sizeof(dbuf));
+    uint8_t origin[DNAME_MAXLEN];
+    if (!cp || !dir) { /* config_dnssec_check() refuses such a config */
+        snprintf(err, errlen, "zone %s: dnssec: no policy \"%s\" or no dnssec_state_dir", key,
+                 cz->dnssec_policy ? cz->dnssec_policy : "");
+        return TERN_EINVAL;
+    }
+    if (dname_from_str(cz->origin, strlen(cz->origin), false, origin, NULL) < 0) {
+        snprintf(err, errlen, "zone %s: bad origin", cz->origin);
+        return TERN_EINVAL;
+    }
+    int rc = make_dirs(dir, kdir, sizeof(kdir), err, errlen);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = entry(k, key, true);
+    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
+    if (!e || !plan) {
+        rc = TERN_ENOMEM;
+        snprintf(err, errlen, "zone %s: out of memory", key);
+        goto out;
+    }
+    config_dnssec_policy_kasp(cp, &e->pol);
+    e->pol.zone_max_ttl = cp->zone_max_ttl ? cp->zone_max_ttl
+                          : e->max_ttl     ? e->max_ttl
+                                           : MAX_TTL_UNKNOWN;
+    e->have_pol = true;
+    if (!e->st) {
+        char lerr[512];
+        snprintf(e->path, sizeof(e->path), "%s/%s.kasp", dir, key);
+        rc = dnssec_kasp_load(e->path, &e->st, lerr, sizeof(lerr));
+        if (rc == TERN_ENOENT) {
+            log_info("dnssec: zone %s: no key state yet (%s): signing it from scratch", key,
+                     e->path);
+            rc = (e->st = dnssec_kasp_new()) ? 0 : TERN_ENOMEM;
+        } else if (rc < 0) {
+            snprintf(err, errlen, "zone %s: dnssec: %s", key, lerr);
+            goto out;
+        }
+    }
+    if (rc == 0)
+        rc = step(e, origin, kdir, now, plan, err, errlen);
+    if (rc == 0)
+        rc = plan_keys(e, origin, kdir, plan, out, err, errlen);
+out:
+    pthread_mutex_unlock(&k->mu);
+    free(plan);
+    if (rc < 0)
+        keys_release(out);
+    return rc;
+}
+
+void zone_kasp_built(zone_kasp_t *k, const char *key, const zone_t *z)
+{
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < z->rrset_count; i++)
+        if (z->rrsets[i].ttl > max)
+            max = z->rrsets[i].ttl;
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = entry(k, key, false);
+    if (e)
+        e->max_ttl = max;
+    pthread_mutex_unlock(&k->mu);
+}
+
+int64_t zone_kasp_next(zone_kasp_t *k)
+{
+    int64_t next = 0;
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->n; i++)
+        if (k->e[i].next_event && (!next || k->e[i].next_event < next))
+            next = k->e[i].next_event;
+    pthread_mutex_unlock(&k->mu);
+    return next;
+}
+
+void zone_kasp_due(zone_kasp_t *k, int64_t now, void (*fn)(void *ctx, const char *key), void *ctx)
+{
+    /* fn is called without mu held: it takes the loader's lock, which is held around
+     * zone_kasp_next() (one lock order) */
+    char **due = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&k->mu);
+    if (k->n && (due = calloc(k->n, sizeof(*due))))
+        for (size_t i = 0; i < k->n; i++)
+            if (k->e[i].next_event && k->e[i].next_event <= now && (due[n] = strdup(k->e[i].key))) {
+                k->e[i].next_event = 0; /* asked once: the build sets the next */
+                n++;
+            }
+    pthread_mutex_unlock(&k->mu);
+    for (size_t i = 0; i < n; i++) {
+        fn(ctx, due[i]);
+        free(due[i]);
+    }
+    free(due);
+}
+
+void zone_kasp_retain(zone_kasp_t *k, const config_t *cfg)
+{
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->n;) {
+        bool keep = false;
+        for (size_t z = 0; z < cfg->nzones && !keep; z++) {
+            char ck[DNAME_KEY_MAX];
+            const char *why;
+            keep = cfg->zones[z].dnssec_policy &&
+                   dname_key(cfg->zones[z].origin, ck, sizeof(ck), &why) == 0 &&
+                   strcmp(ck, k->e[i].key) == 0;
+        }
+        if (keep) {
+            i++;
+            continue;
+        }
+        entry_free(&k->e[i]);
+        k->e[i] = k->e[--k->n];
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+char *zone_kasp_status(zone_kasp_t *k, const char *key, char *err, size_t errlen)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t shown = 0;
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->n; i++) {
+        const struct zent_kasp *e = &k->e[i];
+        if (key && strcmp(key, e->key) != 0)
+            continue;
+        fprintf(f, "zone: %s\n%s", e->key, e->status ? e->status : "not signed yet\n");
+        for (size_t w = 0; w < e->nwanted; w++)
+            fprintf(f, "ds_wanted: %u (ternctl dnssec ds-seen %s %u once the parent has it)\n",
+                    e->wanted[w], e->key, e->wanted[w]);
+        shown++;
+    }
+    pthread_mutex_unlock(&k->mu);
+    if (fclose(f) != 0) {
+        free(out);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!shown) {
+        free(out);
+        snprintf(err, errlen, key ? "zone %s has no dnssec policy" : "no zone has a dnssec policy",
+                 key);
+        return NULL;
+    }
+    return out;
+}
+
+/* Under mu: the entry of a managed zone that has been prepared, or NULL with err set. */
+static struct zent_kasp *prepared(zone_kasp_t *k, const char *key, char *err, size_t errlen)
+{
+    struct zent_kasp *e = entry(k, key, false);
+    if (!e || !e->st || !e->have_pol)
+        snprintf(err, errlen, "zone %s has no dnssec policy (or is not loaded yet)", key);
+    return e && e->st && e->have_pol ? e : NULL;
+}
+
+static int save(struct zent_kasp *e, char *err, size_t errlen)
+{
+    char serr[512];
+    int rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr));
+    if (rc < 0)
+        snprintf(err, errlen, "%s", serr);
+    return rc;
+}
+
+int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_t now, char *err,
+                       size_t errlen)
+{
+    dnssec_kasp_role_t r;
+    if (strcasecmp(role, "ksk") == 0)
+        r = DNSSEC_KASP_KSK;
+    else if (strcasecmp(role, "zsk") == 0)
+        r = DNSSEC_KASP_ZSK;
+    else if (strcasecmp(role, "csk") == 0)
+        r = DNSSEC_KASP_CSK;
+    else {
+        snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", role);
+        return TERN_EINVAL;
+    }
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = prepared(k, key, err, errlen);
+    int rc = e ? dnssec_kasp_rollover(e->st, &e->pol, r, now, err, errlen) : TERN_ENOENT;
+    if (rc == 0) {
+        log_info("dnssec: zone %s: %s rollover asked for", key, dnssec_kasp_role_name(r));
+        rc = save(e, err, errlen);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return rc;
+}
+
+int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, char *err,
+                      size_t errlen)
+{
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = prepared(k, key, err, errlen);
+    int rc = e ? 0 : TERN_ENOENT;
+    if (e && tag < 0 && !e->nwanted) {
+        snprintf(err, errlen, "zone %s waits for no DS", key);
+        rc = TERN_ENOENT;
+    }
+    for (size_t i = 0; e && rc == 0 && tag < 0 && i < e->nwanted; i++)
+        rc = dnssec_kasp_ds_seen(e->st, e->wanted[i], now, err, errlen);
+    if (e && rc == 0 && tag >= 0)
+        rc = dnssec_kasp_ds_seen(e->st, (uint16_t)tag, now, err, errlen);
+    if (rc == 0) {
+        log_info("dnssec: zone %s: DS %s seen at the parent (said by the operator)", key,
+                 tag < 0 ? "of every KSK waiting" : "of the key");
+        rc = save(e, err, errlen);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return rc;
+}
