@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Keys tern manages (dnssec: {policy}): generated, published, rolled and retired on tern's clock
+while a validating Unbound keeps getting AD=1 answers.
+
+One ternd serves pol.test with an accelerated policy (TTLs of 5 s, propagation delay 2 s, a ZSK
+lifetime of 20 s), its key state and keys in a state directory of the test's.
+
+Checks:
+  first_signing       no state: a KSK and a ZSK are generated (files in the state directory),
+                      the zone is signed at once, the KSK is published then ready with its CDS
+                      and CDNSKEY at the apex; `ternctl dnssec status` says its DS is wanted;
+                      `ternctl dnssec ds-seen` makes it active
+  zsk_rollovers       two ZSK rollovers by lifetime (pre-publish: the new ZSK in DNSKEY before it
+                      signs, the old one kept until its signatures have expired from caches),
+                      each step logged; an Unbound anchored at the KSK's DS asked every 0.3 s
+                      the whole time: NOERROR and AD=1 for an answer and for a denial, never
+                      SERVFAIL
+  restart_resumes     ternd stopped in the middle of a ZSK rollover and started again: the same
+                      keys in the same states (the state file), and the rollover finishes
+  ksk_rollover        `ternctl dnssec rollover pol.test ksk`: a new KSK signs DNSKEY beside the
+                      old, its CDS replaces the old one's once ready, `ds-seen` with its tag makes
+                      it active, and the old KSK leaves; an Unbound anchored at the new KSK's
+                      DS validates the zone
+  refusals            a rollover while one runs, a ds-seen for a tag no key waits for, an
+                      unknown zone, a policy with another algorithm (algorithm rollovers are
+                      not made yet: the reload fails, the keys stay): refused with the reason
+Skips (77) when unbound is missing.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import dns.dnssec
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
+from servers import LOOPBACK, Failure, expect, find_program, free_port, run_check  # noqa: E402
+
+ZONE = "pol.test."
+ZONE_TEXT = """$ORIGIN pol.test.
+$TTL 5
+@ IN SOA ns1 hostmaster 1 3600 600 86400 5
+@ NS ns1
+ns1 A 192.0.2.1
+www A 192.0.2.3
+"""
+POLICY = """dnssec_policies:
+  - name: fast
+    algorithm: 13
+    zsk_lifetime: 20
+    propagation_delay: 2
+    dnskey_ttl: 5
+    parent_ds_ttl: 5
+    zone_max_ttl: 5
+"""
+STEP = 0.3  # seconds between the validator's questions
+
+
+def ask(port, name, rtype, do=True):
+    q = dns.message.make_query(name, rtype, want_dnssec=do)
+    return dns.query.udp(q, LOOPBACK, port=port, timeout=2.0)
+
+
+def dnskeys(port):
+    """{tag: (flags, rdata)} of the zone's DNSKEY RRset as tern serves it."""
+    r = ask(port, ZONE, "DNSKEY")
+    out = {}
+    for rrset in r.answer:
+        if rrset.rdtype == dns.rdatatype.DNSKEY:
+            for rd in rrset:
+                out[dns.dnssec.key_id(rd)] = (rd.flags, rd)
+    return out
+
+
+def rrsig_tags(port, name, rtype):
+    r = ask(port, name, rtype)
+    return {rd.key_tag for rrset in r.answer if rrset.rdtype == dns.rdatatype.RRSIG
+            for rd in rrset if rd.type_covered == dns.rdatatype.from_text(rtype)}
+
+
+def cds_tags(port):
+    r = ask(port, ZONE, "CDS")
+    return {rd.key_tag for rrset in r.answer if rrset.rdtype == dns.rdatatype.CDS for rd in rrset}
+
+
+def ds_text(port, tag):
+    flags, rd = dnskeys(port)[tag]
+    ds = dns.dnssec.make_ds(dns.name.from_text(ZONE), rd, "SHA256")
+    return ds.to_text()
+
+
+class Watch:
+    """An Unbound validating pol.test through tern, asked an answer and a denial every STEP."""
+
+    def __init__(self, unbound):
+        self.u = unbound
+        self.asked = 0
+
+    def run(self, seconds, until=None):
+        """Ask for seconds (or until until() holds); a bad answer raises Failure."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for name, rtype, rcode in (("www.pol.test.", "A", dns.rcode.NOERROR),
+                                       ("nx%d.pol.test." % self.asked, "A", dns.rcode.NOERROR)):
+                r = self.u.ask(name, rtype)
+                self.asked += 1
+                expect(r.rcode() == rcode and r.flags & dns.flags.AD,
+                       "%s %s via Unbound at %.1f s: %s AD=%s\n%s" % (
+                           name, rtype, time.monotonic(), dns.rcode.to_text(r.rcode()),
+                           bool(r.flags & dns.flags.AD), self.u.log_text()))
+            if until and until():
+                return True
+            time.sleep(STEP)
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ternd", required=True)
+    ap.add_argument("--ternctl", required=True)
+    args = ap.parse_args()
+    if find_program("unbound") is None:
+        print("unbound not found: skipped")
+        return 77
+    work = tempfile.mkdtemp(prefix="tern-kasp-")
+    results = []
+    zone = os.path.join(work, "pol.test.zone")
+    state = os.path.join(work, "state")
+    servers.write_atomic(zone, ZONE_TEXT)
+    port = free_port()
+    yaml = POLICY + f"""dnssec_state_dir: "{state}"
+zones:
+  - origin: pol.test
+    file: "{zone}"
+    dnssec: {{policy: fast}}
+"""
+
+    def new_tern():
+        t = servers.YamlTernd(work, args.ternd, yaml, ternctl=args.ternctl)
+        t.port = port
+        return t
+
+    tern = new_tern()
+    cur = [tern]  # the ternd running (restart_resumes starts another)
+    unbounds = []
+    ctx = {}
+    try:
+        tern.start(ZONE)
+
+        def status():
+            out = tern.ctl("dnssec", "status", "pol.test")
+            expect(out.returncode == 0, "dnssec status: %s %s" % (out.stdout, out.stderr))
+            return out.stdout
+
+        def key_states():
+            """{tag: (role, state)} from the status text."""
+            return {int(m.group(2)): (m.group(1), m.group(3)) for m in
+                    re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", status(), re.M)}
+
+        def first_signing():
+            keys = dnskeys(port)
+            expect(len(keys) == 2, "DNSKEY: %s" % keys)
+            ksk = [t for t, (f, _) in keys.items() if f == 257]
+            zsk = [t for t, (f, _) in keys.items() if f == 256]
+            expect(len(ksk) == 1 and len(zsk) == 1, "flags: %s" % keys)
+            ctx["ksk"], ctx["zsk"] = ksk[0], zsk[0]
+            files = os.listdir(os.path.join(state, "keys"))
+            expect(len([f for f in files if f.endswith(".private")]) == 2, "key files %s" % files)
+            expect(os.path.exists(os.path.join(state, "pol.test.kasp")), "no state file")
+            expect(rrsig_tags(port, "www.pol.test.", "A") == {ctx["zsk"]}, "www not ZSK-signed")
+            servers.wait_until(lambda: "ds_wanted: %d" % ctx["ksk"] in status(), 30,
+                               "the KSK ready, its DS wanted")
+            expect(cds_tags(port) == {ctx["ksk"]}, "CDS %s" % cds_tags(port))
+            u = servers.Unbound(work, "unbound", [(ZONE, port, ds_text(port, ctx["ksk"]))])
+            u.start()
+            unbounds.append(u)
+            ctx["watch"] = Watch(u)
+            ctx["watch"].run(1)
+            out = tern.ctl("dnssec", "ds-seen", "pol.test")
+            expect(out.returncode == 0 and "ok" in out.stdout, "ds-seen: %s %s" %
+                   (out.stdout, out.stderr))
+            servers.wait_until(lambda: key_states().get(ctx["ksk"], ("", ""))[1] == "active", 10,
+                               "the KSK active")
+            print("  KSK %d and ZSK %d made; DS seen; KSK active" % (ctx["ksk"], ctx["zsk"]))
+
+        def zsk_rollovers():
+            w = ctx["watch"]
+            seen = [ctx["zsk"]]
+            for n in range(2):
+                old = seen[-1]
+                # the successor appears in DNSKEY first, then signs, then the old one leaves
+                w.run(60, until=lambda: len([t for t, (f, _) in dnskeys(port).items()
+                                             if f == 256]) == 2)
+                new = [t for t, (f, _) in dnskeys(port).items() if f == 256 and t != old]
+                expect(len(new) == 1, "no new ZSK published: %s" % status())
+                new = new[0]
+                expect(rrsig_tags(port, "www.pol.test.", "A") == {old},
+                       "the new ZSK %d signs before its DNSKEY is cached" % new)
+                w.run(30, until=lambda: rrsig_tags(port, "www.pol.test.", "A") == {new})
+                expect(rrsig_tags(port, "www.pol.test.", "A") == {new}, "ZSK %d never signed" % new)
+                expect(old in dnskeys(port), "old ZSK %d left before its signatures expired" % old)
+                w.run(30, until=lambda: old not in dnskeys(port))
+                expect(old not in dnskeys(port), "old ZSK %d never removed" % old)
+                seen.append(new)
+                if n == 0:
+                    ctx["mid_zsk"] = new
+            expect(tern.log_has("ZSK %d: published" % seen[1]) or
+                   tern.log_has("ZSK %d: generated" % seen[1]),
+                   "transitions not logged:\n" + tern.log_text())
+            ctx["zsk"] = seen[-1]
+            print("  ZSKs %s; %d validated answers, none bogus" % (seen, w.asked))
+
+        def restart_resumes():
+            w = ctx["watch"]
+            old = ctx["zsk"]
+            w.run(60, until=lambda: len([t for t, (f, _) in dnskeys(port).items()
+                                         if f == 256]) == 2)
+            before = key_states()
+            live = {t: st for t, st in before.items() if st[1] != "removed"}
+            expect(len(live) == 3, "not mid-rollover: %s" % before)
+            tern.stop()
+            t2 = new_tern()
+            cur[0] = t2
+            t2.start(ZONE)
+            after = key_states2(t2)
+            expect(after == before, "after the restart %s, before %s" % (after, before))
+            w.run(40, until=lambda: old not in dnskeys(port))
+            expect(old not in dnskeys(port), "the rollover did not finish after the restart")
+            print("  restarted mid-rollover with %s; finished" % before)
+
+        def key_states2(t):
+            out = t.ctl("dnssec", "status", "pol.test").stdout
+            return {int(m.group(2)): (m.group(1), m.group(3)) for m in
+                    re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", out, re.M)}
+
+        def ksk_rollover():
+            t = cur[0]
+            old = ctx["ksk"]
+            out = t.ctl("dnssec", "rollover", "pol.test", "ksk")
+            expect(out.returncode == 0, "rollover: %s %s" % (out.stdout, out.stderr))
+            again = t.ctl("dnssec", "rollover", "pol.test", "ksk")
+            expect(again.returncode != 0 and again.stderr.strip(),
+                   "a second KSK rollover was not refused: %s" % again.stdout)
+            servers.wait_until(lambda: len([k for k, (f, _) in dnskeys(port).items()
+                                            if f == 257]) == 2, 10, "a second KSK published")
+            new = [k for k, (f, _) in dnskeys(port).items() if f == 257 and k != old][0]
+            expect(rrsig_tags(port, ZONE, "DNSKEY") == {old, new},
+                   "DNSKEY signed by %s" % rrsig_tags(port, ZONE, "DNSKEY"))
+            ctx["watch"].run(30, until=lambda: cds_tags(port) == {new})
+            expect(cds_tags(port) == {new}, "CDS %s, want the new KSK %d" % (cds_tags(port), new))
+            bad = t.ctl("dnssec", "ds-seen", "pol.test", "1")
+            expect(bad.returncode != 0, "ds-seen for tag 1 accepted")
+            out = t.ctl("dnssec", "ds-seen", "pol.test", str(new))
+            expect(out.returncode == 0, "ds-seen %d: %s %s" % (new, out.stdout, out.stderr))
+            servers.wait_until(lambda: old not in dnskeys(port), 30, "the old KSK removed")
+            u = servers.Unbound(work, "unbound-new", [(ZONE, port, ds_text(port, new))])
+            u.start()
+            unbounds.append(u)
+            Watch(u).run(2)
+            print("  KSK %d -> %d; CDS followed; the new anchor validates" % (old, new))
+
+        def refusals():
+            t = cur[0]
+            out = t.ctl("dnssec", "status", "other.test")
+            expect(out.returncode != 0 and "policy" in out.stderr, "status of an unknown zone: "
+                   "%s %s" % (out.stdout, out.stderr))
+            out = t.ctl("dnssec", "ds-seen", "pol.test")
+            expect(out.returncode != 0, "ds-seen with no DS wanted accepted: %s" % out.stdout)
+            # another algorithm: not rolled yet, refused before the key state moves
+            conf = os.path.join(t.dir, "ternd.yaml")
+            with open(conf) as f:
+                text = f.read()
+            servers.write_atomic(conf, text.replace("algorithm: 13", "algorithm: 15"))
+            before = key_states2(t)
+            out = t.ctl("reload")
+            expect(out.returncode != 0 and "algorithm rollovers are not made yet" in
+                   out.stdout + out.stderr, "algorithm change: %s %s" % (out.stdout, out.stderr))
+            expect(key_states2(t) == before, "the key state moved")
+            Watch(unbounds[-1]).run(1)
+
+        for name, fn in (("first_signing", first_signing),
+                         ("zsk_rollovers", zsk_rollovers),
+                         ("restart_resumes", restart_resumes),
+                         ("ksk_rollover", ksk_rollover),
+                         ("refusals", refusals)):
+            run_check(results, name, fn)
+            if results[-1][1]:
+                break
+    finally:
+        for u in unbounds:
+            u.stop()
+        cur[0].stop()
+        tern.stop()
+    rc = servers.finish(cur[0], results)
+    if rc == 0:
+        shutil.rmtree(work, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
