@@ -8,6 +8,7 @@
  * read (config_dnssec_check(): policies may come after zones). Nothing here holds state beyond
  * one config_load() call.
  */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +42,13 @@ enum {
     DP_ZONE_MAX_TTL,
     DP_CDS,
     DP_CDS_DIGEST,
+    DP_PARENTS,
+    DP_DS_CHECK_INTERVAL,
     DP_COUNT
 };
+
+/* Parent servers asked: a parent has a handful (the checker asks up to 16). */
+#define PARENTS_MAX 16
 
 /* The defaults are dnssec_kasp_policy_default()'s (Knot's), which tests check they agree with. */
 static const opt_t policy_rows[DP_COUNT] = {
@@ -127,6 +133,19 @@ static const opt_t policy_rows[DP_COUNT] = {
                        .min = 2,
                        .max = 4,
                        .desc = "CDS digest type: 2 (SHA-256) or 4 (SHA-384)"},
+    [DP_PARENTS] = {.key = "parents",
+                    .type = OPT_CUSTOM,
+                    .desc = "the parent's servers (\"ADDR\" or \"ADDR@PORT\") asked for a new "
+                            "KSK's DS; unset = ternctl dnssec ds-seen"},
+    /* a minute: a registrar's change shows within it, and a parent server sees one question a
+     * minute per waiting zone */
+    [DP_DS_CHECK_INTERVAL] = {.key = "ds_check_interval",
+                              .type = OPT_UINT,
+                              POLFIELD(ds_check_interval),
+                              .def = 60,
+                              .min = 1,
+                              .max = 86400,
+                              .desc = "seconds between those questions"},
 };
 
 void config_dnssec_policy_kasp(const config_dnssec_policy_t *p, dnssec_kasp_policy_t *out)
@@ -144,10 +163,21 @@ void config_dnssec_policy_kasp(const config_dnssec_policy_t *p, dnssec_kasp_poli
     out->cds_digest = (uint8_t)p->cds_digest;
 }
 
+static void parents_free(config_dnssec_policy_t *p)
+{
+    for (size_t i = 0; i < p->nparents; i++)
+        free(p->parents[i]);
+    free(p->parents);
+    p->parents = NULL;
+    p->nparents = 0;
+}
+
 static void policies_reset(config_t *c)
 {
-    for (size_t i = 0; i < c->ndnssec_policies; i++)
+    for (size_t i = 0; i < c->ndnssec_policies; i++) {
         free(c->dnssec_policies[i].name);
+        parents_free(&c->dnssec_policies[i]);
+    }
     free(c->dnssec_policies);
     c->dnssec_policies = NULL;
     c->ndnssec_policies = 0;
@@ -162,13 +192,60 @@ static int policies_copy(config_t *dst, const config_t *src)
     if (!(dst->dnssec_policies = calloc(src->ndnssec_policies, sizeof(*dst->dnssec_policies))))
         return TERN_ENOMEM;
     for (size_t i = 0; i < src->ndnssec_policies; i++) {
+        const config_dnssec_policy_t *s = &src->dnssec_policies[i];
         config_dnssec_policy_t *d = &dst->dnssec_policies[dst->ndnssec_policies];
-        *d = src->dnssec_policies[i];
-        if (!(d->name = strdup(src->dnssec_policies[i].name))) {
-            d->name = NULL;
+        *d = *s;
+        d->parents = NULL;
+        d->nparents = 0;
+        if (!(d->name = strdup(s->name)))
             return TERN_ENOMEM;
-        }
         dst->ndnssec_policies++;
+        if (s->nparents && !(d->parents = calloc(s->nparents, sizeof(*d->parents))))
+            return TERN_ENOMEM;
+        for (size_t k = 0; k < s->nparents; k++)
+            if (!(d->parents[d->nparents++] = strdup(s->parents[k])))
+                return TERN_ENOMEM;
+    }
+    return 0;
+}
+
+/* "parents": a list of "ADDR" or "ADDR@PORT" (IPv4 or IPv6 literals: the checker asks them
+ * directly, no name to resolve). */
+static int get_parents(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                       config_dnssec_policy_t *p)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return config_fail(pc, n, key, "parents: expected a list of \"ADDR[@PORT]\", got %s",
+                           config_node_kind(n));
+    size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count > PARENTS_MAX)
+        return config_fail(pc, n, key, "parents: more than %d", PARENTS_MAX);
+    if (count && !(p->parents = calloc(count, sizeof(*p->parents))))
+        return TERN_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const yaml_node_t *e = node(pc, n->data.sequence.items.start[i]);
+        if (!is_text(e) || is_null(e))
+            return config_fail(pc, e, key, "parents: expected \"ADDR[@PORT]\", got %s",
+                               config_node_kind(e));
+        const char *s = scalar(e), *at = strchr(s, '@');
+        char host[INET6_ADDRSTRLEN];
+        size_t hl = at ? (size_t)(at - s) : strlen(s);
+        uint8_t bin[16];
+        char *end = NULL;
+        unsigned long port = at ? strtoul(at + 1, &end, 10) : 53;
+        bool ok = hl < sizeof(host);
+        if (ok) {
+            memcpy(host, s, hl);
+            host[hl] = '\0';
+            ok = inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1;
+        }
+        if (!ok || (at && (!end || *end || port == 0 || port > 65535)))
+            return config_fail(pc, e, key,
+                               "parents: \"%s\" is not ADDR or ADDR@PORT (an IPv4 or IPv6 "
+                               "address, a port 1..65535)",
+                               s);
+        if (!(p->parents[p->nparents++] = strdup(s)))
+            return TERN_ENOMEM;
     }
     return 0;
 }
@@ -190,8 +267,11 @@ static int add_policy(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent
     config_set_defaults(p, policy_rows, DP_COUNT);
     c->ndnssec_policies++; /* owned from here: reset frees its name */
     for (size_t i = 0; i < DP_COUNT; i++)
-        if (val[i] && (rc = config_get_row(pc, val[i], key, &policy_rows[i], p)) < 0)
+        if (i != DP_PARENTS && val[i] &&
+            (rc = config_get_row(pc, val[i], key, &policy_rows[i], p)) < 0)
             return rc;
+    if (val[DP_PARENTS] && (rc = get_parents(pc, val[DP_PARENTS], key, p)) < 0)
+        return rc;
     if (!p->name)
         return config_fail(pc, n, key, "missing \"name\" (what zones call it)");
     for (size_t i = 0; i + 1 < c->ndnssec_policies; i++)

@@ -594,19 +594,20 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
  * (tern/load/loader.h). */
 static void cmd_dnssec_keys(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
-    if (!c->loader) {
-        snprintf(err, errlen, "no loader");
+    bool status = strcmp(argv[1], "status") == 0;
+    if (!status && (!argv[2] || (strcmp(argv[1], "rollover") == 0 && !argv[3]))) {
+        snprintf(err, errlen, "usage: %s", DNSSEC_USAGE);
         return;
     }
-    if (strcmp(argv[1], "status") == 0) {
+    if (!c->loader) {
+        snprintf(err, errlen, "no loader: dnssec %s is not available", argv[1]);
+        return;
+    }
+    if (status) {
         char *text = loader_dnssec_status(c->loader, argv[2], err, errlen);
         if (text)
             sb_append(body, text, strlen(text));
         free(text);
-        return;
-    }
-    if (!argv[2] || (strcmp(argv[1], "rollover") == 0 && !argv[3])) {
-        snprintf(err, errlen, "usage: %s", DNSSEC_USAGE);
         return;
     }
     int rc;

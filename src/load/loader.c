@@ -34,6 +34,7 @@
 #include "tern/zone/zone_file.h"
 #include "tern/zone/zone_json.h"
 
+#include "ds_check.h"
 #include "zone_kasp.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
@@ -110,6 +111,7 @@ struct loader {
     /* The zones whose DNSSEC keys tern manages (zone_kasp.h): built again at each one's next
      * key event, and when the operator asks for a rollover or reports a DS. */
     zone_kasp_t *kasp;
+    struct ds_check *dscheck; /* asks the parents for a new KSK's DS (ds_check.h) */
 };
 
 /* The source named name, or NULL. */
@@ -775,6 +777,17 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
+/* ds_check's callback (its thread): the parent has the DS a managed zone waited for. */
+static void ds_seen(void *ctx, const char *key, uint16_t tag)
+{
+    loader_t *l = ctx;
+    char err[256];
+    if (zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, sizeof(err)) < 0)
+        log_warn("dnssec: zone %s: %s", key, err);
+    else if (sink_reread(l, key) < 0)
+        log_err("dnssec: zone %s: out of memory; its DS takes effect at the next check", key);
+}
+
 loader_t *loader_new(loader_config_fn fn, void *ctx)
 {
     loader_t *l = calloc(1, sizeof(*l));
@@ -789,10 +802,11 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
     if (!(l->health = health_registry_new()) || !(l->kasp = zone_kasp_new()) ||
-        sources_new(l) < 0) {
+        !(l->dscheck = ds_check_new(ds_seen, l)) || sources_new(l) < 0) {
         loader_free(l);
         return NULL;
     }
+    zone_kasp_set_checker(l->kasp, l->dscheck);
     return l;
 }
 
@@ -911,6 +925,8 @@ int loader_start(loader_t *l)
     for (size_t i = 0; i < l->nsrc; i++)
         if (l->src[i]->ops->start)
             l->src[i]->ops->start(l->src[i]);
+    if (ds_check_start(l->dscheck) < 0)
+        log_err("dnssec: cannot start the DS checker; ternctl dnssec ds-seen still works");
     int e = pthread_create(&l->thread, NULL, loader_main, l);
     if (e != 0) {
         l->started = false; /* nothing to join; the supervisor still stops what started */
@@ -1024,7 +1040,12 @@ void loader_stop_health(loader_t *l)
 
 void loader_stop(loader_t *l)
 {
-    loader_stop_thread(l);
+    loader_stop_thread(l); /* the only caller of ds_check_set() */
+    /* its callback only queues a reread and marks the key state: both outlive it */
+    ds_check_free(l->dscheck);
+    l->dscheck = NULL;
+    if (l->kasp)
+        zone_kasp_set_checker(l->kasp, NULL);
     loader_stop_sources(l);
     loader_stop_health(l);
 }

@@ -20,6 +20,8 @@
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/wire/dname.h"
 
+#include "ds_check.h"
+
 /* The zone_max_ttl a zone's rollovers wait for before its first build says what it is: a day,
  * the policy default, errs on the slow side. */
 #define MAX_TTL_UNKNOWN 86400
@@ -41,7 +43,45 @@ struct zone_kasp {
     pthread_mutex_t mu;
     struct zent_kasp *e;
     size_t n, cap;
+    ds_check_t *dc; /* asks the parents for the DS a zone waits for; NULL: none */
 };
+
+void zone_kasp_set_checker(zone_kasp_t *k, ds_check_t *dc)
+{
+    k->dc = dc;
+}
+
+/* Under mu: what e's plan waits for at its parent, to the checker (its policy's parents). */
+static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_policy_t *cp,
+                    const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
+                    const char *kdir)
+{
+    ds_check_want_t wants[4];
+    size_t n = 0;
+    for (size_t i = 0; i < plan->nds_wanted && n < 4 && cp->nparents; i++)
+        for (size_t j = 0; j < plan->nkeys; j++) {
+            if (plan->keys[j].tag != plan->ds_wanted[i] || plan->keys[j].role == DNSSEC_KASP_ZSK)
+                continue;
+            char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[256];
+            dnssec_key_t *key = NULL;
+            snprintf(path, sizeof(path), "%s/%s", kdir, plan->keys[j].id);
+            if (dnssec_key_load_public(path, wo, &key, kerr, sizeof(kerr)) < 0) {
+                log_err("dnssec: zone %s: %s; its DS is not looked for", e->key, kerr);
+                break;
+            }
+            int dl = dnssec_key_ds(key, e->pol.cds_digest, wants[n].rdata, sizeof(wants[n].rdata));
+            dnssec_key_free(key);
+            if (dl > 0) {
+                wants[n].tag = plan->ds_wanted[i];
+                wants[n].len = (uint16_t)dl;
+                n++;
+            }
+            break;
+        }
+    if (k->dc)
+        ds_check_set(k->dc, e->key, origin, wants, n, cp->parents, cp->nparents,
+                     cp->ds_check_interval);
+}
 
 zone_kasp_t *zone_kasp_new(void)
 {
@@ -286,6 +326,8 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
         rc = same_algorithm(e, err, errlen);
     if (rc == 0)
         rc = step(e, origin, kdir, now, plan, err, errlen);
+    if (rc == 0)
+        want_ds(k, e, cp, cz->origin, plan, origin, kdir);
     if (rc == 0)
         rc = plan_keys(e, origin, kdir, plan, out, err, errlen);
 out:

@@ -46,6 +46,12 @@ typedef struct zone_kasp_keys {
 } zone_kasp_keys_t;
 
 zone_kasp_t *zone_kasp_new(void) TERN_WUR;
+
+struct ds_check; /* ds_check.h */
+
+/** The checker that asks parents for the DS a zone waits for (the loader's; before the first
+ * prepare). */
+void zone_kasp_set_checker(zone_kasp_t *k, struct ds_check *dc);
 void zone_kasp_free(zone_kasp_t *k);
 
 /**
@@ -82,8 +88,8 @@ char *zone_kasp_status(zone_kasp_t *k, const char *key, char *err, size_t errlen
 int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_t now, char *err,
                        size_t errlen) TERN_WUR;
 
-/** `ternctl dnssec ds-seen ZONE [TAG]`: the DS of the KSK with that tag (-1: every KSK whose DS
- * is wanted) is at the parent. 0, or a negative code with the reason in err. */
+/** `ternctl dnssec ds-seen ZONE [TAG]`, or the checker: the DS of the KSK with that tag (-1:
+ * every KSK whose DS is wanted) is at the parent. 0, or a negative code with the reason in err. */
 int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, char *err,
                       size_t errlen) TERN_WUR;
 

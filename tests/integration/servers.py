@@ -474,9 +474,9 @@ class Unbound:
         d = self.dir
         tas = "".join('    trust-anchor: "%s DS %s"\n' % (z, ds) for z, _, ds in self.zones if ds)
         # test. is one of Unbound's default local zones (RFC 6761: NXDOMAIN for everything in
-        # it); nodefault lets the stub zones below answer
+        # it); nodefault on each stub zone and its parent lets the stub zones answer
         parents = sorted({z.rstrip(".").split(".", 1)[1] + "." for z, _, _ in self.zones
-                          if "." in z.rstrip(".")})
+                          if "." in z.rstrip(".")} | {z for z, _, _ in self.zones})
         locals_ = "".join('    local-zone: "%s" nodefault\n' % p for p in parents)
         stubs = "".join('stub-zone:\n    name: "%s"\n    stub-addr: %s@%d\n' % (z, LOOPBACK, port)
                         for z, port, _ in self.zones)

@@ -21,10 +21,15 @@ Checks:
                       old, its CDS replaces the old one's once ready, `ds-seen` with its tag makes
                       it active, and the old KSK leaves; an Unbound anchored at the new KSK's
                       DS validates the zone
+  parent_ds_check     a second zone, ds.test, whose parent test. is a real Knot signing it
+                      (dnssec-signing: on): tern publishes the new KSK's CDS; a registrar (this
+                      script) reads it and adds the DS to Knot by UPDATE; tern's checker sees it
+                      at Knot and makes the KSK active with no ds-seen; an Unbound anchored at
+                      test. (Knot's KSK) validates www.ds.test through the chain
   refusals            a rollover while one runs, a ds-seen for a tag no key waits for, an
                       unknown zone, a policy with another algorithm (algorithm rollovers are
                       not made yet: the reload fails, the keys stay): refused with the reason
-Skips (77) when unbound is missing.
+Skips (77) when unbound or knotd is missing.
 """
 
 import argparse
@@ -44,6 +49,7 @@ import dns.name
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.update
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
@@ -102,6 +108,43 @@ def ds_text(port, tag):
     return ds.to_text()
 
 
+class KnotParent(servers.Server):
+    """Knot serving test., signing it itself, taking UPDATEs from loopback (the registrar)."""
+
+    name = "knot-parent"
+
+    def command(self):
+        d = self.dir
+        for sub in ("db", "keys"):  # Knot's timer and key databases
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        with open(os.path.join(d, "test.zone"), "w") as f:
+            f.write("""$ORIGIN test.
+$TTL 3
+@ SOA ns hostmaster 1 3600 600 86400 3
+@ NS ns
+ns A 127.0.0.1
+ds NS ns1.ds
+ns1.ds A 127.0.0.1
+""")
+        with open(os.path.join(d, "knot.conf"), "w") as f:
+            f.write(servers.knot_conf_head(d, self.port))
+            f.write(f"""acl:
+  - id: registrar
+    address: {LOOPBACK}
+    action: update
+zone:
+  - domain: test.
+    file: "{d}/test.zone"
+    storage: "{d}"
+    dnssec-signing: on
+    acl: registrar
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: changes
+""")
+        return [find_program("knotd"), "-c", os.path.join(d, "knot.conf")]
+
+
 class Watch:
     """An Unbound validating pol.test through tern, asked an answer and a denial every STEP."""
 
@@ -132,9 +175,10 @@ def main():
     ap.add_argument("--ternd", required=True)
     ap.add_argument("--ternctl", required=True)
     args = ap.parse_args()
-    if find_program("unbound") is None:
-        print("unbound not found: skipped")
-        return 77
+    for prog in ("unbound", "knotd"):
+        if find_program(prog) is None:
+            print("%s not found: skipped" % prog)
+            return 77
     work = tempfile.mkdtemp(prefix="tern-kasp-")
     results = []
     zone = os.path.join(work, "pol.test.zone")
@@ -156,6 +200,7 @@ zones:
     tern = new_tern()
     cur = [tern]  # the ternd running (restart_resumes starts another)
     unbounds = []
+    others = []  # servers parent_ds_check starts
     ctx = {}
     try:
         tern.start(ZONE)
@@ -269,8 +314,63 @@ zones:
             u = servers.Unbound(work, "unbound-new", [(ZONE, port, ds_text(port, new))])
             u.start()
             unbounds.append(u)
+            ctx["u_new"] = u
             Watch(u).run(2)
             print("  KSK %d -> %d; CDS followed; the new anchor validates" % (old, new))
+
+        def parent_ds_check():
+            knot = KnotParent(work, [])
+            others.append(knot)
+            knot.start("test.")
+            zt = os.path.join(work, "ds.test.zone")
+            servers.write_atomic(zt, ZONE_TEXT.replace("pol.test.", "ds.test."))
+            y2 = POLICY.replace("name: fast", "name: parent") + f"""    parents: ["{LOOPBACK}@{knot.port}"]
+    ds_check_interval: 1
+dnssec_state_dir: "{state}-2"
+zones:
+  - origin: ds.test
+    file: "{zt}"
+    dnssec: {{policy: parent}}
+"""
+            t2 = servers.YamlTernd(work, args.ternd, y2, name="tern-2", ternctl=args.ternctl)
+            others.append(t2)
+            t2.start("ds.test.")
+            # the registrar: the CDS once published, as a DS at the parent
+            q = dns.message.make_query("ds.test.", "CDS")
+            cds = []
+
+            def published():
+                r = dns.query.udp(q, LOOPBACK, port=t2.port, timeout=2)
+                cds[:] = [rd for rrset in r.answer if rrset.rdtype == dns.rdatatype.CDS
+                          for rd in rrset]
+                return bool(cds)
+            servers.wait_until(published, 30, "ds.test's CDS")
+            out = t2.ctl("dnssec", "status", "ds.test")
+            expect(re.search(r"^KSK \d+ alg 13 ready", out.stdout, re.M),
+                   "the KSK not ready: %s" % out.stdout)
+            u = dns.update.UpdateMessage("test.")
+            for rd in cds:
+                u.add("ds.test.", 3, "DS", rd.to_text())
+            r = dns.query.tcp(u, LOOPBACK, port=knot.port, timeout=5)
+            expect(r.rcode() == dns.rcode.NOERROR, "Knot refused the DS: %s" % r)
+            servers.wait_until(lambda: re.search(r"^KSK \d+ alg 13 active",
+                                                 t2.ctl("dnssec", "status", "ds.test").stdout,
+                                                 re.M), 20, "tern seeing the DS at Knot")
+            expect(t2.log_has("seen at every server of the parent"), "the check not logged")
+            keys = dns.query.udp(dns.message.make_query("test.", "DNSKEY"), LOOPBACK,
+                                 port=knot.port, timeout=2)
+            ksk = [rd for rrset in keys.answer for rd in rrset
+                   if rrset.rdtype == dns.rdatatype.DNSKEY and rd.flags == 257]
+            expect(ksk, "Knot has no KSK for test.: %s" % keys)
+            anchor = dns.dnssec.make_ds(dns.name.from_text("test."), ksk[0], "SHA256").to_text()
+            u2 = servers.Unbound(work, "unbound-chain", [("test.", knot.port, anchor),
+                                                         ("ds.test.", t2.port, None)])
+            u2.start()
+            unbounds.append(u2)
+            r = u2.ask("www.ds.test.", "A")
+            expect(r.rcode() == dns.rcode.NOERROR and r.flags & dns.flags.AD,
+                   "www.ds.test through the chain: %s\n%s" % (r, u2.log_text()))
+            print("  DS of ds.test at Knot by the registrar; tern saw it; the chain validates")
 
         def refusals():
             t = cur[0]
@@ -289,12 +389,13 @@ zones:
             expect(out.returncode != 0 and "algorithm rollovers are not made yet" in
                    out.stdout + out.stderr, "algorithm change: %s %s" % (out.stdout, out.stderr))
             expect(key_states2(t) == before, "the key state moved")
-            Watch(unbounds[-1]).run(1)
+            Watch(ctx["u_new"]).run(1)
 
         for name, fn in (("first_signing", first_signing),
                          ("zsk_rollovers", zsk_rollovers),
                          ("restart_resumes", restart_resumes),
                          ("ksk_rollover", ksk_rollover),
+                         ("parent_ds_check", parent_ds_check),
                          ("refusals", refusals)):
             run_check(results, name, fn)
             if results[-1][1]:
@@ -302,6 +403,8 @@ zones:
     finally:
         for u in unbounds:
             u.stop()
+        for o in others:
+            o.stop()
         cur[0].stop()
         tern.stop()
     rc = servers.finish(cur[0], results)

@@ -29,6 +29,10 @@ typedef struct config_dnssec_policy {
     unsigned zone_max_ttl;      /* the zone's largest TTL the waits count on; 0: as built */
     bool cds;                   /* publish CDS/CDNSKEY for the parent (RFC 7344) */
     unsigned cds_digest;        /* 2 (SHA-256) or 4 (SHA-384) */
+    char **parents;             /* "ADDR" or "ADDR@PORT": the parent's servers asked for the DS
+                                   of a new KSK; none: ternctl dnssec ds-seen says it */
+    size_t nparents;
+    unsigned ds_check_interval; /* seconds between those questions */
 } config_dnssec_policy_t;
 
 struct config;

@@ -53,7 +53,11 @@ static void test_errors(void **state)
         /* no loader: no update service to write a zone back */
         {"zone flush a.test", "error: dynamic updates are not running\n"},
         {"reload now", "error: usage: reload\n"},
-        {"dnssec ds", "error: usage: dnssec ds ZONE\n"},
+        {"dnssec ds", "error: usage: dnssec ds ZONE | dnssec status [ZONE] | dnssec rollover "
+                      "ZONE ksk|zsk|csk | dnssec ds-seen ZONE [TAG]\n"},
+        {"dnssec rollover x.test", "error: usage: dnssec ds ZONE | dnssec status [ZONE] | "
+                                   "dnssec rollover ZONE ksk|zsk|csk | dnssec ds-seen ZONE "
+                                   "[TAG]\n"},
         /* health takes nothing or "set ADDR state": two words are neither */
         {"health set 192.0.2.1", "error: usage: health | health set ADDR[:PORT] up|down|auto\n"},
         {"a b c d e f g", "error: unknown command 'a' (commands: reload, status, stats, zone NAME, "
@@ -61,6 +65,7 @@ static void test_errors(void **state)
         /* no loader: nothing is served, and the name is shown in the loader's form */
         {"zone Example.COM.", "error: zone example.com is not served\n"},
         {"reload", "error: no loader: reload is not available\n"},
+        {"dnssec status", "error: no loader: dnssec status is not available\n"},
         {"health", "error: no health checks here\n"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
