@@ -94,7 +94,7 @@ class Server:
                 r = dns.query.udp(q, LOOPBACK, port=self.port, timeout=0.3)
                 if r.rcode() == dns.rcode.NOERROR and r.answer:
                     return
-            except (dns.exception.Timeout, OSError):
+            except (dns.exception.DNSException, OSError):  # a stray datagram (UnexpectedSource) too
                 pass
             time.sleep(0.1)
         self.stop()
@@ -535,7 +535,7 @@ class Unbound:
                                   port=self.port, timeout=0.3)
                 if r.rcode() == dns.rcode.NOERROR:
                     return
-            except (dns.exception.Timeout, OSError):
+            except (dns.exception.DNSException, OSError):
                 pass
             time.sleep(0.1)
         self.stop()
