@@ -296,7 +296,8 @@ static bool wait_published(update_t *u, const uint8_t *apex, uint32_t to)
         if (stop)
             return false;
         zone_t *z = answer_pin_zone(u->published, apex);
-        bool ok = z && !z->unavailable && xfr_serial_ge(z->serial, to);
+        /* the source's serial: a signed zone's served one may have been raised past `to` */
+        bool ok = z && !z->unavailable && xfr_serial_ge(z->src_serial, to);
         zone_free(z);
         if (ok)
             return true;
@@ -591,7 +592,7 @@ int update_flush_zone(update_t *u, const char *key, char *msg, size_t msglen)
         return 0;
     }
     zone_t *z = answer_pin_zone(u->published, apex);
-    if (!z || z->unavailable || z->serial != ji.last) {
+    if (!z || z->unavailable || z->src_serial != ji.last) {
         snprintf(msg, msglen,
                  "zone %s: the version served (serial %u) is not the journal's last (%u): not "
                  "written",

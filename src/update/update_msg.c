@@ -606,9 +606,10 @@ static void new_soa(const work_t *w, update_change_t *ch, bool soa_set, bool cha
     memcpy(ch->soa, rd, len);
     ch->soa_len = len;
     ch->soa_ttl = ttl;
-    ch->from = z->serial;
-    if (!soa_set && changed)
-        tern_wr32(ch->soa + len - 20, z->serial + 1);
+    /* the source's serial: one raised for secondaries (a signed zone's) is not the journal's */
+    ch->from = z->src_serial;
+    if (!soa_set)
+        tern_wr32(ch->soa + len - 20, z->src_serial + (changed ? 1u : 0u));
     ch->to = tern_rd32(ch->soa + len - 20);
 }
 

@@ -415,7 +415,7 @@ static void fill_zone(struct fctx *f)
     /* SOA RDATA: MNAME RNAME SERIAL REFRESH RETRY EXPIRE MINIMUM (shape checked in add) */
     const uint8_t *s = z->soa->rdata + 2;
     size_t l = z->soa->rdata_len - 2;
-    z->serial = rd_u32(s + l - 20);
+    z->serial = z->src_serial = rd_u32(s + l - 20);
     uint32_t minimum = rd_u32(s + l - 4);
     zone_rrset_t *neg = &f->sets[f->run_count];
     *neg = *z->soa;

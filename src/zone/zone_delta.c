@@ -206,7 +206,7 @@ zone_delta_ixfr_t *zone_delta_ixfr_new(const zone_t *base)
         return NULL;
     memset(x, 0, offsetof(zone_delta_ixfr_t, canon_a)); /* not the scratch buffers */
     x->base = base;
-    x->serial = base->serial;
+    x->serial = base->src_serial; /* the source's: an UPDATE's steps continue it (zone.h) */
     if (getrandom(&x->seed, sizeof(x->seed), GRND_NONBLOCK) != (ssize_t)sizeof(x->seed))
         x->seed = tern_mix64((uint64_t)(uintptr_t)x); /* no entropy yet: at least not fixed */
     return x;

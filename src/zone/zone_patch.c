@@ -493,6 +493,7 @@ static void refresh_apex(struct patch *p, zone_rrset_t *neg)
     *neg = *p->fresh->neg_soa; /* fresh's SOA with the negative TTL; its RDATA is fresh's */
     z->neg_soa = neg;
     z->serial = p->fresh->serial;
+    z->src_serial = p->fresh->src_serial;
 }
 
 /* The union of both zones' endpoint lists, each endpoint once with a reference of its own. */

@@ -28,6 +28,10 @@ Checks:
   ixfr_after_resign   nothing edited: the signatures come due, tern signs new versions of the
                       file zone and the Redis zone with higher serials, the secondaries follow by
                       IXFR, and their copies verify with the new signatures (a later inception)
+  update_raised       an RFC 2136 UPDATE to sig.test, whose served serial tern raised above its
+                      file's: NOERROR, the name served at once, journaled in the file's serials
+                      (the journal continues the source's, not the raised one), the
+                      secondaries follow
   unsigned_no_export  a zone without keys transfers exactly its records (no NSEC, no RRSIG)
 Skips (77) with a clear message when nsd, named, unbound, kzonecheck or ldns-verify-zone is
 missing.
@@ -50,6 +54,9 @@ import dns.query
 import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
+import dns.tsig
+import dns.tsigkeyring
+import dns.update
 import dns.zone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +66,7 @@ from servers import LOOPBACK, Failure, expect, find_program, free_port, run_chec
 CONVERGE = 15.0  # seconds for a NOTIFY + IXFR to reach a secondary (well under 1 s here)
 RESIGN_WAIT = 150.0  # due 60 s after signing, looked for every 60 s
 TOOL_TIMEOUT = 60
+UPD_SECRET = "c2lnbmVkLXpvbmUtdXBkYXRlLWtleS0wMTIzNDU2Nzg="
 
 SIG_ZONE = """$ORIGIN sig.test.
 $TTL 300
@@ -239,6 +247,8 @@ def main():
     notify = '["%s@%d", "%s@%d"]' % (LOOPBACK, nsd.port, LOOPBACK, named.port)
     yaml = f"""dnssec_lifetime: 4260
 dnssec_refresh: 600
+tsig_keys:
+  - {{name: upd, algorithm: hmac-sha256, secret: "{UPD_SECRET}"}}
 redis:
   address: "{LOOPBACK}:{redis.port}"
 zones:
@@ -247,6 +257,7 @@ zones:
     notify: {notify}
   - origin: sig.test
     file: "{sig_path}"
+    allow_update: [upd]
     allow_transfer: [127.0.0.0/8]
     notify: {notify}
     dnssec: {{keys: [{", ".join(sig_keys)}]}}
@@ -413,6 +424,24 @@ zones:
             print("  serial %d -> %d by the signature refresh; NSD and BIND follow" %
                   (before, after))
 
+        def update_raised():
+            before = soa_serial(tern.port, "sig.test.")
+            u = dns.update.UpdateMessage("sig.test.", keyring=dns.tsigkeyring.from_text(
+                {"upd": UPD_SECRET}), keyname="upd", keyalgorithm=dns.tsig.HMAC_SHA256)
+            u.add("dyn.sig.test.", 60, "TXT", '"by update"')
+            r = dns.query.tcp(u, LOOPBACK, port=tern.port, timeout=30)
+            expect(r.rcode() == dns.rcode.NOERROR, "UPDATE: %s\n%s" % (r, tern.log_text()))
+            a = dns.query.udp(dns.message.make_query("dyn.sig.test.", "TXT"), LOOPBACK,
+                              port=tern.port, timeout=2)
+            expect(a.answer, "dyn.sig.test not served right after NOERROR")
+            after = soa_serial(tern.port, "sig.test.")
+            expect(after != before, "serial still %s" % after)
+            converge("sig.test.", after)
+            for name, srv in secondaries:
+                verify(axfr_text(srv.port, "sig.test."), "sig.test.", work, name + "-update")
+            print("  UPDATE over a raised serial: served at once, serial %d -> %d" %
+                  (before, after))
+
         def unsigned_no_export():
             text = axfr_text(tern.port, "plain.test.")
             expect(" RRSIG " not in text.replace("\t", " ") and
@@ -424,6 +453,7 @@ zones:
                          ("ixfr_after_change", ixfr_after_change),
                          ("ixfr_redis_change", ixfr_redis_change),
                          ("ixfr_after_resign", ixfr_after_resign),
+                         ("update_raised", update_raised),
                          ("unsigned_no_export", unsigned_no_export)):
             run_check(results, name, fn)
     finally:

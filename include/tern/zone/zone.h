@@ -175,6 +175,10 @@ typedef struct zone {
      * it is answered SERVFAIL. Such a zone holds only an apex (zone_new_unavailable()). */
     uint8_t unavailable;
     uint32_t serial;
+    /* The serial its source gave it: a serial raised for secondaries (zone_set_serial*()) leaves
+     * this as it was. Dynamic updates count from it, since their journal continues the source's
+     * serials (tern/update). */
+    uint32_t src_serial;
     const zone_node_t *apex_node;
     const zone_rrset_t *soa;       /* the apex SOA */
     const zone_rrset_t *neg_soa;   /* the SOA with TTL min(SOA TTL, MINIMUM), for NXDOMAIN/NODATA */
