@@ -25,7 +25,10 @@ Checks:
                       (dnssec-signing: on): tern publishes the new KSK's CDS; a registrar (this
                       script) reads it and adds the DS to Knot by UPDATE; tern's checker sees it
                       at Knot and makes the KSK active with no ds-seen; an Unbound anchored at
-                      test. (Knot's KSK) validates www.ds.test through the chain
+                      test. (Knot's KSK) validates www.ds.test through the chain; then a KSK
+                      rollover through the parent: the registrar keeps Knot's DS set equal to
+                      tern's CDS, tern sees the new DS by itself and retires the old KSK, and
+                      the chain validates (answers and denials, AD=1) every 0.3 s throughout
   refusals            a rollover while one runs, a ds-seen for a tag no key waits for, an
                       unknown zone, a policy with another algorithm (algorithm rollovers are
                       not made yet: the reload fails, the keys stay): refused with the reason
@@ -80,9 +83,9 @@ def ask(port, name, rtype, do=True):
     return dns.query.udp(q, LOOPBACK, port=port, timeout=2.0)
 
 
-def dnskeys(port):
+def dnskeys(port, zone=ZONE):
     """{tag: (flags, rdata)} of the zone's DNSKEY RRset as tern serves it."""
-    r = ask(port, ZONE, "DNSKEY")
+    r = ask(port, zone, "DNSKEY")
     out = {}
     for rrset in r.answer:
         if rrset.rdtype == dns.rdatatype.DNSKEY:
@@ -148,17 +151,19 @@ zone:
 class Watch:
     """An Unbound validating pol.test through tern, asked an answer and a denial every STEP."""
 
-    def __init__(self, unbound):
+    def __init__(self, unbound, names=(("www.pol.test.", "A"), ("nx%d.pol.test.", "A"))):
         self.u = unbound
+        self.names = names  # an answer and (with %d: a new name each time) a denial
         self.asked = 0
 
     def run(self, seconds, until=None):
         """Ask for seconds (or until until() holds); a bad answer raises Failure."""
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            for name, rtype, rcode in (("www.pol.test.", "A", dns.rcode.NOERROR),
-                                       ("nx%d.pol.test." % self.asked, "A", dns.rcode.NOERROR)):
+        while True:
+            for name, rtype in self.names:
+                name = name % self.asked if "%d" in name else name
                 r = self.u.ask(name, rtype)
+                rcode = dns.rcode.NOERROR
                 self.asked += 1
                 expect(r.rcode() == rcode and r.flags & dns.flags.AD,
                        "%s %s via Unbound at %.1f s: %s AD=%s\n%s" % (
@@ -166,8 +171,9 @@ class Watch:
                            bool(r.flags & dns.flags.AD), self.u.log_text()))
             if until and until():
                 return True
+            if time.monotonic() >= end:
+                return False
             time.sleep(STEP)
-        return False
 
 
 def main():
@@ -371,6 +377,48 @@ zones:
             expect(r.rcode() == dns.rcode.NOERROR and r.flags & dns.flags.AD,
                    "www.ds.test through the chain: %s\n%s" % (r, u2.log_text()))
             print("  DS of ds.test at Knot by the registrar; tern saw it; the chain validates")
+
+            # a KSK rollover through the parent: the registrar keeps Knot's DS set equal to
+            # tern's CDS (RFC 7344), tern sees the new DS by itself, the old KSK leaves; the
+            # chain validates at every step
+            def ksks():
+                return {int(m.group(1)): m.group(2) for m in re.finditer(
+                    r"^KSK (\d+) alg \d+ (\S+)", t2.ctl("dnssec", "status", "ds.test").stdout,
+                    re.M)}
+            old = [k for k, st in ksks().items() if st == "active"]
+            expect(len(old) == 1, "no single active KSK: %s" % ksks())
+            out = t2.ctl("dnssec", "rollover", "ds.test", "ksk")
+            expect(out.returncode == 0, "rollover: %s %s" % (out.stdout, out.stderr))
+            at_parent = {rd.to_text() for rd in cds}
+            w = Watch(u2, names=(("www.ds.test.", "A"), ("nx%d.ds.test.", "A")))
+            t0 = time.monotonic()
+            updates = 0
+            while time.monotonic() - t0 < 90:
+                w.run(0)
+                published()
+                want = {rd.to_text() for rd in cds}
+                if want and want != at_parent:  # the registrar's turn
+                    u = dns.update.UpdateMessage("test.")
+                    u.delete("ds.test.", "DS")
+                    for text in want:
+                        u.add("ds.test.", 3, "DS", text)
+                    r = dns.query.tcp(u, LOOPBACK, port=knot.port, timeout=5)
+                    expect(r.rcode() == dns.rcode.NOERROR, "Knot refused the DS: %s" % r)
+                    at_parent = want
+                    updates += 1
+                states = ksks()
+                if old[0] not in states or states.get(old[0]) == "removed":
+                    if any(st == "active" for k, st in states.items() if k != old[0]):
+                        break
+                time.sleep(STEP)
+            states = ksks()
+            new = [k for k, st in states.items() if k != old[0] and st == "active"]
+            expect(new and states.get(old[0], "removed") == "removed",
+                   "the KSK rollover did not finish: %s" % states)
+            expect(old[0] not in dnskeys(t2.port, "ds.test."), "the old KSK is still in DNSKEY")
+            w.run(1)
+            print("  KSK %d -> %d through the parent (%d DS updates), %d validated answers" %
+                  (old[0], new[0], updates, w.asked))
 
         def refusals():
             t = cur[0]
