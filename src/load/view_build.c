@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "tern/common/err.h"
+#include "tern/common/file.h"
 #include "tern/common/log.h"
 #include "tern/source/health_index.h"
 #include "tern/source/source_aname.h"
@@ -240,12 +243,59 @@ static const zone_t *signed_prev(build_t *b, const struct zent *e)
 /* A signed zone that secondaries transfer: every version signed anew is a new version for them
  * (its signatures changed), so it is served with a serial above the last one (zone_serial_next())
  * before it is signed. */
+/* The serial last served of zone key, kept in the DNSSEC state directory (<dir>/<key>.serial)
+ * so a restart goes on from it: a zone whose serials run ahead of the Unix time (YYYYMMDDnn)
+ * rises by one per signed version, and without it would fall back below what its secondaries
+ * hold. NULL path: no state directory. */
+static bool served_serial_path(const config_t *cfg, const char *key, char *path, size_t len)
+{
+    char dbuf[PATH_MAX];
+    const char *dir = config_dnssec_state_dir(cfg, dbuf, sizeof(dbuf));
+    return dir && (size_t)snprintf(path, len, "%s/%s.serial", dir, key) < len;
+}
+
+static bool served_serial_load(const config_t *cfg, const char *key, uint32_t *out)
+{
+    char path[PATH_MAX + DNAME_KEY_MAX + 16], err[256], *text = NULL;
+    if (!served_serial_path(cfg, key, path, sizeof(path)) ||
+        tern_file_read_text(path, 64, false, &text, err, sizeof(err)) < 0)
+        return false;
+    char *end = NULL;
+    unsigned long v = strtoul(text, &end, 10);
+    bool ok = end != text && (*end == '\n' || *end == '\0') && v <= UINT32_MAX;
+    if (ok)
+        *out = (uint32_t)v;
+    else
+        log_warn("zone %s: %s does not hold a serial; ignored", key, path);
+    free(text);
+    return ok;
+}
+
+static void served_serial_save(const config_t *cfg, const char *key, uint32_t serial)
+{
+    char path[PATH_MAX + DNAME_KEY_MAX + 16], err[512], line[16];
+    if (!served_serial_path(cfg, key, path, sizeof(path)))
+        return;
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    (void)mkdir(path, 0700); /* a zone with static keys may be the first to use it */
+    *slash = '/';
+    int n = snprintf(line, sizeof(line), "%u\n", serial);
+    if (tern_file_replace(path, line, (size_t)n, 0644, err, sizeof(err)) < 0)
+        log_warn("zone %s: %s; a restart may serve a lower serial than its secondaries hold", key,
+                 err);
+}
+
 static int export_serial(build_t *b, const struct zent *e, zone_t *z)
 {
     const struct zent *o = snapshot_find(&b->ix, e->key);
     bool had = o && o->zone && !o->zone->unavailable;
-    uint32_t was = z->serial;
-    uint32_t want = zone_serial_next(had, had ? o->zone->serial : 0, was, (uint32_t)time(NULL));
+    uint32_t was = z->serial, last = had ? o->zone->serial : 0;
+    if (!had)
+        had = served_serial_load(b->cfg, e->key, &last);
+    uint32_t want = zone_serial_next(had, last, was, (uint32_t)time(NULL));
+    if (!had || want != last)
+        served_serial_save(b->cfg, e->key, want);
     if (want == was)
         return 0;
     int rc = zone_set_serial_fresh(z, want);

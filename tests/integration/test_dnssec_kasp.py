@@ -29,6 +29,10 @@ Checks:
                       rollover through the parent: the registrar keeps Knot's DS set equal to
                       tern's CDS, tern sees the new DS by itself and retires the old KSK, and
                       the chain validates (answers and denials, AD=1) every 0.3 s throughout
+  serial_kept         date.test (serial 2026120601, ahead of the Unix time, and transferred, so
+                      each signed version needs a higher one): a change without a new serial is
+                      served as ...02; after a restart the next version is ...03, not the file's
+                      ...01 (the serial served is kept in the state directory)
   refusals            a rollover while one runs, a ds-seen for a tag no key waits for, an
                       unknown zone, a policy with another algorithm (algorithm rollovers are
                       not made yet: the reload fails, the keys stay): refused with the reason
@@ -420,6 +424,39 @@ zones:
             print("  KSK %d -> %d through the parent (%d DS updates), %d validated answers" %
                   (old[0], new[0], updates, w.asked))
 
+        def serial_kept():
+            zd = os.path.join(work, "date.test.zone")
+            text = ZONE_TEXT.replace("pol.test.", "date.test.").replace(
+                "hostmaster 1 ", "hostmaster 2026120601 ")
+            servers.write_atomic(zd, text)
+            y3 = POLICY + f"""dnssec_state_dir: "{state}-3"
+zones:
+  - origin: date.test
+    file: "{zd}"
+    allow_transfer: [127.0.0.1]
+    dnssec: {{policy: fast}}
+"""
+
+            def serial(t):
+                r = ask(t.port, "date.test.", "SOA")
+                return [rd.serial for rrset in r.answer if rrset.rdtype == dns.rdatatype.SOA
+                        for rd in rrset][0]
+            t3 = servers.YamlTernd(work, args.ternd, y3, name="tern-3", ternctl=args.ternctl)
+            others.append(t3)
+            t3.start("date.test.")
+            expect(serial(t3) == 2026120601, "first serial %d" % serial(t3))
+            servers.write_atomic(zd, text + "more TXT \"same serial\"\n")
+            out = t3.ctl("reload")
+            expect(out.returncode == 0, "reload: %s %s" % (out.stdout, out.stderr))
+            expect(serial(t3) == 2026120602, "after a change: %d" % serial(t3))
+            t3.stop()
+            t4 = servers.YamlTernd(work, args.ternd, y3, name="tern-3", ternctl=args.ternctl)
+            t4.port = t3.port
+            others.append(t4)
+            t4.start("date.test.")
+            expect(serial(t4) == 2026120603, "after a restart: %d, want 2026120603" % serial(t4))
+            print("  2026120601 -> ...02 on a change -> ...03 after a restart")
+
         def refusals():
             t = cur[0]
             out = t.ctl("dnssec", "status", "other.test")
@@ -444,6 +481,7 @@ zones:
                          ("restart_resumes", restart_resumes),
                          ("ksk_rollover", ksk_rollover),
                          ("parent_ds_check", parent_ds_check),
+                         ("serial_kept", serial_kept),
                          ("refusals", refusals)):
             run_check(results, name, fn)
             if results[-1][1]:
