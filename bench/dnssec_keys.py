@@ -38,6 +38,7 @@ sys.dont_write_bytecode = True
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 import run  # noqa: E402
+import update as benchupdate  # noqa: E402  (its TSIG key)
 import xfr as benchxfr  # noqa: E402  (TernX: ternd from a YAML config; started())
 
 import dns.query  # noqa: E402
@@ -46,16 +47,11 @@ import dns.tsigkeyring  # noqa: E402
 import dns.update  # noqa: E402
 
 ORIGIN = run.ORIGIN
-KEY = "bench-key"
-SECRET = "YmVuY2hiZW5jaGJlbmNoYmVuY2hiZW5jaGJlbmNoMTI="
+KEY, SECRET = benchupdate.KEY, benchupdate.SECRET
 SIGNED = re.compile(r"dnssec: zone (\S+) serial (\d+): (\d+) signatures made, (\d+) taken over;"
                     r" export (\d+) made, (\d+) taken over; (\d+) ms")
 EVENT = re.compile(r"dnssec: zone \S+: ((?:KSK|ZSK) \d+: \S+ → \S+|DS .* seen.*|\S+ rollover "
                    r"asked for)")
-
-
-def log(*a):
-    run.log(*a)
 
 
 def start(args, tag):
@@ -161,7 +157,7 @@ def part_steps(args, res):
         for label, s in zip(labels, got[:1] + got[-5:]):
             s["label"] = label
             rows.append(s)
-            log("%-32s made %7d taken over %7d | export made %7d taken over %7d | %6d ms | %s" %
+            run.log("%-32s made %7d taken over %7d | export made %7d taken over %7d | %6d ms | %s" %
                 (label, s["made"], s["reused"], s["export_made"], s["export_reused"], s["ms"],
                  "; ".join(s["events"])))
     finally:
@@ -197,7 +193,7 @@ def part_workers(args, res):
                 rows[kind].append({"worker_us_per_q": round(us, 3),
                                    "server_us_per_q": m["cpu_us_per_q"], "lost": m["lost"],
                                    "signings_in_window": steps})
-                log("round %d %-8s worker %.3f us/q, whole server %.3f us/q, lost %d, %d signings"
+                run.log("round %d %-8s worker %.3f us/q, whole server %.3f us/q, lost %d, %d signings"
                     " in the window" % (i, kind, us, m["cpu_us_per_q"], m["lost"], steps))
             finally:
                 t.stop()

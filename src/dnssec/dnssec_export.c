@@ -135,35 +135,20 @@ static int blob_room(struct mk *m, size_t n)
     return tern_grow((void **)&m->e->blob, &m->cap_blob, m->e->blob_len + n, 1);
 }
 
-static void name_text(const uint8_t *n, char *buf, size_t len)
-{
-    if (dname_to_str(n, buf, len) < 0)
-        snprintf(buf, len, "?");
-}
-
 /* Sign count RRs at rdata (owner n, type, ttl) with the ZSK now: the RRSIG into the blob, *r. */
 static int sign_now(struct mk *m, const zone_node_t *n, uint16_t type, uint32_t ttl, uint16_t count,
                     const uint8_t *rdata, blob_rr_t *r)
 {
     if (blob_room(m, 2 + DNSSEC_RRSIG_MAX) < 0)
         return TERN_ENOMEM;
-    dnssec_rrsig_req_t req = {
-        .owner = n->name,
-        /* a wildcard's own RRSIGs leave the "*" label out (RFC 4034 §3.1.3) */
-        .labels = (n->flags & ZONE_NODE_WILD) ? n->labels - 1u : n->labels,
-        .type = type,
-        .ttl = ttl,
-        .inception = m->sg->inception,
-        .expiration = m->sg->expiration,
-        .signer = m->z->apex,
-    };
+    dnssec_rrsig_req_t req = dnssec_node_req(n, type, ttl, m->sg, m->z->apex);
     size_t at = m->e->blob_len;
     uint8_t *o = m->e->blob + at;
     int len = dnssec_sign(m->signer, m->dz->loader_zsk, &req, count, rdata, NULL, o + 2,
                           DNSSEC_RRSIG_MAX);
     if (len < 0) {
         char name[DNAME_MAXLEN * 4 + 1];
-        name_text(n->name, name, sizeof(name));
+        dnssec_name_text(n->name, name, sizeof(name));
         snprintf(m->err, m->errlen, "cannot sign %s type %u for transfer with key %s: %s", name,
                  type, dnssec_keyctx_key(m->dz->loader_zsk)->label,
                  len == TERN_ENOSPC ? "RRset too large" : "the key failed");
@@ -311,7 +296,7 @@ int dnssec_export_make(const dnssec_zone_t *dz, const zone_t *z, const zone_t *p
 {
     int64_t t0 = tern_monotonic_ms();
     char zn[DNAME_MAXLEN * 4 + 1], why[384] = "";
-    name_text(z->apex, zn, sizeof(zn));
+    dnssec_name_text(z->apex, zn, sizeof(zn));
     *out = NULL;
     struct mk m = {.dz = dz,
                    .z = z,

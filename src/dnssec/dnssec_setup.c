@@ -95,8 +95,7 @@ int dnssec_setup_attach(zone_t *z, dnssec_zone_t *dz, const zone_t *prev, char *
     /* what a change or a key event cost to sign: made anew, taken over (bench/dnssec_keys.py) */
     const dnssec_sigs_t *sg = dnssec_zone_sigs(dz);
     char zn[DNAME_MAXLEN * 4 + 1];
-    if (dname_to_str(z->apex, zn, sizeof(zn)) < 0)
-        snprintf(zn, sizeof(zn), "?");
+    dnssec_name_text(z->apex, zn, sizeof(zn));
     log_debug("dnssec: zone %s serial %u: %" PRIu64 " signatures made, %" PRIu64
               " taken over%s; export %" PRIu64 " made, %" PRIu64 " taken over; %" PRId64 " ms",
               zn, z->serial, sg->made, sg->reused, dz->export ? "" : " (no export)",

@@ -48,9 +48,9 @@ void dnssec_zone_free(dnssec_zone_t *dz)
     free(dz);
 }
 
-static void zone_str(const uint8_t *origin, char *buf, size_t len)
+void dnssec_name_text(const uint8_t *name, char *buf, size_t len)
 {
-    if (dname_to_str(origin, buf, len) < 0)
+    if (dname_to_str(name, buf, len) < 0)
         snprintf(buf, len, "?");
 }
 
@@ -147,7 +147,7 @@ int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint
                           size_t errlen)
 {
     char zn[DNAME_MAXLEN * 4 + 1];
-    zone_str(origin, zn, sizeof(zn));
+    dnssec_name_text(origin, zn, sizeof(zn));
     *out = NULL;
     dnssec_zone_t *dz = calloc(1, sizeof(*dz));
     if (!dz) {
@@ -321,7 +321,7 @@ static int blob_room(struct pass *p, size_t n)
 static void rrset_str(const zone_node_t *n, uint16_t type, char *buf, size_t len)
 {
     char name[DNAME_MAXLEN * 4 + 1];
-    zone_str(n->name, name, sizeof(name));
+    dnssec_name_text(n->name, name, sizeof(name));
     snprintf(buf, len, "%s type %u", name, type);
 }
 
@@ -336,16 +336,7 @@ static int sign_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *
     sg->blob[start] = (uint8_t)(nkc >> 8);
     sg->blob[start + 1] = (uint8_t)nkc;
     sg->blob_len += 2;
-    dnssec_rrsig_req_t req = {
-        .owner = n->name,
-        /* a wildcard's own RRSIG leaves the "*" label out (RFC 4034 §3.1.3) */
-        .labels = (n->flags & ZONE_NODE_WILD) ? n->labels - 1u : n->labels,
-        .type = s->type,
-        .ttl = s->ttl,
-        .inception = sg->inception,
-        .expiration = sg->expiration,
-        .signer = p->z->apex,
-    };
+    dnssec_rrsig_req_t req = dnssec_node_req(n, s->type, s->ttl, sg, p->z->apex);
     for (unsigned k = 0; k < nkc; k++) {
         if (blob_room(p, 2 + DNSSEC_RRSIG_MAX) < 0)
             return TERN_ENOMEM;
@@ -355,7 +346,7 @@ static int sign_rrset(struct pass *p, const zone_node_t *n, const zone_rrset_t *
         if (len < 0) {
             char what[DNAME_MAXLEN * 4 + 32], zn[DNAME_MAXLEN * 4 + 1];
             rrset_str(n, s->type, what, sizeof(what));
-            zone_str(p->z->apex, zn, sizeof(zn));
+            dnssec_name_text(p->z->apex, zn, sizeof(zn));
             snprintf(p->err, p->errlen, "zone %s: cannot sign %s with key %s: %s", zn, what,
                      dnssec_keyctx_key(kcs[k])->label,
                      len == TERN_ENOSPC ? "RRset too large" : "the key failed");
@@ -447,7 +438,7 @@ int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev
                           dnssec_sigs_t **old, char *err, size_t errlen)
 {
     char zn[DNAME_MAXLEN * 4 + 1];
-    zone_str(z->apex, zn, sizeof(zn));
+    dnssec_name_text(z->apex, zn, sizeof(zn));
     *old = NULL;
     struct pass p = {.z = z, .dz = dz, .now = now, .err = err, .errlen = errlen};
     const dnssec_zone_t *pdz = prev && !prev->unavailable ? prev->dnssec : NULL;

@@ -37,6 +37,7 @@ struct zent_kasp {
     char path[PATH_MAX]; /* its state file */
     uint16_t wanted[4];  /* the DS the last plan wants */
     size_t nwanted;
+    bool unsaved; /* made by this process, not in its file yet */
 };
 
 struct zone_kasp {
@@ -223,6 +224,7 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
                 dnssec_kasp_plan_t *plan, char *err, size_t errlen)
 {
     int rc = 0;
+    bool changed = e->unsaved; /* a new state; else a transition or a key made */
     for (int round = 0; round < 4; round++) {
         if ((rc = dnssec_kasp_step(e->st, &e->pol, now, plan)) < 0) {
             char why[256];
@@ -234,16 +236,18 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
         }
         for (size_t i = 0; i < plan->nlog; i++)
             log_info("dnssec: zone %s: %s", e->key, plan->log[i]);
+        changed = changed || plan->nlog || plan->ngenerate;
         if (!plan->ngenerate)
             break;
         if ((rc = generate(e, origin, kdir, plan, now, err, errlen)) < 0)
             return rc;
     }
     char serr[512];
-    if ((rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr))) < 0) {
+    if (changed && (rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr))) < 0) {
         snprintf(err, errlen, "zone %s: dnssec: %s", e->key, serr);
         return rc;
     }
+    e->unsaved = false;
     e->next_event = plan->next_event;
     e->nwanted = plan->nds_wanted < 4 ? plan->nds_wanted : 4;
     memcpy(e->wanted, plan->ds_wanted, e->nwanted * sizeof(*e->wanted));
@@ -317,6 +321,7 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
             log_info("dnssec: zone %s: no key state yet (%s): signing it from scratch", key,
                      e->path);
             rc = (e->st = dnssec_kasp_new()) ? 0 : TERN_ENOMEM;
+            e->unsaved = true;
         } else if (rc < 0) {
             snprintf(err, errlen, "zone %s: dnssec: %s", key, lerr);
             goto out;

@@ -189,6 +189,15 @@ zone_t *zone_new_unavailable(const uint8_t *apex, const char *source)
     return z;
 }
 
+/* The SERIAL field of an SOA RDATA (sp: its first byte), big-endian. */
+static void put_serial(uint8_t *sp, uint32_t serial)
+{
+    sp[0] = (uint8_t)(serial >> 24);
+    sp[1] = (uint8_t)(serial >> 16);
+    sp[2] = (uint8_t)(serial >> 8);
+    sp[3] = (uint8_t)serial;
+}
+
 uint32_t zone_serial_next(bool had, uint32_t last, uint32_t serial, uint32_t now)
 {
     /* RFC 1982: a before b when b is less than 2^31 ahead */
@@ -208,10 +217,7 @@ int zone_set_serial_fresh(zone_t *z, uint32_t serial)
     /* the build's own blob, shared with no other version: written in place (the negative SOA
      * has the same RDATA) */
     uint8_t *sp = (uint8_t *)soa->rdata + soa->rdata_len - 20;
-    sp[0] = (uint8_t)(serial >> 24);
-    sp[1] = (uint8_t)(serial >> 16);
-    sp[2] = (uint8_t)(serial >> 8);
-    sp[3] = (uint8_t)serial;
+    put_serial(sp, serial);
     z->serial = serial;
     return 0;
 }
@@ -257,10 +263,7 @@ int zone_set_serial(zone_t *z, uint32_t serial)
     ((zone_node_t **)z->node_pages)[0] = page;
     memcpy(rd, soa->rdata, soa->rdata_len);
     uint8_t *sp = rd + soa->rdata_len - 20; /* serial, refresh, retry, expire, minimum */
-    sp[0] = (uint8_t)(serial >> 24);
-    sp[1] = (uint8_t)(serial >> 16);
-    sp[2] = (uint8_t)(serial >> 8);
-    sp[3] = (uint8_t)serial;
+    put_serial(sp, serial);
     zd->refs = 1;
     zd->arena = d;
     memcpy(dl, z->data, z->data_count * sizeof(*dl));

@@ -216,14 +216,16 @@ zones:
         tern.start(ZONE)
 
         def status():
-            out = tern.ctl("dnssec", "status", "pol.test")
+            out = cur[0].ctl("dnssec", "status", "pol.test")
             expect(out.returncode == 0, "dnssec status: %s %s" % (out.stdout, out.stderr))
             return out.stdout
 
-        def key_states():
-            """{tag: (role, state)} from the status text."""
+        def key_states(t=None):
+            """{tag: (role, state)} from the status text (of t, else the ternd running)."""
+            out = (t or cur[0]).ctl("dnssec", "status", "pol.test")
+            expect(out.returncode == 0, "dnssec status: %s %s" % (out.stdout, out.stderr))
             return {int(m.group(2)): (m.group(1), m.group(3)) for m in
-                    re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", status(), re.M)}
+                    re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", out.stdout, re.M)}
 
         def first_signing():
             keys = dnskeys(port)
@@ -290,16 +292,11 @@ zones:
             t2 = new_tern()
             cur[0] = t2
             t2.start(ZONE)
-            after = key_states2(t2)
+            after = key_states(t2)
             expect(after == before, "after the restart %s, before %s" % (after, before))
             w.run(40, until=lambda: old not in dnskeys(port))
             expect(old not in dnskeys(port), "the rollover did not finish after the restart")
             print("  restarted mid-rollover with %s; finished" % before)
-
-        def key_states2(t):
-            out = t.ctl("dnssec", "status", "pol.test").stdout
-            return {int(m.group(2)): (m.group(1), m.group(3)) for m in
-                    re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", out, re.M)}
 
         def ksk_rollover():
             t = cur[0]
@@ -469,11 +466,11 @@ zones:
             with open(conf) as f:
                 text = f.read()
             servers.write_atomic(conf, text.replace("algorithm: 13", "algorithm: 15"))
-            before = key_states2(t)
+            before = key_states(t)
             out = t.ctl("reload")
             expect(out.returncode != 0 and "algorithm rollovers are not made yet" in
                    out.stdout + out.stderr, "algorithm change: %s %s" % (out.stdout, out.stderr))
-            expect(key_states2(t) == before, "the key state moved")
+            expect(key_states(t) == before, "the key state moved")
             Watch(ctx["u_new"]).run(1)
 
         for name, fn in (("first_signing", first_signing),

@@ -163,6 +163,25 @@ const zone_rrset_t *dnssec_prev_rrset(const zone_t *prev, const zone_node_t *n,
 size_t dnssec_rrsigs_fresh(const uint8_t *seq, unsigned count, uint32_t now, uint32_t refresh,
                            uint32_t *earliest);
 
+/** What the RRSIG of RRset type/ttl at node n of zone apex says, with sg's validity: the Labels
+ * field leaves a wildcard's "*" out (RFC 4034 §3.1.3). For the signing passes (ahead, export). */
+static inline dnssec_rrsig_req_t dnssec_node_req(const zone_node_t *n, uint16_t type, uint32_t ttl,
+                                                 const dnssec_sigs_t *sg, const uint8_t *apex)
+{
+    return (dnssec_rrsig_req_t){
+        .owner = n->name,
+        .labels = (n->flags & ZONE_NODE_WILD) ? n->labels - 1u : n->labels,
+        .type = type,
+        .ttl = ttl,
+        .inception = sg->inception,
+        .expiration = sg->expiration,
+        .signer = apex,
+    };
+}
+
+/** A wire name as text for messages ("?" when it cannot be written). */
+void dnssec_name_text(const uint8_t *name, char *buf, size_t len);
+
 /** True when a and b are the same key (its DNSKEY RDATA). */
 bool dnssec_key_same(const dnssec_key_t *a, const dnssec_key_t *b);
 
