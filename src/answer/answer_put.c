@@ -47,10 +47,10 @@ static bool put_rrsig(answer_resp_t *r, wire_section_t sec, uint16_t owner_off,
     return false;
 }
 
-/* The RRSIG of count RRs of rdata (picked by offs if not NULL) at owner, made or taken from the
- * worker's cache, written after them. Without a signer, or if signing fails, the RRset goes
- * unsigned (counted by the cache as a failure): the answer still reaches a non-validating
- * client. */
+/* The RRSIGs (one per zone signer: two during an algorithm or CSK rollover) of count RRs of
+ * rdata (picked by offs if not NULL) at owner, made or taken from the worker's cache, written
+ * after them. Without a signer, or if signing fails, the RRset goes without that signature
+ * (counted by the cache as a failure): the answer still reaches a non-validating client. */
 bool answer_put_online(answer_resp_t *r, wire_section_t sec, uint16_t owner_off,
                        const uint8_t *owner, uint16_t type, uint32_t ttl, uint16_t count,
                        const uint8_t *rdata, const uint32_t *offs)
@@ -58,13 +58,22 @@ bool answer_put_online(answer_resp_t *r, wire_section_t sec, uint16_t owner_off,
     answer_ctx_t *ctx = r->ctx;
     if (!ctx->dnssec)
         return true;
-    int len = dnssec_online(ctx->dnssec, r->zone->dnssec, r->zone, owner, sig_labels(owner), type,
-                            ttl, count, rdata, offs, ctx->now_s, ctx->sigbuf + 2);
-    if (len < 0)
-        return true;
-    ctx->sigbuf[0] = (uint8_t)(len >> 8);
-    ctx->sigbuf[1] = (uint8_t)len;
-    return put_rrsig(r, sec, owner_off, owner, ttl, 1, ctx->sigbuf);
+    const dnssec_zone_t *dz = r->zone->dnssec;
+    unsigned labels = sig_labels(owner);
+    size_t pos = 0;
+    uint16_t n = 0;
+    for (unsigned j = 0; j < dz->nzsk && j < DNSSEC_ZONE_SIGNERS_MAX; j++) {
+        uint8_t *o = ctx->sigbuf + pos;
+        int len = dnssec_online(ctx->dnssec, dz, j, r->zone, owner, labels, type, ttl, count, rdata,
+                                offs, ctx->now_s, o + 2);
+        if (len < 0)
+            continue;
+        o[0] = (uint8_t)(len >> 8);
+        o[1] = (uint8_t)len;
+        pos += 2u + (size_t)len;
+        n++;
+    }
+    return !n || put_rrsig(r, sec, owner_off, owner, ttl, n, ctx->sigbuf);
 }
 
 /* Write RRset rr (its steering, if any, from zone gz) owned by owner with TTL ttl to the answer

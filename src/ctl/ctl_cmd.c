@@ -86,7 +86,7 @@ static bool dnssec_info(zinfo_t *e, const dnssec_zone_t *dz)
     for (unsigned i = 0; i < dz->nkeys; i++) {
         const dnssec_key_t *k = dz->keys[i];
         ctl_cmd_line(&keys, "key: %s flags %u algorithm %u tag %u%s", k->label, k->flags, k->alg,
-                     k->tag, k == dz->zsk ? " (signs the zone)" : "");
+                     k->tag, (dz->roles[i] & DNSSEC_ROLE_SIGN_ZONE) ? " (signs the zone)" : "");
         char line[600];
         if ((k->flags & DNSSEC_FLAG_SEP || dz->nkeys == 1) &&
             dnssec_key_ds_text(k, 2, line, sizeof(line)) > 0)

@@ -135,31 +135,35 @@ static int blob_room(struct mk *m, size_t n)
     return tern_grow((void **)&m->e->blob, &m->cap_blob, m->e->blob_len + n, 1);
 }
 
-/* Sign count RRs at rdata (owner n, type, ttl) with the ZSK now: the RRSIG into the blob, *r. */
+/* Sign count RRs at rdata (owner n, type, ttl) now with each zone signer: the RRSIGs into the
+ * blob, *r. */
 static int sign_now(struct mk *m, const zone_node_t *n, uint16_t type, uint32_t ttl, uint16_t count,
                     const uint8_t *rdata, blob_rr_t *r)
 {
-    if (blob_room(m, 2 + DNSSEC_RRSIG_MAX) < 0)
+    const dnssec_zone_t *dz = m->dz;
+    if (blob_room(m, dz->nzsk * (2 + DNSSEC_RRSIG_MAX)) < 0)
         return TERN_ENOMEM;
     dnssec_rrsig_req_t req = dnssec_node_req(n, type, ttl, m->sg, m->z->apex);
     size_t at = m->e->blob_len;
-    uint8_t *o = m->e->blob + at;
-    int len = dnssec_sign(m->signer, m->dz->loader_zsk, &req, count, rdata, NULL, o + 2,
-                          DNSSEC_RRSIG_MAX);
-    if (len < 0) {
-        char name[DNAME_MAXLEN * 4 + 1];
-        dnssec_name_text(n->name, name, sizeof(name));
-        snprintf(m->err, m->errlen, "cannot sign %s type %u for transfer with key %s: %s", name,
-                 type, dnssec_keyctx_key(m->dz->loader_zsk)->label,
-                 len == TERN_ENOSPC ? "RRset too large" : "the key failed");
-        return len;
+    for (unsigned j = 0; j < dz->nzsk; j++) {
+        uint8_t *o = m->e->blob + m->e->blob_len;
+        int len = dnssec_sign(m->signer, dz->loader_zsk[j], &req, count, rdata, NULL, o + 2,
+                              DNSSEC_RRSIG_MAX);
+        if (len < 0) {
+            char name[DNAME_MAXLEN * 4 + 1];
+            dnssec_name_text(n->name, name, sizeof(name));
+            snprintf(m->err, m->errlen, "cannot sign %s type %u for transfer with key %s: %s", name,
+                     type, dnssec_keyctx_key(dz->loader_zsk[j])->label,
+                     len == TERN_ENOSPC ? "RRset too large" : "the key failed");
+            return len;
+        }
+        tern_wr16(o, (uint16_t)len);
+        m->e->blob_len += 2u + (size_t)len;
+        m->e->made++;
     }
-    tern_wr16(o, (uint16_t)len);
-    m->e->blob_len += 2u + (size_t)len;
-    m->e->made++;
     if ((int32_t)(m->sg->expiration - m->e->earliest) < 0)
         m->e->earliest = m->sg->expiration;
-    *r = (blob_rr_t){at, ttl, 1, 2u + (uint32_t)len};
+    *r = (blob_rr_t){at, ttl, (uint16_t)dz->nzsk, (uint32_t)(m->e->blob_len - at)};
     return 0;
 }
 
@@ -311,7 +315,7 @@ int dnssec_export_make(const dnssec_zone_t *dz, const zone_t *z, const zone_t *p
         return TERN_EINVAL;
     }
     const dnssec_zone_t *pdz = prev && !prev->unavailable ? prev->dnssec : NULL;
-    if (pdz && pdz->export && dnssec_key_same(pdz->zsk, dz->zsk)) {
+    if (pdz && pdz->export && dnssec_zone_same_signers(pdz, dz)) {
         m.prev = prev;
         m.pe = pdz->export;
     }

@@ -33,14 +33,15 @@ void dnssec_zone_free(dnssec_zone_t *dz)
     dnssec_sigs_free(dz->sigs);
     dnssec_export_free(dz->export);
     if (dz->zsk_ctx)
-        for (unsigned i = 0; i < dz->nworkers; i++)
+        for (unsigned i = 0; i < dz->nworkers * dz->nzsk; i++)
             dnssec_keyctx_free(dz->zsk_ctx[i]);
     free(dz->zsk_ctx);
     if (dz->loader_ksk)
         for (unsigned i = 0; i < dz->nksk; i++)
             dnssec_keyctx_free(dz->loader_ksk[i]);
     free(dz->loader_ksk);
-    dnssec_keyctx_free(dz->loader_zsk);
+    for (unsigned i = 0; i < dz->nzsk; i++)
+        dnssec_keyctx_free(dz->loader_zsk[i]);
     for (unsigned i = 0; i < dz->nkeys; i++)
         dnssec_key_free(dz->keys[i]);
     free(dz->keys);
@@ -61,10 +62,10 @@ int dnssec_zone_new(const uint8_t *origin, dnssec_key_t **keys, unsigned nkeys, 
                                  errlen);
 }
 
-/* dnssec_zone_new_roles(): every key belongs to the zone, is a zone key, and has the first
- * one's algorithm. */
-static int check_keys(const dnssec_zone_t *dz, const uint8_t *origin, const char *zn, char *err,
-                      size_t errlen)
+/* dnssec_zone_new_roles(): every key belongs to the zone and is a zone key; static keys (no
+ * roles) share the first one's algorithm. */
+static int check_keys(const dnssec_zone_t *dz, const uint8_t *origin, bool managed, const char *zn,
+                      char *err, size_t errlen)
 {
     for (unsigned i = 0; i < dz->nkeys; i++) {
         const dnssec_key_t *k = dz->keys[i];
@@ -77,9 +78,10 @@ static int check_keys(const dnssec_zone_t *dz, const uint8_t *origin, const char
                      k->flags);
             return TERN_EINVAL;
         }
-        if (k->alg != dz->keys[0]->alg) {
+        if (!managed && k->alg != dz->keys[0]->alg) {
             /* RFC 6840 §5.11: a validator may expect every algorithm of the DNSKEY RRset to
-             * sign every RRset; tern signs with one */
+             * sign every RRset; static keys sign with one (a policy's algorithm rollover signs
+             * with both, in the order RFC 6781 §4.1.4 gives) */
             snprintf(err, errlen,
                      "zone %s: key %s uses algorithm %u, key %s %u: one algorithm "
                      "per zone",
@@ -90,8 +92,32 @@ static int check_keys(const dnssec_zone_t *dz, const uint8_t *origin, const char
     return 0;
 }
 
-/* dnssec_zone_new_roles(): each key's roles (given, or from its flags), checked; the ZSK and
- * the number of DNSKEY signers. */
+/* Every algorithm of the published keys has a key signing the zone and one signing DNSKEY
+ * (RFC 4035 §2.2: "an RRSIG for each RRset using at least one DNSKEY of each algorithm in the
+ * zone apex DNSKEY RRset"). */
+static int every_algorithm_signs(const dnssec_zone_t *dz, const char *zn, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < dz->nkeys; i++) {
+        if (!(dz->roles[i] & DNSSEC_ROLE_PUBLISH))
+            continue;
+        uint8_t alg = dz->keys[i]->alg, have = 0;
+        for (unsigned j = 0; j < dz->nkeys; j++)
+            if (dz->keys[j]->alg == alg)
+                have |= dz->roles[j];
+        if (!(have & DNSSEC_ROLE_SIGN_ZONE) || !(have & DNSSEC_ROLE_SIGN_DNSKEY)) {
+            snprintf(err, errlen,
+                     "zone %s: key %s (algorithm %u) is published but no key of its algorithm "
+                     "signs %s",
+                     zn, dz->keys[i]->label, alg,
+                     (have & DNSSEC_ROLE_SIGN_ZONE) ? "the DNSKEY RRset" : "the zone");
+            return TERN_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* dnssec_zone_new_roles(): each key's roles (given, or from its flags), checked; the zone
+ * signers and the number of DNSKEY signers. */
 static int set_roles(dnssec_zone_t *dz, const uint8_t *roles, const char *zn, char *err,
                      size_t errlen)
 {
@@ -114,30 +140,31 @@ static int set_roles(dnssec_zone_t *dz, const uint8_t *roles, const char *zn, ch
     }
     for (unsigned i = 0; i < dz->nkeys; i++) {
         uint8_t r = dz->roles[i];
-        if ((r & (DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_SIGN_ZONE | DNSSEC_ROLE_CDS)) &&
-            !(r & DNSSEC_ROLE_PUBLISH)) {
-            snprintf(err, errlen, "zone %s: key %s signs but is not published", zn,
+        /* a key may sign unpublished (an algorithm rollover's pre- and post-active keys:
+         * signatures validators ignore), but a CDS names a key the parent will trust */
+        if ((r & DNSSEC_ROLE_CDS) && !(r & DNSSEC_ROLE_PUBLISH)) {
+            snprintf(err, errlen,
+                     "zone %s: key %s is offered to the parent (CDS) but not published", zn,
                      dz->keys[i]->label);
             return TERN_EINVAL;
         }
         if (r & DNSSEC_ROLE_SIGN_ZONE) {
-            if (dz->zsk) {
-                snprintf(err, errlen,
-                         "zone %s: keys %s and %s both sign the zone: double signatures are "
-                         "not made yet",
-                         zn, dz->zsk->label, dz->keys[i]->label);
+            if (dz->nzsk == DNSSEC_ZONE_SIGNERS_MAX) {
+                snprintf(err, errlen, "zone %s: more than %d keys sign the zone (key %s)", zn,
+                         DNSSEC_ZONE_SIGNERS_MAX, dz->keys[i]->label);
                 return TERN_EINVAL;
             }
-            dz->zsk = dz->keys[i];
+            dz->zsk[dz->nzsk++] = dz->keys[i];
         }
         if (r & DNSSEC_ROLE_SIGN_DNSKEY)
             dz->nksk++;
     }
-    if (!dz->zsk || !dz->nksk) {
+    if (!dz->nzsk || !dz->nksk) {
         snprintf(err, errlen, "zone %s: no key signs %s", zn,
-                 dz->zsk ? "the DNSKEY RRset" : "the zone");
+                 dz->nzsk ? "the DNSKEY RRset" : "the zone");
         return TERN_EINVAL;
     }
+    return every_algorithm_signs(dz, zn, err, errlen);
     return 0;
 }
 
@@ -185,18 +212,20 @@ int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint
         snprintf(err, errlen, "zone %s: dnssec is on but no key is given", zn);
         goto fail;
     }
-    if (check_keys(dz, origin, zn, err, errlen) < 0 || set_roles(dz, roles, zn, err, errlen) < 0)
+    if (check_keys(dz, origin, roles != NULL, zn, err, errlen) < 0 ||
+        set_roles(dz, roles, zn, err, errlen) < 0)
         goto fail;
     unsigned nksk = dz->nksk;
     dz->loader_ksk = calloc(nksk, sizeof(*dz->loader_ksk));
-    dz->zsk_ctx = calloc(dz->nworkers, sizeof(*dz->zsk_ctx));
+    dz->zsk_ctx = calloc((size_t)dz->nworkers * dz->nzsk, sizeof(*dz->zsk_ctx));
     if (!dz->loader_ksk || !dz->zsk_ctx)
         goto nomem;
     char kerr[256];
-    if (!(dz->loader_zsk = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
-        snprintf(err, errlen, "zone %s: %s", zn, kerr);
-        goto fail;
-    }
+    for (unsigned j = 0; j < dz->nzsk; j++)
+        if (!(dz->loader_zsk[j] = dnssec_keyctx_new(dz->zsk[j], kerr, sizeof(kerr)))) {
+            snprintf(err, errlen, "zone %s: %s", zn, kerr);
+            goto fail;
+        }
     unsigned j = 0;
     for (unsigned i = 0; i < nkeys; i++) {
         if (!(dz->roles[i] & DNSSEC_ROLE_SIGN_DNSKEY))
@@ -206,8 +235,8 @@ int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint
             goto fail;
         }
     }
-    for (unsigned w = 0; w < dz->nworkers; w++)
-        if (!(dz->zsk_ctx[w] = dnssec_keyctx_new(dz->zsk, kerr, sizeof(kerr)))) {
+    for (unsigned w = 0; w < dz->nworkers * dz->nzsk; w++)
+        if (!(dz->zsk_ctx[w] = dnssec_keyctx_new(dz->zsk[w % dz->nzsk], kerr, sizeof(kerr)))) {
             snprintf(err, errlen, "zone %s: %s", zn, kerr);
             goto fail;
         }
@@ -284,6 +313,16 @@ bool dnssec_zone_due(const dnssec_zone_t *dz, uint32_t now)
 bool dnssec_key_same(const dnssec_key_t *a, const dnssec_key_t *b)
 {
     return a->rdlen == b->rdlen && memcmp(a->rdata, b->rdata, a->rdlen) == 0;
+}
+
+bool dnssec_zone_same_signers(const dnssec_zone_t *a, const dnssec_zone_t *b)
+{
+    if (a->nzsk != b->nzsk)
+        return false;
+    for (unsigned i = 0; i < a->nzsk; i++)
+        if (!dnssec_key_same(a->zsk[i], b->zsk[i]))
+            return false;
+    return true;
 }
 
 /* The growing blob of one signing pass. */
@@ -444,7 +483,7 @@ int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev
     const dnssec_zone_t *pdz = prev && !prev->unavailable ? prev->dnssec : NULL;
     if (pdz && (p.psg = dnssec_zone_sigs(pdz))) {
         p.prev = prev;
-        p.same_zsk = dnssec_key_same(pdz->zsk, dz->zsk);
+        p.same_zsk = dnssec_zone_same_signers(pdz, dz);
         p.same_ksk = same_ksks(pdz, dz);
     }
     int rc = TERN_ENOMEM;
@@ -477,7 +516,7 @@ int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev
             } else if (dnssec_ksk_signed(s->type) && n == z->apex_node) {
                 rc = sign_rrset(&p, n, s, dz->loader_ksk, dz->nksk);
             } else {
-                rc = sign_rrset(&p, n, s, &dz->loader_zsk, 1);
+                rc = sign_rrset(&p, n, s, dz->loader_zsk, dz->nzsk);
             }
             if (rc < 0) {
                 if (rc == TERN_ENOMEM)
@@ -642,7 +681,7 @@ static inline void bump(uint64_t *c)
     __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
-int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
+int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, unsigned signer, const zone_t *z,
                   const uint8_t *owner, unsigned labels, uint16_t type, uint32_t ttl,
                   uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint32_t now,
                   uint8_t *out)
@@ -660,7 +699,8 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
             p += 2u + ((size_t)p[0] << 8 | p[1]);
         set = tern_hash64(rdata, (size_t)(p - rdata), set);
     }
-    uint64_t key = tern_mix64(dz->gen ^ (uint64_t)type << 40 ^ (uint64_t)labels << 32 ^ ttl);
+    uint64_t key = tern_mix64(dz->gen ^ (uint64_t)signer << 56 ^ (uint64_t)type << 40 ^
+                              (uint64_t)labels << 32 ^ ttl);
     key = tern_mix64(key ^ owner_hash(owner));
     key = tern_mix64(key ^ (uint64_t)(uintptr_t)rdata ^ tern_mix64(set));
 
@@ -677,7 +717,7 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
         }
     }
     bump(&w->st.misses);
-    if (w->id >= dz->nworkers) {
+    if (w->id >= dz->nworkers || signer >= dz->nzsk) {
         bump(&w->st.fails);
         return TERN_EINVAL;
     }
@@ -691,8 +731,8 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
         .expiration = inception + dz->policy.lifetime,
         .signer = z->apex,
     };
-    int len =
-        dnssec_sign(w->signer, dz->zsk_ctx[w->id], &req, count, rdata, offs, out, DNSSEC_RRSIG_MAX);
+    int len = dnssec_sign(w->signer, dz->zsk_ctx[w->id * dz->nzsk + signer], &req, count, rdata,
+                          offs, out, DNSSEC_RRSIG_MAX);
     if (len < 0) {
         bump(&w->st.fails);
         return len;

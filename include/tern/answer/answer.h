@@ -256,7 +256,7 @@ typedef struct answer_ctx {
     /* DNSSEC (tern/dnssec/dnssec_zone.h): this worker's signer and signature cache (NULL: the
      * signatures made ahead only), and room for one RRSIG and one NSEC being written */
     dnssec_worker_t *dnssec;
-    uint8_t sigbuf[2 + DNSSEC_RRSIG_MAX];
+    uint8_t sigbuf[DNSSEC_ZONE_SIGNERS_MAX * (2 + DNSSEC_RRSIG_MAX)]; /* one per zone signer */
     uint8_t nsecbuf[2 + DNSSEC_NSEC_MAX];
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */

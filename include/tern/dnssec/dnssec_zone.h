@@ -5,7 +5,8 @@
  * What is signed when:
  *   - at load (the loader, dnssec_zone_sign()): every RRset of the zone's authoritative data
  *     whose answer is always the same — all but the steered A/AAAA RRsets (geo, weights,
- *     health: the subset is chosen per query), DNSKEY by every KSK, the rest by the ZSK;
+ *     health: the subset is chosen per query), DNSKEY by every KSK, the rest by each zone
+ *     signer (one, or two during an algorithm or CSK rollover);
  *     DS at a delegation is signed, the NS there and glue are not (RFC 4035 §2.2);
  *   - per query (dnssec_online(), on the worker, through its bounded signature cache): the
  *     subset a client is given of a steered RRset; answers synthesised from a wildcard (signed
@@ -24,7 +25,8 @@
  * Lifecycle: made and signed by the loader before the zone is published; freed with the zone
  * (zone_t.dnssec_free) after the grace period. Threading: workers read `sigs` through
  * dnssec_zone_sigs() (an acquire load; the loader stores with release and frees the old set
- * only after synchronize_rcu()); each worker signs with its own keyctx (zsk_ctx[worker]).
+ * only after synchronize_rcu()); each worker signs with its own keyctx per zone signer
+ * (zsk_ctx[worker * nzsk + signer]).
  */
 #ifndef TERN_DNSSEC_DNSSEC_ZONE_H
 #define TERN_DNSSEC_DNSSEC_ZONE_H
@@ -68,6 +70,12 @@ typedef struct dnssec_sigs {
     uint64_t made; /* signatures made for it */
 } dnssec_sigs_t;
 
+/* Keys that sign the zone's RRsets at once: two during an algorithm rollover (RFC 6781 §4.1.4:
+ * every RRset signed with both algorithms) or a CSK rollover (old and new CSK); four leaves room
+ * for a plan that overlaps both. Each is one more RRSIG per RRset and one more signature per
+ * query-time signing. */
+#define DNSSEC_ZONE_SIGNERS_MAX 4
+
 typedef struct dnssec_zone {
     uint64_t gen; /* distinct for every signed zone version: the key of its cached signatures */
     dnssec_key_t **keys; /* every key (owned) */
@@ -75,12 +83,14 @@ typedef struct dnssec_zone {
     unsigned nkeys;
     uint8_t cds_digest; /* 0: no CDS; 2 or 4 */
     bool cds_delete;
-    const dnssec_key_t *zsk;     /* signs all but DNSKEY: the first key without SEP, else the
-                                    first key (a combined signing key) */
-    dnssec_keyctx_t *loader_zsk; /* the loader's own contexts */
+    /* sign all but DNSKEY (static keys: the first key without SEP, else the first key, a
+     * combined signing key; managed keys: every key with DNSSEC_ROLE_SIGN_ZONE, in key order) */
+    const dnssec_key_t *zsk[DNSSEC_ZONE_SIGNERS_MAX];
+    unsigned nzsk;
+    dnssec_keyctx_t *loader_zsk[DNSSEC_ZONE_SIGNERS_MAX]; /* the loader's own contexts */
     dnssec_keyctx_t **loader_ksk;
     unsigned nksk;
-    dnssec_keyctx_t **zsk_ctx; /* one per worker */
+    dnssec_keyctx_t **zsk_ctx; /* per worker w, zone signer j: [w * nzsk + j] */
     unsigned nworkers;
     dnssec_policy_t policy;
     dnssec_sigs_t *sigs; /* RCU: read with dnssec_zone_sigs() */
@@ -109,10 +119,13 @@ enum dnssec_role {
 };
 
 /**
- * The same with each key's roles (DNSSEC_ROLE_* bits, roles[i] for keys[i]): exactly one key
- * signs the zone (double signatures, for an algorithm or CSK rollover, are not made yet: more
- * than one is refused), at least one signs DNSKEY, every key that signs is published. cds_digest
- * is the CDS digest type (2 or 4); cds_delete publishes CDS/CDNSKEY DELETE (RFC 8078) instead.
+ * The same with each key's roles (DNSSEC_ROLE_* bits, roles[i] for keys[i]), as a key policy's
+ * plan gives them: 1..DNSSEC_ZONE_SIGNERS_MAX keys sign the zone and at least one signs DNSKEY;
+ * keys may use several algorithms (an algorithm rollover), and then every algorithm of the
+ * published keys signs both the zone and DNSKEY (RFC 4035 §2.2, RFC 6840 §5.11: a validator may
+ * expect a signature of each). A key that signs before it is published (pre-active) or after it
+ * left DNSKEY (post-active) adds signatures validators ignore. cds_digest is the CDS digest type
+ * (2 or 4); cds_delete publishes CDS/CDNSKEY DELETE (RFC 8078) instead.
  */
 int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint8_t *roles,
                           unsigned nkeys, unsigned cds_digest, bool cds_delete, unsigned nworkers,
@@ -151,6 +164,10 @@ int dnssec_zone_sign(dnssec_zone_t *dz, const zone_t *z, uint32_t now, dnssec_si
  */
 int dnssec_zone_sign_from(dnssec_zone_t *dz, const zone_t *z, const zone_t *prev, uint32_t now,
                           dnssec_sigs_t **old, char *err, size_t errlen) TERN_WUR;
+
+/** True when a and b sign the zone's RRsets with the same keys, in the same order (signatures
+ * of one may be taken over by the other). */
+bool dnssec_zone_same_signers(const dnssec_zone_t *a, const dnssec_zone_t *b);
 
 /** RRset s (at node n of a new version) as prev has it, when prev has exactly the same (owner,
  * type, TTL and RRs), else NULL: what signatures may be taken over for. */
@@ -244,13 +261,14 @@ typedef struct dnssec_worker_stats {
 void dnssec_worker_stats(const dnssec_worker_t *w, dnssec_worker_stats_t *out);
 
 /**
- * The RRSIG of count RRs (rdata sequence at rdata, picked by offs when not NULL) owned by owner
- * (wire, any case) of type/ttl in zone z (signed by dz), as of time now: from the cache or
- * signed now. labels is the RRSIG Labels field. Writes the RRSIG RDATA into out (at least
- * DNSSEC_RRSIG_MAX bytes) and returns its length, or a negative TERN_E* (the answer then goes
- * without the signature, and a validator treats it as bogus — counted as a failure).
+ * The RRSIG by zone signer `signer` (0..dz->nzsk-1) of count RRs (rdata sequence at rdata,
+ * picked by offs when not NULL) owned by owner (wire, any case) of type/ttl in zone z (signed by
+ * dz), as of time now: from the cache or signed now. labels is the RRSIG Labels field. Writes
+ * the RRSIG RDATA into out (at least DNSSEC_RRSIG_MAX bytes) and returns its length, or a
+ * negative TERN_E* (the answer then goes without the signature, and a validator treats it as
+ * bogus — counted as a failure). An RRset gets one RRSIG per zone signer: call it for each.
  */
-int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, const zone_t *z,
+int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, unsigned signer, const zone_t *z,
                   const uint8_t *owner, unsigned labels, uint16_t type, uint32_t ttl,
                   uint16_t count, const uint8_t *rdata, const uint32_t *offs, uint32_t now,
                   uint8_t *out) TERN_WUR;

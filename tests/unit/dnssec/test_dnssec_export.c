@@ -336,7 +336,7 @@ static void test_roles(void **state)
     char err[256];
     if (dnssec_zone_new_roles(ORIGIN, keys, roles, 3, 2, false, 1, NULL, &dz, err, sizeof(err)) < 0)
         fail_msg("%s", err);
-    assert_ptr_equal(dz->zsk, zold);
+    assert_ptr_equal(dz->zsk[0], zold);
     assert_int_equal(dz->nksk, 1);
     uint8_t blob[4096];
     int bl = dnssec_zone_dnskeys(dz, blob, sizeof(blob));
@@ -376,17 +376,19 @@ static void test_roles(void **state)
     }
     zone_free(z);
 
-    /* refused: two zone signers (no double signatures yet), a signer not published */
+    /* two zone signers of one algorithm (a CSK rollover: old and new CSK sign everything) */
     const uint8_t two[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_SIGN_ZONE,
                             DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE};
+    if (dnssec_zone_new_roles(ORIGIN, k2, two, 2, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(dz->nzsk, 2);
+    dnssec_zone_free(dz);
+    /* refused: a CDS for a key not published */
+    const uint8_t hidden[2] = {DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_CDS,
+                               DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE};
     assert_true(
-        dnssec_zone_new_roles(ORIGIN, k2, two, 2, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0);
-    assert_non_null(strstr(err, "both sign the zone"));
-    const uint8_t hidden[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY,
-                               DNSSEC_ROLE_SIGN_ZONE};
-    assert_true(
-        dnssec_zone_new_roles(ORIGIN, k3, hidden, 2, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0);
-    assert_non_null(strstr(err, "signs but is not published"));
+        dnssec_zone_new_roles(ORIGIN, k3, hidden, 2, 2, false, 1, NULL, &dz, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "offered to the parent (CDS) but not published"));
     /* CDS DELETE (RFC 8078): "0 0 0 00" and "0 3 0 AA==" instead of the keys' */
     const uint8_t r4[2] = {DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_DNSKEY | DNSSEC_ROLE_CDS,
                            DNSSEC_ROLE_PUBLISH | DNSSEC_ROLE_SIGN_ZONE};
@@ -400,14 +402,134 @@ static void test_roles(void **state)
     dnssec_zone_free(dz);
 }
 
+static dnssec_key_t *gen_alg(uint8_t alg, bool ksk)
+{
+    dnssec_key_t *k = NULL;
+    char err[256] = "";
+    if (dnssec_key_generate(ORIGIN, alg, ksk, 0, &k, err, sizeof(err)) < 0)
+        fail_msg("generate: %s", err);
+    return k;
+}
+
+/* Every RRSIG of rdata sequence p (count of them, over RRset seq/n/ttl of type at owner) checked
+ * by ldns against the key of its algorithm (ksk for DNSKEY, else zsk); which algorithms signed. */
+static unsigned verify_each(const uint8_t *p, unsigned count, dnssec_key_t *const ksk[2],
+                            dnssec_key_t *const zsk[2], const uint8_t *owner, uint16_t type,
+                            uint32_t ttl, uint16_t n, const uint8_t *seq, const uint32_t *offs)
+{
+    unsigned algs = 0;
+    for (unsigned k = 0; k < count; k++) {
+        size_t len = (size_t)p[0] << 8 | p[1];
+        unsigned i = p[2 + 2] == DNSSEC_ALG_ED25519;
+        const dnssec_key_t *by = dnssec_ksk_signed(type) ? ksk[i] : zsk[i];
+        assert_int_equal(verify(by, owner, type, ttl, n, seq, offs, p + 2, len), LDNS_STATUS_OK);
+        algs |= 1u << i;
+        p += 2 + len;
+    }
+    return algs;
+}
+
+/* An algorithm rollover's middle (RFC 6781 §4.1.4): keys of algorithms 13 and 15 all published,
+ * each algorithm signing DNSKEY and the zone. Every RRset ahead, in the export and per query
+ * carries one RRSIG of each algorithm; a published algorithm that signs nothing is refused. */
+static void test_two_algorithms(void **state)
+{
+    (void)state;
+    dnssec_key_t *ksk[2] = {gen_alg(DNSSEC_ALG_ECDSAP256SHA256, true),
+                            gen_alg(DNSSEC_ALG_ED25519, true)};
+    dnssec_key_t *zsk[2] = {gen_alg(DNSSEC_ALG_ECDSAP256SHA256, false),
+                            gen_alg(DNSSEC_ALG_ED25519, false)};
+    dnssec_key_t *keys[4] = {ksk[0], zsk[0], ksk[1], zsk[1]};
+    dnssec_key_t *lone[3] = {dnssec_key_dup(ksk[0]), dnssec_key_dup(zsk[0]),
+                             dnssec_key_dup(ksk[1])};
+    dnssec_key_t *pre[3] = {dnssec_key_dup(ksk[0]), dnssec_key_dup(zsk[0]), dnssec_key_dup(zsk[1])};
+    const uint8_t P = DNSSEC_ROLE_PUBLISH, SD = DNSSEC_ROLE_SIGN_DNSKEY, SZ = DNSSEC_ROLE_SIGN_ZONE;
+    const uint8_t roles[4] = {P | SD, P | SZ, P | SD, P | SZ};
+    dnssec_policy_t pol = {.export = true};
+    dnssec_zone_t *dz = NULL;
+    char err[256];
+    if (dnssec_zone_new_roles(ORIGIN, keys, roles, 4, 2, false, 1, &pol, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(dz->nzsk, 2);
+    assert_int_equal(dz->nksk, 2);
+    zone_t *z = build(dz);
+    if (dnssec_setup_attach(z, dz, NULL, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    /* ahead: the SOA and DNSKEY */
+    const dnssec_sigs_t *sg = dnssec_zone_sigs(dz);
+    static const uint16_t types[] = {WIRE_T_SOA, WIRE_T_DNSKEY, WIRE_T_MX};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        const zone_rrset_t *rs = zone_node_rrset(z->apex_node, types[i]);
+        uint16_t n = 0;
+        const uint8_t *sig = dnssec_static(sg, z, rs, &n);
+        assert_non_null(sig);
+        assert_int_equal(n, 2);
+        assert_int_equal(
+            verify_each(sig, n, ksk, zsk, ORIGIN, types[i], rs->ttl, rs->count, rs->rdata, NULL),
+            3);
+    }
+    /* the export: every RRSIG group, the NSECs' and the steered RRset's (signed for it) too */
+    const dnssec_export_t *e = dz->export;
+    for (size_t i = 0; i < e->count; i++) {
+        const dnssec_export_set_t *s = &e->sets[i];
+        if (s->type != WIRE_T_RRSIG)
+            continue;
+        assert_int_equal(s->count, 2);
+        const zone_node_t *n = zone_find_node(z, s->owner, s->owner_len, dname_hash(s->owner));
+        const uint8_t *seq;
+        uint16_t count;
+        uint32_t ttl;
+        if (s->covered == WIRE_T_NSEC) {
+            const dnssec_export_set_t *x = s + 1;
+            while (x->type != WIRE_T_NSEC)
+                x++;
+            seq = x->rdata, count = 1, ttl = x->ttl;
+        } else {
+            const zone_rrset_t *rs = zone_node_rrset(n, s->covered);
+            seq = rs->rdata, count = rs->count, ttl = rs->ttl;
+        }
+        assert_int_equal(
+            verify_each(s->rdata, s->count, ksk, zsk, s->owner, s->covered, ttl, count, seq, NULL),
+            3);
+    }
+    /* per query: a steered subset, once per zone signer, each from its key */
+    const zone_node_t *st =
+        zone_find_node(z, N("steeredexampletest"), 22, dname_hash(N("steeredexampletest")));
+    const zone_rrset_t *a = zone_node_rrset(st, WIRE_T_A);
+    dnssec_worker_t *w = dnssec_worker_new(0, 64);
+    const uint32_t offs[1] = {6};
+    uint8_t out[2 + DNSSEC_RRSIG_MAX];
+    for (unsigned j = 0; j < 2; j++) {
+        int len = dnssec_online(w, dz, j, z, st->name, 3, WIRE_T_A, 60, 1, a->rdata, offs,
+                                (uint32_t)time(NULL), out + 2);
+        assert_true(len > 0);
+        out[0] = (uint8_t)(len >> 8), out[1] = (uint8_t)len;
+        assert_int_equal(verify_each(out, 1, ksk, zsk, st->name, WIRE_T_A, 60, 1, a->rdata, offs),
+                         1u << j);
+    }
+    dnssec_worker_free(w);
+    zone_free(z);
+
+    /* refused: algorithm 15 published (its KSK) but nothing of it signs the zone */
+    const uint8_t r3[3] = {P | SD, P | SZ, P | SD};
+    assert_true(
+        dnssec_zone_new_roles(ORIGIN, lone, r3, 3, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "no key of its algorithm signs the zone"));
+    /* pre-active: the new algorithm signs before it is published (validators ignore it) */
+    const uint8_t rp[3] = {P | SD, P | SZ, SZ};
+    if (dnssec_zone_new_roles(ORIGIN, pre, rp, 3, 0, false, 1, NULL, &dz, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(dz->nzsk, 2);
+    dnssec_zone_free(dz);
+}
+
 int main(void)
 {
     dnssec_mem_install();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_name_order),
-        cmocka_unit_test(test_export),
-        cmocka_unit_test(test_reuse),
-        cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_name_order),     cmocka_unit_test(test_export),
+        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_two_algorithms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,7 +234,7 @@ static void test_zone_and_cache(void **state)
     char err[256];
     if (dnssec_zone_new(ORIGIN, keys, 2, 1, NULL, &dz, err, sizeof(err)) < 0)
         fail_msg("%s", err);
-    assert_ptr_equal(dz->zsk, zsk);
+    assert_ptr_equal(dz->zsk[0], zsk);
     zone_t *z = build(dz);
     uint32_t now = (uint32_t)time(NULL);
     dnssec_sigs_t *old = NULL;
@@ -275,13 +275,13 @@ static void test_zone_and_cache(void **state)
     assert_non_null(w);
     uint8_t out[DNSSEC_RRSIG_MAX];
     const uint32_t o1[2] = {0, 6}, o2[2] = {6, 0}, o3[1] = {12};
-    int len = dnssec_online(w, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, o1, now, out);
+    int len = dnssec_online(w, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, o1, now, out);
     assert_true(len > 0);
     assert_int_equal(verify(zsk, OWNER_MIXED, WIRE_T_A, 300, 2, a->rdata, o1, out, (size_t)len),
                      LDNS_STATUS_OK);
     uint8_t again[DNSSEC_RRSIG_MAX];
-    int len2 = dnssec_online(w, dz, z, (const uint8_t *)"\3www\7example\4test", 3, WIRE_T_A, 300, 2,
-                             a->rdata, o2, now + 60, again);
+    int len2 = dnssec_online(w, dz, 0, z, (const uint8_t *)"\3www\7example\4test", 3, WIRE_T_A, 300,
+                             2, a->rdata, o2, now + 60, again);
     assert_int_equal(len2, len);
     assert_memory_equal(again, out, (size_t)len); /* the cached one */
     dnssec_worker_stats_t st;
@@ -290,11 +290,11 @@ static void test_zone_and_cache(void **state)
     assert_int_equal(st.misses, 1);
     assert_int_equal(st.sigs, 1);
     /* another subset: a miss */
-    len = dnssec_online(w, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, o3, now, out);
+    len = dnssec_online(w, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, o3, now, out);
     assert_int_equal(verify(zsk, OWNER_MIXED, WIRE_T_A, 300, 1, a->rdata, o3, out, (size_t)len),
                      LDNS_STATUS_OK);
     /* close to its expiry the cached one is made again */
-    len = dnssec_online(w, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, o1,
+    len = dnssec_online(w, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, o1,
                         now + DNSSEC_LIFETIME_DEFAULT - DNSSEC_REFRESH_DEFAULT, out);
     dnssec_worker_stats(w, &st);
     assert_int_equal(st.misses, 3);
@@ -304,13 +304,13 @@ static void test_zone_and_cache(void **state)
     const uint32_t sub[5][2] = {{0, 6}, {0, 12}, {6, 12}, {0, 0}, {6, 6}};
     const uint16_t cnt[5] = {2, 2, 2, 1, 1};
     for (int i = 0; i < 5; i++)
-        assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, cnt[i], a->rdata,
+        assert_true(dnssec_online(w4, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, cnt[i], a->rdata,
                                   sub[i], now + (uint32_t)i, out) > 0);
     dnssec_worker_stats(w4, &st);
     assert_int_equal(st.misses, 5);
-    assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, sub[4], now,
+    assert_true(dnssec_online(w4, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, sub[4], now,
                               out) > 0); /* the newest: still there */
-    assert_true(dnssec_online(w4, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, sub[0], now,
+    assert_true(dnssec_online(w4, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 2, a->rdata, sub[0], now,
                               out) > 0); /* the oldest: gone */
     dnssec_worker_stats(w4, &st);
     assert_int_equal(st.hits, 1);
@@ -318,8 +318,8 @@ static void test_zone_and_cache(void **state)
     dnssec_worker_free(w4);
     /* a worker beyond the zone's contexts fails, counted */
     dnssec_worker_t *w9 = dnssec_worker_new(9, 64);
-    assert_true(dnssec_online(w9, dz, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, o3, now, out) <
-                0);
+    assert_true(
+        dnssec_online(w9, dz, 0, z, OWNER_MIXED, 3, WIRE_T_A, 300, 1, a->rdata, o3, now, out) < 0);
     dnssec_worker_stats(w9, &st);
     assert_int_equal(st.fails, 1);
     /* an NSEC made per query is keyed by its content */
@@ -327,14 +327,14 @@ static void test_zone_and_cache(void **state)
     int nl = dnssec_nsec_rdata(OWNER_MIXED, NULL, 0, true, nsec + 2, sizeof(nsec) - 2);
     nsec[0] = (uint8_t)(nl >> 8);
     nsec[1] = (uint8_t)nl;
-    len = dnssec_online(w, dz, z, OWNER_MIXED, 3, WIRE_T_NSEC, 3600, 1, nsec, NULL, now, out);
+    len = dnssec_online(w, dz, 0, z, OWNER_MIXED, 3, WIRE_T_NSEC, 3600, 1, nsec, NULL, now, out);
     assert_int_equal(verify(zsk, OWNER_MIXED, WIRE_T_NSEC, 3600, 1, nsec, NULL, out, (size_t)len),
                      LDNS_STATUS_OK);
     const uint16_t at[] = {WIRE_T_A};
     nl = dnssec_nsec_rdata(OWNER_MIXED, at, 1, false, nsec + 2, sizeof(nsec) - 2);
     nsec[0] = (uint8_t)(nl >> 8);
     nsec[1] = (uint8_t)nl;
-    len = dnssec_online(w, dz, z, OWNER_MIXED, 3, WIRE_T_NSEC, 3600, 1, nsec, NULL, now, out);
+    len = dnssec_online(w, dz, 0, z, OWNER_MIXED, 3, WIRE_T_NSEC, 3600, 1, nsec, NULL, now, out);
     assert_int_equal(verify(zsk, OWNER_MIXED, WIRE_T_NSEC, 3600, 1, nsec, NULL, out, (size_t)len),
                      LDNS_STATUS_OK);
 
@@ -384,7 +384,7 @@ static void test_zone_errors(void **state)
     /* a single key signs everything (a combined signing key) */
     dnssec_key_t *csk[1] = {gen(DNSSEC_ALG_ECDSAP256SHA256, true)};
     assert_int_equal(dnssec_zone_new(ORIGIN, csk, 1, 2, NULL, &dz, err, sizeof(err)), 0);
-    assert_ptr_equal(dz->zsk, csk[0]);
+    assert_ptr_equal(dz->zsk[0], csk[0]);
     assert_int_equal(dz->nksk, 1);
     dnssec_zone_free(dz);
 }
