@@ -262,24 +262,6 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
     return 0;
 }
 
-/* An algorithm rollover signs every RRset with both algorithms, which the per-query signer does
- * not do yet: a policy whose algorithm differs from the zone's live keys' is refused before the
- * state moves (the zone keeps its keys and serves on), never half done. */
-static int same_algorithm(const struct zent_kasp *e, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < dnssec_kasp_key_count(e->st); i++) {
-        const dnssec_kasp_key_t *key = dnssec_kasp_key_at(e->st, i);
-        if (dnssec_kasp_key_state(key) != DNSSEC_KASP_REMOVED && key->alg != e->pol.algorithm) {
-            snprintf(err, errlen,
-                     "zone %s: dnssec: its keys use algorithm %u, the policy %u: algorithm "
-                     "rollovers are not made yet (keep algorithm %u)",
-                     e->key, key->alg, e->pol.algorithm, key->alg);
-            return TERN_ENOTSUP;
-        }
-    }
-    return 0;
-}
-
 int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, const config_t *cfg,
                       int64_t now, zone_kasp_keys_t *out, char *err, size_t errlen)
 {
@@ -327,8 +309,6 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
             goto out;
         }
     }
-    if (rc == 0)
-        rc = same_algorithm(e, err, errlen);
     if (rc == 0)
         rc = step(e, origin, kdir, now, plan, err, errlen);
     if (rc == 0)
@@ -397,7 +377,7 @@ void zone_kasp_retain(zone_kasp_t *k, const config_t *cfg)
             char ck[DNAME_KEY_MAX];
             const char *why;
             keep = cfg->zones[z].dnssec_policy &&
-                   dname_key(cfg->zones[z].origin, ck, sizeof(ck), &why) == 0 &&
+                   dname_key(cfg->zones[z].origin, ck, sizeof(ck), &why) >= 0 &&
                    strcmp(ck, k->e[i].key) == 0;
         }
         if (keep) {
