@@ -280,12 +280,6 @@ static int add_policy(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent
     if (p->algorithm != 8 && p->algorithm != 13 && p->algorithm != 15)
         return config_fail(pc, val[DP_ALGORITHM], key,
                            "algorithm: %u is not supported: use 8, 13 or 15", p->algorithm);
-    /* a CSK rollover signs every RRset with both keys, which the per-query signer does not do
-     * yet: refused here rather than half done at the first rollover */
-    if (p->csk)
-        return config_fail(pc, val[DP_CSK], key,
-                           "csk: a combined signing key is not supported yet (its rollover "
-                           "needs two signatures per RRset): use a KSK and a ZSK");
     if (p->cds_digest != 2 && p->cds_digest != 4)
         return config_fail(pc, val[DP_CDS_DIGEST], key, "cds_digest: %u: use 2 or 4",
                            p->cds_digest);

@@ -830,7 +830,7 @@ int dnssec_kasp_rollover(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol,
 {
     (void)now;
     bool zsk_group = role == DNSSEC_KASP_ZSK;
-    const char *name = zsk_group ? "ZSK" : "KSK";
+    const char *name = dnssec_kasp_role_name(role);
     if (st->unsign) {
         tern_set_err(err, errlen, "no %s rollover: the zone is being unsigned", name);
         return TERN_EAGAIN;
@@ -852,9 +852,16 @@ int dnssec_kasp_rollover(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol,
         }
         tern_set_err(err, errlen, "no %s rollover: no %s is active%s", name, name,
                      zsk_group && group_current(st, false) ? " (the zone signs with a CSK: "
-                                                             "roll the KSK)"
+                                                             "roll the CSK)"
                                                            : "");
         return TERN_ENOENT;
+    }
+    if (!zsk_group && cur->role != role) {
+        /* a KSK is rolled as a KSK, a CSK as a CSK: the name asked for says what the operator
+         * thinks the zone has, and a mismatch is a mistake worth saying */
+        tern_set_err(err, errlen, "no %s rollover: the zone signs with a %s %u (roll the %s)", name,
+                     dnssec_kasp_role_name(cur->role), cur->tag, dnssec_kasp_role_name(cur->role));
+        return TERN_EINVAL;
     }
     if (other) {
         tern_set_err(err, errlen, "no %s rollover: one is in progress (%s %u is %s)", name,

@@ -95,9 +95,6 @@ static void test_errors(void **state)
                  "dnssec_policies[1]: name: \"a\" is given twice");
     expect_error("dnssec_policies:\n  - {name: a, cds_digest: 3}\n", 2,
                  "dnssec_policies[0]: cds_digest: 3: use 2 or 4");
-    expect_error("dnssec_policies:\n  - {name: a, csk: true}\n", 2,
-                 "dnssec_policies[0]: csk: a combined signing key is not supported yet (its "
-                 "rollover needs two signatures per RRset): use a KSK and a ZSK");
     expect_error("dnssec_policies: {name: a}\n", 1,
                  "dnssec_policies: expected a list of {name, algorithm, ...}, got a mapping");
     expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {}}\n", 2,

@@ -456,7 +456,10 @@ static void test_manual_ksk_rollover_late_ds(void **state)
     expect_flags(&s, 1001, DNSSEC_KASP_REMOVED, false, false, false, false);
     expect_flags(&s, 1003, DNSSEC_KASP_ACTIVE, true, true, false, true);
     assert_int_equal(s.plan.next_event, 0);
-    /* Another may start now. */
+    /* Another may start now, as a KSK rollover (a CSK one is refused: the zone has a KSK). */
+    assert_int_equal(dnssec_kasp_rollover(s.st, &s.pol, DNSSEC_KASP_CSK, s.now, err, 256),
+                     TERN_EINVAL);
+    assert_non_null(strstr(err, "no CSK rollover: the zone signs with a KSK 1003 (roll the KSK)"));
     assert_int_equal(dnssec_kasp_rollover(s.st, &s.pol, DNSSEC_KASP_KSK, s.now, err, 256), 0);
     sim_free(&s);
 }
@@ -537,6 +540,10 @@ static void test_csk_rollover(void **state)
     assert_int_equal(dnssec_kasp_rollover(s.st, &s.pol, DNSSEC_KASP_ZSK, s.now, err, 256),
                      TERN_ENOENT);
     assert_non_null(strstr(err, "CSK"));
+    /* a CSK is rolled as a CSK: asking for a KSK rollover says what the zone has */
+    assert_int_equal(dnssec_kasp_rollover(s.st, &s.pol, DNSSEC_KASP_KSK, s.now, err, 256),
+                     TERN_EINVAL);
+    assert_non_null(strstr(err, "no KSK rollover: the zone signs with a CSK 1001 (roll the CSK)"));
     int64_t act = s.now;
     /* By lifetime: the successor's DS is wanted exactly at the end of it. */
     sim_jump(&s, act + 365 * 86400 - D - P);
