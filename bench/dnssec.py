@@ -16,6 +16,10 @@ cost     the 100k-name bench zone (bench/gen_zone.py) at --rate q/s (default 50,
            tern-signed-do0   the zone signed by ternd, DO=0 queries (no EDNS, as dnsperf sends
                              without -D): the price of being signed for clients that do not ask
            tern-signed       the same signed zone, DO=1
+           tern-signed-2alg  the zone mid algorithm rollover (a key policy, 13 -> 15, its new
+                             KSK's DS awaited): every RRset signed by an ECDSA and an Ed25519
+                             ZSK, so a per-query signature is two (the state is made once per
+                             invocation, see two_alg_state(), and copied into each run)
            knot-unsigned     Knot (bench/run.py's config), DO=1
            knot-onlinesign   Knot with mod-onlinesign and the same keys, DO=1
          on two query files: "all" = queries.txt, and "nonx" = queries.txt without its 5%
@@ -98,10 +102,75 @@ class Tern(run.Tern):
             if self.args.dnssec_cache:
                 f.write("dnssec_cache: %d\n" % self.args.dnssec_cache)
             f.write('zones:\n  - origin: "%s"\n    file: "%s"\n' % (ORIGIN, self.zonefile))
-            if self.keys:
+            if isinstance(self.keys, str):  # a key state to resume (two_alg_state())
+                state = os.path.join(self.dir, "state")
+                shutil.copytree(self.keys, state)
+                f.write("    dnssec: {policy: bench}\n" + TWO_ALG_POLICY % (15, state))
+            elif self.keys:
                 f.write("    dnssec:\n      keys: [%s]\n"
                         % ", ".join('"%s"' % k for k in self.keys))
         return [self.args.ternd, "-c", conf]
+
+
+# Short waits, so two_alg_state() reaches the rollover's middle in seconds; no parents: the new
+# KSK's DS is never seen, so the zone stays signed with both algorithms.
+TWO_ALG_POLICY = """dnssec_policies:
+  - {name: bench, algorithm: %d, zsk_lifetime: 0, propagation_delay: 2, dnskey_ttl: 5,
+     parent_ds_ttl: 5, zone_max_ttl: 5}
+dnssec_state_dir: "%s"
+"""
+
+
+def two_alg_state(args, zonefile, work):
+    """A key state directory where the zone is in the middle of an algorithm rollover: a ternd
+    signs it under a policy of algorithm 13, its KSK's DS is said seen (ternctl ds-seen), then
+    the policy says 15 and is reloaded; once the new keys are published and the new KSK's DS is
+    wanted, both algorithms sign every RRset until that DS is seen, which it never is here."""
+    d = os.path.join(work, "two-alg")
+    state = os.path.join(d, "state")
+    os.makedirs(d)
+    conf, sock = os.path.join(d, "ternd.yaml"), os.path.join(d, "ctl.sock")
+    port = run.free_port()
+
+    def write(alg):
+        with open(conf, "w") as f:
+            f.write('listen: ["127.0.0.1:%d"]\nworkers: 1\ncontrol_socket: "%s"\n' % (port, sock))
+            if os.geteuid() == 0:
+                f.write("allow_root: true\n")
+            f.write('zones:\n  - origin: "%s"\n    file: "%s"\n    dnssec: {policy: bench}\n'
+                    % (ORIGIN, zonefile) + TWO_ALG_POLICY % (alg, state))
+
+    def ctl(*a):
+        return subprocess.run([args.ternctl, "-s", sock] + list(a), capture_output=True,
+                              text=True, timeout=120)
+
+    def wait(pattern, what, secs=180):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            out = ctl("dnssec", "status", ORIGIN).stdout
+            if re.search(pattern, out, re.M):
+                return
+            time.sleep(0.5)
+        raise RuntimeError("two_alg_state: %s never came:\n%s" % (what, out))
+    write(13)
+    logf = open(os.path.join(d, "server.log"), "w")
+    proc = subprocess.Popen([args.ternd, "-c", conf], stdout=logf, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        wait(r"^ds_wanted", "the first KSK's DS wanted")
+        if ctl("dnssec", "ds-seen", ORIGIN).returncode != 0:
+            raise RuntimeError("two_alg_state: ds-seen refused")
+        wait(r"^KSK \d+ alg 13 active", "the first KSK active")
+        write(15)
+        if ctl("reload").returncode != 0:
+            raise RuntimeError("two_alg_state: the reload failed")
+        wait(r"^KSK \d+ alg 15 ready", "the new KSK ready")
+        wait(r"^ds_wanted", "the new KSK's DS wanted")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        logf.close()
+    return state
 
 
 KNOT_SIGNING = """# the imported keys as they are: no generation, no rollover, NSEC
@@ -150,6 +219,7 @@ COST = {
     "tern-unsigned": ("tern", "cost", False, True),
     "tern-signed-do0": ("tern", "cost", True, False),
     "tern-signed": ("tern", "cost", True, True),
+    "tern-signed-2alg": ("tern", "cost", True, True),
     "knot-unsigned": ("knot", "cost", False, True),
     "knot-onlinesign": ("knot", "cost", True, True),
 }
@@ -159,6 +229,7 @@ STEERED = {
 }
 RATIOS = [  # (signed, unsigned) pairs reported
     ("tern-signed", "tern-unsigned"), ("tern-signed-do0", "tern-unsigned"),
+    ("tern-signed-2alg", "tern-signed"),
     ("knot-onlinesign", "knot-unsigned"), ("tern-signed", "knot-onlinesign"),
     ("tern-unsigned", "knot-unsigned"), ("tern-steered-signed", "tern-steered-unsigned"),
 ]
@@ -168,7 +239,8 @@ def start(args, name, zonefile):
     server, _, signed, _ = {**COST, **STEERED}[name]
     wd = tempfile.mkdtemp(prefix="tern-dnssec-%s-" % name, dir=os.path.join(run.CACHE, "run"))
     cls = {"tern": Tern, "knot": Knot}[server]
-    srv = cls(args, os.path.abspath(zonefile), wd, args.keys if signed else None)
+    keys = args.two_alg if name == "tern-signed-2alg" else args.keys
+    srv = cls(args, os.path.abspath(zonefile), wd, keys if signed else None)
     try:
         r = run.Running(srv)
     except Exception:
@@ -708,6 +780,8 @@ def main():
     try:
         args.keys = keygen(args, work)
         meta["keys"] = [os.path.basename(k) for k in args.keys]
+        if "tern-signed-2alg" in cost_cfgs:
+            args.two_alg = two_alg_state(args, os.path.join(zd, ORIGIN + "zone"), work)
         qfiles = {"all": os.path.join(zd, "queries.txt")}
         if "nonx" in args.cost_files:
             qfiles["nonx"], meta["nonx_removed"], meta["nonx_left"] = nonx_file(zd, work)
