@@ -44,6 +44,8 @@ enum {
     DP_CDS_DIGEST,
     DP_PARENTS,
     DP_DS_CHECK_INTERVAL,
+    DP_SIG_LIFETIME,
+    DP_SIG_REFRESH,
     DP_COUNT
 };
 
@@ -146,7 +148,30 @@ static const opt_t policy_rows[DP_COUNT] = {
                               .min = 1,
                               .max = 86400,
                               .desc = "seconds between those questions"},
+    /* as dnssec_lifetime and dnssec_refresh (their bounds and reasons), per policy: a zone
+     * whose TTLs are long may want longer signatures than the server's other zones */
+    [DP_SIG_LIFETIME] = {.key = "signature_lifetime",
+                         .type = OPT_UINT,
+                         POLFIELD(signature_lifetime),
+                         .def = 0,
+                         .min = 0,
+                         .max = 366 * 86400,
+                         .desc = "seconds its zones' signatures are valid; 0 = dnssec_lifetime"},
+    [DP_SIG_REFRESH] = {.key = "signature_refresh",
+                        .type = OPT_UINT,
+                        POLFIELD(signature_refresh),
+                        .def = 0,
+                        .min = 0,
+                        .max = 365 * 86400,
+                        .desc = "make them again when less than this remains; 0 = dnssec_refresh"},
 };
+
+void config_dnssec_signatures(const config_t *c, const config_dnssec_policy_t *p,
+                              unsigned *lifetime, unsigned *refresh)
+{
+    *lifetime = p && p->signature_lifetime ? p->signature_lifetime : c->dnssec_lifetime;
+    *refresh = p && p->signature_refresh ? p->signature_refresh : c->dnssec_refresh;
+}
 
 void config_dnssec_policy_kasp(const config_dnssec_policy_t *p, dnssec_kasp_policy_t *out)
 {
@@ -283,6 +308,14 @@ static int add_policy(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent
     if (p->cds_digest != 2 && p->cds_digest != 4)
         return config_fail(pc, val[DP_CDS_DIGEST], key, "cds_digest: %u: use 2 or 4",
                            p->cds_digest);
+    if (p->signature_lifetime && p->signature_lifetime < 3600)
+        return config_fail(pc, val[DP_SIG_LIFETIME], key,
+                           "signature_lifetime: %u: at least 3600 (or 0: dnssec_lifetime)",
+                           p->signature_lifetime);
+    if (p->signature_refresh && p->signature_refresh < 600)
+        return config_fail(pc, val[DP_SIG_REFRESH], key,
+                           "signature_refresh: %u: at least 600 (or 0: dnssec_refresh)",
+                           p->signature_refresh);
     dnssec_kasp_policy_t kp;
     config_dnssec_policy_kasp(p, &kp);
     kp.zone_max_ttl = p->zone_max_ttl; /* 0: the zone's own, added by the loader */
@@ -325,6 +358,18 @@ const config_dnssec_policy_t *config_dnssec_policy_find(const config_t *c, const
 int config_dnssec_check(const config_t *c, const char *file, char *err, size_t errlen)
 {
     bool any = false;
+    for (size_t i = 0; i < c->ndnssec_policies; i++) {
+        /* against the server-wide values, known once the whole file is read */
+        unsigned life, refresh;
+        config_dnssec_signatures(c, &c->dnssec_policies[i], &life, &refresh);
+        if ((uint64_t)refresh + 3600 >= life) {
+            snprintf(err, errlen,
+                     "%s: dnssec_policies %s: signature refresh %u must be less than the "
+                     "signature lifetime %u minus 3600",
+                     file, c->dnssec_policies[i].name, refresh, life);
+            return TERN_EINVAL;
+        }
+    }
     for (size_t i = 0; i < c->nzones; i++) {
         const char *name = c->zones[i].dnssec_policy;
         if (!name)

@@ -13,13 +13,15 @@
 
 #include "zone_kasp.h"
 
-/* The signature policy of cz's signing state: cfg's lifetimes; an export when secondaries
- * transfer it (tern/dnssec/dnssec_export.h). */
+/* The signature policy of cz's signing state: its key policy's lifetimes, else cfg's; an
+ * export when secondaries transfer it (tern/dnssec/dnssec_export.h). */
 static dnssec_policy_t sig_policy(const config_zone_t *cz, const config_t *cfg)
 {
-    return (dnssec_policy_t){.lifetime = cfg->dnssec_lifetime,
-                             .refresh = cfg->dnssec_refresh,
-                             .export = cz->nnotify || cz->allow_transfer.n};
+    unsigned life, refresh;
+    config_dnssec_signatures(cfg, config_dnssec_policy_find(cfg, cz->dnssec_policy), &life,
+                             &refresh);
+    return (dnssec_policy_t){
+        .lifetime = life, .refresh = refresh, .export = cz->nnotify || cz->allow_transfer.n};
 }
 
 int zone_sign_prepare(const config_zone_t *cz, const config_t *cfg, zone_sign_seen_fn seen,
@@ -105,10 +107,12 @@ char *zone_sign_ident(const config_zone_t *cz, const config_t *cfg)
     if (p) {
         char *s = NULL;
         /* a policy's every setting: a changed one builds the zone again */
+        unsigned life, refresh;
+        config_dnssec_signatures(cfg, p, &life, &refresh);
         if (asprintf(&s, "policy %s/%u/%d/%u/%u/%u/%u/%u/%u/%u/%d/%u %u/%u/%u/%d", p->name,
                      p->algorithm, p->csk, p->rsa_bits, p->ksk_lifetime, p->zsk_lifetime,
                      p->propagation_delay, p->dnskey_ttl, p->parent_ds_ttl, p->zone_max_ttl, p->cds,
-                     p->cds_digest, cfg->dnssec_lifetime, cfg->dnssec_refresh, cfg->workers,
+                     p->cds_digest, life, refresh, cfg->workers,
                      cz->nnotify || cz->allow_transfer.n) < 0)
             return NULL;
         return s;

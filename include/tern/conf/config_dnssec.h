@@ -32,10 +32,17 @@ typedef struct config_dnssec_policy {
     char **parents;             /* "ADDR" or "ADDR@PORT": the parent's servers asked for the DS
                                    of a new KSK; none: ternctl dnssec ds-seen says it */
     size_t nparents;
-    unsigned ds_check_interval; /* seconds between those questions */
+    unsigned ds_check_interval;  /* seconds between those questions */
+    unsigned signature_lifetime; /* seconds its zones' signatures are valid; 0: dnssec_lifetime */
+    unsigned signature_refresh;  /* re-sign when less remains; 0: dnssec_refresh */
 } config_dnssec_policy_t;
 
 struct config;
+
+/** The signature lifetime and refresh of policy p's zones (p NULL: of zones with static keys):
+ * the policy's, else the server's dnssec_lifetime and dnssec_refresh. */
+void config_dnssec_signatures(const struct config *c, const config_dnssec_policy_t *p,
+                              unsigned *lifetime, unsigned *refresh);
 
 /** The policy of that name, or NULL. */
 const config_dnssec_policy_t *config_dnssec_policy_find(const struct config *c, const char *name);

@@ -28,6 +28,9 @@ static const char *const full = "dnssec_state_dir: /var/lib/tern/dnssec\n"
                                 "    parent_ds_ttl: 5\n"
                                 "    zone_max_ttl: 5\n"
                                 "    cds_digest: 4\n"
+                                "    csk: true\n"
+                                "    signature_lifetime: 86400\n"
+                                "    signature_refresh: 7200\n"
                                 "  - {name: default}\n"
                                 "zones:\n"
                                 "  - {origin: a.test, file: a.zone, dnssec: {policy: fast}}\n";
@@ -44,7 +47,16 @@ static void test_full(void **state)
     assert_int_equal(f->zsk_lifetime, 20);
     assert_int_equal(f->cds_digest, 4);
     assert_true(f->cds);
+    assert_true(f->csk);
     assert_string_equal(c.zones[0].dnssec_policy, "fast");
+    /* signatures: the policy's own, else the server's */
+    unsigned life, refresh;
+    config_dnssec_signatures(&c, f, &life, &refresh);
+    assert_int_equal(life, 86400);
+    assert_int_equal(refresh, 7200);
+    config_dnssec_signatures(&c, config_dnssec_policy_find(&c, "default"), &life, &refresh);
+    assert_int_equal(life, c.dnssec_lifetime);
+    assert_int_equal(refresh, c.dnssec_refresh);
     /* the defaults are the key-state machine's */
     const config_dnssec_policy_t *d = config_dnssec_policy_find(&c, "default");
     dnssec_kasp_policy_t kd, kp;
@@ -95,6 +107,12 @@ static void test_errors(void **state)
                  "dnssec_policies[1]: name: \"a\" is given twice");
     expect_error("dnssec_policies:\n  - {name: a, cds_digest: 3}\n", 2,
                  "dnssec_policies[0]: cds_digest: 3: use 2 or 4");
+    expect_error("dnssec_policies:\n  - {name: a, signature_lifetime: 60}\n", 2,
+                 "dnssec_policies[0]: signature_lifetime: 60: at least 3600 (or 0: "
+                 "dnssec_lifetime)");
+    expect_error("dnssec_policies:\n  - {name: a, signature_refresh: 60}\n", 2,
+                 "dnssec_policies[0]: signature_refresh: 60: at least 600 (or 0: "
+                 "dnssec_refresh)");
     expect_error("dnssec_policies: {name: a}\n", 1,
                  "dnssec_policies: expected a list of {name, algorithm, ...}, got a mapping");
     expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {}}\n", 2,
@@ -117,6 +135,11 @@ static void test_check(void **state)
          "{policy: p}}\n",
          "zones with a dnssec policy need dnssec_state_dir (where their keys and key states are "
          "kept)"},
+        /* a policy's refresh against the server's lifetime, known once the file is read */
+        {"dnssec_lifetime: 7200\ndnssec_refresh: 600\ndnssec_policies: [{name: p, "
+         "signature_refresh: 3600}]\n",
+         "dnssec_policies p: signature refresh 3600 must be less than the signature lifetime "
+         "7200 minus 3600"},
     };
     unsetenv("STATE_DIRECTORY");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
