@@ -81,6 +81,8 @@ static void usage(FILE *out)
             "  dnssec ds-seen ZONE [TAG]\n"
             "                      the parent has the DS of the KSK with TAG (default: every KSK\n"
             "                      whose DS the zone waits for): it becomes active\n"
+            "  dnssec ds-gone ZONE the parent has no DS any more for a zone being unsigned\n"
+            "                      (dnssec: {policy, unsign: true}): its keys can go\n"
             "\n"
             "Offline (no server needed):\n"
             "  check-config FILE   parse the config and load every zone it lists\n"
@@ -669,13 +671,13 @@ static int run_offline(int nargs, char **args, const opts_t *o)
         return dnssec_ds_cmd(nargs - 2, args + 2, o->sock, o->config, o->timeout_s);
     if (strcmp(cmd, "dnssec") == 0 && nargs >= 2 &&
         (strcmp(args[1], "status") == 0 || strcmp(args[1], "rollover") == 0 ||
-         strcmp(args[1], "ds-seen") == 0))
+         strcmp(args[1], "ds-seen") == 0 || strcmp(args[1], "ds-gone") == 0))
         return -1; /* asked of ternd */
     if (strcmp(cmd, "dnssec") == 0) {
         fprintf(stderr, "ternctl: usage: ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] "
                         "[-d DIR] | ternctl dnssec ds [--all] KEYFILE|ZONE... | ternctl dnssec "
                         "status [ZONE] | ternctl dnssec rollover ZONE ksk|zsk|csk | ternctl "
-                        "dnssec ds-seen ZONE [TAG]\n");
+                        "dnssec ds-seen ZONE [TAG] | ternctl dnssec ds-gone ZONE\n");
         return EXIT_USAGE;
     }
     return -1;
@@ -718,12 +720,14 @@ static int online_request(int nargs, char **args, char *request, size_t len)
     } else if (strcmp(cmd, "dnssec") == 0) {
         bool ok = (strcmp(args[1], "status") == 0 && nargs <= 3) ||
                   (strcmp(args[1], "rollover") == 0 && nargs == 4) ||
-                  (strcmp(args[1], "ds-seen") == 0 && (nargs == 3 || nargs == 4));
+                  (strcmp(args[1], "ds-seen") == 0 && (nargs == 3 || nargs == 4)) ||
+                  (strcmp(args[1], "ds-gone") == 0 && nargs == 3);
         for (int i = 2; ok && i < nargs; i++)
             ok = plain_word(args[i]);
         if (!ok) {
             fprintf(stderr, "ternctl: usage: ternctl dnssec status [ZONE] | ternctl dnssec "
-                            "rollover ZONE ksk|zsk|csk | ternctl dnssec ds-seen ZONE [TAG]\n");
+                            "rollover ZONE ksk|zsk|csk | ternctl dnssec ds-seen ZONE [TAG] | "
+                            "ternctl dnssec ds-gone ZONE\n");
             return EXIT_USAGE;
         }
         size_t pos = (size_t)snprintf(request, len, "dnssec");

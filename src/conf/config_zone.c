@@ -55,7 +55,7 @@ static const field_t zone_fields[ZF_COUNT] = {
                          false, NULL},
 };
 
-enum { ZD_KEYS, ZD_POLICY, ZD_COUNT };
+enum { ZD_KEYS, ZD_POLICY, ZD_UNSIGN, ZD_COUNT };
 static const field_t zone_dnssec_fields[ZD_COUNT] = {
     [ZD_KEYS] = {"keys",
                  "the zone's BIND key pairs (K<zone>.+<alg>+<tag>, with or without .key or "
@@ -64,6 +64,10 @@ static const field_t zone_dnssec_fields[ZD_COUNT] = {
     [ZD_POLICY] = {"policy",
                    "the name of a dnssec_policies entry: tern makes, publishes, rolls and "
                    "retires the zone's keys (instead of keys)",
+                   false, NULL},
+    [ZD_UNSIGN] = {"unsign",
+                   "true: turn signing off safely (RFC 8078): CDS/CDNSKEY DELETE, the keys "
+                   "removed once the parent's DS is gone (with policy)",
                    false, NULL},
 };
 
@@ -76,6 +80,13 @@ static int get_zone_dnssec(parse_ctx_t *pc, const yaml_node_t *n, const char *ke
         return r;
     if (!val[ZD_KEYS] == !val[ZD_POLICY])
         return config_fail(pc, n, key, "expected keys or policy (one of them)");
+    if (val[ZD_UNSIGN] && !val[ZD_POLICY])
+        return config_fail(pc, val[ZD_UNSIGN], key,
+                           "unsign: only with policy (static keys are removed by removing dnssec, "
+                           "once the parent has no DS)");
+    if (val[ZD_UNSIGN] &&
+        (r = config_get_bool(pc, val[ZD_UNSIGN], key, "unsign", &z->dnssec_unsign)) < 0)
+        return r;
     if (val[ZD_POLICY]) {
         if (!is_text(val[ZD_POLICY]) || scalar(val[ZD_POLICY])[0] == '\0')
             return config_fail(pc, val[ZD_POLICY], key, "policy: expected a policy name, got %s",
@@ -202,6 +213,7 @@ static int config_zone_keys_copy(config_zone_t *dst, const config_zone_t *src)
 {
     if (src->dnssec_policy && !(dst->dnssec_policy = strdup(src->dnssec_policy)))
         return TERN_ENOMEM;
+    dst->dnssec_unsign = src->dnssec_unsign;
     if (!src->ndnssec_keys)
         return 0;
     if (!(dst->dnssec_keys = calloc(src->ndnssec_keys, sizeof(*dst->dnssec_keys))))

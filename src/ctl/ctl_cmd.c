@@ -588,10 +588,10 @@ static void cmd_zone(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen
 
 #define DNSSEC_USAGE                                                                               \
     "dnssec ds ZONE | dnssec status [ZONE] | dnssec rollover ZONE ksk|zsk|csk | dnssec ds-seen "   \
-    "ZONE [TAG]"
+    "ZONE [TAG] | dnssec ds-gone ZONE"
 
-/* dnssec status [ZONE] | rollover ZONE ROLE | ds-seen ZONE [TAG]: the keys tern manages
- * (tern/load/loader.h). */
+/* dnssec status [ZONE] | rollover ZONE ROLE | ds-seen ZONE [TAG] | ds-gone ZONE: the keys tern
+ * manages (tern/load/loader.h). */
 static void cmd_dnssec_keys(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
     bool status = strcmp(argv[1], "status") == 0;
@@ -613,6 +613,8 @@ static void cmd_dnssec_keys(ctl_t *c, char **argv, sb_t *body, char *err, size_t
     int rc;
     if (strcmp(argv[1], "rollover") == 0) {
         rc = loader_dnssec_rollover(c->loader, argv[2], argv[3], err, errlen);
+    } else if (strcmp(argv[1], "ds-gone") == 0) {
+        rc = loader_dnssec_ds_gone(c->loader, argv[2], err, errlen);
     } else {
         char *end = NULL;
         long tag = argv[3] ? strtol(argv[3], &end, 10) : -1;
@@ -633,7 +635,7 @@ static void cmd_dnssec_keys(ctl_t *c, char **argv, sb_t *body, char *err, size_t
 static void cmd_dnssec(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
 {
     if (strcmp(argv[1], "status") == 0 || strcmp(argv[1], "rollover") == 0 ||
-        strcmp(argv[1], "ds-seen") == 0) {
+        strcmp(argv[1], "ds-seen") == 0 || strcmp(argv[1], "ds-gone") == 0) {
         cmd_dnssec_keys(c, argv, body, err, errlen);
         return;
     }

@@ -916,6 +916,20 @@ int dnssec_kasp_ds_gone(dnssec_kasp_t *st, int64_t now, char *err, size_t errlen
     return 0;
 }
 
+int64_t dnssec_kasp_unsigning(const dnssec_kasp_t *st, int64_t *ds_gone)
+{
+    *ds_gone = st->ds_gone;
+    return st->unsign;
+}
+
+bool dnssec_kasp_in_use(const dnssec_kasp_t *st)
+{
+    for (size_t i = 0; i < st->nkeys; i++)
+        if (in_use(&st->keys[i]))
+            return true;
+    return false;
+}
+
 void dnssec_kasp_count(const dnssec_kasp_t *st, size_t counts[DNSSEC_KASP_STATE_COUNT])
 {
     memset(counts, 0, DNSSEC_KASP_STATE_COUNT * sizeof(counts[0]));

@@ -126,8 +126,8 @@ void ds_check_set(ds_check_t *c, const char *key, const char *origin, const ds_c
     pthread_mutex_unlock(&c->mu);
 }
 
-/* The DS RRset of origin at server ("ADDR" or "ADDR@PORT"): does it hold want? 1 yes, 0 no
- * (or no answer: *why says). */
+/* The DS RRset of origin at server ("ADDR" or "ADDR@PORT"): does it meet want (hold its DS;
+ * gone: hold none, said with authority)? 1 yes, 0 no (or no answer: *why says). */
 static int server_has(const char *server, const char *origin, const ds_check_want_t *want,
                       const char **why)
 {
@@ -171,13 +171,24 @@ static int server_has(const char *server, const char *origin, const ds_check_wan
         *why = s != LDNS_STATUS_OK ? ldns_get_errorstr_by_id(s) : "no answer";
         goto out;
     }
-    *why = "no such DS";
+    *why = want->gone ? "a DS is still there" : "no such DS";
+    ldns_pkt_rcode rc = ldns_pkt_get_rcode(p);
+    if (want->gone &&
+        (!ldns_pkt_aa(p) || (rc != LDNS_RCODE_NOERROR && rc != LDNS_RCODE_NXDOMAIN))) {
+        /* a lame or failing server proves nothing about the parent's data */
+        *why = "no authoritative answer";
+        goto out;
+    }
     ldns_rr_list *an = ldns_pkt_answer(p);
+    bool any = false;
     for (size_t i = 0; an && i < ldns_rr_list_rr_count(an) && !found; i++) {
         ldns_rr *rr = ldns_rr_list_rr(an, i);
         if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_DS ||
             ldns_dname_compare(ldns_rr_owner(rr), qname) != 0)
             continue;
+        any = true;
+        if (want->gone)
+            break;
         uint8_t buf[512];
         size_t len = 0;
         for (size_t k = 0; k < ldns_rr_rd_count(rr); k++) {
@@ -189,6 +200,8 @@ static int server_has(const char *server, const char *origin, const ds_check_wan
         }
         found = len == want->len && memcmp(buf, want->rdata, len) == 0;
     }
+    if (want->gone)
+        found = !any;
 out:
     ldns_pkt_free(q);
     ldns_pkt_free(p);
@@ -210,15 +223,22 @@ static void round_of(ds_check_t *c, struct job *j)
                 return;
             if (server_has(j->servers[s], j->origin, &j->wants[w], &why))
                 have++;
+            else if (j->wants[w].gone)
+                log_debug("dnssec: zone %s: DS not gone from %s yet (%s)", j->key, j->servers[s],
+                          why);
             else
                 log_debug("dnssec: zone %s: DS of key %u not at %s yet (%s)", j->key,
                           j->wants[w].tag, j->servers[s], why);
         }
-        if (have == j->nservers) {
+        if (have < j->nservers)
+            continue;
+        if (j->wants[w].gone)
+            log_info("dnssec: zone %s: its DS is gone from every server of the parent (%zu)",
+                     j->key, j->nservers);
+        else
             log_info("dnssec: zone %s: DS of key %u seen at every server of the parent (%zu)",
                      j->key, j->wants[w].tag, j->nservers);
-            c->seen(c->ctx, j->key, j->wants[w].tag);
-        }
+        c->seen(c->ctx, j->key, &j->wants[w]);
     }
 }
 

@@ -9,7 +9,9 @@
  * TCP when truncated, a 2 s timeout, one try); a wanted DS that every server answers is seen:
  * the callback is called with the zone and key tag (it records it and builds the zone again) and
  * the DS is no longer looked for. A server that does not answer, or answers without it, means
- * "not yet" (logged at debug level; the next round asks again).
+ * "not yet" (logged at debug level; the next round asks again). A zone being unsigned (RFC 8078)
+ * waits for the opposite, its DS RRset gone: a want with `gone` set is met when every server
+ * answers authoritatively (AA, NOERROR or NXDOMAIN) with no DS for the zone.
  *
  * Threading: ds_check_set() from the loader thread; the callback on the checker's thread,
  * without its lock held. The thread waits on a condition variable with a deadline and never
@@ -19,6 +21,7 @@
 #ifndef TERN_LOAD_DS_CHECK_H
 #define TERN_LOAD_DS_CHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,9 +35,11 @@ typedef struct ds_check_want {
     uint16_t tag;
     uint16_t len;
     uint8_t rdata[4 + 64];
+    bool gone; /* the zone's whole DS RRset is to be gone (tag, rdata unused) */
 } ds_check_want_t;
 
-typedef void (*ds_check_seen_fn)(void *ctx, const char *key, uint16_t tag);
+/* Called with the want met (seen, or gone). */
+typedef void (*ds_check_seen_fn)(void *ctx, const char *key, const ds_check_want_t *want);
 
 /** A checker calling seen(ctx, ...) for each DS it finds. NULL when out of memory. */
 ds_check_t *ds_check_new(ds_check_seen_fn seen, void *ctx) TERN_WUR;

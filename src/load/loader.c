@@ -706,6 +706,15 @@ int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, siz
     return rc < 0 ? rc : sink_reread(l, key);
 }
 
+int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errlen)
+{
+    char key[DNAME_KEY_MAX];
+    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
+        return TERN_EINVAL;
+    int rc = zone_kasp_ds_gone(l->kasp, key, (int64_t)time(NULL), true, err, errlen);
+    return rc < 0 ? rc : sink_reread(l, key);
+}
+
 zone_source_t *loader_source(loader_t *l, const char *name)
 {
     return source_named(l, name);
@@ -777,12 +786,15 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-/* ds_check's callback (its thread): the parent has the DS a managed zone waited for. */
-static void ds_seen(void *ctx, const char *key, uint16_t tag)
+/* ds_check's callback (its thread): the parent has the DS a managed zone waited for (or, for a
+ * zone being unsigned, no DS any more). */
+static void ds_seen(void *ctx, const char *key, const ds_check_want_t *want)
 {
     loader_t *l = ctx;
     char err[256];
-    if (zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, sizeof(err)) < 0)
+    int64_t now = (int64_t)time(NULL);
+    if ((want->gone ? zone_kasp_ds_gone(l->kasp, key, now, false, err, sizeof(err))
+                    : zone_kasp_ds_seen(l->kasp, key, want->tag, now, err, sizeof(err))) < 0)
         log_warn("dnssec: zone %s: %s", key, err);
     else if (sink_reread(l, key) < 0)
         log_err("dnssec: zone %s: out of memory; its DS takes effect at the next check", key);

@@ -319,6 +319,15 @@ static int read_zone(build_t *b, const struct snapshot *s, zone_source_t *src, s
     size_t dnskeys_len = 0;
     zone_t *z = NULL;
     int rc;
+    if (!cz->dnssec_policy && zone_kasp_signing(b->l->kasp, e->key)) {
+        /* served unsigned at once, it would be bogus wherever the parent's DS is cached */
+        snprintf(b->err, b->errlen,
+                 "zone %s: its managed keys are in use and its parent may hold its DS: to stop "
+                 "signing, set dnssec: {policy: ..., unsign: true} first, and remove dnssec once "
+                 "`ternctl dnssec status` shows no key in use (RFC 8078)",
+                 e->key);
+        return TERN_EINVAL;
+    }
     if (cz->ndnssec_keys && (rc = zone_sign_prepare(cz, b->cfg, snapshot_dep_add, e, &dz, dnskeys,
                                                     &dnskeys_len, b->err, b->errlen)) < 0)
         return rc;

@@ -37,7 +37,8 @@ struct zent_kasp {
     char path[PATH_MAX]; /* its state file */
     uint16_t wanted[4];  /* the DS the last plan wants */
     size_t nwanted;
-    bool unsaved; /* made by this process, not in its file yet */
+    bool gone_wanted; /* unsigning: the parent's DS is to go (CDS DELETE published) */
+    bool unsaved;     /* made by this process, not in its file yet */
 };
 
 struct zone_kasp {
@@ -59,6 +60,8 @@ static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_pol
 {
     ds_check_want_t wants[4];
     size_t n = 0;
+    if (e->gone_wanted) /* unsigning: the whole DS RRset is to go (RFC 8078) */
+        wants[n++] = (ds_check_want_t){.gone = true};
     for (size_t i = 0; i < plan->nds_wanted && n < 4 && cp->nparents; i++)
         for (size_t j = 0; j < plan->nkeys; j++) {
             if (plan->keys[j].tag != plan->ds_wanted[i] || plan->keys[j].role == DNSSEC_KASP_ZSK)
@@ -249,6 +252,8 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
     }
     e->unsaved = false;
     e->next_event = plan->next_event;
+    int64_t gone;
+    e->gone_wanted = plan->cds_delete && dnssec_kasp_unsigning(e->st, &gone) && !gone;
     e->nwanted = plan->nds_wanted < 4 ? plan->nds_wanted : 4;
     memcpy(e->wanted, plan->ds_wanted, e->nwanted * sizeof(*e->wanted));
     for (size_t i = 0; i < e->nwanted; i++)
@@ -259,6 +264,56 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
         free(e->status);
         e->status = text;
     }
+    return 0;
+}
+
+/* Under mu: zone e against its unsign setting (dnssec: {policy, unsign: true}). Set: the
+ * unsigning starts (RFC 8078: CDS/CDNSKEY DELETE, the keys leave once the parent's DS is gone);
+ * with no key made yet there is nothing to undo (*skip: serve it unsigned, make none). Unset
+ * after an unsigning finished: signed again from scratch. Unset half way: refused, since the
+ * parent may still hold a DS, or have just dropped it, and neither signing on nor stopping is
+ * safe until it is through. */
+static int follow_unsign(struct zent_kasp *e, const config_zone_t *cz, int64_t now, bool *skip,
+                         char *err, size_t errlen)
+{
+    int64_t gone, unsign = dnssec_kasp_unsigning(e->st, &gone);
+    *skip = false;
+    if (cz->dnssec_unsign) {
+        if (unsign)
+            return 0;
+        if (!dnssec_kasp_in_use(e->st)) {
+            *skip = true;
+            return 0;
+        }
+        char why[256];
+        if (dnssec_kasp_unsign(e->st, now, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "zone %s: dnssec: cannot unsign: %s", e->key, why);
+            return TERN_EINVAL;
+        }
+        log_info("dnssec: zone %s: unsigning (RFC 8078): CDS/CDNSKEY DELETE published; the keys "
+                 "go once the parent's DS is gone",
+                 e->key);
+        e->unsaved = true;
+        return 0;
+    }
+    if (!unsign)
+        return 0;
+    if (dnssec_kasp_in_use(e->st)) {
+        snprintf(err, errlen,
+                 "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep unsign: true "
+                 "until `ternctl dnssec status` shows no key in use",
+                 e->key);
+        return TERN_EINVAL;
+    }
+    dnssec_kasp_t *fresh = dnssec_kasp_new();
+    if (!fresh) {
+        snprintf(err, errlen, "zone %s: out of memory", e->key);
+        return TERN_ENOMEM;
+    }
+    dnssec_kasp_free(e->st);
+    e->st = fresh;
+    e->unsaved = true;
+    log_info("dnssec: zone %s: unsigned before, signed again from scratch", e->key);
     return 0;
 }
 
@@ -308,6 +363,14 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
             snprintf(err, errlen, "zone %s: dnssec: %s", key, lerr);
             goto out;
         }
+    }
+    bool skip = false;
+    if (rc == 0)
+        rc = follow_unsign(e, cz, now, &skip, err, errlen);
+    if (rc == 0 && skip) {
+        free(e->status);
+        e->status = strdup("unsigned (unsign: true, no key was made)\n");
+        goto out; /* *out is empty: served unsigned */
     }
     if (rc == 0)
         rc = step(e, origin, kdir, now, plan, err, errlen);
@@ -409,6 +472,11 @@ char *zone_kasp_status(zone_kasp_t *k, const char *key, char *err, size_t errlen
         for (size_t w = 0; w < e->nwanted; w++)
             fprintf(f, "ds_wanted: %u (ternctl dnssec ds-seen %s %u once the parent has it)\n",
                     e->wanted[w], e->key, e->wanted[w]);
+        if (e->gone_wanted)
+            fprintf(f,
+                    "ds_gone_wanted: yes (ternctl dnssec ds-gone %s once the parent has no "
+                    "DS)\n",
+                    e->key);
         shown++;
     }
     pthread_mutex_unlock(&k->mu);
@@ -490,4 +558,29 @@ int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, cha
     }
     pthread_mutex_unlock(&k->mu);
     return rc;
+}
+
+int zone_kasp_ds_gone(zone_kasp_t *k, const char *key, int64_t now, bool by_operator, char *err,
+                      size_t errlen)
+{
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = prepared(k, key, err, errlen);
+    int rc = e ? dnssec_kasp_ds_gone(e->st, now, err, errlen) : TERN_ENOENT;
+    if (rc == 0) {
+        log_info("dnssec: zone %s: the parent's DS is gone (%s)", key,
+                 by_operator ? "said by the operator" : "seen at its servers");
+        e->gone_wanted = false;
+        rc = save(e, err, errlen);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return rc;
+}
+
+bool zone_kasp_signing(zone_kasp_t *k, const char *key)
+{
+    pthread_mutex_lock(&k->mu);
+    struct zent_kasp *e = entry(k, key, false);
+    bool on = e && e->st && dnssec_kasp_in_use(e->st);
+    pthread_mutex_unlock(&k->mu);
+    return on;
 }

@@ -93,4 +93,14 @@ int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_
 int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, char *err,
                       size_t errlen) TERN_WUR;
 
+/** `ternctl dnssec ds-gone ZONE`, or the checker (by_operator false): the parent no longer has
+ * a DS for the zone being unsigned; its keys go parent DS TTL + propagation delay later. 0, or a
+ * negative code with the reason in err (the zone is not being unsigned). */
+int zone_kasp_ds_gone(zone_kasp_t *k, const char *key, int64_t now, bool by_operator, char *err,
+                      size_t errlen) TERN_WUR;
+
+/** True while zone key's managed keys are in use (published or signing): such a zone must be
+ * unsigned (dnssec: {policy, unsign: true}) before its policy may go from the config. */
+bool zone_kasp_signing(zone_kasp_t *k, const char *key);
+
 #endif

@@ -109,10 +109,10 @@ char *zone_sign_ident(const config_zone_t *cz, const config_t *cfg)
         /* a policy's every setting: a changed one builds the zone again */
         unsigned life, refresh;
         config_dnssec_signatures(cfg, p, &life, &refresh);
-        if (asprintf(&s, "policy %s/%u/%d/%u/%u/%u/%u/%u/%u/%u/%d/%u %u/%u/%u/%d", p->name,
+        if (asprintf(&s, "policy %s/%u/%d/%u/%u/%u/%u/%u/%u/%u/%d/%u/%d %u/%u/%u/%d", p->name,
                      p->algorithm, p->csk, p->rsa_bits, p->ksk_lifetime, p->zsk_lifetime,
                      p->propagation_delay, p->dnskey_ttl, p->parent_ds_ttl, p->zone_max_ttl, p->cds,
-                     p->cds_digest, life, refresh, cfg->workers,
+                     p->cds_digest, cz->dnssec_unsign, life, refresh, cfg->workers,
                      cz->nnotify || cz->allow_transfer.n) < 0)
             return NULL;
         return s;

@@ -39,6 +39,10 @@ Checks:
   csk_rollover        csk.test, one combined key (csk: true): its DS by the registrar, then
                       `ternctl dnssec rollover csk.test csk`: both CSKs sign www at once, the
                       DS moves, the old CSK leaves; validated throughout, restarted mid-way
+  unsign              dropping ds.test's dnssec from the config is refused (its DS is at the
+                      parent); csk.test with unsign: true (RFC 8078): CDS DELETE published, the
+                      registrar removes the DS, tern's checker sees it gone, the keys leave and
+                      the zone is served unsigned; Unbound never answers SERVFAIL
   serial_kept         date.test (serial 2026120601, ahead of the Unix time, and transferred, so
                       each signed version needs a higher one): a change without a new serial is
                       served as ...02; after a restart the next version is ...03, not the file's
@@ -404,7 +408,8 @@ zones:
             u = dns.update.UpdateMessage("test.")
             u.delete(zone, "DS")
             for text in want:
-                u.add(zone, 3, "DS", text)
+                if text.split()[:3] != ["0", "0", "0"]:  # CDS DELETE (RFC 8078): no DS
+                    u.add(zone, 3, "DS", text)
             r = dns.query.tcp(u, LOOPBACK, port=ctx["knot"].port, timeout=5)
             expect(r.rcode() == dns.rcode.NOERROR, "Knot refused the DS: %s" % r)
             ctx["at_parent"][zone] = want
@@ -549,6 +554,56 @@ zones:
                   "%d validated answers" % (first[0], seen["updates"], seen["restarted"],
                                             seen["asked"]))
 
+        def unsign():
+            # RFC 8078 on csk.test: unsign: true publishes CDS DELETE, the registrar removes the
+            # DS, tern's checker sees it gone, the keys leave a DS TTL later; the zone goes from
+            # secure to insecure with no SERVFAIL on the way. Dropping ds.test's dnssec at once
+            # is refused instead.
+            t2 = ctx["t2"]
+            conf = os.path.join(t2.dir, "ternd.yaml")
+            text = open(conf).read()
+            servers.write_atomic(conf, text.replace("    dnssec: {policy: parent}\n", ""))
+            out = t2.ctl("reload")
+            expect(out.returncode != 0 and "unsign: true" in out.stdout + out.stderr,
+                   "dropping a signed zone's dnssec was not refused: %s %s" %
+                   (out.stdout, out.stderr))
+            expect(t2.log_has("its managed keys are in use"), "the refusal not logged")
+            t2.yaml = t2.yaml.replace("dnssec: {policy: csk}", "dnssec: {policy: csk, unsign: true}")
+            servers.write_atomic(conf, text.replace("dnssec: {policy: csk}",
+                                                    "dnssec: {policy: csk, unsign: true}"))
+            out = t2.ctl("reload")
+            expect(out.returncode == 0, "reload: %s %s" % (out.stdout, out.stderr))
+            servers.wait_until(lambda: any(t.split()[:3] == ["0", "0", "0"]
+                                           for t in cds_of("csk.test.")), 10, "CDS DELETE")
+            u = ctx["u2"]
+            asked = 0
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 90:
+                registrar("csk.test.")
+                for name, ok in (("www.csk.test.", (dns.rcode.NOERROR,)),
+                                 # compact denial while signed, NXDOMAIN once unsigned
+                                 ("nx%d.csk.test." % asked,
+                                  (dns.rcode.NOERROR, dns.rcode.NXDOMAIN))):
+                    r = u.ask(name, "A")
+                    asked += 1
+                    expect(r.rcode() in ok, "%s via Unbound: %s\n%s" % (
+                        name, dns.rcode.to_text(r.rcode()), u.log_text()))
+                if not dnskeys(ctx["t2"].port, "csk.test."):
+                    break
+                time.sleep(STEP)
+            expect(not dnskeys(ctx["t2"].port, "csk.test."), "the keys never left: %s" %
+                   keys_of("csk.test."))
+            expect(ctx["t2"].log_has("its DS is gone from every server of the parent"),
+                   "the checker did not see the DS go")
+            expect(not rrsig_tags(ctx["t2"].port, "www.csk.test.", "A"), "www still signed")
+            r = ask(ctx["knot"].port, "csk.test.", "DS")
+            expect(not [x for x in r.answer if x.rdtype == dns.rdatatype.DS], "DS at Knot: %s" % r)
+            # insecure once Unbound's last signed answer (TTL 5) has expired
+            servers.wait_until(lambda: not u.ask("www.csk.test.", "A").flags & dns.flags.AD,
+                               15, "www.csk.test insecure (AD=0)")
+            print("  csk.test unsigned through CDS DELETE (%d answers, none SERVFAIL); "
+                  "dropping ds.test's dnssec refused" % asked)
+
         def serial_kept():
             zd = os.path.join(work, "date.test.zone")
             text = ZONE_TEXT.replace("pol.test.", "date.test.").replace(
@@ -602,6 +657,7 @@ zones:
                          ("parent_ksk_rollover", parent_ksk_rollover),
                          ("algorithm_rollover", algorithm_rollover),
                          ("csk_rollover", csk_rollover),
+                         ("unsign", unsign),
                          ("serial_kept", serial_kept),
                          ("refusals", refusals)):
             if args.only and name not in args.only.split(",") and name != "first_signing":

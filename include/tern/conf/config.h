@@ -328,6 +328,9 @@ typedef struct config_zone {
     size_t ndnssec_keys;
     /* "dnssec: {policy: NAME}": tern makes and rolls the zone's keys (config_dnssec.h) */
     char *dnssec_policy;
+    /* "dnssec: {policy: NAME, unsign: true}": go insecure safely (RFC 8078): CDS DELETE, the
+     * keys removed once the parent's DS is gone */
+    bool dnssec_unsign;
     /* Zone transfers (tern/xfr). primaries non-empty: a secondary zone, transferred in (and
      * refreshed on NOTIFY from allow_notify, default the primaries' addresses). */
     config_xfr_peer_t *primaries;

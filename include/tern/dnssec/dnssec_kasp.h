@@ -273,6 +273,13 @@ int dnssec_kasp_unsign(dnssec_kasp_t *st, int64_t now, char *err, size_t errlen)
  */
 int dnssec_kasp_ds_gone(dnssec_kasp_t *st, int64_t now, char *err, size_t errlen) TERN_WUR;
 
+/** Unsigning: when it started (dnssec_kasp_unsign(); 0: it has not), and in *ds_gone when the
+ * parent's DS was reported gone (0: not yet). */
+int64_t dnssec_kasp_unsigning(const dnssec_kasp_t *st, int64_t *ds_gone);
+
+/** True while some key of st is in use: published, or signing before its publication. */
+bool dnssec_kasp_in_use(const dnssec_kasp_t *st);
+
 /** Count st's keys by state into counts[DNSSEC_KASP_STATE_COUNT] (metrics). */
 void dnssec_kasp_count(const dnssec_kasp_t *st, size_t counts[DNSSEC_KASP_STATE_COUNT]);
 

@@ -142,6 +142,11 @@ int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char
 int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err,
                           size_t errlen) TERN_WUR;
 
+/** `ternctl dnssec ds-gone ZONE`: the parent no longer has a DS for the zone being unsigned
+ * (dnssec: {policy, unsign: true}); the zone is built again at once. 0, or a negative code with
+ * the reason in err. Any thread. */
+int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errlen) TERN_WUR;
+
 /** Set the config hook (before loader_start()); NULL: none. */
 void loader_set_config_hook(loader_t *l, loader_config_hook_fn fn, void *ctx);
 

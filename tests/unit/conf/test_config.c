@@ -575,11 +575,11 @@ static void test_example_has_every_option(void **state)
         nested++;
     }
     assert_int_equal(count, 55);
-    /* xdp 1; a zone 11, its dnssec 2; dnssec_policies 16; api 5, a key 4; redis 17; health 8, its
+    /* xdp 1; a zone 11, its dnssec 3; dnssec_policies 16; api 5, a key 4; redis 17; health 8, its
      * log 4, a check 12; acl 3, ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5,
      * its dnstap 6, its requests 4 */
     assert_int_equal(nested,
-                     1 + 11 + 2 + 16 + 5 + 4 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
+                     1 + 11 + 3 + 16 + 5 + 4 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 + 4 + 4 + 5 + 6 + 4);
 }
 
 /* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */

@@ -33,7 +33,9 @@ static const char *const full = "dnssec_state_dir: /var/lib/tern/dnssec\n"
                                 "    signature_refresh: 7200\n"
                                 "  - {name: default}\n"
                                 "zones:\n"
-                                "  - {origin: a.test, file: a.zone, dnssec: {policy: fast}}\n";
+                                "  - {origin: a.test, file: a.zone, dnssec: {policy: fast}}\n"
+                                "  - {origin: b.test, file: b.zone, dnssec: {policy: fast, "
+                                "unsign: true}}\n";
 
 static void test_full(void **state)
 {
@@ -49,6 +51,8 @@ static void test_full(void **state)
     assert_true(f->cds);
     assert_true(f->csk);
     assert_string_equal(c.zones[0].dnssec_policy, "fast");
+    assert_false(c.zones[0].dnssec_unsign);
+    assert_true(c.zones[1].dnssec_unsign);
     /* signatures: the policy's own, else the server's */
     unsigned life, refresh;
     config_dnssec_signatures(&c, f, &life, &refresh);
@@ -78,6 +82,7 @@ static void test_full(void **state)
     assert_ptr_not_equal(e.dnssec_policies, c.dnssec_policies);
     assert_string_equal(e.dnssec_policies[0].name, "fast");
     assert_string_equal(e.zones[0].dnssec_policy, "fast");
+    assert_true(e.zones[1].dnssec_unsign);
     config_free(&e);
     config_free(&c);
 }
@@ -115,6 +120,12 @@ static void test_errors(void **state)
                  "dnssec_refresh)");
     expect_error("dnssec_policies: {name: a}\n", 1,
                  "dnssec_policies: expected a list of {name, algorithm, ...}, got a mapping");
+    expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {keys: [k], unsign: true}}\n",
+                 2,
+                 "zones[0]: dnssec: unsign: only with policy (static keys are removed by removing "
+                 "dnssec, once the parent has no DS)");
+    expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {policy: p, unsign: 1}}\n", 2,
+                 "zones[0]: dnssec: unsign: expected true or false, got a plain scalar");
     expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {}}\n", 2,
                  "zones[0]: dnssec: expected keys or policy (one of them)");
     expect_error("zones:\n  - {origin: a.test, file: a.zone, dnssec: {keys: [k], policy: p}}\n", 2,

@@ -3,7 +3,8 @@
  * a KSK and a ZSK in the state directory and signs at once; a reload's config keeps a zone that
  * still has a policy (its state and status) and forgets one that lost it; a policy whose
  * algorithm changed starts an algorithm rollover whose keys (both algorithms) make a valid
- * signing state; CSK policies make one combined key.
+ * signing state; CSK policies make one combined key; unsign: true publishes CDS DELETE, waits
+ * for the parent's DS to go and then drops the keys, and the flag dropped half way is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,8 @@
 
 static char dir[] = "/tmp/tern-zone-kasp-XXXXXX";
 
+static bool unsign; /* load(): the zone says unsign: true */
+
 /* A config of one zone k.test with policy p (algorithm alg; csk when csk) in dir. */
 static void load(config_t *c, unsigned alg, bool csk, bool policy)
 {
@@ -35,7 +38,10 @@ static void load(config_t *c, unsigned alg, bool csk, bool policy)
              "     dnskey_ttl: 5, parent_ds_ttl: 5, zone_max_ttl: 5}\n"
              "dnssec_state_dir: \"%s/state\"\n"
              "zones:\n  - {origin: k.test, file: k.zone%s}\n",
-             alg, csk ? "true" : "false", dir, policy ? ", dnssec: {policy: p}" : "");
+             alg, csk ? "true" : "false", dir,
+             !policy  ? ""
+             : unsign ? ", dnssec: {policy: p, unsign: true}"
+                      : ", dnssec: {policy: p}");
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs(text, f);
@@ -168,6 +174,69 @@ static void test_csk(void **state)
     config_free(&c);
 }
 
+static void test_unsign(void **state)
+{
+    (void)state;
+    char cmd[600], err[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/state", dir);
+    assert_int_equal(system(cmd), 0);
+    config_t c;
+    zone_kasp_keys_t out;
+    /* a zone never signed, told to unsign: no key is made, it is served unsigned */
+    unsign = true;
+    load(&c, 13, false, true);
+    zone_kasp_t *k = zone_kasp_new();
+    prepare(k, &c, T0, &out);
+    assert_int_equal(out.n, 0);
+    assert_false(zone_kasp_signing(k, "k.test"));
+    config_free(&c);
+    /* signed, its DS at the parent */
+    unsign = false;
+    load(&c, 13, false, true);
+    prepare(k, &c, T0, &out);
+    signs(&out, 1);
+    prepare(k, &c, T0 + 100, &out);
+    signs(&out, 1);
+    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, err, sizeof(err)), 0);
+    prepare(k, &c, T0 + 101, &out);
+    signs(&out, 1);
+    assert_int_equal(zone_kasp_ds_gone(k, "k.test", T0 + 101, true, err, sizeof(err)),
+                     TERN_EINVAL); /* not being unsigned */
+    config_free(&c);
+    /* unsign: CDS DELETE, the keys stay until the DS is gone */
+    unsign = true;
+    load(&c, 13, false, true);
+    prepare(k, &c, T0 + 200, &out);
+    assert_true(out.cds_delete);
+    signs(&out, 1);
+    char *st = zone_kasp_status(k, "k.test", err, sizeof(err));
+    assert_non_null(strstr(st, "ds_gone_wanted: yes"));
+    free(st);
+    assert_true(zone_kasp_signing(k, "k.test"));
+    /* the flag dropped now: refused, the state unchanged */
+    config_t c2;
+    unsign = false;
+    load(&c2, 13, false, true);
+    assert_true(
+        zone_kasp_prepare(k, "k.test", &c2.zones[0], &c2, T0 + 201, &out, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "it is being unsigned"));
+    /* the parent's DS gone: DS TTL + propagation delay later, no key */
+    assert_int_equal(zone_kasp_ds_gone(k, "k.test", T0 + 300, true, err, sizeof(err)), 0);
+    prepare(k, &c, T0 + 300, &out);
+    signs(&out, 1);
+    prepare(k, &c, T0 + 300 + 5 + 2, &out);
+    assert_int_equal(out.n, 0);
+    assert_false(zone_kasp_signing(k, "k.test"));
+    /* and without the flag again: signed afresh, new keys */
+    prepare(k, &c2, T0 + 400, &out);
+    assert_int_equal(out.n, 2);
+    assert_false(out.cds_delete);
+    signs(&out, 1);
+    config_free(&c2);
+    config_free(&c);
+    zone_kasp_free(k);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -188,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_first_and_retain),
         cmocka_unit_test(test_algorithm_change),
         cmocka_unit_test(test_csk),
+        cmocka_unit_test(test_unsign),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
