@@ -702,7 +702,7 @@ int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, siz
     char key[DNAME_KEY_MAX];
     if (!zone_key_of(zone, key, sizeof(key), err, errlen))
         return TERN_EINVAL;
-    int rc = zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, errlen);
+    int rc = zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), true, err, errlen);
     return rc < 0 ? rc : sink_reread(l, key);
 }
 
@@ -794,7 +794,7 @@ static void ds_seen(void *ctx, const char *key, const ds_check_want_t *want)
     char err[256];
     int64_t now = (int64_t)time(NULL);
     if ((want->gone ? zone_kasp_ds_gone(l->kasp, key, now, false, err, sizeof(err))
-                    : zone_kasp_ds_seen(l->kasp, key, want->tag, now, err, sizeof(err))) < 0)
+                    : zone_kasp_ds_seen(l->kasp, key, want->tag, now, false, err, sizeof(err))) < 0)
         log_warn("dnssec: zone %s: %s", key, err);
     else if (sink_reread(l, key) < 0)
         log_err("dnssec: zone %s: out of memory; its DS takes effect at the next check", key);

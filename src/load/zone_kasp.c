@@ -537,8 +537,8 @@ int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_
     return rc;
 }
 
-int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, char *err,
-                      size_t errlen)
+int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, bool by_operator,
+                      char *err, size_t errlen)
 {
     pthread_mutex_lock(&k->mu);
     struct zent_kasp *e = prepared(k, key, err, errlen);
@@ -552,8 +552,9 @@ int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, cha
     if (e && rc == 0 && tag >= 0)
         rc = dnssec_kasp_ds_seen(e->st, (uint16_t)tag, now, err, errlen);
     if (rc == 0) {
-        log_info("dnssec: zone %s: DS %s seen at the parent (said by the operator)", key,
-                 tag < 0 ? "of every KSK waiting" : "of the key");
+        log_info("dnssec: zone %s: DS %s seen at the parent (%s)", key,
+                 tag < 0 ? "of every KSK waiting" : "of the key",
+                 by_operator ? "said by the operator" : "seen at its servers");
         rc = save(e, err, errlen);
     }
     pthread_mutex_unlock(&k->mu);

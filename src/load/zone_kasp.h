@@ -88,10 +88,11 @@ char *zone_kasp_status(zone_kasp_t *k, const char *key, char *err, size_t errlen
 int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_t now, char *err,
                        size_t errlen) TERN_WUR;
 
-/** `ternctl dnssec ds-seen ZONE [TAG]`, or the checker: the DS of the KSK with that tag (-1:
- * every KSK whose DS is wanted) is at the parent. 0, or a negative code with the reason in err. */
-int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, char *err,
-                      size_t errlen) TERN_WUR;
+/** `ternctl dnssec ds-seen ZONE [TAG]` (by_operator), or the checker: the DS of the KSK with
+ * that tag (-1: every KSK whose DS is wanted) is at the parent. 0, or a negative code with the
+ * reason in err. */
+int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, bool by_operator,
+                      char *err, size_t errlen) TERN_WUR;
 
 /** `ternctl dnssec ds-gone ZONE`, or the checker (by_operator false): the parent no longer has
  * a DS for the zone being unsigned; its keys go parent DS TTL + propagation delay later. 0, or a

@@ -116,7 +116,7 @@ static void test_algorithm_change(void **state)
     char err[512];
     prepare(k, &c, T0 + 100, &out); /* the KSK ready: its DS wanted */
     signs(&out, 1);
-    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, err, sizeof(err)), 0);
+    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, true, err, sizeof(err)), 0);
     prepare(k, &c, T0 + 101, &out);
     signs(&out, 1);
     /* the policy now says 15: the new keys sign at once (pre-active), beside the old */
@@ -133,7 +133,7 @@ static void test_algorithm_change(void **state)
     for (int64_t t = T0 + 200; t < T0 + 2000; t += 50) {
         prepare(k, &c, t, &out);
         signs(&out, 0);
-        if (zone_kasp_ds_seen(k, "k.test", -1, t, err, sizeof(err)) < 0)
+        if (zone_kasp_ds_seen(k, "k.test", -1, t, true, err, sizeof(err)) < 0)
             continue; /* no DS wanted at this step */
     }
     prepare(k, &c, T0 + 3000, &out);
@@ -162,7 +162,7 @@ static void test_csk(void **state)
     char err[512];
     prepare(k, &c, T0 + 100, &out);
     signs(&out, 1);
-    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, err, sizeof(err)), 0);
+    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, true, err, sizeof(err)), 0);
     prepare(k, &c, T0 + 101, &out);
     signs(&out, 1);
     /* a CSK rollover: both CSKs sign everything from the new one's publication */
@@ -197,7 +197,7 @@ static void test_unsign(void **state)
     signs(&out, 1);
     prepare(k, &c, T0 + 100, &out);
     signs(&out, 1);
-    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, err, sizeof(err)), 0);
+    assert_int_equal(zone_kasp_ds_seen(k, "k.test", -1, T0 + 100, true, err, sizeof(err)), 0);
     prepare(k, &c, T0 + 101, &out);
     signs(&out, 1);
     assert_int_equal(zone_kasp_ds_gone(k, "k.test", T0 + 101, true, err, sizeof(err)),
