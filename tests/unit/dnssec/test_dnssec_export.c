@@ -159,6 +159,27 @@ static void check_nsec(const dnssec_export_set_t *s, unsigned i)
     assert_memory_equal(rd + nl, want, (size_t)wl);
 }
 
+/* What RRSIG group s of an export covers: the zone's RRset at its node *n (returned), or the
+ * NSEC after it in the export's list (NULL returned); its RRs, count and TTL. */
+static const zone_rrset_t *covered(const zone_t *z, const dnssec_export_set_t *s,
+                                   const zone_node_t **n, const uint8_t **seq, uint16_t *count,
+                                   uint32_t *ttl)
+{
+    *n = zone_find_node(z, s->owner, s->owner_len, dname_hash(s->owner));
+    assert_non_null(*n);
+    if (s->covered == WIRE_T_NSEC) {
+        const dnssec_export_set_t *x = s + 1;
+        while (x->type != WIRE_T_NSEC)
+            x++;
+        *seq = x->rdata, *count = 1, *ttl = x->ttl;
+        return NULL;
+    }
+    const zone_rrset_t *rs = zone_node_rrset(*n, s->covered);
+    assert_non_null(rs);
+    *seq = rs->rdata, *count = rs->count, *ttl = rs->ttl;
+    return rs;
+}
+
 static void test_export(void **state)
 {
     (void)state;
@@ -191,21 +212,12 @@ static void test_export(void **state)
             continue;
         }
         assert_int_equal(s->type, WIRE_T_RRSIG);
-        /* what it covers: the zone's RRset, or the NSEC before it in this list's name */
-        const zone_node_t *n = zone_find_node(z, s->owner, s->owner_len, dname_hash(s->owner));
-        assert_non_null(n);
+        const zone_node_t *n;
         const uint8_t *seq;
         uint16_t count;
         uint32_t ttl;
-        if (s->covered == WIRE_T_NSEC) {
-            const dnssec_export_set_t *x = s + 1;
-            while (x->type != WIRE_T_NSEC)
-                x++;
-            seq = x->rdata, count = 1, ttl = x->ttl;
-        } else {
-            const zone_rrset_t *rs = zone_node_rrset(n, s->covered);
-            assert_non_null(rs);
-            seq = rs->rdata, count = rs->count, ttl = rs->ttl;
+        const zone_rrset_t *rs = covered(z, s, &n, &seq, &count, &ttl);
+        if (rs) {
             if (n->cut && s->covered == WIRE_T_NS)
                 sub_ns_signed = true;
             if (zone_rrset_geo(z, rs)) {
@@ -475,19 +487,11 @@ static void test_two_algorithms(void **state)
         if (s->type != WIRE_T_RRSIG)
             continue;
         assert_int_equal(s->count, 2);
-        const zone_node_t *n = zone_find_node(z, s->owner, s->owner_len, dname_hash(s->owner));
+        const zone_node_t *n;
         const uint8_t *seq;
         uint16_t count;
         uint32_t ttl;
-        if (s->covered == WIRE_T_NSEC) {
-            const dnssec_export_set_t *x = s + 1;
-            while (x->type != WIRE_T_NSEC)
-                x++;
-            seq = x->rdata, count = 1, ttl = x->ttl;
-        } else {
-            const zone_rrset_t *rs = zone_node_rrset(n, s->covered);
-            seq = rs->rdata, count = rs->count, ttl = rs->ttl;
-        }
+        (void)covered(z, s, &n, &seq, &count, &ttl);
         assert_int_equal(
             verify_each(s->rdata, s->count, ksk, zsk, s->owner, s->covered, ttl, count, seq, NULL),
             3);
