@@ -58,7 +58,7 @@ static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_pol
                     const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
                     const char *kdir)
 {
-    ds_check_want_t wants[4];
+    ds_check_want_t wants[4] = {0}; /* every field: .gone false for the DS wanted */
     size_t n = 0;
     if (e->gone_wanted) /* unsigning: the whole DS RRset is to go (RFC 8078) */
         wants[n++] = (ds_check_want_t){.gone = true};

@@ -257,7 +257,9 @@ zones:
             expect(rrsig_tags(port, "www.pol.test.", "A") == {ctx["zsk"]}, "www not ZSK-signed")
             servers.wait_until(lambda: "ds_wanted: %d" % ctx["ksk"] in status(), 30,
                                "the KSK ready, its DS wanted")
-            expect(cds_tags(port) == {ctx["ksk"]}, "CDS %s" % cds_tags(port))
+            # the status moves at the key step, the CDS with the version built after it
+            servers.wait_until(lambda: cds_tags(port) == {ctx["ksk"]}, 10,
+                               "the KSK's CDS published")
             u = servers.Unbound(work, "unbound", [(ZONE, port, ds_text(port, ctx["ksk"]))])
             u.start()
             unbounds.append(u)
