@@ -706,6 +706,11 @@ int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, siz
     return rc < 0 ? rc : sink_reread(l, key);
 }
 
+int loader_dnssec_keys(loader_t *l, loader_dnssec_keys_t **out, size_t *n)
+{
+    return zone_kasp_gauges(l->kasp, out, n);
+}
+
 zone_source_t *loader_source(loader_t *l, const char *name)
 {
     return source_named(l, name);

@@ -38,6 +38,9 @@ struct zent_kasp {
     uint16_t wanted[4];  /* the DS the last plan wants */
     size_t nwanted;
     bool unsaved; /* made by this process, not in its file yet */
+    /* what the last step left, for the metrics (gauge.zone unset: copied with the name) */
+    loader_dnssec_keys_t gauge;
+    bool stepped;
 };
 
 struct zone_kasp {
@@ -219,6 +222,20 @@ static void keys_release(zone_kasp_keys_t *out)
     out->n = 0;
 }
 
+/* Under mu: e's gauges from the plan of its step (every key of its state, removed ones too). */
+static void gauge_set(struct zent_kasp *e, const dnssec_kasp_plan_t *plan)
+{
+    memset(&e->gauge, 0, sizeof(e->gauge));
+    for (size_t i = 0; i < plan->nkeys; i++) {
+        const dnssec_kasp_plan_key_t *p = &plan->keys[i];
+        if ((unsigned)p->role < LOADER_DNSSEC_ROLES && (unsigned)p->state < DNSSEC_KASP_STATE_COUNT)
+            e->gauge.count[p->role][p->state]++;
+    }
+    e->gauge.next_event = plan->next_event;
+    e->gauge.ds_wanted = plan->nds_wanted > 0;
+    e->stepped = true;
+}
+
 /* Under mu: step e to now (generating what the plan asks for), log and save; *plan filled. */
 static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, int64_t now,
                 dnssec_kasp_plan_t *plan, char *err, size_t errlen)
@@ -254,6 +271,7 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
     for (size_t i = 0; i < e->nwanted; i++)
         log_debug("dnssec: zone %s: waiting for the DS of key %u at the parent", e->key,
                   e->wanted[i]);
+    gauge_set(e, plan);
     char *text = dnssec_kasp_status_text(e->st, &e->pol, now);
     if (text) {
         free(e->status);
@@ -397,7 +415,7 @@ void zone_kasp_retain(zone_kasp_t *k, const config_t *cfg)
             char ck[DNAME_KEY_MAX];
             const char *why;
             keep = cfg->zones[z].dnssec_policy &&
-                   dname_key(cfg->zones[z].origin, ck, sizeof(ck), &why) == 0 &&
+                   dname_key(cfg->zones[z].origin, ck, sizeof(ck), &why) >= 0 &&
                    strcmp(ck, k->e[i].key) == 0;
         }
         if (keep) {
@@ -510,4 +528,36 @@ int zone_kasp_ds_seen(zone_kasp_t *k, const char *key, int tag, int64_t now, cha
     }
     pthread_mutex_unlock(&k->mu);
     return rc;
+}
+
+int zone_kasp_gauges(zone_kasp_t *k, loader_dnssec_keys_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&k->mu);
+    /* one block: the entries, then their names (one free() for the reader) */
+    size_t count = 0, names = 0;
+    for (size_t i = 0; i < k->n; i++)
+        if (k->e[i].stepped) {
+            count++;
+            names += strlen(k->e[i].key) + 1;
+        }
+    loader_dnssec_keys_t *g = count ? malloc(count * sizeof(*g) + names) : NULL;
+    if (g) {
+        char *name = (char *)(g + count);
+        for (size_t i = 0, j = 0; i < k->n; i++) {
+            if (!k->e[i].stepped)
+                continue;
+            size_t len = strlen(k->e[i].key) + 1;
+            g[j] = k->e[i].gauge;
+            g[j++].zone = memcpy(name, k->e[i].key, len);
+            name += len;
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    if (count && !g)
+        return TERN_ENOMEM;
+    *out = g;
+    *n = count;
+    return 0;
 }
