@@ -16,7 +16,10 @@ Checks:
                          new one active and the old retired; the gauges survive `ternctl reload`
   dnsviz_chain           DNSViz (probe of tern and Knot, grok anchored at Knot's DNSKEY): the
                          delegation is SECURE and there is no error
-  dnsviz_secondary       the same of the NSD secondary's copy (at tern's serial)
+  dnsviz_zone_alone      DNSViz asking tern alone, anchored at the zone's KSK (the helper as
+                         test_dnssec_kasp's zones without a parent use it): SECURE, no error;
+                         anchored at the ZSK: errors, not SECURE
+  dnsviz_secondary       the same as dnsviz_chain of the NSD secondary's copy (at tern's serial)
   dnsviz_catches_bad_ds  Knot's DS for ds.test replaced by one with a wrong digest: DNSViz
                          reports errors and the delegation is not SECURE (the helper can fail)
   guard_refuses          the helper's loopback guard refuses a socket aimed elsewhere
@@ -31,6 +34,7 @@ import tempfile
 import time
 import urllib.request
 
+import dns.dnssec
 import dns.flags
 import dns.message
 import dns.query
@@ -42,27 +46,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dnsviz  # noqa: E402
 import servers  # noqa: E402
 from servers import LOOPBACK, expect, find_program, free_port, run_check  # noqa: E402
-from test_dnssec_kasp import KnotParent  # noqa: E402
+from test_dnssec_kasp import POLICY, ZONE_TEXT, KnotParent  # noqa: E402
 
 ZONE = "ds.test."
-# ns1.ds.test at 127.0.0.1, as Knot's glue has it (DNSViz compares the two)
-ZONE_TEXT = """$ORIGIN ds.test.
-$TTL 5
-@ IN SOA ns1 hostmaster 1 3600 600 86400 5
-@ NS ns1
-ns1 A 127.0.0.1
-www A 192.0.2.3
-"""
-POLICY = """dnssec_policies:
-  - name: fast
-    algorithm: 13
-    zsk_lifetime: 20
-    propagation_delay: 2
-    dnskey_ttl: 5
-    parent_ds_ttl: 5
-    zone_max_ttl: 5
-    ds_check_interval: 1
-"""
+# test_dnssec_kasp's zone and policy (5 s TTLs, a 20 s ZSK lifetime) as its ds.test has them
+ZONE_TEXT = ZONE_TEXT.replace("pol.test.", ZONE)
+POLICY += "    ds_check_interval: 1\n"
 
 
 def scrape(port):
@@ -89,6 +78,13 @@ def zone_gauge(metrics, name):
 def serial(port, zone=ZONE):
     r = dns.query.udp(dns.message.make_query(zone, "SOA"), LOOPBACK, port=port, timeout=2)
     return r.answer[0][0].serial if r.answer else None
+
+
+def dns_keys(port):
+    """{tag: flags} of ds.test's DNSKEY RRset."""
+    r = dns.query.udp(dns.message.make_query(ZONE, "DNSKEY"), LOOPBACK, port=port, timeout=2)
+    return {dns.dnssec.key_id(rd): rd.flags for rrset in r.answer
+            if rrset.rdtype == dns.rdatatype.DNSKEY for rd in rrset}
 
 
 def main():
@@ -211,6 +207,25 @@ zones:
             expect(not r.errors, "DNSViz errors:\n  " + "\n  ".join(r.errors))
             expect(r.status == "SECURE", "delegation %s, not SECURE" % r.status)
 
+        def dnsviz_zone_alone():
+            # no parent asked: anchored at the zone's own KSK, as a validator holding its DS
+            ksk = [t for t, flags in dns_keys(tern.port).items() if flags == 257]
+            expect(len(ksk) == 1, "KSKs: %s" % ksk)
+            anchor = dnsviz.dnskey_anchor(ZONE, LOOPBACK, tern.port, tags=ksk)
+            r = dnsviz.dnsviz_check(ZONE, {ZONE: [(LOOPBACK, tern.port)]}, [anchor],
+                                    os.path.join(work, "alone"))
+            print("  alone: %s, %d errors, %d warnings in %.1f s" % (
+                r.status, len(r.errors), len(r.warnings), r.seconds))
+            expect(not r.errors, "DNSViz errors:\n  " + "\n  ".join(r.errors))
+            expect(r.status == "SECURE", "zone %s, not SECURE" % r.status)
+            # anchored at the ZSK, which signs no DNSKEY RRset: not SECURE
+            zsk = [t for t in dns_keys(tern.port) if t not in ksk]
+            anchor = dnsviz.dnskey_anchor(ZONE, LOOPBACK, tern.port, tags=zsk[:1])
+            r = dnsviz.dnsviz_check(ZONE, {ZONE: [(LOOPBACK, tern.port)]}, [anchor],
+                                    os.path.join(work, "alone-zsk"))
+            print("  alone at the ZSK: %s, %d errors" % (r.status, len(r.errors)))
+            expect(r.status != "SECURE" and r.errors, "SECURE with a DS of the ZSK")
+
         def dnsviz_secondary():
             servers.wait_until(lambda: serial(nsd.port) == serial(tern.port), 20,
                                "NSD at tern's serial")
@@ -252,6 +267,7 @@ zones:
         for name, fn in (("guard_refuses", guard_refuses),
                          ("metrics_first_signing", metrics_first_signing),
                          ("dnsviz_chain", dnsviz_chain),
+                         ("dnsviz_zone_alone", dnsviz_zone_alone),
                          ("dnsviz_secondary", dnsviz_secondary),
                          ("metrics_zsk_rollover", metrics_zsk_rollover),
                          ("dnsviz_catches_bad_ds", dnsviz_catches_bad_ds)):
