@@ -94,7 +94,8 @@ def guarded(argv, cwd, env=None):
 
 
 def available():
-    """True when DNSViz is installed (Debian's dnsviz package)."""
+    """True when DNSViz is installed (Debian's dnsviz package; a zone checked alone also needs
+    BIND's named, which DNSViz starts)."""
     return os.path.exists(DNSVIZ)
 
 
