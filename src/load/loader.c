@@ -715,6 +715,11 @@ int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errle
     return rc < 0 ? rc : sink_reread(l, key);
 }
 
+int loader_dnssec_keys(loader_t *l, loader_dnssec_keys_t **out, size_t *n)
+{
+    return zone_kasp_gauges(l->kasp, out, n);
+}
+
 zone_source_t *loader_source(loader_t *l, const char *name)
 {
     return source_named(l, name);

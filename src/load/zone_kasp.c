@@ -39,6 +39,9 @@ struct zent_kasp {
     size_t nwanted;
     bool gone_wanted; /* unsigning: the parent's DS is to go (CDS DELETE published) */
     bool unsaved;     /* made by this process, not in its file yet */
+    /* what the last step left, for the metrics (gauge.zone unset: copied with the name) */
+    loader_dnssec_keys_t gauge;
+    bool stepped;
 };
 
 struct zone_kasp {
@@ -222,6 +225,20 @@ static void keys_release(zone_kasp_keys_t *out)
     out->n = 0;
 }
 
+/* Under mu: e's gauges from the plan of its step (every key of its state, removed ones too). */
+static void gauge_set(struct zent_kasp *e, const dnssec_kasp_plan_t *plan)
+{
+    memset(&e->gauge, 0, sizeof(e->gauge));
+    for (size_t i = 0; i < plan->nkeys; i++) {
+        const dnssec_kasp_plan_key_t *p = &plan->keys[i];
+        if ((unsigned)p->role < LOADER_DNSSEC_ROLES && (unsigned)p->state < DNSSEC_KASP_STATE_COUNT)
+            e->gauge.count[p->role][p->state]++;
+    }
+    e->gauge.next_event = plan->next_event;
+    e->gauge.ds_wanted = plan->nds_wanted > 0;
+    e->stepped = true;
+}
+
 /* Under mu: step e to now (generating what the plan asks for), log and save; *plan filled. */
 static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, int64_t now,
                 dnssec_kasp_plan_t *plan, char *err, size_t errlen)
@@ -259,6 +276,7 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
     for (size_t i = 0; i < e->nwanted; i++)
         log_debug("dnssec: zone %s: waiting for the DS of key %u at the parent", e->key,
                   e->wanted[i]);
+    gauge_set(e, plan);
     char *text = dnssec_kasp_status_text(e->st, &e->pol, now);
     if (text) {
         free(e->status);
@@ -584,4 +602,36 @@ bool zone_kasp_signing(zone_kasp_t *k, const char *key)
     bool on = e && e->st && dnssec_kasp_in_use(e->st);
     pthread_mutex_unlock(&k->mu);
     return on;
+}
+
+int zone_kasp_gauges(zone_kasp_t *k, loader_dnssec_keys_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&k->mu);
+    /* one block: the entries, then their names (one free() for the reader) */
+    size_t count = 0, names = 0;
+    for (size_t i = 0; i < k->n; i++)
+        if (k->e[i].stepped) {
+            count++;
+            names += strlen(k->e[i].key) + 1;
+        }
+    loader_dnssec_keys_t *g = count ? malloc(count * sizeof(*g) + names) : NULL;
+    if (g) {
+        char *name = (char *)(g + count);
+        for (size_t i = 0, j = 0; i < k->n; i++) {
+            if (!k->e[i].stepped)
+                continue;
+            size_t len = strlen(k->e[i].key) + 1;
+            g[j] = k->e[i].gauge;
+            g[j++].zone = memcpy(name, k->e[i].key, len);
+            name += len;
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    if (count && !g)
+        return TERN_ENOMEM;
+    *out = g;
+    *n = count;
+    return 0;
 }

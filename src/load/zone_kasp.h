@@ -28,6 +28,7 @@
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
 #include "tern/dnssec/dnssec_key.h"
+#include "tern/load/loader.h"
 #include "tern/zone/zone.h"
 
 typedef struct zone_kasp zone_kasp_t;
@@ -82,6 +83,12 @@ void zone_kasp_retain(zone_kasp_t *k, const config_t *cfg);
  * malloc'd string; NULL with err set when no such zone is managed or out of memory.
  */
 char *zone_kasp_status(zone_kasp_t *k, const char *key, char *err, size_t errlen);
+
+/**
+ * loader_dnssec_keys() (tern/load/loader.h): a copy, under the mutex, of the counts each zone's
+ * last step recorded. 0 and *out (one block the caller frees) or TERN_ENOMEM.
+ */
+int zone_kasp_gauges(zone_kasp_t *k, loader_dnssec_keys_t **out, size_t *n) TERN_WUR;
 
 /** `ternctl dnssec rollover ZONE ksk|zsk|csk`: start one now (the caller asks for the build).
  * 0, or a negative code with the reason in err. */

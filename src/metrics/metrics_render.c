@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -574,6 +575,51 @@ static void render_update(buf_t *b, loader_t *l)
                          st.rcode[i]);
 }
 
+/* The zones whose keys tern manages (dnssec: {policy}), from the loader's snapshot: the keys by
+ * role and state, the next key event, the DS awaited. Only once such a zone has been stepped. */
+static void render_dnssec_keys(buf_t *b, loader_t *l)
+{
+    loader_dnssec_keys_t *g = NULL;
+    size_t n = 0;
+    if (loader_dnssec_keys(l, &g, &n) < 0) {
+        b->failed = true;
+        return;
+    }
+    if (!n)
+        return;
+    /* Prometheus label values in lower case, as the policy's role words are written */
+    static const char *const roles[LOADER_DNSSEC_ROLES] = {"ksk", "zsk", "csk"};
+    family(b, "tern_dnssec_keys", "gauge",
+           "Keys of each zone whose keys tern manages, by role and state (removed: the history "
+           "its key state keeps). Only the roles the zone has keys of.");
+    for (size_t i = 0; i < n; i++)
+        for (unsigned r = 0; r < LOADER_DNSSEC_ROLES; r++) {
+            uint32_t any = 0;
+            for (unsigned s = 0; s < DNSSEC_KASP_STATE_COUNT; s++)
+                any += g[i].count[r][s];
+            for (unsigned s = 0; any && s < DNSSEC_KASP_STATE_COUNT; s++) {
+                put(b, "tern_dnssec_keys{zone=\"");
+                put_label_value(b, g[i].zone);
+                put(b, "\",role=\"%s\",state=\"%s\"} %" PRIu32 "\n", roles[r],
+                    dnssec_kasp_state_name((dnssec_kasp_state_t)s), g[i].count[r][s]);
+            }
+        }
+    /* a zone with nothing scheduled (every key waits for the operator or the parent) has no
+     * sample: a made-up 0 would read as "due now" */
+    int64_t now = (int64_t)time(NULL);
+    family(b, "tern_dnssec_next_event_seconds", "gauge",
+           "Seconds until the zone's next key event (0: due, its build pending).");
+    for (size_t i = 0; i < n; i++)
+        if (g[i].next_event)
+            sample_label(b, "tern_dnssec_next_event_seconds", "zone", g[i].zone,
+                         g[i].next_event > now ? (uint64_t)(g[i].next_event - now) : 0);
+    family(b, "tern_dnssec_ds_wanted", "gauge",
+           "1 while the zone waits for a new KSK's (or CSK's) DS at its parent, else 0.");
+    for (size_t i = 0; i < n; i++)
+        sample_label(b, "tern_dnssec_ds_wanted", "zone", g[i].zone, g[i].ds_wanted);
+    free(g);
+}
+
 /* The query log, when configured. */
 static void render_qlog(buf_t *b, const server_t *srv)
 {
@@ -620,6 +666,7 @@ int metrics_render(tern_buf_t *out, const metrics_source_t *src)
     sample(b, "tern_log_dropped_total", log_dropped_lines());
     render_xfr(b, src->xfr);
     render_update(b, src->loader);
+    render_dnssec_keys(b, src->loader);
     if (b->failed || !b->p) {
         tern_buf_free(b);
         return TERN_ENOMEM;

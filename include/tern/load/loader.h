@@ -34,6 +34,7 @@
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
+#include "tern/dnssec/dnssec_kasp.h"
 #include "tern/health/health.h"
 #include "tern/checker/health_check.h"
 #include "tern/source/aname_resolver.h"
@@ -146,6 +147,28 @@ int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err,
  * (dnssec: {policy, unsign: true}); the zone is built again at once. 0, or a negative code with
  * the reason in err. Any thread. */
 int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errlen) TERN_WUR;
+
+/* The roles of dnssec_kasp_role_t (KSK, ZSK, CSK), indexing loader_dnssec_keys_t.count. */
+#define LOADER_DNSSEC_ROLES 3
+
+/* One zone whose keys tern manages, as its last key step left it (GET /metrics). */
+typedef struct loader_dnssec_keys {
+    const char *zone; /* its key ("example.test"), inside the snapshot's block */
+    /* keys by dnssec_kasp_role_t and dnssec_kasp_state_t, removed ones included (the history
+     * its state keeps) */
+    uint32_t count[LOADER_DNSSEC_ROLES][DNSSEC_KASP_STATE_COUNT];
+    int64_t next_event; /* Unix seconds of its next key event; 0: none scheduled */
+    bool ds_wanted;     /* a KSK/CSK is ready and its DS is awaited at the parent */
+} loader_dnssec_keys_t;
+
+/**
+ * Every managed zone's key counts, next event and DS wait, as the loader thread left them at
+ * each zone's last key step (a zone never stepped is left out): *out is one malloc'd block the
+ * caller free()s (the zone names inside it), *n its entries, in no fixed order. 0, or
+ * TERN_ENOMEM (*out NULL). Any thread: copied under the key registry's mutex, which is held
+ * only for copies and steps, never for I/O of the caller's.
+ */
+int loader_dnssec_keys(loader_t *l, loader_dnssec_keys_t **out, size_t *n) TERN_WUR;
 
 /** Set the config hook (before loader_start()); NULL: none. */
 void loader_set_config_hook(loader_t *l, loader_config_hook_fn fn, void *ctx);

@@ -13,7 +13,10 @@
  * dropped}_total, tern_tcp_connections_total{event}, tern_edns_queries_total,
  * tern_ecs_queries_total, tern_zones, tern_zone_serial{zone}, tern_zone_records{zone},
  * tern_reloads_total{result}, tern_last_reload_{duration_seconds,success,timestamp_seconds}
- * (the last three have a sample only once a reload has run: the initial load is not a reload).
+ * (the last three have a sample only once a reload has run: the initial load is not a reload);
+ * for zones whose keys tern manages (a copy from loader_dnssec_keys(), taken under the key
+ * registry's mutex, rendered after it is released): tern_dnssec_keys{zone,role,state},
+ * tern_dnssec_next_event_seconds{zone}, tern_dnssec_ds_wanted{zone}.
  *
  * Lifecycle: metrics_start() after server_start() and loader_load() (it reads both), before
  * dropping privileges (the address may be a privileged port); metrics_stop() before
