@@ -27,6 +27,9 @@ Checks:
                       tern's checker sees it at Knot and makes the KSK active with no ds-seen;
                       an Unbound anchored at test. (Knot's KSK) validates www.ds.test through
                       the chain
+  (each rollover below: DNSViz probes tern and Knot and groks the chain anchored at Knot's
+   DNSKEY at every stage, i.e. whenever the set of live keys and their states changes: no error
+   and the delegation SECURE each time)
   parent_ksk_rollover a KSK rollover through the parent: the registrar keeps Knot's DS set equal
                       to tern's CDS, tern sees the new DS by itself and retires the old KSK; the
                       chain validates (answers and denials, AD=1) every 0.3 s throughout, and
@@ -42,14 +45,15 @@ Checks:
   unsign              dropping ds.test's dnssec from the config is refused (its DS is at the
                       parent); csk.test with unsign: true (RFC 8078): CDS DELETE published, the
                       registrar removes the DS, tern's checker sees it gone, the keys leave and
-                      the zone is served unsigned; Unbound never answers SERVFAIL
+                      the zone is served unsigned; Unbound never answers SERVFAIL; DNSViz: no
+                      error or warning, the delegation INSECURE
   serial_kept         date.test (serial 2026120601, ahead of the Unix time, and transferred, so
                       each signed version needs a higher one): a change without a new serial is
                       served as ...02; after a restart the next version is ...03, not the file's
                       ...01 (the serial served is kept in the state directory)
   refusals            a ds-seen for a tag no key waits for, an unknown zone, a CSK rollover of
                       a KSK/ZSK zone: refused with the reason
-Skips (77) when unbound or knotd is missing.
+Skips (77) when unbound, knotd or dnsviz is missing.
 """
 
 import argparse
@@ -72,6 +76,7 @@ import dns.rdatatype
 import dns.update
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dnsviz  # noqa: E402
 import servers  # noqa: E402
 from servers import LOOPBACK, Failure, expect, find_program, free_port, run_check  # noqa: E402
 
@@ -206,6 +211,9 @@ def main():
         if find_program(prog) is None:
             print("%s not found: skipped" % prog)
             return 77
+    if not dnsviz.available():
+        print("dnsviz not found: skipped")
+        return 77
     work = tempfile.mkdtemp(prefix="tern-kasp-")
     results = []
     zone = os.path.join(work, "pol.test.zone")
@@ -438,13 +446,14 @@ zones:
             expect(after == before, "after the restart %s, before %s" % (after, before))
             return before
 
-        def through_parent(zone, done, restart_when, what, seconds=120):
+        def through_parent(zone, done, restart_when, what, seconds=180):
             """The registrar keeping Knot's DS for zone equal to tern's CDS while an Unbound
             anchored at test. validates zone every STEP, until done(keys) holds; the second
             ternd restarted once, the first time restart_when(keys) holds. Returns what was
             seen: the DS updates, the validated answers, the RRSIG algorithms of www's A."""
             w = Watch(ctx["u2"], names=(("www." + zone, "A"), ("nx%d." + zone, "A")))
-            seen = {"updates": 0, "restarted": None, "algs": set()}
+            seen = {"updates": 0, "restarted": None, "algs": set(), "stages": 0, "warnings": []}
+            stage = None
             t0 = time.monotonic()
             while time.monotonic() - t0 < seconds:
                 w.run(0)
@@ -455,6 +464,12 @@ zones:
                                               if rrset.rdtype == dns.rdatatype.RRSIG
                                               for rd in rrset)))
                 keys = keys_of(zone)
+                now = sorted((t, k) for t, k in keys.items() if k[2] != "removed")
+                if now != stage:  # a new stage of the rollover: DNSViz's verdict on it
+                    stage = now
+                    seen["stages"] += 1
+                    seen["warnings"] += viz(zone, "%s-%d" % (what.split()[-2], seen["stages"]),
+                                            now)
                 if seen["restarted"] is None and restart_when(keys):
                     seen["restarted"] = restart_t2()[zone]
                     continue
@@ -466,7 +481,21 @@ zones:
             expect(seen["restarted"], "%s: never restarted mid-way: %s" % (what, keys))
             w.run(1)
             seen["asked"] = w.asked
+            for text in sorted(set(seen["warnings"])):
+                print("    DNSViz warning (%s): %s" % (what, text))
             return seen
+
+        def viz(zone, name, stage, want="SECURE"):
+            """DNSViz (probe of tern and Knot, grok anchored at Knot's DNSKEY): no error, and
+            the delegation's status want, at this stage; its warnings."""
+            anchor = dnsviz.dnskey_anchor("test.", LOOPBACK, ctx["knot"].port)
+            where = {zone: [(LOOPBACK, ctx["t2"].port)], "test.": [(LOOPBACK, ctx["knot"].port)]}
+            r = dnsviz.dnsviz_check(zone, where, [anchor], os.path.join(work, "viz", name))
+            ctx["viz"] = ctx.get("viz", 0) + 1
+            expect(not r.errors and r.status == want,
+                   "DNSViz at %s %s: %s, errors %s, warnings %s" % (name, stage, r.status,
+                                                                    r.errors, r.warnings))
+            return r.warnings
 
         def live(keys):
             return {t: k for t, k in keys.items() if k[2] != "removed"}
@@ -486,8 +515,8 @@ zones:
             expect(old[0] not in dnskeys(ctx["t2"].port, "ds.test."),
                    "the old KSK is still in DNSKEY")
             print("  KSK %d rolled through the parent (%d DS updates, restarted at %s), "
-                  "%d validated answers" % (old[0], seen["updates"], seen["restarted"],
-                                            seen["asked"]))
+                  "%d validated answers, DNSViz clean at %d stages" % (
+                      old[0], seen["updates"], seen["restarted"], seen["asked"], seen["stages"]))
 
         def algorithm_rollover():
             # RFC 6781 §4.1.4, 13 -> 15: the policy's algorithm changed and reloaded; the new
@@ -509,7 +538,7 @@ zones:
             def mid(keys):  # both algorithms published
                 return {k[1] for k in live(keys).values() if k[2] in ("published", "ready",
                                                                        "active")} == {13, 15}
-            seen = through_parent("ds.test.", done, mid, "the algorithm rollover", 150)
+            seen = through_parent("ds.test.", done, mid, "the algorithm rollover", 200)
             expect((13, 15) in seen["algs"], "never signed with both algorithms: %s" % seen["algs"])
             servers.wait_until(lambda: {rd.algorithm for rrset in ask(
                 ctx["t2"].port, "www.ds.test.", "A").answer if rrset.rdtype == dns.rdatatype.RRSIG
@@ -520,8 +549,9 @@ zones:
             ds = ctx["at_parent"]["ds.test."]
             expect(all(text.split()[1] == "15" for text in ds), "DS at the parent %s" % ds)
             print("  algorithm 13 -> 15 (%d DS updates, restarted at %s; signatures seen %s), "
-                  "%d validated answers" % (seen["updates"], seen["restarted"],
-                                            sorted(seen["algs"]), seen["asked"]))
+                  "%d validated answers, DNSViz clean at %d stages" % (
+                      seen["updates"], seen["restarted"], sorted(seen["algs"]), seen["asked"],
+                      seen["stages"]))
 
         def csk_rollover():
             # one combined key: its first DS by the registrar, then a CSK rollover (the new CSK
@@ -553,8 +583,9 @@ zones:
             seen = through_parent("csk.test.", done, two, "the CSK rollover")
             expect(both, "the two CSKs never both signed www")
             print("  CSK %d rolled through the parent (%d DS updates, restarted at %s), "
-                  "%d validated answers" % (first[0], seen["updates"], seen["restarted"],
-                                            seen["asked"]))
+                  "%d validated answers, DNSViz clean at %d stages" % (
+                      first[0], seen["updates"], seen["restarted"], seen["asked"],
+                      seen["stages"]))
 
         def unsign():
             # RFC 8078 on csk.test: unsign: true publishes CDS DELETE, the registrar removes the
@@ -600,6 +631,8 @@ zones:
             expect(not rrsig_tags(ctx["t2"].port, "www.csk.test.", "A"), "www still signed")
             r = ask(ctx["knot"].port, "csk.test.", "DS")
             expect(not [x for x in r.answer if x.rdtype == dns.rdatatype.DS], "DS at Knot: %s" % r)
+            warn = viz("csk.test.", "unsigned", "unsigned", want="INSECURE")
+            expect(not warn, "DNSViz warns of the unsigned zone: %s" % warn)
             # insecure once Unbound's last signed answer (TTL 5) has expired
             servers.wait_until(lambda: not u.ask("www.csk.test.", "A").flags & dns.flags.AD,
                                15, "www.csk.test insecure (AD=0)")
