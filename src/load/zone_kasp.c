@@ -143,105 +143,43 @@ static int make_dirs(const char *dir, char *keys, size_t klen, char *err, size_t
     return 0;
 }
 
-/* Make the keys the plan asks for, write them to kdir, and register them. */
-static int generate(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
-                    const dnssec_kasp_plan_t *plan, int64_t now, char *err, size_t errlen)
+/* The state directory's keys/ as the zone's key store: BIND files, a key's id its file stem. */
+struct file_store {
+    const char *kdir;
+    const uint8_t *origin; /* the zone's wire name: a key read must be the zone's */
+};
+
+static int file_put(void *ctx, const dnssec_key_t *key, char *id, size_t idlen, char *err,
+                    size_t errlen)
 {
-    for (size_t i = 0; i < plan->ngenerate; i++) {
-        const dnssec_kasp_generate_t *g = &plan->generate[i];
-        char kerr[256], stem[PATH_MAX];
-        int rc = TERN_EEXIST;
-        /* a tag that collides with a live key: make another (1 in 65536 per try) */
-        for (int tries = 0; tries < 8 && rc == TERN_EEXIST; tries++) {
-            dnssec_key_t *key = NULL;
-            bool ksk = g->role != DNSSEC_KASP_ZSK;
-            rc = dnssec_key_generate(origin, g->alg, ksk, g->rsa_bits, &key, kerr, sizeof(kerr));
-            if (rc == 0)
-                rc = dnssec_key_write(key, kdir, stem, sizeof(stem), kerr, sizeof(kerr));
-            if (rc == 0) {
-                const char *id = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
-                rc = dnssec_kasp_add_key(e->st, g->role, g->alg, key->tag, id, now, kerr,
-                                         sizeof(kerr));
-                if (rc == 0)
-                    log_info("dnssec: zone %s: %s %u (algorithm %u) generated: %s", e->key,
-                             dnssec_kasp_role_name(g->role), key->tag, g->alg, stem);
-            }
-            dnssec_key_free(key);
-        }
-        if (rc < 0) {
-            snprintf(err, errlen, "zone %s: dnssec: cannot make a %s: %s", e->key,
-                     dnssec_kasp_role_name(g->role), kerr);
-            return rc;
-        }
-    }
-    return 0;
+    const struct file_store *fs = ctx;
+    char stem[PATH_MAX];
+    int rc = dnssec_key_write(key, fs->kdir, stem, sizeof(stem), err, errlen);
+    if (rc == 0)
+        snprintf(id, idlen, "%s", strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem);
+    return rc;
 }
 
-/* Load the keys the plan uses into out. */
-static int plan_keys(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
-                     const dnssec_kasp_plan_t *plan, zone_kasp_keys_t *out, char *err,
-                     size_t errlen)
+static int file_get(void *ctx, const char *id, dnssec_key_t **out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
-    out->cds_digest = e->pol.publish_cds ? e->pol.cds_digest : 0;
-    out->cds_delete = plan->cds_delete;
-    if (plan->unsigned_zone)
-        return 0;
-    for (size_t i = 0; i < plan->nkeys; i++) {
-        const dnssec_kasp_plan_key_t *p = &plan->keys[i];
-        if (!p->in_dnskey && !p->signs_dnskey && !p->signs_zone && !p->in_cds)
-            continue;
-        if (out->n == ZONE_KASP_KEYS_MAX) {
-            snprintf(err, errlen, "zone %s: dnssec: more than %d keys in use", e->key,
-                     ZONE_KASP_KEYS_MAX);
-            return TERN_ELIMIT;
-        }
-        char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[512];
-        snprintf(path, sizeof(path), "%s/%s", kdir, p->id);
-        int rc = dnssec_key_load(path, origin, &out->keys[out->n], kerr, sizeof(kerr));
-        if (rc < 0) {
-            snprintf(err, errlen, "zone %s: dnssec: key %s %u: %s", e->key,
-                     dnssec_kasp_role_name(p->role), p->tag, kerr);
-            return rc;
-        }
-        out->roles[out->n++] = (uint8_t)((p->in_dnskey ? DNSSEC_ROLE_PUBLISH : 0) |
-                                         (p->signs_dnskey ? DNSSEC_ROLE_SIGN_DNSKEY : 0) |
-                                         (p->signs_zone ? DNSSEC_ROLE_SIGN_ZONE : 0) |
-                                         (p->in_cds && e->pol.publish_cds ? DNSSEC_ROLE_CDS : 0));
-    }
-    return 0;
-}
-
-static void keys_release(zone_kasp_keys_t *out)
-{
-    for (unsigned i = 0; i < out->n; i++)
-        dnssec_key_free(out->keys[i]);
-    out->n = 0;
+    const struct file_store *fs = ctx;
+    char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2];
+    snprintf(path, sizeof(path), "%s/%s", fs->kdir, id);
+    return dnssec_key_load(path, fs->origin, out, err, errlen);
 }
 
 /* Under mu: step e to now (generating what the plan asks for), log and save; *plan filled. */
 static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, int64_t now,
                 dnssec_kasp_plan_t *plan, char *err, size_t errlen)
 {
-    int rc = 0;
-    bool changed = e->unsaved; /* a new state; else a transition or a key made */
-    for (int round = 0; round < 4; round++) {
-        if ((rc = dnssec_kasp_step(e->st, &e->pol, now, plan)) < 0) {
-            char why[256];
-            if (dnssec_kasp_policy_check(&e->pol, why, sizeof(why)) < 0)
-                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, why);
-            else
-                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, tern_strerror(rc));
-            return rc;
-        }
-        for (size_t i = 0; i < plan->nlog; i++)
-            log_info("dnssec: zone %s: %s", e->key, plan->log[i]);
-        changed = changed || plan->nlog || plan->ngenerate;
-        if (!plan->ngenerate)
-            break;
-        if ((rc = generate(e, origin, kdir, plan, now, err, errlen)) < 0)
-            return rc;
-    }
+    struct file_store fs = {kdir, origin};
+    const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+    bool changed;
+    int rc = dnssec_kasp_keys_step(e->st, &e->pol, e->key, origin, now, &store, plan, &changed, err,
+                                   errlen);
+    if (rc < 0)
+        return rc;
+    changed = changed || e->unsaved; /* a new state; else a transition or a key made */
     char serr[512];
     if (changed && (rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr))) < 0) {
         snprintf(err, errlen, "zone %s: dnssec: %s", e->key, serr);
@@ -333,22 +271,22 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
         rc = step(e, origin, kdir, now, plan, err, errlen);
     if (rc == 0)
         want_ds(k, e, cp, cz->origin, plan, origin, kdir);
-    if (rc == 0)
-        rc = plan_keys(e, origin, kdir, plan, out, err, errlen);
+    if (rc == 0) {
+        struct file_store fs = {kdir, origin};
+        const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+        rc = dnssec_kasp_keys_load(plan, &e->pol, e->key, &store, out, err, errlen);
+    }
 out:
     pthread_mutex_unlock(&k->mu);
     free(plan);
     if (rc < 0)
-        keys_release(out);
+        dnssec_kasp_keys_release(out);
     return rc;
 }
 
 void zone_kasp_built(zone_kasp_t *k, const char *key, const zone_t *z)
 {
-    uint32_t max = 0;
-    for (uint32_t i = 0; i < z->rrset_count; i++)
-        if (z->rrsets[i].ttl > max)
-            max = z->rrsets[i].ttl;
+    uint32_t max = zone_max_ttl(z);
     pthread_mutex_lock(&k->mu);
     struct zent_kasp *e = entry(k, key, false);
     if (e)

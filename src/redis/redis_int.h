@@ -24,6 +24,7 @@
 #include <hiredis/hiredis.h>
 
 #include "tern/redis/redis_conn.h"
+#include "tern/dnssec/dnssec_kasp.h"
 #include "tern/redis/redis_source.h"
 
 /* Internal outcomes of a Redis exchange besides 0 (redis_conn.h). */
@@ -78,8 +79,25 @@ struct zst {
     bool resign;         /* built again for that: not a patch, whatever its digest */
     zone_t *signed_last; /* our reference to the last such version: its unchanged signatures
                             are taken over by the next (never re-signed in place) */
-    struct zst *next;    /* hash chain */
+    /* a zone whose config names a key policy (redis_kasp.c) */
+    char *kasp_policy;     /* the policy its last build named; NULL: none */
+    uint32_t kasp_max_ttl; /* its largest TTL at its last build; 0: not built */
+    int64_t kasp_at;       /* wall clock (s) of its next key event: built again; 0: none */
+    bool kasp_holder;      /* this node holds its lock and drives its keys */
+    bool kasp_drive;       /* the holder should step it at the next tick (no state, a key to
+                              make, a new policy) */
+    struct zst *next;      /* hash chain */
 };
+
+/* A key policy zones may name (redis_source_config_t.kasp, copied). */
+typedef struct redis_kasp_policy {
+    char *name;
+    dnssec_kasp_policy_t pol; /* zone_max_ttl 0: the zone's largest TTL as built */
+} redis_kasp_policy_t;
+
+/* The zone_max_ttl a zone's rollovers wait for before its first build says what it is: a day,
+ * the policy default, errs on the slow side (as for file zones). */
+#define REDIS_KASP_MAX_TTL_UNKNOWN 86400
 
 /* How redis_read_process() treats a zone whose digest has not changed. */
 typedef enum {
@@ -105,12 +123,17 @@ struct redis_source {
     char *channel;     /* the change channel, or NULL */
     size_t plen, slen; /* strlen(prefix), strlen(suffix) */
     size_t max_value_bytes, max_labels, max_zones; /* bounds (json.max_rrset_records: the 4th) */
+    redis_kasp_policy_t *kasp;                     /* key policies zones may name */
+    size_t nkasp;
+    char *node_id;        /* this node in the zones' key locks */
+    int64_t kasp_lock_ms; /* how long a lock outlives its holder's last renewal */
 
     /* shared with other threads */
     pthread_t thread;
     int wakefd;
     atomic_bool stop;
-    atomic_int resync; /* 0 none, 1 verify, 2 force */
+    atomic_int resync;  /* 0 none, 1 verify, 2 force */
+    atomic_int release; /* stop(): 1 release the key locks, 2 done */
     pthread_mutex_t mu;
     redis_source_stats_t stats;
 
@@ -143,6 +166,7 @@ struct redis_source {
     int64_t first_ev, last_ev;
     int64_t resign_check; /* monotonic ms of the next look for zones whose signatures are due */
     unsigned arena;
+    int64_t kasp_tick; /* monotonic ms of the next redis_kasp_tick() */
 };
 
 /* Counts of one run, for the summary line. */
@@ -204,6 +228,33 @@ int redis_read_patch(redis_source_t *rs, struct zst *z) TERN_WUR;
 
 /* redins' DNSSEC keys of a zone: "<zone>:zsk:pub" etc. (the order of zb_keys()'s MGET). */
 extern const char *const redis_read_key_suffixes[4];
+
+/** P redins:zones:<name><tail> S (tail "" for the zone's hash, ":config", ":kasp"...), malloc'd;
+ * NULL when out of memory. */
+char *redis_read_zone_key(const redis_source_t *rs, const char *name, const char *tail);
+
+/* --- redis_kasp.c --- */
+
+/** The policy named name (NULL: none), or NULL. */
+const redis_kasp_policy_t *redis_kasp_policy(const redis_source_t *rs, const char *name);
+
+/**
+ * A build of zone z whose config names policy: its signing state from the state read with it
+ * (state: the MGET element, NIL when missing) and its keys hash (hash: the HGETALL reply), a copy
+ * of the state stepped to now (nothing written). 0 and *dz with the DNSKEY records for the
+ * builder in dnskeys[0..*len) (*dz NULL: the plan serves the zone unsigned); or a negative code
+ * with err set (an unknown policy naming the config key, no state yet, a key missing).
+ */
+int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const redisReply *state,
+                    const redisReply *hash, bool exported, dnssec_zone_t **dz, uint8_t *dnskeys,
+                    size_t *len, char *err, size_t errlen) TERN_WUR;
+
+/** Take or renew the locks of the zones with a policy and drive those this node holds; build
+ * again the zones whose key event is due. Sets rs->kasp_tick. 0, E_CONN or E_STOP. */
+int redis_kasp_tick(redis_source_t *rs) TERN_WUR;
+
+/** Release the locks this node holds (shutdown). */
+void redis_kasp_release(redis_source_t *rs);
 
 /* --- redis_seen.c --- */
 

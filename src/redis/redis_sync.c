@@ -111,6 +111,7 @@ static struct zst *zt_add(redis_source_t *rs, const char *name, const char *orig
 static void zst_free(struct zst *z)
 {
     zone_free(z->signed_last);
+    free(z->kasp_policy);
     free(z->name);
     free(z->origin);
     free(z->rep);

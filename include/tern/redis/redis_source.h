@@ -124,6 +124,7 @@
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
+#include "tern/dnssec/dnssec_kasp.h"
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/zone/zone_json.h"
 
@@ -133,6 +134,10 @@
 #define REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT 2000 /* ms */
 #define REDIS_SOURCE_DEFAULT_READ_TIMEOUT    5000 /* ms */
 #define REDIS_SOURCE_DEFAULT_ZONE_RELOAD     600  /* s (redins' handler "zone_reload") */
+/* A zone's key lock outlives its holder's last renewal by this (renewed every third of it): a
+ * dead driver's rollover is taken over within 15 s, far inside any rollover's waits (TTLs), and
+ * a Redis pause of a few seconds does not move the lock. */
+#define REDIS_SOURCE_DEFAULT_KASP_LOCK 15000 /* ms */
 
 /* Bounds on untrusted data, as the config schema's defaults: room for a 1,000,000-label zone and
  * a few hundred addresses per RRset, far below what would exhaust memory or a builder. */
@@ -140,6 +145,12 @@
 #define REDIS_SOURCE_DEFAULT_MAX_LABELS        4000000u   /* labels of one zone */
 #define REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS 10000u     /* records of one RRset (<= 65,535) */
 #define REDIS_SOURCE_DEFAULT_MAX_ZONES         100000u    /* zones of the set */
+
+/* A key policy by name (zone_max_ttl 0: the zone's largest TTL as built). */
+typedef struct redis_source_kasp {
+    const char *name;
+    dnssec_kasp_policy_t pol;
+} redis_source_kasp_t;
 
 /*
  * Where the zones are and how to watch them. Strings are copied by start(); NULL and "" mean
@@ -170,6 +181,14 @@ typedef struct redis_source_config {
      * for this many workers, with this signature lifetime and refresh (0: the defaults). */
     unsigned dnssec_workers;
     dnssec_policy_t dnssec_policy;
+    /* Key policies a zone's config may name instead ("dnssec_policy": "NAME", ternd.yaml's
+     * dnssec_policies): tern makes and rolls its keys, kept in Redis beside redins' layout and
+     * shared by every node reading it; one node at a time (the holder of the zone's lock)
+     * drives them (src/redis/redis_kasp.c says how). */
+    const redis_source_kasp_t *kasp;
+    size_t nkasp;
+    const char *node_id;   /* this node in those locks; NULL: "<hostname>:<pid>" */
+    uint32_t kasp_lock_ms; /* 0: REDIS_SOURCE_DEFAULT_KASP_LOCK */
     /* High availability (see "Sentinel" above): with sentinels, host, port and unix_path are
      * unused and the node read is the one the sentinels name for sentinel_master. */
     const char *const *sentinels; /* "IP:PORT" or "[V6]:PORT", tried in order; NULL = none */
