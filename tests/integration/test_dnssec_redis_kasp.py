@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Keys tern manages for a Redis zone ("dnssec_policy" in its config JSON), shared by a fleet:
+two ternd read one real redis-server; one of them, the holder of the zone's lock, drives the key
+state; both sign with the keys kept in Redis.
+
+rk.test. is a redins zone whose config names the policy fast (TTLs of 5 s, propagation delay 2 s,
+a ZSK lifetime of 30 s): the two nodes have the same ternd.yaml.
+
+Checks:
+  first_signing     no state in Redis: one node takes redins:zones:rk.test.:kasp:lock, makes a
+                    KSK and a ZSK (two keys in :kasp:keys, the state in :kasp); both nodes
+                    publish the same DNSKEY set, signed by the same ZSK; an Unbound anchored at
+                    the KSK's DS and asking both nodes validates (AD=1)
+  rollover_once     the ZSK rolls by its lifetime: exactly one new ZSK appears in :kasp:keys
+                    (not one per node); both nodes publish the same DNSKEY set once each has
+                    built the new state; the Unbound asks every 0.3 s: AD=1, never SERVFAIL
+  holder_killed     the holder is SIGKILLed (by the pid in its lock) while the new ZSK is
+                    published but not yet signing: the other node takes the lock after it
+                    expires, writes the state on, and the rollover finishes (the old ZSK leaves
+                    its DNSKEY set and the state in Redis says removed); an Unbound asking the
+                    survivor validates throughout
+  restart_same_keys the killed node started again: it publishes the survivor's DNSKEY set (the
+                    state and keys from Redis, no key made) and does not take the lock
+  unknown_policy    a zone naming a policy ternd.yaml lacks is refused with a message naming its
+                    config key; redins' static keys are not asked for
+Skips (77) when unbound or redis-server is missing.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+import dns.dnssec
+import dns.flags
+import dns.message
+import dns.name
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
+from servers import LOOPBACK, expect, find_program, run_check  # noqa: E402
+
+ZONE = "rk.test."
+POLICY = """dnssec_policies:
+  - name: fast
+    algorithm: 13
+    zsk_lifetime: 30
+    propagation_delay: 2
+    dnskey_ttl: 5
+    parent_ds_ttl: 5
+    zone_max_ttl: 5
+"""
+SOA = {"ttl": 5, "ns": "ns1.rk.test.", "MBox": "hostmaster.rk.test.", "refresh": 3600,
+       "retry": 600, "expire": 86400, "minttl": 5, "serial": 1}
+LABELS = {
+    "@": {"ns": {"ttl": 5, "records": [{"host": "ns1.rk.test."}]}},
+    "ns1": {"a": {"ttl": 5, "records": [{"ip": "192.0.2.1"}]}},
+    "www": {"a": {"ttl": 5, "records": [{"ip": "192.0.2.3"}]}},
+}
+STEP = 0.3  # seconds between the validator's questions
+LOCK_S = 15  # REDIS_SOURCE_DEFAULT_KASP_LOCK
+
+
+def ask(port, name, rtype):
+    q = dns.message.make_query(name, rtype, want_dnssec=True)
+    return dns.query.udp(q, LOOPBACK, port=port, timeout=2.0)
+
+
+def dnskeys(port):
+    """{tag: (flags, rdata)} of the DNSKEY RRset a node serves."""
+    out = {}
+    for rrset in ask(port, ZONE, "DNSKEY").answer:
+        if rrset.rdtype == dns.rdatatype.DNSKEY:
+            for rd in rrset:
+                out[dns.dnssec.key_id(rd)] = (rd.flags, rd)
+    return out
+
+
+def zsks(port):
+    return {t for t, (f, _) in dnskeys(port).items() if f == 256}
+
+
+def rrsig_tags(port, name, rtype):
+    r = ask(port, name, rtype)
+    return {rd.key_tag for rrset in r.answer if rrset.rdtype == dns.rdatatype.RRSIG
+            for rd in rrset if rd.type_covered == dns.rdatatype.from_text(rtype)}
+
+
+class FleetUnbound(servers.Unbound):
+    """A validating Unbound whose stub zone asks every node of the fleet."""
+
+    def __init__(self, work, name, ports, ds):
+        super().__init__(work, name, [(ZONE, ports[0], ds)])
+        self.ports = ports
+
+    def config_text(self):
+        text = super().config_text()
+        one = "    stub-addr: %s@%d\n" % (LOOPBACK, self.ports[0])
+        return text.replace(one, "".join("    stub-addr: %s@%d\n" % (LOOPBACK, p)
+                                         for p in self.ports))
+
+
+class Watch:
+    """Unbounds validating rk.test., each asked an answer and a denial every STEP."""
+
+    def __init__(self, unbounds):
+        self.us = list(unbounds)
+        self.asked = 0
+
+    def run(self, seconds, until=None):
+        end = time.monotonic() + seconds
+        while True:
+            for u in self.us:
+                for name in ("www.rk.test.", "nx%d.rk.test." % self.asked):
+                    r = u.ask(name, "A")
+                    self.asked += 1
+                    expect(r.rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN) and
+                           r.flags & dns.flags.AD,
+                           "%s via unbound %s: %s AD=%s\n%s" % (
+                               name, u.name, dns.rcode.to_text(r.rcode()),
+                               bool(r.flags & dns.flags.AD), u.log_text()))
+            if until and until():
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(STEP)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ternd", required=True)
+    ap.add_argument("--ternctl", required=True)
+    args = ap.parse_args()
+    for prog in ("unbound", "redis-server"):
+        if find_program(prog) is None:
+            print("%s not found: skipped" % prog)
+            return 77
+    work = tempfile.mkdtemp(prefix="tern-rkasp-")
+    results = []
+    redis = servers.Redis(work)
+    redis.start()
+    yaml = POLICY + ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n  read_timeout: 2000\n'
+                     % (LOOPBACK, redis.port))
+    cfg = dict(soa=SOA, dnssec_policy="fast")
+    redis.cmd("SET", "redins:zones:%s:config" % ZONE, json.dumps(cfg))
+    for label, value in LABELS.items():
+        redis.cmd("HSET", "redins:zones:" + ZONE, label, json.dumps(value))
+    redis.cmd("SADD", "redins:zones", ZONE)
+    nodes = [servers.YamlTernd(work, args.ternd, yaml, name="tern-%s" % n, ternctl=args.ternctl)
+             for n in "ab"]
+    ports = [t.port for t in nodes]
+    unbounds = []
+    extra = []
+    ctx = {}
+
+    def rkey(tail):
+        return "redins:zones:%s%s" % (ZONE, tail)
+
+    def key_ids():
+        """The ids of the keys in Redis: {id: flags}."""
+        h = redis.cmd("HGETALL", rkey(":kasp:keys")) or []
+        out = {}
+        for i in range(0, len(h), 2):
+            if h[i].endswith(".key"):
+                m = re.search(r"DNSKEY (\d+) 3 13", h[i + 1])
+                out[h[i][:-4]] = int(m.group(1)) if m else 0
+        return out
+
+    def holder():
+        v = redis.cmd("GET", rkey(":kasp:lock"))
+        return v
+
+    def node_of(lock):
+        """The node whose process holds the lock ("host:pid")."""
+        pid = int(lock.rsplit(":", 1)[1])
+        for t in nodes:
+            if t.proc and t.proc.pid == pid:
+                return t
+        return None
+
+    def same_set():
+        a, b = (sorted(dnskeys(p)) for p in ports)
+        return a == b and len(a) >= 2
+
+    try:
+        for t in nodes:
+            t.start(ZONE)
+
+        def first_signing():
+            servers.wait_until(same_set, 20, "both nodes publish the same two keys")
+            keys = dnskeys(ports[0])
+            ksk = [t for t, (f, _) in keys.items() if f == 257]
+            zsk = [t for t, (f, _) in keys.items() if f == 256]
+            expect(len(ksk) == 1 and len(zsk) == 1, "DNSKEY: %s" % keys)
+            ctx["ksk"], ctx["zsk"] = ksk[0], zsk[0]
+            ids = key_ids()
+            expect(len(ids) == 2, "keys in Redis: %s" % ids)
+            state = redis.cmd("GET", rkey(":kasp")) or ""
+            expect(state.startswith("tern-kasp 1") and "end keys=2" in state,
+                   "state in Redis: %r" % state)
+            lock = holder()
+            expect(lock and node_of(lock), "the lock %r names no node of ours" % lock)
+            for p in ports:
+                expect(rrsig_tags(p, "www.rk.test.", "A") == {ctx["zsk"]},
+                       "www on port %d not signed by ZSK %d" % (p, ctx["zsk"]))
+            ds = dns.dnssec.make_ds(dns.name.from_text(ZONE), keys[ctx["ksk"]][1], "SHA256")
+            u = FleetUnbound(work, "unbound-both", ports, ds.to_text())
+            u.start()
+            unbounds.append(u)
+            # one Unbound per node too: after a node is killed, the other's asks only it
+            for i, p in enumerate(ports):
+                ui = servers.Unbound(work, "unbound-%d" % i, [(ZONE, p, ds.to_text())])
+                ui.start()
+                unbounds.append(ui)
+            ctx["ds"] = ds.to_text()
+            Watch(unbounds).run(1)
+            print("  KSK %d and ZSK %d made by %s; the same on both nodes"
+                  % (ctx["ksk"], ctx["zsk"], node_of(lock).name))
+
+        def rollover_once():
+            w = Watch(unbounds)
+            old = ctx["zsk"]
+            w.run(60, until=lambda: len(zsks(ports[0])) == 2 or len(zsks(ports[1])) == 2)
+            ids = key_ids()
+            expect(len(ids) == 3, "one rollover, one new key: %s" % ids)
+            new = [t for t in zsks(ports[0]) | zsks(ports[1]) if t != old]
+            expect(len(new) == 1, "new ZSKs %s" % new)
+            ctx["new"] = new[0]
+            servers.wait_until(lambda: zsks(ports[0]) == zsks(ports[1]) == {old, new[0]}, 3,
+                               "both nodes publish the new ZSK")
+            # both keep the same set while it stays published before it signs
+            for _ in range(5):
+                expect(same_set(), "the nodes differ: %s / %s"
+                       % (sorted(dnskeys(ports[0])), sorted(dnskeys(ports[1]))))
+                expect(rrsig_tags(ports[0], "www.rk.test.", "A") == {old},
+                       "the new ZSK signs before its DNSKEY is cached")
+                time.sleep(0.2)
+            expect(len(key_ids()) == 3, "a second new key: %s" % key_ids())
+            ctx["watch"] = w
+            print("  ZSK %d -> %d: one new key in Redis, both nodes publish %s"
+                  % (old, new[0], sorted(dnskeys(ports[0]))))
+
+        def holder_killed():
+            old, new = ctx["zsk"], ctx["new"]
+            lock = holder()
+            victim = node_of(lock)
+            expect(victim is not None, "lock %r" % lock)
+            vi = nodes.index(victim)
+            survivor = nodes[1 - vi]
+            t0 = time.monotonic()
+            os.kill(victim.proc.pid, signal.SIGKILL)
+            victim.proc.wait(timeout=10)
+            w = Watch([unbounds[1 + (1 - vi)]])  # the survivor's own Unbound
+            sp = survivor.port
+            # the rollover goes on (the survivor's builds step the state by its timeline)
+            w.run(30, until=lambda: rrsig_tags(sp, "www.rk.test.", "A") == {new})
+            expect(rrsig_tags(sp, "www.rk.test.", "A") == {new}, "ZSK %d never signed" % new)
+            w.run(LOCK_S + 15, until=lambda: (holder() or "").endswith(":%d" % survivor.proc.pid))
+            took = time.monotonic() - t0
+            expect((holder() or "").endswith(":%d" % survivor.proc.pid),
+                   "the survivor never took the lock: %r" % holder())
+            expect(survivor.log_has("drives its keys now"), "take-over not logged")
+            w.run(30, until=lambda: old not in dnskeys(sp))
+            expect(old not in dnskeys(sp), "old ZSK %d never removed" % old)
+
+            def removed_in_redis():
+                st = redis.cmd("GET", rkey(":kasp")) or ""
+                line = [ln for ln in st.splitlines() if " tag=%d " % old in ln]
+                return line and not re.search(r" remove=0\b", line[0])
+            w.run(15, until=removed_in_redis)
+            expect(removed_in_redis(), "the state in Redis does not say ZSK %d removed" % old)
+            expect(len(key_ids()) == 3, "keys made twice: %s" % key_ids())
+            ctx["survivor"], ctx["victim"] = survivor, victim
+            print("  node %s killed; %s took the lock after %.1f s and finished the rollover; "
+                  "%d validated answers" % (victim.name, survivor.name, took, w.asked))
+
+        def restart_same_keys():
+            victim, survivor = ctx["victim"], ctx["survivor"]
+            again = servers.YamlTernd(work, args.ternd, yaml, name=victim.name,
+                                      ternctl=args.ternctl)
+            again.port = victim.port
+            extra.append(again)
+            nodes[nodes.index(victim)] = again
+            again.start(ZONE)
+            servers.wait_until(lambda: sorted(dnskeys(again.port)) ==
+                               sorted(dnskeys(survivor.port)), 10,
+                               "the restarted node publishes the survivor's keys")
+            expect(not again.log_has("generated"), "the restarted node made a key")
+            expect((holder() or "").endswith(":%d" % survivor.proc.pid),
+                   "the lock moved: %r" % holder())
+            Watch(unbounds[:1]).run(2)
+            print("  restarted: DNSKEY %s, as the survivor's" % sorted(dnskeys(again.port)))
+
+        def unknown_policy():
+            bad = "bad.test."
+            redis.cmd("SET", "redins:zones:%s:config" % bad,
+                      json.dumps({"soa": dict(SOA, ns="ns1.bad.test."), "dnssec_policy": "nope"}))
+            redis.cmd("HSET", "redins:zones:" + bad, "www", json.dumps(LABELS["www"]))
+            redis.cmd("SADD", "redins:zones", bad)
+            t = ctx["survivor"]
+            want = ('"dnssec_policy": "nope" in redins:zones:bad.test.:config names no policy')
+            servers.wait_until(lambda: t.log_has(want), 5, "the refusal logged")
+            r = ask(t.port, "www.bad.test.", "A")
+            expect(r.rcode() == dns.rcode.REFUSED or not r.answer, "bad.test served: %s" % r)
+            print("  refused: %s" % want)
+
+        for name, fn in (("first_signing", first_signing),
+                         ("rollover_once", rollover_once),
+                         ("holder_killed", holder_killed),
+                         ("restart_same_keys", restart_same_keys),
+                         ("unknown_policy", unknown_policy)):
+            run_check(results, name, fn)
+            if results[-1][1]:
+                break
+    finally:
+        for u in unbounds:
+            u.stop()
+        for t in nodes + extra:
+            t.stop()
+        redis.stop()
+    failed = servers.report(results)
+    if not failed:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        for t in nodes:
+            print("--- %s\n%s" % (t.name, t.log_text()))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
