@@ -679,12 +679,39 @@ static bool zone_key_of(const char *zone, char *key, size_t len, char *err, size
     return true;
 }
 
+/* The Redis source when it manages zone key's keys (a policy named in its config), else NULL. */
+static zone_source_t *redis_managed(loader_t *l, const char *key)
+{
+    zone_source_t *redis = source_named(l, "redis");
+    char rerr[256];
+    char *text = redis ? source_redis_dnssec_status(redis, key, rerr, sizeof(rerr)) : NULL;
+    free(text);
+    return text ? redis : NULL;
+}
+
 char *loader_dnssec_status(loader_t *l, const char *zone, char *err, size_t errlen)
 {
-    char key[DNAME_KEY_MAX];
+    char key[DNAME_KEY_MAX], rerr[256];
     if (zone && !zone_key_of(zone, key, sizeof(key), err, errlen))
         return NULL;
-    return zone_kasp_status(l->kasp, zone ? key : NULL, err, errlen);
+    char *text = zone_kasp_status(l->kasp, zone ? key : NULL, err, errlen);
+    zone_source_t *redis = source_named(l, "redis");
+    char *more = redis ? source_redis_dnssec_status(redis, zone ? key : NULL, rerr, sizeof(rerr))
+                       : NULL; /* Redis zones with a policy (tern/redis/redis_source.h) */
+    if (!more)
+        return text;
+    if (!text) {
+        err[0] = 0;
+        return more;
+    }
+    char *both = NULL;
+    if (asprintf(&both, "%s%s", text, more) < 0) {
+        both = NULL;
+        snprintf(err, errlen, "out of memory");
+    }
+    free(text);
+    free(more);
+    return both;
 }
 
 int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char *err,
@@ -693,6 +720,12 @@ int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char
     char key[DNAME_KEY_MAX];
     if (!zone_key_of(zone, key, sizeof(key), err, errlen))
         return TERN_EINVAL;
+    zone_source_t *redis = redis_managed(l, key);
+    if (redis) { /* for the node of the fleet driving its keys */
+        char req[64];
+        snprintf(req, sizeof(req), "rollover %s", role);
+        return source_redis_dnssec_request(redis, key, req, err, errlen);
+    }
     int rc = zone_kasp_rollover(l->kasp, key, role, (int64_t)time(NULL), err, errlen);
     return rc < 0 ? rc : sink_reread(l, key); /* built at once: the new key is made */
 }
@@ -702,6 +735,13 @@ int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, siz
     char key[DNAME_KEY_MAX];
     if (!zone_key_of(zone, key, sizeof(key), err, errlen))
         return TERN_EINVAL;
+    zone_source_t *redis = redis_managed(l, key);
+    if (redis) {
+        char req[32] = "ds-seen";
+        if (tag >= 0)
+            snprintf(req, sizeof(req), "ds-seen %d", tag);
+        return source_redis_dnssec_request(redis, key, req, err, errlen);
+    }
     int rc = zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, errlen);
     return rc < 0 ? rc : sink_reread(l, key);
 }

@@ -134,6 +134,12 @@ struct redis_source {
     atomic_bool stop;
     atomic_int resync;  /* 0 none, 1 verify, 2 force */
     atomic_int release; /* stop(): 1 release the key locks, 2 done */
+    /* ternctl dnssec, under mu (redis_kasp.c): the zones with a policy as last built, and the
+     * requests for the source thread to queue in Redis */
+    struct redis_kasp_view *views;
+    size_t nviews, capviews;
+    struct redis_kasp_req *reqs;
+    size_t nreqs, capreqs;
     pthread_mutex_t mu;
     redis_source_stats_t stats;
 
@@ -255,6 +261,33 @@ int redis_kasp_tick(redis_source_t *rs) TERN_WUR;
 
 /** Release the locks this node holds (shutdown). */
 void redis_kasp_release(redis_source_t *rs);
+
+/**
+ * Apply one operator request to st: "rollover ksk|zsk|csk", "ds-seen TAG", or "ds-seen" (every
+ * KSK whose DS is wanted). 0, or a negative code with the reason in err (a bad request, or the
+ * state machine's refusal: a rollover in progress, no such DS wanted).
+ */
+int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const char *text,
+                       int64_t now, char *err, size_t errlen) TERN_WUR;
+
+/** Any thread: the status of zone key (NULL: every zone with a policy), malloc'd; NULL with
+ * err set when none. */
+char *redis_kasp_status(redis_source_t *rs, const char *key, char *err, size_t errlen);
+
+/** Any thread: request text for zone key, tried on its last state and queued for the source
+ * thread (redis_kasp_flush()) to put in Redis for the driving node. 0 or a negative code with
+ * the reason in err. */
+int redis_kasp_ctl_request(redis_source_t *rs, const char *key, const char *text, char *err,
+                           size_t errlen) TERN_WUR;
+
+/** Source thread: put the queued requests in Redis. 0, E_CONN or E_STOP. */
+int redis_kasp_flush(redis_source_t *rs) TERN_WUR;
+
+/** Forget zone origin's status (it left the set). */
+void redis_kasp_forget(redis_source_t *rs, const char *origin);
+
+/** Free the views and requests (the source is freed). */
+void redis_kasp_free(redis_source_t *rs);
 
 /* --- redis_seen.c --- */
 

@@ -41,6 +41,7 @@
 
 #include "tern/common/clock.h"
 #include "tern/common/err.h"
+#include "tern/common/grow.h"
 #include "tern/common/log.h"
 #include "tern/dnssec/dnssec_kasp_keys.h"
 #include "tern/dnssec/dnssec_setup.h"
@@ -171,6 +172,87 @@ static int store_get(void *ctx, const char *id, dnssec_key_t **out, char *err, s
     return dnssec_key_parse(pub, priv, where, s->origin, out, err, errlen);
 }
 
+/* --- ternctl: status snapshots and requests (any thread, under rs->mu) --- */
+
+struct redis_kasp_view {
+    char *origin;     /* the zone's key */
+    char *name;       /* its set member, the part of its Redis keys */
+    char *policy;     /* the policy its last build named */
+    char *state;      /* the state text that build read; NULL: none yet */
+    char *status;     /* dnssec_kasp_status_text() of the plan it signed with; NULL: none */
+    char holder[128]; /* the lock's value at the last tick ("" none seen yet) */
+    bool ours;        /* this node holds it */
+};
+
+struct redis_kasp_req {
+    char *name; /* the zone's set member, its keys' part */
+    char *text;
+};
+
+static void view_free(struct redis_kasp_view *v)
+{
+    free(v->origin);
+    free(v->name);
+    free(v->policy);
+    free(v->state);
+    free(v->status);
+}
+
+/* Under mu: the view of origin, made on first sight when make (NULL: none, or no memory). */
+static struct redis_kasp_view *view_of(redis_source_t *rs, const char *origin, bool make)
+{
+    for (size_t i = 0; i < rs->nviews; i++)
+        if (strcmp(rs->views[i].origin, origin) == 0)
+            return &rs->views[i];
+    if (!make ||
+        tern_grow((void **)&rs->views, &rs->capviews, rs->nviews + 1, sizeof(*rs->views)) < 0)
+        return NULL;
+    struct redis_kasp_view *v = &rs->views[rs->nviews];
+    memset(v, 0, sizeof(*v));
+    if (!(v->origin = strdup(origin)))
+        return NULL;
+    rs->nviews++;
+    return v;
+}
+
+/* A zone's build: its view for ternctl (state and status NULL: it has none yet). */
+static void view_built(redis_source_t *rs, const struct zst *z, const char *policy,
+                       const char *state, char *status)
+{
+    pthread_mutex_lock(&rs->mu);
+    struct redis_kasp_view *v = view_of(rs, z->origin, true);
+    char *p = strdup(policy), *s = state ? strdup(state) : NULL, *n = strdup(z->name);
+    if (v && p && n && (s || !state)) {
+        free(v->name);
+        v->name = n;
+        n = NULL;
+        free(v->policy);
+        free(v->state);
+        free(v->status);
+        v->policy = p;
+        v->state = s;
+        v->status = status;
+        p = s = status = NULL;
+    }
+    pthread_mutex_unlock(&rs->mu);
+    free(p);
+    free(s);
+    free(n);
+    free(status);
+}
+
+static void view_holder(redis_source_t *rs, const struct zst *z, const char *holder, size_t len,
+                        bool ours)
+{
+    pthread_mutex_lock(&rs->mu);
+    struct redis_kasp_view *v = view_of(rs, z->origin, false);
+    if (v) {
+        tern_escape(v->holder, sizeof(v->holder), holder, len);
+        v->ours = ours;
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
 /* --- signing: every node, at each build --- */
 
 int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const redisReply *state,
@@ -213,6 +295,7 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         goto out;
     }
     if (!state || state->type != REDIS_REPLY_STRING) {
+        view_built(rs, z, p->name, NULL, NULL);
         z->kasp_drive = true;
         snprintf(err, errlen,
                  "zone %s: dnssec policy %s: no key state yet at %s (the node holding %s:lock "
@@ -236,6 +319,7 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         (rc = dnssec_kasp_keys_load(plan, &pol, z->origin, &store, &kk, err, errlen)) < 0)
         goto out;
     z->kasp_at = plan->next_event;
+    view_built(rs, z, p->name, state->str, dnssec_kasp_status_text(st, &pol, now));
     if (plan->ngenerate)
         z->kasp_drive = true; /* the driver makes the keys; this plan signs with those there are */
     if (kk.n == 0)
@@ -266,42 +350,60 @@ out:
 
 /* --- driving: the lock holder --- */
 
-/* One operator request ("rollover zsk", "ds-seen 12345", "ds-seen") applied to st. */
-static void request(const struct zst *z, dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol,
-                    const char *text, int64_t now)
+int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const char *text,
+                       int64_t now, char *err, size_t errlen)
 {
-    char verb[16] = "", arg[16] = "", esc[ESC_MAX], err[256] = "";
-    int n = sscanf(text, "%15s %15s", verb, arg);
-    int rc = TERN_EINVAL;
-    if (n >= 1 && strcasecmp(verb, "rollover") == 0 && n == 2) {
-        dnssec_kasp_role_t r = strcasecmp(arg, "ksk") == 0   ? DNSSEC_KASP_KSK
-                               : strcasecmp(arg, "csk") == 0 ? DNSSEC_KASP_CSK
-                                                             : DNSSEC_KASP_ZSK;
-        if (strcasecmp(arg, "zsk") == 0 || r != DNSSEC_KASP_ZSK)
-            rc = dnssec_kasp_rollover(st, pol, r, now, err, sizeof(err));
-        else
-            snprintf(err, sizeof(err), "expected ksk, zsk or csk");
-    } else if (n >= 1 && strcasecmp(verb, "ds-seen") == 0) {
+    char verb[16] = "", arg[16] = "", extra[2] = "";
+    int n = sscanf(text, "%15s %15s %1s", verb, arg, extra);
+    if (n >= 2 && strcasecmp(verb, "rollover") == 0 && n == 2) {
+        dnssec_kasp_role_t r;
+        if (strcasecmp(arg, "ksk") == 0)
+            r = DNSSEC_KASP_KSK;
+        else if (strcasecmp(arg, "zsk") == 0)
+            r = DNSSEC_KASP_ZSK;
+        else if (strcasecmp(arg, "csk") == 0)
+            r = DNSSEC_KASP_CSK;
+        else {
+            snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", arg);
+            return TERN_EINVAL;
+        }
+        return dnssec_kasp_rollover(st, pol, r, now, err, errlen);
+    }
+    if (n >= 1 && n <= 2 && strcasecmp(verb, "ds-seen") == 0) {
         char *end = NULL;
         long tag = n == 2 ? strtol(arg, &end, 10) : -1;
         if (n == 2 && (*end || tag < 0 || tag > 65535)) {
-            snprintf(err, sizeof(err), "a key tag is 0..65535");
-        } else if (tag >= 0) {
-            rc = dnssec_kasp_ds_seen(st, (uint16_t)tag, now, err, sizeof(err));
-        } else {
-            /* every KSK/CSK whose DS is wanted: those published, ready, not yet seen */
-            rc = TERN_ENOENT;
-            snprintf(err, sizeof(err), "no KSK waits for its DS");
-            for (size_t i = 0; i < dnssec_kasp_key_count(st); i++) {
-                const dnssec_kasp_key_t *k = dnssec_kasp_key_at(st, i);
-                if (k->role != DNSSEC_KASP_ZSK && k->ds_submitted && !k->ds_seen &&
-                    dnssec_kasp_key_state(k) != DNSSEC_KASP_REMOVED)
-                    rc = dnssec_kasp_ds_seen(st, k->tag, now, err, sizeof(err));
-            }
+            snprintf(err, errlen, "ds-seen: bad key tag \"%s\"", arg);
+            return TERN_EINVAL;
         }
-    } else {
-        snprintf(err, sizeof(err), "expected \"rollover ksk|zsk|csk\" or \"ds-seen [TAG]\"");
+        if (tag >= 0)
+            return dnssec_kasp_ds_seen(st, (uint16_t)tag, now, err, errlen);
+        /* every KSK/CSK whose DS is wanted and not seen yet */
+        bool any = false;
+        for (size_t i = 0; i < dnssec_kasp_key_count(st); i++) {
+            const dnssec_kasp_key_t *k = dnssec_kasp_key_at(st, i);
+            if (k->role == DNSSEC_KASP_ZSK || !k->ds_submitted || k->ds_seen ||
+                dnssec_kasp_key_state(k) == DNSSEC_KASP_REMOVED)
+                continue;
+            int rc = dnssec_kasp_ds_seen(st, k->tag, now, err, errlen);
+            if (rc < 0)
+                return rc;
+            any = true;
+        }
+        if (!any)
+            snprintf(err, errlen, "no KSK waits for its DS");
+        return any ? 0 : TERN_ENOENT;
     }
+    snprintf(err, errlen, "expected \"rollover ksk|zsk|csk\" or \"ds-seen [TAG]\"");
+    return TERN_EINVAL;
+}
+
+/* One request from the zone's list, applied and logged. */
+static void request(const struct zst *z, dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol,
+                    const char *text, int64_t now)
+{
+    char esc[ESC_MAX], err[256] = "";
+    int rc = redis_kasp_request(st, pol, text, now, err, sizeof(err));
     tern_escape(esc, sizeof(esc), text, strlen(text));
     if (rc == 0)
         log_info("dnssec: zone %s: request \"%s\" done", z->origin, esc);
@@ -473,6 +575,7 @@ static int lock(redis_source_t *rs, struct zst *z, int64_t now, bool *drive_now)
     }
     bool was = z->kasp_holder;
     z->kasp_holder = code != 0;
+    view_holder(rs, z, r->element[1]->str, r->element[1]->len, z->kasp_holder);
     *drive_now = z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
                                     (z->kasp_at && now >= z->kasp_at));
 out:
@@ -529,4 +632,141 @@ void redis_kasp_release(redis_source_t *rs)
             free(klock);
             z->kasp_holder = false;
         }
+}
+
+void redis_kasp_forget(redis_source_t *rs, const char *origin)
+{
+    pthread_mutex_lock(&rs->mu);
+    struct redis_kasp_view *v = view_of(rs, origin, false);
+    if (v) {
+        view_free(v);
+        *v = rs->views[--rs->nviews];
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void redis_kasp_free(redis_source_t *rs)
+{
+    for (size_t i = 0; i < rs->nviews; i++)
+        view_free(&rs->views[i]);
+    free(rs->views);
+    for (size_t i = 0; i < rs->nreqs; i++) {
+        free(rs->reqs[i].name);
+        free(rs->reqs[i].text);
+    }
+    free(rs->reqs);
+}
+
+char *redis_kasp_status(redis_source_t *rs, const char *key, char *err, size_t errlen)
+{
+    char *out = NULL;
+    size_t len = 0, shown = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_lock(&rs->mu);
+    for (size_t i = 0; i < rs->nviews; i++) {
+        const struct redis_kasp_view *v = &rs->views[i];
+        if (key && strcmp(key, v->origin) != 0)
+            continue;
+        fprintf(f, "zone: %s\nsource: %s (policy %s)\ndriver: %s%s\n%s", v->origin, rs->where,
+                v->policy, v->holder[0] ? v->holder : "none yet", v->ours ? " (this node)" : "",
+                v->status ? v->status : "not signed yet: no key state in Redis\n");
+        shown++;
+    }
+    pthread_mutex_unlock(&rs->mu);
+    if (fclose(f) != 0 || !shown) {
+        free(out);
+        if (!shown)
+            snprintf(err, errlen, "zone %s has no dnssec policy", key ? key : "(any)");
+        else
+            snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return out;
+}
+
+int redis_kasp_ctl_request(redis_source_t *rs, const char *key, const char *text, char *err,
+                           size_t errlen)
+{
+    int rc = TERN_ENOENT;
+    dnssec_kasp_t *st = NULL;
+    pthread_mutex_lock(&rs->mu);
+    struct redis_kasp_view *v = view_of(rs, key, false);
+    const redis_kasp_policy_t *p = v ? redis_kasp_policy(rs, v->policy) : NULL;
+    if (!v || !p) {
+        snprintf(err, errlen, "zone %s has no dnssec policy", key);
+        goto out;
+    }
+    if (!v->state || !v->name) {
+        snprintf(err, errlen, "zone %s has no key state yet", key);
+        goto out;
+    }
+    /* tried on a copy of the state the zone was last built with, so a request that cannot be
+     * made is refused here with its reason; the driving node applies it to the state in Redis */
+    if ((rc = dnssec_kasp_from_text(v->state, key, &st, err, errlen)) < 0)
+        goto out;
+    dnssec_kasp_policy_t pol = p->pol;
+    if (!pol.zone_max_ttl)
+        pol.zone_max_ttl = REDIS_KASP_MAX_TTL_UNKNOWN;
+    if ((rc = redis_kasp_request(st, &pol, text, (int64_t)time(NULL), err, errlen)) < 0)
+        goto out;
+    rc = TERN_ENOMEM;
+    snprintf(err, errlen, "out of memory");
+    if (tern_grow((void **)&rs->reqs, &rs->capreqs, rs->nreqs + 1, sizeof(*rs->reqs)) < 0)
+        goto out;
+    struct redis_kasp_req *r = &rs->reqs[rs->nreqs];
+    r->text = strdup(text);
+    if (!(r->name = strdup(v->name)) || !r->text) {
+        free(r->name);
+        free(r->text);
+        goto out;
+    }
+    rs->nreqs++;
+    err[0] = 0;
+    rc = 0;
+out:
+    pthread_mutex_unlock(&rs->mu);
+    dnssec_kasp_free(st);
+    return rc;
+}
+
+int redis_kasp_flush(redis_source_t *rs)
+{
+    pthread_mutex_lock(&rs->mu);
+    struct redis_kasp_req *reqs = rs->reqs;
+    size_t n = rs->nreqs;
+    rs->reqs = NULL;
+    rs->nreqs = rs->capreqs = 0;
+    pthread_mutex_unlock(&rs->mu);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *kreq = rc == 0 ? redis_read_zone_key(rs, reqs[i].name, ":kasp:requests") : NULL;
+        redisReply *r = NULL;
+        const char *push[] = {"RPUSH", kreq, reqs[i].text, NULL};
+        if (rc == 0 && !kreq)
+            rc = redis_conn_fail(rs->conn, "out of memory");
+        if (rc == 0 && (rc = rs_run(rs, &r, push)) == 0) {
+            char zn[ESC_MAX];
+            tern_escape(zn, sizeof(zn), reqs[i].name, strlen(reqs[i].name));
+            if (r->type == REDIS_REPLY_ERROR)
+                log_err("dnssec: zone %s: RPUSH %s: %s", zn, kreq, r->str);
+            else
+                log_info("dnssec: zone %s: request \"%s\" (ternctl) queued in %s for the node "
+                         "driving its keys",
+                         zn, reqs[i].text, kreq);
+            struct zst *z = redis_sync_zone_by_name(rs, reqs[i].name, strlen(reqs[i].name), true);
+            if (z && z->kasp_holder)
+                rs->kasp_tick = 0; /* this node drives it: at once */
+        }
+        if (r)
+            freeReplyObject(r);
+        free(kreq);
+        free(reqs[i].name);
+        free(reqs[i].text);
+    }
+    free(reqs);
+    return rc;
 }

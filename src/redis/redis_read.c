@@ -183,6 +183,7 @@ static void zb_keys(zbuild_t *b, const zkeys_t *zk)
         return;
     }
     if (b->z->kasp_policy) { /* the policy was dropped: redins' keys again */
+        redis_kasp_forget(rs, b->z->origin);
         free(b->z->kasp_policy);
         b->z->kasp_policy = NULL;
         b->z->kasp_at = 0;

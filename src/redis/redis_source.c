@@ -502,6 +502,11 @@ static int serve(redis_source_t *rs)
         rs->resign_check = t + RESIGN_CHECK_MS;
         resign_due(rs);
     }
+    if (rs->nkasp) {
+        int rc = redis_kasp_flush(rs); /* ternctl's requests, into Redis first */
+        if (rc < 0)
+            return rc;
+    }
     if (rs->nkasp && t >= rs->kasp_tick) {
         int rc = redis_kasp_tick(rs);
         if (rc < 0)
@@ -649,6 +654,7 @@ static void source_free(redis_source_t *rs)
         free(rs->kasp[i].name);
     free(rs->kasp);
     free(rs->node_id);
+    redis_kasp_free(rs);
     if (rs->wakefd >= 0)
         close(rs->wakefd);
     pthread_mutex_destroy(&rs->mu);
@@ -843,6 +849,20 @@ void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out)
     pthread_mutex_lock(&rs->mu);
     *out = rs->stats;
     pthread_mutex_unlock(&rs->mu);
+}
+
+char *redis_source_dnssec_status(redis_source_t *rs, const char *key, char *err, size_t errlen)
+{
+    return redis_kasp_status(rs, key, err, errlen);
+}
+
+int redis_source_dnssec_request(redis_source_t *rs, const char *key, const char *request, char *err,
+                                size_t errlen)
+{
+    int rc = redis_kasp_ctl_request(rs, key, request, err, errlen);
+    if (rc == 0)
+        wake(rs);
+    return rc;
 }
 
 void redis_source_stop(redis_source_t *rs)

@@ -125,6 +125,8 @@ static void zst_free(struct zst *z)
 
 static void zt_del(redis_source_t *rs, struct zst *z)
 {
+    if (z->kasp_policy)
+        redis_kasp_forget(rs, z->origin);
     struct zst **pp = &rs->bucket[tern_hash_str(z->origin) & (rs->nbucket - 1)];
     while (*pp != z)
         pp = &(*pp)->next;

@@ -640,6 +640,29 @@ bool source_redis_get_stats(zone_source_t *s, redis_source_stats_t *out)
     return on;
 }
 
+char *source_redis_dnssec_status(zone_source_t *s, const char *key, char *err, size_t errlen)
+{
+    source_redis_t *r = (source_redis_t *)s;
+    pthread_mutex_lock(&r->rs_mu);
+    char *text = r->rs ? redis_source_dnssec_status(r->rs, key, err, errlen) : NULL;
+    if (!r->rs)
+        snprintf(err, errlen, "no Redis source");
+    pthread_mutex_unlock(&r->rs_mu);
+    return text;
+}
+
+int source_redis_dnssec_request(zone_source_t *s, const char *key, const char *request, char *err,
+                                size_t errlen)
+{
+    source_redis_t *r = (source_redis_t *)s;
+    pthread_mutex_lock(&r->rs_mu);
+    int rc = r->rs ? redis_source_dnssec_request(r->rs, key, request, err, errlen) : TERN_ENOENT;
+    if (!r->rs)
+        snprintf(err, errlen, "no Redis source");
+    pthread_mutex_unlock(&r->rs_mu);
+    return rc;
+}
+
 static void stats(zone_source_t *s, zone_source_stats_t *out)
 {
     redis_source_stats_t st;

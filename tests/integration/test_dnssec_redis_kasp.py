@@ -10,17 +10,23 @@ Checks:
   first_signing     no state in Redis: one node takes redins:zones:rk.test.:kasp:lock, makes a
                     KSK and a ZSK (two keys in :kasp:keys, the state in :kasp); both nodes
                     publish the same DNSKEY set, signed by the same ZSK; an Unbound anchored at
-                    the KSK's DS and asking both nodes validates (AD=1)
+                    the KSK's DS and asking both nodes validates (AD=1); `ternctl dnssec status`
+                    on each node shows the keys and the driving node; `ds-seen` given to the node
+                    that does not drive reaches the one that does (through Redis) and the KSK
+                    becomes active on both
   rollover_once     the ZSK rolls by its lifetime: exactly one new ZSK appears in :kasp:keys
                     (not one per node); both nodes publish the same DNSKEY set once each has
-                    built the new state; the Unbound asks every 0.3 s: AD=1, never SERVFAIL
+                    built the new state; the Unbound asks every 0.3 s: AD=1, never SERVFAIL;
+                    `ternctl dnssec rollover` meanwhile is refused with the reason
   holder_killed     the holder is SIGKILLed (by the pid in its lock) while the new ZSK is
                     published but not yet signing: the other node takes the lock after it
                     expires, writes the state on, and the rollover finishes (the old ZSK leaves
                     its DNSKEY set and the state in Redis says removed); an Unbound asking the
                     survivor validates throughout
   restart_same_keys the killed node started again: it publishes the survivor's DNSKEY set (the
-                    state and keys from Redis, no key made) and does not take the lock
+                    state and keys from Redis, no key made) and does not take the lock; the
+                    survivor stopped (SIGTERM) releases the lock and the restarted node takes it
+                    at once
   unknown_policy    a zone naming a policy ternd.yaml lacks is refused with a message naming its
                     config key; redins' static keys are not asked for
 Skips (77) when unbound or redis-server is missing.
@@ -222,6 +228,31 @@ def main():
                 unbounds.append(ui)
             ctx["ds"] = ds.to_text()
             Watch(unbounds).run(1)
+            # ternctl on either node: the same keys, who drives; ds-seen given to the node that
+            # does not drive goes through Redis to the one that does
+            drv = node_of(lock)
+            other = nodes[1 - nodes.index(drv)]
+            out = drv.ctl("dnssec", "status", "rk.test")
+            expect(out.returncode == 0 and "(this node)" in out.stdout and
+                   re.search(r"^ZSK %d alg 13 active" % ctx["zsk"], out.stdout, re.M),
+                   "status on the driver: %s %s" % (out.stdout, out.stderr))
+            servers.wait_until(lambda: "ds_wanted" in other.ctl("dnssec", "status",
+                                                                 "rk.test").stdout or
+                               re.search(r"^KSK %d alg 13 ready" % ctx["ksk"],
+                                         other.ctl("dnssec", "status", "rk.test").stdout, re.M),
+                               20, "the KSK ready on the other node")
+            out = other.ctl("dnssec", "status", "rk.test")
+            expect("driver: %s" % lock in out.stdout and "(this node)" not in out.stdout,
+                   "status on the other node: %s %s" % (out.stdout, out.stderr))
+            out = other.ctl("dnssec", "ds-seen", "rk.test", str(ctx["ksk"]))
+            expect(out.returncode == 0, "ds-seen via the other node: %s %s"
+                   % (out.stdout, out.stderr))
+            for t in nodes:
+                servers.wait_until(lambda: re.search(
+                    r"^KSK %d alg 13 active" % ctx["ksk"],
+                    t.ctl("dnssec", "status", "rk.test").stdout, re.M), 15,
+                    "the KSK active on %s" % t.name)
+            expect(drv.log_has('request "ds-seen %d" done' % ctx["ksk"]), "not logged by the driver")
             print("  KSK %d and ZSK %d made by %s; the same on both nodes"
                   % (ctx["ksk"], ctx["zsk"], node_of(lock).name))
 
@@ -244,6 +275,9 @@ def main():
                        "the new ZSK signs before its DNSKEY is cached")
                 time.sleep(0.2)
             expect(len(key_ids()) == 3, "a second new key: %s" % key_ids())
+            out = nodes[0].ctl("dnssec", "rollover", "rk.test", "zsk")
+            expect(out.returncode != 0 and "rollover" in out.stderr,
+                   "a rollover during a rollover: %s %s" % (out.stdout, out.stderr))
             ctx["watch"] = w
             print("  ZSK %d -> %d: one new key in Redis, both nodes publish %s"
                   % (old, new[0], sorted(dnskeys(ports[0]))))
@@ -297,7 +331,16 @@ def main():
             expect((holder() or "").endswith(":%d" % survivor.proc.pid),
                    "the lock moved: %r" % holder())
             Watch(unbounds[:1]).run(2)
-            print("  restarted: DNSKEY %s, as the survivor's" % sorted(dnskeys(again.port)))
+            # the driver stopped (SIGTERM) releases its lock: the restarted node takes it at its
+            # next tick, not after the lock's expiry
+            survivor.stop()
+            expect(survivor.proc.returncode in (0, -15), "exit %s" % survivor.proc.returncode)
+            expect(survivor.log_has("key lock released"), "release not logged")
+            servers.wait_until(lambda: (holder() or "").endswith(":%d" % again.proc.pid),
+                               LOCK_S / 3 + 3, "the restarted node takes the released lock")
+            ctx["survivor"] = again
+            print("  restarted: DNSKEY %s, as the survivor's; the survivor stopped and released "
+                  "its lock to it" % sorted(dnskeys(again.port)))
 
         def unknown_policy():
             bad = "bad.test."

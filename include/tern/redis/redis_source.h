@@ -272,6 +272,23 @@ typedef struct redis_source_stats {
 /** A consistent copy of the counters. Any thread. */
 void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out);
 
+/**
+ * `ternctl dnssec status [ZONE]` for the zones whose config names a key policy: zone key's (NULL:
+ * every one) key states as its last build on this node stepped them, its policy and the node
+ * driving its keys. A malloc'd text; NULL with err set when no such zone. Any thread.
+ */
+char *redis_source_dnssec_status(redis_source_t *rs, const char *key, char *err, size_t errlen);
+
+/**
+ * `ternctl dnssec rollover ZONE ROLE` ("rollover zsk") and `ds-seen ZONE [TAG]` ("ds-seen 12345",
+ * "ds-seen"): tried on the zone's last key state (refused at once with the reason when the state
+ * machine would refuse it), then put in Redis (P redins:zones:<zone>:kasp:requests S) for the
+ * node driving the zone's keys, whichever it is, which applies it at its next tick. So any node
+ * of the fleet takes the request. 0 or a negative code with the reason in err. Any thread.
+ */
+int redis_source_dnssec_request(redis_source_t *rs, const char *key, const char *request, char *err,
+                                size_t errlen) TERN_WUR;
+
 /** Stop the thread, close the connections, free the source. Returns within milliseconds unless a
  * build step or a callback is running. NULL is a no-op. */
 void redis_source_stop(redis_source_t *rs);
