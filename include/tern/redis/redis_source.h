@@ -12,6 +12,10 @@
  *   P redins:zones S                a set: the names of the zones served ("example.com.")
  *   P redins:zones:<zone> S         a hash: label → that label's RRsets as JSON ("@" = the apex)
  *   P redins:zones:<zone>:config S  a string: the zone's config JSON, with its SOA
+ *   P redins:zones:<zone>:zsk:pub S  (and :zsk:priv, :ksk:pub, :ksk:priv) redins' static keys
+ *   P redins:zones:<zone>:kasp S     (and :kasp:keys, :kasp:lock, :kasp:requests) tern's own: the
+ *                                   key state and keys of a zone whose config names a key
+ *                                   policy, shared by a fleet (src/redis/redis_kasp.c says how)
  * <zone> is the set member exactly as written there; the origin handed to the callbacks is that
  * name's canonical key (dname_key(): escapes resolved, lowercased, no final dot, "." for the root,
  * unprintable bytes as \DDD) — the loader's key, and safe in a log line.
