@@ -49,6 +49,10 @@
 
 #include "redis_int.h"
 
+/* Zones whose locks one tick takes or renews in one pipelined round trip, as a read's batch: a
+ * fleet's 10,000 zones cost each node 157 round trips every lock_ms / 3. */
+#define LOCK_BATCH 64
+
 /* Requests taken from a zone's list at one drive: an operator types them one by one; more wait
  * for the next tick. */
 #define REQUESTS_PER_DRIVE 16
@@ -540,34 +544,40 @@ out:
     return rc;
 }
 
-/* Take or renew zone z's lock; *drive when this node should step it now. */
-static int lock(redis_source_t *rs, struct zst *z, int64_t now, bool *drive_now)
+/* Queue the script that takes or renews zone z's lock (and counts its requests). */
+static int lock_append(redis_source_t *rs, const struct zst *z)
 {
     char *klock = redis_read_zone_key(rs, z->name, ":kasp:lock");
     char *kreq = redis_read_zone_key(rs, z->name, ":kasp:requests");
     char ms[24];
     snprintf(ms, sizeof(ms), "%lld", (long long)rs->kasp_lock_ms);
-    redisReply *r = NULL;
-    int rc = 0;
-    *drive_now = false;
-    if (!klock || !kreq) {
+    int rc;
+    if (!klock || !kreq)
         rc = redis_conn_fail(rs->conn, "out of memory");
-        goto out;
+    else {
+        const char *ev[] = {"EVAL", LOCK_LUA, "2", klock, kreq, rs->node_id, ms, NULL};
+        rc = rs_append(rs, ev);
     }
-    const char *ev[] = {"EVAL", LOCK_LUA, "2", klock, kreq, rs->node_id, ms, NULL};
-    if ((rc = rs_run(rs, &r, ev)) < 0)
-        goto out;
+    free(klock);
+    free(kreq);
+    return rc;
+}
+
+/* The lock script's reply r for zone z: whether this node holds the lock, and whether it should
+ * step the zone now (it just took it, the zone asks for it, a request waits, an event is due). */
+static bool lock_reply(redis_source_t *rs, struct zst *z, const redisReply *r, int64_t now)
+{
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || !is_str(r->element[1]) ||
         r->element[2]->type != REDIS_REPLY_INTEGER) {
-        log_err("dnssec: zone %s: the key lock %s: %s", z->origin, klock,
+        log_err("dnssec: zone %s: its key lock: %s", z->origin,
                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-        goto out;
+        return false;
     }
     long long code = r->element[0]->integer;
     if (code == 2)
-        log_info("dnssec: zone %s: this node (%s) drives its keys now (%s)", z->origin, rs->node_id,
-                 klock);
+        log_info("dnssec: zone %s: this node (%s) drives its keys now (its lock is ours)",
+                 z->origin, rs->node_id);
     else if (code == 0 && z->kasp_holder) {
         char who[ESC_MAX];
         log_warn("dnssec: zone %s: node %s took its key lock; this node only signs", z->origin,
@@ -576,13 +586,40 @@ static int lock(redis_source_t *rs, struct zst *z, int64_t now, bool *drive_now)
     bool was = z->kasp_holder;
     z->kasp_holder = code != 0;
     view_holder(rs, z, r->element[1]->str, r->element[1]->len, z->kasp_holder);
-    *drive_now = z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
-                                    (z->kasp_at && now >= z->kasp_at));
-out:
-    if (r)
-        freeReplyObject(r);
-    free(klock);
-    free(kreq);
+    return z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
+                              (z->kasp_at && now >= z->kasp_at));
+}
+
+/* One batch of a tick: the locks in one pipelined round trip, then the zones this node drives,
+ * then the rebuilds their key events ask for. */
+static int tick_batch(redis_source_t *rs, struct zst **zs, size_t n, int64_t now, int64_t *next)
+{
+    bool drive_now[LOCK_BATCH] = {false};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = lock_append(rs, zs[i]);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        redisReply *r = NULL;
+        if ((rc = rs_reply(rs, &r)) == 0)
+            drive_now[i] = lock_reply(rs, zs[i], r, now);
+        if (r)
+            freeReplyObject(r);
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct zst *z = zs[i];
+        if (drive_now[i])
+            rc = drive(rs, z, redis_kasp_policy(rs, z->kasp_policy));
+        if (z->kasp_at && now >= z->kasp_at) {
+            /* its next key event: built again on every node, driver or not */
+            z->kasp_at = 0;
+            z->resign = true;
+            redis_source_mark_dirty(rs, z);
+        } else if (z->kasp_at) {
+            int64_t at = tern_monotonic_ms() + (z->kasp_at - now) * 1000;
+            if (at < *next)
+                *next = at;
+        }
+    }
     return rc;
 }
 
@@ -590,30 +627,23 @@ int redis_kasp_tick(redis_source_t *rs)
 {
     int64_t now = (int64_t)time(NULL);
     int64_t next = tern_monotonic_ms() + rs->kasp_lock_ms / 3;
-    for (size_t b = 0; b < rs->nbucket; b++)
-        for (struct zst *z = rs->bucket[b]; z; z = z->next) {
-            const redis_kasp_policy_t *p = redis_kasp_policy(rs, z->kasp_policy);
-            if (!p)
+    struct zst *zs[LOCK_BATCH];
+    size_t n = 0;
+    int rc = 0;
+    for (size_t b = 0; b < rs->nbucket && rc == 0; b++)
+        for (struct zst *z = rs->bucket[b]; z && rc == 0; z = z->next) {
+            if (!redis_kasp_policy(rs, z->kasp_policy))
                 continue;
-            bool d;
-            int rc = lock(rs, z, now, &d);
-            if (rc == 0 && d)
-                rc = drive(rs, z, p);
-            if (rc < 0)
-                return rc;
-            if (z->kasp_at && now >= z->kasp_at) {
-                /* its next key event: built again on every node, driver or not */
-                z->kasp_at = 0;
-                z->resign = true;
-                redis_source_mark_dirty(rs, z);
-            } else if (z->kasp_at) {
-                int64_t at = tern_monotonic_ms() + (z->kasp_at - now) * 1000;
-                if (at < next)
-                    next = at;
+            zs[n++] = z;
+            if (n == LOCK_BATCH) {
+                rc = tick_batch(rs, zs, n, now, &next);
+                n = 0;
             }
         }
+    if (rc == 0 && n)
+        rc = tick_batch(rs, zs, n, now, &next);
     rs->kasp_tick = next;
-    return 0;
+    return rc;
 }
 
 void redis_kasp_release(redis_source_t *rs)
