@@ -116,6 +116,34 @@ int dnssec_kasp_keys_load(const dnssec_kasp_plan_t *plan, const dnssec_kasp_poli
     return 0;
 }
 
+size_t dnssec_kasp_keys_ds(const dnssec_kasp_plan_t *plan, const dnssec_kasp_policy_t *pol,
+                           const char *zname, const dnssec_kasp_store_t *store,
+                           dnssec_kasp_ds_t out[DNSSEC_KASP_DS_MAX])
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->nds_wanted && n < DNSSEC_KASP_DS_MAX; i++)
+        for (size_t j = 0; j < plan->nkeys; j++) {
+            const dnssec_kasp_plan_key_t *p = &plan->keys[j];
+            if (p->tag != plan->ds_wanted[i] || p->role == DNSSEC_KASP_ZSK)
+                continue;
+            char kerr[256];
+            dnssec_key_t *key = NULL;
+            if (store->get(store->ctx, p->id, &key, kerr, sizeof(kerr)) < 0) {
+                log_err("dnssec: zone %s: %s; its DS is not looked for", zname, kerr);
+                break;
+            }
+            int dl = dnssec_key_ds(key, pol->cds_digest, out[n].rdata, sizeof(out[n].rdata));
+            dnssec_key_free(key);
+            if (dl > 0) {
+                out[n].tag = plan->ds_wanted[i];
+                out[n].len = (uint16_t)dl;
+                n++;
+            }
+            break;
+        }
+    return n;
+}
+
 void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out)
 {
     for (unsigned i = 0; i < out->n; i++)

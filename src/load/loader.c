@@ -337,6 +337,15 @@ static bool src_followed(void *ctx, const char *key)
     return l->xfr && xfr_zone_wanted(l->xfr, key);
 }
 
+/* Any thread (the Redis source's, for a zone it drives): its DS to look for at its parent. */
+static void src_ds_want(void *ctx, const char *key, const char *origin,
+                        const dnssec_kasp_ds_t *wants, size_t n, char *const *parents,
+                        size_t nparents, unsigned interval)
+{
+    loader_t *l = ctx;
+    ds_check_set(l->dscheck, key, origin, wants, n, parents, nparents, interval);
+}
+
 /* Loader thread: point src_locate() at snapshot s's databases. True when they differ from the
  * ones it used (the sources' zones then need their records located again). */
 static bool sources_set_geo(loader_t *l, const struct snapshot *s)
@@ -402,6 +411,8 @@ static int source_add(loader_t *l, const zone_source_ops_t *ops)
         .locate_ctx = l,
         .followed = src_followed,
         .followed_ctx = l,
+        .ds_want = src_ds_want,
+        .ds_want_ctx = l,
     };
     if (!(l->src[l->nsrc] = zone_source_new(ops, &env)))
         return TERN_ENOMEM;
@@ -822,6 +833,14 @@ static void ds_seen(void *ctx, const char *key, uint16_t tag)
 {
     loader_t *l = ctx;
     char err[256];
+    zone_source_t *redis = redis_managed(l, key);
+    if (redis) { /* a Redis zone this node drives: the DS seen, as a request to itself */
+        char req[32];
+        snprintf(req, sizeof(req), "ds-seen %u", tag);
+        if (source_redis_dnssec_request(redis, key, req, err, sizeof(err)) < 0)
+            log_warn("dnssec: zone %s: %s", key, err);
+        return;
+    }
     if (zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), err, sizeof(err)) < 0)
         log_warn("dnssec: zone %s: %s", key, err);
     else if (sink_reread(l, key) < 0)

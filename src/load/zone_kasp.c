@@ -52,38 +52,6 @@ void zone_kasp_set_checker(zone_kasp_t *k, ds_check_t *dc)
     k->dc = dc;
 }
 
-/* Under mu: what e's plan waits for at its parent, to the checker (its policy's parents). */
-static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_policy_t *cp,
-                    const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
-                    const char *kdir)
-{
-    ds_check_want_t wants[4];
-    size_t n = 0;
-    for (size_t i = 0; i < plan->nds_wanted && n < 4 && cp->nparents; i++)
-        for (size_t j = 0; j < plan->nkeys; j++) {
-            if (plan->keys[j].tag != plan->ds_wanted[i] || plan->keys[j].role == DNSSEC_KASP_ZSK)
-                continue;
-            char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[256];
-            dnssec_key_t *key = NULL;
-            snprintf(path, sizeof(path), "%s/%s", kdir, plan->keys[j].id);
-            if (dnssec_key_load_public(path, wo, &key, kerr, sizeof(kerr)) < 0) {
-                log_err("dnssec: zone %s: %s; its DS is not looked for", e->key, kerr);
-                break;
-            }
-            int dl = dnssec_key_ds(key, e->pol.cds_digest, wants[n].rdata, sizeof(wants[n].rdata));
-            dnssec_key_free(key);
-            if (dl > 0) {
-                wants[n].tag = plan->ds_wanted[i];
-                wants[n].len = (uint16_t)dl;
-                n++;
-            }
-            break;
-        }
-    if (k->dc)
-        ds_check_set(k->dc, e->key, origin, wants, n, cp->parents, cp->nparents,
-                     cp->ds_check_interval);
-}
-
 zone_kasp_t *zone_kasp_new(void)
 {
     zone_kasp_t *k = calloc(1, sizeof(*k));
@@ -166,6 +134,20 @@ static int file_get(void *ctx, const char *id, dnssec_key_t **out, char *err, si
     char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2];
     snprintf(path, sizeof(path), "%s/%s", fs->kdir, id);
     return dnssec_key_load(path, fs->origin, out, err, errlen);
+}
+
+/* Under mu: what e's plan waits for at its parent, to the checker (its policy's parents). */
+static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_policy_t *cp,
+                    const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
+                    const char *kdir)
+{
+    struct file_store fs = {kdir, wo};
+    const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+    ds_check_want_t wants[DNSSEC_KASP_DS_MAX];
+    size_t n = cp->nparents ? dnssec_kasp_keys_ds(plan, &e->pol, e->key, &store, wants) : 0;
+    if (k->dc)
+        ds_check_set(k->dc, e->key, origin, wants, n, cp->parents, cp->nparents,
+                     cp->ds_check_interval);
 }
 
 /* Under mu: step e to now (generating what the plan asks for), log and save; *plan filled. */

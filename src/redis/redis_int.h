@@ -86,6 +86,7 @@ struct zst {
     bool kasp_holder;      /* this node holds its lock and drives its keys */
     bool kasp_drive;       /* the holder should step it at the next tick (no state, a key to
                               make, a new policy) */
+    bool kasp_ds;          /* a DS check was asked for it (redis_source_callbacks_t.ds_want) */
     struct zst *next;      /* hash chain */
 };
 
@@ -93,6 +94,9 @@ struct zst {
 typedef struct redis_kasp_policy {
     char *name;
     dnssec_kasp_policy_t pol; /* zone_max_ttl 0: the zone's largest TTL as built */
+    char **parents;           /* asked for a new KSK's DS by the driving node's checker */
+    size_t nparents;
+    unsigned ds_check_interval;
 } redis_kasp_policy_t;
 
 /* The zone_max_ttl a zone's rollovers wait for before its first build says what it is: a day,

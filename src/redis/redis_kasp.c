@@ -29,7 +29,12 @@
  * next key event even when no driver is alive (a rollover in progress goes on by its timeline;
  * only a step that needs a new key waits for a driver).
  *
- * The DS check at the parent is not made for Redis zones: `ds-seen` requests say it.
+ * The DS check at the parent (the policy's parents) is the holder's alone: after each drive it
+ * hands the DS its plan waits for to redis_source_callbacks_t.ds_want (the loader's checker),
+ * which turns a DS seen into a "ds-seen TAG" request; a node that loses the lock drops its check.
+ *
+ * ternctl (any thread, under rs->mu): the status of each zone as its last build here stepped it,
+ * and requests tried on that state, then queued for the thread to RPUSH (redis_kasp_flush()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +462,33 @@ static int announce(redis_source_t *rs, struct zst *z)
     return rc;
 }
 
+/* The DS the holder's plan waits for, to the parent checker (redis_source_callbacks_t.ds_want);
+ * plan NULL: none (this node no longer drives the zone). E_CONN or E_STOP, else 0. */
+static int want_ds(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p,
+                   const dnssec_kasp_plan_t *plan, struct redis_store *s)
+{
+    if (!rs->cb.ds_want || (!z->kasp_ds && (!plan || !plan->nds_wanted)))
+        return 0;
+    dnssec_kasp_ds_t wants[DNSSEC_KASP_DS_MAX];
+    size_t n = 0;
+    redisReply *r = NULL;
+    int rc = 0;
+    if (plan && plan->nds_wanted && p->nparents) {
+        const char *all[] = {"HGETALL", s->khash, NULL};
+        if ((rc = rs_run(rs, &r, all)) < 0)
+            return rc;
+        s->hash = r;
+        const dnssec_kasp_store_t store = {store_put, store_get, s};
+        n = dnssec_kasp_keys_ds(plan, &p->pol, z->origin, &store, wants);
+        s->hash = NULL;
+        freeReplyObject(r);
+    }
+    rs->cb.ds_want(rs->cb.ctx, z->origin, z->name, wants, n, p->parents, p->nparents,
+                   p->ds_check_interval);
+    z->kasp_ds = n > 0;
+    return 0;
+}
+
 /* The holder's step of zone z: state read, requests applied, stepped, keys made, state written
  * if it changed (and still the holder). 0, E_CONN or E_STOP; a zone's own trouble is logged. */
 static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p)
@@ -512,6 +544,8 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
         rc = s.conn_rc; /* a key not written: the connection's fault, or the zone's (logged) */
         goto out;
     }
+    if ((rc = want_ds(rs, z, p, plan, &s)) < 0)
+        goto out;
     if (!(changed || fresh || asked))
         goto out;
     if (!(text = dnssec_kasp_to_text(st))) {
@@ -531,6 +565,7 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
                  "steps it",
                  z->origin, klock);
         z->kasp_holder = false;
+        (void)want_ds(rs, z, p, NULL, NULL);
     }
 out:
     if (r)
@@ -585,6 +620,9 @@ static bool lock_reply(redis_source_t *rs, struct zst *z, const redisReply *r, i
     }
     bool was = z->kasp_holder;
     z->kasp_holder = code != 0;
+    const redis_kasp_policy_t *p = redis_kasp_policy(rs, z->kasp_policy);
+    if (was && !z->kasp_holder && p)
+        (void)want_ds(rs, z, p, NULL, NULL); /* its checker's job dropped: no command, no error */
     view_holder(rs, z, r->element[1]->str, r->element[1]->len, z->kasp_holder);
     return z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
                               (z->kasp_at && now >= z->kasp_at));

@@ -650,8 +650,12 @@ static void source_free(redis_source_t *rs)
     free(rs->ks_prefix);
     free(rs->k_pattern);
     free(rs->channel);
-    for (size_t i = 0; i < rs->nkasp; i++)
+    for (size_t i = 0; i < rs->nkasp; i++) {
         free(rs->kasp[i].name);
+        for (size_t j = 0; j < rs->kasp[i].nparents; j++)
+            free(rs->kasp[i].parents[j]);
+        free(rs->kasp[i].parents);
+    }
     free(rs->kasp);
     free(rs->node_id);
     redis_kasp_free(rs);
@@ -687,10 +691,17 @@ static bool take_kasp(redis_source_t *rs, const redis_source_config_t *cfg)
 {
     if (cfg->nkasp && !(rs->kasp = calloc(cfg->nkasp, sizeof(*rs->kasp))))
         return false;
-    for (size_t i = 0; i < cfg->nkasp; i++, rs->nkasp++) {
-        rs->kasp[i].pol = cfg->kasp[i].pol;
-        if (!(rs->kasp[i].name = strdup(cfg->kasp[i].name)))
+    for (size_t i = 0; i < cfg->nkasp; i++) {
+        redis_kasp_policy_t *k = &rs->kasp[rs->nkasp++]; /* counted first: freed whatever fails */
+        k->pol = cfg->kasp[i].pol;
+        k->ds_check_interval = cfg->kasp[i].ds_check_interval;
+        if (!(k->name = strdup(cfg->kasp[i].name)) ||
+            (cfg->kasp[i].nparents &&
+             !(k->parents = calloc(cfg->kasp[i].nparents, sizeof(*k->parents)))))
             return false;
+        for (; k->nparents < cfg->kasp[i].nparents; k->nparents++)
+            if (!(k->parents[k->nparents] = strdup(cfg->kasp[i].parents[k->nparents])))
+                return false;
     }
     if (cfg->node_id && cfg->node_id[0])
         rs->node_id = strdup(cfg->node_id);

@@ -485,6 +485,9 @@ static redis_source_kasp_t *kasp_policies(const config_t *cfg, size_t *n)
         v[i].name = p->name;
         config_dnssec_policy_kasp(p, &v[i].pol);
         v[i].pol.zone_max_ttl = p->zone_max_ttl; /* 0: the zone's own, as built */
+        v[i].parents = p->parents;
+        v[i].nparents = p->nparents;
+        v[i].ds_check_interval = p->ds_check_interval;
     }
     return v;
 }
@@ -501,6 +504,15 @@ static bool kasp_same(const config_t *a, const config_t *b)
     free(va);
     free(vb);
     return same;
+}
+
+/* redis_source_callbacks_t.ds_want (the Redis thread): to the loader's DS checker. */
+static void ds_want(void *ctx, const char *origin, const char *name, const dnssec_kasp_ds_t *wants,
+                    size_t n, char *const *parents, size_t nparents, unsigned interval)
+{
+    source_redis_t *r = ctx;
+    if (r->env.ds_want)
+        r->env.ds_want(r->env.ds_want_ctx, origin, name, wants, n, parents, nparents, interval);
 }
 
 /* Start the Redis thread for cfg->redis (loader or main thread). 0 or a negative code (logged). */
@@ -522,6 +534,7 @@ static int start_thread(source_redis_t *r, const config_t *cfg)
                                    .on_state = on_state,
                                    .on_synced = on_synced,
                                    .exported = exported,
+                                   .ds_want = ds_want,
                                    .ctx = r};
     char err[512] = "";
     if (cfg_copy(&r->cfg, c) < 0) {

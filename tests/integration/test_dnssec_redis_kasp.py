@@ -29,7 +29,11 @@ Checks:
                     at once
   unknown_policy    a zone naming a policy ternd.yaml lacks is refused with a message naming its
                     config key; redins' static keys are not asked for
-Skips (77) when unbound or redis-server is missing.
+  parent_ds_check   ds.test., a second zone of the fleet under a real Knot serving test. (the
+                    policy's parents): its CDS put at Knot as a DS by the test (the registrar);
+                    the node holding ds.test's lock, and only it, asks Knot, sees the DS and
+                    makes the KSK active on both nodes with no ds-seen
+Skips (77) when unbound, knotd or redis-server is missing.
 """
 
 import argparse
@@ -49,10 +53,12 @@ import dns.name
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.update
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 from servers import LOOPBACK, expect, find_program, run_check  # noqa: E402
+from test_dnssec_kasp import KnotParent  # noqa: E402
 
 ZONE = "rk.test."
 POLICY = """dnssec_policies:
@@ -145,7 +151,7 @@ def main():
     ap.add_argument("--ternd", required=True)
     ap.add_argument("--ternctl", required=True)
     args = ap.parse_args()
-    for prog in ("unbound", "redis-server"):
+    for prog in ("unbound", "redis-server", "knotd"):
         if find_program(prog) is None:
             print("%s not found: skipped" % prog)
             return 77
@@ -153,13 +159,24 @@ def main():
     results = []
     redis = servers.Redis(work)
     redis.start()
-    yaml = POLICY + ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n  read_timeout: 2000\n'
+    knot = KnotParent(work, [])
+    knot.start("test.")
+    parented = POLICY.replace("name: fast", "name: parented") + (
+        '    parents: ["%s@%d"]\n    ds_check_interval: 1\n' % (LOOPBACK, knot.port))
+    yaml = POLICY + parented[len("dnssec_policies:\n"):] + ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n  read_timeout: 2000\n'
                      % (LOOPBACK, redis.port))
     cfg = dict(soa=SOA, dnssec_policy="fast")
     redis.cmd("SET", "redins:zones:%s:config" % ZONE, json.dumps(cfg))
     for label, value in LABELS.items():
         redis.cmd("HSET", "redins:zones:" + ZONE, label, json.dumps(value))
     redis.cmd("SADD", "redins:zones", ZONE)
+    dcfg = {"soa": dict(SOA, ns="ns1.ds.test.", MBox="hostmaster.ds.test."),
+            "dnssec_policy": "parented"}
+    redis.cmd("SET", "redins:zones:ds.test.:config", json.dumps(dcfg))
+    redis.cmd("HSET", "redins:zones:ds.test.", "@",
+              json.dumps({"ns": {"ttl": 5, "records": [{"host": "ns1.ds.test."}]}}))
+    redis.cmd("HSET", "redins:zones:ds.test.", "ns1", json.dumps(LABELS["ns1"]))
+    redis.cmd("SADD", "redins:zones", "ds.test.")
     nodes = [servers.YamlTernd(work, args.ternd, yaml, name="tern-%s" % n, ternctl=args.ternctl)
              for n in "ab"]
     ports = [t.port for t in nodes]
@@ -255,6 +272,35 @@ def main():
             expect(drv.log_has('request "ds-seen %d" done' % ctx["ksk"]), "not logged by the driver")
             print("  KSK %d and ZSK %d made by %s; the same on both nodes"
                   % (ctx["ksk"], ctx["zsk"], node_of(lock).name))
+
+        def parent_ds_check():
+            lock = redis.cmd("GET", "redins:zones:ds.test.:kasp:lock")
+            drv = node_of(lock or "x:0")
+            expect(drv is not None, "ds.test's lock: %r" % lock)
+            other = nodes[1 - nodes.index(drv)]
+            cds = []
+
+            def published():
+                r = dns.query.udp(dns.message.make_query("ds.test.", "CDS"), LOOPBACK,
+                                  port=other.port, timeout=2)
+                cds[:] = [rd for rrset in r.answer if rrset.rdtype == dns.rdatatype.CDS
+                          for rd in rrset]
+                return bool(cds)
+            servers.wait_until(published, 30, "ds.test's CDS")
+            u = dns.update.UpdateMessage("test.")
+            for rd in cds:
+                u.add("ds.test.", 3, "DS", rd.to_text())
+            r = dns.query.tcp(u, LOOPBACK, port=knot.port, timeout=5)
+            expect(r.rcode() == dns.rcode.NOERROR, "Knot refused the DS: %s" % r)
+            for t in nodes:
+                servers.wait_until(lambda: re.search(
+                    r"^KSK \d+ alg 13 active", t.ctl("dnssec", "status", "ds.test").stdout,
+                    re.M), 20, "ds.test's KSK active on %s" % t.name)
+            expect(drv.log_has("seen at every server of the parent"), "the check not logged")
+            expect(not other.log_has("seen at every server of the parent"),
+                   "the node that does not drive asked the parent:\n" + other.log_text())
+            print("  the DS at Knot seen by %s (which drives ds.test) alone; KSK active on both"
+                  % drv.name)
 
         def rollover_once():
             w = Watch(unbounds)
@@ -356,6 +402,7 @@ def main():
             print("  refused: %s" % want)
 
         for name, fn in (("first_signing", first_signing),
+                         ("parent_ds_check", parent_ds_check),
                          ("rollover_once", rollover_once),
                          ("holder_killed", holder_killed),
                          ("restart_same_keys", restart_same_keys),
@@ -368,6 +415,7 @@ def main():
             u.stop()
         for t in nodes + extra:
             t.stop()
+        knot.stop()
         redis.stop()
     failed = servers.report(results)
     if not failed:

@@ -36,6 +36,17 @@ typedef struct dnssec_kasp_keys {
     bool cds_delete;
 } dnssec_kasp_keys_t;
 
+/* A DS a zone waits for at its parent: its key's tag and the DS RDATA (the policy's digest, as
+ * its CDS gives it), for a checker that asks the parent's servers (tern/load's ds_check). */
+typedef struct dnssec_kasp_ds {
+    uint16_t tag;
+    uint16_t len;
+    uint8_t rdata[4 + 64];
+} dnssec_kasp_ds_t;
+
+/* At most this many DS are waited for at once (a KSK rollover during an algorithm rollover). */
+#define DNSSEC_KASP_DS_MAX 4
+
 /* Where a zone's generated keys live. */
 typedef struct dnssec_kasp_store {
     /* Keep key (just generated, with its private key) and write the id it is known by (at most
@@ -70,6 +81,15 @@ int dnssec_kasp_keys_step(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, co
 int dnssec_kasp_keys_load(const dnssec_kasp_plan_t *plan, const dnssec_kasp_policy_t *pol,
                           const char *zname, const dnssec_kasp_store_t *store,
                           dnssec_kasp_keys_t *out, char *err, size_t errlen) TERN_WUR;
+
+/**
+ * The DS plan waits for at the parent (plan->ds_wanted), each from its key read with
+ * store->get() and pol->cds_digest, into out (DNSSEC_KASP_DS_MAX); the count. A key that cannot be
+ * read is logged (naming zname) and its DS not looked for.
+ */
+size_t dnssec_kasp_keys_ds(const dnssec_kasp_plan_t *plan, const dnssec_kasp_policy_t *pol,
+                           const char *zname, const dnssec_kasp_store_t *store,
+                           dnssec_kasp_ds_t out[DNSSEC_KASP_DS_MAX]);
 
 /** Free the keys out still holds (those not handed to dnssec_zone_new_roles()). */
 void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out);

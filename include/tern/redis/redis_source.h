@@ -129,6 +129,7 @@
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
 #include "tern/dnssec/dnssec_kasp.h"
+#include "tern/dnssec/dnssec_kasp_keys.h"
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/zone/zone_json.h"
 
@@ -154,6 +155,9 @@
 typedef struct redis_source_kasp {
     const char *name;
     dnssec_kasp_policy_t pol;
+    char *const *parents; /* "ADDR" or "ADDR@PORT": asked for a new KSK's DS (ds_want) */
+    size_t nparents;
+    unsigned ds_check_interval; /* seconds between those questions */
 } redis_source_kasp_t;
 
 /*
@@ -232,6 +236,12 @@ typedef struct redis_source_callbacks {
      * (zone_serial_next()), and built and signed again by this thread when its signatures come
      * due (the loader re-signs the others in place). */
     bool (*exported)(void *ctx, const char *origin);
+    /* Optional, called on the source's thread by the node driving a zone's keys (and with n 0
+     * when it stops driving it): the DS its plan waits for at the parent, for the policy's
+     * parents (zone_source_env_t.ds_want); a DS seen comes back as a "ds-seen TAG" request
+     * (redis_source_dnssec_request()). */
+    void (*ds_want)(void *ctx, const char *origin, const char *name, const dnssec_kasp_ds_t *wants,
+                    size_t n, char *const *parents, size_t nparents, unsigned interval);
     void *ctx;
 } redis_source_callbacks_t;
 
