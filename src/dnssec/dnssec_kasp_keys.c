@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -142,6 +143,21 @@ size_t dnssec_kasp_keys_ds(const dnssec_kasp_plan_t *plan, const dnssec_kasp_pol
             break;
         }
     return n;
+}
+
+int dnssec_kasp_keys_role(const char *name, dnssec_kasp_role_t *out, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        dnssec_kasp_role_t role;
+    } roles[] = {{"ksk", DNSSEC_KASP_KSK}, {"zsk", DNSSEC_KASP_ZSK}, {"csk", DNSSEC_KASP_CSK}};
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+        if (strcasecmp(name, roles[i].name) == 0) {
+            *out = roles[i].role;
+            return 0;
+        }
+    snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", name);
+    return TERN_EINVAL;
 }
 
 void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out)

@@ -1099,13 +1099,14 @@ void loader_stop_health(loader_t *l)
 
 void loader_stop(loader_t *l)
 {
-    loader_stop_thread(l); /* the only caller of ds_check_set() */
-    /* its callback only queues a reread and marks the key state: both outlive it */
+    loader_stop_thread(l);  /* a caller of ds_check_set() */
+    loader_stop_sources(l); /* the other: the Redis thread, for the zones it drives */
+    /* its callback only queues a reread, marks the key state or asks a stopped source (refused):
+     * all outlive it */
     ds_check_free(l->dscheck);
     l->dscheck = NULL;
     if (l->kasp)
         zone_kasp_set_checker(l->kasp, NULL);
-    loader_stop_sources(l);
     loader_stop_health(l);
 }
 

@@ -388,16 +388,8 @@ int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_
                        size_t errlen)
 {
     dnssec_kasp_role_t r;
-    if (strcasecmp(role, "ksk") == 0)
-        r = DNSSEC_KASP_KSK;
-    else if (strcasecmp(role, "zsk") == 0)
-        r = DNSSEC_KASP_ZSK;
-    else if (strcasecmp(role, "csk") == 0)
-        r = DNSSEC_KASP_CSK;
-    else {
-        snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", role);
+    if (dnssec_kasp_keys_role(role, &r, err, errlen) < 0)
         return TERN_EINVAL;
-    }
     pthread_mutex_lock(&k->mu);
     struct zent_kasp *e = prepared(k, key, err, errlen);
     int rc = e ? dnssec_kasp_rollover(e->st, &e->pol, r, now, err, errlen) : TERN_ENOENT;

@@ -1,15 +1,18 @@
 /*
- * redis_int.h — private to src/redis: the state the zone reader's three files share.
+ * redis_int.h — private to src/redis: the state the zone reader's four files share.
  *
  *   redis_source.c  the thread (connect and subscribe, serve change events, idle PINGs), the
  *                   public API, the stats; change events mark zones dirty here
- *   redis_read.c    reading zones (pipelined GET + MGET + HSCAN, HMGET of named labels) and
- *                   building them (zone_json), digests, diffs of large zones, patches
+ *   redis_read.c    reading zones (pipelined GET + MGET + HGETALL + HSCAN, HMGET of named
+ *                   labels) and building them (zone_json), digests, diffs of large zones, patches
  *   redis_sync.c    the zone table and the set's membership: SMEMBERS, reconcile, zones gone,
  *                   max_zones; a full read or verify (full_sync) and a flush of dirty zones
+ *   redis_kasp.c    zones with a key policy: their keys and state in Redis, the fleet lock and
+ *                   the driving node's steps, signing at each build, ternctl's status and requests
  *
  * Threading: everything below the "shared with other threads" fields belongs to the source's
- * thread; stats are updated under mu (redis_int_stats()), resync and stop are atomics.
+ * thread; stats, the key policies' views and ternctl's requests are under mu, resync, release
+ * and stop are atomics.
  */
 #ifndef TERN_REDIS_REDIS_INT_H
 #define TERN_REDIS_REDIS_INT_H

@@ -366,16 +366,8 @@ int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const
     int n = sscanf(text, "%15s %15s %1s", verb, arg, extra);
     if (n >= 2 && strcasecmp(verb, "rollover") == 0 && n == 2) {
         dnssec_kasp_role_t r;
-        if (strcasecmp(arg, "ksk") == 0)
-            r = DNSSEC_KASP_KSK;
-        else if (strcasecmp(arg, "zsk") == 0)
-            r = DNSSEC_KASP_ZSK;
-        else if (strcasecmp(arg, "csk") == 0)
-            r = DNSSEC_KASP_CSK;
-        else {
-            snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", arg);
+        if (dnssec_kasp_keys_role(arg, &r, err, errlen) < 0)
             return TERN_EINVAL;
-        }
         return dnssec_kasp_rollover(st, pol, r, now, err, errlen);
     }
     if (n >= 1 && n <= 2 && strcasecmp(verb, "ds-seen") == 0) {

@@ -47,7 +47,6 @@ import tempfile
 import time
 
 import dns.dnssec
-import dns.flags
 import dns.message
 import dns.name
 import dns.query
@@ -59,6 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 from servers import LOOPBACK, expect, find_program, run_check  # noqa: E402
 from test_dnssec_kasp import KnotParent  # noqa: E402
+from test_dnssec_kasp import Watch as KaspWatch  # noqa: E402
 
 ZONE = "rk.test."
 POLICY = """dnssec_policies:
@@ -121,28 +121,24 @@ class FleetUnbound(servers.Unbound):
 
 
 class Watch:
-    """Unbounds validating rk.test., each asked an answer and a denial every STEP."""
+    """Unbounds validating rk.test. (test_dnssec_kasp's watch for each), each asked an answer
+    and a denial every STEP."""
 
     def __init__(self, unbounds):
-        self.us = list(unbounds)
-        self.asked = 0
+        self.ws = [KaspWatch(u, names=(("www.rk.test.", "A"), ("nx%d.rk.test.", "A")))
+                   for u in unbounds]
+
+    @property
+    def asked(self):
+        return sum(w.asked for w in self.ws)
 
     def run(self, seconds, until=None):
         end = time.monotonic() + seconds
         while True:
-            for u in self.us:
-                for name in ("www.rk.test.", "nx%d.rk.test." % self.asked):
-                    r = u.ask(name, "A")
-                    self.asked += 1
-                    expect(r.rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN) and
-                           r.flags & dns.flags.AD,
-                           "%s via unbound %s: %s AD=%s\n%s" % (
-                               name, u.name, dns.rcode.to_text(r.rcode()),
-                               bool(r.flags & dns.flags.AD), u.log_text()))
-            if until and until():
-                return True
-            if time.monotonic() >= end:
-                return False
+            for w in self.ws:
+                w.run(0)  # one round of questions
+            if (until and until()) or time.monotonic() >= end:
+                return bool(until and until())
             time.sleep(STEP)
 
 

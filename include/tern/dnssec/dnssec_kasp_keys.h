@@ -91,6 +91,11 @@ size_t dnssec_kasp_keys_ds(const dnssec_kasp_plan_t *plan, const dnssec_kasp_pol
                            const char *zname, const dnssec_kasp_store_t *store,
                            dnssec_kasp_ds_t out[DNSSEC_KASP_DS_MAX]);
 
+/** The role an operator names ("ksk", "zsk", "csk", any case) into *out: 0, or TERN_EINVAL with
+ * "rollover: expected ksk, zsk or csk, got \"NAME\"" in err. */
+int dnssec_kasp_keys_role(const char *name, dnssec_kasp_role_t *out, char *err,
+                          size_t errlen) TERN_WUR;
+
 /** Free the keys out still holds (those not handed to dnssec_zone_new_roles()). */
 void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out);
 

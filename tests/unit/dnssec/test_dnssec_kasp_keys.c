@@ -71,38 +71,68 @@ static void mem_free(mem_store_t *s)
     }
 }
 
-static void setup(mem_store_t *s, dnssec_kasp_policy_t *pol)
+/* One test's zone: the store, the policy, an empty state and its plan. */
+typedef struct fx {
+    mem_store_t s;
+    dnssec_kasp_policy_t pol;
+    dnssec_kasp_store_t store;
+    dnssec_kasp_t *st;
+    dnssec_kasp_plan_t *plan;
+    char err[512];
+    bool changed;
+} fx_t;
+
+static fx_t *fx_new(void)
 {
-    memset(s, 0, sizeof(*s));
-    assert_true(dname_from_str("kk.test", 7, false, s->origin, NULL) > 0);
-    dnssec_kasp_policy_default(pol);
-    pol->zone_max_ttl = 3600;
+    fx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_true(dname_from_str("kk.test", 7, false, f->s.origin, NULL) > 0);
+    dnssec_kasp_policy_default(&f->pol);
+    f->pol.zone_max_ttl = 3600;
+    f->store = (dnssec_kasp_store_t){mem_put, mem_get, &f->s};
+    f->st = dnssec_kasp_new();
+    f->plan = calloc(1, sizeof(*f->plan));
+    assert_non_null(f->st);
+    assert_non_null(f->plan);
+    return f;
+}
+
+/* Step f's state at T0, making keys through its store (with_store) or as a reader. */
+static int fx_step(fx_t *f, bool with_store)
+{
+    return dnssec_kasp_keys_step(f->st, &f->pol, "kk.test", f->s.origin, T0,
+                                 with_store ? &f->store : NULL, f->plan, &f->changed, f->err,
+                                 sizeof(f->err));
+}
+
+static int fx_load(fx_t *f, dnssec_kasp_keys_t *kk)
+{
+    return dnssec_kasp_keys_load(f->plan, &f->pol, "kk.test", &f->store, kk, f->err,
+                                 sizeof(f->err));
+}
+
+static void fx_free(fx_t *f)
+{
+    dnssec_kasp_free(f->st);
+    free(f->plan);
+    mem_free(&f->s);
+    free(f);
 }
 
 static void test_first_signing(void **state)
 {
     (void)state;
-    mem_store_t s;
-    dnssec_kasp_policy_t pol;
-    setup(&s, &pol);
-    dnssec_kasp_store_t store = {mem_put, mem_get, &s};
-    dnssec_kasp_t *st = dnssec_kasp_new();
-    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
-    char err[512] = "";
-    bool changed = false;
-    assert_int_equal(dnssec_kasp_keys_step(st, &pol, "kk.test", s.origin, T0, &store, plan,
-                                           &changed, err, sizeof(err)),
-                     0);
-    assert_true(changed);
-    assert_int_equal(s.n, 2);
-    assert_int_equal(dnssec_kasp_key_count(st), 2);
-    assert_int_equal(plan->ngenerate, 0);
+    fx_t *f = fx_new();
+    assert_int_equal(fx_step(f, true), 0);
+    assert_true(f->changed);
+    assert_int_equal(f->s.n, 2);
+    assert_int_equal(dnssec_kasp_key_count(f->st), 2);
+    assert_int_equal(f->plan->ngenerate, 0);
     for (size_t i = 0; i < 2; i++)
-        assert_string_equal(dnssec_kasp_key_at(st, i)->id, s.id[i]);
+        assert_string_equal(dnssec_kasp_key_at(f->st, i)->id, f->s.id[i]);
 
     dnssec_kasp_keys_t kk;
-    assert_int_equal(dnssec_kasp_keys_load(plan, &pol, "kk.test", &store, &kk, err, sizeof(err)),
-                     0);
+    assert_int_equal(fx_load(f, &kk), 0);
     assert_int_equal(kk.n, 2);
     assert_int_equal(kk.cds_digest, 2);
     assert_false(kk.cds_delete);
@@ -122,99 +152,93 @@ static void test_first_signing(void **state)
     assert_int_equal(kk.n, 0);
 
     /* the same state stepped again at the same time: nothing new, nothing made */
-    unsigned puts = s.puts;
-    assert_int_equal(dnssec_kasp_keys_step(st, &pol, "kk.test", s.origin, T0, &store, plan,
-                                           &changed, err, sizeof(err)),
-                     0);
-    assert_false(changed);
-    assert_int_equal(s.puts, puts);
-    dnssec_kasp_free(st);
-    free(plan);
-    mem_free(&s);
+    unsigned puts = f->s.puts;
+    assert_int_equal(fx_step(f, true), 0);
+    assert_false(f->changed);
+    assert_int_equal(f->s.puts, puts);
+    fx_free(f);
 }
 
 static void test_reader_makes_nothing(void **state)
 {
     (void)state;
-    mem_store_t s;
-    dnssec_kasp_policy_t pol;
-    setup(&s, &pol);
-    dnssec_kasp_t *st = dnssec_kasp_new();
-    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
-    char err[512] = "";
-    bool changed = true;
+    fx_t *f = fx_new();
+    f->changed = true;
     /* a state another node drives, not signed yet: the plan asks for keys, none is made */
-    assert_int_equal(dnssec_kasp_keys_step(st, &pol, "kk.test", s.origin, T0, NULL, plan, &changed,
-                                           err, sizeof(err)),
-                     0);
-    assert_false(changed);
-    assert_int_equal(plan->ngenerate, 2);
-    assert_int_equal(dnssec_kasp_key_count(st), 0);
-    dnssec_kasp_store_t store = {mem_put, mem_get, &s};
+    assert_int_equal(fx_step(f, false), 0);
+    assert_false(f->changed);
+    assert_int_equal(f->plan->ngenerate, 2);
+    assert_int_equal(dnssec_kasp_key_count(f->st), 0);
     dnssec_kasp_keys_t kk;
-    assert_int_equal(dnssec_kasp_keys_load(plan, &pol, "kk.test", &store, &kk, err, sizeof(err)),
-                     0);
+    assert_int_equal(fx_load(f, &kk), 0);
     assert_int_equal(kk.n, 0); /* nothing to sign with yet */
-    assert_int_equal(s.gets, 0);
-    dnssec_kasp_free(st);
-    free(plan);
+    assert_int_equal(f->s.gets, 0);
+    fx_free(f);
 }
 
 static void test_taken_id_retried(void **state)
 {
     (void)state;
-    mem_store_t s;
-    dnssec_kasp_policy_t pol;
-    setup(&s, &pol);
-    s.eexist = 3;
-    dnssec_kasp_store_t store = {mem_put, mem_get, &s};
-    dnssec_kasp_t *st = dnssec_kasp_new();
-    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
-    char err[512] = "";
-    bool changed;
-    assert_int_equal(dnssec_kasp_keys_step(st, &pol, "kk.test", s.origin, T0, &store, plan,
-                                           &changed, err, sizeof(err)),
-                     0);
-    assert_int_equal(s.n, 2);
-    assert_int_equal(s.puts, 5); /* three refused, two kept */
+    fx_t *f = fx_new();
+    f->s.eexist = 3;
+    assert_int_equal(fx_step(f, true), 0);
+    assert_int_equal(f->s.n, 2);
+    assert_int_equal(f->s.puts, 5); /* three refused, two kept */
 
     /* a store that refuses every id: the step gives up, naming the zone and the role */
-    dnssec_kasp_t *st2 = dnssec_kasp_new();
-    s.eexist = 1000;
-    assert_int_equal(dnssec_kasp_keys_step(st2, &pol, "kk.test", s.origin, T0, &store, plan,
-                                           &changed, err, sizeof(err)),
-                     TERN_EEXIST);
-    assert_non_null(strstr(err, "zone kk.test: dnssec: cannot make a"));
-    dnssec_kasp_free(st);
-    dnssec_kasp_free(st2);
-    free(plan);
-    mem_free(&s);
+    dnssec_kasp_free(f->st);
+    f->st = dnssec_kasp_new();
+    f->s.eexist = 1000;
+    assert_int_equal(fx_step(f, true), TERN_EEXIST);
+    assert_non_null(strstr(f->err, "zone kk.test: dnssec: cannot make a"));
+    fx_free(f);
 }
 
 static void test_key_gone(void **state)
 {
     (void)state;
-    mem_store_t s;
-    dnssec_kasp_policy_t pol;
-    setup(&s, &pol);
-    dnssec_kasp_store_t store = {mem_put, mem_get, &s};
-    dnssec_kasp_t *st = dnssec_kasp_new();
-    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
-    char err[512] = "";
-    bool changed;
-    assert_int_equal(dnssec_kasp_keys_step(st, &pol, "kk.test", s.origin, T0, &store, plan,
-                                           &changed, err, sizeof(err)),
-                     0);
-    snprintf(s.id[1], sizeof(s.id[1]), "renamed"); /* the second key is gone from the store */
+    fx_t *f = fx_new();
+    assert_int_equal(fx_step(f, true), 0);
+    snprintf(f->s.id[1], sizeof(f->s.id[1]), "renamed"); /* the second key left the store */
     dnssec_kasp_keys_t kk;
-    assert_int_equal(dnssec_kasp_keys_load(plan, &pol, "kk.test", &store, &kk, err, sizeof(err)),
-                     TERN_ENOENT);
+    assert_int_equal(fx_load(f, &kk), TERN_ENOENT);
     assert_int_equal(kk.n, 0);
-    assert_non_null(strstr(err, "zone kk.test: dnssec: key "));
-    assert_non_null(strstr(err, "no key key-"));
-    dnssec_kasp_free(st);
-    free(plan);
-    mem_free(&s);
+    assert_non_null(strstr(f->err, "zone kk.test: dnssec: key "));
+    assert_non_null(strstr(f->err, "no key key-"));
+    fx_free(f);
+}
+
+static void test_ds_and_roles(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new();
+    assert_int_equal(fx_step(f, true), 0);
+    /* no DS wanted yet: nothing to look for */
+    dnssec_kasp_ds_t ds[DNSSEC_KASP_DS_MAX];
+    assert_int_equal(dnssec_kasp_keys_ds(f->plan, &f->pol, "kk.test", &f->store, ds), 0);
+    /* once the KSK is ready its DS is wanted: the DS of the key in the store */
+    bool changed;
+    for (int i = 0; i < 4 && f->plan->nds_wanted == 0; i++) {
+        int64_t at = f->plan->next_event;
+        assert_true(at > T0);
+        assert_int_equal(dnssec_kasp_keys_step(f->st, &f->pol, "kk.test", f->s.origin, at,
+                                               &f->store, f->plan, &changed, f->err,
+                                               sizeof(f->err)),
+                         0);
+    }
+    assert_int_equal(f->plan->nds_wanted, 1);
+    assert_int_equal(dnssec_kasp_keys_ds(f->plan, &f->pol, "kk.test", &f->store, ds), 1);
+    assert_int_equal(ds[0].tag, f->plan->ds_wanted[0]);
+    assert_int_equal(ds[0].len, 4 + 32); /* SHA-256 */
+    dnssec_kasp_role_t r;
+    char err[128];
+    assert_int_equal(dnssec_kasp_keys_role("ZSK", &r, err, sizeof(err)), 0);
+    assert_int_equal(r, DNSSEC_KASP_ZSK);
+    assert_int_equal(dnssec_kasp_keys_role("csk", &r, err, sizeof(err)), 0);
+    assert_int_equal(r, DNSSEC_KASP_CSK);
+    assert_int_equal(dnssec_kasp_keys_role("dsk", &r, err, sizeof(err)), TERN_EINVAL);
+    assert_string_equal(err, "rollover: expected ksk, zsk or csk, got \"dsk\"");
+    fx_free(f);
 }
 
 static void test_texts_round_trip(void **state)
@@ -256,7 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_signing),    cmocka_unit_test(test_reader_makes_nothing),
         cmocka_unit_test(test_taken_id_retried), cmocka_unit_test(test_key_gone),
-        cmocka_unit_test(test_texts_round_trip),
+        cmocka_unit_test(test_ds_and_roles),     cmocka_unit_test(test_texts_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
