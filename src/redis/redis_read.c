@@ -81,6 +81,7 @@ typedef struct zbuild {
     size_t bad_new;      /* of those, not reported by the zone's last build: logged */
     int rc;              /* TERN_ENOMEM aborts */
     bool rejected;       /* set by zb_end() */
+    bool kasp_wait;      /* rejected for want of its first key state (redis_kasp_sign()) */
     unsigned breach;     /* ZB_* found in this version */
     uint64_t *rep;       /* label breaches found (label_report()), for z->rep */
     size_t nrep, caprep;
@@ -173,8 +174,10 @@ static void zb_keys(zbuild_t *b, const zkeys_t *zk)
         /* keys tern makes and rolls (redis_kasp.c); redins' four strings are not read */
         const redisReply *state =
             keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 4 ? keys->element[4] : NULL;
-        if (redis_kasp_sign(rs, b->z, policy, state, zk->hash, exported, &b->dz, dnskeys, &len, err,
-                            sizeof(err)) < 0)
+        int rc = redis_kasp_sign(rs, b->z, policy, state, zk->hash, exported, &b->dz, dnskeys, &len,
+                                 err, sizeof(err));
+        b->kasp_wait = rc == TERN_EAGAIN;
+        if (rc < 0)
             zb_reject(b, "%s: %s", rs->where, err);
         else if (len && zone_json_set_dnssec(b->zj, dnskeys, len) < 0) {
             b->rc = TERN_ENOMEM;
@@ -469,7 +472,10 @@ static int zb_end(zbuild_t *b, bool unless_same)
     redis_int_stats(rs, add_build, b);
     if (!zone) {
         z->failed = true;
-        if (!b->breach || fresh)
+        if (b->kasp_wait) /* the driving node is making its first keys: not an error */
+            log_info("%s; %s until then", b->err,
+                     z->served ? "the previous version stays" : "the zone is not served");
+        else if (!b->breach || fresh)
             log_err("%s; %s", b->err,
                     z->served ? "the previous version stays" : "the zone is not served");
         else
