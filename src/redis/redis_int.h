@@ -179,7 +179,8 @@ struct redis_source {
     int64_t first_ev, last_ev;
     int64_t resign_check; /* monotonic ms of the next look for zones whose signatures are due */
     unsigned arena;
-    int64_t kasp_tick; /* monotonic ms of the next redis_kasp_tick() */
+    int64_t kasp_tick;        /* monotonic ms of the next redis_kasp_tick() */
+    bool kasp_replica_logged; /* "reading a replica: not driving" was said */
 };
 
 /* Counts of one run, for the summary line. */

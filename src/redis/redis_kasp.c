@@ -620,6 +620,21 @@ static bool lock_reply(redis_source_t *rs, struct zst *z, const redisReply *r, i
                               (z->kasp_at && now >= z->kasp_at));
 }
 
+/* Zone z's next key event: built again on every node, driver or not, once it is due; else the
+ * tick comes back for it (*next, monotonic ms). */
+static void key_event(redis_source_t *rs, struct zst *z, int64_t now, int64_t *next)
+{
+    if (z->kasp_at && now >= z->kasp_at) {
+        z->kasp_at = 0;
+        z->resign = true;
+        redis_source_mark_dirty(rs, z);
+    } else if (z->kasp_at) {
+        int64_t at = tern_monotonic_ms() + (z->kasp_at - now) * 1000;
+        if (at < *next)
+            *next = at;
+    }
+}
+
 /* One batch of a tick: the locks in one pipelined round trip, then the zones this node drives,
  * then the rebuilds their key events ask for. */
 static int tick_batch(redis_source_t *rs, struct zst **zs, size_t n, int64_t now, int64_t *next)
@@ -639,16 +654,7 @@ static int tick_batch(redis_source_t *rs, struct zst **zs, size_t n, int64_t now
         struct zst *z = zs[i];
         if (drive_now[i])
             rc = drive(rs, z, redis_kasp_policy(rs, z->kasp_policy));
-        if (z->kasp_at && now >= z->kasp_at) {
-            /* its next key event: built again on every node, driver or not */
-            z->kasp_at = 0;
-            z->resign = true;
-            redis_source_mark_dirty(rs, z);
-        } else if (z->kasp_at) {
-            int64_t at = tern_monotonic_ms() + (z->kasp_at - now) * 1000;
-            if (at < *next)
-                *next = at;
-        }
+        key_event(rs, z, now, next);
     }
     return rc;
 }
@@ -657,6 +663,21 @@ int redis_kasp_tick(redis_source_t *rs)
 {
     int64_t now = (int64_t)time(NULL);
     int64_t next = tern_monotonic_ms() + rs->kasp_lock_ms / 3;
+    if (redis_conn_replica(rs->conn)) {
+        /* a replica takes no writes: this node signs by the state it reads, the nodes reading
+         * the primary drive; its zones are still built again at their key events */
+        if (!rs->kasp_replica_logged)
+            log_info("%s: reading a replica: the zones with a key policy are driven by the nodes "
+                     "reading the primary",
+                     rs->where);
+        rs->kasp_replica_logged = true;
+        for (size_t b = 0; b < rs->nbucket; b++)
+            for (struct zst *z = rs->bucket[b]; z; z = z->next)
+                key_event(rs, z, now, &next);
+        rs->kasp_tick = next;
+        return 0;
+    }
+    rs->kasp_replica_logged = false;
     struct zst *zs[LOCK_BATCH];
     size_t n = 0;
     int rc = 0;
