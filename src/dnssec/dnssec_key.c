@@ -583,11 +583,48 @@ static int write_new(const char *path, mode_t mode, const tern_buf_t *b, char *e
     return rc;
 }
 
+/* The texts of k's BIND pair into pb (.private) and kb (.key), reserved here; name names the pair
+ * in messages. 0 or a negative TERN_E* with err set. */
+static int pair_texts(const dnssec_key_t *k, const char *name, tern_buf_t *pb, tern_buf_t *kb,
+                      char *err, size_t errlen)
+{
+    if (!k->pkey) {
+        tern_set_err(err, errlen, "%s: no private key to write", k->label);
+        return TERN_EINVAL;
+    }
+    key_priv_t *pv = calloc(1, sizeof(*pv));
+    int rc = TERN_ENOMEM;
+    if (!pv || !tern_buf_reserve(pb, WRITE_BUF - 1) || !tern_buf_reserve(kb, 2048)) {
+        tern_set_err(err, errlen, "%s: out of memory", k->label);
+        goto fail;
+    }
+    rc = TERN_EINVAL;
+    if (!pkey_fields(k, pv)) {
+        tern_set_err(err, errlen, "%s: libcrypto did not give the private key's fields", name);
+        goto fail;
+    }
+    rc = dnssec_key_text_files(k, pv, name, pb, kb, err, errlen);
+fail:
+    if (pv) {
+        OPENSSL_cleanse(pv, sizeof(*pv));
+        free(pv);
+    }
+    ERR_clear_error();
+    return rc;
+}
+
+static void pair_free(tern_buf_t *pb, tern_buf_t *kb)
+{
+    if (pb->p)
+        OPENSSL_cleanse(pb->p, pb->cap);
+    tern_buf_free(pb);
+    tern_buf_free(kb);
+}
+
 int dnssec_key_write(const dnssec_key_t *k, const char *dir, char *stem, size_t stemlen, char *err,
                      size_t errlen)
 {
     char zone[NAME_TEXT_MAX], pubp[PATH_MAX], privp[PATH_MAX];
-    key_priv_t *pv = NULL;
     tern_buf_t pb, kb;
     tern_buf_init(&pb, WRITE_BUF);
     tern_buf_init(&kb, WRITE_BUF);
@@ -613,18 +650,7 @@ int dnssec_key_write(const dnssec_key_t *k, const char *dir, char *stem, size_t 
         tern_set_err(err, errlen, "%s: the file name is too long", k->label);
         goto fail;
     }
-    rc = TERN_ENOMEM;
-    if (!(pv = calloc(1, sizeof(*pv))) || !tern_buf_reserve(&pb, WRITE_BUF - 1) ||
-        !tern_buf_reserve(&kb, 2048)) {
-        tern_set_err(err, errlen, "%s: out of memory", k->label);
-        goto fail;
-    }
-    rc = TERN_EINVAL;
-    if (!pkey_fields(k, pv)) {
-        tern_set_err(err, errlen, "%s: libcrypto did not give the private key's fields", stem);
-        goto fail;
-    }
-    if ((rc = dnssec_key_text_files(k, pv, stem, &pb, &kb, err, errlen)) < 0)
+    if ((rc = pair_texts(k, stem, &pb, &kb, err, errlen)) < 0)
         goto fail;
     /* the private first, exclusively: if it exists, so does a key with this tag, and nothing is
      * written; if the .key cannot be written, the .private goes again */
@@ -636,15 +662,29 @@ int dnssec_key_write(const dnssec_key_t *k, const char *dir, char *stem, size_t 
     }
     rc = 0;
 fail:
-    if (pv) {
-        OPENSSL_cleanse(pv, sizeof(*pv));
-        free(pv);
+    pair_free(&pb, &kb);
+    return rc;
+}
+
+int dnssec_key_texts(const dnssec_key_t *k, char **pub, char **priv, char *err, size_t errlen)
+{
+    *pub = *priv = NULL;
+    tern_buf_t pb, kb;
+    tern_buf_init(&pb, WRITE_BUF);
+    tern_buf_init(&kb, WRITE_BUF);
+    int rc = pair_texts(k, k->label, &pb, &kb, err, errlen);
+    if (rc == 0 && (!(*pub = strndup(kb.p, kb.len)) || !(*priv = strndup(pb.p, pb.len)))) {
+        tern_set_err(err, errlen, "%s: out of memory", k->label);
+        rc = TERN_ENOMEM;
     }
-    if (pb.p)
-        OPENSSL_cleanse(pb.p, pb.cap);
-    tern_buf_free(&pb);
-    tern_buf_free(&kb);
-    ERR_clear_error();
+    if (rc < 0) {
+        free(*pub);
+        if (*priv)
+            OPENSSL_cleanse(*priv, strlen(*priv));
+        free(*priv);
+        *pub = *priv = NULL;
+    }
+    pair_free(&pb, &kb);
     return rc;
 }
 

@@ -26,17 +26,12 @@
 #include <stdint.h>
 
 #include "tern/common/compiler.h"
+#include "tern/dnssec/dnssec_kasp_keys.h"
 
 typedef struct ds_check ds_check_t;
 
-/* A DS the zone waits for: its key's tag and the DS RDATA (any digest type the parent may use
- * is compared by the caller's digest: the RDATA as the CDS gives it). */
-typedef struct ds_check_want {
-    uint16_t tag;
-    uint16_t len;
-    uint8_t rdata[4 + 64];
-    bool gone; /* the zone's whole DS RRset is to be gone (tag, rdata unused) */
-} ds_check_want_t;
+/* A DS the zone waits for: its key's tag and the DS RDATA (tern/dnssec/dnssec_kasp_keys.h). */
+typedef dnssec_kasp_ds_t ds_check_want_t;
 
 /* Called with the want met (seen, or gone). */
 typedef void (*ds_check_seen_fn)(void *ctx, const char *key, const ds_check_want_t *want);

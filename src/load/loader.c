@@ -35,6 +35,7 @@
 #include "tern/zone/zone_json.h"
 
 #include "ds_check.h"
+#include "loader_int.h"
 #include "zone_kasp.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
@@ -337,6 +338,15 @@ static bool src_followed(void *ctx, const char *key)
     return l->xfr && xfr_zone_wanted(l->xfr, key);
 }
 
+/* Any thread (the Redis source's, for a zone it drives): its DS to look for at its parent. */
+static void src_ds_want(void *ctx, const char *key, const char *origin,
+                        const dnssec_kasp_ds_t *wants, size_t n, char *const *parents,
+                        size_t nparents, unsigned interval)
+{
+    loader_t *l = ctx;
+    ds_check_set(l->dscheck, key, origin, wants, n, parents, nparents, interval);
+}
+
 /* Loader thread: point src_locate() at snapshot s's databases. True when they differ from the
  * ones it used (the sources' zones then need their records located again). */
 static bool sources_set_geo(loader_t *l, const struct snapshot *s)
@@ -402,6 +412,8 @@ static int source_add(loader_t *l, const zone_source_ops_t *ops)
         .locate_ctx = l,
         .followed = src_followed,
         .followed_ctx = l,
+        .ds_want = src_ds_want,
+        .ds_want_ctx = l,
     };
     if (!(l->src[l->nsrc] = zone_source_new(ops, &env)))
         return TERN_ENOMEM;
@@ -668,56 +680,14 @@ static void resign_due(loader_t *l)
     }
 }
 
-/* The canonical key of a zone name the operator typed, or NULL with err set. */
-static bool zone_key_of(const char *zone, char *key, size_t len, char *err, size_t errlen)
+zone_kasp_t *loader_kasp(loader_t *l)
 {
-    const char *why = "";
-    if (dname_key(zone, key, len, &why) < 0) {
-        snprintf(err, errlen, "bad zone name \"%s\": %s", zone, why);
-        return false;
-    }
-    return true;
+    return l->kasp;
 }
 
-char *loader_dnssec_status(loader_t *l, const char *zone, char *err, size_t errlen)
+int loader_reread(loader_t *l, const char *key)
 {
-    char key[DNAME_KEY_MAX];
-    if (zone && !zone_key_of(zone, key, sizeof(key), err, errlen))
-        return NULL;
-    return zone_kasp_status(l->kasp, zone ? key : NULL, err, errlen);
-}
-
-int loader_dnssec_rollover(loader_t *l, const char *zone, const char *role, char *err,
-                           size_t errlen)
-{
-    char key[DNAME_KEY_MAX];
-    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
-        return TERN_EINVAL;
-    int rc = zone_kasp_rollover(l->kasp, key, role, (int64_t)time(NULL), err, errlen);
-    return rc < 0 ? rc : sink_reread(l, key); /* built at once: the new key is made */
-}
-
-int loader_dnssec_ds_seen(loader_t *l, const char *zone, int tag, char *err, size_t errlen)
-{
-    char key[DNAME_KEY_MAX];
-    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
-        return TERN_EINVAL;
-    int rc = zone_kasp_ds_seen(l->kasp, key, tag, (int64_t)time(NULL), true, err, errlen);
-    return rc < 0 ? rc : sink_reread(l, key);
-}
-
-int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errlen)
-{
-    char key[DNAME_KEY_MAX];
-    if (!zone_key_of(zone, key, sizeof(key), err, errlen))
-        return TERN_EINVAL;
-    int rc = zone_kasp_ds_gone(l->kasp, key, (int64_t)time(NULL), true, err, errlen);
-    return rc < 0 ? rc : sink_reread(l, key);
-}
-
-int loader_dnssec_keys(loader_t *l, loader_dnssec_keys_t **out, size_t *n)
-{
-    return zone_kasp_gauges(l->kasp, out, n);
+    return sink_reread(l, key);
 }
 
 zone_source_t *loader_source(loader_t *l, const char *name)
@@ -791,20 +761,6 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-/* ds_check's callback (its thread): the parent has the DS a managed zone waited for (or, for a
- * zone being unsigned, no DS any more). */
-static void ds_seen(void *ctx, const char *key, const ds_check_want_t *want)
-{
-    loader_t *l = ctx;
-    char err[256];
-    int64_t now = (int64_t)time(NULL);
-    if ((want->gone ? zone_kasp_ds_gone(l->kasp, key, now, false, err, sizeof(err))
-                    : zone_kasp_ds_seen(l->kasp, key, want->tag, now, false, err, sizeof(err))) < 0)
-        log_warn("dnssec: zone %s: %s", key, err);
-    else if (sink_reread(l, key) < 0)
-        log_err("dnssec: zone %s: out of memory; its DS takes effect at the next check", key);
-}
-
 loader_t *loader_new(loader_config_fn fn, void *ctx)
 {
     loader_t *l = calloc(1, sizeof(*l));
@@ -819,7 +775,7 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     pthread_cond_init(&l->wake, NULL);
     pthread_cond_init(&l->done, NULL);
     if (!(l->health = health_registry_new()) || !(l->kasp = zone_kasp_new()) ||
-        !(l->dscheck = ds_check_new(ds_seen, l)) || sources_new(l) < 0) {
+        !(l->dscheck = ds_check_new(loader_dnssec_ds_found, l)) || sources_new(l) < 0) {
         loader_free(l);
         return NULL;
     }
@@ -1057,13 +1013,14 @@ void loader_stop_health(loader_t *l)
 
 void loader_stop(loader_t *l)
 {
-    loader_stop_thread(l); /* the only caller of ds_check_set() */
-    /* its callback only queues a reread and marks the key state: both outlive it */
+    loader_stop_thread(l);  /* a caller of ds_check_set() */
+    loader_stop_sources(l); /* the other: the Redis thread, for the zones it drives */
+    /* its callback only queues a reread, marks the key state or asks a stopped source (refused):
+     * all outlive it */
     ds_check_free(l->dscheck);
     l->dscheck = NULL;
     if (l->kasp)
         zone_kasp_set_checker(l->kasp, NULL);
-    loader_stop_sources(l);
     loader_stop_health(l);
 }
 

@@ -56,40 +56,6 @@ void zone_kasp_set_checker(zone_kasp_t *k, ds_check_t *dc)
     k->dc = dc;
 }
 
-/* Under mu: what e's plan waits for at its parent, to the checker (its policy's parents). */
-static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_policy_t *cp,
-                    const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
-                    const char *kdir)
-{
-    ds_check_want_t wants[4] = {0}; /* every field: .gone false for the DS wanted */
-    size_t n = 0;
-    if (e->gone_wanted) /* unsigning: the whole DS RRset is to go (RFC 8078) */
-        wants[n++] = (ds_check_want_t){.gone = true};
-    for (size_t i = 0; i < plan->nds_wanted && n < 4 && cp->nparents; i++)
-        for (size_t j = 0; j < plan->nkeys; j++) {
-            if (plan->keys[j].tag != plan->ds_wanted[i] || plan->keys[j].role == DNSSEC_KASP_ZSK)
-                continue;
-            char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[256];
-            dnssec_key_t *key = NULL;
-            snprintf(path, sizeof(path), "%s/%s", kdir, plan->keys[j].id);
-            if (dnssec_key_load_public(path, wo, &key, kerr, sizeof(kerr)) < 0) {
-                log_err("dnssec: zone %s: %s; its DS is not looked for", e->key, kerr);
-                break;
-            }
-            int dl = dnssec_key_ds(key, e->pol.cds_digest, wants[n].rdata, sizeof(wants[n].rdata));
-            dnssec_key_free(key);
-            if (dl > 0) {
-                wants[n].tag = plan->ds_wanted[i];
-                wants[n].len = (uint16_t)dl;
-                n++;
-            }
-            break;
-        }
-    if (k->dc)
-        ds_check_set(k->dc, e->key, origin, wants, n, cp->parents, cp->nparents,
-                     cp->ds_check_interval);
-}
-
 zone_kasp_t *zone_kasp_new(void)
 {
     zone_kasp_t *k = calloc(1, sizeof(*k));
@@ -149,80 +115,47 @@ static int make_dirs(const char *dir, char *keys, size_t klen, char *err, size_t
     return 0;
 }
 
-/* Make the keys the plan asks for, write them to kdir, and register them. */
-static int generate(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
-                    const dnssec_kasp_plan_t *plan, int64_t now, char *err, size_t errlen)
+/* The state directory's keys/ as the zone's key store: BIND files, a key's id its file stem. */
+struct file_store {
+    const char *kdir;
+    const uint8_t *origin; /* the zone's wire name: a key read must be the zone's */
+};
+
+static int file_put(void *ctx, const dnssec_key_t *key, char *id, size_t idlen, char *err,
+                    size_t errlen)
 {
-    for (size_t i = 0; i < plan->ngenerate; i++) {
-        const dnssec_kasp_generate_t *g = &plan->generate[i];
-        char kerr[256], stem[PATH_MAX];
-        int rc = TERN_EEXIST;
-        /* a tag that collides with a live key: make another (1 in 65536 per try) */
-        for (int tries = 0; tries < 8 && rc == TERN_EEXIST; tries++) {
-            dnssec_key_t *key = NULL;
-            bool ksk = g->role != DNSSEC_KASP_ZSK;
-            rc = dnssec_key_generate(origin, g->alg, ksk, g->rsa_bits, &key, kerr, sizeof(kerr));
-            if (rc == 0)
-                rc = dnssec_key_write(key, kdir, stem, sizeof(stem), kerr, sizeof(kerr));
-            if (rc == 0) {
-                const char *id = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
-                rc = dnssec_kasp_add_key(e->st, g->role, g->alg, key->tag, id, now, kerr,
-                                         sizeof(kerr));
-                if (rc == 0)
-                    log_info("dnssec: zone %s: %s %u (algorithm %u) generated: %s", e->key,
-                             dnssec_kasp_role_name(g->role), key->tag, g->alg, stem);
-            }
-            dnssec_key_free(key);
-        }
-        if (rc < 0) {
-            snprintf(err, errlen, "zone %s: dnssec: cannot make a %s: %s", e->key,
-                     dnssec_kasp_role_name(g->role), kerr);
-            return rc;
-        }
-    }
-    return 0;
+    const struct file_store *fs = ctx;
+    char stem[PATH_MAX];
+    int rc = dnssec_key_write(key, fs->kdir, stem, sizeof(stem), err, errlen);
+    if (rc == 0)
+        snprintf(id, idlen, "%s", strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem);
+    return rc;
 }
 
-/* Load the keys the plan uses into out. */
-static int plan_keys(struct zent_kasp *e, const uint8_t *origin, const char *kdir,
-                     const dnssec_kasp_plan_t *plan, zone_kasp_keys_t *out, char *err,
-                     size_t errlen)
+static int file_get(void *ctx, const char *id, dnssec_key_t **out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
-    out->cds_digest = e->pol.publish_cds ? e->pol.cds_digest : 0;
-    out->cds_delete = plan->cds_delete;
-    if (plan->unsigned_zone)
-        return 0;
-    for (size_t i = 0; i < plan->nkeys; i++) {
-        const dnssec_kasp_plan_key_t *p = &plan->keys[i];
-        if (!p->in_dnskey && !p->signs_dnskey && !p->signs_zone && !p->in_cds)
-            continue;
-        if (out->n == ZONE_KASP_KEYS_MAX) {
-            snprintf(err, errlen, "zone %s: dnssec: more than %d keys in use", e->key,
-                     ZONE_KASP_KEYS_MAX);
-            return TERN_ELIMIT;
-        }
-        char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2], kerr[512];
-        snprintf(path, sizeof(path), "%s/%s", kdir, p->id);
-        int rc = dnssec_key_load(path, origin, &out->keys[out->n], kerr, sizeof(kerr));
-        if (rc < 0) {
-            snprintf(err, errlen, "zone %s: dnssec: key %s %u: %s", e->key,
-                     dnssec_kasp_role_name(p->role), p->tag, kerr);
-            return rc;
-        }
-        out->roles[out->n++] = (uint8_t)((p->in_dnskey ? DNSSEC_ROLE_PUBLISH : 0) |
-                                         (p->signs_dnskey ? DNSSEC_ROLE_SIGN_DNSKEY : 0) |
-                                         (p->signs_zone ? DNSSEC_ROLE_SIGN_ZONE : 0) |
-                                         (p->in_cds && e->pol.publish_cds ? DNSSEC_ROLE_CDS : 0));
-    }
-    return 0;
+    const struct file_store *fs = ctx;
+    char path[PATH_MAX + DNSSEC_KASP_ID_MAX + 2];
+    snprintf(path, sizeof(path), "%s/%s", fs->kdir, id);
+    return dnssec_key_load(path, fs->origin, out, err, errlen);
 }
 
-static void keys_release(zone_kasp_keys_t *out)
+/* Under mu: what e's plan waits for at its parent, to the checker (its policy's parents). */
+static void want_ds(zone_kasp_t *k, struct zent_kasp *e, const config_dnssec_policy_t *cp,
+                    const char *origin, const dnssec_kasp_plan_t *plan, const uint8_t *wo,
+                    const char *kdir)
 {
-    for (unsigned i = 0; i < out->n; i++)
-        dnssec_key_free(out->keys[i]);
-    out->n = 0;
+    struct file_store fs = {kdir, wo};
+    const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+    ds_check_want_t wants[DNSSEC_KASP_DS_MAX] = {{0}};
+    size_t n = 0;
+    if (e->gone_wanted) /* unsigning: the whole DS RRset is to go (RFC 8078); no DS is wanted */
+        wants[n++] = (ds_check_want_t){.gone = true};
+    else if (cp->nparents)
+        n = dnssec_kasp_keys_ds(plan, &e->pol, e->key, &store, wants);
+    if (k->dc)
+        ds_check_set(k->dc, e->key, origin, wants, n, cp->parents, cp->nparents,
+                     cp->ds_check_interval);
 }
 
 /* Under mu: e's gauges from the plan of its step (every key of its state, removed ones too). */
@@ -243,25 +176,14 @@ static void gauge_set(struct zent_kasp *e, const dnssec_kasp_plan_t *plan)
 static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, int64_t now,
                 dnssec_kasp_plan_t *plan, char *err, size_t errlen)
 {
-    int rc = 0;
-    bool changed = e->unsaved; /* a new state; else a transition or a key made */
-    for (int round = 0; round < 4; round++) {
-        if ((rc = dnssec_kasp_step(e->st, &e->pol, now, plan)) < 0) {
-            char why[256];
-            if (dnssec_kasp_policy_check(&e->pol, why, sizeof(why)) < 0)
-                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, why);
-            else
-                snprintf(err, errlen, "zone %s: dnssec: %s", e->key, tern_strerror(rc));
-            return rc;
-        }
-        for (size_t i = 0; i < plan->nlog; i++)
-            log_info("dnssec: zone %s: %s", e->key, plan->log[i]);
-        changed = changed || plan->nlog || plan->ngenerate;
-        if (!plan->ngenerate)
-            break;
-        if ((rc = generate(e, origin, kdir, plan, now, err, errlen)) < 0)
-            return rc;
-    }
+    struct file_store fs = {kdir, origin};
+    const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+    bool changed;
+    int rc = dnssec_kasp_keys_step(e->st, &e->pol, e->key, origin, now, &store, plan, &changed, err,
+                                   errlen);
+    if (rc < 0)
+        return rc;
+    changed = changed || e->unsaved; /* a new state; else a transition or a key made */
     char serr[512];
     if (changed && (rc = dnssec_kasp_save(e->st, e->path, serr, sizeof(serr))) < 0) {
         snprintf(err, errlen, "zone %s: dnssec: %s", e->key, serr);
@@ -394,22 +316,22 @@ int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, 
         rc = step(e, origin, kdir, now, plan, err, errlen);
     if (rc == 0)
         want_ds(k, e, cp, cz->origin, plan, origin, kdir);
-    if (rc == 0)
-        rc = plan_keys(e, origin, kdir, plan, out, err, errlen);
+    if (rc == 0) {
+        struct file_store fs = {kdir, origin};
+        const dnssec_kasp_store_t store = {file_put, file_get, &fs};
+        rc = dnssec_kasp_keys_load(plan, &e->pol, e->key, &store, out, err, errlen);
+    }
 out:
     pthread_mutex_unlock(&k->mu);
     free(plan);
     if (rc < 0)
-        keys_release(out);
+        dnssec_kasp_keys_release(out);
     return rc;
 }
 
 void zone_kasp_built(zone_kasp_t *k, const char *key, const zone_t *z)
 {
-    uint32_t max = 0;
-    for (uint32_t i = 0; i < z->rrset_count; i++)
-        if (z->rrsets[i].ttl > max)
-            max = z->rrsets[i].ttl;
+    uint32_t max = zone_max_ttl(z);
     pthread_mutex_lock(&k->mu);
     struct zent_kasp *e = entry(k, key, false);
     if (e)
@@ -534,16 +456,8 @@ int zone_kasp_rollover(zone_kasp_t *k, const char *key, const char *role, int64_
                        size_t errlen)
 {
     dnssec_kasp_role_t r;
-    if (strcasecmp(role, "ksk") == 0)
-        r = DNSSEC_KASP_KSK;
-    else if (strcasecmp(role, "zsk") == 0)
-        r = DNSSEC_KASP_ZSK;
-    else if (strcasecmp(role, "csk") == 0)
-        r = DNSSEC_KASP_CSK;
-    else {
-        snprintf(err, errlen, "rollover: expected ksk, zsk or csk, got \"%s\"", role);
+    if (dnssec_kasp_keys_role(role, &r, err, errlen) < 0)
         return TERN_EINVAL;
-    }
     pthread_mutex_lock(&k->mu);
     struct zent_kasp *e = prepared(k, key, err, errlen);
     int rc = e ? dnssec_kasp_rollover(e->st, &e->pol, r, now, err, errlen) : TERN_ENOENT;

@@ -27,24 +27,16 @@
 
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
+#include "tern/dnssec/dnssec_kasp_keys.h"
 #include "tern/dnssec/dnssec_key.h"
 #include "tern/load/loader.h"
 #include "tern/zone/zone.h"
 
 typedef struct zone_kasp zone_kasp_t;
 
-/* At most this many keys take part in a zone's signing at once (an algorithm rollover during a
- * KSK and a ZSK rollover has 8). */
-#define ZONE_KASP_KEYS_MAX 16
-
-/* What a build of a managed zone signs with. */
-typedef struct zone_kasp_keys {
-    dnssec_key_t *keys[ZONE_KASP_KEYS_MAX]; /* the caller's (dnssec_zone_new_roles() takes them) */
-    uint8_t roles[ZONE_KASP_KEYS_MAX];      /* DNSSEC_ROLE_* */
-    unsigned n;                             /* 0: the zone is served unsigned */
-    unsigned cds_digest;
-    bool cds_delete;
-} zone_kasp_keys_t;
+/* What a build of a managed zone signs with (shared with Redis zones: dnssec_kasp_keys.h). */
+#define ZONE_KASP_KEYS_MAX DNSSEC_KASP_KEYS_USED_MAX
+typedef dnssec_kasp_keys_t zone_kasp_keys_t;
 
 zone_kasp_t *zone_kasp_new(void) TERN_WUR;
 

@@ -1,15 +1,18 @@
 /*
- * redis_int.h — private to src/redis: the state the zone reader's three files share.
+ * redis_int.h — private to src/redis: the state the zone reader's four files share.
  *
  *   redis_source.c  the thread (connect and subscribe, serve change events, idle PINGs), the
  *                   public API, the stats; change events mark zones dirty here
- *   redis_read.c    reading zones (pipelined GET + MGET + HSCAN, HMGET of named labels) and
- *                   building them (zone_json), digests, diffs of large zones, patches
+ *   redis_read.c    reading zones (pipelined GET + MGET + HGETALL + HSCAN, HMGET of named
+ *                   labels) and building them (zone_json), digests, diffs of large zones, patches
  *   redis_sync.c    the zone table and the set's membership: SMEMBERS, reconcile, zones gone,
  *                   max_zones; a full read or verify (full_sync) and a flush of dirty zones
+ *   redis_kasp.c    zones with a key policy: their keys and state in Redis, the fleet lock and
+ *                   the driving node's steps, signing at each build, ternctl's status and requests
  *
  * Threading: everything below the "shared with other threads" fields belongs to the source's
- * thread; stats are updated under mu (redis_int_stats()), resync and stop are atomics.
+ * thread; stats, the key policies' views and ternctl's requests are under mu, resync, release
+ * and stop are atomics.
  */
 #ifndef TERN_REDIS_REDIS_INT_H
 #define TERN_REDIS_REDIS_INT_H
@@ -24,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "tern/redis/redis_conn.h"
+#include "tern/dnssec/dnssec_kasp.h"
 #include "tern/redis/redis_source.h"
 
 /* Internal outcomes of a Redis exchange besides 0 (redis_conn.h). */
@@ -78,8 +82,29 @@ struct zst {
     bool resign;         /* built again for that: not a patch, whatever its digest */
     zone_t *signed_last; /* our reference to the last such version: its unchanged signatures
                             are taken over by the next (never re-signed in place) */
-    struct zst *next;    /* hash chain */
+    /* a zone whose config names a key policy (redis_kasp.c) */
+    char *kasp_policy;     /* the policy its last build named; NULL: none */
+    uint32_t kasp_max_ttl; /* its largest TTL at its last build; 0: not built */
+    int64_t kasp_at;       /* wall clock (s) of its next key event: built again; 0: none */
+    bool kasp_holder;      /* this node holds its lock and drives its keys */
+    bool kasp_drive;       /* the holder should step it at the next tick (no state, a key to
+                              make, a new policy) */
+    bool kasp_ds;          /* a DS check was asked for it (redis_source_callbacks_t.ds_want) */
+    struct zst *next;      /* hash chain */
 };
+
+/* A key policy zones may name (redis_source_config_t.kasp, copied). */
+typedef struct redis_kasp_policy {
+    char *name;
+    dnssec_kasp_policy_t pol; /* zone_max_ttl 0: the zone's largest TTL as built */
+    char **parents;           /* asked for a new KSK's DS by the driving node's checker */
+    size_t nparents;
+    unsigned ds_check_interval;
+} redis_kasp_policy_t;
+
+/* The zone_max_ttl a zone's rollovers wait for before its first build says what it is: a day,
+ * the policy default, errs on the slow side (as for file zones). */
+#define REDIS_KASP_MAX_TTL_UNKNOWN 86400
 
 /* How redis_read_process() treats a zone whose digest has not changed. */
 typedef enum {
@@ -105,12 +130,23 @@ struct redis_source {
     char *channel;     /* the change channel, or NULL */
     size_t plen, slen; /* strlen(prefix), strlen(suffix) */
     size_t max_value_bytes, max_labels, max_zones; /* bounds (json.max_rrset_records: the 4th) */
+    redis_kasp_policy_t *kasp;                     /* key policies zones may name */
+    size_t nkasp;
+    char *node_id;        /* this node in the zones' key locks */
+    int64_t kasp_lock_ms; /* how long a lock outlives its holder's last renewal */
 
     /* shared with other threads */
     pthread_t thread;
     int wakefd;
     atomic_bool stop;
-    atomic_int resync; /* 0 none, 1 verify, 2 force */
+    atomic_int resync;  /* 0 none, 1 verify, 2 force */
+    atomic_int release; /* stop(): 1 release the key locks, 2 done */
+    /* ternctl dnssec, under mu (redis_kasp.c): the zones with a policy as last built, and the
+     * requests for the source thread to queue in Redis */
+    struct redis_kasp_view *views;
+    size_t nviews, capviews;
+    struct redis_kasp_req *reqs;
+    size_t nreqs, capreqs;
     pthread_mutex_t mu;
     redis_source_stats_t stats;
 
@@ -143,6 +179,8 @@ struct redis_source {
     int64_t first_ev, last_ev;
     int64_t resign_check; /* monotonic ms of the next look for zones whose signatures are due */
     unsigned arena;
+    int64_t kasp_tick;        /* monotonic ms of the next redis_kasp_tick() */
+    bool kasp_replica_logged; /* "reading a replica: not driving" was said */
 };
 
 /* Counts of one run, for the summary line. */
@@ -204,6 +242,60 @@ int redis_read_patch(redis_source_t *rs, struct zst *z) TERN_WUR;
 
 /* redins' DNSSEC keys of a zone: "<zone>:zsk:pub" etc. (the order of zb_keys()'s MGET). */
 extern const char *const redis_read_key_suffixes[4];
+
+/** P redins:zones:<name><tail> S (tail "" for the zone's hash, ":config", ":kasp"...), malloc'd;
+ * NULL when out of memory. */
+char *redis_read_zone_key(const redis_source_t *rs, const char *name, const char *tail);
+
+/* --- redis_kasp.c --- */
+
+/** The policy named name (NULL: none), or NULL. */
+const redis_kasp_policy_t *redis_kasp_policy(const redis_source_t *rs, const char *name);
+
+/**
+ * A build of zone z whose config names policy: its signing state from the state read with it
+ * (state: the MGET element, NIL when missing) and its keys hash (hash: the HGETALL reply), a copy
+ * of the state stepped to now (nothing written). 0 and *dz with the DNSKEY records for the
+ * builder in dnskeys[0..*len) (*dz NULL: the plan serves the zone unsigned); or a negative code
+ * with err set (an unknown policy naming the config key, no state yet, a key missing).
+ */
+int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const redisReply *state,
+                    const redisReply *hash, bool exported, dnssec_zone_t **dz, uint8_t *dnskeys,
+                    size_t *len, char *err, size_t errlen) TERN_WUR;
+
+/** Take or renew the locks of the zones with a policy and drive those this node holds; build
+ * again the zones whose key event is due. Sets rs->kasp_tick. 0, E_CONN or E_STOP. */
+int redis_kasp_tick(redis_source_t *rs) TERN_WUR;
+
+/** Release the locks this node holds (shutdown). */
+void redis_kasp_release(redis_source_t *rs);
+
+/**
+ * Apply one operator request to st: "rollover ksk|zsk|csk", "ds-seen TAG", or "ds-seen" (every
+ * KSK whose DS is wanted). 0, or a negative code with the reason in err (a bad request, or the
+ * state machine's refusal: a rollover in progress, no such DS wanted).
+ */
+int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const char *text,
+                       int64_t now, char *err, size_t errlen) TERN_WUR;
+
+/** Any thread: the status of zone key (NULL: every zone with a policy), malloc'd; NULL with
+ * err set when none. */
+char *redis_kasp_status(redis_source_t *rs, const char *key, char *err, size_t errlen);
+
+/** Any thread: request text for zone key, tried on its last state and queued for the source
+ * thread (redis_kasp_flush()) to put in Redis for the driving node. 0 or a negative code with
+ * the reason in err. */
+int redis_kasp_ctl_request(redis_source_t *rs, const char *key, const char *text, char *err,
+                           size_t errlen) TERN_WUR;
+
+/** Source thread: put the queued requests in Redis. 0, E_CONN or E_STOP. */
+int redis_kasp_flush(redis_source_t *rs) TERN_WUR;
+
+/** Forget zone origin's status (it left the set). */
+void redis_kasp_forget(redis_source_t *rs, const char *origin);
+
+/** Free the views and requests (the source is freed). */
+void redis_kasp_free(redis_source_t *rs);
 
 /* --- redis_seen.c --- */
 

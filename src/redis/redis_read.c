@@ -58,6 +58,12 @@ static uint64_t digest_label(const redisReply *f, const redisReply *v)
 
 /* --- building zones --- */
 
+/* The two replies of append_keys() (freed by keys_free()): the MGET of redins' keys and the
+ * key state, the HGETALL of the keys tern made. */
+typedef struct zkeys {
+    redisReply *mget, *hash;
+} zkeys_t;
+
 /* Kinds of label breach, in the hash that remembers a report (label_report()). */
 typedef enum { LB_BAD = 1, LB_VALUE, LB_RRSET } label_breach_t;
 
@@ -75,6 +81,7 @@ typedef struct zbuild {
     size_t bad_new;      /* of those, not reported by the zone's last build: logged */
     int rc;              /* TERN_ENOMEM aborts */
     bool rejected;       /* set by zb_end() */
+    bool kasp_wait;      /* rejected for want of its first key state (redis_kasp_sign()) */
     unsigned breach;     /* ZB_* found in this version */
     uint64_t *rep;       /* label breaches found (label_report()), for z->rep */
     size_t nrep, caprep;
@@ -154,9 +161,36 @@ static bool label_report(zbuild_t *b, const redisReply *f, label_breach_t kind)
 
 /* A zone whose config says "dnssec": true: its keys from the MGET reply of redins' four key
  * strings (zsk pub, priv, ksk pub, priv), the signing state, and the DNSKEYs for the build. */
-static void zb_keys(zbuild_t *b, const redisReply *keys)
+static void zb_keys(zbuild_t *b, const zkeys_t *zk)
 {
     redis_source_t *rs = b->rs;
+    const redisReply *keys = zk->mget;
+    uint8_t dnskeys[DNSSEC_SETUP_DNSKEYS_MAX];
+    size_t len = 0;
+    char err[768];
+    bool exported = rs->cb.exported && rs->cb.exported(rs->cb.ctx, b->z->origin);
+    const char *policy = zone_json_dnssec_policy(b->zj);
+    if (policy) {
+        /* keys tern makes and rolls (redis_kasp.c); redins' four strings are not read */
+        const redisReply *state =
+            keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 4 ? keys->element[4] : NULL;
+        int rc = redis_kasp_sign(rs, b->z, policy, state, zk->hash, exported, &b->dz, dnskeys, &len,
+                                 err, sizeof(err));
+        b->kasp_wait = rc == TERN_EAGAIN;
+        if (rc < 0)
+            zb_reject(b, "%s: %s", rs->where, err);
+        else if (len && zone_json_set_dnssec(b->zj, dnskeys, len) < 0) {
+            b->rc = TERN_ENOMEM;
+            zb_reject(b, "%s: zone %s: out of memory", rs->where, b->z->origin);
+        }
+        return;
+    }
+    if (b->z->kasp_policy) { /* the policy was dropped: redins' keys again */
+        redis_kasp_forget(rs, b->z->origin);
+        free(b->z->kasp_policy);
+        b->z->kasp_policy = NULL;
+        b->z->kasp_at = 0;
+    }
     const char *pub[2] = {NULL, NULL}, *priv[2] = {NULL, NULL};
     char where[2][ESC_MAX + 64];
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements && i < 4;
@@ -184,12 +218,9 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
         snprintf(where[r], sizeof(where[r]), "%sredins:zones:%s%s:{pub,priv}%s", rs->prefix, zn,
                  role, rs->suffix);
     }
-    uint8_t dnskeys[DNSSEC_SETUP_DNSKEYS_MAX];
-    size_t len = 0;
-    char err[768];
     const char *const whr[2] = {where[0], where[1]};
     dnssec_policy_t pol = rs->dnssec_policy;
-    pol.export = rs->cb.exported && rs->cb.exported(rs->cb.ctx, b->z->origin);
+    pol.export = exported;
     if (dnssec_setup_redins(b->z->name, pub, priv, whr, rs->dnssec_workers, &pol, &b->dz, dnskeys,
                             &len, err, sizeof(err)) < 0) {
         zb_reject(b, "%s: %s", rs->where, err);
@@ -203,9 +234,10 @@ static void zb_keys(zbuild_t *b, const redisReply *keys)
 
 /* The GET reply of the zone's config key (NIL when missing), and the MGET reply of its DNSSEC
  * keys (used when the config turns DNSSEC on). */
-static void zb_config(zbuild_t *b, const redisReply *cfg, const redisReply *keys)
+static void zb_config(zbuild_t *b, const redisReply *cfg, const zkeys_t *zk)
 {
     redis_source_t *rs = b->rs;
+    const redisReply *keys = zk->mget;
     b->cfg_digest = digest_config(cfg);
     uint64_t kd = 0;
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++)
@@ -231,7 +263,7 @@ static void zb_config(zbuild_t *b, const redisReply *cfg, const redisReply *keys
     } else if (b->zj && zone_json_config(b->zj, cfg->str, cfg->len, b->err, sizeof(b->err)) < 0) {
         zb_reject(b, "%s: zone %s config: invalid", rs->where, b->z->origin);
     } else if (b->zj && zone_json_dnssec(b->zj)) {
-        zb_keys(b, keys);
+        zb_keys(b, zk);
     }
 }
 
@@ -411,6 +443,8 @@ static int zb_end(zbuild_t *b, bool unless_same)
     }
     dnssec_zone_free(b->dz);
     b->dz = NULL;
+    if (zone && z->kasp_policy)
+        z->kasp_max_ttl = zone_max_ttl(zone); /* the waits of its next rollover steps */
     zb_keep_reports(b, whole);
     /* a zone-level breach is logged and counted when it appears, not at each version with it */
     unsigned fresh = b->breach & ~z->breach;
@@ -438,7 +472,10 @@ static int zb_end(zbuild_t *b, bool unless_same)
     redis_int_stats(rs, add_build, b);
     if (!zone) {
         z->failed = true;
-        if (!b->breach || fresh)
+        if (b->kasp_wait) /* the driving node is making its first keys: not an error */
+            log_info("%s; %s until then", b->err,
+                     z->served ? "the previous version stays" : "the zone is not served");
+        else if (!b->breach || fresh)
             log_err("%s; %s", b->err,
                     z->served ? "the previous version stays" : "the zone is not served");
         else
@@ -490,39 +527,58 @@ static bool diff_label(zbuild_t *b, const redisReply *k, uint64_t d)
     return true;
 }
 
-/* P redins:zones:<name>[:config] S */
-static char *redis_zone_key(const redis_source_t *rs, const char *name, bool config)
+char *redis_read_zone_key(const redis_source_t *rs, const char *name, const char *tail)
 {
-    size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + sizeof(":config") + rs->slen;
+    size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + strlen(tail) + rs->slen;
     char *k = malloc(n);
     if (k)
-        snprintf(k, n, "%sredins:zones:%s%s%s", rs->prefix, name, config ? ":config" : "",
-                 rs->suffix);
+        snprintf(k, n, "%sredins:zones:%s%s%s", rs->prefix, name, tail, rs->suffix);
     return k;
 }
 
-/* Queue MGET of the zone's four DNSSEC key strings (P redins:zones:<name>:zsk:pub S, ...):
- * one more command per zone in the pipeline, read whether or not the config wants them, so a
- * zone turned to "dnssec": true needs no second round trip. */
+/* P redins:zones:<name>[:config] S */
+static char *redis_zone_key(const redis_source_t *rs, const char *name, bool config)
+{
+    return redis_read_zone_key(rs, name, config ? ":config" : "");
+}
+
+/* Queue MGET of the zone's four DNSSEC key strings (P redins:zones:<name>:zsk:pub S, ...) and
+ * its key state (:kasp), and HGETALL of the keys tern made (:kasp:keys): read whether or not the
+ * config wants them, so a zone turned to "dnssec": true or to a policy needs no second round
+ * trip, and a new key state changes the zone's digest. Two replies (keys_reply()). */
 static int append_keys(redis_source_t *rs, const char *name)
 {
-    char *k[4] = {NULL, NULL, NULL, NULL};
+    char *k[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     int rc = 0;
-    for (size_t i = 0; i < 4 && rc == 0; i++) {
-        size_t n = rs->plen + sizeof("redins:zones:") + strlen(name) + 16 + rs->slen;
-        if (!(k[i] = malloc(n)))
+    for (size_t i = 0; i < 6 && rc == 0; i++) {
+        const char *tail = i < 4 ? redis_read_key_suffixes[i] : i == 4 ? ":kasp" : ":kasp:keys";
+        if (!(k[i] = redis_read_zone_key(rs, name, tail)))
             rc = redis_conn_fail(rs->conn, "out of memory");
-        else
-            snprintf(k[i], n, "%sredins:zones:%s%s%s", rs->prefix, name, redis_read_key_suffixes[i],
-                     rs->suffix);
     }
     if (rc == 0) {
-        const char *mget[] = {"MGET", k[0], k[1], k[2], k[3], NULL};
-        rc = rs_append(rs, mget);
+        const char *mget[] = {"MGET", k[0], k[1], k[2], k[3], k[4], NULL};
+        const char *hall[] = {"HGETALL", k[5], NULL};
+        if ((rc = rs_append(rs, mget)) == 0)
+            rc = rs_append(rs, hall);
     }
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 6; i++)
         free(k[i]);
     return rc;
+}
+
+static int keys_reply(redis_source_t *rs, zkeys_t *k)
+{
+    int rc = rs_reply(rs, &k->mget);
+    return rc < 0 ? rc : rs_reply(rs, &k->hash);
+}
+
+static void keys_free(zkeys_t *k)
+{
+    if (k->mget)
+        freeReplyObject(k->mget);
+    if (k->hash)
+        freeReplyObject(k->hash);
+    k->mget = k->hash = NULL;
 }
 
 static bool scan_reply_ok(const redisReply *r)
@@ -549,17 +605,18 @@ static int read_large(redis_source_t *rs, zbuild_t *b)
         goto out;
     const char *get[] = {"GET", kcfg, NULL};
     const char *scan0[] = {"HSCAN", khash, "0", "COUNT", SCAN_COUNT, NULL};
-    redisReply *keys = NULL;
+    zkeys_t keys = {NULL, NULL};
     if ((rc = rs_append(rs, get)) < 0 || (rc = append_keys(rs, b->z->name)) < 0 ||
         (rc = rs_append(rs, scan0)) < 0 || (rc = rs_reply(rs, &r)) < 0)
         goto out;
-    if ((rc = rs_reply(rs, &keys)) < 0) {
+    if ((rc = keys_reply(rs, &keys)) < 0) {
+        keys_free(&keys);
         in_flight = true; /* the HSCAN's reply is still to come */
         goto out;
     }
     in_flight = true;
-    zb_config(b, r, keys);
-    freeReplyObject(keys);
+    zb_config(b, r, &keys);
+    keys_free(&keys);
     freeReplyObject(r);
     r = NULL;
     while (in_flight) {
@@ -792,8 +849,8 @@ static int process_large(redis_source_t *rs, struct zst *z, run_mode_t mode, run
 
 /* A zone whose config and first HSCAN chunk are in hand. Sets *large when the chunk was not all. */
 static void process_small(redis_source_t *rs, struct zst *z, const redisReply *cfg,
-                          const redisReply *keys, const redisReply *scan, run_mode_t mode,
-                          bool *large, run_counts_t *cnt)
+                          const zkeys_t *keys, const redisReply *scan, run_mode_t mode, bool *large,
+                          run_counts_t *cnt)
 {
     zbuild_t b;
     *large = false;
@@ -859,7 +916,7 @@ static void plab_dedupe(struct zst *z, bool *apex)
  * their own and hand it out as a patch (owners: room for nplab + 1 names). False when a patch
  * cannot carry the change (logged at debug): the caller reads the zone whole. */
 static bool patch_build(redis_source_t *rs, struct zst *z, const redisReply *cfg,
-                        const redisReply *keys, const redisReply *vals, bool apex,
+                        const zkeys_t *keys, const redisReply *vals, bool apex,
                         uint8_t (*owners)[DNAME_MAXLEN], const uint8_t **names)
 {
     size_t n = z->nplab;
@@ -917,7 +974,8 @@ int redis_read_patch(redis_source_t *rs, struct zst *z)
     size_t *lens = malloc((n + 3) * sizeof(*lens));
     uint8_t(*owners)[DNAME_MAXLEN] = malloc((n + 1) * sizeof(*owners));
     const uint8_t **names = malloc((n + 1) * sizeof(*names));
-    redisReply *cfg = NULL, *keys = NULL, *vals = NULL;
+    redisReply *cfg = NULL, *vals = NULL;
+    zkeys_t keys = {NULL, NULL};
     int rc = 0;
     if (!kcfg || !khash || !argv || !lens || !owners || !names) {
         rc = redis_conn_fail(rs->conn, "out of memory");
@@ -935,15 +993,14 @@ int redis_read_patch(redis_source_t *rs, struct zst *z)
         (rc = redis_conn_append_argv(rs->conn, redis_conn_cmd(rs->conn), (int)(n + 3), argv,
                                      lens)) < 0)
         goto out;
-    if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = rs_reply(rs, &keys)) == 0 &&
+    if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = keys_reply(rs, &keys)) == 0 &&
         (rc = rs_reply(rs, &vals)) == 0 &&
-        !patch_build(rs, z, cfg, keys, vals, apex, owners, names))
+        !patch_build(rs, z, cfg, &keys, vals, apex, owners, names))
         redis_source_mark_dirty(rs, z);
 out:
     if (cfg)
         freeReplyObject(cfg);
-    if (keys)
-        freeReplyObject(keys);
+    keys_free(&keys);
     if (vals)
         freeReplyObject(vals);
     redis_sync_plab_clear(z);
@@ -979,11 +1036,12 @@ int redis_read_process(redis_source_t *rs, struct zst **list, size_t n, run_mode
             free(khash);
         }
         for (size_t j = 0; j < m && rc == 0; j++) {
-            redisReply *cfg = NULL, *keys = NULL, *scan = NULL;
-            if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = rs_reply(rs, &keys)) == 0 &&
+            redisReply *cfg = NULL, *scan = NULL;
+            zkeys_t keys = {NULL, NULL};
+            if ((rc = rs_reply(rs, &cfg)) == 0 && (rc = keys_reply(rs, &keys)) == 0 &&
                 (rc = rs_reply(rs, &scan)) == 0) {
                 bool big;
-                process_small(rs, list[i + j], cfg, keys, scan, mode, &big, cnt);
+                process_small(rs, list[i + j], cfg, &keys, scan, mode, &big, cnt);
                 if (big) {
                     struct zst **l = realloc(large, (nlarge + 1) * sizeof(*l));
                     if (!l)
@@ -994,8 +1052,7 @@ int redis_read_process(redis_source_t *rs, struct zst **list, size_t n, run_mode
             }
             if (cfg)
                 freeReplyObject(cfg);
-            if (keys)
-                freeReplyObject(keys);
+            keys_free(&keys);
             if (scan)
                 freeReplyObject(scan);
         }

@@ -50,6 +50,10 @@
  * the socket (a host gone, a partition) is noticed within PING_IDLE_MS + the read timeout. */
 #define PING_IDLE_MS 15000
 
+/* How long stop() lets the thread release its key locks: one round trip per zone it drives on
+ * a Redis that answers; a shutdown is never held longer. */
+#define RELEASE_WAIT_MS 1000
+
 /* Zone builds yield to the DNS workers when they share a CPU, as the loader's do. */
 #define SOURCE_NICE 10
 
@@ -120,6 +124,10 @@ static void ldirty_add(redis_source_t *rs, struct zst *z)
 static bool is_zone_suffix(const char *s, size_t len)
 {
     if (len == sizeof(":config") - 1 && memcmp(s, ":config", len) == 0)
+        return true;
+    /* the key state tern's driving node writes (redis_kasp.c); its lock, keys and requests
+     * change no zone by themselves */
+    if (len == sizeof(":kasp") - 1 && memcmp(s, ":kasp", len) == 0)
         return true;
     for (size_t i = 0; i < 4; i++)
         if (len == strlen(redis_read_key_suffixes[i]) &&
@@ -494,9 +502,21 @@ static int serve(redis_source_t *rs)
         rs->resign_check = t + RESIGN_CHECK_MS;
         resign_due(rs);
     }
+    if (rs->nkasp) {
+        int rc = redis_kasp_flush(rs); /* ternctl's requests, into Redis first */
+        if (rc < 0)
+            return rc;
+    }
+    if (rs->nkasp && t >= rs->kasp_tick) {
+        int rc = redis_kasp_tick(rs);
+        if (rc < 0)
+            return rc;
+    }
     int64_t next = rs->next_verify;
     if (rs->resign_check < next)
         next = rs->resign_check;
+    if (rs->nkasp && rs->kasp_tick < next)
+        next = rs->kasp_tick;
     if (rs->pending) {
         int64_t at = rs->named ? t : rs->last_ev + QUIET_MS;
         if (at > rs->first_ev + MAX_DELAY_MS)
@@ -549,6 +569,11 @@ static void *source_main(void *arg)
         log_debug("%s: cannot bind to its jemalloc arena; using the default one", rs->where);
     while (!stopping(rs)) {
         int rc;
+        if (atomic_load_explicit(&rs->release, memory_order_acquire) == 1) {
+            if (rs->up)
+                redis_kasp_release(rs); /* another node takes the zones at once */
+            atomic_store_explicit(&rs->release, 2, memory_order_release);
+        }
         if (!rs->up) {
             if (now_ms() < redis_conn_retry_at(rs->conn)) {
                 wait_until(rs, redis_conn_retry_at(rs->conn));
@@ -625,6 +650,15 @@ static void source_free(redis_source_t *rs)
     free(rs->ks_prefix);
     free(rs->k_pattern);
     free(rs->channel);
+    for (size_t i = 0; i < rs->nkasp; i++) {
+        free(rs->kasp[i].name);
+        for (size_t j = 0; j < rs->kasp[i].nparents; j++)
+            free(rs->kasp[i].parents[j]);
+        free(rs->kasp[i].parents);
+    }
+    free(rs->kasp);
+    free(rs->node_id);
+    redis_kasp_free(rs);
     if (rs->wakefd >= 0)
         close(rs->wakefd);
     pthread_mutex_destroy(&rs->mu);
@@ -649,6 +683,36 @@ static void take_settings(redis_source_t *rs, const redis_source_config_t *cfg)
     rs->max_labels = cfg->max_labels ? cfg->max_labels : REDIS_SOURCE_DEFAULT_MAX_LABELS;
     rs->max_zones = cfg->max_zones ? cfg->max_zones : REDIS_SOURCE_DEFAULT_MAX_ZONES;
     rs->next_verify = INT64_MAX;
+    rs->kasp_lock_ms = cfg->kasp_lock_ms ? cfg->kasp_lock_ms : REDIS_SOURCE_DEFAULT_KASP_LOCK;
+}
+
+/* The key policies and this node's id in their locks (redis_kasp.c). False: no memory. */
+static bool take_kasp(redis_source_t *rs, const redis_source_config_t *cfg)
+{
+    if (cfg->nkasp && !(rs->kasp = calloc(cfg->nkasp, sizeof(*rs->kasp))))
+        return false;
+    for (size_t i = 0; i < cfg->nkasp; i++) {
+        redis_kasp_policy_t *k = &rs->kasp[rs->nkasp++]; /* counted first: freed whatever fails */
+        k->pol = cfg->kasp[i].pol;
+        k->ds_check_interval = cfg->kasp[i].ds_check_interval;
+        if (!(k->name = strdup(cfg->kasp[i].name)) ||
+            (cfg->kasp[i].nparents &&
+             !(k->parents = calloc(cfg->kasp[i].nparents, sizeof(*k->parents)))))
+            return false;
+        for (; k->nparents < cfg->kasp[i].nparents; k->nparents++)
+            if (!(k->parents[k->nparents] = strdup(cfg->kasp[i].parents[k->nparents])))
+                return false;
+    }
+    if (cfg->node_id && cfg->node_id[0])
+        rs->node_id = strdup(cfg->node_id);
+    else {
+        /* unique in a fleet: the host, and the process (two ternd on one host are two nodes) */
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) < 0)
+            snprintf(host, sizeof(host), "?");
+        rs->node_id = printf_dup("%s:%d", host, (int)getpid());
+    }
+    return rs->node_id != NULL;
 }
 
 /* "redis://host:port/db" and the like, for messages and the zones' source. NULL: no memory. */
@@ -748,7 +812,8 @@ redis_source_t *redis_source_start(const redis_source_config_t *cfg,
     rs->suffix = strdup(cfg->suffix ? cfg->suffix : "");
     rs->where = where_of(cfg, host, port);
     rs->master = cfg->sentinel_master ? strdup(cfg->sentinel_master) : NULL;
-    if (!rs->prefix || !rs->suffix || !rs->where || (cfg->sentinel_master && !rs->master))
+    if (!rs->prefix || !rs->suffix || !rs->where || (cfg->sentinel_master && !rs->master) ||
+        !take_kasp(rs, cfg))
         goto nomem;
     rs->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rs->wakefd < 0) {
@@ -797,10 +862,35 @@ void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out)
     pthread_mutex_unlock(&rs->mu);
 }
 
+char *redis_source_dnssec_status(redis_source_t *rs, const char *key, char *err, size_t errlen)
+{
+    return redis_kasp_status(rs, key, err, errlen);
+}
+
+int redis_source_dnssec_request(redis_source_t *rs, const char *key, const char *request, char *err,
+                                size_t errlen)
+{
+    int rc = redis_kasp_ctl_request(rs, key, request, err, errlen);
+    if (rc == 0)
+        wake(rs);
+    return rc;
+}
+
 void redis_source_stop(redis_source_t *rs)
 {
     if (!rs)
         return;
+    if (rs->nkasp) {
+        /* the thread releases the key locks it holds first, so another node drives those zones
+         * at once rather than after the lock's expiry; a thread that does not get to it within
+         * RELEASE_WAIT_MS (Redis slow or gone) leaves them to expire */
+        atomic_store_explicit(&rs->release, 1, memory_order_release);
+        wake(rs);
+        for (int i = 0; i < RELEASE_WAIT_MS / 10 &&
+                        atomic_load_explicit(&rs->release, memory_order_acquire) != 2;
+             i++)
+            usleep(10000);
+    }
     atomic_store_explicit(&rs->stop, true, memory_order_release);
     wake(rs);
     pthread_join(rs->thread, NULL);

@@ -111,6 +111,7 @@ static struct zst *zt_add(redis_source_t *rs, const char *name, const char *orig
 static void zst_free(struct zst *z)
 {
     zone_free(z->signed_last);
+    free(z->kasp_policy);
     free(z->name);
     free(z->origin);
     free(z->rep);
@@ -124,6 +125,8 @@ static void zst_free(struct zst *z)
 
 static void zt_del(redis_source_t *rs, struct zst *z)
 {
+    if (z->kasp_policy)
+        redis_kasp_forget(rs, z->origin);
     struct zst **pp = &rs->bucket[tern_hash_str(z->origin) & (rs->nbucket - 1)];
     while (*pp != z)
         pp = &(*pp)->next;

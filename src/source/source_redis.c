@@ -14,6 +14,7 @@
 #include "tern/common/grow.h"
 #include "tern/common/hash.h"
 #include "tern/common/log.h"
+#include "tern/conf/config_dnssec.h"
 #include "tern/source/health_index.h"
 #include "tern/wire/dname.h"
 #include "tern/xfr/journal.h"
@@ -473,12 +474,59 @@ static bool set_exported(source_redis_t *r, const config_t *cfg)
     return !same;
 }
 
+/* cfg's key policies as the Redis thread takes them (names point into cfg); NULL with *n 0 when
+ * there are none; NULL with *n set when out of memory. */
+static redis_source_kasp_t *kasp_policies(const config_t *cfg, size_t *n)
+{
+    *n = cfg->ndnssec_policies;
+    redis_source_kasp_t *v = *n ? calloc(*n, sizeof(*v)) : NULL;
+    for (size_t i = 0; v && i < *n; i++) {
+        const config_dnssec_policy_t *p = &cfg->dnssec_policies[i];
+        v[i].name = p->name;
+        config_dnssec_policy_kasp(p, &v[i].pol);
+        v[i].pol.zone_max_ttl = p->zone_max_ttl; /* 0: the zone's own, as built */
+        v[i].parents = p->parents;
+        v[i].nparents = p->nparents;
+        v[i].ds_check_interval = p->ds_check_interval;
+    }
+    return v;
+}
+
+/* Whether a and b have the same key policies (a change restarts the Redis thread). */
+static bool kasp_same(const config_t *a, const config_t *b)
+{
+    size_t na, nb;
+    redis_source_kasp_t *va = kasp_policies(a, &na), *vb = kasp_policies(b, &nb);
+    bool same = na == nb && (!na || (va && vb));
+    for (size_t i = 0; same && i < na; i++)
+        same = strcmp(va[i].name, vb[i].name) == 0 &&
+               memcmp(&va[i].pol, &vb[i].pol, sizeof(va[i].pol)) == 0;
+    free(va);
+    free(vb);
+    return same;
+}
+
+/* redis_source_callbacks_t.ds_want (the Redis thread): to the loader's DS checker. */
+static void ds_want(void *ctx, const char *origin, const char *name, const dnssec_kasp_ds_t *wants,
+                    size_t n, char *const *parents, size_t nparents, unsigned interval)
+{
+    source_redis_t *r = ctx;
+    if (r->env.ds_want)
+        r->env.ds_want(r->env.ds_want_ctx, origin, name, wants, n, parents, nparents, interval);
+}
+
 /* Start the Redis thread for cfg->redis (loader or main thread). 0 or a negative code (logged). */
 static int start_thread(source_redis_t *r, const config_t *cfg)
 {
     const config_redis_t *c = &cfg->redis;
     redis_source_config_t rc;
     settings(r, cfg, &rc);
+    redis_source_kasp_t *kasp = kasp_policies(cfg, &rc.nkasp);
+    if (rc.nkasp && !kasp) {
+        log_err("redis: out of memory");
+        return TERN_ENOMEM;
+    }
+    rc.kasp = kasp;
     r->health_on = cfg->health.enabled;
     redis_source_callbacks_t cb = {.on_zone = on_zone,
                                    .on_zone_gone = on_gone,
@@ -486,13 +534,16 @@ static int start_thread(source_redis_t *r, const config_t *cfg)
                                    .on_state = on_state,
                                    .on_synced = on_synced,
                                    .exported = exported,
+                                   .ds_want = ds_want,
                                    .ctx = r};
     char err[512] = "";
     if (cfg_copy(&r->cfg, c) < 0) {
         log_err("redis: out of memory");
+        free(kasp);
         return TERN_ENOMEM;
     }
     redis_source_t *rs = redis_source_start(&rc, &cb, err, sizeof(err));
+    free(kasp); /* copied */
     pthread_mutex_lock(&r->rs_mu);
     r->rs = rs;
     pthread_mutex_unlock(&r->rs_mu);
@@ -537,7 +588,7 @@ static int configure(zone_source_t *s, const config_t *cfg, const config_t *prev
     }
     bool want = cfg->redis.enabled;
     if (r->rs && (!want || !redis_settings_same(&r->cfg, &cfg->redis) ||
-                  r->health_on != cfg->health.enabled)) {
+                  r->health_on != cfg->health.enabled || !kasp_same(prev, cfg))) {
         log_info("redis: settings changed; %s", want ? "reconnecting" : "source stopped");
         stop(s);
         clear(r);
@@ -600,6 +651,29 @@ bool source_redis_get_stats(zone_source_t *s, redis_source_stats_t *out)
         redis_source_get_stats(r->rs, out);
     pthread_mutex_unlock(&r->rs_mu);
     return on;
+}
+
+char *source_redis_dnssec_status(zone_source_t *s, const char *key, char *err, size_t errlen)
+{
+    source_redis_t *r = (source_redis_t *)s;
+    pthread_mutex_lock(&r->rs_mu);
+    char *text = r->rs ? redis_source_dnssec_status(r->rs, key, err, errlen) : NULL;
+    if (!r->rs)
+        snprintf(err, errlen, "no Redis source");
+    pthread_mutex_unlock(&r->rs_mu);
+    return text;
+}
+
+int source_redis_dnssec_request(zone_source_t *s, const char *key, const char *request, char *err,
+                                size_t errlen)
+{
+    source_redis_t *r = (source_redis_t *)s;
+    pthread_mutex_lock(&r->rs_mu);
+    int rc = r->rs ? redis_source_dnssec_request(r->rs, key, request, err, errlen) : TERN_ENOENT;
+    if (!r->rs)
+        snprintf(err, errlen, "no Redis source");
+    pthread_mutex_unlock(&r->rs_mu);
+    return rc;
 }
 
 static void stats(zone_source_t *s, zone_source_stats_t *out)

@@ -119,6 +119,15 @@ void zone_node_page_release(zone_node_t *nodes)
         free(pg);
 }
 
+uint32_t zone_max_ttl(const zone_t *z)
+{
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < z->rrset_count; i++)
+        if (z->rrsets[i].ttl > max)
+            max = z->rrsets[i].ttl;
+    return max;
+}
+
 zone_t *zone_retain(zone_t *z)
 {
     /* atomic: a transfer thread pins the version it streams (tern/xfr) */

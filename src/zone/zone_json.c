@@ -135,12 +135,27 @@ static int config_obj(zone_json_t *zj, json_t *cfg, char *err, size_t errlen)
     serial = have_serial ? (uint32_t)s64 : (uint32_t)time(NULL);
 
     bool dnssec = false, flatten = false;
-    const char *domain_id;
-    size_t idlen;
+    const char *domain_id, *policy;
+    size_t idlen, plen;
     if ((rc = zone_json_get_bool(&e, cfg, "", "dnssec", &dnssec)) < 0 ||
         (rc = zone_json_get_bool(&e, cfg, "", "cname_flattening", &flatten)) < 0 ||
-        (rc = zone_json_get_str(&e, cfg, "", "domain_id", &domain_id, &idlen)) < 0)
+        (rc = zone_json_get_str(&e, cfg, "", "domain_id", &domain_id, &idlen)) < 0 ||
+        (rc = zone_json_get_str(&e, cfg, "", "dnssec_policy", &policy, &plen)) < 0)
         return rc;
+    /* tern's own field: keys tern makes and rolls by a ternd.yaml policy (Redis zones only; a
+     * file zone names its policy in ternd.yaml) */
+    if (policy && (plen == 0 || plen >= sizeof(zj->dnssec_policy) || memchr(policy, 0, plen)))
+        return zone_json_fail(&e, TERN_EINVAL, "dnssec_policy: a name of 1..%zu bytes",
+                              sizeof(zj->dnssec_policy) - 1);
+    if (policy && !zj->opts.dnssec_deferred)
+        return zone_json_fail(&e, TERN_EINVAL,
+                              "\"dnssec_policy\" is read from Redis zones only (a file zone "
+                              "names its policy in ternd.yaml: dnssec: {policy: NAME})");
+    if (policy) {
+        memcpy(zj->dnssec_policy, policy, plen);
+        zj->dnssec_policy[plen] = 0;
+        dnssec = true;
+    }
     /* kept for the request log's domain_uuid, as redins logs it */
     if (domain_id && (rc = zone_builder_set_domain_id(zj->b, domain_id, idlen)) < 0)
         return zone_json_fail(&e, rc, "domain_id: %s",
@@ -336,6 +351,11 @@ int zone_json_label(zone_json_t *zj, const char *label, const char *json, size_t
 bool zone_json_dnssec(const zone_json_t *zj)
 {
     return zj->dnssec;
+}
+
+const char *zone_json_dnssec_policy(const zone_json_t *zj)
+{
+    return zj->dnssec_policy[0] ? zj->dnssec_policy : NULL;
 }
 
 int zone_json_set_dnssec(zone_json_t *zj, const uint8_t *dnskeys, size_t len)

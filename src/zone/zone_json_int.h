@@ -80,8 +80,9 @@ struct zone_json {
     zone_json_opts_t opts;
     uint32_t default_ttl;
     bool have_config;
-    bool dnssec;  /* the config says "dnssec": true */
-    bool apex_ns; /* an NS RR was added at the apex */
+    bool dnssec;            /* the config says "dnssec": true, or names a "dnssec_policy" */
+    char dnssec_policy[64]; /* "dnssec_policy": the key policy's name; "" none */
+    bool apex_ns;           /* an NS RR was added at the apex */
     uint32_t soa_ttl;
     uint8_t soa_rdata[2 * DNAME_MAXLEN + 20];
     uint16_t soa_rdlen;

@@ -113,6 +113,14 @@ int dnssec_key_generate(const uint8_t *zone, unsigned alg, bool ksk, unsigned rs
 int dnssec_key_write(const dnssec_key_t *k, const char *dir, char *stem, size_t stemlen, char *err,
                      size_t errlen) TERN_WUR;
 
+/**
+ * The two texts of k's BIND pair, as dnssec_key_write() writes them (the .key, the .private):
+ * for a store that is not a directory (Redis). 0 and *pub, *priv (malloc'ed, the caller frees;
+ * *priv holds the secret: wipe it), or a negative TERN_E* with err set (no private key, no memory).
+ */
+int dnssec_key_texts(const dnssec_key_t *k, char **pub, char **priv, char *err,
+                     size_t errlen) TERN_WUR;
+
 /** The public text (one line, "example.com. 3600 IN DNSKEY 257 3 13 base64", no newline; TTL
  * ttl) into out (size outlen). Returns the length, or TERN_ENOSPC. */
 int dnssec_key_dnskey_text(const dnssec_key_t *k, uint32_t ttl, char *out, size_t outlen) TERN_WUR;

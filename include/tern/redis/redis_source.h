@@ -12,6 +12,10 @@
  *   P redins:zones S                a set: the names of the zones served ("example.com.")
  *   P redins:zones:<zone> S         a hash: label → that label's RRsets as JSON ("@" = the apex)
  *   P redins:zones:<zone>:config S  a string: the zone's config JSON, with its SOA
+ *   P redins:zones:<zone>:zsk:pub S  (and :zsk:priv, :ksk:pub, :ksk:priv) redins' static keys
+ *   P redins:zones:<zone>:kasp S     (and :kasp:keys, :kasp:lock, :kasp:requests) tern's own: the
+ *                                   key state and keys of a zone whose config names a key
+ *                                   policy, shared by a fleet (src/redis/redis_kasp.c says how)
  * <zone> is the set member exactly as written there; the origin handed to the callbacks is that
  * name's canonical key (dname_key(): escapes resolved, lowercased, no final dot, "." for the root,
  * unprintable bytes as \DDD) — the loader's key, and safe in a log line.
@@ -124,6 +128,8 @@
 
 #include "tern/common/compiler.h"
 #include "tern/zone/zone.h"
+#include "tern/dnssec/dnssec_kasp.h"
+#include "tern/dnssec/dnssec_kasp_keys.h"
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/zone/zone_json.h"
 
@@ -133,6 +139,10 @@
 #define REDIS_SOURCE_DEFAULT_CONNECT_TIMEOUT 2000 /* ms */
 #define REDIS_SOURCE_DEFAULT_READ_TIMEOUT    5000 /* ms */
 #define REDIS_SOURCE_DEFAULT_ZONE_RELOAD     600  /* s (redins' handler "zone_reload") */
+/* A zone's key lock outlives its holder's last renewal by this (renewed every third of it): a
+ * dead driver's rollover is taken over within 15 s, far inside any rollover's waits (TTLs), and
+ * a Redis pause of a few seconds does not move the lock. */
+#define REDIS_SOURCE_DEFAULT_KASP_LOCK 15000 /* ms */
 
 /* Bounds on untrusted data, as the config schema's defaults: room for a 1,000,000-label zone and
  * a few hundred addresses per RRset, far below what would exhaust memory or a builder. */
@@ -140,6 +150,15 @@
 #define REDIS_SOURCE_DEFAULT_MAX_LABELS        4000000u   /* labels of one zone */
 #define REDIS_SOURCE_DEFAULT_MAX_RRSET_RECORDS 10000u     /* records of one RRset (<= 65,535) */
 #define REDIS_SOURCE_DEFAULT_MAX_ZONES         100000u    /* zones of the set */
+
+/* A key policy by name (zone_max_ttl 0: the zone's largest TTL as built). */
+typedef struct redis_source_kasp {
+    const char *name;
+    dnssec_kasp_policy_t pol;
+    char *const *parents; /* "ADDR" or "ADDR@PORT": asked for a new KSK's DS (ds_want) */
+    size_t nparents;
+    unsigned ds_check_interval; /* seconds between those questions */
+} redis_source_kasp_t;
 
 /*
  * Where the zones are and how to watch them. Strings are copied by start(); NULL and "" mean
@@ -170,6 +189,14 @@ typedef struct redis_source_config {
      * for this many workers, with this signature lifetime and refresh (0: the defaults). */
     unsigned dnssec_workers;
     dnssec_policy_t dnssec_policy;
+    /* Key policies a zone's config may name instead ("dnssec_policy": "NAME", ternd.yaml's
+     * dnssec_policies): tern makes and rolls its keys, kept in Redis beside redins' layout and
+     * shared by every node reading it; one node at a time (the holder of the zone's lock)
+     * drives them (src/redis/redis_kasp.c says how). */
+    const redis_source_kasp_t *kasp;
+    size_t nkasp;
+    const char *node_id;   /* this node in those locks; NULL: "<hostname>:<pid>" */
+    uint32_t kasp_lock_ms; /* 0: REDIS_SOURCE_DEFAULT_KASP_LOCK */
     /* High availability (see "Sentinel" above): with sentinels, host, port and unix_path are
      * unused and the node read is the one the sentinels name for sentinel_master. */
     const char *const *sentinels; /* "IP:PORT" or "[V6]:PORT", tried in order; NULL = none */
@@ -209,6 +236,12 @@ typedef struct redis_source_callbacks {
      * (zone_serial_next()), and built and signed again by this thread when its signatures come
      * due (the loader re-signs the others in place). */
     bool (*exported)(void *ctx, const char *origin);
+    /* Optional, called on the source's thread by the node driving a zone's keys (and with n 0
+     * when it stops driving it): the DS its plan waits for at the parent, for the policy's
+     * parents (zone_source_env_t.ds_want); a DS seen comes back as a "ds-seen TAG" request
+     * (redis_source_dnssec_request()). */
+    void (*ds_want)(void *ctx, const char *origin, const char *name, const dnssec_kasp_ds_t *wants,
+                    size_t n, char *const *parents, size_t nparents, unsigned interval);
     void *ctx;
 } redis_source_callbacks_t;
 
@@ -252,6 +285,23 @@ typedef struct redis_source_stats {
 
 /** A consistent copy of the counters. Any thread. */
 void redis_source_get_stats(redis_source_t *rs, redis_source_stats_t *out);
+
+/**
+ * `ternctl dnssec status [ZONE]` for the zones whose config names a key policy: zone key's (NULL:
+ * every one) key states as its last build on this node stepped them, its policy and the node
+ * driving its keys. A malloc'd text; NULL with err set when no such zone. Any thread.
+ */
+char *redis_source_dnssec_status(redis_source_t *rs, const char *key, char *err, size_t errlen);
+
+/**
+ * `ternctl dnssec rollover ZONE ROLE` ("rollover zsk") and `ds-seen ZONE [TAG]` ("ds-seen 12345",
+ * "ds-seen"): tried on the zone's last key state (refused at once with the reason when the state
+ * machine would refuse it), then put in Redis (P redins:zones:<zone>:kasp:requests S) for the
+ * node driving the zone's keys, whichever it is, which applies it at its next tick. So any node
+ * of the fleet takes the request. 0 or a negative code with the reason in err. Any thread.
+ */
+int redis_source_dnssec_request(redis_source_t *rs, const char *key, const char *request, char *err,
+                                size_t errlen) TERN_WUR;
 
 /** Stop the thread, close the connections, free the source. Returns within milliseconds unless a
  * build step or a callback is running. NULL is a no-op. */

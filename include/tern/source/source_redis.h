@@ -25,4 +25,13 @@ extern const zone_source_ops_t source_redis_ops;
 /** The Redis thread's counters; false (out zeroed) while none runs. Any thread. */
 bool source_redis_get_stats(zone_source_t *s, redis_source_stats_t *out);
 
+/** `ternctl dnssec status [ZONE]` for the Redis zones whose config names a key policy
+ * (redis_source_dnssec_status()); NULL with err set when none, or no Redis thread. Any thread. */
+char *source_redis_dnssec_status(zone_source_t *s, const char *key, char *err, size_t errlen);
+
+/** `ternctl dnssec rollover|ds-seen` for such a zone: redis_source_dnssec_request(). Any
+ * thread. */
+int source_redis_dnssec_request(zone_source_t *s, const char *key, const char *request, char *err,
+                                size_t errlen) TERN_WUR;
+
 #endif

@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "tern/dnssec/dnssec_kasp_keys.h"
 #include "tern/common/compiler.h"
 #include "tern/conf/config.h"
 #include "tern/health/health.h"
@@ -95,6 +96,13 @@ typedef struct zone_source_env {
     /* Loader thread: true when secondaries follow zone key (its transfer settings, tern/xfr) */
     bool (*followed)(void *ctx, const char *key);
     void *followed_ctx;
+    /* Any thread: zone key (origin: its name in presentation form), whose keys a source drives,
+     * waits for wants[0..n) at its parent's servers, asked every interval seconds (n 0: for
+     * nothing, the job is dropped): the loader's DS checker (tern/load's ds_check) asks them,
+     * and a DS seen goes back to the source (a ds-seen request). NULL: no checker. */
+    void (*ds_want)(void *ctx, const char *key, const char *origin, const dnssec_kasp_ds_t *wants,
+                    size_t n, char *const *parents, size_t nparents, unsigned interval);
+    void *ds_want_ctx;
 } zone_source_env_t;
 
 /* One zone a threaded source serves: its latest version and when it arrived. */

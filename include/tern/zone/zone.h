@@ -343,6 +343,10 @@ static inline const zone_geo_t *zone_rrset_geo(const zone_t *z, const zone_rrset
 /** Bytes of memory the zone holds: its arrays and every data blob it references. */
 size_t zone_footprint(const zone_t *z);
 
+/** The largest TTL of z's RRsets (0 for a zone without any): how long an answer from it may be
+ * cached, which a key rollover waits for. */
+uint32_t zone_max_ttl(const zone_t *z);
+
 /** Take one more reference to z (any thread: the count is atomic). Returns z. */
 zone_t *zone_retain(zone_t *z);
 

@@ -104,8 +104,12 @@ zone_json_t *zone_json_new(const char *origin, const char *source, const zone_js
 int zone_json_config(zone_json_t *zj, const char *json, size_t len, char *err,
                      size_t errlen) TERN_WUR;
 
-/** Whether the config read by zone_json_config() says "dnssec": true. */
+/** Whether the config read by zone_json_config() says "dnssec": true or names a policy. */
 bool zone_json_dnssec(const zone_json_t *zj);
+
+/** The config's "dnssec_policy" (tern's field: the ternd.yaml key policy whose keys sign the
+ * zone, for a Redis zone; dnssec_deferred only), or NULL. Valid while zj lives. */
+const char *zone_json_dnssec_policy(const zone_json_t *zj);
 
 /** The zone is signed with keys whose DNSKEY RDATA is dnskeys (rdata sequence, len bytes):
  * zone_builder_set_dnssec(). After zone_json_config(), before the first label. 0 or

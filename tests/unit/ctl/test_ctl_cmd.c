@@ -54,10 +54,10 @@ static void test_errors(void **state)
         {"zone flush a.test", "error: dynamic updates are not running\n"},
         {"reload now", "error: usage: reload\n"},
         {"dnssec ds", "error: usage: dnssec ds ZONE | dnssec status [ZONE] | dnssec rollover "
-                      "ZONE ksk|zsk|csk | dnssec ds-seen ZONE [TAG]\n"},
+                      "ZONE ksk|zsk|csk | dnssec ds-seen ZONE [TAG] | dnssec ds-gone ZONE\n"},
         {"dnssec rollover x.test", "error: usage: dnssec ds ZONE | dnssec status [ZONE] | "
                                    "dnssec rollover ZONE ksk|zsk|csk | dnssec ds-seen ZONE "
-                                   "[TAG]\n"},
+                                   "[TAG] | dnssec ds-gone ZONE\n"},
         /* health takes nothing or "set ADDR state": two words are neither */
         {"health set 192.0.2.1", "error: usage: health | health set ADDR[:PORT] up|down|auto\n"},
         {"a b c d e f g", "error: unknown command 'a' (commands: reload, status, stats, zone NAME, "

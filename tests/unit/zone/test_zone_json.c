@@ -850,6 +850,45 @@ static void test_soa_required(void **state)
     zone_free(z);
 }
 
+/* tern's "dnssec_policy" (Redis zones): the name kept and the zone signed; refused where the
+ * keys are not deferred (a file's JSON zone names its policy in ternd.yaml), and when no name */
+static void test_dnssec_policy(void **state)
+{
+    (void)state;
+    char err[512];
+    zone_json_opts_t redis = {.dnssec_deferred = true};
+#define MIN_SOA "{\"soa\": {\"ns\": \"ns.test\", \"mbox\": \"h.test\"}, "
+    zone_json_t *zj = start(&redis, MIN_SOA "\"dnssec_policy\": \"fast\"}");
+    assert_true(zone_json_dnssec(zj));
+    assert_string_equal(zone_json_dnssec_policy(zj), "fast");
+    zone_json_free(zj);
+    zj = start(&redis, CONFIG);
+    assert_false(zone_json_dnssec(zj));
+    assert_null(zone_json_dnssec_policy(zj));
+    zone_json_free(zj);
+    char long_name[200];
+    snprintf(long_name, sizeof(long_name), MIN_SOA "\"dnssec_policy\": \"%070d\"}", 7);
+    const struct {
+        const zone_json_opts_t *opts;
+        const char *cfg;
+        const char *want;
+    } bad[] = {
+        {NULL, MIN_SOA "\"dnssec_policy\": \"fast\"}",
+         "\"dnssec_policy\" is read from Redis zones only"},
+        {&redis, MIN_SOA "\"dnssec_policy\": \"\"}", "dnssec_policy: a name of 1..63 bytes"},
+        {&redis, long_name, "dnssec_policy: a name of 1..63 bytes"},
+        {&redis, MIN_SOA "\"dnssec_policy\": 5}", "dnssec_policy: expected"},
+    };
+#undef MIN_SOA
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        zj = start(bad[i].opts, NULL);
+        int rc = zone_json_config(zj, bad[i].cfg, strlen(bad[i].cfg), err, sizeof(err));
+        if (rc != TERN_EINVAL || !strstr(err, bad[i].want))
+            fail_msg("%s: got %d \"%s\"", bad[i].cfg, rc, err);
+        zone_json_free(zj);
+    }
+}
+
 /* redins' handler max_ttl: caps every TTL, and fills in missing ones through default_ttl */
 static void test_max_ttl(void **state)
 {
@@ -1072,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_apex_ns_synthesised),
         cmocka_unit_test(test_max_ttl),
         cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_dnssec_policy),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_example_file),
     };
