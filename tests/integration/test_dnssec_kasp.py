@@ -252,6 +252,18 @@ zones:
             return {int(m.group(2)): (m.group(1), m.group(3)) for m in
                     re.finditer(r"^(KSK|ZSK|CSK) (\d+) alg \d+ (\S+)", out.stdout, re.M)}
 
+        def resumed(zone, before, after):
+            """After a restart, zone's keys resumed, not begun again: every key of before still
+            there (same role and algorithm), none gone back in its life. An event may fall due
+            while the ternd is down (a ZSK lifetime of 20 s), so a key may have moved on."""
+            order = ("generated", "pre-active", "published", "ready", "active", "retired",
+                     "post-active", "removed")
+            for tag, was in before.items():
+                now = after.get(tag)
+                expect(now and now[:-1] == was[:-1] and
+                       order.index(now[-1]) >= order.index(was[-1]),
+                       "%s after the restart %s, before %s" % (zone, after, before))
+
         def first_signing():
             keys = dnskeys(port)
             expect(len(keys) == 2, "DNSKEY: %s" % keys)
@@ -319,8 +331,7 @@ zones:
             t2 = new_tern()
             cur[0] = t2
             t2.start(ZONE)
-            after = key_states(t2)
-            expect(after == before, "after the restart %s, before %s" % (after, before))
+            resumed(ZONE, before, key_states(t2))
             w.run(40, until=lambda: old not in dnskeys(port))
             expect(old not in dnskeys(port), "the rollover did not finish after the restart")
             print("  restarted mid-rollover with %s; finished" % before)
@@ -443,7 +454,8 @@ zones:
             t.start("ds.test.")
             ctx["t2"] = t
             after = {z: keys_of(z) for z in ("ds.test.", "csk.test.")}
-            expect(after == before, "after the restart %s, before %s" % (after, before))
+            for z in before:
+                resumed(z, before[z], after[z])
             return before
 
         def through_parent(zone, done, restart_when, what, seconds=180):
