@@ -338,6 +338,18 @@ def run_check(results, name, fn):
         results.append((name, "%s: %s" % (type(e).__name__, e)))
 
 
+def run_checks(results, checks, only=None, always=()):
+    """run_check() each (name, fn) of checks in order, stopping at the first that fails (the
+    later ones build on it); with only (a list of names), the others are skipped except those
+    in always (the setup every check needs)."""
+    for name, fn in checks:
+        if only and name not in only and name not in always:
+            continue
+        run_check(results, name, fn)
+        if results[-1][1]:
+            break
+
+
 def expect(cond, what):
     if not cond:
         raise Failure(what)

@@ -78,7 +78,7 @@ import dns.update
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dnsviz  # noqa: E402
 import servers  # noqa: E402
-from servers import LOOPBACK, Failure, expect, find_program, free_port, run_check  # noqa: E402
+from servers import LOOPBACK, Failure, expect, find_program, free_port  # noqa: E402
 
 ZONE = "pol.test."
 ZONE_TEXT = """$ORIGIN pol.test.
@@ -696,22 +696,19 @@ zones:
                    "a CSK rollover of a KSK/ZSK zone accepted: %s" % out.stdout)
             Watch(ctx["u_new"]).run(1)
 
-        for name, fn in (("first_signing", first_signing),
-                         ("zsk_rollovers", zsk_rollovers),
-                         ("restart_resumes", restart_resumes),
-                         ("ksk_rollover", ksk_rollover),
-                         ("parent_ds_check", parent_ds_check),
-                         ("parent_ksk_rollover", parent_ksk_rollover),
-                         ("algorithm_rollover", algorithm_rollover),
-                         ("csk_rollover", csk_rollover),
-                         ("unsign", unsign),
-                         ("serial_kept", serial_kept),
-                         ("refusals", refusals)):
-            if args.only and name not in args.only.split(",") and name != "first_signing":
-                continue
-            run_check(results, name, fn)
-            if results[-1][1]:
-                break
+        servers.run_checks(results, (("first_signing", first_signing),
+                                     ("zsk_rollovers", zsk_rollovers),
+                                     ("restart_resumes", restart_resumes),
+                                     ("ksk_rollover", ksk_rollover),
+                                     ("parent_ds_check", parent_ds_check),
+                                     ("parent_ksk_rollover", parent_ksk_rollover),
+                                     ("algorithm_rollover", algorithm_rollover),
+                                     ("csk_rollover", csk_rollover),
+                                     ("unsign", unsign),
+                                     ("serial_kept", serial_kept),
+                                     ("refusals", refusals)),
+                           only=args.only.split(",") if args.only else None,
+                           always=("first_signing",))
     finally:
         for u in unbounds:
             u.stop()
