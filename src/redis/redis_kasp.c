@@ -331,7 +331,8 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         goto out;
     }
     int64_t gone;
-    if (!z->kasp_unsign && dnssec_kasp_unsigning(st, &gone) && dnssec_kasp_in_use(st)) {
+    bool unsigning = dnssec_kasp_unsigning(st, &gone) != 0, in_use = dnssec_kasp_in_use(st);
+    if (!z->kasp_unsign && unsigning && in_use) {
         snprintf(err, errlen,
                  "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep "
                  "\"dnssec_unsign\": true until `ternctl dnssec status` shows no key in use",
@@ -339,8 +340,8 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         rc = TERN_EINVAL;
         goto out;
     }
-    if (z->kasp_unsign && !dnssec_kasp_unsigning(st, &gone) && dnssec_kasp_in_use(st))
-        z->kasp_drive = true; /* the driver starts the unsigning */
+    if ((z->kasp_unsign && !unsigning && in_use) || (!z->kasp_unsign && unsigning && !in_use))
+        z->kasp_drive = true; /* the driver starts the unsigning, or signs an unsigned zone anew */
     dnssec_kasp_policy_t pol = zone_policy(p, z);
     struct redis_store s = {rs, z, origin, khash, hash, 0};
     const dnssec_kasp_store_t store = {store_put, store_get, &s};
