@@ -678,9 +678,8 @@ static bool lock_reply(redis_source_t *rs, struct zst *z, const redisReply *r, i
     bool was = z->kasp_holder;
     z->kasp_holder = code != 0;
     const redis_kasp_policy_t *p = redis_kasp_policy(rs, z->kasp_policy);
-    if (was && !z->kasp_holder && p)
-        (void)want_ds(rs, z, p, NULL, false,
-                      NULL); /* its checker's job dropped: no command, no error */
+    if (was && !z->kasp_holder && p) /* its checker's job dropped: no command, no error */
+        (void)want_ds(rs, z, p, NULL, false, NULL);
     view_holder(rs, z, r->element[1]->str, r->element[1]->len, z->kasp_holder);
     return z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
                               (z->kasp_at && now >= z->kasp_at));
