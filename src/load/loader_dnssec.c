@@ -102,6 +102,9 @@ int loader_dnssec_ds_gone(loader_t *l, const char *zone, char *err, size_t errle
     char key[DNAME_KEY_MAX];
     if (!zone_key_of(zone, key, sizeof(key), err, errlen))
         return TERN_EINVAL;
+    zone_source_t *redis = redis_managed(l, key);
+    if (redis) /* for the node of the fleet driving its keys */
+        return source_redis_dnssec_request(redis, key, "ds-gone", err, errlen);
     int rc = zone_kasp_ds_gone(loader_kasp(l), key, (int64_t)time(NULL), true, err, errlen);
     return rc < 0 ? rc : loader_reread(l, key);
 }
@@ -118,9 +121,10 @@ void loader_dnssec_ds_found(void *ctx, const char *key, const ds_check_want_t *w
     loader_t *l = ctx;
     char err[256];
     zone_source_t *redis = redis_managed(l, key);
-    if (redis) { /* a Redis zone this node drives: the DS seen, as a request to itself */
-        char req[32];
-        snprintf(req, sizeof(req), "ds-seen %u", want->tag);
+    if (redis) { /* a Redis zone this node drives: the DS seen (or gone), as a request to itself */
+        char req[32] = "ds-gone";
+        if (!want->gone)
+            snprintf(req, sizeof(req), "ds-seen %u", want->tag);
         if (source_redis_dnssec_request(redis, key, req, err, sizeof(err)) < 0)
             log_warn("dnssec: zone %s: %s", key, err);
         return;

@@ -90,6 +90,7 @@ struct zst {
     bool kasp_drive;       /* the holder should step it at the next tick (no state, a key to
                               make, a new policy) */
     bool kasp_ds;          /* a DS check was asked for it (redis_source_callbacks_t.ds_want) */
+    bool kasp_unsign;      /* its last build's config says "dnssec_unsign": true */
     struct zst *next;      /* hash chain */
 };
 
@@ -263,6 +264,13 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
                     const redisReply *hash, bool exported, dnssec_zone_t **dz, uint8_t *dnskeys,
                     size_t *len, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * A build of zone z whose config names no policy (any more): TERN_EINVAL with the way out in err
+ * when its key state (state: the MGET element, NIL when missing) still has keys in use, so the
+ * signed version keeps serving until the zone is unsigned ("dnssec_unsign" first); else 0.
+ */
+int redis_kasp_dropped(const struct zst *z, const redisReply *state, char *err, size_t errlen);
+
 /** Take or renew the locks of the zones with a policy and drive those this node holds; build
  * again the zones whose key event is due. Sets rs->kasp_tick. 0, E_CONN or E_STOP. */
 int redis_kasp_tick(redis_source_t *rs) TERN_WUR;
@@ -271,9 +279,10 @@ int redis_kasp_tick(redis_source_t *rs) TERN_WUR;
 void redis_kasp_release(redis_source_t *rs);
 
 /**
- * Apply one operator request to st: "rollover ksk|zsk|csk", "ds-seen TAG", or "ds-seen" (every
- * KSK whose DS is wanted). 0, or a negative code with the reason in err (a bad request, or the
- * state machine's refusal: a rollover in progress, no such DS wanted).
+ * Apply one operator request to st: "rollover ksk|zsk|csk", "ds-seen TAG", "ds-seen" (every
+ * KSK whose DS is wanted), or "ds-gone" (unsigning: the parent has no DS any more). 0, or a
+ * negative code with the reason in err (a bad request, or the state machine's refusal: a rollover
+ * in progress, no such DS wanted).
  */
 int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const char *text,
                        int64_t now, char *err, size_t errlen) TERN_WUR;

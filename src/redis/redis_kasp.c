@@ -11,7 +11,8 @@
  *                                          texts of each key tern made (<id>: K<zone>+013+12345)
  *   P redins:zones:<zone>:kasp:lock S      the node that drives the zone: SET NX PX with its id
  *   P redins:zones:<zone>:kasp:requests S  a list of operator requests for the driver:
- *                                          "rollover zsk|ksk|csk", "ds-seen [TAG]" (RPUSH it)
+ *                                          "rollover zsk|ksk|csk", "ds-seen [TAG]", "ds-gone"
+ *                                          (RPUSH it)
  *
  * Driving (redis_kasp_tick(), on the source thread every lock_ms / 3): the lock is taken or
  * renewed with one script (a dead holder's lock expires after lock_ms, another node takes it at
@@ -32,6 +33,12 @@
  * The DS check at the parent (the policy's parents) is the holder's alone: after each drive it
  * hands the DS its plan waits for to redis_source_callbacks_t.ds_want (the loader's checker),
  * which turns a DS seen into a "ds-seen TAG" request; a node that loses the lock drops its check.
+ *
+ * Unsigning (RFC 8078): "dnssec_unsign": true beside the policy in the config; the driver calls
+ * dnssec_kasp_unsign() once (CDS/CDNSKEY DELETE from the next build on every node), its DS check
+ * then waits for the parent's whole DS RRset to go, which (or `ternctl dnssec ds-gone`) becomes a
+ * "ds-gone" request; the keys go a DS TTL later. A config that drops the policy while the state
+ * still has keys in use is rejected (redis_kasp_dropped()): the signed version keeps serving.
  *
  * ternctl (any thread, under rs->mu): the status of each zone as its last build here stepped it,
  * and requests tried on that state, then queued for the thread to RPUSH (redis_kasp_flush()).
@@ -303,6 +310,11 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         snprintf(err, errlen, "zone %s: bad name", z->origin);
         goto out;
     }
+    if ((!state || state->type != REDIS_REPLY_STRING) && z->kasp_unsign) {
+        view_built(rs, z, p->name, NULL, NULL);
+        rc = 0; /* never signed: nothing to unsign, served unsigned */
+        goto out;
+    }
     if (!state || state->type != REDIS_REPLY_STRING) {
         view_built(rs, z, p->name, NULL, NULL);
         z->kasp_drive = true;
@@ -318,6 +330,18 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         snprintf(err, errlen, "zone %s: dnssec: %s", z->origin, lerr);
         goto out;
     }
+    int64_t gone;
+    bool unsigning = dnssec_kasp_unsigning(st, &gone) != 0, in_use = dnssec_kasp_in_use(st);
+    if (!z->kasp_unsign && unsigning && in_use) {
+        snprintf(err, errlen,
+                 "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep "
+                 "\"dnssec_unsign\": true until `ternctl dnssec status` shows no key in use",
+                 z->origin);
+        rc = TERN_EINVAL;
+        goto out;
+    }
+    if ((z->kasp_unsign && !unsigning && in_use) || (!z->kasp_unsign && unsigning && !in_use))
+        z->kasp_drive = true; /* the driver starts the unsigning, or signs an unsigned zone anew */
     dnssec_kasp_policy_t pol = zone_policy(p, z);
     struct redis_store s = {rs, z, origin, khash, hash, 0};
     const dnssec_kasp_store_t store = {store_put, store_get, &s};
@@ -395,7 +419,10 @@ int redis_kasp_request(dnssec_kasp_t *st, const dnssec_kasp_policy_t *pol, const
             snprintf(err, errlen, "no KSK waits for its DS");
         return any ? 0 : TERN_ENOENT;
     }
-    snprintf(err, errlen, "expected \"rollover ksk|zsk|csk\" or \"ds-seen [TAG]\"");
+    if (n == 1 && strcasecmp(verb, "ds-gone") == 0)
+        return dnssec_kasp_ds_gone(st, now, err, errlen);
+    snprintf(err, errlen,
+             "expected \"rollover ksk|zsk|csk\" or \"ds-seen [TAG]\" (or, unsigning, \"ds-gone\")");
     return TERN_EINVAL;
 }
 
@@ -455,17 +482,20 @@ static int announce(redis_source_t *rs, struct zst *z)
 }
 
 /* The DS the holder's plan waits for, to the parent checker (redis_source_callbacks_t.ds_want);
- * plan NULL: none (this node no longer drives the zone). E_CONN or E_STOP, else 0. */
+ * plan NULL: none (this node no longer drives the zone); gone: unsigning, the parent's whole DS
+ * RRset is to go instead. E_CONN or E_STOP, else 0. */
 static int want_ds(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p,
-                   const dnssec_kasp_plan_t *plan, struct redis_store *s)
+                   const dnssec_kasp_plan_t *plan, bool gone, struct redis_store *s)
 {
-    if (!rs->cb.ds_want || (!z->kasp_ds && (!plan || !plan->nds_wanted)))
+    if (!rs->cb.ds_want || (!z->kasp_ds && !gone && (!plan || !plan->nds_wanted)))
         return 0;
-    dnssec_kasp_ds_t wants[DNSSEC_KASP_DS_MAX];
+    dnssec_kasp_ds_t wants[DNSSEC_KASP_DS_MAX] = {{0}};
     size_t n = 0;
     redisReply *r = NULL;
     int rc = 0;
-    if (plan && plan->nds_wanted && p->nparents) {
+    if (gone)
+        wants[n++] = (dnssec_kasp_ds_t){.gone = true};
+    else if (plan && plan->nds_wanted && p->nparents) {
         const char *all[] = {"HGETALL", s->khash, NULL};
         if ((rc = rs_run(rs, &r, all)) < 0)
             return rc;
@@ -478,6 +508,36 @@ static int want_ds(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t 
     rs->cb.ds_want(rs->cb.ctx, z->origin, z->name, wants, n, p->parents, p->nparents,
                    p->ds_check_interval);
     z->kasp_ds = n > 0;
+    return 0;
+}
+
+/* The config's "dnssec_unsign" applied to the driver's state *st: unsigning started once; an
+ * unsigned zone whose config no longer asks for it signed again from scratch (as a file zone).
+ * *changed when so. 0, or E_CONN for want of memory. */
+static int follow_unsign(redis_source_t *rs, const struct zst *z, dnssec_kasp_t **st, int64_t now,
+                         bool *changed)
+{
+    int64_t gone, unsigning = dnssec_kasp_unsigning(*st, &gone);
+    bool in_use = dnssec_kasp_in_use(*st);
+    char err[256];
+    if (z->kasp_unsign && !unsigning && in_use) {
+        if (dnssec_kasp_unsign(*st, now, err, sizeof(err)) < 0)
+            log_err("dnssec: zone %s: cannot unsign: %s", z->origin, err);
+        else {
+            log_info("dnssec: zone %s: unsigning (RFC 8078): CDS/CDNSKEY DELETE published; the "
+                     "keys go once the parent's DS is gone",
+                     z->origin);
+            *changed = true;
+        }
+    } else if (!z->kasp_unsign && unsigning && !in_use) {
+        dnssec_kasp_t *fresh = dnssec_kasp_new();
+        if (!fresh)
+            return redis_conn_fail(rs->conn, "out of memory");
+        dnssec_kasp_free(*st);
+        *st = fresh;
+        *changed = true;
+        log_info("dnssec: zone %s: unsigned before, signed again from scratch", z->origin);
+    }
     return 0;
 }
 
@@ -494,7 +554,7 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
     char err[768], *text = NULL;
     uint8_t origin[DNAME_MAXLEN];
     int rc = 0;
-    bool fresh = false, changed = false, asked = false;
+    bool fresh = false, changed = false, asked = false, turned = false;
     if (!kstate || !khash || !klock || !plan) {
         rc = redis_conn_fail(rs->conn, "out of memory");
         goto out;
@@ -511,6 +571,8 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
             log_err("dnssec: zone %s: %s; its keys stay as they are", z->origin, err);
             goto out;
         }
+    } else if (r->type == REDIS_REPLY_NIL && z->kasp_unsign) {
+        goto out; /* never signed, to be unsigned: no state to make */
     } else if (r->type == REDIS_REPLY_NIL) {
         log_info("dnssec: zone %s: no key state yet (%s): signing it from scratch", z->origin,
                  kstate);
@@ -528,6 +590,8 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
     int64_t now = (int64_t)time(NULL);
     if ((rc = requests(rs, z, st, &pol, now, &asked)) < 0)
         goto out;
+    if ((rc = follow_unsign(rs, z, &st, now, &turned)) < 0)
+        goto out;
     struct redis_store s = {rs, z, origin, khash, NULL, 0};
     const dnssec_kasp_store_t store = {store_put, store_get, &s};
     if (dnssec_kasp_keys_step(st, &pol, z->origin, origin, now, &store, plan, &changed, err,
@@ -536,9 +600,10 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
         rc = s.conn_rc; /* a key not written: the connection's fault, or the zone's (logged) */
         goto out;
     }
-    if ((rc = want_ds(rs, z, p, plan, &s)) < 0)
+    int64_t gone, unsigning = dnssec_kasp_unsigning(st, &gone);
+    if ((rc = want_ds(rs, z, p, plan, plan->cds_delete && unsigning && !gone, &s)) < 0)
         goto out;
-    if (!(changed || fresh || asked))
+    if (!(changed || fresh || asked || turned))
         goto out;
     if (!(text = dnssec_kasp_to_text(st))) {
         rc = redis_conn_fail(rs->conn, "out of memory");
@@ -557,7 +622,7 @@ static int drive(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t *p
                  "steps it",
                  z->origin, klock);
         z->kasp_holder = false;
-        (void)want_ds(rs, z, p, NULL, NULL);
+        (void)want_ds(rs, z, p, NULL, false, NULL);
     }
 out:
     if (r)
@@ -613,8 +678,8 @@ static bool lock_reply(redis_source_t *rs, struct zst *z, const redisReply *r, i
     bool was = z->kasp_holder;
     z->kasp_holder = code != 0;
     const redis_kasp_policy_t *p = redis_kasp_policy(rs, z->kasp_policy);
-    if (was && !z->kasp_holder && p)
-        (void)want_ds(rs, z, p, NULL, NULL); /* its checker's job dropped: no command, no error */
+    if (was && !z->kasp_holder && p) /* its checker's job dropped: no command, no error */
+        (void)want_ds(rs, z, p, NULL, false, NULL);
     view_holder(rs, z, r->element[1]->str, r->element[1]->len, z->kasp_holder);
     return z->kasp_holder && (!was || z->kasp_drive || r->element[2]->integer > 0 ||
                               (z->kasp_at && now >= z->kasp_at));
@@ -657,6 +722,26 @@ static int tick_batch(redis_source_t *rs, struct zst **zs, size_t n, int64_t now
         key_event(rs, z, now, next);
     }
     return rc;
+}
+
+int redis_kasp_dropped(const struct zst *z, const redisReply *state, char *err, size_t errlen)
+{
+    if (!state || state->type != REDIS_REPLY_STRING)
+        return 0;
+    dnssec_kasp_t *st = NULL;
+    char lerr[256];
+    if (dnssec_kasp_from_text(state->str, z->origin, &st, lerr, sizeof(lerr)) < 0)
+        return 0; /* a state that does not parse signs nothing: the policy's build said why */
+    bool in_use = dnssec_kasp_in_use(st);
+    dnssec_kasp_free(st);
+    if (!in_use)
+        return 0;
+    snprintf(err, errlen,
+             "zone %s: its config names no \"dnssec_policy\" but its key state in Redis still has "
+             "keys in use: set \"dnssec_unsign\": true first (beside the policy), and drop the "
+             "policy once `ternctl dnssec status` shows no key in use (the parent's DS gone)",
+             z->origin);
+    return TERN_EINVAL;
 }
 
 int redis_kasp_tick(redis_source_t *rs)

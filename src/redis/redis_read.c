@@ -159,6 +159,12 @@ static bool label_report(zbuild_t *b, const redisReply *f, label_breach_t kind)
     return !has_u64(b->z->rep, b->z->nrep, h);
 }
 
+/* The key state (:kasp) in the MGET reply of a zone's keys, or NULL. */
+static const redisReply *kasp_state(const redisReply *keys)
+{
+    return keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 4 ? keys->element[4] : NULL;
+}
+
 /* A zone whose config says "dnssec": true: its keys from the MGET reply of redins' four key
  * strings (zsk pub, priv, ksk pub, priv), the signing state, and the DNSKEYs for the build. */
 static void zb_keys(zbuild_t *b, const zkeys_t *zk)
@@ -170,10 +176,10 @@ static void zb_keys(zbuild_t *b, const zkeys_t *zk)
     char err[768];
     bool exported = rs->cb.exported && rs->cb.exported(rs->cb.ctx, b->z->origin);
     const char *policy = zone_json_dnssec_policy(b->zj);
+    b->z->kasp_unsign = zone_json_dnssec_unsign(b->zj);
     if (policy) {
         /* keys tern makes and rolls (redis_kasp.c); redins' four strings are not read */
-        const redisReply *state =
-            keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 4 ? keys->element[4] : NULL;
+        const redisReply *state = kasp_state(keys);
         int rc = redis_kasp_sign(rs, b->z, policy, state, zk->hash, exported, &b->dz, dnskeys, &len,
                                  err, sizeof(err));
         b->kasp_wait = rc == TERN_EAGAIN;
@@ -238,6 +244,7 @@ static void zb_config(zbuild_t *b, const redisReply *cfg, const zkeys_t *zk)
 {
     redis_source_t *rs = b->rs;
     const redisReply *keys = zk->mget;
+    char kerr[512];
     b->cfg_digest = digest_config(cfg);
     uint64_t kd = 0;
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++)
@@ -262,6 +269,9 @@ static void zb_config(zbuild_t *b, const redisReply *cfg, const zkeys_t *zk)
                   b->z->origin, cfg->len, rs->max_value_bytes);
     } else if (b->zj && zone_json_config(b->zj, cfg->str, cfg->len, b->err, sizeof(b->err)) < 0) {
         zb_reject(b, "%s: zone %s config: invalid", rs->where, b->z->origin);
+    } else if (b->zj && !zone_json_dnssec_policy(b->zj) &&
+               redis_kasp_dropped(b->z, kasp_state(keys), kerr, sizeof(kerr)) < 0) {
+        zb_reject(b, "%s: %s", rs->where, kerr);
     } else if (b->zj && zone_json_dnssec(b->zj)) {
         zb_keys(b, zk);
     }

@@ -134,13 +134,14 @@ static int config_obj(zone_json_t *zj, json_t *cfg, char *err, size_t errlen)
     /* redins stamps its SOA with the load time; a config that gives no serial gets that too */
     serial = have_serial ? (uint32_t)s64 : (uint32_t)time(NULL);
 
-    bool dnssec = false, flatten = false;
+    bool dnssec = false, flatten = false, unsign = false;
     const char *domain_id, *policy;
     size_t idlen, plen;
     if ((rc = zone_json_get_bool(&e, cfg, "", "dnssec", &dnssec)) < 0 ||
         (rc = zone_json_get_bool(&e, cfg, "", "cname_flattening", &flatten)) < 0 ||
         (rc = zone_json_get_str(&e, cfg, "", "domain_id", &domain_id, &idlen)) < 0 ||
-        (rc = zone_json_get_str(&e, cfg, "", "dnssec_policy", &policy, &plen)) < 0)
+        (rc = zone_json_get_str(&e, cfg, "", "dnssec_policy", &policy, &plen)) < 0 ||
+        (rc = zone_json_get_bool(&e, cfg, "", "dnssec_unsign", &unsign)) < 0)
         return rc;
     /* tern's own field: keys tern makes and rolls by a ternd.yaml policy (Redis zones only; a
      * file zone names its policy in ternd.yaml) */
@@ -156,6 +157,12 @@ static int config_obj(zone_json_t *zj, json_t *cfg, char *err, size_t errlen)
         zj->dnssec_policy[plen] = 0;
         dnssec = true;
     }
+    /* unsigning (RFC 8078) follows the policy's key state: without a policy there is none */
+    if (unsign && !policy)
+        return zone_json_fail(&e, TERN_EINVAL,
+                              "\"dnssec_unsign\": true needs \"dnssec_policy\" (the policy whose "
+                              "keys it removes)");
+    zj->dnssec_unsign = unsign;
     /* kept for the request log's domain_uuid, as redins logs it */
     if (domain_id && (rc = zone_builder_set_domain_id(zj->b, domain_id, idlen)) < 0)
         return zone_json_fail(&e, rc, "domain_id: %s",
@@ -356,6 +363,11 @@ bool zone_json_dnssec(const zone_json_t *zj)
 const char *zone_json_dnssec_policy(const zone_json_t *zj)
 {
     return zj->dnssec_policy[0] ? zj->dnssec_policy : NULL;
+}
+
+bool zone_json_dnssec_unsign(const zone_json_t *zj)
+{
+    return zj->dnssec_unsign;
 }
 
 int zone_json_set_dnssec(zone_json_t *zj, const uint8_t *dnskeys, size_t len)

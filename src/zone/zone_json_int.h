@@ -82,6 +82,7 @@ struct zone_json {
     bool have_config;
     bool dnssec;            /* the config says "dnssec": true, or names a "dnssec_policy" */
     char dnssec_policy[64]; /* "dnssec_policy": the key policy's name; "" none */
+    bool dnssec_unsign;     /* "dnssec_unsign": true (with a policy): unsign the zone */
     bool apex_ns;           /* an NS RR was added at the apex */
     uint32_t soa_ttl;
     uint8_t soa_rdata[2 * DNAME_MAXLEN + 20];

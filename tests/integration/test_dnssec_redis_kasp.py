@@ -33,6 +33,16 @@ Checks:
                     policy's parents): its CDS put at Knot as a DS by the test (the registrar);
                     the node holding ds.test's lock, and only it, asks Knot, sees the DS and
                     makes the KSK active on both nodes with no ds-seen
+  unsign            un.test., a third zone (policy slow: fast with no ZSK rollover), its DS said seen
+                    (the node stopped in restart_same_keys started again: two nodes): a config
+                    dropping "dnssec_policy" while its keys are in use is refused on both nodes
+                    (the log says why, the signed version keeps serving); "dnssec_unsign": true
+                    in its config puts CDS DELETE ("0 0 0 00") on both nodes; `ternctl dnssec
+                    ds-gone` on the node that does not drive reaches the driver, and a DS TTL +
+                    propagation delay later both serve the zone with no DNSKEY or RRSIG; then
+                    dropping the policy is accepted, and naming it again signs the zone anew;
+                    ds.test. unsigned beside it, its DS deleted at Knot on its CDS DELETE: its
+                    driver's check finds it gone (no ds-gone typed), unsigned on both nodes
 Skips (77) when unbound, knotd or redis-server is missing.
 """
 
@@ -159,7 +169,10 @@ def main():
     knot.start("test.")
     parented = POLICY.replace("name: fast", "name: parented") + (
         '    parents: ["%s@%d"]\n    ds_check_interval: 1\n' % (LOOPBACK, knot.port))
-    yaml = POLICY + parented[len("dnssec_policies:\n"):] + ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n  read_timeout: 2000\n'
+    # un.test.'s policy: fast with no ZSK rollover during the test, so unsigning is all it does
+    slow = POLICY.replace("name: fast", "name: slow").replace("zsk_lifetime: 30",
+                                                              "zsk_lifetime: 3600")
+    yaml = POLICY + parented[len("dnssec_policies:\n"):] + slow[len("dnssec_policies:\n"):] + ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n  read_timeout: 2000\n'
                      % (LOOPBACK, redis.port))
     cfg = dict(soa=SOA, dnssec_policy="fast")
     redis.cmd("SET", "redins:zones:%s:config" % ZONE, json.dumps(cfg))
@@ -173,6 +186,14 @@ def main():
               json.dumps({"ns": {"ttl": 5, "records": [{"host": "ns1.ds.test."}]}}))
     redis.cmd("HSET", "redins:zones:ds.test.", "ns1", json.dumps(LABELS["ns1"]))
     redis.cmd("SADD", "redins:zones", "ds.test.")
+    UZ = "un.test."
+    usoa = dict(SOA, ns="ns1.un.test.", MBox="hostmaster.un.test.")
+    redis.cmd("SET", "redins:zones:%s:config" % UZ, json.dumps({"soa": usoa,
+                                                                "dnssec_policy": "slow"}))
+    redis.cmd("HSET", "redins:zones:" + UZ, "@",
+              json.dumps({"ns": {"ttl": 5, "records": [{"host": "ns1.un.test."}]}}))
+    redis.cmd("HSET", "redins:zones:" + UZ, "www", json.dumps(LABELS["www"]))
+    redis.cmd("SADD", "redins:zones", UZ)
     nodes = [servers.YamlTernd(work, args.ternd, yaml, name="tern-%s" % n, ternctl=args.ternctl)
              for n in "ab"]
     ports = [t.port for t in nodes]
@@ -298,6 +319,80 @@ def main():
             print("  the DS at Knot seen by %s (which drives ds.test) alone; KSK active on both"
                   % drv.name)
 
+        def unsign():
+            for t in list(nodes):
+                if t.proc.poll() is not None:
+                    restart(t)
+            def signed_on(p, name=UZ, rtype="DNSKEY"):
+                return any(rr.rdtype in (dns.rdatatype.DNSKEY, dns.rdatatype.RRSIG)
+                           for rr in ask(p, name, rtype).answer)
+
+            def cds_delete(p, zone=UZ):
+                r = dns.query.udp(dns.message.make_query(zone, "CDS"), LOOPBACK, port=p,
+                                  timeout=2)
+                return any(rd.to_text() == "0 0 0 00" for rr in r.answer
+                           if rr.rdtype == dns.rdatatype.CDS for rd in rr)
+
+            def config(soa=usoa, **extra):
+                redis.cmd("SET", "redins:zones:%s:config" % UZ, json.dumps(dict(soa=soa, **extra)))
+            for p in ports:
+                servers.wait_until(lambda p=p: signed_on(p), 20, "un.test signed on %d" % p)
+            drv = node_of(redis.cmd("GET", "redins:zones:%s:kasp:lock" % UZ) or "x:0")
+            expect(drv is not None, "un.test's lock")
+            other = nodes[1 - nodes.index(drv)]
+            servers.wait_until(lambda: other.ctl("dnssec", "ds-seen", "un.test").returncode == 0,
+                               20, "ds-seen for un.test accepted")
+            for t in nodes:
+                servers.wait_until(lambda: re.search(
+                    r"^KSK \d+ alg 13 active", t.ctl("dnssec", "status", "un.test").stdout,
+                    re.M), 15, "un.test's KSK active on %s" % t.name)
+            # the policy dropped while its keys are in use: refused, the signed version stays
+            config()
+            why = 'still has keys in use: set "dnssec_unsign": true first'
+            for t in nodes:
+                servers.wait_until(lambda: t.log_has(why), 10, "the refusal logged by " + t.name)
+            for p in ports:
+                expect(signed_on(p) and signed_on(p, "www." + UZ, "A"),
+                       "un.test no longer signed on %d" % p)
+            config(dnssec_policy="slow", dnssec_unsign=True)
+            # ds.test too (mid ZSK rollover, maybe): its driver's check at Knot finds the DS gone
+            redis.cmd("SET", "redins:zones:ds.test.:config",
+                      json.dumps(dict(dcfg, dnssec_unsign=True)))
+            for p in ports:
+                servers.wait_until(lambda p=p: cds_delete(p) and cds_delete(p, "ds.test."), 10,
+                                   "CDS DELETE on %d" % p)
+            u = dns.update.UpdateMessage("test.")  # the registrar acts on the CDS DELETE
+            u.delete("ds.test.", "DS")
+            r = dns.query.tcp(u, LOOPBACK, port=knot.port, timeout=5)
+            expect(r.rcode() == dns.rcode.NOERROR, "Knot kept the DS: %s" % r)
+            out = other.ctl("dnssec", "ds-gone", "un.test")
+            expect(out.returncode == 0, "ds-gone via the other node: %s %s"
+                   % (out.stdout, out.stderr))
+            t0 = time.monotonic()
+            servers.wait_until(lambda: not any(signed_on(p) or signed_on(p, "www." + UZ, "A")
+                                               for p in ports), 20,
+                               "un.test served unsigned by both nodes")
+            took = time.monotonic() - t0
+            servers.wait_until(lambda: not any(signed_on(p, "ds.test.") for p in ports), 20,
+                               "ds.test served unsigned by both nodes")
+            expect(any(t.log_has('zone ds.test: request "ds-gone" done') for t in nodes),
+                   "ds.test's DS gone not found by its driver")
+            expect(drv.log_has('zone un.test: request "ds-gone" done'), "not done by the driver")
+            expect(took >= 5, "the keys went %.1f s after ds-gone, before the DS TTL" % took)
+            # unsigned to the end: dropping the policy is accepted (the new serial served)
+            config(soa=dict(usoa, serial=2))
+            for p in ports:
+                servers.wait_until(lambda p=p: ask(p, UZ, "SOA").answer[0][0].serial == 2, 10,
+                                   "the config without a policy served on %d" % p)
+                expect(not signed_on(p), "signed again on %d" % p)
+            # the policy named again, without dnssec_unsign: signed anew from scratch
+            config(soa=dict(usoa, serial=3), dnssec_policy="slow")
+            for p in ports:
+                servers.wait_until(lambda p=p: signed_on(p) and signed_on(p, "www." + UZ, "A"),
+                                   15, "un.test signed again on %d" % p)
+            print("  CDS DELETE on both; ds-gone via %s; unsigned on both %.1f s later; ds.test's "
+                  "DS found gone at Knot" % (other.name, took))
+
         def rollover_once():
             w = Watch(unbounds)
             old = ctx["zsk"]
@@ -358,14 +453,19 @@ def main():
             print("  node %s killed; %s took the lock after %.1f s and finished the rollover; "
                   "%d validated answers" % (victim.name, survivor.name, took, w.asked))
 
-        def restart_same_keys():
-            victim, survivor = ctx["victim"], ctx["survivor"]
+        def restart(victim):
+            """victim (stopped) started again on its port, in its place in nodes."""
             again = servers.YamlTernd(work, args.ternd, yaml, name=victim.name,
                                       ternctl=args.ternctl)
             again.port = victim.port
             extra.append(again)
             nodes[nodes.index(victim)] = again
             again.start(ZONE)
+            return again
+
+        def restart_same_keys():
+            victim, survivor = ctx["victim"], ctx["survivor"]
+            again = restart(victim)
             servers.wait_until(lambda: sorted(dnskeys(again.port)) ==
                                sorted(dnskeys(survivor.port)), 10,
                                "the restarted node publishes the survivor's keys")
@@ -402,7 +502,8 @@ def main():
                                      ("rollover_once", rollover_once),
                                      ("holder_killed", holder_killed),
                                      ("restart_same_keys", restart_same_keys),
-                                     ("unknown_policy", unknown_policy)))
+                                     ("unknown_policy", unknown_policy),
+                                     ("unsign", unsign)))
     finally:
         for u in unbounds:
             u.stop()

@@ -111,6 +111,10 @@ bool zone_json_dnssec(const zone_json_t *zj);
  * zone, for a Redis zone; dnssec_deferred only), or NULL. Valid while zj lives. */
 const char *zone_json_dnssec_policy(const zone_json_t *zj);
 
+/** The config's "dnssec_unsign": true (tern's field, beside "dnssec_policy", which it needs):
+ * unsign the zone (RFC 8078) by its policy's key state. */
+bool zone_json_dnssec_unsign(const zone_json_t *zj);
+
 /** The zone is signed with keys whose DNSKEY RDATA is dnskeys (rdata sequence, len bytes):
  * zone_builder_set_dnssec(). After zone_json_config(), before the first label. 0 or
  * TERN_ENOMEM. */

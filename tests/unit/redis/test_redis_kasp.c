@@ -2,7 +2,8 @@
  * test_redis_kasp.c — the operator requests a Redis zone's driving node applies
  * (redis_kasp_request(), private to src/redis: redis_int.h), the same function ternctl's check
  * runs on a copy of the state: "rollover zsk|ksk|csk", "ds-seen TAG", "ds-seen" (every KSK whose
- * DS is wanted), each refused with the state machine's reason or the request's fault.
+ * DS is wanted), "ds-gone" (unsigning), each refused with the state machine's reason or the
+ * request's fault; and redis_kasp_dropped(), the refusal of a config dropping a policy in use.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,11 +109,79 @@ static void test_rollover(void **state)
     dnssec_kasp_free(st);
 }
 
+/* "ds-gone": refused until the zone is being unsigned, then the parent's DS is marked gone and
+ * the keys go a DS TTL later; a second time keeps the first time */
+static void test_ds_gone(void **state)
+{
+    (void)state;
+    dnssec_kasp_policy_t pol;
+    int64_t now, gone = -1;
+    char err[256] = "";
+    dnssec_kasp_t *st = signed_zone(&pol, &now);
+    assert_int_equal(redis_kasp_request(st, &pol, "ds-gone", now, err, sizeof(err)), TERN_EINVAL);
+    assert_true(err[0] != 0);
+    assert_int_equal(redis_kasp_request(st, &pol, "ds-gone now", now, err, sizeof(err)),
+                     TERN_EINVAL);
+    assert_non_null(strstr(err, "\"ds-gone\""));
+    assert_int_equal(dnssec_kasp_unsign(st, now, err, sizeof(err)), 0);
+    assert_int_equal(dnssec_kasp_unsigning(st, &gone), now);
+    assert_int_equal(gone, 0);
+    assert_int_equal(redis_kasp_request(st, &pol, "DS-GONE", now + 10, err, sizeof(err)), 0);
+    assert_int_equal(redis_kasp_request(st, &pol, "ds-gone", now + 20, err, sizeof(err)), 0);
+    assert_int_equal(dnssec_kasp_unsigning(st, &gone), now);
+    assert_int_equal(gone, now + 10);
+    /* no rollover while unsigning */
+    assert_true(redis_kasp_request(st, &pol, "rollover zsk", now, err, sizeof(err)) < 0);
+    dnssec_kasp_free(st);
+}
+
+/* A config without a policy: refused while the state in Redis has keys in use (the way out
+ * named), accepted with no state, a state that no longer signs, or one that does not parse */
+static void test_dropped(void **state)
+{
+    (void)state;
+    dnssec_kasp_policy_t pol;
+    int64_t now;
+    char err[512] = "", origin[] = "example.test";
+    struct zst z = {.origin = origin};
+    dnssec_kasp_t *st = signed_zone(&pol, &now);
+    char *text = dnssec_kasp_to_text(st);
+    assert_non_null(text);
+    redisReply nil = {.type = REDIS_REPLY_NIL}, bad = {.type = REDIS_REPLY_STRING, .str = "x y"};
+    redisReply used = {.type = REDIS_REPLY_STRING, .str = text, .len = strlen(text)};
+    assert_int_equal(redis_kasp_dropped(&z, NULL, err, sizeof(err)), 0);
+    assert_int_equal(redis_kasp_dropped(&z, &nil, err, sizeof(err)), 0);
+    assert_int_equal(redis_kasp_dropped(&z, &bad, err, sizeof(err)), 0);
+    assert_int_equal(redis_kasp_dropped(&z, &used, err, sizeof(err)), TERN_EINVAL);
+    assert_non_null(strstr(err, "zone example.test: "));
+    assert_non_null(strstr(err, "set \"dnssec_unsign\": true first"));
+    free(text);
+    /* unsigned to the end: every key removed, so dropping the policy is accepted */
+    assert_int_equal(dnssec_kasp_unsign(st, now, err, sizeof(err)), 0);
+    assert_int_equal(dnssec_kasp_ds_gone(st, now, err, sizeof(err)), 0);
+    dnssec_kasp_plan_t *plan = calloc(1, sizeof(*plan));
+    for (int i = 0; i < 8 && dnssec_kasp_in_use(st); i++) {
+        assert_int_equal(dnssec_kasp_step(st, &pol, now, plan), 0);
+        if (plan->next_event)
+            now = plan->next_event;
+    }
+    free(plan);
+    assert_false(dnssec_kasp_in_use(st));
+    text = dnssec_kasp_to_text(st);
+    used.str = text;
+    used.len = strlen(text);
+    assert_int_equal(redis_kasp_dropped(&z, &used, err, sizeof(err)), 0);
+    free(text);
+    dnssec_kasp_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ds_seen),
         cmocka_unit_test(test_rollover),
+        cmocka_unit_test(test_ds_gone),
+        cmocka_unit_test(test_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -861,10 +861,16 @@ static void test_dnssec_policy(void **state)
     zone_json_t *zj = start(&redis, MIN_SOA "\"dnssec_policy\": \"fast\"}");
     assert_true(zone_json_dnssec(zj));
     assert_string_equal(zone_json_dnssec_policy(zj), "fast");
+    assert_false(zone_json_dnssec_unsign(zj));
+    zone_json_free(zj);
+    zj = start(&redis, MIN_SOA "\"dnssec_policy\": \"fast\", \"dnssec_unsign\": true}");
+    assert_true(zone_json_dnssec(zj));
+    assert_true(zone_json_dnssec_unsign(zj));
     zone_json_free(zj);
     zj = start(&redis, CONFIG);
     assert_false(zone_json_dnssec(zj));
     assert_null(zone_json_dnssec_policy(zj));
+    assert_false(zone_json_dnssec_unsign(zj));
     zone_json_free(zj);
     char long_name[200];
     snprintf(long_name, sizeof(long_name), MIN_SOA "\"dnssec_policy\": \"%070d\"}", 7);
@@ -878,6 +884,10 @@ static void test_dnssec_policy(void **state)
         {&redis, MIN_SOA "\"dnssec_policy\": \"\"}", "dnssec_policy: a name of 1..63 bytes"},
         {&redis, long_name, "dnssec_policy: a name of 1..63 bytes"},
         {&redis, MIN_SOA "\"dnssec_policy\": 5}", "dnssec_policy: expected"},
+        {&redis, MIN_SOA "\"dnssec_unsign\": true}",
+         "\"dnssec_unsign\": true needs \"dnssec_policy\""},
+        {&redis, MIN_SOA "\"dnssec_policy\": \"fast\", \"dnssec_unsign\": 1}",
+         "dnssec_unsign: expected"},
     };
 #undef MIN_SOA
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
