@@ -167,3 +167,55 @@ void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out)
         dnssec_key_free(out->keys[i]);
     out->n = 0;
 }
+
+dnssec_kasp_unsign_step_t dnssec_kasp_keys_unsign_step(const dnssec_kasp_t *st, bool unsign)
+{
+    int64_t gone;
+    bool unsigning = dnssec_kasp_unsigning(st, &gone) != 0, in_use = dnssec_kasp_in_use(st);
+    if (unsign)
+        return unsigning ? DNSSEC_KASP_UNSIGN_NOTHING
+               : in_use  ? DNSSEC_KASP_UNSIGN_START
+                         : DNSSEC_KASP_UNSIGN_NO_KEYS;
+    if (!unsigning)
+        return DNSSEC_KASP_UNSIGN_NOTHING;
+    return in_use ? DNSSEC_KASP_UNSIGN_REFUSED : DNSSEC_KASP_UNSIGN_AFRESH;
+}
+
+int dnssec_kasp_keys_unsign(dnssec_kasp_t **st, dnssec_kasp_unsign_step_t step, const char *zname,
+                            const char *setting, int64_t now, bool *changed, char *err,
+                            size_t errlen)
+{
+    char why[256];
+    switch (step) {
+    case DNSSEC_KASP_UNSIGN_START:
+        if (dnssec_kasp_unsign(*st, now, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "zone %s: dnssec: cannot unsign: %s", zname, why);
+            return TERN_EINVAL;
+        }
+        log_info("dnssec: zone %s: unsigning (RFC 8078): CDS/CDNSKEY DELETE published; the keys "
+                 "go once the parent's DS is gone",
+                 zname);
+        *changed = true;
+        return 0;
+    case DNSSEC_KASP_UNSIGN_AFRESH: {
+        dnssec_kasp_t *fresh = dnssec_kasp_new();
+        if (!fresh) {
+            snprintf(err, errlen, "zone %s: out of memory", zname);
+            return TERN_ENOMEM;
+        }
+        dnssec_kasp_free(*st);
+        *st = fresh;
+        *changed = true;
+        log_info("dnssec: zone %s: unsigned before, signed again from scratch", zname);
+        return 0;
+    }
+    case DNSSEC_KASP_UNSIGN_REFUSED:
+        snprintf(err, errlen,
+                 "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep %s until "
+                 "`ternctl dnssec status` shows no key in use",
+                 zname, setting);
+        return TERN_EINVAL;
+    default:
+        return 0;
+    }
+}

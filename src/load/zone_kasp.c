@@ -207,54 +207,19 @@ static int step(struct zent_kasp *e, const uint8_t *origin, const char *kdir, in
     return 0;
 }
 
-/* Under mu: zone e against its unsign setting (dnssec: {policy, unsign: true}). Set: the
- * unsigning starts (RFC 8078: CDS/CDNSKEY DELETE, the keys leave once the parent's DS is gone);
- * with no key made yet there is nothing to undo (*skip: serve it unsigned, make none). Unset
- * after an unsigning finished: signed again from scratch. Unset half way: refused, since the
- * parent may still hold a DS, or have just dropped it, and neither signing on nor stopping is
- * safe until it is through. */
+/* Under mu: zone e against its unsign setting (dnssec: {policy, unsign: true}; the rules are
+ * dnssec_kasp_keys_unsign_step()'s): *skip when the zone is to be served unsigned with no key
+ * made. */
 static int follow_unsign(struct zent_kasp *e, const config_zone_t *cz, int64_t now, bool *skip,
                          char *err, size_t errlen)
 {
-    int64_t gone, unsign = dnssec_kasp_unsigning(e->st, &gone);
-    *skip = false;
-    if (cz->dnssec_unsign) {
-        if (unsign)
-            return 0;
-        if (!dnssec_kasp_in_use(e->st)) {
-            *skip = true;
-            return 0;
-        }
-        char why[256];
-        if (dnssec_kasp_unsign(e->st, now, why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "zone %s: dnssec: cannot unsign: %s", e->key, why);
-            return TERN_EINVAL;
-        }
-        log_info("dnssec: zone %s: unsigning (RFC 8078): CDS/CDNSKEY DELETE published; the keys "
-                 "go once the parent's DS is gone",
-                 e->key);
-        e->unsaved = true;
-        return 0;
-    }
-    if (!unsign)
-        return 0;
-    if (dnssec_kasp_in_use(e->st)) {
-        snprintf(err, errlen,
-                 "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep unsign: true "
-                 "until `ternctl dnssec status` shows no key in use",
-                 e->key);
-        return TERN_EINVAL;
-    }
-    dnssec_kasp_t *fresh = dnssec_kasp_new();
-    if (!fresh) {
-        snprintf(err, errlen, "zone %s: out of memory", e->key);
-        return TERN_ENOMEM;
-    }
-    dnssec_kasp_free(e->st);
-    e->st = fresh;
-    e->unsaved = true;
-    log_info("dnssec: zone %s: unsigned before, signed again from scratch", e->key);
-    return 0;
+    dnssec_kasp_unsign_step_t step = dnssec_kasp_keys_unsign_step(e->st, cz->dnssec_unsign);
+    *skip = step == DNSSEC_KASP_UNSIGN_NO_KEYS;
+    bool changed = false;
+    int rc =
+        dnssec_kasp_keys_unsign(&e->st, step, e->key, "unsign: true", now, &changed, err, errlen);
+    e->unsaved = e->unsaved || changed;
+    return rc;
 }
 
 int zone_kasp_prepare(zone_kasp_t *k, const char *key, const config_zone_t *cz, const config_t *cfg,

@@ -330,17 +330,14 @@ int redis_kasp_sign(redis_source_t *rs, struct zst *z, const char *policy, const
         snprintf(err, errlen, "zone %s: dnssec: %s", z->origin, lerr);
         goto out;
     }
-    int64_t gone;
-    bool unsigning = dnssec_kasp_unsigning(st, &gone) != 0, in_use = dnssec_kasp_in_use(st);
-    if (!z->kasp_unsign && unsigning && in_use) {
-        snprintf(err, errlen,
-                 "zone %s: dnssec: it is being unsigned (CDS DELETE published): keep "
-                 "\"dnssec_unsign\": true until `ternctl dnssec status` shows no key in use",
-                 z->origin);
-        rc = TERN_EINVAL;
+    dnssec_kasp_unsign_step_t ustep = dnssec_kasp_keys_unsign_step(st, z->kasp_unsign);
+    if (ustep == DNSSEC_KASP_UNSIGN_REFUSED) {
+        bool unused;
+        rc = dnssec_kasp_keys_unsign(&st, ustep, z->origin, "\"dnssec_unsign\": true", 0, &unused,
+                                     err, errlen);
         goto out;
     }
-    if ((z->kasp_unsign && !unsigning && in_use) || (!z->kasp_unsign && unsigning && !in_use))
+    if (ustep == DNSSEC_KASP_UNSIGN_START || ustep == DNSSEC_KASP_UNSIGN_AFRESH)
         z->kasp_drive = true; /* the driver starts the unsigning, or signs an unsigned zone anew */
     dnssec_kasp_policy_t pol = zone_policy(p, z);
     struct redis_store s = {rs, z, origin, khash, hash, 0};
@@ -511,33 +508,22 @@ static int want_ds(redis_source_t *rs, struct zst *z, const redis_kasp_policy_t 
     return 0;
 }
 
-/* The config's "dnssec_unsign" applied to the driver's state *st: unsigning started once; an
- * unsigned zone whose config no longer asks for it signed again from scratch (as a file zone).
- * *changed when so. 0, or E_CONN for want of memory. */
+/* The config's "dnssec_unsign" applied to the driver's state *st (the rules are
+ * dnssec_kasp_keys_unsign_step()'s; a refusal is the reader's, at the build). *changed when so.
+ * 0, or E_CONN for want of memory. */
 static int follow_unsign(redis_source_t *rs, const struct zst *z, dnssec_kasp_t **st, int64_t now,
                          bool *changed)
 {
-    int64_t gone, unsigning = dnssec_kasp_unsigning(*st, &gone);
-    bool in_use = dnssec_kasp_in_use(*st);
+    dnssec_kasp_unsign_step_t step = dnssec_kasp_keys_unsign_step(*st, z->kasp_unsign);
+    if (step == DNSSEC_KASP_UNSIGN_REFUSED)
+        return 0;
     char err[256];
-    if (z->kasp_unsign && !unsigning && in_use) {
-        if (dnssec_kasp_unsign(*st, now, err, sizeof(err)) < 0)
-            log_err("dnssec: zone %s: cannot unsign: %s", z->origin, err);
-        else {
-            log_info("dnssec: zone %s: unsigning (RFC 8078): CDS/CDNSKEY DELETE published; the "
-                     "keys go once the parent's DS is gone",
-                     z->origin);
-            *changed = true;
-        }
-    } else if (!z->kasp_unsign && unsigning && !in_use) {
-        dnssec_kasp_t *fresh = dnssec_kasp_new();
-        if (!fresh)
-            return redis_conn_fail(rs->conn, "out of memory");
-        dnssec_kasp_free(*st);
-        *st = fresh;
-        *changed = true;
-        log_info("dnssec: zone %s: unsigned before, signed again from scratch", z->origin);
-    }
+    int rc = dnssec_kasp_keys_unsign(st, step, z->origin, "\"dnssec_unsign\": true", now, changed,
+                                     err, sizeof(err));
+    if (rc == TERN_ENOMEM)
+        return redis_conn_fail(rs->conn, "out of memory");
+    if (rc < 0)
+        log_err("dnssec: %s", err);
     return 0;
 }
 

@@ -97,6 +97,30 @@ size_t dnssec_kasp_keys_ds(const dnssec_kasp_plan_t *plan, const dnssec_kasp_pol
 int dnssec_kasp_keys_role(const char *name, dnssec_kasp_role_t *out, char *err,
                           size_t errlen) TERN_WUR;
 
+/* What a managed zone's unsign setting (RFC 8078) asks of its key state. */
+typedef enum dnssec_kasp_unsign_step {
+    DNSSEC_KASP_UNSIGN_NOTHING, /* the state is as the setting wants it */
+    DNSSEC_KASP_UNSIGN_START,   /* unsign set, keys in use: start it (CDS/CDNSKEY DELETE) */
+    DNSSEC_KASP_UNSIGN_NO_KEYS, /* unsign set, no key ever in use: serve unsigned, make none */
+    DNSSEC_KASP_UNSIGN_AFRESH,  /* unsign unset after an unsigning finished: sign from scratch */
+    DNSSEC_KASP_UNSIGN_REFUSED, /* unsign unset half way: the parent may still hold a DS, or have
+                                   just dropped it; neither signing on nor stopping is safe */
+} dnssec_kasp_unsign_step_t;
+
+/** What st needs for a zone whose config says unsign (true/false); changes nothing (a reader
+ * of a state another node drives asks it too). */
+dnssec_kasp_unsign_step_t dnssec_kasp_keys_unsign_step(const dnssec_kasp_t *st, bool unsign);
+
+/**
+ * Apply step to *st: START unsigns it, AFRESH replaces it by a new state (each logged, naming
+ * zname; *changed set); NOTHING and NO_KEYS leave it. REFUSED: TERN_EINVAL with "zone ZNAME:
+ * dnssec: ..." in err, telling to keep `setting` (the config's words for the flag) until no key
+ * is in use. 0, TERN_ENOMEM, or TERN_EINVAL.
+ */
+int dnssec_kasp_keys_unsign(dnssec_kasp_t **st, dnssec_kasp_unsign_step_t step, const char *zname,
+                            const char *setting, int64_t now, bool *changed, char *err,
+                            size_t errlen) TERN_WUR;
+
 /** Free the keys out still holds (those not handed to dnssec_zone_new_roles()). */
 void dnssec_kasp_keys_release(dnssec_kasp_keys_t *out);
 

@@ -159,6 +159,33 @@ static void test_first_signing(void **state)
     fx_free(f);
 }
 
+/* The unsign setting against a state: no key yet, keys in use, unsigning, unsigned. */
+static void test_unsign_steps(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new();
+    assert_int_equal(dnssec_kasp_keys_unsign_step(f->st, true), DNSSEC_KASP_UNSIGN_NO_KEYS);
+    assert_int_equal(dnssec_kasp_keys_unsign_step(f->st, false), DNSSEC_KASP_UNSIGN_NOTHING);
+    assert_int_equal(fx_step(f, true), 0); /* signed: keys in use */
+    assert_int_equal(dnssec_kasp_keys_unsign_step(f->st, false), DNSSEC_KASP_UNSIGN_NOTHING);
+    dnssec_kasp_unsign_step_t s = dnssec_kasp_keys_unsign_step(f->st, true);
+    assert_int_equal(s, DNSSEC_KASP_UNSIGN_START);
+    bool changed = false;
+    assert_int_equal(dnssec_kasp_keys_unsign(&f->st, s, "kk.test", "unsign: true", T0, &changed,
+                                             f->err, sizeof(f->err)),
+                     0);
+    assert_true(changed);
+    assert_int_equal(dnssec_kasp_keys_unsign_step(f->st, true), DNSSEC_KASP_UNSIGN_NOTHING);
+    s = dnssec_kasp_keys_unsign_step(f->st, false); /* dropped half way */
+    assert_int_equal(s, DNSSEC_KASP_UNSIGN_REFUSED);
+    assert_int_equal(dnssec_kasp_keys_unsign(&f->st, s, "kk.test", "unsign: true", T0, &changed,
+                                             f->err, sizeof(f->err)),
+                     TERN_EINVAL);
+    assert_non_null(strstr(f->err, "zone kk.test: dnssec: it is being unsigned"));
+    assert_non_null(strstr(f->err, "keep unsign: true until"));
+    fx_free(f);
+}
+
 static void test_reader_makes_nothing(void **state)
 {
     (void)state;
@@ -281,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_first_signing),    cmocka_unit_test(test_reader_makes_nothing),
         cmocka_unit_test(test_taken_id_retried), cmocka_unit_test(test_key_gone),
         cmocka_unit_test(test_ds_and_roles),     cmocka_unit_test(test_texts_round_trip),
+        cmocka_unit_test(test_unsign_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
