@@ -32,6 +32,8 @@ import dns.rdata
 import dns.rdatatype
 import dns.rrset
 
+from servers import free_port as _free_port  # reserved ports (servers.py)
+
 DNSVIZ = "/usr/bin/dnsviz"
 # DNSViz's interpreter (its #! line): its modules are Debian's, whatever python runs the tests
 PYTHON = "/usr/bin/python3"
@@ -115,16 +117,6 @@ def dnskey_anchor(zone, addr, port, tags=None):
             raise RuntimeError("%s#%d: no DNSKEY of %s has a tag in %s" % (addr, port, zone,
                                                                            sorted(tags)))
     return rrset.to_text()
-
-
-def _free_port():
-    """A loopback port free for UDP and TCP now (for DNSViz's named)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-        t.bind(("127.0.0.1", 0))
-        port = t.getsockname()[1]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind(("127.0.0.1", port))
-        return port
 
 
 def _server_arg(zone, servers, top):

@@ -5,8 +5,10 @@ configuration, pid file and state under a temporary directory. Every wait is bou
 always ends the process it started (by its pid), first politely, then with SIGKILL.
 """
 
+import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,20 +29,67 @@ REDIS_WAIT = 15.0  # seconds for redis-server to start or stop
 MAKE_MMDB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "make_mmdb.pl")
 
 
-def free_port():
-    """A port free for both UDP and TCP on every IPv4 address, so on 127.0.0.2 and the rest of
-    the loopback net too (bounded number of tries). Free when picked: a test running beside
-    this one may still take it before it is bound."""
-    for _ in range(50):
+# Ports for servers are taken below the kernel's ephemeral range (net.ipv4.ip_local_port_range,
+# 32768-60999 by default). A port picked there by binding port 0 and released again could be
+# handed by the kernel to any client socket's automatic bind before our server binds it (a
+# dig's source port: it then got its own query back), and two tests running beside each other
+# could pick the same one. Below the range the kernel never picks; among tests, a lock file per
+# port held by the picking process for its whole life keeps every port with one test.
+PORT_LOW, PORT_HIGH = 20000, 32000
+PORT_LOCKS = os.path.join(os.environ.get("TMPDIR", "/tmp"), "tern-test-ports")
+_held_ports = {}  # port -> open lock file, kept open (so locked) until this process exits
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _reserve(port):
+    """Lock port for this process; False if another process holds it."""
+    os.makedirs(PORT_LOCKS, mode=0o1777, exist_ok=True)
+    f = open(os.path.join(PORT_LOCKS, "%d.lock" % port), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return False
+    _held_ports[port] = f
+    return True
+
+
+def _bindable(port):
+    """Free for both TCP and UDP on every IPv4 address (so on 127.0.0.2 and the rest too)."""
+    try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("0.0.0.0", 0))
-            port = t.getsockname()[1]
+            t.bind(("0.0.0.0", port))
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                try:
-                    u.bind(("0.0.0.0", port))
-                except OSError:
-                    continue
+                u.bind(("0.0.0.0", port))
+    except OSError:
+        return False
+    return True
+
+
+def free_port():
+    """A port free for both UDP and TCP on every IPv4 address, reserved for this process: outside
+    the kernel's ephemeral range and locked against the other tests (see PORT_LOCKS). A port is
+    never handed out twice by one process (bounded number of tries)."""
+    lo, hi = _ephemeral_range()
+    low, high = PORT_LOW, PORT_HIGH
+    if not (high < lo or low > hi):  # an unusual ephemeral range: stay below it
+        low, high = 1024, max(1025, lo - 1)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randint(low, high)
+        if port in _held_ports or not _reserve(port):
+            continue
+        if _bindable(port):
             return port
+        # held by something outside the tests: keep the lock (never retried) and go on
     raise RuntimeError("no free loopback port found")
 
 

@@ -152,24 +152,23 @@ def zones_yaml(zones):
 # --- ports and queries
 
 def free_port6():
-    """A port free for UDP and TCP on ::1; None if ::1 cannot be bound here."""
-    for _ in range(50):
+    """A port free for UDP and TCP on ::1, reserved like servers.free_port() (outside the
+    ephemeral range, locked for this process); None if ::1 cannot be bound here."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as t:
+            t.bind((LOOPBACK6, 0))
+    except OSError:
+        return None
+    for _ in range(20):
+        port = servers.free_port()
         try:
-            t = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        except OSError:
-            return None
-        with t:
-            try:
-                t.bind((LOOPBACK6, 0))
-            except OSError:
-                return None
-            port = t.getsockname()[1]
-            with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as u:
-                try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as t:
+                t.bind((LOOPBACK6, port))
+                with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as u:
                     u.bind((LOOPBACK6, port))
-                except OSError:
-                    continue
-            return port
+        except OSError:
+            continue
+        return port
     return None
 
 
