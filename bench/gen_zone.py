@@ -21,6 +21,10 @@ Zone shape ("names" counts owner names, glue and chain targets included):
     deleg  ~1%      NS delegations, half with in-bailiwick glue (A+AAAA)
     *.wild          a wildcard with A and AAAA (and an explicit sibling below it)
 
+--mix rich (zone "1m-rich" of bench/load.py): the start-up mix of issue 34, ~1.9M records for 1M
+names: AAAA on ~75% of hosts (A+AAAA 67%, AAAA only 8%), a second A on 45%, cname ~10%,
+mail 3%, txt 4%, srv 3%; the rest as above.
+
 Query mix (of --queries lines):
     75% existing A/AAAA, 10% A at the head of a CNAME chain, 5% wildcard hits,
     5% NXDOMAIN, 5% other: NODATA (AAAA at A-only host), MX, TXT, SRV, referrals.
@@ -52,7 +56,16 @@ def ip6(rng):
                                    rng.randint(1, 0xffff))
 
 
-def generate(names, nqueries, origin, seed, out):
+# Shares of the two mixes: hosts A-only / A+AAAA (the rest AAAA only), a second A, and the
+# percentages of names given to each other kind.
+MIXES = {
+    "plain": dict(a_only=0.70, dual=0.92, a2=0.2, cname=8, srv=2, txt=3, mail=2),
+    "rich": dict(a_only=0.25, dual=0.92, a2=0.45, cname=10, srv=3, txt=4, mail=3),
+}
+
+
+def generate(names, nqueries, origin, seed, out, mix="plain"):
+    mx = MIXES[mix]
     rng = random.Random(seed)
     os.makedirs(out, exist_ok=True)
     origin = origin.rstrip(".") + "."
@@ -99,23 +112,25 @@ def generate(names, nqueries, origin, seed, out):
 
     remaining = names - count
     n_deleg = max(1, remaining // 100)
-    n_cname = remaining * 8 // 100
-    n_srv = remaining * 2 // 100
-    n_txt = remaining * 3 // 100
-    n_mail = remaining * 2 // 100
+    n_cname = remaining * mx["cname"] // 100
+    n_srv = remaining * mx["srv"] // 100
+    n_txt = remaining * mx["txt"] // 100
+    n_mail = remaining * mx["mail"] // 100
     # delegations with glue use 2 (or 3 with the child's ns) names; chains use ~2 names each
     n_hosts = remaining - n_deleg * 2 - n_cname - n_srv - n_txt - n_mail
     hosts = []
     for _ in range(n_hosts):
         n = fresh()
         r = rng.random()
-        if r < 0.70:
+        if r < mx["a_only"]:
             w("%s IN A %s" % (n, ip4(rng)))
-            if rng.random() < 0.2:
+            if rng.random() < mx["a2"]:
                 w("%s IN A %s" % (n, ip4(rng)))
             a_only.append(n)
-        elif r < 0.92:
+        elif r < mx["dual"]:
             w("%s IN A %s" % (n, ip4(rng)))
+            if mix != "plain" and rng.random() < mx["a2"]:
+                w("%s IN A %s" % (n, ip4(rng)))
             w("%s IN AAAA %s" % (n, ip6(rng)))
             dual.append(n)
         else:
@@ -218,7 +233,7 @@ def generate(names, nqueries, origin, seed, out):
             f.write("%s.%s %s\n" % (".".join(labs), o, rng.choice(("A", "A", "AAAA"))))
 
     manifest = {
-        "origin": origin, "seed": seed, "names": count, "queries": nqueries,
+        "origin": origin, "seed": seed, "mix": mix, "names": count, "queries": nqueries,
         "zone": zpath, "lines": len(lines),
         "samples": {
             "a": fq(a_only[0]), "dual": fq(dual[0]), "aaaa": fq(aaaa_only[0]),
@@ -240,10 +255,11 @@ def main():
     ap.add_argument("--origin", default="bench.test.")
     ap.add_argument("--seed", type=int, default=20240101)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--mix", default="plain", choices=sorted(MIXES))
     a = ap.parse_args()
     if a.names < 1000:
         sys.exit("gen_zone: --names must be >= 1000")
-    m = generate(a.names, a.queries or min(a.names, 200000), a.origin, a.seed, a.out)
+    m = generate(a.names, a.queries or min(a.names, 200000), a.origin, a.seed, a.out, a.mix)
     print("gen_zone: %d names, %d zone lines, %d queries -> %s" %
           (m["names"], m["lines"], m["queries"], a.out))
 

@@ -852,12 +852,13 @@ def ensure_zone(args):
     """The zone directory and manifest of args.zone (or a zone name: "100k", "1m"), generated
     once into the cache."""
     zone = args if isinstance(args, str) else args.zone
-    names = {"100k": 100000, "1m": 1000000}[zone]
+    names = {"100k": 100000, "1m": 1000000, "1m-rich": 1000000}[zone]
     zd = os.path.join(CACHE, "z" + zone)
     if not os.path.exists(os.path.join(zd, "manifest.json")):
         log("generating %s zone" % zone)
+        mix = ["--mix", "rich"] if zone.endswith("-rich") else []
         subprocess.run([sys.executable, os.path.join(BENCH, "gen_zone.py"), "--names",
-                        str(names), "--out", zd], check=True)
+                        str(names), "--out", zd] + mix, check=True)
     with open(os.path.join(zd, "manifest.json")) as f:
         return zd, json.load(f)
 
