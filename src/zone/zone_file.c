@@ -13,6 +13,10 @@
  * because RFC 2308 §4 redefined that field as the negative-caching TTL, and the SOA need not
  * be the first record of the file.
  *
+ * Most entries never reach ldns: zone_file_fast.h reads the plain forms of the common types
+ * straight into wire form (ldns's tokeniser and a dozen allocations per record were ~40 % of
+ * loading a 1.9M-record zone); anything else is ldns's, which stays the judge of meaning.
+ *
  * One parser serves a load and both passes of a patch: only where its records go differs (a
  * zf_sink_fn), so a patch accepts, refuses and warns about exactly what a load does.
  */
@@ -36,6 +40,8 @@
 #include "tern/zone/zone_builder.h"
 #include "tern/zone/zone_diff.h"
 #include "tern/zone/zone_patch.h"
+
+#include "zone_file_fast.h"
 
 /* RFC 1035 sets no limit; 8 levels is far beyond real use (BIND and Knot files nest one or two)
  * and stops an include loop early. */
@@ -82,7 +88,11 @@ struct zf_parser {
     zone_builder_t *b;
     zf_sink_fn sink;
     uint32_t default_ttl;
-    ldns_rdf *prev;     /* owner of the previous record, for entries with a blank owner */
+    ldns_rdf *prev; /* owner of the previous record, for entries with a blank owner */
+    /* The fast path's record (zone_file_fast.h); its owner is the previous owner while
+     * prev_fast: ldns's prev is brought up to date only when ldns reads an entry. */
+    zone_file_fast_rec_t *fast;
+    bool prev_fast;
     ldns_buffer *rdbuf; /* RDATA scratch */
     char *entry;        /* the joined entry */
     size_t entry_len, entry_cap;
@@ -174,13 +184,16 @@ static int read_line(struct zf_parser *L, struct src *s)
     return 1;
 }
 
-static int entry_put(struct zf_parser *L, char c)
+/* Room in L->entry for n more bytes and the final NUL: grown once per line, not per byte. */
+static int entry_room(struct zf_parser *L, size_t n)
 {
-    if (tern_grow((void **)&L->entry, &L->entry_cap, L->entry_len + 2, 1) < 0)
-        return TERN_ENOMEM;
+    return tern_grow((void **)&L->entry, &L->entry_cap, L->entry_len + n + 1, 1);
+}
+
+static void entry_put(struct zf_parser *L, char c)
+{
     L->entry[L->entry_len++] = c;
     L->entry[L->entry_len] = 0;
-    return 0;
 }
 
 /*
@@ -215,13 +228,15 @@ static int read_entry(struct zf_parser *L, struct src *s)
         size_t n = s->line_len;
         if (n && line[n - 1] == '\r')
             n--;
+        if (entry_room(L, n + 1) < 0) /* the line and the blank after it */
+            goto nomem;
         for (size_t i = 0; i < n; i++) {
             char c = line[i];
             if (c == ';' && !quote)
                 break;
             if (c == '\\' && i + 1 < n) {
-                if (entry_put(L, c) < 0 || entry_put(L, line[++i]) < 0)
-                    goto nomem;
+                entry_put(L, c);
+                entry_put(L, line[++i]);
                 continue;
             }
             if (c == '"')
@@ -237,8 +252,7 @@ static int read_entry(struct zf_parser *L, struct src *s)
             }
             if (c != ' ' && c != '\t')
                 content = true;
-            if (entry_put(L, c) < 0)
-                goto nomem;
+            entry_put(L, c);
         }
         if (quote) {
             snprintf(L->err, L->errlen, "%s:%u: unterminated quoted string", s->path, s->line_no);
@@ -250,8 +264,7 @@ static int read_entry(struct zf_parser *L, struct src *s)
             return TERN_ESYNTAX;
         }
         if (depth > 0) {
-            if (entry_put(L, ' ') < 0)
-                goto nomem;
+            entry_put(L, ' ');
             continue;
         }
         if (content)
@@ -601,10 +614,53 @@ static int stamp_close(struct zf_parser *L, const struct src *s, const struct st
     return TERN_EINVAL;
 }
 
+/* Entry L->entry by the fast path (zone_file_fast.h): 1 read and handed to the sink, 0 when
+ * ldns must read it, or the sink's negative code. */
+static int record_fast(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
+{
+    const uint8_t *prev = L->prev_fast ? L->fast->owner : L->prev ? ldns_rdf_data(L->prev) : NULL;
+    if (!zone_file_fast(L->entry, ldns_rdf_data(origin), prev, L->default_ttl, L->fast) ||
+        L->fast->ttl > WIRE_TTL_MAX) /* ldns's reading, then record()'s message */
+        return 0;
+    /* ldns's rule: a record with an owner of its own (even "@") becomes the previous owner */
+    if (L->fast->owner_given)
+        L->prev_fast = true;
+    const struct zf_rec r = {.owner = L->fast->owner,
+                             .type = L->fast->type,
+                             .rclass = WIRE_CLASS_IN,
+                             .ttl = L->fast->ttl,
+                             .rdata = L->fast->rdata,
+                             .rdlen = L->fast->rdlen};
+    int rc = L->sink(L, s, &r);
+    return rc < 0 ? rc : 1;
+}
+
+/* Before ldns reads an entry: its prev is the owner the fast path saw last. */
+static int prev_sync(struct zf_parser *L, struct src *s)
+{
+    if (!L->prev_fast)
+        return 0;
+    const uint8_t *w = L->fast->owner;
+    ldns_rdf *p = ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, dname_len(w), w);
+    if (!p) {
+        snprintf(L->err, L->errlen, "%s:%u: out of memory", s->path, s->first);
+        return TERN_ENOMEM;
+    }
+    ldns_rdf_deep_free(L->prev);
+    L->prev = p;
+    L->prev_fast = false;
+    return 0;
+}
+
 static int record(struct zf_parser *L, struct src *s, const ldns_rdf *origin)
 {
     if (L->sink == sink_fresh && fresh_skip(L, origin))
         return 0;
+    int fr = record_fast(L, s, origin);
+    if (fr != 0)
+        return fr < 0 ? fr : 0;
+    if (prev_sync(L, s) < 0)
+        return TERN_ENOMEM;
     ldns_rr *rr = NULL;
     uint32_t def = L->default_ttl ? L->default_ttl : TTL_ZERO_SENTINEL;
     int rc;
@@ -773,6 +829,7 @@ static void parser_fini(struct zf_parser *L)
     zone_diff_free(L->diff);
     ldns_buffer_free(L->rdbuf);
     ldns_rdf_deep_free(L->prev);
+    free(L->fast);
     free(L->entry);
     free(L->files);
 }
@@ -794,8 +851,9 @@ int zone_file_load_opts(const char *origin, const char *path, const zone_file_op
         goto fail;
     rc = TERN_ENOMEM;
     L.rdbuf = ldns_buffer_new(512);
+    L.fast = malloc(sizeof(*L.fast));
     L.b = zone_builder_new(ldns_rdf_data(org), path);
-    if (!L.rdbuf || !L.b) {
+    if (!L.rdbuf || !L.fast || !L.b) {
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
@@ -843,6 +901,7 @@ static int patch_fresh(struct zf_parser *L, const char *path, const ldns_rdf *or
     L->default_ttl = DEFAULT_TTL;
     ldns_rdf_deep_free(L->prev);
     L->prev = NULL;
+    L->prev_fast = false;
     L->skipped = false;
     L->seen = NULL;
     L->apex = ldns_rdf_data(org);
@@ -914,9 +973,10 @@ int zone_file_patch(const char *origin, const char *path, const zone_file_opts_t
         goto fail;
     }
     L.rdbuf = ldns_buffer_new(512);
+    L.fast = malloc(sizeof(*L.fast));
     L.diff = zone_diff_new(base);
     L.probe = zone_builder_new(ldns_rdf_data(org), path);
-    if (!L.rdbuf || !L.diff || !L.probe) {
+    if (!L.rdbuf || !L.fast || !L.diff || !L.probe) {
         snprintf(err, errlen, "%s: out of memory", path);
         rc = TERN_ENOMEM;
         goto fail;
