@@ -10,6 +10,7 @@
 #include "tern/wire/dname.h"
 
 #include "tern/source/source_aname.h"
+#include "tern/source/source_catalog_member.h"
 #include "tern/source/source_file.h"
 #include "tern/source/source_json.h"
 #include "tern/source/source_primary.h"
@@ -19,7 +20,13 @@
  * owns it), then the sources that add zones of their own (a configured zone of the same name
  * wins over theirs). */
 static const zone_source_ops_t *const table[] = {
-    &source_primary_ops, &source_file_ops, &source_json_ops, &source_redis_ops, &source_aname_ops,
+    &source_primary_ops,
+    &source_file_ops,
+    &source_json_ops,
+    &source_redis_ops,
+    &source_aname_ops,
+    /* catalog members last: a configured zone or a Redis zone of the same name wins */
+    &source_catalog_member_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)
