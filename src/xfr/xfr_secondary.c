@@ -125,6 +125,7 @@ typedef struct {
     int timeout_ms, total_ms;
     int64_t until;
     size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
+    bool soa_refused; /* the SOA query was answered REFUSED (signed or not) */
     char key_name[DNAME_KEY_MAX];
 } pull_t;
 
@@ -215,6 +216,14 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             continue;
         close(fd);
         size_t len = (size_t)k;
+        /* Knot refuses queries for a catalog zone over UDP, unsigned, and answers them over
+         * TCP: the caller asks by transfer instead. A forged REFUSED costs only that transfer
+         * request, which is verified as any. */
+        p->soa_refused = WIRE_RCODE(tern_rd16(r + 2)) == WIRE_RC_REFUSED;
+        if (p->soa_refused) {
+            snprintf(err, errlen, "SOA query to %s: REFUSED", p->peer.text);
+            return TERN_EPROTO;
+        }
         if (p->has_key) {
             size_t stripped = len;
             int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
@@ -506,13 +515,17 @@ static void refresh_from(refresh_t *r, size_t i, char *err, size_t errlen)
     if (p->has_key)
         p->key = r->keys[i];
     uint32_t serial = 0;
+    p->soa_refused = false;
     r->rc = query_soa(p, &serial, err, errlen);
     if (r->rc == 0 && p->base && !xfr_serial_lt(p->base->serial, serial)) {
         r->rc = 1; /* up to date */
         return;
     }
-    if (r->rc != 0)
+    if (r->rc != 0 && !p->soa_refused)
         return;
+    /* SOA refused: the transfer itself says (IXFR from our serial: an up-to-date primary
+     * answers with its SOA alone, RFC 1995 §2) */
+    err[0] = '\0';
     r->rc = pull(p, p->base != NULL, &r->nz, &r->kind, &r->records, err, errlen);
     if (r->rc < 0 && p->base && r->rc != TERN_ETIMEDOUT) {
         /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a deadline,
