@@ -420,5 +420,6 @@ void xfr_catalog_refreshed(xfr_t *x, const char *key, const zone_t *v)
     }
     pthread_mutex_unlock(&x->mu);
     xfr_catalog_list_clear(&l);
-    xfr_secondary_grow(x);
+    if (x->started) /* pullers for the new members (none before xfr_start()) */
+        xfr_secondary_grow(x);
 }
