@@ -79,7 +79,7 @@ static int get_groups(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
         if (!is_text(k) || scalar(k)[0] == '\0')
             return config_fail(pc, k, key, "groups: expected a group name, got %s",
                                config_node_kind(k));
-        char gkey[128];
+        char gkey[192]; /* key (96) + ": groups: " + 40 */
         snprintf(gkey, sizeof(gkey), "%s: groups: %.40s", key, scalar(k));
         for (size_t i = 0; i < cc->ngroups; i++)
             if (strcmp(cc->groups[i].name, scalar(k)) == 0)
