@@ -25,6 +25,8 @@
 /* The first line of a member list file: its format, so a later one can be told apart. */
 #define LIST_MAGIC "tern-catalog-members 1"
 
+static void member_clear(xfr_catalog_member_t *m);
+
 int xfr_catalog_list_add(xfr_catalog_list_t *l, const char *zone, const char *id, const char *group,
                          const char *coo)
 {
@@ -37,33 +39,72 @@ int xfr_catalog_list_add(xfr_catalog_list_t *l, const char *zone, const char *id
     if (coo)
         m->coo = strdup(coo);
     if (!m->zone || !m->id || (group && !m->group) || (coo && !m->coo)) {
-        free(m->zone);
-        free(m->id);
-        free(m->group);
-        free(m->coo);
+        member_clear(m);
         return TERN_ENOMEM;
     }
     l->n++;
     return 0;
 }
 
+/* qsort_r(): indexes into the list ctx by zone, then by position (the first listed first). */
+static int by_zone(const void *a, const void *b, void *ctx)
+{
+    const xfr_catalog_list_t *l = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(l->m[i].zone, l->m[j].zone);
+    return c ? c : (i > j) - (i < j);
+}
+
+int xfr_catalog_list_index(xfr_catalog_list_t *l)
+{
+    size_t *ix = malloc((l->n ? l->n : 1) * sizeof(*ix));
+    if (!ix)
+        return TERN_ENOMEM;
+    for (size_t i = 0; i < l->n; i++)
+        ix[i] = i;
+    qsort_r(ix, l->n, sizeof(*ix), by_zone, l);
+    free(l->ix);
+    l->ix = ix;
+    l->nix = l->n;
+    return 0;
+}
+
 const xfr_catalog_member_t *xfr_catalog_list_find(const xfr_catalog_list_t *l, const char *key)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->m[i].zone, key) == 0)
-            return &l->m[i];
+    if (!l->ix || l->nix != l->n) {
+        for (size_t i = 0; i < l->n; i++)
+            if (strcmp(l->m[i].zone, key) == 0)
+                return &l->m[i];
+        return NULL;
+    }
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(l->m[l->ix[mid]].zone, key);
+        if (c == 0)
+            return &l->m[l->ix[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
+}
+
+static void member_clear(xfr_catalog_member_t *m)
+{
+    free(m->zone);
+    free(m->id);
+    free(m->group);
+    free(m->coo);
 }
 
 void xfr_catalog_list_clear(xfr_catalog_list_t *l)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->m[i].zone);
-        free(l->m[i].id);
-        free(l->m[i].group);
-        free(l->m[i].coo);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        member_clear(&l->m[i]);
     free(l->m);
+    free(l->ix);
     *l = (xfr_catalog_list_t){0};
 }
 
@@ -207,14 +248,45 @@ static int parse_member(const zone_t *cat, const char *ckey, const zone_node_t *
                  ckey, id, ckey, ptr->count);
         return 0;
     }
-    const xfr_catalog_member_t *dup = xfr_catalog_list_find(out, key);
-    if (dup) {
-        log_warn("xfr: catalog %s: zone %s is listed twice, as %s and %s; the first (%s) is used",
-                 ckey, key, dup->id, id, dup->id);
-        return 0;
-    }
     properties(cat, ckey, id, n->name, n->name_len, group, sizeof(group), coo);
     return xfr_catalog_list_add(out, key, id, group[0] ? group : NULL, coo[0] ? coo : NULL);
+}
+
+/* A zone listed under two ids (RFC 9432 4.1): the first in l is kept, the others dropped
+ * (logged); l indexed by zone after. 0 or TERN_ENOMEM. */
+static int dedupe(xfr_catalog_list_t *l, const char *ckey)
+{
+    if (xfr_catalog_list_index(l) < 0)
+        return TERN_ENOMEM;
+    bool *drop = calloc(l->n ? l->n : 1, sizeof(*drop));
+    if (!drop)
+        return TERN_ENOMEM;
+    size_t dups = 0;
+    for (size_t k = 1; k < l->n; k++) {
+        const xfr_catalog_member_t *first = &l->m[l->ix[k - 1]], *m = &l->m[l->ix[k]];
+        if (strcmp(first->zone, m->zone) != 0)
+            continue;
+        /* equal zones sort by position: the one before is the first listed, or dropped too */
+        size_t keep = k - 1;
+        while (drop[l->ix[keep]])
+            keep--;
+        log_warn("xfr: catalog %s: zone %s is listed twice, as %s and %s; the first (%s) is used",
+                 ckey, m->zone, l->m[l->ix[keep]].id, m->id, l->m[l->ix[keep]].id);
+        drop[l->ix[k]] = true;
+        dups++;
+    }
+    if (dups) {
+        size_t w = 0;
+        for (size_t i = 0; i < l->n; i++) {
+            if (drop[i])
+                member_clear(&l->m[i]);
+            else
+                l->m[w++] = l->m[i];
+        }
+        l->n = w;
+    }
+    free(drop);
+    return dups ? xfr_catalog_list_index(l) : 0;
 }
 
 int xfr_catalog_parse(const zone_t *cat, xfr_catalog_list_t *out, char *err, size_t errlen)
@@ -238,6 +310,8 @@ int xfr_catalog_parse(const zone_t *cat, xfr_catalog_list_t *out, char *err, siz
         if (n->labels == member_labels && dname_is_subdomain(n->name, zones))
             rc = parse_member(cat, ckey, n, out);
     }
+    if (rc == 0)
+        rc = dedupe(out, ckey);
     if (rc < 0) {
         snprintf(err, errlen, "catalog %s: out of memory", ckey);
         xfr_catalog_list_clear(out);

@@ -44,6 +44,9 @@ typedef struct xfr_catalog_member {
 typedef struct xfr_catalog_list {
     xfr_catalog_member_t *m;
     size_t n, cap;
+    /* m's indexes ordered by zone (xfr_catalog_list_index()), valid while nix == n: a catalog of
+     * 100,000 members is matched against the zones followed in n log n, not n^2 */
+    size_t *ix, nix;
 } xfr_catalog_list_t;
 
 /** The members of catalog zone cat into out (empty on entry). 0; TERN_EINVAL when the catalog is
@@ -56,7 +59,11 @@ int xfr_catalog_parse(const zone_t *cat, xfr_catalog_list_t *out, char *err,
 int xfr_catalog_list_add(xfr_catalog_list_t *l, const char *zone, const char *id, const char *group,
                          const char *coo) TERN_WUR;
 
-/** The member whose zone is key, or NULL. */
+/** Order l by zone for xfr_catalog_list_find() (until the next add). 0 or TERN_ENOMEM (finds
+ * stay linear). */
+int xfr_catalog_list_index(xfr_catalog_list_t *l) TERN_WUR;
+
+/** The member whose zone is key, or NULL: a binary search once indexed, else linear. */
 const xfr_catalog_member_t *xfr_catalog_list_find(const xfr_catalog_list_t *l, const char *key);
 
 /** Free every member (l empty after). */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -58,12 +59,13 @@ static void write_file(const char *path, const char *text)
 /* origin's zone from text (its apex SOA and NS added). */
 static zone_t *load(const char *origin, const char *text)
 {
-    char path[128], err[512], full[4096];
+    char path[128], err[512];
     snprintf(path, sizeof(path), "%s/z.zone", dir);
-    snprintf(full, sizeof(full),
-             "$ORIGIN %s.\n$TTL 0\n@ SOA invalid. invalid. 1 60 60 3600 0\n@ NS invalid.\n%s",
-             origin, text);
-    write_file(path, full);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "$ORIGIN %s.\n$TTL 0\n@ SOA invalid. invalid. 1 60 60 3600 0\n@ NS invalid.\n%s",
+            origin, text);
+    fclose(f);
     zone_t *z = NULL;
     if (zone_file_load(origin, path, &z, err, sizeof(err)) < 0)
         fail_msg("zone_file_load: %s", err);
@@ -113,6 +115,7 @@ static void test_parse(void **state)
     z = load("cat.test", "version TXT \"2\"\n");
     assert_int_equal(xfr_catalog_parse(z, &l, err, sizeof(err)), 0);
     assert_int_equal(l.n, 0);
+    xfr_catalog_list_clear(&l);
     zone_free(z);
     remove_dir();
 }
@@ -365,12 +368,59 @@ static void test_coo(void **state)
     remove_dir();
 }
 
+/* A catalog of many members: all followed, and a change of one found among them; the time of
+ * each refresh (parse, apply, list written) printed (README: figures). */
+#define MANY 20000
+
+static void test_many(void **state)
+{
+    (void)state;
+    make_dir();
+    const answer_view_t *view = NULL;
+    config_t cfg = load_config(CONFIG);
+    xfr_t *x = service(&view);
+    assert_int_equal(xfr_configure(x, &cfg), 0);
+    size_t cap = (size_t)MANY * 40 + 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text, cap, "version TXT \"2\"\n");
+    for (int i = 0; i < MANY; i++)
+        len += (size_t)snprintf(text + len, cap - len, "i%d.zones PTR z%d.test.\n", i, i);
+    zone_t *v1 = load("cat.test", text);
+    /* the second version: z0 gone, z<MANY> new */
+    char *first = strstr(text, "i0.zones"), *next = strchr(first, '\n') + 1;
+    memmove(first, next, strlen(next) + 1);
+    len = strlen(text);
+    snprintf(text + len, cap - len, "n.zones PTR z%d.test.\n", MANY);
+    zone_t *v2 = load("cat.test", text);
+    free(text);
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    xfr_catalog_refreshed(x, "cat.test", v1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    events[0] = '\0';
+    xfr_catalog_refreshed(x, "cat.test", v2);
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    expect_events("-z0.test 0z20000.test ");
+    assert_true(member(x, "z19999.test", "cat.test", "i19999"));
+    assert_false(member(x, "z0.test", "cat.test", NULL));
+    printf("%d members: the first version in %.0f ms, one removed and one added in %.0f ms\n", MANY,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+           (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
+    xfr_free(x);
+    config_free(&cfg);
+    zone_free(v1);
+    zone_free(v2);
+    remove_dir();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),     cmocka_unit_test(test_version),
         cmocka_unit_test(test_list_file), cmocka_unit_test(test_path),
         cmocka_unit_test(test_members),   cmocka_unit_test(test_coo),
+        cmocka_unit_test(test_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
