@@ -304,6 +304,14 @@ int xfr_catalog_configure(xfr_t *x, struct zst ***zs, size_t *n, size_t *cap, st
             hook_gone(x, o->key); /* freed with the old zone list */
             continue;
         }
+        /* the catalog's directory may have changed: the next copy goes to the new one */
+        char *file = xfr_catalog_path(c->cat->dir, o->key, ".zone");
+        if (file && (!o->file || strcmp(file, o->file) != 0)) {
+            free(o->file);
+            o->file = file;
+            file = NULL;
+        }
+        free(file);
         (*zs)[(*n)++] = o;
         zmap_put(&m, o, *zs, *n);
         x->zones[i] = NULL; /* moved: not freed with the old list */
