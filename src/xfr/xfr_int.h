@@ -10,6 +10,8 @@
  *   xfr_notify.c    "tern-notify": each published change into a journal entry, NOTIFY out; and
  *                   NOTIFY in (answered on the out thread, refreshing the zone's puller)
  *   xfr_secondary.c "tern-xfr-inN": the pullers — SOA timers, pulls from a primary, refreshes
+ *   xfr_catalog.c   catalogs consumed: their members as secondary zones (xfr_catalog_parse.c
+ *                   reads a catalog's version and keeps the member list on disk)
  *
  * Threading: everything in struct xfr is under mu, except the queue (qmu), the out thread's own
  * connections (conns, out_ep) and the counters (atomics); xfr.h says who calls what.
