@@ -10,6 +10,8 @@ catalogs, with real peers on loopback.
 Checks, in order (each builds on the one before):
   knot_members        every member answers as Knot has it (every RRset of Knot's AXFR, from
                       tern over UDP), and each member's copy is in the catalogs' directory
+  configured_wins     m9.test, in Knot's catalog and in tern's config (a file): the file is served,
+                      the clash logged
   knot_member_added   m3.test added on Knot (knotc reload): served after Knot's NOTIFY
   knot_member_removed m2.test removed on Knot: REFUSED, its copy gone, m1/m3 still served
   bind_group          b1.test from BIND, b2.test (group special) from Knot: both as their
@@ -78,9 +80,9 @@ class Knot(Server):
 
     def __init__(self, workdir, tern_port):
         self.tern_port = tern_port
-        self.members = ["m1.test", "m2.test"]
+        self.members = ["m1.test", "m2.test", "m9.test"]
         super().__init__(workdir, [])
-        for z in ("m1.test", "m2.test", "m3.test", "b2.test"):
+        for z in ("m1.test", "m2.test", "m3.test", "m9.test", "b2.test"):
             write_atomic(os.path.join(self.dir, z + ".zone"), zone_text(z, 1 + len(z) % 7))
         self.conf = os.path.join(self.dir, "knot.conf")
 
@@ -235,9 +237,13 @@ def main():
     tern_port = servers.free_port()
     knot = Knot(work, tern_port)
     named = Named(work, tern_port)
+    m9_path = os.path.join(work, "m9.zone")
+    write_atomic(m9_path, zone_text("m9.test", 150, 'own IN TXT "from tern\'s own file"\n'))
     yaml = f"""log_level: info
 tsig_keys: [{{name: {KEY}, algorithm: hmac-sha256, secret: "{SECRET}"}}]
 zones:
+  - origin: m9.test
+    file: "{m9_path}"
   - origin: catalog.test
     primary: {{address: "{LOOPBACK}@{knot.port}", key: {KEY}}}
     catalog_consumer: {{directory: "{catdir}"}}
@@ -264,6 +270,14 @@ zones:
             wait_until(lambda z=z: os.path.exists(os.path.join(catdir, z + ".zone")), 5,
                        "the copy of " + z)
         expect(os.path.exists(os.path.join(catdir, "catalog.test.members")), "no member list")
+
+    def configured_wins():
+        # m9.test is in Knot's catalog and in tern's config: the configured one is served
+        wait_until(lambda: "zone m9.test is also configured from a file; serving the file"
+                   in tern.log_text(200000), CONVERGE, "the clash logged")
+        r = query(tern.port, "own.m9.test", "TXT")
+        expect(r.rcode() == dns.rcode.NOERROR and r.answer, "m9.test not from tern's file")
+        expect(query(tern.port, "m9.test", "SOA").answer[0][0].serial == 150, "m9's serial")
 
     def knot_member_added():
         knot.members.append("m3.test")
@@ -330,6 +344,7 @@ zones:
         tern.start("catalog.test")
         run_checks(results, [
             ("knot_members", knot_members),
+            ("configured_wins", configured_wins),
             ("knot_member_added", knot_member_added),
             ("knot_member_removed", knot_member_removed),
             ("bind_group", bind_group),
