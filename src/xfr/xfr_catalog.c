@@ -365,7 +365,7 @@ static void reset(xfr_t *x, struct zst *z, const char *old_id)
     z->expired = false;
     z->expire_ms = z->next_ms = 0;
     z->expire_wall = z->refresh_wall = 0;
-    z->member_gen = ++x->member_gens;
+    z->member_gen = __atomic_add_fetch(&x->member_gens, 1, __ATOMIC_RELAXED);
     if (z->file && unlink(z->file) < 0 && errno != ENOENT)
         log_warn("xfr: zone %s: cannot remove its copy %s: %s", z->key, z->file, strerror(errno));
     hook_in(x, z->key, NULL);
@@ -421,7 +421,8 @@ static void apply(xfr_t *x, struct zst *c, const xfr_catalog_list_t *l)
         } else if (z) {
             update_member(x, c, z, &l->m[i]);
         } else {
-            struct zst *n = member_new(c, &l->m[i], ++x->member_gens);
+            uint64_t gen = __atomic_add_fetch(&x->member_gens, 1, __ATOMIC_RELAXED);
+            struct zst *n = member_new(c, &l->m[i], gen);
             if (!n ||
                 tern_grow((void **)&x->zones, &x->capzones, x->nzones + 1, sizeof(*x->zones)) < 0) {
                 log_err("xfr: catalog %s: member %s: out of memory; it waits for the next "

@@ -255,7 +255,9 @@ struct xfr {
     pthread_cond_t pull_cv; /* a zone may be due: a NOTIFY, a new config, a stop */
     struct puller pullers[XFR_PULLERS_MAX];
     unsigned npullers;
-    uint64_t member_gens; /* catalog members made or reset so far (member_gen) */
+    /* catalog members made or reset so far (member_gen); atomic: xfr_catalog_load() counts
+     * outside mu */
+    uint64_t member_gens;
 };
 
 /* A request being answered: parsed and, if signed, verified (xfr_out_check_msg()). */
