@@ -44,6 +44,7 @@
 #include "tern/api/api.h"
 #include "tern/metrics/metrics.h"
 #include "tern/net/server.h"
+#include "tern/source/source_catalog_member.h"
 #include "tern/source/source_primary.h"
 #include "tern/update/update.h"
 #include "tern/xfr/xfr.h"
@@ -643,6 +644,9 @@ static int wire_services(ternd_t *t)
     update_t *upd = update_of(loader_source(t->loader, "update"));
     xfr_hooks_t hooks = {.zone_in = source_primary_zone_in,
                          .ctx = loader_source(t->loader, "xfr"),
+                         .member_in = source_catalog_member_in,
+                         .member_gone = source_catalog_member_gone,
+                         .member_ctx = loader_source(t->loader, "catalog"),
                          .update = submit_update,
                          .update_ctx = upd};
     if (!(t->xfr = xfr_new(loader_published(t->loader), &hooks))) {

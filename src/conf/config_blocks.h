@@ -287,6 +287,20 @@ void config_zone_xfr_reset(config_zone_t *z);
  * TERN_ENOMEM (dst then owns what was copied: config_zone_xfr_reset() it). */
 int config_zone_xfr_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
 
+/* ---- catalog zones consumed (config_catalog_consumer.c) ---- */
+/** A secondary zone's catalog_consumer mapping at n into z (its primaries already read). */
+int config_get_zone_catalog(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                            const yaml_node_t *n) TERN_WUR;
+/** Free a zone's catalog_consumer. */
+void config_zone_catalog_reset(config_zone_t *z);
+/** dst, a shallow copy of src, gets its own catalog_consumer. 0 or TERN_ENOMEM (dst then owns
+ * what was copied: config_zone_catalog_reset() it). */
+int config_zone_catalog_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
+/** Every key a group's primary names is defined: 0, or TERN_EINVAL with "file:line: ..." in err. */
+int config_catalog_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
+/** --help rows: catalog_consumer's keys and a group's, indented by depth. */
+void config_catalog_print(FILE *out, int depth);
+
 /** An acl mapping named key at n (or null: none) into a, replacing every setting; errors are
  * "key: allow[2]: ...". */
 int config_get_acl(parse_ctx_t *pc, const yaml_node_t *n, const char *key,

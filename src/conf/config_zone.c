@@ -24,6 +24,7 @@ enum {
     ZF_TRANSFER_KEY,
     ZF_ALLOW_NOTIFY,
     ZF_ALLOW_UPDATE,
+    ZF_CATALOG_CONSUMER,
     ZF_COUNT
 };
 
@@ -53,6 +54,10 @@ static const field_t zone_fields[ZF_COUNT] = {
                          "who may change it with RFC 2136 UPDATE: key names, or {key, address} "
                          "rules (default: nobody)",
                          false, NULL},
+    [ZF_CATALOG_CONSUMER] = {"catalog_consumer",
+                             "{directory, groups}: the zone is an RFC 9432 catalog: its members "
+                             "are served too",
+                             false, NULL},
 };
 
 enum { ZD_KEYS, ZD_POLICY, ZD_UNSIGN, ZD_COUNT };
@@ -184,6 +189,9 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
                                "is replayed over the file); a redins JSON file does not");
         if ((r = config_get_zone_update(pc, key, z, val[ZF_ALLOW_UPDATE])) < 0)
             return r;
+        if (val[ZF_CATALOG_CONSUMER] &&
+            (r = config_get_zone_catalog(pc, key, z, val[ZF_CATALOG_CONSUMER])) < 0)
+            return r;
         snprintf(akey, sizeof(akey), "%s: dnssec", key);
         if (val[ZF_DNSSEC] && val[ZF_PRIMARY])
             return config_fail(pc, val[ZF_DNSSEC], akey,
@@ -254,6 +262,8 @@ static void zones_print(FILE *out, int depth)
         config_print_fields(out, depth, &zone_fields[j], 1);
         if (j == ZF_DNSSEC)
             config_print_fields(out, depth + 1, zone_dnssec_fields, ZD_COUNT);
+        if (j == ZF_CATALOG_CONSUMER)
+            config_catalog_print(out, depth + 1);
     }
 }
 
@@ -265,6 +275,7 @@ static void zones_reset(config_t *c)
         config_acl_reset(&c->zones[i].acl);
         config_zone_xfr_reset(&c->zones[i]);
         config_zone_update_reset(&c->zones[i]);
+        config_zone_catalog_reset(&c->zones[i]);
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
@@ -285,6 +296,7 @@ static int zones_copy(config_t *dst, const config_t *src)
             config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0 ||
             config_zone_xfr_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_update_copy(&dst->zones[i], &src->zones[i]) < 0 ||
+            config_zone_catalog_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             return TERN_ENOMEM;
     return 0;
@@ -296,6 +308,8 @@ static int zones_check(parse_ctx_t *pc)
     int rc = config_xfr_check(pc->c, pc->path, pc->err, pc->errlen);
     if (rc == 0)
         rc = config_dnssec_check(pc->c, pc->path, pc->err, pc->errlen);
+    if (rc == 0)
+        rc = config_catalog_check(pc->c, pc->path, pc->err, pc->errlen);
     return rc < 0 ? rc : config_update_check(pc->c, pc->path, pc->err, pc->errlen);
 }
 

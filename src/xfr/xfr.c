@@ -56,8 +56,7 @@ struct zst *xfr_zone_find_apex(const xfr_t *x, const uint8_t *name)
     return NULL;
 }
 
-/* The index in keys of the key named name (any case, final dot optional), -1 if none or NULL. */
-static int key_index(const tsig_key_t *keys, size_t nkeys, const char *name)
+int xfr_key_index(const tsig_key_t *keys, size_t nkeys, const char *name)
 {
     if (!name)
         return -1;
@@ -74,10 +73,15 @@ static int key_index(const tsig_key_t *keys, size_t nkeys, const char *name)
     return -1;
 }
 
-static void zst_free(struct zst *z)
+void xfr_zst_free(struct zst *z)
 {
     if (!z)
         return;
+    xfr_catalog_cfg_free(z->cat);
+    free(z->member_of);
+    free(z->member_id);
+    free(z->member_group);
+    free(z->member_coo);
     free(z->key);
     free(z->allow_transfer.p);
     free(z->allow_notify.p);
@@ -149,7 +153,7 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
         goto fail;
     z->apex_len = (size_t)al;
     z->configured = true;
-    z->transfer_key = key_index(keys, nkeys, cz->transfer_key);
+    z->transfer_key = xfr_key_index(keys, nkeys, cz->transfer_key);
     if (config_prefix_list_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
         config_prefix_list_copy(&z->allow_notify, &cz->allow_notify) < 0)
         goto fail;
@@ -159,7 +163,7 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
         for (size_t k = 0; k < cz->nnotify; k++) {
             z->nt[k].peer = cz->notify[k];
             z->nt[k].peer.key = NULL;
-            z->nt[k].key = key_index(keys, nkeys, cz->notify[k].key);
+            z->nt[k].key = xfr_key_index(keys, nkeys, cz->notify[k].key);
         }
         z->nnt = cz->nnotify;
     }
@@ -171,15 +175,18 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
         for (size_t k = 0; k < cz->nprimaries; k++) {
             z->prim[k] = cz->primaries[k];
             z->prim[k].key = NULL;
-            z->prim_key[k] = key_index(keys, nkeys, cz->primaries[k].key);
+            z->prim_key[k] = xfr_key_index(keys, nkeys, cz->primaries[k].key);
         }
         z->nprim = cz->nprimaries;
         if (cz->file && !(z->file = strdup(cz->file)))
             goto fail;
+        if (cz->catalog_consumer &&
+            !(z->cat = xfr_catalog_cfg_new(cz->catalog_consumer, keys, nkeys)))
+            goto fail;
     }
     return z;
 fail:
-    zst_free(z);
+    xfr_zst_free(z);
     return NULL;
 }
 
@@ -279,7 +286,8 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             return TERN_ENOMEM;
         memcpy(keys, cfg->tsig_keys, nkeys * sizeof(*keys));
     }
-    struct zst **zs = calloc(cfg->nzones + 1, sizeof(*zs));
+    size_t cap = cfg->nzones + 1, nloaded = 0;
+    struct zst **zs = calloc(cap, sizeof(*zs)), **loaded = NULL;
     if (!zs)
         goto nomem;
     for (size_t i = 0; i < cfg->nzones; i++) {
@@ -290,6 +298,10 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             goto nomem;
         n++;
     }
+    /* the members of catalogs followed from now on, read from their directories (files: before
+     * mu) */
+    if (xfr_catalog_load(x, zs, n, &loaded, &nloaded) < 0)
+        goto nomem;
     pthread_mutex_lock(&x->mu);
     /* the journals' bounds first: zst_journals() makes the new zones' journals with them */
     x->journal_versions = cfg->xfr_journal_versions;
@@ -301,11 +313,16 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             zst_keep_in(zs[i], o);
         }
     }
+    /* the catalogs' members, their primaries from the catalogs' new settings */
+    if (xfr_catalog_configure(x, &zs, &n, &cap, loaded, nloaded) < 0)
+        log_err("xfr: out of memory; some catalog members wait for their catalog's next refresh");
+    free(loaded);
     zst_journals(x, zs, n);
     swap_config(x, cfg, &zs, &n, &keys, &nkeys); /* zs, n, keys, nkeys: the old ones now */
+    x->capzones = cap;
     pthread_mutex_unlock(&x->mu);
     for (size_t i = 0; i < n; i++)
-        zst_free(zs[i]);
+        xfr_zst_free(zs[i]);
     free(zs);
     if (keys)
         explicit_bzero(keys, nkeys * sizeof(*keys));
@@ -317,7 +334,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     return 0;
 nomem:
     for (size_t i = 0; i < n; i++)
-        zst_free(zs[i]);
+        xfr_zst_free(zs[i]);
     free(zs);
     free(keys);
     return TERN_ENOMEM;
@@ -509,7 +526,7 @@ void xfr_free(xfr_t *x)
     free(x->ch);
     xfr_update_release_all(x);
     for (size_t i = 0; i < x->nzones; i++)
-        zst_free(x->zones[i]);
+        xfr_zst_free(x->zones[i]);
     free(x->zones);
     if (x->keys)
         explicit_bzero(x->keys, x->nkeys * sizeof(*x->keys));

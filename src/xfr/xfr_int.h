@@ -10,6 +10,8 @@
  *   xfr_notify.c    "tern-notify": each published change into a journal entry, NOTIFY out; and
  *                   NOTIFY in (answered on the out thread, refreshing the zone's puller)
  *   xfr_secondary.c "tern-xfr-inN": the pullers — SOA timers, pulls from a primary, refreshes
+ *   xfr_catalog.c   catalogs consumed: their members as secondary zones (xfr_catalog_parse.c
+ *                   reads a catalog's version and keeps the member list on disk)
  *
  * Threading: everything in struct xfr is under mu, except the queue (qmu), the out thread's own
  * connections (conns, out_ep) and the counters (atomics); xfr.h says who calls what.
@@ -72,6 +74,21 @@ struct ntarget {
     int64_t acked_when;
 };
 
+/* A catalog zone's consumer settings (xfr_catalog.c, from config_catalog_consumer_t): a group's
+ * primaries kept as a zone's (key indexes into xfr.keys). */
+struct catgroup {
+    char *name;
+    config_xfr_peer_t *prim; /* keys: see prim_key */
+    int *prim_key;
+    size_t nprim;
+};
+struct catcfg {
+    char *dir;
+    struct catgroup *groups;
+    size_t ngroups;
+    bool parsed; /* a version was read into members (else the list on disk stands) */
+};
+
 /* One zone's transfer state: its settings from the config, and what it learnt (journal, the
  * last transfers, timers), kept across reloads (xfr_configure()). */
 struct zst {
@@ -109,6 +126,11 @@ struct zst {
     int64_t in_when;
     char in_primary[64], in_kind[8], in_error[256];
     uint64_t in_records, in_count;
+    /* catalogs consumed (xfr_catalog.c) */
+    struct catcfg *cat; /* this zone is a catalog: its consumer settings; NULL: not one */
+    char *member_of;    /* a catalog's member: that catalog's key; NULL: a configured zone */
+    char *member_id, *member_group, *member_coo; /* its unique id, group and coo (or NULL) */
+    uint64_t member_gen; /* new at each reset (RFC 9432 §5.6): a transfer begun before is dropped */
 };
 
 /* A request a worker handed over (xfr_handoff()): its message and where to answer. */
@@ -200,7 +222,7 @@ struct xfr {
     unsigned journal_versions;
     size_t journal_bytes;
     struct zst **zones;
-    size_t nzones;
+    size_t nzones, capzones; /* capzones: room in zones (catalog members are added to it) */
     xfr_stats_t stats;
     bool stop, started;
     /* the workers' queue, under a lock of its own: a worker handing a request over never
@@ -233,6 +255,9 @@ struct xfr {
     pthread_cond_t pull_cv; /* a zone may be due: a NOTIFY, a new config, a stop */
     struct puller pullers[XFR_PULLERS_MAX];
     unsigned npullers;
+    /* catalog members made or reset so far (member_gen); atomic: xfr_catalog_load() counts
+     * outside mu */
+    uint64_t member_gens;
 };
 
 /* A request being answered: parsed and, if signed, verified (xfr_out_check_msg()). */
@@ -350,10 +375,41 @@ void *xfr_notify_main(void *arg);
 size_t xfr_notify_in(xfr_t *x, xfr_msg_t *im, const uint8_t *req,
                      const struct sockaddr_storage *peer, uint8_t *out, size_t cap);
 
+/* The index in keys of the key named name (any case, final dot optional), -1 if none or NULL. */
+int xfr_key_index(const tsig_key_t *keys, size_t nkeys, const char *name);
+
+/* Free a zone's state (NULL: nothing). */
+void xfr_zst_free(struct zst *z);
+
+/* ---- xfr_catalog.c ---- */
+
+/* A catalog's settings from cc (key indexes into keys), NULL when out of memory. */
+struct catcfg *xfr_catalog_cfg_new(const config_catalog_consumer_t *cc, const tsig_key_t *keys,
+                                   size_t nkeys);
+
+void xfr_catalog_cfg_free(struct catcfg *c);
+
+/* Members read from disk for the catalogs of zs (n zones) that x does not follow yet; the loader
+ * thread, mu not held (it reads files). *out (*nout of them) are new member zones, their copies
+ * loaded as their base. 0 or TERN_ENOMEM. */
+int xfr_catalog_load(xfr_t *x, struct zst *const *zs, size_t n, struct zst ***out, size_t *nout);
+
+/* Under mu, in xfr_configure(): the catalog members of x that stay (their catalog is still one
+ * in zs) moved into *zs (their primaries taken from the new settings), the loaded ones (from
+ * xfr_catalog_load(), taken) added, the rest retired (hooks.member_gone). *zs grows (*cap). 0
+ * or TERN_ENOMEM (then some members may be missing until the catalog's next refresh). */
+int xfr_catalog_configure(xfr_t *x, struct zst ***zs, size_t *n, size_t *cap, struct zst **loaded,
+                          size_t nloaded);
+
+/* A puller, mu not held: catalog zone key's version v was transferred (or, for the first time,
+ * found current): its members parsed (RFC 9432) and applied — added, reset, retired — under
+ * mu, the member list written. A catalog that is not version 2 changes nothing (logged). */
+void xfr_catalog_refreshed(xfr_t *x, const char *key, const zone_t *v);
+
 /* ---- xfr_secondary.c ---- */
 
 /* As many pullers as there are secondary zones, up to in_max; never fewer than before. Wakes
- * them all: a zone may be due. Any thread but a puller, mu not held. */
+ * them all: a zone may be due. Any thread (a puller after a catalog's change), mu not held. */
 void xfr_secondary_grow(xfr_t *x);
 
 #endif

@@ -125,6 +125,7 @@ typedef struct {
     int timeout_ms, total_ms;
     int64_t until;
     size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
+    bool soa_refused; /* the SOA query was answered REFUSED (signed or not) */
     char key_name[DNAME_KEY_MAX];
 } pull_t;
 
@@ -215,6 +216,14 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             continue;
         close(fd);
         size_t len = (size_t)k;
+        /* Knot refuses queries for a catalog zone over UDP, unsigned, and answers them over
+         * TCP: the caller asks by transfer instead. A forged REFUSED costs only that transfer
+         * request, which is verified as any. */
+        p->soa_refused = WIRE_RCODE(tern_rd16(r + 2)) == WIRE_RC_REFUSED;
+        if (p->soa_refused) {
+            snprintf(err, errlen, "SOA query to %s: REFUSED", p->peer.text);
+            return TERN_EPROTO;
+        }
         if (p->has_key) {
             size_t stripped = len;
             int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
@@ -436,6 +445,11 @@ typedef struct {
     size_t nprim;
     char *file;     /* where the zone's copy is written, or NULL */
     bool first_try; /* nothing tried before: the served version (the on-disk copy) is the base */
+    /* a catalog's member (its new versions go to hooks.member_in), and its member_gen then: a
+     * result for a member reset or retired meanwhile is dropped */
+    bool member;
+    uint64_t member_gen;
+    bool catalog, cat_parsed; /* a catalog zone; its members were read from a version already */
     pull_t p;
     /* the outcome */
     int rc; /* 0: a new version nz, 1: up to date, negative: failed (errs) */
@@ -475,6 +489,10 @@ static bool refresh_take(xfr_t *x, const char *key, refresh_t *r)
     r->p.timeout_ms = (int)x->timeout_ms;
     r->p.total_ms = (int)x->total_ms;
     r->file = z->file ? strdup(z->file) : NULL;
+    r->member = z->member_of != NULL;
+    r->member_gen = z->member_gen;
+    r->catalog = z->cat != NULL;
+    r->cat_parsed = z->cat && z->cat->parsed;
     pthread_mutex_unlock(&x->mu);
     if (!r->p.base && r->first_try) {
         /* the version the loader serves (the on-disk copy, read at startup) is our base */
@@ -497,13 +515,17 @@ static void refresh_from(refresh_t *r, size_t i, char *err, size_t errlen)
     if (p->has_key)
         p->key = r->keys[i];
     uint32_t serial = 0;
+    p->soa_refused = false;
     r->rc = query_soa(p, &serial, err, errlen);
     if (r->rc == 0 && p->base && !xfr_serial_lt(p->base->serial, serial)) {
         r->rc = 1; /* up to date */
         return;
     }
-    if (r->rc != 0)
+    if (r->rc != 0 && !p->soa_refused)
         return;
+    /* SOA refused: the transfer itself says (IXFR from our serial: an up-to-date primary
+     * answers with its SOA alone, RFC 1995 §2) */
+    err[0] = '\0';
     r->rc = pull(p, p->base != NULL, &r->nz, &r->kind, &r->records, err, errlen);
     if (r->rc < 0 && p->base && r->rc != TERN_ETIMEDOUT) {
         /* IXFR refused or broken: the whole zone (RFC 1995 §4 fallback); not after a deadline,
@@ -617,25 +639,28 @@ static bool refresh_failed(struct zst *z, const refresh_t *r, int64_t now, int64
     return false;
 }
 
-/* The outcome of r for the loader (hooks.zone_in): the new version (our reference handed over),
- * the held version served again (revive), or the zone expired (NULL). */
+/* The outcome of r for the loader (hooks.zone_in, or member_in for a catalog's member): the new
+ * version (our reference handed over), the held version served again (revive), or the zone
+ * expired (NULL). */
 static void refresh_hand_over(xfr_t *x, refresh_t *r, zone_t *revive, bool expired_now)
 {
+    void (*in)(void *, const char *, zone_t *) = r->member ? x->hooks.member_in : x->hooks.zone_in;
+    void *ctx = r->member ? x->hooks.member_ctx : x->hooks.ctx;
     if (r->rc >= 0)
         __atomic_add_fetch(r->rc == 0 ? &x->stats.in_ok : &x->stats.in_up_to_date, 1,
                            __ATOMIC_RELAXED);
     else
         __atomic_add_fetch(&x->stats.in_failed, 1, __ATOMIC_RELAXED);
-    if (r->rc == 0 && x->hooks.zone_in)
-        x->hooks.zone_in(x->hooks.ctx, r->key, r->nz); /* the loader owns our reference now */
+    if (r->rc == 0 && in)
+        in(ctx, r->key, r->nz); /* the loader owns our reference now */
     else
         zone_free(r->nz);
     r->nz = NULL;
     if (revive) {
         log_info("xfr: zone %s: the primary answers again with serial %u; serving it again", r->key,
                  revive->serial);
-        if (x->hooks.zone_in)
-            x->hooks.zone_in(x->hooks.ctx, r->key, revive);
+        if (in)
+            in(ctx, r->key, revive);
         else
             zone_free(revive);
     }
@@ -643,8 +668,8 @@ static void refresh_hand_over(xfr_t *x, refresh_t *r, zone_t *revive, bool expir
         log_err("xfr: zone %s expired: no successful refresh within the SOA expire; answering "
                 "SERVFAIL until a primary answers",
                 r->key);
-        if (x->hooks.zone_in)
-            x->hooks.zone_in(x->hooks.ctx, r->key, NULL);
+        if (in)
+            in(ctx, r->key, NULL);
     }
 }
 
@@ -660,18 +685,37 @@ static void refresh_zone(xfr_t *x, const char *key)
     if (timer_zone)
         soa_timers(timer_zone, &refresh, &retry, &expire);
     refresh_log(&r);
-    bool expired_now = false;
+    bool expired_now = false, current;
     zone_t *revive = NULL;
     pthread_mutex_lock(&x->mu);
     struct zst *z = xfr_zone_find(x, key); /* a reload may have replaced it meanwhile */
-    if (z && z->secondary) {
+    /* a member reset or retired meanwhile (a new unique id, or gone): what came is not its */
+    current = z && z->secondary && (!r.member || (z->member_of && z->member_gen == r.member_gen));
+    if (current) {
         if (r.rc >= 0)
             revive = refresh_succeeded(z, &r, now, refresh, expire);
         else
             expired_now = refresh_failed(z, &r, now, retry, expire);
     }
+    /* a member's versions are handed over under mu, in order with its retirement or reset
+     * (xfr_catalog.c) */
+    if (r.member && current)
+        refresh_hand_over(x, &r, revive, expired_now);
     pthread_mutex_unlock(&x->mu);
-    refresh_hand_over(x, &r, revive, expired_now);
+    if (r.member && !current) {
+        log_info("xfr: zone %s: reset or retired from its catalog during the transfer; the result "
+                 "is dropped",
+                 key);
+        zone_free(r.nz);
+        r.nz = NULL;
+        if (r.rc == 0 && r.file) /* the copy refresh_log() wrote is not the zone's either */
+            (void)unlink(r.file);
+    }
+    /* a catalog's members follow its new version (or, first, the version held) */
+    if (r.catalog && current && r.rc >= 0 && (r.rc == 0 || !r.cat_parsed) && (r.nz || r.p.base))
+        xfr_catalog_refreshed(x, key, r.nz ? r.nz : r.p.base);
+    if (!r.member)
+        refresh_hand_over(x, &r, revive, expired_now);
     zone_free(r.p.base);
     free(r.file);
     explicit_bzero(&r, sizeof(r)); /* the keys */

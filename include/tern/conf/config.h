@@ -317,6 +317,22 @@ typedef struct config_update_rule {
     uint32_t line;                  /* where it was given, for the key check */
 } config_update_rule_t;
 
+/* Catalog zones consumed (RFC 9432, tern/xfr/xfr_catalog.h): a secondary zone with
+ * "catalog_consumer: {directory, groups}" is a catalog whose member zones tern serves as
+ * secondary zones of their own. A member takes the catalog's primaries (and their keys), or those
+ * of the group its "group" property names (Knot's catalog-template, chosen by group). */
+typedef struct config_catalog_group {
+    char *name;                   /* the group property's value, as written (case kept) */
+    config_xfr_peer_t *primaries; /* the member's primaries (keys as in a zone's primary) */
+    size_t nprimaries;
+} config_catalog_group_t;
+
+typedef struct config_catalog_consumer {
+    char *directory; /* resolved: the member list and every member's copy (BIND's zone-directory) */
+    config_catalog_group_t *groups;
+    size_t ngroups;
+} config_catalog_consumer_t;
+
 typedef struct config_zone {
     char *origin;
     char *file; /* resolved path; for a secondary zone its on-disk copy, NULL = none */
@@ -345,6 +361,9 @@ typedef struct config_zone {
     /* Dynamic updates (RFC 2136, tern/update): who may change the zone; none = nobody */
     config_update_rule_t *allow_update;
     size_t nallow_update;
+    /* "catalog_consumer: {...}" (a secondary zone only): its members are served too; NULL: not
+     * a catalog */
+    config_catalog_consumer_t *catalog_consumer;
 } config_zone_t;
 
 /* Upstreams are tried one after another, each for up to its timeout: eight already wait longer

@@ -29,9 +29,13 @@
  *     transfer one more (xfr_total_timeout_ms), and every wait watches the stop flag, so a slow
  *     or dead primary holds its own zone only and xfr_free() waits for none (xfr_secondary.c).
  *
+ *   - Catalog zones consumed (RFC 9432, xfr_catalog.h): a secondary zone with
+ *     `catalog_consumer:` adds its members as secondary zones of their own, decided on the
+ *     puller that transferred the catalog (xfr_catalog.c) and told through hooks.member_*.
+ *
  * Files: xfr.c (the service: settings, zone state, info, stats, the workers' hand-off queue),
  * xfr_out.c, xfr_notify.c, xfr_secondary.c (one per thread above), xfr_update.c (UPDATE handed
- * on and answered), sharing src/xfr/xfr_int.h.
+ * on and answered), xfr_catalog.c (catalog members), sharing src/xfr/xfr_int.h.
  *
  * Threading: xfr_configure() and xfr_zone_changed() are the loader thread's; xfr_handoff() the
  * workers'; xfr_zone_info() any thread's. The state the threads share is under one mutex; the
@@ -58,6 +62,14 @@ typedef struct xfr_hooks {
      * callee owns the reference — or NULL: the zone expired (answer SERVFAIL for it). */
     void (*zone_in)(void *ctx, const char *key, zone_t *z);
     void *ctx;
+    /* a catalog's member zone (tern/xfr/xfr_catalog.h), from a puller or the loader thread
+     * (xfr_configure()), each in the order the service decided them (called under its lock):
+     * member_in, a new version of member key (the callee owns the reference) or NULL: no data
+     * (not transferred yet, reset, or expired: SERVFAIL); member_gone, key left its catalog (or
+     * its catalog left the config): no longer served. NULL: members are not served. */
+    void (*member_in)(void *ctx, const char *key, zone_t *z);
+    void (*member_gone)(void *ctx, const char *key);
+    void *member_ctx;
     /* the out thread: an UPDATE (RFC 2136) for the update service (tern/update/update.h), its
      * TSIG verified (key: the key's name; NULL: unsigned), from peer. Its rcode comes back
      * through xfr_update_done(token), and the out thread answers it, signed as it came. false:
