@@ -10,6 +10,7 @@
 #include "tern/wire/dname.h"
 
 #include "tern/source/source_aname.h"
+#include "tern/source/source_catalog.h"
 #include "tern/source/source_file.h"
 #include "tern/source/source_json.h"
 #include "tern/source/source_primary.h"
@@ -19,7 +20,8 @@
  * owns it), then the sources that add zones of their own (a configured zone of the same name
  * wins over theirs). */
 static const zone_source_ops_t *const table[] = {
-    &source_primary_ops, &source_file_ops, &source_json_ops, &source_redis_ops, &source_aname_ops,
+    &source_primary_ops, &source_file_ops,  &source_json_ops,
+    &source_catalog_ops, &source_redis_ops, &source_aname_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)

@@ -345,7 +345,22 @@ typedef struct config_zone {
     /* Dynamic updates (RFC 2136, tern/update): who may change the zone; none = nobody */
     config_update_rule_t *allow_update;
     size_t nallow_update;
+    /* Catalog zones (RFC 9432, src/conf/config_catalog.c): the catalog (catalogs:) this zone is a
+     * member of, its group property (§4.4.2) and its change-of-ownership property (§4.4.1: the
+     * catalog that may take it over); NULL = none */
+    char *catalog;
+    char *catalog_group;
+    char *catalog_coo;
 } config_zone_t;
+
+/* "catalogs:" (src/conf/config_catalog.c): a catalog zone (RFC 9432, version 2) tern makes of
+ * the zones it is primary for (tern/source/source_catalog.h). Its transfer settings are a zone
+ * entry of zones (no file: served by its source, as a Redis zone's settings are). */
+typedef struct config_catalog {
+    char *origin;
+    bool members_all; /* every primary zone; false: the zones naming it (catalog:) */
+    uint32_t line;
+} config_catalog_t;
 
 /* Upstreams are tried one after another, each for up to its timeout: eight already wait longer
  * than an ANAME answer is worth; a longer list is a mistake (a pasted resolver list). */
@@ -401,6 +416,8 @@ typedef struct config {
     unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */
     config_zone_t *zones;
     size_t nzones;
+    config_catalog_t *catalogs; /* catalog zones tern produces (RFC 9432) */
+    size_t ncatalogs;
     /* TSIG keys (RFC 8945) for transfers and NOTIFY: tsig_keys and the BIND key files of
      * tsig_key_file, one name each */
     struct tsig_key *tsig_keys;
