@@ -173,6 +173,9 @@ static int catalogs_check(parse_ctx_t *pc)
         if (catalog_named(c, cat->origin) != cat)
             return check_fail(pc, "%s:%u: catalogs: %s is given twice", file, cat->line,
                               cat->origin);
+    }
+    for (size_t i = 0; i < c->ncatalogs; i++) {
+        const config_catalog_t *cat = &c->catalogs[i];
         if (zone_entries(c, cat->origin) != 1)
             return check_fail(pc,
                               "%s:%u: catalogs: %s is also a zone entry (a catalog zone is made "
@@ -189,7 +192,7 @@ static int catalogs_check(parse_ctx_t *pc)
         else if ((z->catalog || z->catalog_group || z->catalog_coo) && catalog_named(c, z->origin))
             bad = "a catalog zone is no member of a catalog";
         if (bad)
-            return check_fail(pc, "%s: zone %s: %s", file, z->origin, bad);
+            return check_fail(pc, "%s:%u: zone %s: %s", file, z->catalog_line, z->origin, bad);
     }
     return 0;
 }
@@ -222,6 +225,9 @@ int config_get_zone_catalog(parse_ctx_t *pc, const char *key, config_zone_t *z,
         return config_fail(pc, group, key,
                            "catalog_group: expected a group name of 1..%d bytes, got %s", GROUP_MAX,
                            config_node_kind(group));
+    const yaml_node_t *first = catalog ? catalog : group ? group : coo;
+    if (first)
+        z->catalog_line = (uint32_t)line_of(first);
     if ((catalog && !(z->catalog = strdup(scalar(catalog)))) ||
         (group && !(z->catalog_group = strdup(scalar(group)))) ||
         (coo && !(z->catalog_coo = strdup(scalar(coo)))))
@@ -240,6 +246,7 @@ void config_zone_catalog_reset(config_zone_t *z)
 int config_zone_catalog_copy(config_zone_t *dst, const config_zone_t *src)
 {
     dst->catalog = dst->catalog_group = dst->catalog_coo = NULL;
+    dst->catalog_line = src->catalog_line;
     if ((src->catalog && !(dst->catalog = strdup(src->catalog))) ||
         (src->catalog_group && !(dst->catalog_group = strdup(src->catalog_group))) ||
         (src->catalog_coo && !(dst->catalog_coo = strdup(src->catalog_coo))))

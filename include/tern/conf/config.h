@@ -351,6 +351,7 @@ typedef struct config_zone {
     char *catalog;
     char *catalog_group;
     char *catalog_coo;
+    uint32_t catalog_line; /* where the first of them was given, for the whole-file check */
 } config_zone_t;
 
 /* "catalogs:" (src/conf/config_catalog.c): a catalog zone (RFC 9432, version 2) tern makes of
