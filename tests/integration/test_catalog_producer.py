@@ -2,8 +2,9 @@
 """A catalog zone (RFC 9432, version 2) made by tern, consumed by real BIND 9.18 and Knot 3.2.
 
 One ternd is the primary of a.test and b.test (zone files) and of r1.test (Redis, from a
-redis-server started here), all three members of catalog.invalid (members: all); a.test and
-r1.test carry the group "blue" (catalog_group), b.test a coo property (catalog_coo). named
+redis-server started here; later r2.test, and api.test made through the HTTP API), all
+members of catalog.invalid (members: all); a.test and r1.test carry the group "blue"
+(catalog_group), b.test a coo property (catalog_coo). named
 (catalog-zones) and knotd (catalog-role: interpret, catalog-template: [default, blue]) are told
 of it by NOTIFY and transfer it and every member from tern.
 
@@ -19,6 +20,8 @@ Checks (dnspython; the peers' answers and files):
                       exactly the member's PTR and coo removed; named and knotd stop serving it
   redis_add_remove    r2.test added to Redis: in the catalog, served by both peers; r1.test
                       removed from the Redis zone set (SREM): out of the catalog and both peers
+  api_add_remove      api.test made by the HTTP API (POST, kept in Redis): served by both peers;
+                      deleted (DELETE): dropped by both
   no_churn            SIGHUP with nothing changed: the catalog keeps its serial
   restart_stable      ternd restarted: the same member ids, a serial not below the last one
   clean_exit          ternd exits 0 on SIGTERM
@@ -37,6 +40,7 @@ import sys
 import tempfile
 import time
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.name
@@ -47,8 +51,9 @@ import dns.rdatatype
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from servers import (LOOPBACK, Failure, Redis, Server, YamlTernd, expect,  # noqa: E402
-                     find_program, finish, knot_conf_head, run_checks, wait_until,
+                     find_program, finish, free_port, knot_conf_head, run_checks, wait_until,
                      write_atomic)
+from test_api import OPS, ZONES, Api, wait_api  # noqa: E402
 
 CATALOG = "catalog.invalid."
 TIMEOUT = 2.0
@@ -112,6 +117,23 @@ def serves(port, zone, addr):
 def gone(port, zone):
     r = ask(port, zone, "SOA")
     return r.rcode() != dns.rcode.NOERROR or not (r.flags & dns.flags.AA)
+
+
+def converge(peers, fn, what):
+    """Wait until fn(peer) holds for every peer, polling them together; print the seconds each
+    took from now."""
+    t0, took = time.monotonic(), {}
+    while len(took) < len(peers) and time.monotonic() - t0 < CONVERGE:
+        for peer in peers:
+            try:
+                if peer.name not in took and fn(peer):
+                    took[peer.name] = time.monotonic() - t0
+            except (dns.exception.DNSException, OSError):
+                pass
+        time.sleep(0.02)
+    late = [p.name for p in peers if p.name not in took]
+    expect(not late, "%s: not within %.0f s for %s" % (what, CONVERGE, ", ".join(late)))
+    print("%s: %s" % (what, ", ".join("%s %.2f s" % kv for kv in sorted(took.items()))))
 
 
 class CatNamed(Server):
@@ -223,9 +245,13 @@ def main():
     named = CatNamed(work)
     knot = CatKnot(work)
     xfr = "    allow_transfer: [%s]\n" % LOOPBACK
+    api_port = free_port()
+    api = Api("http://%s:%d" % (LOOPBACK, api_port))
 
     def tern_yaml(with_b=True, r2=False):
         y = ('redis:\n  address: "%s:%d"\n  connect_timeout: 500\n' % (LOOPBACK, redis.port)
+             + 'api:\n  listen: "%s:%d"\n  keys: [{name: ops, key: "%s"}]\n'
+             % (LOOPBACK, api_port, OPS)
              + "catalogs:\n  - origin: %s\n    members: all\n" % CATALOG + xfr
              + '    notify: ["%s@%d", "%s@%d"]\n' % (LOOPBACK, named.port, LOOPBACK, knot.port)
              + "zones:\n"
@@ -237,6 +263,7 @@ def main():
         y += "  - origin: r1.test\n" + xfr + "    catalog_group: blue\n"
         if r2:
             y += "  - origin: r2.test\n" + xfr
+        y += "  - origin: api.test\n" + xfr  # its transfer settings, for when the API makes it
         return y
 
     tern = YamlTernd(work, args.ternd, tern_yaml())
@@ -309,9 +336,8 @@ def main():
             soas = [r for r in diff if r[1] == "SOA"]
             expect(len(soas) == 4 and set(body) == want_gone,
                    "IXFR from %d is not the removal of b.test: %s" % (old, diff))
+            converge((named, knot), lambda p: gone(p.port, "b.test."), "b.test removed (SIGHUP)")
             for server in (named, knot):
-                wait_until(lambda: gone(server.port, "b.test."), CONVERGE,
-                           "%s dropping b.test" % server.name)
                 expect(serves(server.port, "a.test.", "192.0.2.1"), "%s lost a.test"
                        % server.name)
 
@@ -327,10 +353,20 @@ def main():
             redis.cmd("SREM", "redins:zones", "r1.test.")
             wait_until(lambda: "r1.test." not in members(xfr_rrs(tern.port, CATALOG)), CONVERGE,
                        "r1.test out of the catalog")
-            for server in (named, knot):
-                wait_until(lambda: gone(server.port, "r1.test."), CONVERGE,
-                           "%s dropping r1.test" % server.name)
+            converge((named, knot), lambda p: gone(p.port, "r1.test."), "r1.test removed (SREM)")
             state["ids"] = {k: v[0] for k, v in members(xfr_rrs(tern.port, CATALOG)).items()}
+
+        def api_add_remove():
+            wait_api(api)
+            body = {"name": "api.test.", "kind": "Native", "nameservers": ["ns1.api.test."],
+                    "rrsets": [{"name": "www.api.test.", "type": "A", "ttl": 60,
+                                "records": [{"content": "192.0.2.13", "disabled": False}]}]}
+            api.json("POST", ZONES, 201, body=body)
+            converge((named, knot), lambda p: serves(p.port, "api.test.", "192.0.2.13"),
+                     "api.test created (POST)")
+            api.json("DELETE", ZONES + "/api.test.", 204)
+            converge((named, knot), lambda p: gone(p.port, "api.test."),
+                     "api.test deleted (DELETE)")
 
         def no_churn():
             old = serial_of(tern.port)
@@ -357,6 +393,7 @@ def main():
                   ("group_reaches_peers", group_reaches_peers),
                   ("sighup_removes", sighup_removes),
                   ("redis_add_remove", redis_add_remove),
+                  ("api_add_remove", api_add_remove),
                   ("no_churn", no_churn),
                   ("restart_stable", restart_stable)]
         run_checks(results, checks, args.only)
