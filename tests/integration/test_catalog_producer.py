@@ -43,14 +43,13 @@ import time
 import dns.exception
 import dns.flags
 import dns.message
-import dns.name
 import dns.query
 import dns.rcode
 import dns.rdatatype
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import (LOOPBACK, Failure, Redis, Server, YamlTernd, expect,  # noqa: E402
+from servers import (LOOPBACK, Named, Redis, Server, YamlTernd, expect,  # noqa: E402
                      find_program, finish, free_port, knot_conf_head, run_checks, wait_until,
                      write_atomic)
 from test_api import OPS, ZONES, Api, wait_api  # noqa: E402
@@ -136,46 +135,30 @@ def converge(peers, fn, what):
     print("%s: %s" % (what, ", ".join("%s %.2f s" % kv for kv in sorted(took.items()))))
 
 
-class CatNamed(Server):
-    """named with catalog.invalid as a catalog zone (catalog-zones) from tern."""
-
-    name = "named"
+class CatNamed(Named):
+    """servers.Named, the secondary of catalog.invalid from tern, with catalog-zones on it."""
 
     def __init__(self, workdir):
         self.primary = None  # tern's port, set before start()
         super().__init__(workdir, [])
 
     def command(self):
-        d, p = self.dir, self.primary
-        conf = os.path.join(d, "named.conf")
+        self.secondaries = [(CATALOG, self.primary)]
+        argv = super().command()
+        d, conf = self.dir, os.path.join(self.dir, "named.conf")
         os.makedirs(os.path.join(d, "catz"), exist_ok=True)
-        with open(conf, "w") as f:
-            f.write(f"""options {{
-    directory "{d}";
-    pid-file "{d}/named.pid";
-    listen-on port {self.port} {{ {LOOPBACK}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    notify no;
-    allow-transfer {{ 127.0.0.0/8; }};
-    allow-notify {{ 127.0.0.0/8; }};
-    session-keyfile "{d}/session.key";
-    managed-keys-directory "{d}";
-    min-refresh-time 1;
+        with open(conf) as f:
+            text = f.read()
+        catz = f"""options {{
     catalog-zones {{
-        zone "{CATALOG}" default-primaries {{ {LOOPBACK} port {p}; }}
+        zone "{CATALOG}" default-primaries {{ {LOOPBACK} port {self.primary}; }}
             zone-directory "{d}/catz" in-memory yes min-update-interval 1;
     }};
-}};
-controls {{ }};
-zone "{CATALOG}" {{
-    type secondary;
-    primaries {{ {LOOPBACK} port {p}; }};
-    file "{d}/catalog.db";
-}};
-""")
-        return [find_program("named"), "-g", "-c", conf, "-n", "1"]
+"""
+        expect("options {\n" in text, "servers.Named's named.conf changed shape")
+        with open(conf, "w") as f:
+            f.write(text.replace("options {\n", catz, 1))
+        return argv
 
 
 class CatKnot(Server):
