@@ -51,6 +51,10 @@ typedef struct source_catalog {
     zone_source_zone_t *zs; /* what zones() hands the build */
     size_t ncat;            /* atomic for stats() */
     bool changed;           /* a version that the view does not serve yet (collect()) */
+    /* what the last computation saw, to skip the next when nothing it depends on moved */
+    bool known;       /* fp is the table's of the last computation */
+    bool cfg_changed; /* a config came since (configure()) */
+    uint64_t fp;      /* table_fingerprint() */
 } source_catalog_t;
 
 void source_catalog_id(const char *key, char id[SOURCE_CATALOG_ID_LEN])
@@ -193,75 +197,104 @@ static int cmp_member(const void *a, const void *b)
     return strcmp(((const member_t *)a)->key, ((const member_t *)b)->key);
 }
 
-/* A configured zone by key (the first entry of that name that sets catalog keys, else the
- * first): cfg's zones keyed once per publish. */
-typedef struct cz_index {
-    char **key;
-    const config_zone_t **cz;
-    size_t n;
-} cz_index_t;
+/* What membership is decided by, made once per publish that needs it: cfg's zone entries
+ * sorted by key (bsearch: 100,000 Redis zones against 10,000 entries stay linear-ish), and the
+ * catalogs' keys. */
+typedef struct cz_entry {
+    char *key;
+    const config_zone_t *cz;
+} cz_entry_t;
 
-static void cz_index_free(cz_index_t *x)
+typedef struct index {
+    cz_entry_t *e;
+    size_t n;
+    char **cat; /* cfg->ncatalogs keys; NULL for an origin that does not parse */
+    size_t ncat;
+} index_t;
+
+static void index_free(index_t *x)
 {
     for (size_t i = 0; i < x->n; i++)
-        free(x->key[i]);
-    free(x->key);
-    free(x->cz);
+        free(x->e[i].key);
+    free(x->e);
+    for (size_t i = 0; i < x->ncat; i++)
+        free(x->cat[i]);
+    free(x->cat);
 }
 
-static int cz_index_init(cz_index_t *x, const config_t *cfg)
+static int cmp_entry(const void *a, const void *b)
 {
-    *x = (cz_index_t){0};
-    if (!cfg->nzones)
-        return 0;
-    if (!(x->key = calloc(cfg->nzones, sizeof(*x->key))) ||
-        !(x->cz = calloc(cfg->nzones, sizeof(*x->cz))))
+    return strcmp(((const cz_entry_t *)a)->key, ((const cz_entry_t *)b)->key);
+}
+
+static int index_init(index_t *x, const config_t *cfg)
+{
+    *x = (index_t){0};
+    if ((cfg->nzones && !(x->e = calloc(cfg->nzones, sizeof(*x->e)))) ||
+        (cfg->ncatalogs && !(x->cat = calloc(cfg->ncatalogs, sizeof(*x->cat)))))
         return TERN_ENOMEM;
-    for (size_t i = 0; i < cfg->nzones; i++, x->n++) {
-        x->cz[i] = &cfg->zones[i];
-        if (!(x->key[i] = zone_source_key(cfg->zones[i].origin)) &&
-            !(x->key[i] = strdup(""))) /* an origin that does not parse names no zone */
-            return TERN_ENOMEM;
+    for (size_t i = 0; i < cfg->nzones; i++) {
+        char *k = zone_source_key(cfg->zones[i].origin);
+        if (!k) /* out of memory, or an origin that does not parse (it names no zone) */
+            continue;
+        x->e[x->n++] = (cz_entry_t){.key = k, .cz = &cfg->zones[i]};
     }
+    qsort(x->e, x->n, sizeof(*x->e), cmp_entry);
+    for (; x->ncat < cfg->ncatalogs; x->ncat++)
+        x->cat[x->ncat] = zone_source_key(cfg->catalogs[x->ncat].origin);
     return 0;
 }
 
-static const config_zone_t *cz_find(const cz_index_t *x, const char *key)
+/* The zone entry of key: the one that sets catalog keys or makes it a secondary, else any. */
+static const config_zone_t *cz_find(const index_t *x, const char *key)
 {
-    const config_zone_t *first = NULL;
-    for (size_t i = 0; i < x->n; i++) {
-        if (strcmp(x->key[i], key) != 0)
-            continue;
-        const config_zone_t *cz = x->cz[i];
-        if (cz->catalog || cz->catalog_group || cz->catalog_coo || cz->nprimaries)
-            return cz;
-        if (!first)
-            first = cz;
-    }
-    return first;
+    const cz_entry_t want = {.key = (char *)key};
+    const cz_entry_t *e = x->n ? bsearch(&want, x->e, x->n, sizeof(*x->e), cmp_entry) : NULL;
+    if (!e)
+        return NULL;
+    while (e > x->e && strcmp(e[-1].key, key) == 0)
+        e--;
+    for (const cz_entry_t *f = e; f < x->e + x->n && strcmp(f->key, key) == 0; f++)
+        if (f->cz->catalog || f->cz->catalog_group || f->cz->catalog_coo || f->cz->nprimaries)
+            return f->cz;
+    return e->cz;
 }
 
-/* Whether key is the key of one of cfg's catalogs. */
-static bool is_catalog(const config_t *cfg, const char *key)
+/* The index in x->cat of key, or -1: not a catalog. */
+static long catalog_of(const index_t *x, const char *key)
 {
-    for (size_t i = 0; i < cfg->ncatalogs; i++) {
-        char *k = zone_source_key(cfg->catalogs[i].origin);
-        bool same = k && strcmp(k, key) == 0;
-        free(k);
-        if (same)
-            return true;
-    }
-    return false;
+    for (size_t i = 0; i < x->ncat; i++)
+        if (x->cat[i] && strcmp(x->cat[i], key) == 0)
+            return (long)i;
+    return -1;
 }
 
-/* The members of catalog cat (key ckey) in table t, sorted by key, into *out (n). 0 or
- * TERN_ENOMEM. */
-static int members_of(const config_catalog_t *cat, const char *ckey, const zone_table_t *t,
-                      const config_t *cfg, const cz_index_t *ix, member_t **out, size_t *n)
+/* One catalog's members as they are gathered. */
+typedef struct gather {
+    member_t *m;
+    size_t n, cap;
+} gather_t;
+
+/* Member key (taken) with cz's properties into g. 0 or TERN_ENOMEM. */
+static int gather_add(gather_t *g, char *key, const config_zone_t *cz)
 {
-    size_t cap = 0;
-    *out = NULL;
-    *n = 0;
+    if (tern_grow((void **)&g->m, &g->cap, g->n + 1, sizeof(*g->m)) < 0) {
+        free(key);
+        return TERN_ENOMEM;
+    }
+    member_t *m = &g->m[g->n++];
+    *m = (member_t){.key = key};
+    if (cz && ((cz->catalog_group && !(m->group = strdup(cz->catalog_group))) ||
+               (cz->catalog_coo && !(m->coo = zone_source_key(cz->catalog_coo)))))
+        return TERN_ENOMEM;
+    return 0;
+}
+
+/* Every catalog's members in table t, in one pass over it: g[i] for cfg's catalog i. A zone is
+ * a member of the catalog its entry names, else of every catalog with members: all; never when
+ * it is a secondary, a catalog, or unavailable. 0 or TERN_ENOMEM. */
+static int members_of(const zone_table_t *t, const config_t *cfg, const index_t *ix, gather_t *g)
+{
     for (size_t i = 0; i < zone_table_count(t); i++) {
         const zone_t *z = zone_table_at(t, i);
         char text[DNAME_KEY_MAX + 1], *key;
@@ -270,27 +303,40 @@ static int members_of(const config_catalog_t *cat, const char *ckey, const zone_
         if (!(key = zone_source_key(text)))
             return TERN_ENOMEM;
         const config_zone_t *cz = cz_find(ix, key);
-        char *named = cz && cz->catalog ? zone_source_key(cz->catalog) : NULL;
-        bool in = !(cz && cz->nprimaries) && !is_catalog(cfg, key) &&
-                  (named ? strcmp(named, ckey) == 0 : cat->members_all);
-        free(named);
-        if (!in) {
-            free(key);
-            continue;
+        long named = -2; /* -2: no catalog named; -1: one that does not exist (never) */
+        if (cz && cz->catalog) {
+            char *k = zone_source_key(cz->catalog);
+            named = k ? catalog_of(ix, k) : -1;
+            free(k);
         }
-        if (tern_grow((void **)out, &cap, *n + 1, sizeof(**out)) < 0) {
-            free(key);
-            return TERN_ENOMEM;
+        bool eligible = !(cz && cz->nprimaries) && catalog_of(ix, key) < 0;
+        for (size_t c = 0; eligible && c < cfg->ncatalogs; c++) {
+            bool in = named == -2 ? cfg->catalogs[c].members_all : named == (long)c;
+            char *dup = in ? strdup(key) : NULL;
+            if (in && (!dup || gather_add(&g[c], dup, cz) < 0)) {
+                free(key);
+                return TERN_ENOMEM;
+            }
         }
-        member_t *m = &(*out)[(*n)++];
-        *m = (member_t){.key = key};
-        if (cz && ((cz->catalog_group && !(m->group = strdup(cz->catalog_group))) ||
-                   (cz->catalog_coo && !(m->coo = zone_source_key(cz->catalog_coo)))))
-            return TERN_ENOMEM;
+        free(key);
     }
-    if (*n)
-        qsort(*out, *n, sizeof(**out), cmp_member);
+    for (size_t c = 0; c < cfg->ncatalogs; c++)
+        if (g[c].n)
+            qsort(g[c].m, g[c].n, sizeof(*g[c].m), cmp_member);
     return 0;
+}
+
+/* What membership depends on in t: the apexes served and whether each is available, in order. A
+ * publish that changed records only (most Redis changes) has the same and costs no more. */
+static uint64_t table_fingerprint(const zone_table_t *t)
+{
+    uint64_t h = CAT_ID_SEED;
+    for (size_t i = 0; i < zone_table_count(t); i++) {
+        const zone_t *z = zone_table_at(t, i);
+        if (z)
+            h = tern_hash64(z->apex, z->apex_len, h ^ z->unavailable);
+    }
+    return h;
 }
 
 static bool same_str(const char *a, const char *b)
@@ -377,13 +423,13 @@ static long catalog_slot(source_catalog_t *s, const char *key)
     return (long)s->ncat - 1;
 }
 
-/* Drop the catalogs cfg no longer has (and any left empty by a failed first build). */
-static bool catalogs_retain(source_catalog_t *s, const config_t *cfg)
+/* Drop the catalogs x (cfg's) no longer has (and any left empty by a failed first build). */
+static bool catalogs_retain(source_catalog_t *s, const index_t *x)
 {
     size_t k = 0;
     bool dropped = false;
     for (size_t i = 0; i < s->ncat; i++) {
-        if (is_catalog(cfg, s->cat[i].key) && s->zs[i].zone) {
+        if (catalog_of(x, s->cat[i].key) >= 0 && s->zs[i].zone) {
             s->cat[k] = s->cat[i];
             s->zs[k++] = s->zs[i];
             continue;
@@ -397,41 +443,64 @@ static bool catalogs_retain(source_catalog_t *s, const config_t *cfg)
     return dropped;
 }
 
-/* Loader thread, after each publish: every catalog's members from t and cfg; a catalog whose
- * members changed gets a new version and the loader is poked to serve it. */
+/* published(): catalog i of cfg from its gathered members g (taken). True when it changed. */
+static bool catalog_follow(source_catalog_t *s, const index_t *x, size_t i, gather_t *g)
+{
+    long at = x->cat[i] ? catalog_slot(s, x->cat[i]) : -1;
+    if (at < 0) {
+        log_err("catalog: %s: out of memory; it keeps its members", x->cat[i] ? x->cat[i] : "?");
+        members_free(g->m, g->n);
+        return false;
+    }
+    if (s->zs[at].zone && members_same(s->cat[at].m, s->cat[at].n, g->m, g->n)) {
+        members_free(g->m, g->n); /* nothing changed: no new version, no churn */
+        return false;
+    }
+    return catalog_update(&s->cat[at], &s->zs[at], x->cat[i], g->m, g->n) == 0;
+}
+
+/* Loader thread, after each publish: every catalog's members from t and cfg, when the zones
+ * served or the config changed; a catalog whose members changed gets a new version and the
+ * loader is poked to serve it. */
 static void published(zone_source_t *src, const zone_table_t *t, const config_t *cfg)
 {
     source_catalog_t *s = (source_catalog_t *)src;
-    cz_index_t ix;
+    uint64_t fp = table_fingerprint(t);
+    if (!cfg || (s->known && !s->cfg_changed && fp == s->fp))
+        return;
+    index_t x;
+    gather_t *g = calloc(cfg->ncatalogs + 1, sizeof(*g));
     bool changed = false;
-    if (!cfg)
-        return;
-    if (cz_index_init(&ix, cfg) < 0) {
-        log_err("catalog: out of memory; the catalogs keep their members");
-        cz_index_free(&ix);
-        return;
+    if (!g || index_init(&x, cfg) < 0 || members_of(t, cfg, &x, g) < 0) {
+        log_err("catalog: out of memory; the catalogs keep their members until the next publish");
+        for (size_t i = 0; g && i < cfg->ncatalogs; i++)
+            members_free(g[i].m, g[i].n);
+        s->known = false; /* try again next time */
+    } else {
+        for (size_t i = 0; i < cfg->ncatalogs; i++)
+            changed |= catalog_follow(s, &x, i, &g[i]);
+        changed |= catalogs_retain(s, &x);
+        s->known = true;
+        s->fp = fp;
+        s->cfg_changed = false;
     }
-    for (size_t i = 0; i < cfg->ncatalogs; i++) {
-        char *ckey = zone_source_key(cfg->catalogs[i].origin);
-        member_t *m = NULL;
-        size_t n = 0;
-        long at = ckey ? catalog_slot(s, ckey) : -1;
-        if (at < 0 || members_of(&cfg->catalogs[i], ckey, t, cfg, &ix, &m, &n) < 0) {
-            log_err("catalog: %s: out of memory; it keeps its members", cfg->catalogs[i].origin);
-            members_free(m, n);
-        } else if (s->zs[at].zone && members_same(s->cat[at].m, s->cat[at].n, m, n)) {
-            members_free(m, n); /* nothing changed: no new version, no churn */
-        } else {
-            changed |= catalog_update(&s->cat[at], &s->zs[at], ckey, m, n) == 0;
-        }
-        free(ckey);
-    }
-    cz_index_free(&ix);
-    changed |= catalogs_retain(s, cfg);
+    if (g)
+        index_free(&x);
+    free(g);
     if (changed) {
         s->changed = true;
         s->env.sink.poke(s->env.sink.ctx, &s->base);
     }
+}
+
+/* Loader thread: a config is in force from the next publish on; membership is computed anew. */
+static int configure(zone_source_t *src, const config_t *cfg, const config_t *prev, bool geo)
+{
+    (void)cfg;
+    (void)prev;
+    (void)geo;
+    ((source_catalog_t *)src)->cfg_changed = true;
+    return 0;
 }
 
 static bool collect(zone_source_t *src)
@@ -487,6 +556,7 @@ const zone_source_ops_t source_catalog_ops = {
     .what = "a new catalog version",
     .previous = "one",
     .new = new_source,
+    .configure = configure,
     .wait_first = wait_first,
     .collect = collect,
     .zones = zones,

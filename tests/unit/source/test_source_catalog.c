@@ -235,6 +235,23 @@ static void test_source(void **state)
     assert_int_equal(pokes, 1);
     assert_false(s->ops->collect(s));
     assert_ptr_equal(served(s), z1);
+    /* ... and a config that changed nothing of it (a reload): none either */
+    assert_int_equal(s->ops->configure(s, &cfg, NULL, false), 0);
+    s->ops->published(s, t, &cfg);
+    assert_int_equal(pokes, 1);
+    assert_ptr_equal(served(s), z1);
+
+    /* the same names, r.test now unavailable (a secondary expired would be; here: it leaves) */
+    static const char *const expired[] = {"a.test", "!r.test", "s.test", "cat.example", NULL};
+    zone_table_t *t2 = table(expired);
+    s->ops->published(s, t2, &cfg);
+    assert_int_equal(pokes, 2);
+    assert_null(rrset(served(s), name, WIRE_T_PTR));
+    s->ops->published(s, t, &cfg); /* back */
+    assert_int_equal(pokes, 3);
+    assert_true(ptr_is(served(s), name, "r.test."));
+    zone_table_free(t2);
+    pokes = 1;
 
     /* a property changed: a new version with a higher serial */
     config_free(&cfg);
@@ -242,11 +259,12 @@ static void test_source(void **state)
                  "  - {origin: cat.example, members: all, allow_transfer: 127.0.0.1}\n"
                  "zones:\n"
                  "  - {origin: a.test, file: a.zone, catalog_group: green}\n");
+    assert_int_equal(s->ops->configure(s, &cfg, NULL, false), 0); /* as a reload does */
     s->ops->published(s, t, &cfg);
     assert_int_equal(pokes, 2);
     assert_true(s->ops->collect(s));
     const zone_t *z2 = served(s);
-    assert_true((int32_t)(z2->serial - serial1) > 0);
+    assert_true((int32_t)(z2->serial - serial1) > 0); /* above every version before */
     uint16_t len;
     const uint8_t *rd = rdata1(z2, "group.18f7d9b971ef202c.zones.cat.example", WIRE_T_TXT, &len);
     assert_memory_equal(rd, "\005green", 6);
@@ -269,6 +287,7 @@ static void test_source(void **state)
                  "zones:\n"
                  "  - {origin: a.test, file: a.zone}\n"
                  "  - {origin: r.test, catalog: cat.example}\n");
+    assert_int_equal(s->ops->configure(s, &cfg, NULL, false), 0); /* as a reload does */
     zone_table_free(t);
     static const char *const both[] = {"a.test", "r.test", NULL};
     t = table(both);
@@ -282,6 +301,7 @@ static void test_source(void **state)
     unsigned before = pokes;
     config_free(&cfg);
     cfg = config("zones:\n  - {origin: a.test, file: a.zone}\n");
+    assert_int_equal(s->ops->configure(s, &cfg, NULL, false), 0); /* as a reload does */
     s->ops->published(s, t, &cfg);
     assert_int_equal(pokes, before + 1);
     size_t n = 9;
