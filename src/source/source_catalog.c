@@ -365,10 +365,42 @@ static void catalog_clear(catalog_t *c, zone_source_zone_t *z)
     free(z->key);
 }
 
-/* A new version of catalog c (key ckey) with members m (taken), after prev (NULL: none since
- * start) into c and z. 0, or a negative code (logged; the members stay as they were). */
-static int catalog_update(catalog_t *c, zone_source_zone_t *z, const char *ckey, member_t *m,
-                          size_t n)
+/* At most this many member lines per new version; a first version may list 100,000. */
+#define LOG_MEMBERS_MAX 20
+
+/* Log what changed from old (no) to new (nn) members, both sorted, and warn of each new member
+ * its consumers cannot transfer (no allow_transfer or notify: a catalog consumer would retry
+ * it forever). */
+static void log_diff(const source_catalog_t *s, const char *ckey, const member_t *o, size_t no,
+                     const member_t *m, size_t nn)
+{
+    size_t i = 0, j = 0, lines = 0;
+    while (i < no || j < nn) {
+        int c = i == no ? 1 : j == nn ? -1 : strcmp(o[i].key, m[j].key);
+        if (c == 0) {
+            i++, j++;
+            continue;
+        }
+        const char *key = c < 0 ? o[i++].key : m[j++].key;
+        if (lines++ >= LOG_MEMBERS_MAX)
+            continue;
+        if (c > 0 && s->env.followed && !s->env.followed(s->env.followed_ctx, key))
+            log_warn("catalog: %s: member %s added, but it has no allow_transfer: its consumers "
+                     "cannot transfer it",
+                     ckey, key);
+        else
+            log_info("catalog: %s: member %s %s", ckey, key, c < 0 ? "removed" : "added");
+    }
+    if (lines > LOG_MEMBERS_MAX)
+        log_info("catalog: %s: ... and %zu more members added or removed", ckey,
+                 lines - LOG_MEMBERS_MAX);
+}
+
+/* A new version of catalog c (key ckey) with members m (taken), after c's (none: the
+ * first since start) into c and z. 0, or a negative code (logged; the members stay as they were).
+ */
+static int catalog_update(const source_catalog_t *s, catalog_t *c, zone_source_zone_t *z,
+                          const char *ckey, member_t *m, size_t n)
 {
     source_catalog_member_t *v = calloc(n ? n : 1, sizeof(*v));
     char err[512] = "";
@@ -388,6 +420,7 @@ static int catalog_update(catalog_t *c, zone_source_zone_t *z, const char *ckey,
         members_free(m, n);
         return rc;
     }
+    log_diff(s, ckey, c->m, c->n, m, n);
     log_info("catalog: %s: %zu members (was %zu), serial %u", ckey, n, c->n, nz->serial);
     members_free(c->m, c->n);
     c->m = m;
@@ -456,7 +489,7 @@ static bool catalog_follow(source_catalog_t *s, const index_t *x, size_t i, gath
         members_free(g->m, g->n); /* nothing changed: no new version, no churn */
         return false;
     }
-    return catalog_update(&s->cat[at], &s->zs[at], x->cat[i], g->m, g->n) == 0;
+    return catalog_update(s, &s->cat[at], &s->zs[at], x->cat[i], g->m, g->n) == 0;
 }
 
 /* Loader thread, after each publish: every catalog's members from t and cfg, when the zones
