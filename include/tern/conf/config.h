@@ -187,6 +187,12 @@
  *   xfr_timeout_ms: 10000                       # each step of a transfer in (one message)
  *   xfr_total_timeout_ms: 600000                # a whole transfer in
  *   xfr_in_concurrency: 8                       # secondary zones refreshed at once
+ *   catalogs:                                   # catalog zones tern makes (RFC 9432,
+ *     - origin: catalog.example.test            #   src/conf/config_catalog.c)
+ *       members: all                            # all | listed (default: zones naming it)
+ *       allow_transfer: [192.0.2.0/24]          # and notify, transfer_key: as a zone's
+ *   zones: [{origin: a.test, file: a.zone, catalog: catalog.example.test,
+ *            catalog_group: blue, catalog_coo: new.example.test}]  # a member's properties
  *   zones:                                      # dynamic updates (src/conf/config_update.c)
  *     - origin: example.test
  *       file: example.zone                      # changes go to example.zone.jnl (fsync'd)
