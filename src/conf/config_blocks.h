@@ -284,13 +284,13 @@ int config_update_check(const config_t *c, const char *file, char *err, size_t e
 
 /* ---- catalog zones (config_catalog.c) ---- */
 /** A zone's catalog, catalog_group and catalog_coo (each may be NULL) into z. */
-int config_get_zone_catalog(parse_ctx_t *pc, const char *key, config_zone_t *z,
-                            const yaml_node_t *catalog, const yaml_node_t *group,
-                            const yaml_node_t *coo) TERN_WUR;
+int config_get_zone_catalog_member(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                                   const yaml_node_t *catalog, const yaml_node_t *group,
+                                   const yaml_node_t *coo) TERN_WUR;
 /** Free a zone's catalog keys. */
-void config_zone_catalog_reset(config_zone_t *z);
+void config_zone_catalog_member_reset(config_zone_t *z);
 /** dst, a shallow copy of src, gets its own copies of src's catalog keys. 0 or TERN_ENOMEM. */
-int config_zone_catalog_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
+int config_zone_catalog_member_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
 
 /** Free a zone's transfer settings (the zone stays otherwise as it is). */
 void config_zone_xfr_reset(config_zone_t *z);

@@ -210,9 +210,9 @@ const conf_block_t config_catalogs_block = {
 /* RFC 1035 §3.3: the group is one TXT <character-string>. */
 #define GROUP_MAX 255
 
-int config_get_zone_catalog(parse_ctx_t *pc, const char *key, config_zone_t *z,
-                            const yaml_node_t *catalog, const yaml_node_t *group,
-                            const yaml_node_t *coo)
+int config_get_zone_catalog_member(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                                   const yaml_node_t *catalog, const yaml_node_t *group,
+                                   const yaml_node_t *coo)
 {
     char ck[DNAME_KEY_MAX];
     if (catalog && (!is_text(catalog) || !canonical(scalar(catalog), ck, sizeof(ck))))
@@ -235,7 +235,7 @@ int config_get_zone_catalog(parse_ctx_t *pc, const char *key, config_zone_t *z,
     return 0;
 }
 
-void config_zone_catalog_reset(config_zone_t *z)
+void config_zone_catalog_member_reset(config_zone_t *z)
 {
     free(z->catalog);
     free(z->catalog_group);
@@ -243,7 +243,7 @@ void config_zone_catalog_reset(config_zone_t *z)
     z->catalog = z->catalog_group = z->catalog_coo = NULL;
 }
 
-int config_zone_catalog_copy(config_zone_t *dst, const config_zone_t *src)
+int config_zone_catalog_member_copy(config_zone_t *dst, const config_zone_t *src)
 {
     dst->catalog = dst->catalog_group = dst->catalog_coo = NULL;
     dst->catalog_line = src->catalog_line;

@@ -195,8 +195,8 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
                                "is replayed over the file); a redins JSON file does not");
         if ((r = config_get_zone_update(pc, key, z, val[ZF_ALLOW_UPDATE])) < 0)
             return r;
-        if ((r = config_get_zone_catalog(pc, key, z, val[ZF_CATALOG], val[ZF_CATALOG_GROUP],
-                                         val[ZF_CATALOG_COO])) < 0)
+        if ((r = config_get_zone_catalog_member(pc, key, z, val[ZF_CATALOG], val[ZF_CATALOG_GROUP],
+                                                val[ZF_CATALOG_COO])) < 0)
             return r;
         snprintf(akey, sizeof(akey), "%s: dnssec", key);
         if (val[ZF_DNSSEC] && val[ZF_PRIMARY])
@@ -279,7 +279,7 @@ static void zones_reset(config_t *c)
         config_acl_reset(&c->zones[i].acl);
         config_zone_xfr_reset(&c->zones[i]);
         config_zone_update_reset(&c->zones[i]);
-        config_zone_catalog_reset(&c->zones[i]);
+        config_zone_catalog_member_reset(&c->zones[i]);
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
@@ -300,7 +300,7 @@ static int zones_copy(config_t *dst, const config_t *src)
             config_acl_copy(&dst->zones[i].acl, &src->zones[i].acl) < 0 ||
             config_zone_xfr_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_update_copy(&dst->zones[i], &src->zones[i]) < 0 ||
-            config_zone_catalog_copy(&dst->zones[i], &src->zones[i]) < 0 ||
+            config_zone_catalog_member_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             return TERN_ENOMEM;
     return 0;

@@ -110,7 +110,7 @@ static int add_apex(zone_builder_t *b, const uint8_t *apex, size_t alen, uint32_
 }
 
 /* Member m's PTR and properties under catalog. */
-static int add_member(zone_builder_t *b, const char *catalog, const source_catalog_member_t *m)
+static int add_member(zone_builder_t *b, const char *catalog, const source_catalog_entry_t *m)
 {
     char id[SOURCE_CATALOG_ID_LEN], label[SOURCE_CATALOG_ID_LEN + 16];
     uint8_t owner[DNAME_MAXLEN], target[DNAME_MAXLEN];
@@ -147,7 +147,7 @@ static int add_member(zone_builder_t *b, const char *catalog, const source_catal
     return 0;
 }
 
-int source_catalog_build(const char *catalog, const source_catalog_member_t *m, size_t n,
+int source_catalog_build(const char *catalog, const source_catalog_entry_t *m, size_t n,
                          uint32_t serial, zone_t **out, char *err, size_t errlen)
 {
     uint8_t apex[DNAME_MAXLEN];
@@ -385,14 +385,14 @@ static void log_diff(const source_catalog_t *s, const char *ckey, const member_t
         if (lines++ >= LOG_MEMBERS_MAX)
             continue;
         if (c > 0 && s->env.followed && !s->env.followed(s->env.followed_ctx, key))
-            log_warn("catalog: %s: member %s added, but it has no allow_transfer: its consumers "
+            log_warn("catalogs: %s: member %s added, but it has no allow_transfer: its consumers "
                      "cannot transfer it",
                      ckey, key);
         else
-            log_info("catalog: %s: member %s %s", ckey, key, c < 0 ? "removed" : "added");
+            log_info("catalogs: %s: member %s %s", ckey, key, c < 0 ? "removed" : "added");
     }
     if (lines > LOG_MEMBERS_MAX)
-        log_info("catalog: %s: ... and %zu more members added or removed", ckey,
+        log_info("catalogs: %s: ... and %zu more members added or removed", ckey,
                  lines - LOG_MEMBERS_MAX);
 }
 
@@ -402,13 +402,13 @@ static void log_diff(const source_catalog_t *s, const char *ckey, const member_t
 static int catalog_update(const source_catalog_t *s, catalog_t *c, zone_source_zone_t *z,
                           const char *ckey, member_t *m, size_t n)
 {
-    source_catalog_member_t *v = calloc(n ? n : 1, sizeof(*v));
+    source_catalog_entry_t *v = calloc(n ? n : 1, sizeof(*v));
     char err[512] = "";
     zone_t *nz = NULL;
     int rc = TERN_ENOMEM;
     if (v) {
         for (size_t i = 0; i < n; i++)
-            v[i] = (source_catalog_member_t){m[i].key, m[i].group, m[i].coo};
+            v[i] = (source_catalog_entry_t){m[i].key, m[i].group, m[i].coo};
         uint32_t now = (uint32_t)time(NULL);
         uint32_t serial =
             zone_serial_next(z->zone != NULL, z->zone ? z->zone->serial : 0, now, now);
@@ -416,12 +416,12 @@ static int catalog_update(const source_catalog_t *s, catalog_t *c, zone_source_z
     }
     free(v);
     if (rc < 0) {
-        log_err("catalog: %s; still serving its previous members", err[0] ? err : "out of memory");
+        log_err("catalogs: %s; still serving its previous members", err[0] ? err : "out of memory");
         members_free(m, n);
         return rc;
     }
     log_diff(s, ckey, c->m, c->n, m, n);
-    log_info("catalog: %s: %zu members (was %zu), serial %u", ckey, n, c->n, nz->serial);
+    log_info("catalogs: %s: %zu members (was %zu), serial %u", ckey, n, c->n, nz->serial);
     members_free(c->m, c->n);
     c->m = m;
     c->n = n;
@@ -468,7 +468,7 @@ static bool catalogs_retain(source_catalog_t *s, const index_t *x)
             continue;
         }
         if (s->zs[i].zone)
-            log_info("catalog: %s: no longer configured; not served", s->cat[i].key);
+            log_info("catalogs: %s: no longer configured; not served", s->cat[i].key);
         dropped |= s->zs[i].zone != NULL;
         catalog_clear(&s->cat[i], &s->zs[i]);
     }
@@ -481,7 +481,7 @@ static bool catalog_follow(source_catalog_t *s, const index_t *x, size_t i, gath
 {
     long at = x->cat[i] ? catalog_slot(s, x->cat[i]) : -1;
     if (at < 0) {
-        log_err("catalog: %s: out of memory; it keeps its members", x->cat[i] ? x->cat[i] : "?");
+        log_err("catalogs: %s: out of memory; it keeps its members", x->cat[i] ? x->cat[i] : "?");
         members_free(g->m, g->n);
         return false;
     }
@@ -505,7 +505,7 @@ static void published(zone_source_t *src, const zone_table_t *t, const config_t 
     gather_t *g = calloc(cfg->ncatalogs + 1, sizeof(*g));
     bool changed = false;
     if (!g || index_init(&x, cfg) < 0 || members_of(t, cfg, &x, g) < 0) {
-        log_err("catalog: out of memory; the catalogs keep their members until the next publish");
+        log_err("catalogs: out of memory; the catalogs keep their members until the next publish");
         for (size_t i = 0; g && i < cfg->ncatalogs; i++)
             members_free(g[i].m, g[i].n);
         s->known = false; /* try again next time */
@@ -585,7 +585,7 @@ static void free_source(zone_source_t *src)
 }
 
 const zone_source_ops_t source_catalog_ops = {
-    .name = "catalog",
+    .name = "catalogs",
     .what = "a new catalog version",
     .previous = "one",
     .new = new_source,

@@ -46,7 +46,7 @@ typedef struct source_catalog_member {
     const char *key;   /* zone_source_key() of the member's origin */
     const char *group; /* its group property, or NULL */
     const char *coo;   /* its change-of-ownership property (a catalog's name), or NULL */
-} source_catalog_member_t;
+} source_catalog_entry_t;
 
 /** The unique id (RFC 9432 §4.1) of the member whose key is key, into id. Pure. */
 void source_catalog_id(const char *key, char id[SOURCE_CATALOG_ID_LEN]);
@@ -54,7 +54,7 @@ void source_catalog_id(const char *key, char id[SOURCE_CATALOG_ID_LEN]);
 /** The catalog zone catalog (a key) with members m[0..n) and this serial, into *out (one
  * reference). 0, or a negative code with err set (a member whose name does not fit under the
  * catalog, out of memory). Pure: any thread. */
-int source_catalog_build(const char *catalog, const source_catalog_member_t *m, size_t n,
+int source_catalog_build(const char *catalog, const source_catalog_entry_t *m, size_t n,
                          uint32_t serial, zone_t **out, char *err, size_t errlen) TERN_WUR;
 
 #endif

@@ -76,7 +76,7 @@ static void test_ids_pinned(void **state)
 static void test_build(void **state)
 {
     (void)state;
-    const source_catalog_member_t m[] = {
+    const source_catalog_entry_t m[] = {
         {"a.test", "blue", NULL},
         {"b.test", NULL, "new.example"},
         {"c.test", NULL, NULL},
