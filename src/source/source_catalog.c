@@ -239,7 +239,8 @@ static int index_init(index_t *x, const config_t *cfg)
             continue;
         x->e[x->n++] = (cz_entry_t){.key = k, .cz = &cfg->zones[i]};
     }
-    qsort(x->e, x->n, sizeof(*x->e), cmp_entry);
+    if (x->n) /* qsort() wants a real array even for none */
+        qsort(x->e, x->n, sizeof(*x->e), cmp_entry);
     for (; x->ncat < cfg->ncatalogs; x->ncat++)
         x->cat[x->ncat] = zone_source_key(cfg->catalogs[x->ncat].origin);
     return 0;
@@ -498,8 +499,10 @@ static bool catalog_follow(source_catalog_t *s, const index_t *x, size_t i, gath
 static void published(zone_source_t *src, const zone_table_t *t, const config_t *cfg)
 {
     source_catalog_t *s = (source_catalog_t *)src;
+    if (!cfg || (!cfg->ncatalogs && !s->ncat))
+        return; /* no catalogs: the feature costs nothing */
     uint64_t fp = table_fingerprint(t);
-    if (!cfg || (s->known && !s->cfg_changed && fp == s->fp))
+    if (s->known && !s->cfg_changed && fp == s->fp)
         return;
     index_t x;
     gather_t *g = calloc(cfg->ncatalogs + 1, sizeof(*g));

@@ -311,6 +311,35 @@ static void test_source(void **state)
     s->ops->stats(s, &st);
     assert_int_equal(st.zones, 0);
 
+    /* and no zone configured at all (zones from Redis only): nothing to do, nothing to sort */
+    config_free(&cfg);
+    cfg = config("workers: 1\n");
+    assert_int_equal(s->ops->configure(s, &cfg, NULL, false), 0);
+    s->ops->published(s, t, &cfg);
+    assert_int_equal(pokes, before + 1);
+
+    zone_table_free(t);
+    config_free(&cfg);
+    zone_source_free(s);
+}
+
+/* Catalogs without a single zone entry besides their own, and a table of Redis zones only. */
+static void test_source_no_entries(void **state)
+{
+    (void)state;
+    const zone_source_env_t env = {.sink = {.poke = poke}};
+    zone_source_t *s = zone_source_new(&source_catalog_ops, &env);
+    config_t cfg = config("catalogs:\n"
+                          "  - {origin: cat.example, members: all, allow_transfer: 127.0.0.1}\n");
+    static const char *const names[] = {"r.test", NULL};
+    zone_table_t *t = table(names);
+    pokes = 0;
+    s->ops->published(s, t, &cfg);
+    assert_int_equal(pokes, 1);
+    char id[SOURCE_CATALOG_ID_LEN], name[128];
+    source_catalog_id("r.test", id);
+    snprintf(name, sizeof(name), "%s.zones.cat.example", id);
+    assert_true(ptr_is(served(s), name, "r.test."));
     zone_table_free(t);
     config_free(&cfg);
     zone_source_free(s);
@@ -322,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_ids_pinned),
         cmocka_unit_test(test_build),
         cmocka_unit_test(test_source),
+        cmocka_unit_test(test_source_no_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
