@@ -64,6 +64,11 @@ static const opt_t schema[] = {
      .type = OPT_BLOCK,
      .block = &config_zones_block,
      .desc = "list of zones, each a mapping of these keys"},
+    {.key = "catalogs",
+     .type = OPT_BLOCK,
+     .block = &config_catalogs_block,
+     .desc = "catalog zones (RFC 9432) tern makes of its primary zones: a list of {origin, "
+             "members, notify, allow_transfer, transfer_key}"},
     /* 512 is the RFC 1035 floor; 4096 the largest payload the UDP buffers are sized for. */
     {.key = "edns_max_udp",
      .type = OPT_UINT,

@@ -106,6 +106,7 @@ extern const conf_block_t config_upstream_block;        /* config_redins.c */
 extern const conf_block_t config_redins_log_block;      /* config_qlog.c */
 extern const conf_block_t config_api_block;             /* config_api.c */
 extern const conf_block_t config_dnssec_policies_block; /* config_dnssec.c */
+extern const conf_block_t config_catalogs_block;        /* config_catalog.c */
 
 /* Zones' dnssec policies exist, and so does their state directory (config_dnssec.c). */
 int config_dnssec_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
@@ -280,6 +281,16 @@ void config_zone_update_reset(config_zone_t *z);
 int config_zone_update_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
 /** Every key an allow_update names is defined: 0, or TERN_EINVAL with "file:line: ..." in err. */
 int config_update_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
+
+/* ---- catalog zones (config_catalog.c) ---- */
+/** A zone's catalog, catalog_group and catalog_coo (each may be NULL) into z. */
+int config_get_zone_catalog_member(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                                   const yaml_node_t *catalog, const yaml_node_t *group,
+                                   const yaml_node_t *coo) TERN_WUR;
+/** Free a zone's catalog keys. */
+void config_zone_catalog_member_reset(config_zone_t *z);
+/** dst, a shallow copy of src, gets its own copies of src's catalog keys. 0 or TERN_ENOMEM. */
+int config_zone_catalog_member_copy(config_zone_t *dst, const config_zone_t *src) TERN_WUR;
 
 /** Free a zone's transfer settings (the zone stays otherwise as it is). */
 void config_zone_xfr_reset(config_zone_t *z);

@@ -25,6 +25,9 @@ enum {
     ZF_ALLOW_NOTIFY,
     ZF_ALLOW_UPDATE,
     ZF_CATALOG_CONSUMER,
+    ZF_CATALOG,
+    ZF_CATALOG_GROUP,
+    ZF_CATALOG_COO,
     ZF_COUNT
 };
 
@@ -58,6 +61,14 @@ static const field_t zone_fields[ZF_COUNT] = {
                              "{directory, groups}: the zone is an RFC 9432 catalog: its members "
                              "are served too",
                              false, NULL},
+    [ZF_CATALOG] = {"catalog", "the catalog (catalogs:) this primary zone is a member of", false,
+                    NULL},
+    [ZF_CATALOG_GROUP] = {"catalog_group", "its group property in the catalog (RFC 9432 4.4.2)",
+                          false, NULL},
+    [ZF_CATALOG_COO] = {"catalog_coo",
+                        "its change-of-ownership property: the catalog that may take it over "
+                        "(RFC 9432 4.4.1)",
+                        false, NULL},
 };
 
 enum { ZD_KEYS, ZD_POLICY, ZD_UNSIGN, ZD_COUNT };
@@ -140,7 +151,7 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
                                zone_fields[i].key, config_node_kind(val[i]));
     /* no file and no primary: the transfer settings of a zone another source (Redis) serves */
     if (!val[ZF_FILE] && !val[ZF_PRIMARY] && !val[ZF_ALLOW_TRANSFER] && !val[ZF_NOTIFY] &&
-        !val[ZF_ALLOW_UPDATE])
+        !val[ZF_ALLOW_UPDATE] && !val[ZF_CATALOG] && !val[ZF_CATALOG_GROUP] && !val[ZF_CATALOG_COO])
         return config_fail(pc, n, key, "missing \"file\" (%s)", zone_fields[ZF_FILE].desc);
     if (!val[ZF_FILE] && !val[ZF_PRIMARY] && (val[ZF_DNSSEC] || val[ZF_ACL] || val[ZF_FORMAT]))
         return config_fail(pc, n, key,
@@ -191,6 +202,9 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
             return r;
         if (val[ZF_CATALOG_CONSUMER] &&
             (r = config_get_zone_catalog(pc, key, z, val[ZF_CATALOG_CONSUMER])) < 0)
+            return r;
+        if ((r = config_get_zone_catalog_member(pc, key, z, val[ZF_CATALOG], val[ZF_CATALOG_GROUP],
+                                                val[ZF_CATALOG_COO])) < 0)
             return r;
         snprintf(akey, sizeof(akey), "%s: dnssec", key);
         if (val[ZF_DNSSEC] && val[ZF_PRIMARY])
@@ -276,6 +290,7 @@ static void zones_reset(config_t *c)
         config_zone_xfr_reset(&c->zones[i]);
         config_zone_update_reset(&c->zones[i]);
         config_zone_catalog_reset(&c->zones[i]);
+        config_zone_catalog_member_reset(&c->zones[i]);
         for (size_t k = 0; k < c->zones[i].ndnssec_keys; k++)
             free(c->zones[i].dnssec_keys[k]);
         free(c->zones[i].dnssec_keys);
@@ -297,6 +312,7 @@ static int zones_copy(config_t *dst, const config_t *src)
             config_zone_xfr_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_update_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_catalog_copy(&dst->zones[i], &src->zones[i]) < 0 ||
+            config_zone_catalog_member_copy(&dst->zones[i], &src->zones[i]) < 0 ||
             config_zone_keys_copy(&dst->zones[i], &src->zones[i]) < 0)
             return TERN_ENOMEM;
     return 0;

@@ -10,6 +10,7 @@
 #include "tern/wire/dname.h"
 
 #include "tern/source/source_aname.h"
+#include "tern/source/source_catalog.h"
 #include "tern/source/source_catalog_member.h"
 #include "tern/source/source_file.h"
 #include "tern/source/source_json.h"
@@ -21,7 +22,7 @@
  * wins over theirs). Catalog members last: a configured or Redis zone of the same name wins. */
 static const zone_source_ops_t *const table[] = {
     &source_primary_ops, &source_file_ops,  &source_json_ops,
-    &source_redis_ops,   &source_aname_ops, &source_catalog_member_ops,
+    &source_catalog_ops, &source_redis_ops, &source_aname_ops, &source_catalog_member_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)

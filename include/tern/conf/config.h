@@ -187,6 +187,12 @@
  *   xfr_timeout_ms: 10000                       # each step of a transfer in (one message)
  *   xfr_total_timeout_ms: 600000                # a whole transfer in
  *   xfr_in_concurrency: 8                       # secondary zones refreshed at once
+ *   catalogs:                                   # catalog zones tern makes (RFC 9432,
+ *     - origin: catalog.example.test            #   src/conf/config_catalog.c)
+ *       members: all                            # all | listed (default: zones naming it)
+ *       allow_transfer: [192.0.2.0/24]          # and notify, transfer_key: as a zone's
+ *   zones: [{origin: a.test, file: a.zone, catalog: catalog.example.test,
+ *            catalog_group: blue, catalog_coo: new.example.test}]  # a member's properties
  *   zones:                                      # dynamic updates (src/conf/config_update.c)
  *     - origin: example.test
  *       file: example.zone                      # changes go to example.zone.jnl (fsync'd)
@@ -364,7 +370,23 @@ typedef struct config_zone {
     /* "catalog_consumer: {...}" (a secondary zone only): its members are served too; NULL: not
      * a catalog */
     config_catalog_consumer_t *catalog_consumer;
+    /* Catalog zones (RFC 9432, src/conf/config_catalog.c): the catalog (catalogs:) this zone is a
+     * member of, its group property (§4.4.2) and its change-of-ownership property (§4.4.1: the
+     * catalog that may take it over); NULL = none */
+    char *catalog;
+    char *catalog_group;
+    char *catalog_coo;
+    uint32_t catalog_line; /* where the first of them was given, for the whole-file check */
 } config_zone_t;
+
+/* "catalogs:" (src/conf/config_catalog.c): a catalog zone (RFC 9432, version 2) tern makes of
+ * the zones it is primary for (tern/source/source_catalog.h). Its transfer settings are a zone
+ * entry of zones (no file: served by its source, as a Redis zone's settings are). */
+typedef struct config_catalog {
+    char *origin;
+    bool members_all; /* every primary zone; false: the zones naming it (catalog:) */
+    uint32_t line;
+} config_catalog_t;
 
 /* Upstreams are tried one after another, each for up to its timeout: eight already wait longer
  * than an ANAME answer is worth; a longer list is a mistake (a pasted resolver list). */
@@ -420,6 +442,8 @@ typedef struct config {
     unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */
     config_zone_t *zones;
     size_t nzones;
+    config_catalog_t *catalogs; /* catalog zones tern produces (RFC 9432) */
+    size_t ncatalogs;
     /* TSIG keys (RFC 8945) for transfers and NOTIFY: tsig_keys and the BIND key files of
      * tsig_key_file, one name each */
     struct tsig_key *tsig_keys;
