@@ -53,7 +53,11 @@ struct loader {
     void *config_ctx;
     const answer_view_t *published; /* RCU: written by tern_rcu_xchg, read by the workers */
     struct snapshot *cur;           /* == published, the writer's typed handle */
-    config_t *cfg0;                 /* the startup config: listen, workers, TCP limits */
+    /* cur's entries by key, made when src_secondary() first asks after a publish (catalogs
+     * configured); ix_of: the snapshot it indexes (NULL: none) */
+    snapshot_index_t cur_ix;
+    const struct snapshot *cur_ix_of;
+    config_t *cfg0; /* the startup config: listen, workers, TCP limits */
     unsigned arena;
 
     pthread_t thread;
@@ -338,6 +342,26 @@ static bool src_followed(void *ctx, const char *key)
     return l->xfr && xfr_zone_wanted(l->xfr, key);
 }
 
+/* Loader thread (the catalog producer's published()): the zone served as key was added by a
+ * source whose zones are copies of another primary's (zone_source_ops_t.copies: a catalog
+ * member consumed). A configured zone is the config's to say (its primary:). */
+static bool src_secondary(void *ctx, const char *key)
+{
+    loader_t *l = ctx;
+    if (!l->cur)
+        return false;
+    if (l->cur_ix_of != l->cur) {
+        free(l->cur_ix.slot);
+        l->cur_ix.slot = NULL;
+        l->cur_ix_of = NULL;
+        if (snapshot_index_init(&l->cur_ix, l->cur) < 0)
+            return false; /* out of memory: offered as ours until the next publish asks again */
+        l->cur_ix_of = l->cur;
+    }
+    const struct zent *e = snapshot_find(&l->cur_ix, key);
+    return e && e->src && e->src->ops->copies;
+}
+
 /* Any thread (the Redis source's, for a zone it drives): its DS to look for at its parent. */
 static void src_ds_want(void *ctx, const char *key, const char *origin,
                         const dnssec_kasp_ds_t *wants, size_t n, char *const *parents,
@@ -412,6 +436,7 @@ static int source_add(loader_t *l, const zone_source_ops_t *ops)
         .locate_ctx = l,
         .followed = src_followed,
         .followed_ctx = l,
+        .secondary = src_secondary,
         .ds_want = src_ds_want,
         .ds_want_ctx = l,
     };
@@ -1037,6 +1062,7 @@ void loader_free(loader_t *l)
     free(l->reread);
     stale_clear(l);
     free(l->stale);
+    free(l->cur_ix.slot);
     zone_kasp_free(l->kasp);
     view_db_geo_put(l->sgeo_v4);
     view_db_geo_put(l->sgeo_v6);

@@ -293,8 +293,10 @@ static int gather_add(gather_t *g, char *key, const config_zone_t *cz)
 
 /* Every catalog's members in table t, in one pass over it: g[i] for cfg's catalog i. A zone is
  * a member of the catalog its entry names, else of every catalog with members: all; never when
- * it is a secondary, a catalog, or unavailable. 0 or TERN_ENOMEM. */
-static int members_of(const zone_table_t *t, const config_t *cfg, const index_t *ix, gather_t *g)
+ * it is a secondary (configured, or env's: a catalog member consumed), a catalog, or
+ * unavailable. 0 or TERN_ENOMEM. */
+static int members_of(const zone_source_env_t *env, const zone_table_t *t, const config_t *cfg,
+                      const index_t *ix, gather_t *g)
 {
     for (size_t i = 0; i < zone_table_count(t); i++) {
         const zone_t *z = zone_table_at(t, i);
@@ -310,7 +312,8 @@ static int members_of(const zone_table_t *t, const config_t *cfg, const index_t 
             named = k ? catalog_of(ix, k) : -1;
             free(k);
         }
-        bool eligible = !(cz && cz->nprimaries) && catalog_of(ix, key) < 0;
+        bool eligible = !(cz && cz->nprimaries) && catalog_of(ix, key) < 0 &&
+                        !(env->secondary && env->secondary(env->followed_ctx, key));
         for (size_t c = 0; eligible && c < cfg->ncatalogs; c++) {
             bool in = named == -2 ? cfg->catalogs[c].members_all : named == (long)c;
             char *dup = in ? strdup(key) : NULL;
@@ -507,7 +510,7 @@ static void published(zone_source_t *src, const zone_table_t *t, const config_t 
     index_t x;
     gather_t *g = calloc(cfg->ncatalogs + 1, sizeof(*g));
     bool changed = false;
-    if (!g || index_init(&x, cfg) < 0 || members_of(t, cfg, &x, g) < 0) {
+    if (!g || index_init(&x, cfg) < 0 || members_of(&s->env, t, cfg, &x, g) < 0) {
         log_err("catalogs: out of memory; the catalogs keep their members until the next publish");
         for (size_t i = 0; g && i < cfg->ncatalogs; i++)
             members_free(g[i].m, g[i].n);

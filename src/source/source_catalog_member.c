@@ -161,6 +161,7 @@ const zone_source_ops_t source_catalog_member_ops = {
     .name = "catalog",
     .what = "the catalog members' zones",
     .previous = "members",
+    .copies = true,
     .new = new_source,
     .wait_first = wait_first,
     .apply = apply,

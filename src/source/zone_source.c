@@ -21,8 +21,8 @@
  * owns it), then the sources that add zones of their own (a configured zone of the same name
  * wins over theirs). Catalog members last: a configured or Redis zone of the same name wins. */
 static const zone_source_ops_t *const table[] = {
-    &source_primary_ops, &source_file_ops,  &source_json_ops,
-    &source_catalog_ops, &source_redis_ops, &source_aname_ops, &source_catalog_member_ops,
+    &source_primary_ops, &source_file_ops,  &source_json_ops,           &source_catalog_ops,
+    &source_redis_ops,   &source_aname_ops, &source_catalog_member_ops,
 };
 
 const zone_source_ops_t *const *zone_source_table(size_t *n)

@@ -241,6 +241,8 @@ def main():
     write_atomic(m9_path, zone_text("m9.test", 150, 'own IN TXT "from tern\'s own file"\n'))
     yaml = f"""log_level: info
 tsig_keys: [{{name: {KEY}, algorithm: hmac-sha256, secret: "{SECRET}"}}]
+catalogs:
+  - {{origin: mine.test, members: all, allow_transfer: [{LOOPBACK}]}}
 zones:
   - origin: m9.test
     file: "{m9_path}"
@@ -278,6 +280,18 @@ zones:
         r = query(tern.port, "own.m9.test", "TXT")
         expect(r.rcode() == dns.rcode.NOERROR and r.answer, "m9.test not from tern's file")
         expect(query(tern.port, "m9.test", "SOA").answer[0][0].serial == 150, "m9's serial")
+
+    def produced_without_members():
+        # tern's own catalog (members: all) lists its file zone, never the zones it holds as
+        # a consumer's copies, nor the catalogs it consumes
+        def members():
+            xfr = dns.query.xfr(LOOPBACK, "mine.test", port=tern.port, lifetime=10)
+            z = dns.zone.from_xfr(xfr)
+            return sorted(str(rd.target) for _, rds in z.iterate_rdatasets(dns.rdatatype.PTR)
+                          for rd in rds)
+        wait_until(lambda: "m9.test." in members(), CONVERGE, "mine.test lists m9.test")
+        got = members()
+        expect(got == ["m9.test."], "mine.test's members: %s" % got)
 
     def knot_member_added():
         knot.members.append("m3.test")
@@ -345,6 +359,7 @@ zones:
         run_checks(results, [
             ("knot_members", knot_members),
             ("configured_wins", configured_wins),
+            ("produced_without_members", produced_without_members),
             ("knot_member_added", knot_member_added),
             ("knot_member_removed", knot_member_removed),
             ("bind_group", bind_group),

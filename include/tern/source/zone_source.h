@@ -96,6 +96,11 @@ typedef struct zone_source_env {
     /* Loader thread: true when secondaries follow zone key (its transfer settings, tern/xfr) */
     bool (*followed)(void *ctx, const char *key);
     void *followed_ctx;
+    /* Loader thread: true when the zone served as key is one a source added that is a copy of
+     * another primary's (its ops' copies: a member of a catalog consumed), never offered as ours
+     * (catalogs). Configured zones: their config says (primary:). NULL: none are. Its context is
+     * followed_ctx. */
+    bool (*secondary)(void *ctx, const char *key);
     /* Any thread: zone key (origin: its name in presentation form), whose keys a source drives,
      * waits for wants[0..n) at its parent's servers, asked every interval seconds (n 0: for
      * nothing, the job is dropped): the loader's DS checker (tern/load's ds_check) asks them,
@@ -145,6 +150,9 @@ struct zone_source_ops {
     /* When a view with its changes cannot be built: "<name>: cannot publish <what>: <why>;
      * still serving the previous <previous>" */
     const char *what, *previous;
+    /* The zones it adds (zones()) are secondary copies of another primary's (catalog members):
+     * never listed in a catalog of ours (zone_source_env_t.secondary). */
+    bool copies;
     /** A source for the loader; NULL when out of memory. NULL: the source keeps nothing (no
      * state, no thread): a bare zone_source_t is made for it. */
     zone_source_t *(*new)(const zone_source_env_t *env);

@@ -345,6 +345,37 @@ static void test_source_no_entries(void **state)
     zone_source_free(s);
 }
 
+/* The loader's secondary(): members of a catalog tern consumes (not in the config, so nothing
+ * else says they are copies) are never offered in a catalog of ours. */
+static bool secondary_m(void *ctx, const char *key)
+{
+    (void)ctx;
+    return strcmp(key, "m.test") == 0;
+}
+
+static void test_source_consumed_members(void **state)
+{
+    (void)state;
+    const zone_source_env_t env = {.sink = {.poke = poke}, .secondary = secondary_m};
+    zone_source_t *s = zone_source_new(&source_catalog_ops, &env);
+    config_t cfg = config("catalogs:\n"
+                          "  - {origin: cat.example, members: all, allow_transfer: 127.0.0.1}\n");
+    static const char *const names[] = {"r.test", "m.test", NULL};
+    zone_table_t *t = table(names);
+    s->ops->published(s, t, &cfg);
+    char id[SOURCE_CATALOG_ID_LEN], name[128];
+    source_catalog_id("r.test", id);
+    snprintf(name, sizeof(name), "%s.zones.cat.example", id);
+    assert_true(ptr_is(served(s), name, "r.test."));
+    source_catalog_id("m.test", id);
+    snprintf(name, sizeof(name), "%s.zones.cat.example", id);
+    assert_null(rrset(served(s), name, WIRE_T_PTR));
+    assert_int_equal(served(s)->rr_count, 3 + 1);
+    zone_table_free(t);
+    config_free(&cfg);
+    zone_source_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -352,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_build),
         cmocka_unit_test(test_source),
         cmocka_unit_test(test_source_no_entries),
+        cmocka_unit_test(test_source_consumed_members),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
