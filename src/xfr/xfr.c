@@ -24,6 +24,7 @@
 #include "tern/zone/zone_table.h"
 
 #include "xfr_int.h"
+#include "xfr_tls.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -83,6 +84,9 @@ static void zst_free(struct zst *z)
     free(z->allow_notify.p);
     xfr_journal_free(z->journal);
     free(z->nt);
+    for (size_t k = 0; z->prim_tls && k < z->nprim; k++)
+        xfr_tls_release(z->prim_tls[k]);
+    free(z->prim_tls);
     free(z->prim);
     free(z->prim_key);
     free(z->file);
@@ -134,6 +138,19 @@ bool xfr_wanted(const config_t *cfg)
     return false;
 }
 
+/* Primary k of cz's TLS context (XoT). The config check read its files, so a failure here is
+ * a file changed since (or out of memory): logged, and the new settings are not taken
+ * (xfr_configure() fails, the previous ones stay) — never the primary reached in clear text. */
+static struct xfr_tls *prim_tls_new(const config_zone_t *cz, size_t k)
+{
+    char err[512];
+    xfr_tls_t *t = xfr_tls_new(cz->primaries[k].tls, err, sizeof(err));
+    if (!t)
+        log_err("xfr: zone %s: primary %s: TLS settings unusable: %s", cz->origin,
+                cz->primaries[k].text, err);
+    return t;
+}
+
 /* One zone's transfer settings from its config; key indexes into keys (the new config's). NULL
  * when out of memory. */
 static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys)
@@ -166,14 +183,18 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
     if (cz->nprimaries) {
         z->secondary = true;
         if (!(z->prim = calloc(cz->nprimaries, sizeof(*z->prim))) ||
-            !(z->prim_key = calloc(cz->nprimaries, sizeof(int))))
+            !(z->prim_key = calloc(cz->nprimaries, sizeof(int))) ||
+            !(z->prim_tls = calloc(cz->nprimaries, sizeof(*z->prim_tls))))
             goto fail;
+        z->nprim = cz->nprimaries;
         for (size_t k = 0; k < cz->nprimaries; k++) {
             z->prim[k] = cz->primaries[k];
             z->prim[k].key = NULL;
+            z->prim[k].tls = NULL; /* the config's; prim_tls is ours */
             z->prim_key[k] = key_index(keys, nkeys, cz->primaries[k].key);
+            if (cz->primaries[k].tls && !(z->prim_tls[k] = prim_tls_new(cz, k)))
+                goto fail;
         }
-        z->nprim = cz->nprimaries;
         if (cz->file && !(z->file = strdup(cz->file)))
             goto fail;
     }

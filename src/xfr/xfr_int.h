@@ -97,6 +97,7 @@ struct zst {
     bool secondary;
     config_xfr_peer_t *prim; /* keys: see prim_key */
     int *prim_key;
+    struct xfr_tls **prim_tls; /* XoT: each primary's TLS context (xfr_tls.h), NULL: clear */
     size_t nprim, cur_prim;
     config_prefix_list_t allow_notify;
     char *file;
