@@ -215,7 +215,7 @@ static bool has_tls_key(parse_ctx_t *pc, const yaml_node_t *n)
     return false;
 }
 
-/* XoT's port (RFC 9103 §7.1: DoT's, RFC 7858 §3.1) for a primary with tls and no port given */
+/* XoT's port (RFC 9103 §7.3: DoT's, RFC 7858 §3.1) for a primary with tls and no port given */
 #define XOT_PORT 853
 
 static int get_peer(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_xfr_peer_t *p,

@@ -154,8 +154,8 @@ typedef struct {
     size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
     char key_name[DNAME_KEY_MAX];
     /* XoT: the primary's TLS context (NULL: clear text), the stream the SOA query opened (the
-     * transfer follows on it, RFC 9103 §5.1 reuse), and how the last handshake went, for the
-     * log */
+     * transfer follows on it: RFC 9103 §6 lets one connection carry both), and how the last
+     * handshake went, for the log */
     xfr_tls_t *tls;
     xconn_t conn;
     char tls_desc[256];

@@ -104,7 +104,7 @@ xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, char *err, size_t errlen)
         goto fail;
     }
     SSL_CTX_set_ex_data(t->ctx, ctx_index, t);
-    /* RFC 9103 §7.1: XoT is TLS 1.3 or later; a primary offering less is refused */
+    /* RFC 9103 §7.2: XoT is TLS 1.3 or later; a primary offering less is refused */
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION);
     SSL_CTX_set_alpn_protos(t->ctx, ALPN_DOT, sizeof(ALPN_DOT));
     /* messages are length-framed (RFC 1035 §4.2.2): a cut is seen by the reader, and primaries

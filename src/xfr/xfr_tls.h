@@ -2,8 +2,8 @@
  * xfr_tls.h — the TLS client of zone transfers in (XoT, RFC 9103): private to src/xfr.
  *
  * Owns one OpenSSL client context per configured primary with `tls` (xfr_tls_t): TLS 1.3 only
- * (RFC 9103 §7.1), ALPN "dot", the CA store, our certificate for mutual TLS, the identities to
- * check (name, pins) and the last session ticket, so each pull from that primary resumes the
+ * (RFC 9103 §7.2), ALPN "dot" (§7.1), the CA store, our certificate for mutual TLS, the identities
+ * to check (name, pins) and the last session ticket, so each pull from that primary resumes the
  * previous session. A connection (xfr_tls_conn_t) is stepped without blocking: each call either
  * makes progress or says which readiness (POLLIN or POLLOUT) it waits for, and the caller waits
  * for it with its own deadline and stop flag (xfr_secondary.c's wait_fd()); nothing here waits.
