@@ -28,6 +28,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True
 import run  # noqa: E402
+from xfr import TernX  # noqa: E402
 
 ORIGIN = run.ORIGIN.rstrip(".")
 
@@ -84,26 +85,11 @@ zone "{ORIGIN}" {{ type primary; file "{self.zonefile}"; }};
                 os.path.join(d, "named.conf")]
 
 
-class TernSec(run.Server):
-    name = "tern"
-
-    def __init__(self, args, workdir, primary):
-        super().__init__(args, None, workdir)
-        self.primary = primary
-
-    def argv(self):
-        conf = os.path.join(self.dir, "ternd.yaml")
-        with open(conf, "w") as f:
-            f.write('listen: ["127.0.0.1:%d"]\nworkers: 1\nallow_root: true\n' % self.port)
-            f.write("xfr_timeout_ms: 60000\nzones:\n  - origin: %s\n    primary: %s\n" % (
-                ORIGIN, self.primary))
-        return [self.args.ternd, "-c", conf]
-
-
 def pull(args, primary):
     """ternd as secondary of primary: (seconds exec to serving, its CPU seconds then)."""
     d = tempfile.mkdtemp(prefix="xot-s-", dir=os.path.join(run.CACHE, "run"))
-    r = run.Running(TernSec(args, d, primary))
+    extra = "xfr_timeout_ms: 60000\nzones:\n  - origin: %s\n    primary: %s\n" % (ORIGIN, primary)
+    r = run.Running(TernX(args, None, d, extra))
     try:
         deadline = r.t0 + 600
         while time.monotonic() < deadline:

@@ -13,6 +13,8 @@ ca-file). One ternd is the secondary of:
   opp.test     opportunistic, name wrong.example    -> transferred all the same
   mtls.test    strict, our certificate and key, from the mutual-TLS port
   nocert.test  strict, no certificate, from the mutual-TLS port -> refused by BIND
+  stall.test   from a port written here that accepts and never says a word (a stalled TLS
+               primary: the handshake hangs)
 
 Checks:
   strict_name_tsig     good.test served as BIND has it; the log says "over TLSv1.3"
@@ -23,6 +25,8 @@ Checks:
                        the primary and the reason; nothing reached BIND's transfer log for them
   opportunistic        opp.test served though the name is wrong; the log says unauthenticated
   mutual_tls           mtls.test served; nocert.test not
+  stalled_primary      stall.test's handshake ends at xfr_timeout_ms (logged); SIGTERM while one
+                       hangs: ternd exits 0 within 2 s
   wire_clear_of_dns    (in a network namespace made here) BIND and tern run there, every frame
                        on its lo is captured (AF_PACKET) through the first transfer and an IXFR:
                        no record name or address of the zone in the bytes, no datagram to BIND,
@@ -168,7 +172,51 @@ logging {{ category xfer-out {{ default_stderr; }}; category notify {{ default_s
         self.proc.send_signal(1)
 
 
-def tern_yaml(named, pki, pins, log_level="info"):
+class Staller:
+    """A TCP port that accepts and says nothing (a TLS primary stalled before its ServerHello);
+    counts the connections open now."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((LOOPBACK, 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.stop_flag = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop_flag:
+            try:
+                c, _ = self.sock.accept()
+                c.setblocking(False)
+                self.conns.append(c)
+            except socket.timeout:
+                pass
+
+    def open_now(self):
+        """Connections the client has not closed."""
+        n = 0
+        for c in self.conns:
+            try:
+                n += c.recv(65536, socket.MSG_PEEK) != b"" or 0
+            except BlockingIOError:
+                n += 1  # nothing to read: still open
+            except OSError:
+                pass
+        return n
+
+    def stop(self):
+        self.stop_flag = True
+        self.t.join(timeout=5)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def tern_yaml(named, pki, pins, log_level="info", stall_port=None):
     tls = f'ca: "{pki}/ca.pem"'
     prim = {
         "good.test": f'{{address: "{LOOPBACK}@{named.tls_port}", key: xfr-key, tls: {{mode: '
@@ -185,6 +233,8 @@ def tern_yaml(named, pki, pins, log_level="info"):
         "nocert.test": f'{{address: "{LOOPBACK}@{named.mtls_port}", tls: {{name: '
                        f'primary.example, {tls}}}}}',
     }
+    if stall_port:
+        prim["stall.test"] = f'{{address: "{LOOPBACK}@{stall_port}", tls: {{mode: opportunistic}}}}'
     y = f"""log_level: {log_level}
 xfr_timeout_ms: 3000
 tsig_keys:
@@ -239,20 +289,23 @@ def run_loopback(args, work, results):
     named = Named(work, ZONES_OK + list(ZONES_REFUSED) + ["nocert.test"], pki, tern_port)
     for z in named.zones_list:
         named.write_zone(z, 1)
-    tern = Tern(work, args.ternd, tern_yaml(named, pki, pins, "debug"), port=tern_port)
+    staller = Staller()
+    tern = Tern(work, args.ternd, tern_yaml(named, pki, pins, "debug", staller.port),
+                port=tern_port)
     try:
         named.start("good.test")
         tern.start_plain()
-        checks_loopback(results, named, tern)
+        checks_loopback(results, named, tern, staller)
     finally:
         tern.stop()
         named.stop()
+        staller.stop()
         if any(err for _, err in results):
             print("--- named ---\n" + named.log_text(6000))
             print("--- tern ---\n" + tern.log_text(12000))
 
 
-def checks_loopback(results, named, tern):
+def checks_loopback(results, named, tern, staller):
     port = tern.port
 
     def strict_name_tsig():
@@ -294,10 +347,24 @@ def checks_loopback(results, named, tern):
                    "nocert.test refused")
         expect(serial(port, "nocert.test") is None, "nocert.test not served")
 
+    def stalled_primary():
+        wait_until(lambda: tern.log_has(
+            "zone stall.test: refresh failed: %s@%d: TLS to %s@%d: not done in 3000 ms "
+            "(xfr_timeout_ms)" % (LOOPBACK, staller.port, LOOPBACK, staller.port)), WAIT,
+            "the stalled handshake given up at xfr_timeout_ms")
+        # SIGTERM while a handshake hangs (the retry comes every 5 s and waits 3 s)
+        wait_until(lambda: staller.open_now() > 0, WAIT, "a handshake hanging")
+        t0 = time.monotonic()
+        tern.stop()
+        took = time.monotonic() - t0
+        expect(tern.proc.returncode == 0, "ternd exit status %s" % tern.proc.returncode)
+        expect(took < 2.0, "SIGTERM took %.2f s with a handshake hanging" % took)
+        print("  SIGTERM with a TLS handshake hanging: exit in %.2f s" % took)
+
     for name, fn in (("strict_name_tsig", strict_name_tsig),
                      ("ixfr_after_notify", ixfr_after_notify), ("strict_pin", strict_pin),
                      ("strict_refusals", strict_refusals), ("opportunistic", opportunistic),
-                     ("mutual_tls", mutual_tls)):
+                     ("mutual_tls", mutual_tls), ("stalled_primary", stalled_primary)):
         run_check(results, name, fn)
 
 
