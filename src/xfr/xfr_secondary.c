@@ -182,6 +182,8 @@ static int step_failed(const pull_t *p, int rc, int64_t step, const char *what, 
 {
     if (__atomic_load_n(&p->x->stop, __ATOMIC_ACQUIRE))
         snprintf(err, errlen, "%s: stopped (shutting down)", what);
+    else if (rc == TERN_EPROTO && p->conn.tls && xfr_tls_conn_error(p->conn.tls)[0])
+        snprintf(err, errlen, "%s: %s", what, xfr_tls_conn_error(p->conn.tls));
     else if (rc != TERN_ETIMEDOUT)
         snprintf(err, errlen, "%s: %s", what, tern_strerror(rc));
     else if (step >= p->until)
@@ -273,8 +275,9 @@ static int soa_over_tls(pull_t *p, uint8_t *m, size_t n, uint8_t *r, size_t cap,
     if (rc < 0) {
         char what[96];
         snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
+        step_failed(p, rc, step, what, err, errlen);
         conn_close(&p->conn);
-        return step_failed(p, rc, step, what, err, errlen);
+        return rc;
     }
     return 0;
 }
@@ -294,6 +297,44 @@ static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
     return rc;
 }
 
+/* The SOA query m (n bytes, room for 1024 + 2) to p's primary and the answer with its id into r
+ * (cap bytes): over UDP, or over the TLS stream when the primary has tls (the transfer then
+ * follows on it: never a datagram in clear). The answer's length, or a negative code, err set. */
+static ssize_t soa_roundtrip(pull_t *p, uint8_t *m, size_t n, uint16_t id, uint8_t *r, size_t cap,
+                             char *err, size_t errlen)
+{
+    if (p->tls) {
+        size_t len = 0;
+        int rc = soa_over_tls(p, m, n, r, cap, &len, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (len < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR)) {
+            snprintf(err, errlen, "SOA answer from %s: not an answer to the query", p->peer.text);
+            return TERN_EPROTO;
+        }
+        return (ssize_t)len;
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
+    int64_t step;
+    int fd = pull_connect(p, SOCK_DGRAM, what, &step, err, errlen);
+    if (fd < 0)
+        return fd;
+    (void)send(fd, m, n, MSG_NOSIGNAL);
+    for (;;) {
+        int wr = wait_fd(p->x, fd, POLLIN, step);
+        if (wr != 1) {
+            close(fd);
+            return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
+        }
+        ssize_t k = recv(fd, r, cap, 0);
+        if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR))
+            continue;
+        close(fd);
+        return k;
+    }
+}
+
 static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
                         uint32_t *serial, char *err, size_t errlen)
 {
@@ -301,78 +342,46 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
         snprintf(err, errlen, "cannot sign the SOA query");
         return TERN_EINVAL;
     }
-    char what[96];
-    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
-    int64_t step;
-    int fd = -1;
-    /* with tls, the query goes over the TLS stream the transfer then uses: never a datagram in
-     * clear */
-    if (!p->tls && (fd = pull_connect(p, SOCK_DGRAM, what, &step, err, errlen)) < 0)
-        return fd;
-    if (fd >= 0)
-        (void)send(fd, m, n, MSG_NOSIGNAL);
-    for (;;) {
-        uint8_t r[4096];
-        ssize_t k;
-        if (p->tls) {
-            size_t tl = 0;
-            int rc = soa_over_tls(p, m, n, r, sizeof(r), &tl, err, errlen);
-            if (rc < 0)
-                return rc;
-            k = (ssize_t)tl;
-            if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR)) {
-                snprintf(err, errlen, "SOA answer from %s: not an answer to the query",
-                         p->peer.text);
-                return TERN_EPROTO;
-            }
-        } else {
-            int wr = wait_fd(p->x, fd, POLLIN, step);
-            if (wr != 1) {
-                close(fd);
-                return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
-            }
-            k = recv(fd, r, sizeof(r), 0);
-            if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR))
-                continue;
-            close(fd);
+    uint8_t r[4096];
+    ssize_t k = soa_roundtrip(p, m, n, id, r, sizeof(r), err, errlen);
+    if (k < 0)
+        return (int)k;
+    size_t len = (size_t)k;
+    if (p->has_key) {
+        size_t stripped = len;
+        int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
+        if (rc != 0) {
+            snprintf(err, errlen, "SOA answer from %s: TSIG: %s%s%s", p->peer.text,
+                     tsig_strerror(rc), rc == TSIG_EPEER ? " " : "",
+                     rc == TSIG_EPEER ? tsig_error_name(ctxp->peer_error) : "");
+            return TERN_EACCES;
         }
-        size_t len = (size_t)k;
-        if (p->has_key) {
-            size_t stripped = len;
-            int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
-            if (rc != 0) {
-                snprintf(err, errlen, "SOA answer from %s: TSIG: %s%s%s", p->peer.text,
-                         tsig_strerror(rc), rc == TSIG_EPEER ? " " : "",
-                         rc == TSIG_EPEER ? tsig_error_name(ctxp->peer_error) : "");
-                return TERN_EACCES;
-            }
-            len = stripped;
-        }
-        unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
-        if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
-            snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
-                     tern_rd16(r + 6));
-            return TERN_EPROTO;
-        }
-        size_t pos = 12;
-        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
-            snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
-            return TERN_EPROTO;
-        }
-        pos += 4;
-        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
-            tern_rd16(r + pos) != WIRE_T_SOA) {
-            snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
-            return TERN_EPROTO;
-        }
-        size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
-        if (len - rd < rdlen || rdlen < 22) {
-            snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
-            return TERN_EPROTO;
-        }
-        *serial = tern_rd32(r + rd + rdlen - 20);
-        return 0;
+        len = stripped;
     }
+    unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
+    if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
+        snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
+                 tern_rd16(r + 6));
+        return TERN_EPROTO;
+    }
+    size_t pos = 12;
+    if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
+        snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
+        return TERN_EPROTO;
+    }
+    pos += 4;
+    if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
+        tern_rd16(r + pos) != WIRE_T_SOA) {
+        snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
+        return TERN_EPROTO;
+    }
+    size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
+    if (len - rd < rdlen || rdlen < 22) {
+        snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
+        return TERN_EPROTO;
+    }
+    *serial = tern_rd32(r + rd + rdlen - 20);
+    return 0;
 }
 
 /* p's AXFR or IXFR request into q (room for RBUF_CAP), unsigned; returns its length. */

@@ -37,6 +37,7 @@ struct xfr_tls_conn {
     SSL *ssl;
     bool done;        /* handshake and checks passed */
     char unauth[200]; /* opportunistic: why it is not authenticated ("" if it is or not asked) */
+    char error[160];  /* the last TLS error after the handshake (an alert), "" if none */
 };
 
 /* ALPN for XoT (RFC 9103 §7.1: "dot", as DoT, RFC 7858) in wire form */
@@ -310,10 +311,15 @@ ssize_t xfr_tls_io(xfr_tls_conn_t *c, void *buf, size_t len, bool wr, short *wan
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         return TERN_ECONNRESET;
-    default:
-        ERR_clear_error();
+    default: /* e.g. the primary's alert: "tlsv13 alert certificate required" */
+        ssl_reason(c->error, sizeof(c->error), "TLS");
         return TERN_EPROTO;
     }
+}
+
+const char *xfr_tls_conn_error(const xfr_tls_conn_t *c)
+{
+    return c->error;
 }
 
 const char *xfr_tls_conn_describe(const xfr_tls_conn_t *c, char *buf, size_t len)

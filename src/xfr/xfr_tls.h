@@ -65,6 +65,10 @@ int xfr_tls_handshake(xfr_tls_conn_t *c, char *err, size_t errlen) TERN_WUR;
  */
 ssize_t xfr_tls_io(xfr_tls_conn_t *c, void *buf, size_t len, bool wr, short *want) TERN_WUR;
 
+/** The reason of the last TLS error xfr_tls_io() returned TERN_EPROTO for ("TLS: ..." with
+ * OpenSSL's words, e.g. the primary's alert), "" if none. */
+const char *xfr_tls_conn_error(const xfr_tls_conn_t *c);
+
 /** After a completed handshake: "TLSv1.3, resumed" or "TLSv1.3" and, in opportunistic mode,
  * "; unauthenticated: <why>" when a configured check failed, into buf; returns buf. */
 const char *xfr_tls_conn_describe(const xfr_tls_conn_t *c, char *buf, size_t len);

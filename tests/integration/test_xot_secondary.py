@@ -346,6 +346,9 @@ def checks_loopback(results, named, tern, staller):
         wait_until(lambda: tern.log_has("zone nocert.test: refresh failed"), WAIT,
                    "nocert.test refused")
         expect(serial(port, "nocert.test") is None, "nocert.test not served")
+        line = [x for x in tern.log_text(400000).splitlines()
+                if "zone nocert.test: refresh failed" in x][0]
+        print("  " + line)
 
     def stalled_primary():
         wait_until(lambda: tern.log_has(
