@@ -138,22 +138,53 @@ bool xfr_wanted(const config_t *cfg)
     return false;
 }
 
-/* Primary k of cz's TLS context (XoT). The config check read its files, so a failure here is
- * a file changed since (or out of memory): logged, and the new settings are not taken
- * (xfr_configure() fails, the previous ones stay) — never the primary reached in clear text. */
-static struct xfr_tls *prim_tls_new(const config_zone_t *cz, size_t k)
+/* The TLS contexts one xfr_configure() has made: a primary named by many zones with the same tls
+ * settings (a catalog's members all come from one) gets one context — one CA store in memory, one
+ * session its pulls resume — not one per zone. The set holds a reference to each. */
+typedef struct {
+    struct xfr_tls **t;
+    size_t n, cap;
+} tls_set_t;
+
+static void tls_set_free(tls_set_t *ts)
 {
+    for (size_t i = 0; i < ts->n; i++)
+        xfr_tls_release(ts->t[i]);
+    free(ts->t);
+}
+
+/* Primary k of cz's TLS context (XoT): one of ts, or a new one added to it. The config check
+ * read its files, so a failure here is a file changed since (or out of memory): logged, and the
+ * new settings are not taken (xfr_configure() fails, the previous ones stay) — never the
+ * primary reached in clear text. */
+static struct xfr_tls *prim_tls_new(const config_zone_t *cz, size_t k, tls_set_t *ts)
+{
+    const config_xfr_peer_t *p = &cz->primaries[k];
+    for (size_t i = 0; i < ts->n; i++)
+        if (xfr_tls_matches(ts->t[i], p->text, p->tls))
+            return xfr_tls_retain(ts->t[i]);
+    if (ts->n == ts->cap) {
+        size_t cap = ts->cap ? 2 * ts->cap : 8;
+        struct xfr_tls **n = realloc(ts->t, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        ts->t = n;
+        ts->cap = cap;
+    }
     char err[512];
-    xfr_tls_t *t = xfr_tls_new(cz->primaries[k].tls, err, sizeof(err));
-    if (!t)
-        log_err("xfr: zone %s: primary %s: TLS settings unusable: %s", cz->origin,
-                cz->primaries[k].text, err);
-    return t;
+    xfr_tls_t *t = xfr_tls_new(p->tls, p->text, err, sizeof(err));
+    if (!t) {
+        log_err("xfr: zone %s: primary %s: TLS settings unusable: %s", cz->origin, p->text, err);
+        return NULL;
+    }
+    ts->t[ts->n++] = t;
+    return xfr_tls_retain(t);
 }
 
 /* One zone's transfer settings from its config; key indexes into keys (the new config's). NULL
  * when out of memory. */
-static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys)
+static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys,
+                           tls_set_t *ts)
 {
     struct zst *z = calloc(1, sizeof(*z));
     if (!z)
@@ -192,7 +223,7 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
             z->prim[k].key = NULL;
             z->prim[k].tls = NULL; /* the config's; prim_tls is ours */
             z->prim_key[k] = key_index(keys, nkeys, cz->primaries[k].key);
-            if (cz->primaries[k].tls && !(z->prim_tls[k] = prim_tls_new(cz, k)))
+            if (cz->primaries[k].tls && !(z->prim_tls[k] = prim_tls_new(cz, k, ts)))
                 goto fail;
         }
         if (cz->file && !(z->file = strdup(cz->file)))
@@ -300,6 +331,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             return TERN_ENOMEM;
         memcpy(keys, cfg->tsig_keys, nkeys * sizeof(*keys));
     }
+    tls_set_t ts = {0};
     struct zst **zs = calloc(cfg->nzones + 1, sizeof(*zs));
     if (!zs)
         goto nomem;
@@ -307,10 +339,11 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
         const config_zone_t *cz = &cfg->zones[i];
         if (!cz->nprimaries && !cz->nnotify && !cz->allow_transfer.n)
             continue;
-        if (!(zs[n] = zst_new(cz, keys, nkeys)))
+        if (!(zs[n] = zst_new(cz, keys, nkeys, &ts)))
             goto nomem;
         n++;
     }
+    tls_set_free(&ts); /* the zones hold theirs */
     pthread_mutex_lock(&x->mu);
     /* the journals' bounds first: zst_journals() makes the new zones' journals with them */
     x->journal_versions = cfg->xfr_journal_versions;
@@ -337,6 +370,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     }
     return 0;
 nomem:
+    tls_set_free(&ts);
     for (size_t i = 0; i < n; i++)
         zst_free(zs[i]);
     free(zs);

@@ -5,6 +5,7 @@
  */
 #include "xfr_tls.h"
 
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -23,6 +24,8 @@ struct xfr_tls {
     unsigned refs; /* atomic */
     SSL_CTX *ctx;
     config_xfr_tls_mode_t mode;
+    char peer[INET6_ADDRSTRLEN + 8]; /* what it was made for (xfr_tls_matches()) */
+    char *ca, *certificate, *key;
     char *name;
     uint8_t pins[CONFIG_XFR_TLS_PINS_MAX][32];
     size_t npins;
@@ -83,7 +86,27 @@ static int new_session(SSL *ssl, SSL_SESSION *sess)
     return 1;
 }
 
-xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, char *err, size_t errlen)
+/* a copy of s (NULL stays NULL) into *d: false when out of memory */
+static bool dup_opt(char **d, const char *s)
+{
+    *d = s ? strdup(s) : NULL;
+    return !s || *d;
+}
+
+static bool same_opt(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool xfr_tls_matches(const xfr_tls_t *t, const char *peer, const config_xfr_tls_t *cfg)
+{
+    return strcmp(t->peer, peer) == 0 && t->mode == cfg->mode && same_opt(t->name, cfg->name) &&
+           t->npins == cfg->npins && memcmp(t->pins, cfg->pins, sizeof(t->pins)) == 0 &&
+           same_opt(t->ca, cfg->ca) && same_opt(t->certificate, cfg->certificate) &&
+           same_opt(t->key, cfg->key);
+}
+
+xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, const char *peer, char *err, size_t errlen)
 {
     pthread_once(&index_once, make_indexes);
     xfr_tls_t *t = calloc(1, sizeof(*t));
@@ -96,7 +119,9 @@ xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, char *err, size_t errlen)
     t->mode = cfg->mode;
     t->npins = cfg->npins;
     memcpy(t->pins, cfg->pins, sizeof(t->pins));
-    if (cfg->name && !(t->name = strdup(cfg->name))) {
+    snprintf(t->peer, sizeof(t->peer), "%s", peer);
+    if (!dup_opt(&t->name, cfg->name) || !dup_opt(&t->ca, cfg->ca) ||
+        !dup_opt(&t->certificate, cfg->certificate) || !dup_opt(&t->key, cfg->key)) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -158,6 +183,9 @@ void xfr_tls_release(xfr_tls_t *t)
     SSL_CTX_free(t->ctx);
     pthread_mutex_destroy(&t->mu);
     free(t->name);
+    free(t->ca);
+    free(t->certificate);
+    free(t->key);
     free(t);
 }
 

@@ -34,10 +34,15 @@
 typedef struct xfr_tls xfr_tls_t;
 typedef struct xfr_tls_conn xfr_tls_conn_t;
 
-/** A client context for a primary with settings cfg (copied: cfg may go). NULL with err set
- * when a file cannot be used (the config check read them once already) or out of memory. The
- * caller holds the one reference. */
-xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, char *err, size_t errlen) TERN_WUR;
+/** A client context for primary peer ("ADDR@PORT") with settings cfg (copied: cfg may go). NULL
+ * with err set when a file cannot be used (the config check read them once already) or out of
+ * memory. The caller holds the one reference. */
+xfr_tls_t *xfr_tls_new(const config_xfr_tls_t *cfg, const char *peer, char *err,
+                       size_t errlen) TERN_WUR;
+
+/** Whether t was made for peer with the same settings as cfg: then it serves there too (one
+ * context, one CA store and one session per primary, however many zones name it). */
+bool xfr_tls_matches(const xfr_tls_t *t, const char *peer, const config_xfr_tls_t *cfg);
 
 /** Another reference to t (t may be NULL); returns t. */
 xfr_tls_t *xfr_tls_retain(xfr_tls_t *t);

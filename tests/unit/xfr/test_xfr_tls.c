@@ -287,7 +287,7 @@ static xfr_tls_t *client(config_xfr_tls_mode_t mode, const char *name, const cha
         cfg.key = keyp;
     }
     char err[256];
-    xfr_tls_t *t = xfr_tls_new(&cfg, err, sizeof(err));
+    xfr_tls_t *t = xfr_tls_new(&cfg, "127.0.0.1@853", err, sizeof(err));
     if (!t)
         fail_msg("xfr_tls_new: %s", err);
     return t;
@@ -420,13 +420,44 @@ static void test_bad_files(void **state)
     (void)state;
     char err[256] = "";
     config_xfr_tls_t cfg = {.name = "primary.example", .ca = "/nonexistent/ca.pem"};
-    assert_null(xfr_tls_new(&cfg, err, sizeof(err)));
+    assert_null(xfr_tls_new(&cfg, "127.0.0.1@853", err, sizeof(err)));
     assert_non_null(strstr(err, "/nonexistent/ca.pem"));
     char cap[128];
     snprintf(cap, sizeof(cap), "%s/ca.pem", dir);
     config_xfr_tls_t c2 = {.name = "primary.example", .certificate = cap, .key = cap};
-    assert_null(xfr_tls_new(&c2, err, sizeof(err))); /* a certificate is no private key */
+    assert_null(xfr_tls_new(&c2, "127.0.0.1@853", err, sizeof(err))); /* no private key */
     assert_non_null(strstr(err, cap));
+}
+
+/* one context serves every zone naming the same primary with the same settings */
+static void test_matches(void **state)
+{
+    (void)state;
+    char err[256], ca[128];
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    config_xfr_tls_t cfg = {.name = "primary.example", .ca = ca, .npins = 1};
+    cfg.pins[0][0] = 7;
+    xfr_tls_t *t = xfr_tls_new(&cfg, "192.0.2.1@853", err, sizeof(err));
+    assert_non_null(t);
+    char ca2[128];
+    snprintf(ca2, sizeof(ca2), "%s", ca); /* equal text, another buffer */
+    config_xfr_tls_t same = cfg;
+    same.ca = ca2;
+    assert_true(xfr_tls_matches(t, "192.0.2.1@853", &same));
+    assert_false(xfr_tls_matches(t, "192.0.2.2@853", &same)); /* another primary */
+    config_xfr_tls_t d = same;
+    d.mode = CONFIG_XFR_TLS_OPPORTUNISTIC;
+    assert_false(xfr_tls_matches(t, "192.0.2.1@853", &d));
+    d = same;
+    d.pins[0][0] = 8;
+    assert_false(xfr_tls_matches(t, "192.0.2.1@853", &d));
+    d = same;
+    d.name = "other.example";
+    assert_false(xfr_tls_matches(t, "192.0.2.1@853", &d));
+    d = same;
+    d.ca = NULL;
+    assert_false(xfr_tls_matches(t, "192.0.2.1@853", &d));
+    xfr_tls_release(t);
 }
 
 int main(void)
@@ -435,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_strict_name),   cmocka_unit_test(test_strict_refusals),
         cmocka_unit_test(test_opportunistic), cmocka_unit_test(test_tls13_required),
         cmocka_unit_test(test_mutual),        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_matches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
