@@ -198,11 +198,13 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
                         uint32_t *serial, char *err, size_t errlen);
 
 /* A socket of type to p's primary for an exchange that starts now: the exchange's total
- * deadline set, the first step's in *step, connected within it (UDP: at once). The socket, or a
- * negative code with err set for what. */
-static int pull_connect(pull_t *p, int type, const char *what, int64_t *step, char *err,
-                        size_t errlen)
+ * deadline set, the first step's in *step, connected within it (UDP: at once). what (wlen bytes)
+ * gets "<verb> <primary>", the step's name in errors. The socket, or a negative code with err
+ * set. */
+static int pull_connect(pull_t *p, int type, const char *verb, char *what, size_t wlen,
+                        int64_t *step, char *err, size_t errlen)
 {
+    snprintf(what, wlen, "%s %s", verb, p->peer.text);
     p->until = tern_monotonic_ms() + p->total_ms;
     *step = step_end(p);
     int fd = connect_to(p->x, &p->peer, type, *step);
@@ -219,9 +221,8 @@ static int pull_stream(pull_t *p, char *err, size_t errlen)
         return 0;
     }
     char what[96];
-    snprintf(what, sizeof(what), "connect to %s", p->peer.text);
     int64_t step;
-    int fd = pull_connect(p, SOCK_STREAM, what, &step, err, errlen);
+    int fd = pull_connect(p, SOCK_STREAM, "connect to", what, sizeof(what), &step, err, errlen);
     if (fd < 0)
         return fd;
     p->conn.fd = fd;
@@ -315,9 +316,8 @@ static ssize_t soa_roundtrip(pull_t *p, uint8_t *m, size_t n, uint16_t id, uint8
         return (ssize_t)len;
     }
     char what[96];
-    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
     int64_t step;
-    int fd = pull_connect(p, SOCK_DGRAM, what, &step, err, errlen);
+    int fd = pull_connect(p, SOCK_DGRAM, "SOA query to", what, sizeof(what), &step, err, errlen);
     if (fd < 0)
         return fd;
     (void)send(fd, m, n, MSG_NOSIGNAL);

@@ -172,29 +172,49 @@ logging {{ category xfer-out {{ default_stderr; }}; category notify {{ default_s
         self.proc.send_signal(1)
 
 
-class Staller:
-    """A TCP port that accepts and says nothing (a TLS primary stalled before its ServerHello);
-    counts the connections open now."""
+class SocketThread:
+    """A socket served by a thread of its own until stop(): take() each time it is ready (a
+    timeout of 0.2 s between, so stop() is prompt)."""
 
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind((LOOPBACK, 0))
-        self.sock.listen(16)
+    def __init__(self, sock):
+        self.sock = sock
         self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
         self.stop_flag = False
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
+    def take(self):
+        raise NotImplementedError
+
     def run(self):
         while not self.stop_flag:
             try:
-                c, _ = self.sock.accept()
-                c.setblocking(False)
-                self.conns.append(c)
+                self.take()
             except socket.timeout:
-                pass
+                continue
+
+    def stop(self):
+        self.stop_flag = True
+        self.t.join(timeout=5)
+        self.sock.close()
+
+
+class Staller(SocketThread):
+    """A TCP port that accepts and says nothing (a TLS primary stalled before its ServerHello);
+    counts the connections open now."""
+
+    def __init__(self):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind((LOOPBACK, 0))
+        sock.listen(16)
+        self.port = sock.getsockname()[1]
+        self.conns = []
+        super().__init__(sock)
+
+    def take(self):
+        c, _ = self.sock.accept()
+        c.setblocking(False)
+        self.conns.append(c)
 
     def open_now(self):
         """Connections the client has not closed."""
@@ -209,11 +229,9 @@ class Staller:
         return n
 
     def stop(self):
-        self.stop_flag = True
-        self.t.join(timeout=5)
+        super().stop()
         for c in self.conns:
             c.close()
-        self.sock.close()
 
 
 def tern_yaml(named, pki, pins, log_level="info", stall_port=None):
@@ -376,29 +394,17 @@ def checks_loopback(results, named, tern, staller):
 ETH_P_ALL = 0x0003
 
 
-class Capture:
+class Capture(SocketThread):
     """Every frame on lo (this process's network namespace) while running."""
 
     def __init__(self):
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.sock.bind(("lo", 0))
-        self.sock.settimeout(0.2)
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        sock.bind(("lo", 0))
         self.frames = []
-        self.stop_flag = False
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
+        super().__init__(sock)
 
-    def run(self):
-        while not self.stop_flag:
-            try:
-                self.frames.append(self.sock.recv(262144))
-            except socket.timeout:
-                continue
-
-    def stop(self):
-        self.stop_flag = True
-        self.t.join(timeout=5)
-        self.sock.close()
+    def take(self):
+        self.frames.append(self.sock.recv(262144))
 
 
 def parse_frames(frames):
