@@ -311,6 +311,13 @@ int config_zone_catalog_copy(config_zone_t *dst, const config_zone_t *src) TERN_
 int config_catalog_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;
 /** --help rows: catalog_consumer's keys and a group's, indented by depth. */
 void config_catalog_print(FILE *out, int depth);
+/* A primary's `tls` mapping at n (config_xfr_tls.c): parsed and its files checked, into *out
+ * (config_xfr_tls_free()). Errors are "key: tls: ...". */
+int config_get_xfr_tls(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
+                       config_xfr_tls_t **out) TERN_WUR;
+/* A deep copy of src (NULL: none) into *dst. 0 or TERN_ENOMEM. */
+int config_xfr_tls_copy(config_xfr_tls_t **dst, const config_xfr_tls_t *src) TERN_WUR;
+void config_xfr_tls_free(config_xfr_tls_t *t);
 
 /** An acl mapping named key at n (or null: none) into a, replacing every setting; errors are
  * "key: allow[2]: ...". */

@@ -194,18 +194,44 @@ int config_parse_xfr_peer(config_xfr_peer_t *p, const char *text)
     return 0;
 }
 
-enum { PEER_ADDRESS, PEER_KEY, PEER_COUNT };
+/* A peer's keys. `tls` (a primary's, XoT) is last: a mapping without it is read with the first
+ * two only, so its errors read as they did before XoT (a peer without tls is what it was). */
+enum { PEER_ADDRESS, PEER_KEY, PEER_TLS, PEER_COUNT };
 static const field_t peer_fields[PEER_COUNT] = {
     [PEER_ADDRESS] = {"address", "\"ADDR\" or \"ADDR@PORT\" (numeric)", true, NULL},
     [PEER_KEY] = {"key", "the TSIG key (of tsig_keys) to sign with", false, NULL},
+    [PEER_TLS] = {"tls", "a primary: transfers over TLS (RFC 9103), port 853 by default", false,
+                  NULL},
 };
 
-static int get_peer(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_xfr_peer_t *p)
+/* Whether mapping n has the key "tls". */
+static bool has_tls_key(parse_ctx_t *pc, const yaml_node_t *n)
+{
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = node(pc, p->key);
+        if (is_text(k) && strcmp(scalar(k), "tls") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* XoT's port (RFC 9103 §7.3: DoT's, RFC 7858 §3.1) for a primary with tls and no port given */
+#define XOT_PORT 853
+
+static int get_peer(parse_ctx_t *pc, const yaml_node_t *n, const char *key, config_xfr_peer_t *p,
+                    bool primary)
 {
     const yaml_node_t *addr = n, *val[PEER_COUNT] = {NULL};
     if (n->type == YAML_MAPPING_NODE) {
-        int r = config_get_fields(pc, n, key, peer_fields, PEER_COUNT, val);
+        int r = config_get_fields(pc, n, key, peer_fields,
+                                  has_tls_key(pc, n) ? PEER_COUNT : PEER_TLS, val);
         if (r < 0)
+            return r;
+        if (val[PEER_TLS] && !primary)
+            return config_fail(pc, val[PEER_TLS], key,
+                               "tls: only a primary is reached over TLS (NOTIFY is a datagram)");
+        if (val[PEER_TLS] && !is_null(val[PEER_TLS]) &&
+            (r = config_get_xfr_tls(pc, val[PEER_TLS], key, &p->tls)) < 0)
             return r;
         addr = val[PEER_ADDRESS];
         if (val[PEER_KEY]) {
@@ -223,19 +249,28 @@ static int get_peer(parse_ctx_t *pc, const yaml_node_t *n, const char *key, conf
                            "{address, key}), got %s%s%s",
                            is_text(addr) ? "\"" : config_node_kind(addr),
                            is_text(addr) ? scalar(addr) : "", is_text(addr) ? "\"" : "");
+    if (p->tls && !strchr(scalar(addr), '@')) {
+        char text[sizeof(p->text) + 8];
+        snprintf(text, sizeof(text), "%s@%d", scalar(addr), XOT_PORT);
+        if (config_parse_xfr_peer(p, text) < 0)
+            return config_fail(pc, addr, key, "cannot set port %d on \"%s\"", XOT_PORT,
+                               scalar(addr));
+    }
     return 0;
 }
 
 static void peers_free(config_xfr_peer_t *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(p[i].key);
+        config_xfr_tls_free(p[i].tls);
+    }
     free(p);
 }
 
 /* One peer or a list of them at n into out and nout (empty list: none). */
 static int get_peers(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
-                     config_xfr_peer_t **out, size_t *nout)
+                     config_xfr_peer_t **out, size_t *nout, bool primary)
 {
     size_t cnt = 1;
     if (n->type == YAML_SEQUENCE_NODE)
@@ -256,7 +291,7 @@ static int get_peers(parse_ctx_t *pc, const yaml_node_t *n, const char *key,
         } else {
             snprintf(ikey, sizeof(ikey), "%s", key);
         }
-        int r = get_peer(pc, item, ikey, &p[i]);
+        int r = get_peer(pc, item, ikey, &p[i], primary);
         if (r < 0) {
             peers_free(p, cnt);
             return r;
@@ -276,14 +311,14 @@ int config_get_zone_xfr(parse_ctx_t *pc, const char *key, config_zone_t *z,
     int r;
     if (primary) {
         snprintf(k, sizeof(k), "%s: primary", key);
-        if ((r = get_peers(pc, primary, k, &z->primaries, &z->nprimaries)) < 0)
+        if ((r = get_peers(pc, primary, k, &z->primaries, &z->nprimaries, true)) < 0)
             return r;
         if (z->nprimaries == 0)
             return config_fail(pc, primary, k, "expected at least one primary");
     }
     if (notify) {
         snprintf(k, sizeof(k), "%s: notify", key);
-        if ((r = get_peers(pc, notify, k, &z->notify, &z->nnotify)) < 0)
+        if ((r = get_peers(pc, notify, k, &z->notify, &z->nnotify, false)) < 0)
             return r;
     }
     if (allow_transfer) {
@@ -380,7 +415,10 @@ static int peers_copy(config_xfr_peer_t **dst, const config_xfr_peer_t *src, siz
     for (size_t i = 0; i < n; i++) {
         (*dst)[i] = src[i];
         (*dst)[i].key = NULL;
+        (*dst)[i].tls = NULL;
         if (src[i].key && !((*dst)[i].key = strdup(src[i].key)))
+            return TERN_ENOMEM;
+        if (config_xfr_tls_copy(&(*dst)[i].tls, src[i].tls) < 0)
             return TERN_ENOMEM;
     }
     return 0;

@@ -24,6 +24,7 @@
 #include "tern/zone/zone_table.h"
 
 #include "xfr_int.h"
+#include "xfr_tls.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -87,6 +88,9 @@ void xfr_zst_free(struct zst *z)
     free(z->allow_notify.p);
     xfr_journal_free(z->journal);
     free(z->nt);
+    for (size_t k = 0; z->prim_tls && k < z->nprim; k++)
+        xfr_tls_release(z->prim_tls[k]);
+    free(z->prim_tls);
     free(z->prim);
     free(z->prim_key);
     free(z->file);
@@ -138,9 +142,53 @@ bool xfr_wanted(const config_t *cfg)
     return false;
 }
 
+/* The TLS contexts one xfr_configure() has made: a primary named by many zones with the same tls
+ * settings (a catalog's members all come from one) gets one context — one CA store in memory, one
+ * session its pulls resume — not one per zone. The set holds a reference to each. */
+typedef struct {
+    struct xfr_tls **t;
+    size_t n, cap;
+} tls_set_t;
+
+static void tls_set_free(tls_set_t *ts)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        xfr_tls_release(ts->t[i]);
+    free(ts->t);
+}
+
+/* Primary k of cz's TLS context (XoT): one of ts, or a new one added to it. The config check
+ * read its files, so a failure here is a file changed since (or out of memory): logged, and the
+ * new settings are not taken (xfr_configure() fails, the previous ones stay) — never the
+ * primary reached in clear text. */
+static struct xfr_tls *prim_tls_new(const config_zone_t *cz, size_t k, tls_set_t *ts)
+{
+    const config_xfr_peer_t *p = &cz->primaries[k];
+    for (size_t i = 0; i < ts->n; i++)
+        if (xfr_tls_matches(ts->t[i], p->text, p->tls))
+            return xfr_tls_retain(ts->t[i]);
+    if (ts->n == ts->cap) {
+        size_t cap = ts->cap ? 2 * ts->cap : 8;
+        struct xfr_tls **n = realloc(ts->t, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        ts->t = n;
+        ts->cap = cap;
+    }
+    char err[512];
+    xfr_tls_t *t = xfr_tls_new(p->tls, p->text, err, sizeof(err));
+    if (!t) {
+        log_err("xfr: zone %s: primary %s: TLS settings unusable: %s", cz->origin, p->text, err);
+        return NULL;
+    }
+    ts->t[ts->n++] = t;
+    return xfr_tls_retain(t);
+}
+
 /* One zone's transfer settings from its config; key indexes into keys (the new config's). NULL
  * when out of memory. */
-static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys)
+static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size_t nkeys,
+                           tls_set_t *ts)
 {
     struct zst *z = calloc(1, sizeof(*z));
     if (!z)
@@ -170,14 +218,18 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
     if (cz->nprimaries) {
         z->secondary = true;
         if (!(z->prim = calloc(cz->nprimaries, sizeof(*z->prim))) ||
-            !(z->prim_key = calloc(cz->nprimaries, sizeof(int))))
+            !(z->prim_key = calloc(cz->nprimaries, sizeof(int))) ||
+            !(z->prim_tls = calloc(cz->nprimaries, sizeof(*z->prim_tls))))
             goto fail;
+        z->nprim = cz->nprimaries;
         for (size_t k = 0; k < cz->nprimaries; k++) {
             z->prim[k] = cz->primaries[k];
             z->prim[k].key = NULL;
+            z->prim[k].tls = NULL; /* the config's; prim_tls is ours */
             z->prim_key[k] = xfr_key_index(keys, nkeys, cz->primaries[k].key);
+            if (cz->primaries[k].tls && !(z->prim_tls[k] = prim_tls_new(cz, k, ts)))
+                goto fail;
         }
-        z->nprim = cz->nprimaries;
         if (cz->file && !(z->file = strdup(cz->file)))
             goto fail;
         if (cz->catalog_consumer &&
@@ -286,6 +338,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
             return TERN_ENOMEM;
         memcpy(keys, cfg->tsig_keys, nkeys * sizeof(*keys));
     }
+    tls_set_t ts = {0};
     size_t cap = cfg->nzones + 1, nloaded = 0;
     struct zst **zs = calloc(cap, sizeof(*zs)), **loaded = NULL;
     if (!zs)
@@ -294,10 +347,11 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
         const config_zone_t *cz = &cfg->zones[i];
         if (!cz->nprimaries && !cz->nnotify && !cz->allow_transfer.n)
             continue;
-        if (!(zs[n] = zst_new(cz, keys, nkeys)))
+        if (!(zs[n] = zst_new(cz, keys, nkeys, &ts)))
             goto nomem;
         n++;
     }
+    tls_set_free(&ts); /* the zones hold theirs */
     /* the members of catalogs followed from now on, read from their directories (files: before
      * mu) */
     if (xfr_catalog_load(x, zs, n, &loaded, &nloaded) < 0)
@@ -333,6 +387,7 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     }
     return 0;
 nomem:
+    tls_set_free(&ts);
     for (size_t i = 0; i < n; i++)
         xfr_zst_free(zs[i]);
     free(zs);

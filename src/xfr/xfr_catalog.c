@@ -23,21 +23,34 @@
 #include "tern/zone/zone_file.h"
 
 #include "xfr_int.h"
+#include "xfr_tls.h"
 
 /* ---- settings ------------------------------------------------------------------------------- */
 
-/* prim/prim_key/nprim of n peers (keys named in each, looked up in keys). 0 or TERN_ENOMEM. */
-static int peers_index(const config_xfr_peer_t *src, size_t n, const tsig_key_t *keys, size_t nkeys,
-                       config_xfr_peer_t **prim, int **prim_key)
+/* g's primaries from n peers (keys named in each, looked up in keys; a peer's tls made into
+ * its own context). 0, or TERN_ENOMEM / TERN_EINVAL (TLS files unusable now: logged, never the
+ * primary reached in clear text). */
+static int peers_index(struct catgroup *g, const config_xfr_peer_t *src, size_t n,
+                       const tsig_key_t *keys, size_t nkeys)
 {
-    *prim = calloc(n ? n : 1, sizeof(**prim));
-    *prim_key = calloc(n ? n : 1, sizeof(int));
-    if (!*prim || !*prim_key)
+    g->prim = calloc(n ? n : 1, sizeof(*g->prim));
+    g->prim_key = calloc(n ? n : 1, sizeof(int));
+    g->prim_tls = calloc(n ? n : 1, sizeof(*g->prim_tls));
+    if (!g->prim || !g->prim_key || !g->prim_tls)
         return TERN_ENOMEM;
     for (size_t k = 0; k < n; k++) {
-        (*prim)[k] = src[k];
-        (*prim)[k].key = NULL;
-        (*prim_key)[k] = xfr_key_index(keys, nkeys, src[k].key);
+        g->prim[k] = src[k];
+        g->prim[k].key = NULL;
+        g->prim[k].tls = NULL; /* the config's; prim_tls is ours */
+        g->prim_key[k] = xfr_key_index(keys, nkeys, src[k].key);
+        char err[512];
+        if (src[k].tls && !(g->prim_tls[k] = xfr_tls_new(src[k].tls, src[k].text, err,
+                                                         sizeof(err)))) {
+            log_err("xfr: catalog group %s: primary %s: TLS settings unusable: %s", g->name,
+                    src[k].text, err);
+            return TERN_EINVAL;
+        }
+        g->nprim = k + 1;
     }
     return 0;
 }
@@ -52,10 +65,8 @@ struct catcfg *xfr_catalog_cfg_new(const config_catalog_consumer_t *cc, const ts
     for (size_t i = 0; i < cc->ngroups; i++) {
         struct catgroup *g = &c->groups[c->ngroups++];
         if (!(g->name = strdup(cc->groups[i].name)) ||
-            peers_index(cc->groups[i].primaries, cc->groups[i].nprimaries, keys, nkeys, &g->prim,
-                        &g->prim_key) < 0)
+            peers_index(g, cc->groups[i].primaries, cc->groups[i].nprimaries, keys, nkeys) < 0)
             goto fail;
-        g->nprim = cc->groups[i].nprimaries;
     }
     return c;
 fail:
@@ -71,6 +82,9 @@ void xfr_catalog_cfg_free(struct catcfg *c)
         free(c->groups[i].name);
         free(c->groups[i].prim);
         free(c->groups[i].prim_key);
+        for (size_t k = 0; c->groups[i].prim_tls && k < c->groups[i].nprim; k++)
+            xfr_tls_release(c->groups[i].prim_tls[k]);
+        free(c->groups[i].prim_tls);
     }
     free(c->groups);
     free(c->dir);
@@ -83,26 +97,38 @@ static int member_prims(struct zst *m, const struct zst *cat)
 {
     const config_xfr_peer_t *p = cat->prim;
     const int *pk = cat->prim_key;
+    struct xfr_tls *const *pt = cat->prim_tls;
     size_t n = cat->nprim;
     for (size_t i = 0; m->member_group && i < cat->cat->ngroups; i++)
         if (strcmp(cat->cat->groups[i].name, m->member_group) == 0) {
             p = cat->cat->groups[i].prim;
             pk = cat->cat->groups[i].prim_key;
+            pt = cat->cat->groups[i].prim_tls;
             n = cat->cat->groups[i].nprim;
         }
-    config_xfr_peer_t *np = malloc(n * sizeof(*np));
-    int *nk = malloc(n * sizeof(*nk));
-    if (!np || !nk) {
+    config_xfr_peer_t *np = malloc((n ? n : 1) * sizeof(*np));
+    int *nk = malloc((n ? n : 1) * sizeof(*nk));
+    struct xfr_tls **nt = calloc(n ? n : 1, sizeof(*nt));
+    if (!np || !nk || !nt) {
         free(np);
         free(nk);
+        free(nt);
         return TERN_ENOMEM;
     }
     memcpy(np, p, n * sizeof(*np));
     memcpy(nk, pk, n * sizeof(*nk));
+    /* XoT: a member reaches its primaries as the catalog (or its group) does, sharing the
+     * context (one reference each) */
+    for (size_t k = 0; pt && k < n; k++)
+        nt[k] = pt[k] ? xfr_tls_retain(pt[k]) : NULL;
+    for (size_t k = 0; m->prim_tls && k < m->nprim; k++)
+        xfr_tls_release(m->prim_tls[k]);
+    free(m->prim_tls);
     free(m->prim);
     free(m->prim_key);
     m->prim = np;
     m->prim_key = nk;
+    m->prim_tls = nt;
     if (m->nprim != n || m->cur_prim >= n)
         m->cur_prim = 0;
     m->nprim = n;

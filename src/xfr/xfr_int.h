@@ -78,8 +78,9 @@ struct ntarget {
  * primaries kept as a zone's (key indexes into xfr.keys). */
 struct catgroup {
     char *name;
-    config_xfr_peer_t *prim; /* keys: see prim_key */
+    config_xfr_peer_t *prim; /* keys: see prim_key; tls: see prim_tls */
     int *prim_key;
+    struct xfr_tls **prim_tls; /* XoT: each primary's TLS context, NULL: clear */
     size_t nprim;
 };
 struct catcfg {
@@ -114,6 +115,7 @@ struct zst {
     bool secondary;
     config_xfr_peer_t *prim; /* keys: see prim_key */
     int *prim_key;
+    struct xfr_tls **prim_tls; /* XoT: each primary's TLS context (xfr_tls.h), NULL: clear */
     size_t nprim, cur_prim;
     config_prefix_list_t allow_notify;
     char *file;

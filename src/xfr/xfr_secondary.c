@@ -24,6 +24,7 @@
 #include "tern/zone/zone_file.h"
 
 #include "xfr_int.h"
+#include "xfr_tls.h"
 
 /* Secondary timers: the zone's SOA gives refresh, retry and expire; these bound them so a SOA
  * of zeros cannot spin the thread and one of years still refreshes daily. 2 s is Knot's
@@ -87,26 +88,52 @@ static int connect_to(xfr_t *x, const config_xfr_peer_t *p, int type, int64_t un
     return fd;
 }
 
-/* Write or read len bytes by until: 0, TERN_ETIMEDOUT, TERN_ECONNRESET (closed) or -errno. */
-static int io_all(xfr_t *x, int fd, uint8_t *buf, size_t len, bool wr, int64_t until)
+/* A stream to a primary: its socket, and the TLS session over it when the primary has tls
+ * (XoT, RFC 9103). fd -1: none open. */
+typedef struct {
+    int fd;
+    xfr_tls_conn_t *tls;
+} xconn_t;
+
+static void conn_close(xconn_t *c)
+{
+    xfr_tls_conn_free(c->tls);
+    c->tls = NULL;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+/* Write or read len bytes over c by until: 0, TERN_ETIMEDOUT, TERN_ECONNRESET (closed),
+ * TERN_EPROTO (TLS) or -errno. Over TLS the operation is tried first and waited for only when
+ * it asks (OpenSSL may hold decrypted bytes the socket no longer shows). */
+static int io_all(xfr_t *x, const xconn_t *c, uint8_t *buf, size_t len, bool wr, int64_t until)
 {
     size_t done = 0;
+    short want = wr ? POLLOUT : POLLIN;
     while (done < len) {
-        int pr = wait_fd(x, fd, wr ? POLLOUT : POLLIN, until);
+        ssize_t k;
+        if (c->tls) {
+            k = xfr_tls_io(c->tls, buf + done, len - done, wr, &want);
+            if (k < 0)
+                return (int)k;
+        } else {
+            k = wr ? send(c->fd, buf + done, len - done, MSG_NOSIGNAL)
+                   : recv(c->fd, buf + done, len - done, 0);
+            if (k == 0)
+                return TERN_ECONNRESET;
+            if (k < 0 && errno != EAGAIN && errno != EINTR)
+                return -errno;
+            k = k < 0 ? 0 : k;
+        }
+        done += (size_t)k;
+        if (k > 0)
+            continue;
+        int pr = wait_fd(x, c->fd, want, until);
         if (pr == 0)
             return TERN_ETIMEDOUT;
         if (pr < 0)
             return pr;
-        ssize_t k = wr ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
-                       : recv(fd, buf + done, len - done, 0);
-        if (k == 0)
-            return TERN_ECONNRESET;
-        if (k < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                continue;
-            return -errno;
-        }
-        done += (size_t)k;
     }
     return 0;
 }
@@ -127,6 +154,12 @@ typedef struct {
     size_t wire, mem; /* the last transfer's message bytes and memory estimate, for the log */
     bool soa_refused; /* the SOA query was answered REFUSED (signed or not) */
     char key_name[DNAME_KEY_MAX];
+    /* XoT: the primary's TLS context (NULL: clear text), the stream the SOA query opened (the
+     * transfer follows on it: RFC 9103 §6 lets one connection carry both), and how the last
+     * handshake went, for the log */
+    xfr_tls_t *tls;
+    xconn_t conn;
+    char tls_desc[256];
 } pull_t;
 
 /*
@@ -150,6 +183,8 @@ static int step_failed(const pull_t *p, int rc, int64_t step, const char *what, 
 {
     if (__atomic_load_n(&p->x->stop, __ATOMIC_ACQUIRE))
         snprintf(err, errlen, "%s: stopped (shutting down)", what);
+    else if (rc == TERN_EPROTO && p->conn.tls && xfr_tls_conn_error(p->conn.tls)[0])
+        snprintf(err, errlen, "%s: %s", what, xfr_tls_conn_error(p->conn.tls));
     else if (rc != TERN_ETIMEDOUT)
         snprintf(err, errlen, "%s: %s", what, tern_strerror(rc));
     else if (step >= p->until)
@@ -164,21 +199,95 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
                         uint32_t *serial, char *err, size_t errlen);
 
 /* A socket of type to p's primary for an exchange that starts now: the exchange's total
- * deadline set, the first step's in *step, connected within it (UDP: at once). The socket, or a
- * negative code with err set for what. */
-static int pull_connect(pull_t *p, int type, const char *what, int64_t *step, char *err,
-                        size_t errlen)
+ * deadline set, the first step's in *step, connected within it (UDP: at once). what (wlen bytes)
+ * gets "<verb> <primary>", the step's name in errors. The socket, or a negative code with err
+ * set. */
+static int pull_connect(pull_t *p, int type, const char *verb, char *what, size_t wlen,
+                        int64_t *step, char *err, size_t errlen)
 {
+    snprintf(what, wlen, "%s %s", verb, p->peer.text);
     p->until = tern_monotonic_ms() + p->total_ms;
     *step = step_end(p);
     int fd = connect_to(p->x, &p->peer, type, *step);
     return fd < 0 ? step_failed(p, fd, *step, what, err, errlen) : fd;
 }
 
+/* p->conn: a stream to p's primary for an exchange that starts now (pull_connect()), with the
+ * TLS handshake and its authentication done within the same step when the primary has tls.
+ * Kept open if it already is. 0, or a negative code with err set. */
+static int pull_stream(pull_t *p, char *err, size_t errlen)
+{
+    if (p->conn.fd >= 0) {
+        p->until = tern_monotonic_ms() + p->total_ms; /* a new exchange on it */
+        return 0;
+    }
+    char what[96];
+    int64_t step;
+    int fd = pull_connect(p, SOCK_STREAM, "connect to", what, sizeof(what), &step, err, errlen);
+    if (fd < 0)
+        return fd;
+    p->conn.fd = fd;
+    if (!p->tls)
+        return 0;
+    snprintf(what, sizeof(what), "TLS to %s", p->peer.text);
+    if (!(p->conn.tls = xfr_tls_conn_new(p->tls, fd))) {
+        conn_close(&p->conn);
+        snprintf(err, errlen, "%s: out of memory", what);
+        return TERN_ENOMEM;
+    }
+    for (;;) {
+        int hs = xfr_tls_handshake(p->conn.tls, err, errlen);
+        if (hs == 0)
+            break;
+        if (hs < 0) { /* err says why: a strict failure never sends the query */
+            conn_close(&p->conn);
+            return hs;
+        }
+        int wr = wait_fd(p->x, fd, (short)hs, step);
+        if (wr != 1) {
+            conn_close(&p->conn);
+            return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
+        }
+    }
+    xfr_tls_conn_describe(p->conn.tls, p->tls_desc, sizeof(p->tls_desc));
+    log_debug("xfr: TLS to %s: %s", p->peer.text, p->tls_desc);
+    return 0;
+}
+
+/* The SOA query m (n bytes, room for 1024 + 2 at m) over p's TLS stream, its answer into r (cap
+ * bytes) and its length into *len. 0, or a negative code with err set. */
+static int soa_over_tls(pull_t *p, uint8_t *m, size_t n, uint8_t *r, size_t cap, size_t *len,
+                        char *err, size_t errlen)
+{
+    int rc = pull_stream(p, err, errlen);
+    if (rc < 0)
+        return rc;
+    memmove(m + 2, m, n);
+    tern_wr16(m, (uint16_t)n);
+    int64_t step = step_end(p);
+    rc = io_all(p->x, &p->conn, m, n + 2, true, step);
+    uint8_t l2[2];
+    if (rc == 0)
+        rc = io_all(p->x, &p->conn, l2, 2, false, step);
+    *len = rc == 0 ? tern_rd16(l2) : 0;
+    if (rc == 0 && *len > cap)
+        rc = TERN_EPROTO;
+    if (rc == 0)
+        rc = io_all(p->x, &p->conn, r, *len, false, step);
+    if (rc < 0) {
+        char what[96];
+        snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
+        step_failed(p, rc, step, what, err, errlen);
+        conn_close(&p->conn);
+        return rc;
+    }
+    return 0;
+}
+
 /* The primary's serial (SOA over UDP, signed when a key is set). 0 or negative, err set. */
 static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
 {
-    uint8_t m[1024];
+    uint8_t m[1024 + 2]; /* + 2: the length in front, over TLS */
     uint16_t id;
     if (getrandom(&id, sizeof(id), 0) != sizeof(id))
         id = 0x5a5a;
@@ -190,17 +299,26 @@ static int query_soa(pull_t *p, uint32_t *serial, char *err, size_t errlen)
     return rc;
 }
 
-static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
-                        uint32_t *serial, char *err, size_t errlen)
+/* The SOA query m (n bytes, room for 1024 + 2) to p's primary and the answer with its id into r
+ * (cap bytes): over UDP, or over the TLS stream when the primary has tls (the transfer then
+ * follows on it: never a datagram in clear). The answer's length, or a negative code, err set. */
+static ssize_t soa_roundtrip(pull_t *p, uint8_t *m, size_t n, uint16_t id, uint8_t *r, size_t cap,
+                             char *err, size_t errlen)
 {
-    if (p->has_key && tsig_sign_request(ctxp, &p->key, m, n, 1024, now_s(), &n) < 0) {
-        snprintf(err, errlen, "cannot sign the SOA query");
-        return TERN_EINVAL;
+    if (p->tls) {
+        size_t len = 0;
+        int rc = soa_over_tls(p, m, n, r, cap, &len, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (len < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR)) {
+            snprintf(err, errlen, "SOA answer from %s: not an answer to the query", p->peer.text);
+            return TERN_EPROTO;
+        }
+        return (ssize_t)len;
     }
     char what[96];
-    snprintf(what, sizeof(what), "SOA query to %s", p->peer.text);
     int64_t step;
-    int fd = pull_connect(p, SOCK_DGRAM, what, &step, err, errlen);
+    int fd = pull_connect(p, SOCK_DGRAM, "SOA query to", what, sizeof(what), &step, err, errlen);
     if (fd < 0)
         return fd;
     (void)send(fd, m, n, MSG_NOSIGNAL);
@@ -210,56 +328,69 @@ static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint1
             close(fd);
             return step_failed(p, wr < 0 ? wr : TERN_ETIMEDOUT, step, what, err, errlen);
         }
-        uint8_t r[4096];
-        ssize_t k = recv(fd, r, sizeof(r), 0);
+        ssize_t k = recv(fd, r, cap, 0);
         if (k < 12 || tern_rd16(r) != id || !(tern_rd16(r + 2) & WIRE_FLAG_QR))
             continue;
         close(fd);
-        size_t len = (size_t)k;
-        /* Knot refuses queries for a catalog zone over UDP, unsigned, and answers them over
-         * TCP: the caller asks by transfer instead. A forged REFUSED costs only that transfer
-         * request, which is verified as any. */
-        p->soa_refused = WIRE_RCODE(tern_rd16(r + 2)) == WIRE_RC_REFUSED;
-        if (p->soa_refused) {
-            snprintf(err, errlen, "SOA query to %s: REFUSED", p->peer.text);
-            return TERN_EPROTO;
-        }
-        if (p->has_key) {
-            size_t stripped = len;
-            int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
-            if (rc != 0) {
-                snprintf(err, errlen, "SOA answer from %s: TSIG: %s%s%s", p->peer.text,
-                         tsig_strerror(rc), rc == TSIG_EPEER ? " " : "",
-                         rc == TSIG_EPEER ? tsig_error_name(ctxp->peer_error) : "");
-                return TERN_EACCES;
-            }
-            len = stripped;
-        }
-        unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
-        if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
-            snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
-                     tern_rd16(r + 6));
-            return TERN_EPROTO;
-        }
-        size_t pos = 12;
-        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
-            snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
-            return TERN_EPROTO;
-        }
-        pos += 4;
-        if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
-            tern_rd16(r + pos) != WIRE_T_SOA) {
-            snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
-            return TERN_EPROTO;
-        }
-        size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
-        if (len - rd < rdlen || rdlen < 22) {
-            snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
-            return TERN_EPROTO;
-        }
-        *serial = tern_rd32(r + rd + rdlen - 20);
-        return 0;
+        return k;
     }
+}
+
+static int soa_exchange(pull_t *p, tsig_ctx_t *ctxp, uint8_t *m, size_t n, uint16_t id,
+                        uint32_t *serial, char *err, size_t errlen)
+{
+    if (p->has_key && tsig_sign_request(ctxp, &p->key, m, n, 1024, now_s(), &n) < 0) {
+        snprintf(err, errlen, "cannot sign the SOA query");
+        return TERN_EINVAL;
+    }
+    uint8_t r[4096];
+    ssize_t k = soa_roundtrip(p, m, n, id, r, sizeof(r), err, errlen);
+    if (k < 0)
+        return (int)k;
+    size_t len = (size_t)k;
+    /* Knot refuses queries for a catalog zone over UDP, unsigned, and answers them over
+     * TCP: the caller asks by transfer instead. A forged REFUSED costs only that transfer
+     * request, which is verified as any. */
+    p->soa_refused = WIRE_RCODE(tern_rd16(r + 2)) == WIRE_RC_REFUSED;
+    if (p->soa_refused) {
+        snprintf(err, errlen, "SOA query to %s: REFUSED", p->peer.text);
+        return TERN_EPROTO;
+    }
+    if (p->has_key) {
+        size_t stripped = len;
+        int rc = tsig_verify_response(ctxp, r, len, now_s(), &stripped);
+        if (rc != 0) {
+            snprintf(err, errlen, "SOA answer from %s: TSIG: %s%s%s", p->peer.text,
+                     tsig_strerror(rc), rc == TSIG_EPEER ? " " : "",
+                     rc == TSIG_EPEER ? tsig_error_name(ctxp->peer_error) : "");
+            return TERN_EACCES;
+        }
+        len = stripped;
+    }
+    unsigned rc = WIRE_RCODE(tern_rd16(r + 2));
+    if (rc != WIRE_RC_NOERROR || tern_rd16(r + 6) < 1) {
+        snprintf(err, errlen, "SOA query to %s: rcode %u, %u answers", p->peer.text, rc,
+                 tern_rd16(r + 6));
+        return TERN_EPROTO;
+    }
+    size_t pos = 12;
+    if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 4) {
+        snprintf(err, errlen, "SOA answer from %s: malformed", p->peer.text);
+        return TERN_EPROTO;
+    }
+    pos += 4;
+    if (dname_unpack(r, len, len, &pos, NULL, NULL) < 0 || len - pos < 10 ||
+        tern_rd16(r + pos) != WIRE_T_SOA) {
+        snprintf(err, errlen, "SOA answer from %s: no SOA", p->peer.text);
+        return TERN_EPROTO;
+    }
+    size_t rdlen = tern_rd16(r + pos + 8), rd = pos + 10;
+    if (len - rd < rdlen || rdlen < 22) {
+        snprintf(err, errlen, "SOA answer from %s: malformed SOA", p->peer.text);
+        return TERN_EPROTO;
+    }
+    *serial = tern_rd32(r + rd + rdlen - 20);
+    return 0;
 }
 
 /* p's AXFR or IXFR request into q (room for RBUF_CAP), unsigned; returns its length. */
@@ -275,47 +406,43 @@ static size_t pull_request(const pull_t *p, bool ixfr, uint16_t id, uint8_t *q)
     return n;
 }
 
-/* The request (n bytes at m + 2) sent to p's primary on a new connection: the socket, or a
- * negative code with err set. */
+/* The request (n bytes at m + 2) sent to p's primary on p->conn (the SOA query's, over TLS;
+ * else a new connection): 0, or a negative code with err set. */
 static int pull_send(pull_t *p, uint8_t *m, size_t n, char *err, size_t errlen)
 {
     tern_wr16(m, (uint16_t)n);
-    char what[96];
-    snprintf(what, sizeof(what), "connect to %s", p->peer.text);
-    int64_t step;
-    int fd = pull_connect(p, SOCK_STREAM, what, &step, err, errlen);
-    if (fd < 0)
-        return fd;
+    int rc = pull_stream(p, err, errlen);
+    if (rc < 0)
+        return rc;
     err[0] = '\0';
-    step = step_end(p);
-    int rc = io_all(p->x, fd, m, n + 2, true, step);
+    int64_t step = step_end(p);
+    rc = io_all(p->x, &p->conn, m, n + 2, true, step);
     if (rc < 0) {
         step_failed(p, rc, step, "the request", err, errlen);
-        close(fd);
+        conn_close(&p->conn);
         return rc;
     }
-    return fd;
+    return 0;
 }
 
 /* The answer's messages read from fd (into m, room for RBUF_CAP) and fed to xi until the
  * transfer is whole, each verified in ctx when p has a key. 0, or a negative code (err set
  * unless it is only a code). */
-static int pull_read(pull_t *p, int fd, uint8_t *m, tsig_ctx_t *ctx, xfr_in_t *xi, char *err,
-                     size_t errlen)
+static int pull_read(pull_t *p, uint8_t *m, tsig_ctx_t *ctx, xfr_in_t *xi, char *err, size_t errlen)
 {
     char what[96];
     size_t msgs = 0;
     for (;;) {
         /* the whole message, its length and its bytes, within one step */
         int64_t step = step_end(p);
-        int rc = io_all(p->x, fd, m, 2, false, step);
+        int rc = io_all(p->x, &p->conn, m, 2, false, step);
         size_t len = rc < 0 ? 0 : tern_rd16(m);
         if (rc == 0 && len < 12) {
             snprintf(err, errlen, "message %zu: %zu bytes", msgs + 1, len);
             return TERN_EPROTO;
         }
         if (rc == 0)
-            rc = io_all(p->x, fd, m + 2, len, false, step);
+            rc = io_all(p->x, &p->conn, m + 2, len, false, step);
         if (rc < 0) {
             snprintf(what, sizeof(what), "message %zu", msgs + 1);
             return step_failed(p, rc, step, what, err, errlen);
@@ -375,13 +502,13 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
     tsig_ctx_t ctx;
     tsig_ctx_init(&ctx);
     xfr_in_t *xi = NULL;
-    int rc, fd = -1;
+    int rc;
     if (p->has_key && tsig_sign_request(&ctx, &p->key, m + 2, n, RBUF_CAP, now_s(), &n) < 0) {
         snprintf(err, errlen, "cannot sign the request");
         rc = TERN_EINVAL;
         goto done;
     }
-    if ((rc = fd = pull_send(p, m, n, err, errlen)) < 0)
+    if ((rc = pull_send(p, m, n, err, errlen)) < 0)
         goto done;
     char src[128];
     snprintf(src, sizeof(src), "primary %s", p->peer.text);
@@ -392,14 +519,13 @@ static int pull(pull_t *p, bool ixfr, zone_t **out, const char **kind, uint64_t 
         goto done;
     }
     xfr_in_set_id(xi, id);
-    rc = pull_read(p, fd, m, &ctx, xi, err, errlen);
+    rc = pull_read(p, m, &ctx, xi, err, errlen);
     if (rc == 0 && p->has_key && tsig_verify_end(&ctx) != 0) {
         snprintf(err, errlen, "the last message is not signed");
         rc = TERN_EACCES;
     }
 done:
-    if (fd >= 0)
-        close(fd);
+    conn_close(&p->conn);
     free(m);
     tsig_ctx_clear(&ctx);
     if (rc < 0) {
@@ -442,6 +568,7 @@ typedef struct {
     config_xfr_peer_t prims[REFRESH_PRIMARIES_MAX];
     int pkeys[REFRESH_PRIMARIES_MAX]; /* index in xfr.keys, -1: unsigned */
     tsig_key_t keys[REFRESH_PRIMARIES_MAX];
+    xfr_tls_t *tls[REFRESH_PRIMARIES_MAX]; /* references; NULL: clear text */
     size_t nprim;
     char *file;     /* where the zone's copy is written, or NULL */
     bool first_try; /* nothing tried before: the served version (the on-disk copy) is the base */
@@ -479,6 +606,7 @@ static bool refresh_take(xfr_t *x, const char *key, refresh_t *r)
         r->pkeys[i] = z->prim_key[(z->cur_prim + i) % z->nprim];
         if (r->pkeys[i] >= 0)
             r->keys[i] = x->keys[r->pkeys[i]];
+        r->tls[i] = xfr_tls_retain(z->prim_tls[(z->cur_prim + i) % z->nprim]);
     }
     r->p.base = z->base ? zone_retain(z->base) : NULL;
     r->first_try = !z->base_tried;
@@ -514,6 +642,9 @@ static void refresh_from(refresh_t *r, size_t i, char *err, size_t errlen)
     p->has_key = r->pkeys[i] >= 0;
     if (p->has_key)
         p->key = r->keys[i];
+    p->tls = r->tls[i];
+    p->conn = (xconn_t){.fd = -1};
+    p->tls_desc[0] = '\0';
     uint32_t serial = 0;
     p->soa_refused = false;
     r->rc = query_soa(p, &serial, err, errlen);
@@ -553,6 +684,7 @@ static void refresh_try(xfr_t *x, refresh_t *r)
     for (size_t i = 0; i < r->nprim && !__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE); i++) {
         char err[512] = "";
         refresh_from(r, i, err, sizeof(err));
+        conn_close(&r->p.conn); /* the SOA query's, when no transfer followed */
         if (r->rc >= 0) {
             r->used = i;
             return;
@@ -570,10 +702,11 @@ static void refresh_log(const refresh_t *r)
         char was[32] = "";
         if (r->p.base)
             snprintf(was, sizeof(was), " (was %u)", r->p.base->serial);
-        log_info("xfr: zone %s: %s from %s, serial %u%s, %llu records, %zu KiB of messages, "
+        log_info("xfr: zone %s: %s from %s%s%s, serial %u%s, %llu records, %zu KiB of messages, "
                  "~%zu MiB in memory while built",
-                 r->key, r->kind, r->prims[r->used].text, r->nz->serial, was,
-                 (unsigned long long)r->records, r->p.wire >> 10, r->p.mem >> 20);
+                 r->key, r->kind, r->prims[r->used].text, r->p.tls_desc[0] ? " over " : "",
+                 r->p.tls_desc, r->nz->serial, was, (unsigned long long)r->records, r->p.wire >> 10,
+                 r->p.mem >> 20);
         if (r->file) {
             char werr[512];
             if (xfr_zone_write_file(r->nz, r->file, werr, sizeof(werr)) < 0)
@@ -718,6 +851,8 @@ static void refresh_zone(xfr_t *x, const char *key)
         refresh_hand_over(x, &r, revive, expired_now);
     zone_free(r.p.base);
     free(r.file);
+    for (size_t i = 0; i < r.nprim; i++)
+        xfr_tls_release(r.tls[i]);
     explicit_bzero(&r, sizeof(r)); /* the keys */
 }
 

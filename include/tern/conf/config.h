@@ -175,6 +175,10 @@
  *       file: sec.zone                          # optional on-disk copy (written after each
  *                                               #   transfer, read at startup)
  *       allow_notify: [192.0.2.1]               # default: the primaries' addresses
+ *     - origin: xot.test                        # transferred over TLS (RFC 9103; port 853)
+ *       primary: {address: 192.0.2.1, key: xfr-key, tls: {mode: strict, name: ns1.example,
+ *                 pin: ["base64 SHA-256 of the SPKI"], ca: ca.pem, certificate: me.pem,
+ *                 key: me.key}}               # src/conf/config_xfr_tls.c
  *   tsig_keys:                                  # RFC 8945; hmac-md5, -sha1, -sha224..-sha512
  *     - {name: xfr-key, algorithm: hmac-sha256, secret: "base64=="}
  *   tsig_key_file: [keys.conf]                  # BIND syntax: key "name" { algorithm ...;
@@ -311,7 +315,33 @@ typedef struct config_xfr_peer {
     char text[INET6_ADDRSTRLEN + 8]; /* "ADDR@PORT", for logs */
     char *key;                       /* the TSIG key (tsig_keys) to sign with; NULL = none */
     uint32_t line;                   /* where it was given, for the key check */
+    struct config_xfr_tls *tls;      /* a primary's XoT settings; NULL = clear text */
 } config_xfr_peer_t;
+
+/* XFR over TLS (RFC 9103) to a primary: `tls: {mode, name, pin, ca, certificate, key}` in a
+ * primary's mapping (src/conf/config_xfr_tls.c). Strict (RFC 8310 §6, RFC 9103 §9.3.2): the
+ * primary must prove every identity given — name (the certificate chains to ca, or the system
+ * store, and carries the name in its SAN) and pin (the SHA-256 of its SubjectPublicKeyInfo is one
+ * of pins, RFC 7858 §4.2) — or nothing is sent. Opportunistic: encrypted, unauthenticated, and
+ * never clear text. certificate and key: ours, for a primary that asks (mutual TLS). */
+typedef enum {
+    CONFIG_XFR_TLS_STRICT = 0,
+    CONFIG_XFR_TLS_OPPORTUNISTIC,
+} config_xfr_tls_mode_t;
+
+/* A pin set holds the key in use and a backup or two (RFC 7858 §4.2 asks for a backup pin);
+ * eight covers a rollover of both with room to spare. */
+#define CONFIG_XFR_TLS_PINS_MAX 8
+
+typedef struct config_xfr_tls {
+    config_xfr_tls_mode_t mode;
+    char *name; /* the authentication domain name (SAN), NULL = none */
+    uint8_t pins[CONFIG_XFR_TLS_PINS_MAX][32];
+    size_t npins;
+    char *ca;          /* resolved path of the trusted CA bundle; NULL = the system store */
+    char *certificate; /* resolved paths of our certificate and key (mutual TLS); NULL = none */
+    char *key;
+} config_xfr_tls_t;
 
 /* One rule of a zone's allow_update (tern/update/update.h): an UPDATE is allowed when it
  * matches every part the rule gives — signed with `key` (a TSIG key of tsig_keys), sent from one
