@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -149,6 +150,26 @@ static void worker_dnssec_init(worker_t *w)
     __atomic_store_n(&w->actx.dnssec, dw, __ATOMIC_RELEASE); /* server_dnssec_stats() reads it */
 }
 
+/* OpenSSL writes with write(2), which raises SIGPIPE on a reset peer: blocked on this thread,
+ * the write fails with EPIPE instead (send(MSG_NOSIGNAL) does that for TCP). */
+static void block_sigpipe(void)
+{
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+}
+
+/* The earliest deadline of the TCP and DoT pools (tcp_next_timeout()), -1 for none. */
+static int next_timeout(const worker_t *w)
+{
+    int a = tcp_next_timeout(w, &w->tcp);
+    if (!w->srv->tls)
+        return a;
+    int b = tcp_next_timeout(w, &w->tls);
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 /* Busy mode's epoll membership of the worker's UDP socket (see the top of this file). Leaving
  * fails only if the kernel cannot take the socket back into the set (ENOMEM): the worker then
  * stays busy, still blocking in recvmmsg with its timeout, and tries again on the next timeout. */
@@ -235,6 +256,8 @@ void *worker_main(void *arg)
         __atomic_store_n(&w->allocp, a, __ATOMIC_RELEASE);
         __atomic_store_n(&w->deallocp, d, __ATOMIC_RELEASE);
     }
+    if (w->srv->tls)
+        block_sigpipe();
     tern_rcu_register();
 
     w->now_ms = tern_monotonic_ms();
@@ -253,7 +276,7 @@ void *worker_main(void *arg)
                 busy = busy_leave(w);
             timeout = 0; /* TCP and the stop event: just look */
         } else {
-            timeout = xdp_timeout(w, tcp_next_timeout(w));
+            timeout = xdp_timeout(w, next_timeout(w));
         }
         /* Offline while blocked: an idle worker never holds up a reload's grace period. */
         if (timeout != 0)
@@ -291,13 +314,19 @@ void *worker_main(void *arg)
                 break;
             }
             case TAG_LISTEN:
-                tcp_accept(w, TAG_IDX(tag));
+                tcp_accept(w, &w->tcp, TAG_IDX(tag));
+                break;
+            case TAG_TLS_LISTEN:
+                tcp_accept(w, &w->tls, TAG_IDX(tag));
+                break;
+            case TAG_TLS_CONN:
+                tcp_conn_event(w, &w->tls, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
                 break;
             case TAG_XDP:
                 xdp_serve(w, TAG_IDX(tag));
                 break;
             case TAG_CONN:
-                tcp_conn_event(w, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
+                tcp_conn_event(w, &w->tcp, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
                 break;
             default:
                 break;
@@ -316,7 +345,9 @@ void *worker_main(void *arg)
             w->view = NULL;
             tern_rcu_quiescent();
         }
-        tcp_sweep(w);
+        tcp_sweep(w, &w->tcp);
+        if (w->srv->tls)
+            tcp_sweep(w, &w->tls);
     }
     tern_rcu_unregister();
     dnssec_worker_t *dw = w->actx.dnssec;
