@@ -103,6 +103,10 @@ static SSL_CTX *ctx_build(const tls_server_t *t, char *err, size_t errlen)
      * attempts: the bytes of a retried write may have moved */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* without one, OpenSSL fails every resumption once client certificates are asked for
+     * (client_ca): a secondary's second transfer would not connect */
+    static const unsigned char SID_CTX[] = "tern-dot";
+    (void)SSL_CTX_set_session_id_context(ctx, SID_CTX, sizeof(SID_CTX) - 1);
     (void)SSL_CTX_set_num_tickets(ctx, t->tickets ? TLS_TICKETS : 0);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     if (SSL_CTX_use_certificate_chain_file(ctx, t->certificate) != 1) {

@@ -2,7 +2,8 @@
 """DNS over TLS (RFC 7858) against the real ternd, with real clients.
 
 One ternd serves d.test over UDP/TCP and over TLS (tls: listen, an ECDSA certificate for
-dns.test signed by a CA made here), with a 1 s handshake timeout and a 2 s idle timeout.
+dns.test signed by a CA made here, client_ca set: clients are asked for a certificate and
+need none), with a 1 s handshake timeout and a 2 s idle timeout.
 
 Checks:
   kdig_same_as_udp      kdig +tls (CA and hostname verified) gets, for every name and type of
@@ -164,6 +165,7 @@ tls:
   listen: ["{LOOPBACK}:{self.tls_port}"]
   certificate: {self.cert}
   key: {self.key}
+  client_ca: {self.ca}
   handshake_timeout_ms: {HS_TIMEOUT_MS}
 """
         self.tern = YamlTernd(self.work, self.args.ternd, yaml)
