@@ -64,6 +64,26 @@
  * Every close is counted under exactly one reason, so tcp_accepted = open + the tcp_closed_*.
  * Interest stays level-triggered: EPOLLIN unless paused or at EOF, EPOLLOUT only while output is
  * pending; conn_arm() changes it only when it differs.
+ *
+ * DoT (RFC 7858): a worker's second pool (w->tls, tcp_pool_tls()) runs the same code over
+ * tern/net/tls.h — every limit above applies as is (its own slots: a handshake flood cannot take
+ * TCP's) — with these additions:
+ *   - the handshake, non-blocking: each event is one SSL_do_handshake() step, its WANT_READ/
+ *     WANT_WRITE is the interest registered. Nothing is read as DNS before it finishes.
+ *   - handshake_timeout_ms: a connection still in handshake then is closed (a third list, in
+ *     accept order, which is deadline order). Counted tcp_closed_idle and tls_handshake_timeout;
+ *     a client that connects and sends nothing, or half a ClientHello, ends here.
+ *   - max_handshakes in progress per pool, max_handshakes_per_client per client prefix (as
+ *     tcp_max_per_client counts clients): a newcomer past either is closed at accept
+ *     (tls_handshake_refused), except that at max_handshakes the oldest handshake gives way if
+ *     it has been going for TCP_EVICT_QUIET_MS. What a flood of handshakes can take from a
+ *     worker per round is bounded by the first, what one client can take by the second.
+ *   - OpenSSL reads a record at a time and may hold decrypted bytes rbuf had no room for; no
+ *     readiness event reports them, so tls_read() and conn_event() read on while
+ *     tls_conn_pending() says so.
+ *   - a transfer on a DoT connection (XoT) is handed over with its SSL (server_handoff_t.tls).
+ * Allocation: the SSL object and OpenSSL's buffers at accept (freed at close); nothing of ours
+ * per query (OpenSSL 3.0's record layer makes a few 40-byte frames per record, test_tls.c).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -899,8 +919,10 @@ void tcp_accept(worker_t *w, tcp_pool_t *p, size_t li)
         tcp_peer_t *owner = c ? peer_get(p, (const struct sockaddr *)&peer) : NULL;
         bool hs_ok = !owner || !p->tls || hs_admit(w, p, owner);
         if (!owner || !hs_ok) {
-            NET_COUNT(w, tcp_refused, owner ? 0 : 1);
-            NET_COUNT(w, tls_handshake_refused, owner ? 1 : 0);
+            if (!owner)
+                NET_COUNT(w, tcp_refused, 1);
+            else
+                NET_COUNT(w, tls_handshake_refused, 1);
             if (owner && owner->nconn == 0)
                 peer_put(p, owner);
             limit_tcp_release(w->srv->limits, &lc);
