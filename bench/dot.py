@@ -36,7 +36,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "integration"))
-import servers  # noqa: E402  (free_port, make_tls_certs, stop_process)
+import servers  # noqa: E402  (free_port, make_tls_certs, read_exact, stop_process)
 
 HOST = "dns.test"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -69,20 +69,10 @@ def query_wire(i):
     return struct.pack("!H", len(w)) + w
 
 
-def read_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise RuntimeError("closed")
-        buf += chunk
-    return buf
-
-
 def ask(t, i):
     t.sendall(query_wire(i))
-    n = struct.unpack("!H", read_exact(t, 2))[0]
-    read_exact(t, n)
+    n = struct.unpack("!H", servers.read_exact(t, 2))[0]
+    servers.read_exact(t, n)
 
 
 class Target:
@@ -140,7 +130,7 @@ def wait_dot(port, ctx, proc, what):
             ask(t, 0)
             t.close()
             return
-        except (OSError, ssl.SSLError, RuntimeError):
+        except (OSError, ssl.SSLError, servers.Failure):
             time.sleep(0.2)
     sys.exit("%s does not answer DoT on %d" % (what, port))
 

@@ -207,6 +207,8 @@ void tcp_pool_tls(tcp_pool_t *p, tls_server_t *tls, const server_tls_settings_t 
 
 void tcp_pool_free(tcp_pool_t *p)
 {
+    if (p->tls && p->head)
+        tls_thread_init(); /* the stopping thread writes close_notify to DoT clients */
     for (tcp_conn_t *c = p->head; c; c = c->next) {
         /* shutting down: hand the kernel the answers already made (one try, never blocking), so
          * a stop finishes what is in flight instead of dropping it */

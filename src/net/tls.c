@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,14 @@ bool tls_conn_client_verified(const SSL *s)
 {
     X509 *peer = SSL_get0_peer_certificate(s);
     return peer && SSL_get_verify_result(s) == X509_V_OK;
+}
+
+void tls_thread_init(void)
+{
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
 }
 
 void tls_conn_free(SSL *s)

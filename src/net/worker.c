@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -150,16 +149,6 @@ static void worker_dnssec_init(worker_t *w)
     __atomic_store_n(&w->actx.dnssec, dw, __ATOMIC_RELEASE); /* server_dnssec_stats() reads it */
 }
 
-/* OpenSSL writes with write(2), which raises SIGPIPE on a reset peer: blocked on this thread,
- * the write fails with EPIPE instead (send(MSG_NOSIGNAL) does that for TCP). */
-static void block_sigpipe(void)
-{
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
-}
-
 /* The earliest deadline of the TCP and DoT pools (tcp_next_timeout()), -1 for none. */
 static int next_timeout(const worker_t *w)
 {
@@ -257,7 +246,7 @@ void *worker_main(void *arg)
         __atomic_store_n(&w->deallocp, d, __ATOMIC_RELEASE);
     }
     if (w->srv->tls)
-        block_sigpipe();
+        tls_thread_init(); /* SIGPIPE blocked: a reset DoT client gives EPIPE */
     tern_rcu_register();
 
     w->now_ms = tern_monotonic_ms();

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -794,11 +793,7 @@ void *xfr_out_main(void *arg)
 {
     xfr_t *x = arg;
     (void)pthread_setname_np(pthread_self(), "tern-xfr-out");
-    /* XoT: OpenSSL writes with write(2); a reset secondary must give EPIPE, not SIGPIPE */
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+    tls_thread_init(); /* XoT: a reset secondary gives EPIPE, not SIGPIPE */
     tern_rcu_register();
     tern_rcu_offline();
     struct epoll_event evs[32];

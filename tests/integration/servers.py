@@ -650,3 +650,14 @@ def make_tls_certs(d, name="dns.test", stem="server", ca=None):
     run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
         "-days", "30", "-extfile", ext, "-out", cert)
     return ca[0], ca[1], cert, key
+
+
+def read_exact(sock, n):
+    """n bytes from a stream socket (TCP or TLS); Failure when it closes first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise Failure("connection closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf

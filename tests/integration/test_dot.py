@@ -54,7 +54,8 @@ import dns.rdatatype
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from servers import (LOOPBACK, Failure, YamlTernd, expect, find_program, finish,  # noqa: E402
-                     free_port, make_tls_certs, run_checks, stop_process, wait_until)
+                     free_port, make_tls_certs, read_exact, run_checks, stop_process,
+                     wait_until)
 
 ZONE = "d.test"
 HOST = "dns.test"
@@ -103,16 +104,6 @@ def tls_context(ca, version=None, alpn=True):
 def tls_connect(ctx, port, session=None, timeout=TIMEOUT):
     s = socket.create_connection((LOOPBACK, port), timeout=timeout)
     return ctx.wrap_socket(s, server_hostname=HOST, session=session)
-
-
-def read_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise Failure("connection closed after %d of %d bytes" % (len(buf), n))
-        buf += chunk
-    return buf
 
 
 def tls_query(t, name, rtype, qid=None):

@@ -52,8 +52,9 @@ import dns.tsigkeyring
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import (LOOPBACK, Failure, Server, YamlTernd, expect, find_program,  # noqa: E402
-                     finish, free_port, make_tls_certs, run_check, wait_until, write_atomic)
+from servers import (LOOPBACK, Failure, Nsd, Server, YamlTernd, expect,  # noqa: E402
+                     find_program, finish, free_port, make_tls_certs, read_exact, run_check,
+                     wait_until, write_atomic)
 
 HOST = "dns.test"
 KEY = "xfr-key"
@@ -115,37 +116,11 @@ zone "{self.zone}" {{
         return [find_program("named"), "-g", "-c", conf, "-n", "1"]
 
 
-class NsdXot(Server):
-    """NSD 4.6 as the XoT secondary of one zone from tern's DoT port."""
-
-    name = "nsd"
-
-    def __init__(self, workdir, zone, tls_port, ca):
-        self.zone, self.tls_port, self.ca = zone, tls_port, ca
-        super().__init__(workdir, [])
-
-    def command(self):
-        d = self.dir
-        conf = os.path.join(d, "nsd.conf")
-        with open(conf, "w") as f:
-            f.write(f"""server:
-    ip-address: {LOOPBACK}@{self.port}
-    port: {self.port}
-    do-ip6: no
-    username: ""
-    chroot: ""
-    zonesdir: "{d}"
-    database: ""
-    pidfile: "{d}/nsd.pid"
-    xfrdfile: "{d}/xfrd.state"
-    xfrdir: "{d}"
-    zonelistfile: "{d}/zone.list"
-    logfile: "{d}/nsd.log"
-    verbosity: 2
-    server-count: 1
-    tls-cert-bundle: "{self.ca}"
-remote-control:
-    control-enable: no
+def nsd_xot(workdir, zone, tls_port, ca):
+    """NSD 4.6 (servers.Nsd) as the XoT secondary of one zone from tern's DoT port: a second
+    server: clause for the CA bundle, the key, the tls-auth and the zone."""
+    return Nsd(workdir, [], "nsd", "nsd", extra_conf=f"""server:
+    tls-cert-bundle: "{ca}"
 key:
     name: "{KEY}"
     algorithm: hmac-sha256
@@ -154,31 +129,11 @@ tls-auth:
     name: "tern"
     auth-domain-name: "{HOST}"
 zone:
-    name: "{self.zone}"
-    zonefile: "{d}/{self.zone}.zone"
-    request-xfr: {LOOPBACK}@{self.tls_port} {KEY} tern
+    name: "{zone}"
+    zonefile: "{{dir}}/{zone}.zone"
+    request-xfr: {LOOPBACK}@{tls_port} {KEY} tern
     allow-notify: {LOOPBACK} {KEY}
 """)
-        return [find_program("nsd"), "-d", "-c", conf]
-
-    def log_text(self, limit=4000):
-        text = super().log_text(limit)
-        try:
-            with open(os.path.join(self.dir, "nsd.log"), "rb") as f:
-                text += f.read()[-limit:].decode("utf-8", "replace")
-        except OSError:
-            pass
-        return text
-
-
-def read_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise Failure("connection closed after %d of %d bytes" % (len(buf), n))
-        buf += chunk
-    return buf
 
 
 def xfr_over(sock, zone, keyring=None):
@@ -223,7 +178,7 @@ class Xot:
     def start(self):
         # the secondaries' ports first: tern's NOTIFY names them
         self.named = NamedXot(self.work, "xt.test", self.tls_port, self.ca)
-        self.nsd = NsdXot(self.work, "xt.test", self.tls_port, self.ca)
+        self.nsd = nsd_xot(self.work, "xt.test", self.tls_port, self.ca)
         w = self.work
         yaml = f"""tsig_keys: [{{name: {KEY}, algorithm: hmac-sha256, secret: "{SECRET}"}}]
 zones:

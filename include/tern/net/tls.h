@@ -85,6 +85,11 @@ bool tls_conn_alpn_dot(const SSL *s);
 /** Whether the client presented a certificate that verified against client_ca (mutual TLS). */
 bool tls_conn_client_verified(const SSL *s);
 
+/** Block SIGPIPE on the calling thread: OpenSSL writes with write(2), which raises it on a reset
+ * peer (send(MSG_NOSIGNAL) avoids it for plain TCP); blocked, the write fails with EPIPE. Every
+ * thread that writes through tls_conn_*() calls it once. */
+void tls_thread_init(void);
+
 /** Close: one close_notify attempt when the handshake finished (never waiting), then free. The
  * socket is the caller's to close. NULL is a no-op. */
 void tls_conn_free(SSL *s);
