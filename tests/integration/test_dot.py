@@ -9,13 +9,16 @@ Checks:
   kdig_same_as_udp      kdig +tls (CA and hostname verified) gets, for every name and type of
                         the zone and an NXDOMAIN, the same answer as dnspython over UDP
   python_pipelined      Python ssl, ALPN "dot" negotiated, TLS 1.3 and TLS 1.2: 20 queries
-                        pipelined on one connection, answered in order, same as UDP
+                        pipelined on one connection, answered in order, same as UDP (and
+                        counted: ternctl stats tls_queries)
   resumption            a second connection with the first one's session resumes it
-                        (session_reused True), on TLS 1.3 and on TLS 1.2 (tickets)
+                        (session_reused True), on TLS 1.3 and on TLS 1.2 (tickets);
+                        tls_resumed counts them
   unbound_forward_tls   Unbound forwarding d.test over TLS (forward-tls-upstream, tls-cert-
                         bundle with the test CA, the name checked) answers as UDP does
   slow_handshake        a client that sends half a ClientHello and stalls, and one that
                         connects and sends nothing, are closed by the handshake timeout
+                        (tls_handshake_timeout counts them)
   half_open             a client that finishes its handshake, sends half a query and goes
                         silent is closed by the idle timeout; an answer is still served to
                         a new connection meanwhile
@@ -29,7 +32,7 @@ Checks:
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Every wait is
 bounded; only the processes started here are stopped.
 
-    test_dot.py --ternd build/ternd
+    test_dot.py --ternd build/ternd --ternctl build/ternctl
 """
 
 import argparse
@@ -159,8 +162,23 @@ tls:
   client_ca: {self.ca}
   handshake_timeout_ms: {HS_TIMEOUT_MS}
 """
-        self.tern = YamlTernd(self.work, self.args.ternd, yaml)
+        self.tern = YamlTernd(self.work, self.args.ternd, yaml, ternctl=self.args.ternctl)
         self.tern.start(ZONE)
+
+    def stats(self):
+        """ternctl stats as {name: int}."""
+        r = self.tern.ctl("stats")
+        expect(r.returncode == 0, "ternctl stats: %s" % r.stderr)
+        out = {}
+        for line in r.stdout.splitlines():
+            k, _, v = line.strip().partition(": ")
+            if v.isdigit():
+                out[k] = int(v)
+        return out
+
+    def counted(self, name, at_least):
+        wait_until(lambda: self.stats().get(name, 0) >= at_least, 5,
+                   "ternctl stats %s >= %d" % (name, at_least))
 
     # ---- checks ------------------------------------------------------------------------------
 
@@ -216,6 +234,7 @@ tls:
                            "%s: %s %s differs from UDP" % (version, name, rtype))
             finally:
                 t.close()
+        self.counted("tls_queries", 40)
 
     def resumption(self):
         for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
@@ -234,6 +253,7 @@ tls:
                 sess = t.session
                 t.close()
             expect(reused == 4, "%s: %d of 4 connections resumed" % (version, reused))
+        self.counted("tls_resumed", 8)
 
     def unbound_forward_tls(self):
         binary = find_program("unbound")
@@ -301,6 +321,7 @@ forward-zone:
         finally:
             s1.close()
             s2.close()
+        self.counted("tls_handshake_timeout", 2)
 
     def half_open(self):
         t = tls_connect(tls_context(self.ca), self.tls_port)
@@ -414,6 +435,7 @@ forward-zone:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ternd", required=True)
+    ap.add_argument("--ternctl", required=True)
     return Dot(ap.parse_args()).run()
 
 
