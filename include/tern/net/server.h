@@ -4,8 +4,10 @@
  * Each worker is a thread with its own epoll instance, its own SO_REUSEPORT UDP socket per listen
  * address (recvmmsg/sendmmsg batches) and its own SO_REUSEPORT TCP listener per address, its own
  * buffers, answer context and connection pool, all allocated before it serves its first query.
- * Workers share only the read-only zone table and configuration. The query path takes no lock
- * and allocates nothing.
+ * With "tls: listen" each worker also has a DoT listener per address and a DoT pool (tcp.c, over
+ * tern/net/tls.h): one SSL_CTX shared by all (ticket keys), an SSL object per connection from
+ * accept to close. Workers share only the read-only zone table and configuration (and that
+ * SSL_CTX, RCU-published). The query path takes no lock and allocates nothing.
  *
  * Lifecycle: server_bind() binds every socket (failing fast with a clear message if one cannot
  * be bound), server_run() starts the workers (server_start() does both); server_stop() asks them
