@@ -239,7 +239,10 @@ void *worker_main(void *arg)
 
     if (mem_thread_bind(w->arena) < 0)
         log_warn("worker %u: cannot bind to its jemalloc arena", w->id);
-    mem_thread_tcache(false);
+    /* off: nothing is allocated per query, a cache would only hold memory. On with DoT: OpenSSL
+     * makes hundreds of small allocations per handshake and a few per record (tls.h), each a
+     * locked arena operation without the cache */
+    mem_thread_tcache(w->srv->tls != NULL);
     const uint64_t *a, *d;
     if (mem_thread_counters(&a, &d) == 0) {
         __atomic_store_n(&w->allocp, a, __ATOMIC_RELEASE);
