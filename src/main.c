@@ -105,7 +105,13 @@ static void log_listen(const config_t *cfg, const server_t *s)
             log_info("listening on [%s]:%u (%s)", host, server_port(s, i), proto);
         }
     }
+    for (size_t i = 0; i < cfg->tls.nlisten && cfg->tls.certificate; i++)
+        log_info("listening on %s (tls, port %u)", cfg->tls.listen[i].text, server_tls_port(s, i));
 }
+
+/* The server whose DoT credentials a SIGHUP reads again (server_tls_reload()); set once the
+ * workers are bound, read by the signal-handling thread (the same one). */
+static server_t *hup_server;
 
 /* Write our PID to path (atomically: a temp file renamed over it). 0 or a negative code. */
 static int write_pid_file(const char *path)
@@ -259,7 +265,8 @@ static int take_signal(int sfd, loader_t *loader, qlog_t *qlog)
     }
     if (si.ssi_signo == SIGHUP) {
         log_info("SIGHUP: reloading");
-        qlog_reopen(qlog); /* log rotation */
+        qlog_reopen(qlog);                   /* log rotation */
+        (void)server_tls_reload(hup_server); /* a bad file is logged, the old one kept */
         loader_request(loader);
         return 0;
     }
@@ -601,6 +608,7 @@ static int wire_server(ternd_t *t)
         supervise(t, "workers", start_workers, stop_workers, t->srv, SUPERVISOR_WORKERS) < 0)
         return -1;
     server_set_limits(t->srv, loader_limits(t->loader));
+    hup_server = t->srv;
     if (cfg->metrics_listen &&
         (!(t->metrics = metrics_start(cfg->metrics_listen, t->loader, t->srv)) ||
          supervise(t, "metrics", NULL, stop_metrics, t->metrics, SUPERVISOR_METRICS) < 0))

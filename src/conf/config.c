@@ -294,6 +294,12 @@ static const opt_t schema[] = {
      .restart = true,
      .desc = "\"ADDR:PORT\" of the Prometheus HTTP endpoint (/metrics); unset = none"},
     /* restart-only: the API service takes its listener, certificate and keys at startup */
+    {.key = "tls",
+     .type = OPT_BLOCK,
+     .block = &config_tls_block,
+     .restart = true,
+     .desc = "DNS over TLS (RFC 7858) and zone transfers over it (RFC 9103): a mapping of these "
+             "keys; unset or ~ = none"},
     {.key = "api",
      .type = OPT_BLOCK,
      .block = &config_api_block,

@@ -107,6 +107,10 @@ extern const conf_block_t config_redins_log_block;      /* config_qlog.c */
 extern const conf_block_t config_api_block;             /* config_api.c */
 extern const conf_block_t config_dnssec_policies_block; /* config_dnssec.c */
 extern const conf_block_t config_catalogs_block;        /* config_catalog.c */
+extern const conf_block_t config_tls_block;             /* config_tls.c */
+
+/* The "tls:" block as the workers take it (config_tls.c); nlisten 0 without DoT. */
+server_tls_settings_t config_tls_settings(const config_t *c);
 
 /* Zones' dnssec policies exist, and so does their state directory (config_dnssec.c). */
 int config_dnssec_check(const config_t *c, const char *file, char *err, size_t errlen) TERN_WUR;

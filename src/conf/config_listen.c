@@ -307,6 +307,7 @@ server_settings_t config_server_settings(const config_t *c)
         .xdp_ifaces = c->xdp_listen,
         .nxdp = c->nxdp,
         .xdp_port = xdp_port(c),
+        .tls = config_tls_settings(c),
     };
 }
 

@@ -432,6 +432,7 @@ int config_zone_xfr_copy(config_zone_t *dst, const config_zone_t *src)
     dst->allow_transfer = dst->allow_notify = (config_prefix_list_t){NULL, 0};
     dst->transfer_key = NULL;
     dst->transfer_key_line = src->transfer_key_line;
+    dst->transfer_tls = src->transfer_tls;
     if (peers_copy(&dst->primaries, src->primaries, src->nprimaries) < 0)
         return TERN_ENOMEM;
     dst->nprimaries = src->nprimaries;

@@ -28,6 +28,7 @@ enum {
     ZF_CATALOG,
     ZF_CATALOG_GROUP,
     ZF_CATALOG_COO,
+    ZF_TRANSFER_TLS,
     ZF_COUNT
 };
 
@@ -53,6 +54,9 @@ static const field_t zone_fields[ZF_COUNT] = {
     [ZF_TRANSFER_KEY] = {"transfer_key", "the TSIG key transfers must be signed with", false, NULL},
     [ZF_ALLOW_NOTIFY] = {"allow_notify", "who may NOTIFY a secondary zone (default: its primaries)",
                          false, NULL},
+    [ZF_TRANSFER_TLS] = {"transfer_tls",
+                         "any, required (XoT only) or mutual (XoT, client certificate)", false,
+                         NULL},
     [ZF_ALLOW_UPDATE] = {"allow_update",
                          "who may change it with RFC 2136 UPDATE: key names, or {key, address} "
                          "rules (default: nobody)",
@@ -135,6 +139,17 @@ static config_zone_format_t zone_format_of(const char *file)
     return n > 5 && strcasecmp(file + n - 5, ".json") == 0 ? CONFIG_ZONE_JSON : CONFIG_ZONE_RFC1035;
 }
 
+/* transfer_tls (config_transfer_tls_t), named as config.h's enum. */
+static int get_transfer_tls(parse_ctx_t *pc, const char *key, config_zone_t *z,
+                            const yaml_node_t *n)
+{
+    static const char *const names[] = {"any", "required", "mutual"};
+    size_t v = 0;
+    int r = config_get_enum(pc, n, key, "transfer_tls", names, TERN_ARRAY_SIZE(names), &v);
+    z->transfer_tls = (unsigned)v;
+    return r;
+}
+
 static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *parent,
                          const yaml_node_t *n, size_t index)
 {
@@ -190,6 +205,8 @@ static int add_zone_item(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *par
         if ((r = config_get_zone_xfr(pc, key, z, val[ZF_PRIMARY], val[ZF_NOTIFY],
                                      val[ZF_ALLOW_TRANSFER], val[ZF_TRANSFER_KEY],
                                      val[ZF_ALLOW_NOTIFY])) < 0)
+            return r;
+        if (val[ZF_TRANSFER_TLS] && (r = get_transfer_tls(pc, key, z, val[ZF_TRANSFER_TLS])) < 0)
             return r;
         if (val[ZF_ALLOW_UPDATE] && val[ZF_PRIMARY])
             return config_fail(pc, val[ZF_ALLOW_UPDATE], key,

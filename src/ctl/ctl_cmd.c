@@ -413,6 +413,13 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         ctl_cmd_line(body, "badcookie: %" PRIu64, s.badcookie);
         ctl_cmd_line(body, "tcp_client_capped: %" PRIu64, s.tcp_client_capped);
         ctl_cmd_line(body, "tcp_evicted: %" PRIu64, s.tcp_evicted);
+        /* DoT (tls: listen); its connections are in the tcp_* lines too */
+        ctl_cmd_line(body, "tls_handshakes: %" PRIu64, s.tls_handshakes);
+        ctl_cmd_line(body, "tls_resumed: %" PRIu64, s.tls_resumed);
+        ctl_cmd_line(body, "tls_handshake_failed: %" PRIu64, s.tls_handshake_failed);
+        ctl_cmd_line(body, "tls_handshake_timeout: %" PRIu64, s.tls_handshake_timeout);
+        ctl_cmd_line(body, "tls_handshake_refused: %" PRIu64, s.tls_handshake_refused);
+        ctl_cmd_line(body, "tls_queries: %" PRIu64, s.tls_queries);
     }
     if (c->loader) {
         loader_stats_t st;

@@ -174,6 +174,25 @@ static void render_transport(buf_t *b, const server_stats_t *st)
     family(b, "tern_tcp_accept_paused_total", "counter",
            "Times accept() ran out of descriptors or memory and a listener paused for 100 ms.");
     sample(b, "tern_tcp_accept_paused_total", st->tcp_accept_paused);
+    family(b, "tern_tls_total", "counter",
+           "DoT: handshakes finished, resumed, failed, timed out, refused at the handshake "
+           "limits, and queries answered (its connections are in tern_tcp_connections_total).");
+    static const struct {
+        const char *event;
+        size_t offset;
+    } tls[] = {
+        {"handshake", offsetof(server_stats_t, tls_handshakes)},
+        {"resumed", offsetof(server_stats_t, tls_resumed)},
+        {"handshake_failed", offsetof(server_stats_t, tls_handshake_failed)},
+        {"handshake_timeout", offsetof(server_stats_t, tls_handshake_timeout)},
+        {"handshake_refused", offsetof(server_stats_t, tls_handshake_refused)},
+        {"query", offsetof(server_stats_t, tls_queries)},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(tls); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)st + tls[i].offset, sizeof(v));
+        sample_label(b, "tern_tls_total", "event", tls[i].event, v);
+    }
 }
 
 /* EDNS options seen, health fail-open, and what the limits (ACL, rate limit, RRL, cookies, the

@@ -238,12 +238,43 @@ static int bind_listen(server_t *s, size_t li)
     return TERN_EEXIST;
 }
 
+/* DoT listen address li (set.tls.listen): every worker's TCP listener on it, SO_REUSEPORT as for
+ * plain TCP; port 0 picks one ephemeral port for all. 0 or negative (logged). */
+static int bind_tls(server_t *s, size_t li)
+{
+    const config_listen_t *l = &s->set.tls.listen[li];
+    uint16_t port = get_port(&l->addr);
+    const char *what = "bind";
+    for (unsigned w = 0; w < s->nworkers; w++) {
+        worker_t *wk = &s->workers[w];
+        if ((wk->tls_fd[li] = open_socket(l, SOCK_STREAM, port, false, &what)) < 0)
+            goto fail;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        if (port == 0) {
+            what = "getsockname";
+            if (getsockname(wk->tls_fd[li], (struct sockaddr *)&ss, &len) < 0)
+                goto fail;
+            port = get_port(&ss);
+        }
+    }
+    s->tls_port[li] = port;
+    s->tls_local[li] = l->addr;
+    set_port(&s->tls_local[li], port);
+    return 0;
+fail:
+    log_err("cannot listen on %s (tls): %s: %s", l->text, what, strerror(errno));
+    return -errno;
+}
+
 /* Every connection, listener and epoll set is a descriptor: make sure the soft limit allows the
  * configured pools so accept() does not fail with EMFILE under load. */
 static void raise_nofile(const server_settings_t *cfg, unsigned nworkers)
 {
     struct rlimit rl;
-    rlim_t need = (rlim_t)nworkers * (cfg->nlisten * 2 + cfg->tcp_max_connections + 1) + 64;
+    rlim_t need = (rlim_t)nworkers * (cfg->nlisten * 2 + cfg->tcp_max_connections + 1 +
+                                      cfg->tls.nlisten + cfg->tls.max_connections) +
+                  64;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
         return;
     rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
@@ -262,6 +293,28 @@ static int epoll_add(int epfd, int fd, uint64_t tag)
 static bool same_addr(const config_listen_t *a, const config_listen_t *b)
 {
     return a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+}
+
+/* A DoT address on a fixed port that is also a TCP (or another DoT) listen address: SO_REUSEPORT
+ * would bind both and split the connections between DNS over TCP and over TLS. Logged. */
+static bool tls_addrs_clash(const server_settings_t *cfg)
+{
+    for (size_t i = 0; i < cfg->tls.nlisten; i++) {
+        const config_listen_t *t = &cfg->tls.listen[i];
+        if (get_port(&t->addr) == 0)
+            continue;
+        for (size_t j = 0; j < cfg->nlisten; j++)
+            if (cfg->listen[j].tcp && same_addr(t, &cfg->listen[j])) {
+                log_err("tls: listen address %s is also a TCP listen address", t->text);
+                return true;
+            }
+        for (size_t j = 0; j < i; j++)
+            if (same_addr(t, &cfg->tls.listen[j])) {
+                log_err("tls: listen address %s given twice", t->text);
+                return true;
+            }
+    }
+    return false;
 }
 
 /*
@@ -335,7 +388,11 @@ static void server_free(server_t *s)
                 if (wk->tcp_fd[li] >= 0)
                     close(wk->tcp_fd[li]);
             }
+            for (size_t li = 0; li < s->ntls; li++)
+                if (wk->tls_fd[li] >= 0)
+                    close(wk->tls_fd[li]);
             tcp_pool_free(&wk->tcp);
+            tcp_pool_free(&wk->tls);
             udp_state_free(wk->udp);
             if (wk->epfd >= 0)
                 close(wk->epfd);
@@ -344,7 +401,38 @@ static void server_free(server_t *s)
     }
     if (s->stop_fd >= 0)
         close(s->stop_fd);
+    tls_server_free(s->tls);
     free(s);
+}
+
+/* Worker wk's epoll set, and its buffers and pools from its own arena (mem.h). 0, TERN_ENOMEM, or
+ * another negative code (logged). */
+static int worker_prepare(server_t *s, worker_t *wk)
+{
+    const server_settings_t *cfg = &s->set;
+    if ((wk->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        log_err("epoll_create1: %s", strerror(errno));
+        return -errno;
+    }
+    unsigned home = mem_thread_arena();
+    wk->arena = mem_arena_create();
+    if (mem_thread_bind(wk->arena) < 0)
+        wk->arena = MEM_NO_ARENA;
+    bool ok = (wk->udp = udp_state_new()) != NULL &&
+              tcp_pool_init(&wk->tcp, cfg->tcp_max_connections, cfg) == 0 &&
+              (!s->tls || tcp_pool_init(&wk->tls, cfg->tls.max_connections, cfg) == 0);
+    wk->tcp.lfd = wk->tcp_fd;
+    wk->tcp.nlisten = s->nlisten;
+    wk->tcp.local = s->local;
+    if (s->tls) {
+        tcp_pool_tls(&wk->tls, s->tls, &cfg->tls);
+        wk->tls.lfd = wk->tls_fd;
+        wk->tls.nlisten = s->ntls;
+        wk->tls.local = s->tls_local;
+    }
+    if (wk->arena != MEM_NO_ARENA && mem_thread_bind(home) < 0)
+        log_warn("server: cannot return to the main thread's arena");
+    return ok ? 0 : TERN_ENOMEM;
 }
 
 server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
@@ -362,6 +450,8 @@ server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
                 log_err("listen address %s given twice", cfg->listen[i].text);
                 return NULL;
             }
+    if (tls_addrs_clash(cfg))
+        return NULL;
 
     server_t *s = calloc(1, sizeof(*s));
     if (!s)
@@ -392,7 +482,15 @@ server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
         answer_ctx_seed(&wk->actx, (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid() << 8 ^ w);
         wk->actx.lim.id = w; /* its log ring of newly limited prefixes */
         for (size_t li = 0; li < CONFIG_MAX_LISTEN; li++)
-            wk->udp_fd[li] = wk->tcp_fd[li] = -1;
+            wk->udp_fd[li] = wk->tcp_fd[li] = wk->tls_fd[li] = -1;
+    }
+    if (cfg->tls.nlisten) {
+        char err[512];
+        if (!(s->tls = tls_server_new(&cfg->tls, err, sizeof(err)))) {
+            log_err("%s", err);
+            goto fail;
+        }
+        s->ntls = cfg->tls.nlisten;
     }
     if ((s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         log_err("eventfd: %s", strerror(errno));
@@ -400,25 +498,17 @@ server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
     }
     raise_nofile(cfg, s->nworkers);
     for (unsigned w = 0; w < s->nworkers; w++) {
-        worker_t *wk = &s->workers[w];
-        if ((wk->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-            log_err("epoll_create1: %s", strerror(errno));
-            goto fail;
-        }
-        /* The worker's long-lived buffers come from its own arena (mem.h). */
-        unsigned home = mem_thread_arena();
-        wk->arena = mem_arena_create();
-        if (mem_thread_bind(wk->arena) < 0)
-            wk->arena = MEM_NO_ARENA;
-        bool ok = (wk->udp = udp_state_new()) != NULL &&
-                  tcp_pool_init(&wk->tcp, cfg->tcp_max_connections, cfg) == 0;
-        if (wk->arena != MEM_NO_ARENA && mem_thread_bind(home) < 0)
-            log_warn("server: cannot return to the main thread's arena");
-        if (!ok)
+        int r = worker_prepare(s, &s->workers[w]);
+        if (r == TERN_ENOMEM)
             goto nomem;
+        if (r < 0)
+            goto fail;
     }
     for (size_t li = 0; li < s->nlisten; li++)
         if (bind_listen(s, li) < 0)
+            goto fail;
+    for (size_t li = 0; li < s->ntls; li++)
+        if (bind_tls(s, li) < 0)
             goto fail;
     if (s->set.nxdp && xdp_setup(s) < 0)
         goto fail;
@@ -439,6 +529,9 @@ server_t *server_bind(server_settings_t set, const answer_view_t *const *view)
                  epoll_add(wk->epfd, wk->udp_fd[li], TAG_MAKE(TAG_UDP, 0, li)) < 0) ||
                 (wk->tcp_fd[li] >= 0 &&
                  epoll_add(wk->epfd, wk->tcp_fd[li], TAG_MAKE(TAG_LISTEN, 0, li)) < 0))
+                goto fail_epoll;
+        for (size_t li = 0; li < s->ntls; li++)
+            if (epoll_add(wk->epfd, wk->tls_fd[li], TAG_MAKE(TAG_TLS_LISTEN, 0, li)) < 0)
                 goto fail_epoll;
     }
     return s;
@@ -483,6 +576,24 @@ server_t *server_start(server_settings_t set, const answer_view_t *const *view)
 uint16_t server_port(const server_t *s, size_t listen_index)
 {
     return listen_index < s->nlisten ? s->port[listen_index] : 0;
+}
+
+uint16_t server_tls_port(const server_t *s, size_t listen_index)
+{
+    return listen_index < s->ntls ? s->tls_port[listen_index] : 0;
+}
+
+int server_tls_reload(server_t *s)
+{
+    if (!s || !s->tls)
+        return 0;
+    char err[512];
+    int r = tls_server_reload(s->tls, err, sizeof(err));
+    if (r < 0)
+        log_err("%s; the certificate in use stays", err);
+    else
+        log_info("tls: certificate and key read again: new connections use them");
+    return r;
 }
 
 const char *server_qtype_name(unsigned slot)

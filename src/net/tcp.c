@@ -64,6 +64,26 @@
  * Every close is counted under exactly one reason, so tcp_accepted = open + the tcp_closed_*.
  * Interest stays level-triggered: EPOLLIN unless paused or at EOF, EPOLLOUT only while output is
  * pending; conn_arm() changes it only when it differs.
+ *
+ * DoT (RFC 7858): a worker's second pool (w->tls, tcp_pool_tls()) runs the same code over
+ * tern/net/tls.h — every limit above applies as is (its own slots: a handshake flood cannot take
+ * TCP's) — with these additions:
+ *   - the handshake, non-blocking: each event is one SSL_do_handshake() step, its WANT_READ/
+ *     WANT_WRITE is the interest registered. Nothing is read as DNS before it finishes.
+ *   - handshake_timeout_ms: a connection still in handshake then is closed (a third list, in
+ *     accept order, which is deadline order). Counted tcp_closed_idle and tls_handshake_timeout;
+ *     a client that connects and sends nothing, or half a ClientHello, ends here.
+ *   - max_handshakes in progress per pool, max_handshakes_per_client per client prefix (as
+ *     tcp_max_per_client counts clients): a newcomer past either is closed at accept
+ *     (tls_handshake_refused), except that at max_handshakes the oldest handshake gives way if
+ *     it has been going for TCP_EVICT_QUIET_MS. What a flood of handshakes can take from a
+ *     worker per round is bounded by the first, what one client can take by the second.
+ *   - OpenSSL reads a record at a time and may hold decrypted bytes rbuf had no room for; no
+ *     readiness event reports them, so tls_read() and conn_event() read on while
+ *     tls_conn_pending() says so.
+ *   - a transfer on a DoT connection (XoT) is handed over with its SSL (server_handoff_t.tls).
+ * Allocation: the SSL object and OpenSSL's buffers at accept (freed at close); nothing of ours
+ * per query (OpenSSL 3.0's record layer makes a few 40-byte frames per record, test_tls.c).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -92,7 +112,9 @@ typedef enum {
     CLOSE_IDLE,
     CLOSE_LIFE,
     CLOSE_EVICT,
-    HANDED, /* the transfer thread has the descriptor now: forget it, do not close it */
+    CLOSE_HS_FAIL, /* DoT: the handshake failed */
+    CLOSE_HS_TIME, /* DoT: the handshake did not finish in time */
+    HANDED,        /* the transfer thread has the descriptor now: forget it, do not close it */
 } verdict_t;
 
 /* One client prefix with connections in this pool (see the header: who pays first). */
@@ -102,6 +124,7 @@ struct tcp_peer {
     tcp_conn_t *ihead, *itail; /* its idle connections, idle longest first */
     uint32_t nconn;            /* connections it holds in this pool */
     uint32_t nidle;            /* ... of which idle: its by_idle index */
+    uint32_t nhs;              /* ... of which in a TLS handshake (DoT pool) */
     uint8_t family;            /* 4 or 6; 0 for a non-IP peer (they all share one) */
     uint8_t key[16];           /* the address masked to its client prefix */
 };
@@ -150,6 +173,7 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const server_settings_t *cfg)
         c->rbuf = p->bufs + (size_t)i * (TCP_MSG_MAX + TCP_WBUF_SIZE);
         c->wbuf = c->rbuf + TCP_MSG_MAX;
         c->ends = p->ends + (size_t)i * ring;
+        c->pool = p;
         c->next = p->free;
         p->free = c;
     }
@@ -166,16 +190,37 @@ int tcp_pool_init(tcp_pool_t *p, uint32_t n, const server_settings_t *cfg)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         p->seed = tern_mix64((uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)p);
     }
+    p->conn_tag = TAG_CONN;
+    p->listen_tag = TAG_LISTEN;
     return 0;
+}
+
+void tcp_pool_tls(tcp_pool_t *p, tls_server_t *tls, const server_tls_settings_t *set)
+{
+    p->tls = tls;
+    p->conn_tag = TAG_TLS_CONN;
+    p->listen_tag = TAG_TLS_LISTEN;
+    p->max_hs = set->max_handshakes ? set->max_handshakes : 1;
+    p->max_hs_client = set->max_handshakes_per_client ? set->max_handshakes_per_client : 1;
+    p->hs_ms = set->handshake_timeout_ms;
 }
 
 void tcp_pool_free(tcp_pool_t *p)
 {
+    if (p->tls && p->head)
+        tls_thread_init(); /* the stopping thread writes close_notify to DoT clients */
     for (tcp_conn_t *c = p->head; c; c = c->next) {
         /* shutting down: hand the kernel the answers already made (one try, never blocking), so
          * a stop finishes what is in flight instead of dropping it */
-        if (c->woff < c->wlen)
+        if (c->ssl) {
+            if (!c->handshake && c->woff < c->wlen) {
+                ssize_t n = tls_conn_write(c->ssl, c->wbuf + c->woff, c->wlen - c->woff);
+                (void)n; /* best effort, as below */
+            }
+            tls_conn_free(c->ssl);
+        } else if (c->woff < c->wlen) {
             (void)send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
         close(c->fd);
     }
     free(p->conns);
@@ -340,9 +385,8 @@ static void conn_settle(tcp_pool_t *p, tcp_conn_t *c)
  * the prefix holding the most idle connections, idle longest; with none idle, the one quiet
  * longest if it has made no progress for TCP_EVICT_QUIET_MS (stalled mid-message, or not
  * reading its answers). */
-static tcp_conn_t *evict_victim(const worker_t *w)
+static tcp_conn_t *evict_victim(const worker_t *w, const tcp_pool_t *p)
 {
-    const tcp_pool_t *p = &w->tcp;
     if (p->top > 0)
         return p->by_idle[p->top]->ihead;
     if (p->head && w->now_ms - (p->head->deadline_ms - p->idle_ms) >= TCP_EVICT_QUIET_MS)
@@ -353,11 +397,30 @@ static tcp_conn_t *evict_victim(const worker_t *w)
 /* Activity: push the idle deadline out and keep the list sorted by moving c to the tail. */
 static void touch(worker_t *w, tcp_conn_t *c)
 {
-    c->deadline_ms = w->now_ms + w->tcp.idle_ms;
-    if (w->tcp.tail != c) {
-        list_unlink(&w->tcp, c);
-        list_append(&w->tcp, c);
+    c->deadline_ms = w->now_ms + c->pool->idle_ms;
+    if (c->pool->tail != c) {
+        list_unlink(c->pool, c);
+        list_append(c->pool, c);
     }
+}
+
+/* DoT handshakes in progress: a list in deadline order (one timeout for all: accept order), and
+ * counts per pool and per client prefix for the limits at accept. */
+static void hs_enter(tcp_pool_t *p, tcp_conn_t *c)
+{
+    c->handshake = true;
+    c->hs_want = EPOLLIN; /* the ClientHello */
+    DL_APPEND(p->hhead, p->htail, c, hprev, hnext);
+    p->nhs++;
+    c->owner->nhs++;
+}
+
+static void hs_leave(tcp_pool_t *p, tcp_conn_t *c)
+{
+    c->handshake = false;
+    DL_UNLINK(p->hhead, p->htail, c, hprev, hnext);
+    p->nhs--;
+    c->owner->nhs--;
 }
 
 static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
@@ -375,6 +438,14 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
     case CLOSE_EVICT:
         NET_COUNT(w, tcp_evicted, 1);
         break;
+    case CLOSE_HS_FAIL:
+        NET_COUNT(w, tcp_closed_bad, 1);
+        NET_COUNT(w, tls_handshake_failed, 1);
+        break;
+    case CLOSE_HS_TIME:
+        NET_COUNT(w, tcp_closed_idle, 1);
+        NET_COUNT(w, tls_handshake_timeout, 1);
+        break;
     case HANDED:
         NET_COUNT(w, tcp_handed_off, 1);
         break;
@@ -382,27 +453,32 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
         NET_COUNT(w, tcp_closed_peer, 1);
         break;
     }
-    if (why != HANDED)
-        close(c->fd); /* also removes it from the epoll set */
+    if (c->handshake)
+        hs_leave(c->pool, c);
+    if (why != HANDED) {
+        tls_conn_free(c->ssl); /* NULL on plain TCP */
+        close(c->fd);          /* also removes it from the epoll set */
+    }
+    c->ssl = NULL;
     if (w->srv->limits) {
         limit_client_t lc;
         limit_client_of(&lc, (const struct sockaddr *)&c->peer);
         limit_tcp_release(w->srv->limits, &lc);
     }
     if (c->idle)
-        idle_leave(&w->tcp, c);
+        idle_leave(c->pool, c);
     if (--c->owner->nconn == 0)
-        peer_put(&w->tcp, c->owner);
+        peer_put(c->pool, c->owner);
     c->owner = NULL;
-    list_unlink(&w->tcp, c);
-    life_unlink(&w->tcp, c);
+    list_unlink(c->pool, c);
+    life_unlink(c->pool, c);
     c->fd = -1;
     c->gen++;
     c->rlen = c->woff = c->wlen = 0;
     c->qhead = c->qlen = c->need = c->events = 0;
     c->paused = c->eof = false;
-    c->next = w->tcp.free;
-    w->tcp.free = c;
+    c->next = c->pool->free;
+    c->pool->free = c;
 }
 
 /* Register the interest c's state calls for: read unless paused or at EOF, write while output
@@ -410,10 +486,12 @@ static void conn_close(worker_t *w, tcp_conn_t *c, verdict_t why)
 static verdict_t conn_arm(worker_t *w, tcp_conn_t *c)
 {
     uint32_t want = (c->eof || c->paused ? 0 : EPOLLIN) | (c->woff < c->wlen ? EPOLLOUT : 0);
+    if (c->handshake)
+        want = c->hs_want;
     if (want == c->events)
         return KEEP;
     struct epoll_event ev = {.events = want};
-    ev.data.u64 = TAG_MAKE(TAG_CONN, c->gen, (uint32_t)(c - w->tcp.conns));
+    ev.data.u64 = TAG_MAKE(c->pool->conn_tag, c->gen, (uint32_t)(c - c->pool->conns));
     if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
         return CLOSE_PEER;
     c->events = want;
@@ -429,22 +507,30 @@ static verdict_t flush(worker_t *w, tcp_conn_t *c)
 {
     bool progress = false;
     while (c->woff < c->wlen) {
-        /* send, not write: MSG_NOSIGNAL turns a reset peer into EPIPE instead of a process-wide
-         * SIGPIPE */
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        ssize_t n;
+        if (c->ssl) {
+            n = tls_conn_write(c->ssl, c->wbuf + c->woff, c->wlen - c->woff);
+            /* WANT_READ (a TLS 1.3 key update in flight): EPOLLIN is armed while we write */
+            if (n == TLS_IO_WANT_WRITE || n == TLS_IO_WANT_READ)
+                break;
+        } else {
+            /* send, not write: MSG_NOSIGNAL turns a reset peer into EPIPE instead of a
+             * process-wide SIGPIPE */
+            n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+        }
         if (n > 0) {
             c->woff += (uint32_t)n;
             progress = true;
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
         return CLOSE_PEER;
     }
     if (!progress)
         return KEEP;
     touch(w, c);
-    uint32_t ring = w->tcp.ring;
+    uint32_t ring = c->pool->ring;
     while (c->qlen > 0 && c->ends[c->qhead] <= c->woff) {
         c->qlen--;
         if (++c->qhead == ring)
@@ -459,7 +545,7 @@ static verdict_t flush(worker_t *w, tcp_conn_t *c)
  * ring's offsets with them). The caller checked that the ring has a free slot. */
 static bool try_append(worker_t *w, tcp_conn_t *c, const uint8_t *data, size_t len)
 {
-    uint32_t ring = w->tcp.ring;
+    uint32_t ring = c->pool->ring;
     if (c->woff > 0 && TCP_WBUF_SIZE - c->wlen < len) {
         memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
         /* at most tcp_max_inflight entries, and only when the tail of the queue is full */
@@ -482,7 +568,7 @@ static bool try_append(worker_t *w, tcp_conn_t *c, const uint8_t *data, size_t l
  * for the answer that did not fit (need; 0 when it paused on the in-flight cap). */
 static bool can_resume(const worker_t *w, const tcp_conn_t *c)
 {
-    return c->qlen < w->tcp.ring && TCP_WBUF_SIZE - (c->wlen - c->woff) >= c->need;
+    return c->qlen < c->pool->ring && TCP_WBUF_SIZE - (c->wlen - c->woff) >= c->need;
 }
 
 /* ---- input ---------------------------------------------------------------------------------- */
@@ -491,17 +577,22 @@ static bool can_resume(const worker_t *w, const tcp_conn_t *c)
 static verdict_t hand_over(worker_t *w, tcp_conn_t *c, uint32_t off)
 {
     const server_handoff_t *h = &w->srv->handoff;
-    if (!h->tcp) {
+    if (c->ssl ? !h->tls : !h->tcp) {
         NET_COUNT(w, handoff_full, 1);
         return CLOSE_BAD;
     }
     /* out of this worker's epoll set before anyone else may touch the descriptor */
     (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     c->events = 0;
-    if (!h->tcp(h->ctx, c->fd, c->rbuf + off, c->rlen - off, &c->peer, &w->srv->local[c->li])) {
+    const struct sockaddr_storage *local = &c->pool->local[c->li];
+    bool taken = c->ssl
+                     ? h->tls(h->ctx, c->fd, c->ssl, c->rbuf + off, c->rlen - off, &c->peer, local)
+                     : h->tcp(h->ctx, c->fd, c->rbuf + off, c->rlen - off, &c->peer, local);
+    if (!taken) {
         NET_COUNT(w, handoff_full, 1);
         return CLOSE_BAD;
     }
+    c->ssl = NULL; /* the transfer thread's now, with the descriptor */
     return HANDED;
 }
 
@@ -509,7 +600,7 @@ static verdict_t hand_over(worker_t *w, tcp_conn_t *c, uint32_t off)
  * or no room for the next answer even after writing what the kernel takes); keep the rest. */
 static verdict_t process(worker_t *w, tcp_conn_t *c)
 {
-    uint8_t *out = w->tcp.out;
+    uint8_t *out = c->pool->out;
     uint32_t off = 0;
     verdict_t v = KEEP;
     worker_clock(w);
@@ -519,7 +610,7 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
             return CLOSE_BAD;
         if (c->rlen - off - 2 < mlen)
             break;
-        if (c->qlen >= w->tcp.ring) {
+        if (c->qlen >= c->pool->ring) {
             c->paused = true;
             c->need = 0;
             break;
@@ -560,7 +651,7 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
         net_count_answer(w, ANSWER_TCP, &w->actx.info);
         if (unlikely(w->qring != NULL)) {
             const qlog_query_t qq = {.client = (const struct sockaddr *)&c->peer,
-                                     .server = (const struct sockaddr *)&w->srv->local[c->li],
+                                     .server = (const struct sockaddr *)&c->pool->local[c->li],
                                      .tcp = true,
                                      .qtime_ns = w->qtime_ns,
                                      .query = c->rbuf + off + 2,
@@ -570,6 +661,8 @@ static verdict_t process(worker_t *w, tcp_conn_t *c)
             qlog_worker_put(w->srv->qlog, w->qring, &w->actx, &qq);
         }
         NET_COUNT(w, tcp_queries, 1);
+        if (c->ssl)
+            NET_COUNT(w, tls_queries, 1);
         touch(w, c);
         off += 2 + (uint32_t)mlen;
     }
@@ -594,11 +687,15 @@ static verdict_t serve(worker_t *w, tcp_conn_t *c)
     }
 }
 
+static verdict_t tls_read(worker_t *w, tcp_conn_t *c);
+
 /* One read per readiness event (level-triggered: the rest is reported again), so one busy peer
  * cannot monopolise the worker. Only called while not paused, when rbuf holds at most a partial
  * message, so there is always room. */
 static verdict_t conn_read(worker_t *w, tcp_conn_t *c)
 {
+    if (c->ssl)
+        return tls_read(w, c);
     ssize_t n = read(c->fd, c->rbuf + c->rlen, TCP_MSG_MAX - c->rlen);
     if (n < 0)
         return (errno == EAGAIN || errno == EWOULDBLOCK) ? KEEP : CLOSE_PEER;
@@ -612,11 +709,61 @@ static verdict_t conn_read(worker_t *w, tcp_conn_t *c)
     return serve(w, c);
 }
 
+/* DoT: read what the socket has. OpenSSL reads one record at a time and keeps what did not fit
+ * rbuf (tls_conn_pending()); the socket does not report that as readable, so read on while
+ * OpenSSL holds some and c takes more. Bounded: each round empties part of one record, or
+ * ends. Called, as conn_read(), while not paused with at most a partial message in rbuf. */
+static verdict_t tls_read(worker_t *w, tcp_conn_t *c)
+{
+    do {
+        ssize_t n = tls_conn_read(c->ssl, c->rbuf + c->rlen, TCP_MSG_MAX - c->rlen);
+        if (n == TLS_IO_WANT_READ || n == TLS_IO_WANT_WRITE)
+            return KEEP;
+        if (n == TLS_IO_EOF) {
+            c->eof = true; /* as conn_read(): finish writing, then close */
+            return KEEP;
+        }
+        if (n < 0)
+            return CLOSE_PEER;
+        c->rlen += (uint32_t)n;
+        verdict_t v = serve(w, c);
+        if (v != KEEP)
+            return v;
+    } while (!c->paused && !c->eof && tls_conn_pending(c->ssl) > 0);
+    return KEEP;
+}
+
+/* DoT: one step of c's handshake. Once done it is counted, its idle deadline starts, and what
+ * the client sent right behind its Finished (OpenSSL may hold it already) is read. */
+static verdict_t tls_step(worker_t *w, tcp_conn_t *c)
+{
+    int r = tls_conn_handshake(c->ssl);
+    if (r == TLS_IO_WANT_READ || r == TLS_IO_WANT_WRITE) {
+        c->hs_want = r == TLS_IO_WANT_READ ? EPOLLIN : EPOLLOUT;
+        return KEEP;
+    }
+    if (r != 0)
+        return r == TLS_IO_EOF ? CLOSE_PEER : CLOSE_HS_FAIL;
+    hs_leave(c->pool, c);
+    NET_COUNT(w, tls_handshakes, 1);
+    if (tls_conn_resumed(c->ssl))
+        NET_COUNT(w, tls_resumed, 1);
+    touch(w, c);
+    return tls_read(w, c);
+}
+
 static verdict_t conn_event(worker_t *w, tcp_conn_t *c, uint32_t events)
 {
     verdict_t v;
     if (events & EPOLLERR)
         return CLOSE_PEER;
+    if (c->handshake) {
+        if ((v = tls_step(w, c)) != KEEP)
+            return v;
+        if (c->handshake)
+            return conn_arm(w, c);
+        events = 0; /* the event was the handshake's; tls_step() read what followed it */
+    }
     if ((events & EPOLLOUT) && c->woff < c->wlen) {
         if ((v = flush(w, c)) != KEEP)
             return v;
@@ -627,7 +774,9 @@ static verdict_t conn_event(worker_t *w, tcp_conn_t *c, uint32_t events)
                 return v;
         }
     }
-    if (!c->eof && !c->paused && (events & (EPOLLIN | EPOLLHUP))) {
+    /* DoT: records OpenSSL holds while c was paused are not a readiness event */
+    if (!c->eof && !c->paused &&
+        ((events & (EPOLLIN | EPOLLHUP)) || (c->ssl && tls_conn_pending(c->ssl) > 0))) {
         if ((v = conn_read(w, c)) != KEEP)
             return v;
     }
@@ -639,66 +788,117 @@ static verdict_t conn_event(worker_t *w, tcp_conn_t *c, uint32_t events)
     return conn_arm(w, c);
 }
 
-void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events)
+void tcp_conn_event(worker_t *w, tcp_pool_t *p, uint32_t idx, uint32_t gen, uint32_t events)
 {
-    if (idx >= w->tcp.n)
+    if (idx >= p->n)
         return;
-    tcp_conn_t *c = &w->tcp.conns[idx];
+    tcp_conn_t *c = &p->conns[idx];
     if (c->fd < 0 || (c->gen & 0xFFFFFFu) != gen)
         return; /* closed (and maybe reused) earlier in this round */
     verdict_t v = conn_event(w, c, events);
     if (v != KEEP)
         conn_close(w, c, v);
     else
-        conn_settle(&w->tcp, c);
+        conn_settle(c->pool, c);
 }
 
-/* Out of descriptors or memory: stop watching listener li for TCP_ACCEPT_PAUSE_MS (tcp_sweep()
- * puts it back), count it, and say so once per worker. */
-static void accept_pause(worker_t *w, size_t li, int err)
+/* Out of descriptors or memory: stop watching listener li of p for TCP_ACCEPT_PAUSE_MS
+ * (tcp_sweep() puts it back), count it, and say so once per worker and pool. */
+static void accept_pause(worker_t *w, tcp_pool_t *p, size_t li, int err)
 {
-    tcp_pool_t *p = &w->tcp;
     struct epoll_event ev = {.events = 0};
-    ev.data.u64 = TAG_MAKE(TAG_LISTEN, 0, li);
-    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->tcp_fd[li], &ev) == 0) {
+    ev.data.u64 = TAG_MAKE(p->listen_tag, 0, li);
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, p->lfd[li], &ev) == 0) {
         p->accept_paused |= 1u << li;
         p->accept_resume_ms = w->now_ms + TCP_ACCEPT_PAUSE_MS;
     }
     NET_COUNT(w, tcp_accept_paused, 1);
     if (!p->accept_logged) {
         p->accept_logged = true;
-        log_warn("worker %u: accept: %s; new TCP connections wait %d ms at a time until "
+        log_warn("worker %u: accept: %s; new %s connections wait %d ms at a time until "
                  "descriptors are free (raise LimitNOFILE / ulimit -n, or lower "
                  "tcp_max_connections); counted as tcp_accept_paused, logged once",
-                 w->id, strerror(err), TCP_ACCEPT_PAUSE_MS);
+                 w->id, strerror(err), p->tls ? "DoT" : "TCP", TCP_ACCEPT_PAUSE_MS);
     }
 }
 
-static void accept_resume(worker_t *w)
+static void accept_resume(worker_t *w, tcp_pool_t *p)
 {
-    tcp_pool_t *p = &w->tcp;
-    for (size_t li = 0; li < w->srv->nlisten; li++) {
+    for (size_t li = 0; li < p->nlisten; li++) {
         if (!(p->accept_paused & (1u << li)))
             continue;
         struct epoll_event ev = {.events = EPOLLIN};
-        ev.data.u64 = TAG_MAKE(TAG_LISTEN, 0, li);
-        if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->tcp_fd[li], &ev) == 0)
+        ev.data.u64 = TAG_MAKE(p->listen_tag, 0, li);
+        if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, p->lfd[li], &ev) == 0)
             p->accept_paused &= ~(1u << li);
     }
     if (p->accept_paused) /* could not re-arm (ENOMEM): try again after another pause */
         p->accept_resume_ms = w->now_ms + TCP_ACCEPT_PAUSE_MS;
 }
 
-void tcp_accept(worker_t *w, size_t li)
+/* DoT: whether a handshake may start for owner. At max_handshakes, the oldest handshake makes
+ * room if it has been going for TCP_EVICT_QUIET_MS (a client that stalls its handshake pays
+ * before one that has just begun); a client prefix at max_handshakes_per_client waits for its
+ * own to finish. A refusal closes the newcomer at once: its client retries, while a flood of
+ * handshakes can hold no more than max_handshakes of the worker's attention at a time. */
+static bool hs_admit(worker_t *w, tcp_pool_t *p, const tcp_peer_t *owner)
+{
+    if (owner->nhs >= p->max_hs_client)
+        return false;
+    if (p->nhs < p->max_hs)
+        return true;
+    tcp_conn_t *old = p->hhead;
+    if (!old || w->now_ms - (old->hs_deadline_ms - p->hs_ms) < TCP_EVICT_QUIET_MS ||
+        old->owner == owner)
+        return false;
+    conn_close(w, old, CLOSE_EVICT);
+    return true;
+}
+
+/* Connection c of p takes the accepted fd from peer on listener li; DoT: its handshake starts.
+ * false: not taken (epoll or OpenSSL out of memory), nothing of it kept. */
+static bool conn_open(worker_t *w, tcp_pool_t *p, tcp_conn_t *c, tcp_peer_t *owner, int fd,
+                      const struct sockaddr_storage *peer, size_t li)
+{
+    if (p->tls && !(c->ssl = tls_conn_new(p->tls, fd)))
+        return false;
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.u64 = TAG_MAKE(p->conn_tag, c->gen, (uint32_t)(c - p->conns));
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        tls_conn_free(c->ssl);
+        c->ssl = NULL;
+        return false;
+    }
+    p->free = c->next;
+    c->fd = fd;
+    c->peer = *peer;
+    c->li = (uint8_t)li;
+    c->events = EPOLLIN;
+    c->next = c->prev = NULL;
+    c->deadline_ms = w->now_ms + p->idle_ms;
+    c->life_ms = w->now_ms + p->life_ms;
+    list_append(p, c);
+    life_append(p, c);
+    c->owner = owner;
+    owner->nconn++;
+    idle_enter(p, c); /* nothing read yet */
+    if (p->tls) {
+        c->hs_deadline_ms = w->now_ms + p->hs_ms;
+        hs_enter(p, c);
+    }
+    NET_COUNT(w, tcp_accepted, 1);
+    return true;
+}
+
+void tcp_accept(worker_t *w, tcp_pool_t *p, size_t li)
 {
     for (unsigned k = 0; k < TCP_ACCEPT_BATCH; k++) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof(peer);
-        int fd =
-            accept4(w->tcp_fd[li], (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(p->lfd[li], (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                accept_pause(w, li, errno);
+                accept_pause(w, p, li, errno);
             return; /* EAGAIN: nothing more waiting; ECONNABORTED and the like: next event */
         }
         /* one client prefix holds at most tcp_max_per_client connections of all workers */
@@ -709,63 +909,54 @@ void tcp_accept(worker_t *w, size_t li)
             close(fd);
             continue;
         }
-        tcp_conn_t *c = w->tcp.free;
+        tcp_conn_t *c = p->free;
         if (!c) {
             /* pool full: a connection holding a slot without work makes room (see the header) */
-            tcp_conn_t *victim = evict_victim(w);
+            tcp_conn_t *victim = evict_victim(w, p);
             if (victim) {
                 conn_close(w, victim, CLOSE_EVICT);
-                c = w->tcp.free;
+                c = p->free;
             }
         }
-        tcp_peer_t *owner = c ? peer_get(&w->tcp, (const struct sockaddr *)&peer) : NULL;
-        if (!owner) {
-            NET_COUNT(w, tcp_refused, 1);
+        tcp_peer_t *owner = c ? peer_get(p, (const struct sockaddr *)&peer) : NULL;
+        bool hs_ok = !owner || !p->tls || hs_admit(w, p, owner);
+        if (!owner || !hs_ok) {
+            if (!owner)
+                NET_COUNT(w, tcp_refused, 1);
+            else
+                NET_COUNT(w, tls_handshake_refused, 1);
+            if (owner && owner->nconn == 0)
+                peer_put(p, owner);
             limit_tcp_release(w->srv->limits, &lc);
             close(fd);
             continue;
         }
-        struct epoll_event ev = {.events = EPOLLIN};
-        ev.data.u64 = TAG_MAKE(TAG_CONN, c->gen, (uint32_t)(c - w->tcp.conns));
-        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        c = p->free; /* hs_admit() may have freed a slot and c with it: take the head again */
+        if (!conn_open(w, p, c, owner, fd, &peer, li)) {
             if (owner->nconn == 0)
-                peer_put(&w->tcp, owner);
+                peer_put(p, owner);
             limit_tcp_release(w->srv->limits, &lc);
             close(fd);
-            continue;
         }
-        w->tcp.free = c->next;
-        c->fd = fd;
-        c->peer = peer;
-        c->li = (uint8_t)li;
-        c->events = EPOLLIN;
-        c->next = c->prev = NULL;
-        c->deadline_ms = w->now_ms + w->tcp.idle_ms;
-        c->life_ms = w->now_ms + w->tcp.life_ms;
-        list_append(&w->tcp, c);
-        life_append(&w->tcp, c);
-        c->owner = owner;
-        owner->nconn++;
-        idle_enter(&w->tcp, c); /* nothing read yet */
-        NET_COUNT(w, tcp_accepted, 1);
     }
 }
 
-void tcp_sweep(worker_t *w)
+void tcp_sweep(worker_t *w, tcp_pool_t *p)
 {
-    /* Both lists are sorted by their deadline: bounded by the connections closed, each round
+    /* The lists are sorted by their deadline: bounded by the connections closed, each round
      * closes one. */
-    while (w->tcp.lhead && w->tcp.lhead->life_ms <= w->now_ms)
-        conn_close(w, w->tcp.lhead, CLOSE_LIFE);
-    while (w->tcp.head && w->tcp.head->deadline_ms <= w->now_ms)
-        conn_close(w, w->tcp.head, CLOSE_IDLE);
-    if (unlikely(w->tcp.accept_paused) && w->tcp.accept_resume_ms <= w->now_ms)
-        accept_resume(w);
+    while (p->hhead && p->hhead->hs_deadline_ms <= w->now_ms)
+        conn_close(w, p->hhead, CLOSE_HS_TIME);
+    while (p->lhead && p->lhead->life_ms <= w->now_ms)
+        conn_close(w, p->lhead, CLOSE_LIFE);
+    while (p->head && p->head->deadline_ms <= w->now_ms)
+        conn_close(w, p->head, CLOSE_IDLE);
+    if (unlikely(p->accept_paused) && p->accept_resume_ms <= w->now_ms)
+        accept_resume(w, p);
 }
 
-int tcp_next_timeout(const worker_t *w)
+int tcp_next_timeout(const worker_t *w, const tcp_pool_t *p)
 {
-    const tcp_pool_t *p = &w->tcp;
     if (!p->head && !p->accept_paused)
         return -1;
     int64_t next = INT64_MAX;
@@ -773,6 +964,8 @@ int tcp_next_timeout(const worker_t *w)
         next = p->head->deadline_ms;
     if (p->lhead && p->lhead->life_ms < next)
         next = p->lhead->life_ms;
+    if (p->hhead && p->hhead->hs_deadline_ms < next)
+        next = p->hhead->hs_deadline_ms;
     if (p->accept_paused && p->accept_resume_ms < next)
         next = p->accept_resume_ms;
     int64_t d = next - w->now_ms;

@@ -149,6 +149,16 @@ static void worker_dnssec_init(worker_t *w)
     __atomic_store_n(&w->actx.dnssec, dw, __ATOMIC_RELEASE); /* server_dnssec_stats() reads it */
 }
 
+/* The earliest deadline of the TCP and DoT pools (tcp_next_timeout()), -1 for none. */
+static int next_timeout(const worker_t *w)
+{
+    int a = tcp_next_timeout(w, &w->tcp);
+    if (!w->srv->tls)
+        return a;
+    int b = tcp_next_timeout(w, &w->tls);
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
 /* Busy mode's epoll membership of the worker's UDP socket (see the top of this file). Leaving
  * fails only if the kernel cannot take the socket back into the set (ENOMEM): the worker then
  * stays busy, still blocking in recvmmsg with its timeout, and tries again on the next timeout. */
@@ -229,12 +239,17 @@ void *worker_main(void *arg)
 
     if (mem_thread_bind(w->arena) < 0)
         log_warn("worker %u: cannot bind to its jemalloc arena", w->id);
-    mem_thread_tcache(false);
+    /* off: nothing is allocated per query, a cache would only hold memory. On with DoT: OpenSSL
+     * makes hundreds of small allocations per handshake and a few per record (tls.h), each a
+     * locked arena operation without the cache */
+    mem_thread_tcache(w->srv->tls != NULL);
     const uint64_t *a, *d;
     if (mem_thread_counters(&a, &d) == 0) {
         __atomic_store_n(&w->allocp, a, __ATOMIC_RELEASE);
         __atomic_store_n(&w->deallocp, d, __ATOMIC_RELEASE);
     }
+    if (w->srv->tls)
+        tls_thread_init(); /* SIGPIPE blocked: a reset DoT client gives EPIPE */
     tern_rcu_register();
 
     w->now_ms = tern_monotonic_ms();
@@ -253,7 +268,7 @@ void *worker_main(void *arg)
                 busy = busy_leave(w);
             timeout = 0; /* TCP and the stop event: just look */
         } else {
-            timeout = xdp_timeout(w, tcp_next_timeout(w));
+            timeout = xdp_timeout(w, next_timeout(w));
         }
         /* Offline while blocked: an idle worker never holds up a reload's grace period. */
         if (timeout != 0)
@@ -291,13 +306,19 @@ void *worker_main(void *arg)
                 break;
             }
             case TAG_LISTEN:
-                tcp_accept(w, TAG_IDX(tag));
+                tcp_accept(w, &w->tcp, TAG_IDX(tag));
+                break;
+            case TAG_TLS_LISTEN:
+                tcp_accept(w, &w->tls, TAG_IDX(tag));
+                break;
+            case TAG_TLS_CONN:
+                tcp_conn_event(w, &w->tls, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
                 break;
             case TAG_XDP:
                 xdp_serve(w, TAG_IDX(tag));
                 break;
             case TAG_CONN:
-                tcp_conn_event(w, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
+                tcp_conn_event(w, &w->tcp, TAG_IDX(tag), TAG_GEN(tag), ev[i].events);
                 break;
             default:
                 break;
@@ -316,7 +337,9 @@ void *worker_main(void *arg)
             w->view = NULL;
             tern_rcu_quiescent();
         }
-        tcp_sweep(w);
+        tcp_sweep(w, &w->tcp);
+        if (w->srv->tls)
+            tcp_sweep(w, &w->tls);
     }
     tern_rcu_unregister();
     dnssec_worker_t *dw = w->actx.dnssec;

@@ -18,6 +18,7 @@
 #include "tern/answer/answer.h"
 #include "tern/common/compiler.h"
 #include "tern/net/server.h"
+#include "tern/net/tls.h"
 #include "tern/net/xdp.h"
 #include "tern/qlog/qlog.h"
 
@@ -78,7 +79,15 @@
 
 /* epoll tags: kind in the top byte, connection generation in the next 24 bits (so an event
  * queued for a connection slot that was closed and reused is recognised as stale), index low. */
-enum { TAG_STOP = 1, TAG_UDP = 2, TAG_LISTEN = 3, TAG_CONN = 4, TAG_XDP = 5 };
+enum {
+    TAG_STOP = 1,
+    TAG_UDP = 2,
+    TAG_LISTEN = 3,
+    TAG_CONN = 4,
+    TAG_XDP = 5,
+    TAG_TLS_LISTEN = 6, /* a DoT listener (tls: listen:) */
+    TAG_TLS_CONN = 7,   /* a connection of the DoT pool */
+};
 #define TAG_MAKE(kind, gen, idx)                                                                   \
     (((uint64_t)(kind) << 56) | ((uint64_t)((gen)&0xFFFFFFu) << 32) | (uint64_t)(uint32_t)(idx))
 #define TAG_KIND(t) ((unsigned)((t) >> 56))
@@ -121,6 +130,8 @@ typedef struct udp_origin {
  * full. */
 typedef struct tcp_peer tcp_peer_t;
 
+typedef struct tcp_pool tcp_pool_t;
+
 typedef struct tcp_conn {
     int fd;
     uint32_t gen;          /* bumped at close: see TAG_MAKE */
@@ -147,9 +158,17 @@ typedef struct tcp_conn {
     tcp_peer_t *owner;            /* its client prefix in this pool */
     struct tcp_conn *iprev;       /* the owner's idle connections, idle longest first */
     struct tcp_conn *inext;
+    tcp_pool_t *pool; /* the pool it belongs to: the TCP one or the DoT one */
+    /* DoT (the pool's tls set): the connection's TLS state; NULL on a plain TCP connection */
+    SSL *ssl;
+    bool handshake;         /* the TLS handshake is not finished: no query read yet */
+    uint32_t hs_want;       /* what the handshake waits for (EPOLLIN or EPOLLOUT) */
+    int64_t hs_deadline_ms; /* closed then if still in handshake (tls handshake_timeout_ms) */
+    struct tcp_conn *hprev; /* the pool's handshakes in progress, oldest first */
+    struct tcp_conn *hnext;
 } tcp_conn_t;
 
-typedef struct tcp_pool {
+struct tcp_pool {
     tcp_conn_t *conns;         /* n slots */
     uint8_t *bufs;             /* every slot's rbuf and wbuf, one allocation */
     uint32_t *ends;            /* every slot's ring of answer ends, one allocation */
@@ -175,7 +194,21 @@ typedef struct tcp_pool {
     tcp_peer_t **by_idle; /* [k]: the prefixes holding k idle connections, longest first */
     tcp_peer_t **by_idle_tail;
     uint32_t top; /* the highest k with a prefix in by_idle[k]; 0 = nobody idle */
-} tcp_pool_t;
+
+    /* what the pool serves: TCP (tls NULL) or DoT; set by server.c before the worker runs */
+    uint8_t conn_tag;   /* TAG_CONN or TAG_TLS_CONN: its connections' epoll tag */
+    uint8_t listen_tag; /* TAG_LISTEN or TAG_TLS_LISTEN */
+    const int *lfd;     /* the worker's listeners of this kind, by listen index */
+    size_t nlisten;
+    const struct sockaddr_storage *local; /* each listener's own address (the query log's) */
+    tls_server_t *tls;                    /* DoT: the credentials; NULL: plain TCP */
+    /* DoT handshakes in progress (tls.c; the limits of the "tls:" block) */
+    tcp_conn_t *hhead, *htail; /* by deadline: all share one timeout, so accept order */
+    uint32_t nhs;              /* in progress in this pool */
+    uint32_t max_hs;           /* tls max_handshakes */
+    uint32_t max_hs_client;    /* tls max_handshakes_per_client */
+    int64_t hs_ms;             /* tls handshake_timeout_ms */
+};
 
 /* Owner-written, relaxed-read counters: the same fields as server_stats_t, so the reader sums
  * them field by field. NET_COUNT keeps the increment a plain load + store (no locked
@@ -193,17 +226,19 @@ typedef struct worker {
     pthread_t thread;
     int udp_fd[CONFIG_MAX_LISTEN];
     int tcp_fd[CONFIG_MAX_LISTEN];
-    int64_t now_ms;            /* monotonic clock, read once per loop iteration */
-    int busy_li;               /* the one UDP listen index busy mode may block on, or -1 */
-    bool dnssec_tried;         /* worker_dnssec_init() ran (actx.dnssec may still be NULL) */
-    const answer_view_t *view; /* the RCU snapshot for the event in hand */
-    unsigned arena;            /* this worker's jemalloc arena (MEM_NO_ARENA without one) */
-    const uint64_t *allocp;    /* this thread's allocation counters (mem.h); NULL until it runs */
+    int tls_fd[CONFIG_MAX_LISTEN]; /* DoT listeners, by index in set.tls.listen */
+    int64_t now_ms;                /* monotonic clock, read once per loop iteration */
+    int busy_li;                   /* the one UDP listen index busy mode may block on, or -1 */
+    bool dnssec_tried;             /* worker_dnssec_init() ran (actx.dnssec may still be NULL) */
+    const answer_view_t *view;     /* the RCU snapshot for the event in hand */
+    unsigned arena;                /* this worker's jemalloc arena (MEM_NO_ARENA without one) */
+    const uint64_t *allocp; /* this thread's allocation counters (mem.h); NULL until it runs */
     const uint64_t *deallocp;
     udp_state_t *udp;
     xdp_sock_t *xsk[WORKER_MAX_XSK]; /* the AF_XDP sockets this worker serves (xdp: listen:) */
     unsigned nxsk;
     tcp_pool_t tcp;
+    tcp_pool_t tls; /* DoT connections (n 0 without tls: listen:): RFC 7766 limits as tcp's */
     net_counters_t stats;
     qlog_ring_t *qring; /* this worker's query-log ring, or NULL: nothing logged */
     int64_t qtime_ns;   /* wall clock of the batch in hand, when qring */
@@ -225,7 +260,11 @@ struct server {
     /* each listener's own address and port: the query log's server side (a wildcard UDP
      * listener logs the address each datagram was sent to, from its PKTINFO) */
     struct sockaddr_storage local[CONFIG_MAX_LISTEN];
-    server_handoff_t handoff;   /* the transfer side; its calls NULL when none */
+    server_handoff_t handoff; /* the transfer side; its calls NULL when none */
+    tls_server_t *tls;        /* DoT credentials, or NULL: no tls: listen: */
+    size_t ntls;              /* DoT listen addresses (set.tls.listen) */
+    uint16_t tls_port[CONFIG_MAX_LISTEN];
+    struct sockaddr_storage tls_local[CONFIG_MAX_LISTEN];
     xdp_t *xdp[CONFIG_MAX_XDP]; /* the program attached to each xdp: listen: interface */
     size_t nxdp;
 };
@@ -272,16 +311,22 @@ void udp_xdp_batch(void *arg, xdp_query_t *qs, unsigned n);
 
 /* tcp.c */
 /** Preallocate n connection slots with their buffers and answer rings, the limits taken from
- * cfg (tcp_idle_timeout, tcp_max_lifetime, tcp_max_inflight). 0 or TERN_ENOMEM. */
+ * cfg (tcp_idle_timeout, tcp_max_lifetime, tcp_max_inflight). 0 or TERN_ENOMEM. The caller
+ * sets the pool's kind (conn_tag, listen_tag, lfd, nlisten, local; tls and the handshake limits
+ * for DoT: tcp_pool_tls()). */
 int tcp_pool_init(tcp_pool_t *p, uint32_t n, const server_settings_t *set) TERN_WUR;
+/** Make p a DoT pool: tls's credentials, set's handshake limits. */
+void tcp_pool_tls(tcp_pool_t *p, tls_server_t *tls, const server_tls_settings_t *set);
 /** Close every open connection and free the pool. */
 void tcp_pool_free(tcp_pool_t *p);
-void tcp_accept(worker_t *w, size_t li);
-void tcp_conn_event(worker_t *w, uint32_t idx, uint32_t gen, uint32_t events);
-/** Close connections whose idle deadline or lifetime passed; put paused listeners back. */
-void tcp_sweep(worker_t *w);
-/** epoll_wait timeout in ms until the earliest idle or lifetime deadline or accept pause end, or
- * -1 when there is none. */
-int tcp_next_timeout(const worker_t *w);
+/** Take the connections waiting on listener li of pool p (TCP or DoT). */
+void tcp_accept(worker_t *w, tcp_pool_t *p, size_t li);
+void tcp_conn_event(worker_t *w, tcp_pool_t *p, uint32_t idx, uint32_t gen, uint32_t events);
+/** Close connections of p whose idle deadline, lifetime or handshake deadline passed; put
+ * paused listeners back. */
+void tcp_sweep(worker_t *w, tcp_pool_t *p);
+/** epoll_wait timeout in ms until p's earliest idle, lifetime or handshake deadline or accept
+ * pause end, or -1 when there is none. */
+int tcp_next_timeout(const worker_t *w, const tcp_pool_t *p);
 
 #endif

@@ -202,6 +202,7 @@ static struct zst *zst_new(const config_zone_t *cz, const tsig_key_t *keys, size
     z->apex_len = (size_t)al;
     z->configured = true;
     z->transfer_key = xfr_key_index(keys, nkeys, cz->transfer_key);
+    z->transfer_tls = cz->transfer_tls;
     if (config_prefix_list_copy(&z->allow_transfer, &cz->allow_transfer) < 0 ||
         config_prefix_list_copy(&z->allow_notify, &cz->allow_notify) < 0)
         goto fail;
@@ -406,7 +407,7 @@ bool xfr_zone_wanted(xfr_t *x, const char *key)
 
 /* ---- the workers' hand-off queue ---------------------------------------------------------- */
 
-static bool submit(xfr_t *x, bool tcp, int fd, const uint8_t *msg, size_t len,
+static bool submit(xfr_t *x, bool tcp, int fd, SSL *ssl, const uint8_t *msg, size_t len,
                    const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
                    bool pktinfo)
 {
@@ -422,6 +423,7 @@ static bool submit(xfr_t *x, bool tcp, int fd, const uint8_t *msg, size_t len,
     bool wake = x->qlen == 1;
     r->tcp = tcp;
     r->fd = fd;
+    r->ssl = ssl;
     r->peer = *peer;
     r->local = *local;
     r->pktinfo = pktinfo;
@@ -437,18 +439,25 @@ static bool handoff_udp(void *ctx, int fd, const uint8_t *msg, size_t len,
                         const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
                         bool pktinfo)
 {
-    return submit(ctx, false, fd, msg, len, peer, local, pktinfo);
+    return submit(ctx, false, fd, NULL, msg, len, peer, local, pktinfo);
 }
 
 static bool handoff_tcp(void *ctx, int fd, const uint8_t *buf, size_t len,
                         const struct sockaddr_storage *peer, const struct sockaddr_storage *local)
 {
-    return submit(ctx, true, fd, buf, len, peer, local, false);
+    return submit(ctx, true, fd, NULL, buf, len, peer, local, false);
+}
+
+/* XoT (RFC 9103): a DoT connection with its TLS state, served like a TCP one through it */
+static bool handoff_tls(void *ctx, int fd, void *ssl, const uint8_t *buf, size_t len,
+                        const struct sockaddr_storage *peer, const struct sockaddr_storage *local)
+{
+    return submit(ctx, true, fd, ssl, buf, len, peer, local, false);
 }
 
 server_handoff_t xfr_handoff(xfr_t *x)
 {
-    return (server_handoff_t){.udp = handoff_udp, .tcp = handoff_tcp, .ctx = x};
+    return (server_handoff_t){.udp = handoff_udp, .tcp = handoff_tcp, .tls = handoff_tls, .ctx = x};
 }
 
 bool xfr_handoff_take(xfr_t *x, struct handoff *r)
@@ -470,6 +479,7 @@ bool xfr_handoff_take(xfr_t *x, struct handoff *r)
         pthread_mutex_unlock(&x->qmu);
         if (r->buf)
             return true;
+        tls_conn_free(r->ssl);
         if (r->tcp)
             close(r->fd);
     }
@@ -570,6 +580,7 @@ void xfr_free(xfr_t *x)
     }
     for (size_t i = 0; i < x->qlen; i++) {
         struct handoff *r = &x->q[(x->qhead + i) % XFR_QUEUE_MAX];
+        tls_conn_free(r->ssl);
         if (r->tcp)
             close(r->fd);
     }

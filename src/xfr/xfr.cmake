@@ -7,4 +7,4 @@ add_library(tern_xfr STATIC xfr.c xfr_out.c xfr_notify.c xfr_secondary.c xfr_upd
             xfr_catalog.c xfr_catalog_parse.c)
 target_link_libraries(tern_xfr PUBLIC tern_conf tern_zone tern_common
                       PRIVATE tern_xfr_stream tern_xfr_in tern_tsig tern_wire tern_answer tern_limit
-                              Threads::Threads)
+                              tern_net_tls Threads::Threads)

@@ -44,8 +44,8 @@ static int peers_index(struct catgroup *g, const config_xfr_peer_t *src, size_t 
         g->prim[k].tls = NULL; /* the config's; prim_tls is ours */
         g->prim_key[k] = xfr_key_index(keys, nkeys, src[k].key);
         char err[512];
-        if (src[k].tls && !(g->prim_tls[k] = xfr_tls_new(src[k].tls, src[k].text, err,
-                                                         sizeof(err)))) {
+        if (src[k].tls &&
+            !(g->prim_tls[k] = xfr_tls_new(src[k].tls, src[k].text, err, sizeof(err)))) {
             log_err("xfr: catalog group %s: primary %s: TLS settings unusable: %s", g->name,
                     src[k].text, err);
             return TERN_EINVAL;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tern/limit/limit.h"
+#include "tern/net/tls.h"
 #include "tern/tsig/tsig.h"
 #include "tern/wire/dname.h"
 #include "tern/wire/parse.h"
@@ -99,7 +100,8 @@ struct zst {
     bool configured; /* in the current config */
     /* out */
     config_prefix_list_t allow_transfer;
-    int transfer_key; /* index in xfr.keys, -1: any or none */
+    int transfer_key;      /* index in xfr.keys, -1: any or none */
+    unsigned transfer_tls; /* config_transfer_tls_t: XoT required, with a client certificate */
     xfr_journal_t *journal;
     unsigned journal_versions; /* the bounds it was made with */
     size_t journal_bytes;
@@ -139,6 +141,7 @@ struct zst {
 struct handoff {
     bool tcp, pktinfo;
     int fd;
+    SSL *ssl; /* a DoT connection's TLS state (tern/net/tls.h), or NULL */
     struct sockaddr_storage peer, local;
     size_t len;
     uint8_t *buf; /* TCP_MSG_MAX + 2 */
@@ -175,7 +178,8 @@ struct change {
 /* A connection of the out thread's pool (xfr_out.c): a request read, a reply or a transfer
  * written. fd -1: the slot is free. */
 struct oconn {
-    int fd; /* -1: free */
+    int fd;   /* -1: free */
+    SSL *ssl; /* XoT: the DoT connection's TLS state, handed over with fd; NULL: plain TCP */
     /* bumped at each close: an event already fetched for the slot's previous connection (one
      * closed for a newcomer in the same batch) is not the new one's */
     uint32_t gen;

@@ -228,6 +228,8 @@ static size_t on_signed_query(xfr_t *x, xfr_msg_t *im, const uint8_t *req, uint8
 static void oconn_close(xfr_t *x, struct oconn *c)
 {
     (void)x;
+    tls_conn_free(c->ssl);
+    c->ssl = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -342,6 +344,22 @@ static void plan_release(transfer_plan_t *t)
     free(t->chain);
 }
 
+/* RFC 9103: over TLS, a transfer needs ALPN "dot" (§7.1); the zone's transfer_tls may ask for
+ * TLS, and for a client certificate verified against tls: client_ca (mutual TLS, §9.3.3). NULL
+ * or why not. */
+static const char *transfer_tls_check(const struct zst *z, const struct oconn *c)
+{
+    if (!c->ssl)
+        return z->transfer_tls != CONFIG_TRANSFER_TLS_ANY
+                   ? "transfer_tls: required, and the request came over plain TCP"
+                   : NULL;
+    if (!tls_conn_alpn_dot(c->ssl))
+        return "XoT without ALPN \"dot\" (RFC 9103 section 7.1)";
+    if (z->transfer_tls == CONFIG_TRANSFER_TLS_MUTUAL && !tls_conn_client_verified(c->ssl))
+        return "transfer_tls: mutual, and no client certificate verified against client_ca";
+    return NULL;
+}
+
 /* Who may: the zone's allow_transfer, and its key when one is set; for IXFR, the client's serial
  * and the journal's chain from it into t. NULL, or why the request is refused. */
 static const char *transfer_check(xfr_t *x, const struct oconn *c, const xfr_msg_t *im,
@@ -357,6 +375,8 @@ static const char *transfer_check(xfr_t *x, const struct oconn *c, const xfr_msg
     else if (z->transfer_key >= 0 &&
              (!im->tsig || strcasecmp(im->key->name, x->keys[z->transfer_key].name) != 0))
         why = "not signed with transfer_key";
+    else
+        why = transfer_tls_check(z, c);
     if (!why && im->q.qtype == WIRE_T_IXFR) {
         if (!ixfr_client_serial(req, len, 12 + im->q.question_len, &t->client))
             why = "IXFR without the client's SOA";
@@ -480,12 +500,40 @@ static void oconn_process(xfr_t *x, struct oconn *c)
     }
 }
 
+/* XoT: the connection's bytes go through its TLS state. OpenSSL's outcomes as send()'s and
+ * recv()'s (EAGAIN for "wait for the socket", 0 for the peer's close), so one loop serves both;
+ * a write wanting a read (a key update) waits on EPOLLIN, which stays armed. */
+static ssize_t tls_errno(ssize_t k)
+{
+    if (k >= 0)
+        return k;
+    if (k == TLS_IO_EOF)
+        return 0;
+    errno = k == TLS_IO_ERROR ? EPIPE : EAGAIN;
+    return -1;
+}
+
+static ssize_t oconn_send(struct oconn *c)
+{
+    if (c->ssl)
+        return tls_errno(
+            c->woff < c->wlen ? tls_conn_write(c->ssl, c->wbuf + c->woff, c->wlen - c->woff) : 0);
+    return send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+}
+
+static ssize_t oconn_recv(struct oconn *c)
+{
+    if (c->ssl)
+        return tls_errno(tls_conn_read(c->ssl, c->rbuf + c->rlen, RBUF_CAP - c->rlen));
+    return recv(c->fd, c->rbuf + c->rlen, RBUF_CAP - c->rlen, MSG_DONTWAIT);
+}
+
 /* Write what is queued; refill from the stream. Returns false when c is to be closed. */
 static bool oconn_write(xfr_t *x, struct oconn *c)
 {
     for (;;) {
         while (c->woff < c->wlen) {
-            ssize_t k = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+            ssize_t k = oconn_send(c);
             if (k < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK)
                     return true;
@@ -532,8 +580,10 @@ static void oconn_event(xfr_t *x, uint64_t tag, uint32_t events)
         oconn_close(x, c);
         return;
     }
-    if ((events & (EPOLLIN | EPOLLHUP)) && !c->eof && c->rlen < RBUF_CAP) {
-        ssize_t k = recv(c->fd, c->rbuf + c->rlen, RBUF_CAP - c->rlen, MSG_DONTWAIT);
+    /* XoT: what OpenSSL holds decrypted is no readiness event of the socket */
+    bool more = c->ssl && tls_conn_pending(c->ssl) > 0;
+    if (((events & (EPOLLIN | EPOLLHUP)) || more) && !c->eof && c->rlen < RBUF_CAP) {
+        ssize_t k = oconn_recv(c);
         if (k == 0) {
             /* the client has sent all it will (a half-close is legitimate): finish what it
              * asked for, then close */
@@ -649,6 +699,7 @@ static void oconn_refuse(xfr_t *x, struct handoff *r, bool own)
                  own ? "its address holds" : "the thread holds",
                  own ? XFR_CONNS_PER_ADDR : XFR_CONNS_MAX);
     }
+    tls_conn_free(r->ssl);
     close(r->fd);
 }
 
@@ -681,6 +732,7 @@ static void take_tcp(xfr_t *x, struct handoff *r)
     }
     c = &x->conns[i];
     c->fd = r->fd;
+    c->ssl = r->ssl;
     c->peer = r->peer;
     c->local = r->local;
     memcpy(c->rbuf, r->buf, r->len);
@@ -741,6 +793,7 @@ void *xfr_out_main(void *arg)
 {
     xfr_t *x = arg;
     (void)pthread_setname_np(pthread_self(), "tern-xfr-out");
+    tls_thread_init(); /* XoT: a reset secondary gives EPIPE, not SIGPIPE */
     tern_rcu_register();
     tern_rcu_offline();
     struct epoll_event evs[32];

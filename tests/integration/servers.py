@@ -675,3 +675,38 @@ class Named(Server):
 controls {{ }};
 {zones}""")
         return [find_program("named"), "-g", "-c", conf, "-n", "1"]
+
+
+def make_tls_certs(d, name="dns.test", stem="server", ca=None):
+    """A test PKI under d, made with the openssl CLI (ECDSA P-256, 30 days): a CA (made when ca
+    is None, else ca = (ca.pem, ca.key) signs) and a certificate for name and 127.0.0.1 signed
+    by it. Returns (ca_pem, ca_key, cert_pem, key_pem) as paths."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
+    if ca is None:
+        ca = (os.path.join(d, "ca.pem"), os.path.join(d, "ca.key"))
+        run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", ca[1])
+        run("req", "-x509", "-new", "-key", ca[1], "-subj", "/CN=tern test CA", "-days", "30",
+            "-out", ca[0])
+    key = os.path.join(d, stem + ".key")
+    csr = os.path.join(d, stem + ".csr")
+    cert = os.path.join(d, stem + ".pem")
+    ext = os.path.join(d, stem + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:%s,IP:127.0.0.1\n" % name)
+    run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+    run("req", "-new", "-key", key, "-subj", "/CN=%s" % name, "-out", csr)
+    run("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+        "-days", "30", "-extfile", ext, "-out", cert)
+    return ca[0], ca[1], cert, key
+
+
+def read_exact(sock, n):
+    """n bytes from a stream socket (TCP or TLS); Failure when it closes first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise Failure("connection closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf

@@ -294,6 +294,7 @@
 #include "tern/net/server_settings.h"
 #include "tern/qlog/qlog_settings.h"
 #include "tern/conf/config_api.h"
+#include "tern/conf/config_tls.h"
 #include "tern/conf/config_dnssec.h"
 
 /* The settings structs live with the modules that read them (the headers above): conf fills
@@ -368,6 +369,12 @@ typedef struct config_catalog_consumer {
     config_catalog_group_t *groups;
     size_t ngroups;
 } config_catalog_consumer_t;
+/* A zone's transfer_tls: what a transfer out of it needs (RFC 9103). */
+typedef enum {
+    CONFIG_TRANSFER_TLS_ANY = 0,  /* plain TCP or TLS */
+    CONFIG_TRANSFER_TLS_REQUIRED, /* TLS (a DoT connection, ALPN "dot") */
+    CONFIG_TRANSFER_TLS_MUTUAL,   /* TLS, and a client certificate verified against client_ca */
+} config_transfer_tls_t;
 
 typedef struct config_zone {
     char *origin;
@@ -394,6 +401,7 @@ typedef struct config_zone {
     char *transfer_key;                  /* a transfer must be signed with this key; NULL = any
                                             key or none (the addresses still apply) */
     uint32_t transfer_key_line;
+    unsigned transfer_tls; /* config_transfer_tls_t: whether AXFR/IXFR out needs XoT */
     /* Dynamic updates (RFC 2136, tern/update): who may change the zone; none = nobody */
     config_update_rule_t *allow_update;
     size_t nallow_update;
@@ -513,6 +521,8 @@ typedef struct config {
                                      a reload may change them */
     config_qlog_t qlog;           /* query logging: dnstap and the request log; enabled false
                                      = none; restart-only */
+    config_tls_t tls;             /* DoT listeners and credentials (tern/net/tls.h); nlisten 0 =
+                                     none; restart-only (SIGHUP re-reads the files) */
     config_api_t api;             /* the HTTP API (tern/api/api.h); listen NULL = none;
                                      restart-only */
     config_dnssec_policy_t *dnssec_policies; /* the key policies zones may name */

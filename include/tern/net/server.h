@@ -4,8 +4,10 @@
  * Each worker is a thread with its own epoll instance, its own SO_REUSEPORT UDP socket per listen
  * address (recvmmsg/sendmmsg batches) and its own SO_REUSEPORT TCP listener per address, its own
  * buffers, answer context and connection pool, all allocated before it serves its first query.
- * Workers share only the read-only zone table and configuration. The query path takes no lock
- * and allocates nothing.
+ * With "tls: listen" each worker also has a DoT listener per address and a DoT pool (tcp.c, over
+ * tern/net/tls.h): one SSL_CTX shared by all (ticket keys), an SSL object per connection from
+ * accept to close. Workers share only the read-only zone table and configuration (and that
+ * SSL_CTX, RCU-published). The query path takes no lock and allocates nothing.
  *
  * Lifecycle: server_bind() binds every socket (failing fast with a clear message if one cannot
  * be bound), server_run() starts the workers (server_start() does both); server_stop() asks them
@@ -114,6 +116,16 @@ typedef struct server_stats {
     uint64_t tcp_client_capped;         /* connections closed: the client held its cap */
     uint64_t tcp_evicted;               /* idle (or stalled) connections closed to make room
                                            for a new one in a full pool */
+    /* DoT (tls: listen:). Its connections are counted by the tcp_* counters above too (a DoT
+     * connection is a TCP connection of the DoT pool); these say what TLS added. */
+    uint64_t tls_handshakes;        /* handshakes finished (full or resumed) */
+    uint64_t tls_resumed;           /* ... of which resumed a session (a ticket) */
+    uint64_t tls_handshake_failed;  /* failed (protocol error, alert): also tcp_closed_bad */
+    uint64_t tls_handshake_timeout; /* not finished in handshake_timeout_ms: also
+                                       tcp_closed_idle */
+    uint64_t tls_handshake_refused; /* closed at accept: max_handshakes (per worker or per
+                                       client) in progress; not in tcp_accepted */
+    uint64_t tls_queries;           /* DoT messages answered: also tcp_queries */
 } server_stats_t;
 
 /** Lower-case name of a qtype slot ("a", "aaaa", "other") or rcode slot ("noerror"...). */
@@ -155,6 +167,11 @@ typedef struct server_handoff {
                 bool pktinfo);
     bool (*tcp)(void *ctx, int fd, const uint8_t *buf, size_t len,
                 const struct sockaddr_storage *peer, const struct sockaddr_storage *local);
+    /* tls: a DoT connection, as tcp, with its TLS state ssl (an SSL *, tern/net/tls.h): from a
+     * true return on, both are the callee's (tls_conn_free(), then close). NULL: a request on
+     * a DoT connection is closed like one nobody takes. */
+    bool (*tls)(void *ctx, int fd, void *ssl, const uint8_t *buf, size_t len,
+                const struct sockaddr_storage *peer, const struct sockaddr_storage *local);
     void *ctx;
 } server_handoff_t;
 
@@ -173,6 +190,14 @@ server_t *server_start(server_settings_t set, const answer_view_t *const *view) 
 
 /** The port bound for cfg->listen[listen_index] (the ephemeral one when 0 was configured). */
 uint16_t server_port(const server_t *s, size_t listen_index);
+
+/** The port bound for cfg->tls.listen[listen_index], as server_port(). */
+uint16_t server_tls_port(const server_t *s, size_t listen_index);
+
+/** Read the DoT certificate, key and client CAs again (SIGHUP): new connections get them. 0 (also
+ * without DoT), or negative after logging why with the file's path (the old ones stay). The
+ * signal thread; not a worker. */
+int server_tls_reload(server_t *s);
 
 /** Sum every worker's counters (relaxed reads: a snapshot, not a transaction). */
 void server_stats(const server_t *s, server_stats_t *out);

@@ -49,6 +49,23 @@ typedef enum {
     CONFIG_UDP_STEER_CPU,
 } config_udp_steering_t;
 
+/* DNS over TLS (RFC 7858) and zone transfers over it (RFC 9103): the "tls:" block. nlisten 0:
+ * no TLS listener. The paths are re-read by server_tls_reload() (SIGHUP); the rest is
+ * restart-only. */
+typedef struct server_tls_settings {
+    const config_listen_t *listen; /* nlisten of them (tcp only); outlive the server */
+    size_t nlisten;
+    const char *certificate;       /* PEM chain, leaf first */
+    const char *key;               /* its PEM private key */
+    const char *client_ca;         /* PEM CAs a client certificate is verified against (mutual TLS
+                                      for transfers); NULL: no client certificates asked for */
+    unsigned max_connections;      /* per worker: the DoT pool's slots (RFC 7766 limits as TCP's) */
+    unsigned handshake_timeout_ms; /* accept to finished handshake, else closed */
+    unsigned max_handshakes;       /* in progress per worker */
+    unsigned max_handshakes_per_client; /* in progress per worker and client prefix */
+    bool session_tickets;               /* resumption (RFC 8446 tickets, RFC 5077 for 1.2) */
+} server_tls_settings_t;
+
 /* Everything server_bind() reads (config_t's fields of the same names). */
 typedef struct server_settings {
     const config_listen_t *listen; /* nlisten of them; outlives the server */
@@ -67,7 +84,8 @@ typedef struct server_settings {
      * one worker per receive queue; none = sockets only */
     const char (*xdp_ifaces)[CONFIG_XDP_IFNAME_MAX + 1]; /* nxdp of them; outlive the server */
     size_t nxdp;
-    uint16_t xdp_port; /* the listen addresses' UDP port, 53 when none has one */
+    uint16_t xdp_port;         /* the listen addresses' UDP port, 53 when none has one */
+    server_tls_settings_t tls; /* DoT listeners and credentials; tls.nlisten 0 = none */
 } server_settings_t;
 
 #endif

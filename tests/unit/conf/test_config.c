@@ -574,13 +574,13 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 56);
-    /* xdp 1; a zone 15, its dnssec 3, its catalog_consumer 2, a group 1; catalogs 5;
-     * dnssec_policies 16; api 5, a key 4; redis 17; health 8, its log 4, a check 12; acl 3,
-     * ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its
+    assert_int_equal(count, 57);
+    /* xdp 1; a zone 16, its dnssec 3, its catalog_consumer 2, a group 1; catalogs 5;
+     * dnssec_policies 16; api 5, a key 4; tls 9; redis 17; health 8, its log 4, a check 12; acl
+     * 3, ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its
      * requests 4 */
-    assert_int_equal(nested, 1 + 15 + 3 + 2 + 1 + 5 + 16 + 5 + 4 + 17 + 8 + 4 + 12 + 3 + 8 + 9 + 4 +
-                                 4 + 4 + 5 + 6 + 4);
+    assert_int_equal(nested, 1 + 16 + 3 + 2 + 1 + 5 + 16 + 5 + 4 + 9 + 17 + 8 + 4 + 12 + 3 + 8 + 9 +
+                                 4 + 4 + 4 + 5 + 6 + 4);
 }
 
 /* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */
@@ -2393,14 +2393,14 @@ static void test_unknown_key(void **state)
                  "zones[0]: unknown key \"type\" (want origin, file, format, acl, dnssec, primary, "
                  "notify, allow_transfer, "
                  "transfer_key, allow_notify, allow_update, catalog_consumer, "
-                 "catalog, catalog_group, catalog_coo)");
+                 "catalog, catalog_group, catalog_coo, transfer_tls)");
     expect_error("{\n\"zones\": [\n {\"origin\": \"a.\",\n  \"file\": \"a.zone\",\n"
                  "  \"master\": true}\n]}\n",
                  5,
                  "zones[0]: unknown key \"master\" (want origin, file, format, acl, dnssec, "
                  "primary, notify, allow_transfer, "
                  "transfer_key, allow_notify, allow_update, catalog_consumer, "
-                 "catalog, catalog_group, catalog_coo)");
+                 "catalog, catalog_group, catalog_coo, transfer_tls)");
     expect_error("{\"error_log\": {\n  \"level\": \"info\",\n  \"colour\": true}}\n", 3,
                  "error_log: unknown key \"colour\" (want enable, level, target, format)");
     expect_error("server:\n  ip: 1.2.3.4\n  port: 53\n  proto: udp\n", 4,
@@ -2421,7 +2421,7 @@ static void test_error_escapes(void **state)
                  "zones[0]: unknown key \"t\\009x\\013\" (want origin, file, format, acl, dnssec, "
                  "primary, notify, allow_transfer, "
                  "transfer_key, allow_notify, allow_update, catalog_consumer, "
-                 "catalog, catalog_group, catalog_coo)");
+                 "catalog, catalog_group, catalog_coo, transfer_tls)");
     expect_error("log_level: \"\\e[31mred\\x7f\"\n", 1,
                  "log_level: expected error, warning, info or debug, got \"\\027[31mred\\127\"");
     expect_error("handler:\n  redis:\n    ip: \"a\\x01b\"\n", 3,
@@ -2643,7 +2643,7 @@ static void test_zone_fields(void **state)
         "zones:\n  - a.test\n", 2,
         "zones[0]: expected a mapping {origin, file, format, acl, dnssec, primary, notify, "
         "allow_transfer, transfer_key, allow_notify, allow_update, catalog_consumer, "
-        "catalog, catalog_group, catalog_coo}, got a plain scalar");
+        "catalog, catalog_group, catalog_coo, transfer_tls}, got a plain scalar");
 }
 
 static void test_syntax_error(void **state)
