@@ -123,6 +123,11 @@ void limit_client_of(limit_client_t *c, const struct sockaddr *src);
 limit_verdict_t limit_client(const limit_t *l, const limit_client_t *c, int64_t now_us,
                              limit_why_t *why);
 
+/** limit_client() without charging the rate: whether this query would pass now, the rate's
+ * bucket left as it was (`ternctl explain`). */
+limit_verdict_t limit_client_dry(const limit_t *l, const limit_client_t *c, int64_t now_us,
+                                 limit_why_t *why);
+
 /** The access list of the zone at apex (lowercased wire name, its dname hash), if it has one. */
 limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_hash,
                            const limit_client_t *c);
@@ -138,6 +143,11 @@ bool limit_rrl_applies(const limit_t *l, const limit_client_t *c);
  */
 limit_verdict_t limit_rrl(const limit_t *l, limit_worker_t *w, const limit_client_t *c,
                           limit_class_t cls, uint32_t name_hash, uint16_t qtype, int64_t now_us);
+
+/** limit_rrl() without charging, reporting or counting toward slip: LIMIT_PASS, or LIMIT_DROP
+ * when the response would be limited (dropped or slipped) now (`ternctl explain`). */
+limit_verdict_t limit_rrl_dry(const limit_t *l, const limit_client_t *c, limit_class_t cls,
+                              uint32_t name_hash, uint16_t qtype, int64_t now_us);
 
 /**
  * Start loading the RRL bucket a positive answer to (name_hash, qtype) from c would use, so that
