@@ -304,6 +304,50 @@ static void test_rrl(void **state)
     limit_free(l);
 }
 
+/* The dry judgements (`ternctl explain`): the verdict the next event would get, the bucket left
+ * as it was — a thousand of them charge nothing, and they agree with the real ones. */
+static void test_dry(void **state)
+{
+    (void)state;
+    cfg.ratelimit.enabled = true;
+    cfg.ratelimit.rate = 60;
+    cfg.ratelimit.burst = 1;
+    cfg.rrl.enabled = true;
+    cfg.rrl.rate = 5;
+    cfg.rrl.burst = 2;
+    cfg.rrl.slip = 2;
+    cfg.rrl.prefix_v4 = 24;
+    cfg.rrl.prefix_v6 = 56;
+    limit_t *l = policy();
+    limit_worker_t w = {.id = 0};
+    limit_why_t why;
+    limit_client_t c = client("192.0.2.7");
+    int64_t t = 1000000000;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(limit_client_dry(l, &c, t, &why), LIMIT_PASS);
+        assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+    }
+    /* burst 1: two pass for real, then the dry verdict says refuse, like the real one */
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_PASS);
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_PASS);
+    assert_int_equal(limit_client_dry(l, &c, t, &why), LIMIT_REFUSE);
+    assert_int_equal(why, LIMIT_WHY_RATE);
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_REFUSE);
+    /* a second later the dry verdict passes, and did not use the event it saw */
+    assert_int_equal(limit_client_dry(l, &c, t + 1000000, &why), LIMIT_PASS);
+    assert_int_equal(limit_client(l, &c, t + 1000000, &why), LIMIT_PASS);
+    /* RRL: burst 2, and dry calls between the real ones change nothing (nor the slip count) */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+        assert_int_equal(limit_rrl(l, &w, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+    }
+    assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_DROP);
+    assert_int_equal(w.limited, 0);
+    assert_int_equal(limit_rrl(l, &w, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_DROP);
+    assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_NXDOMAIN, 42, 1, t), LIMIT_PASS);
+    limit_free(l);
+}
+
 static void test_tcp_cap(void **state)
 {
     (void)state;
@@ -382,6 +426,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zone_acl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ratelimit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rrl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_across_workers, setup, teardown),
     };
