@@ -44,11 +44,11 @@
  * pay one predicted branch per hook. */
 #define TRACED(r) unlikely((r)->ctx->trace != NULL)
 
-/* One step into the trace; apart from the stage's functions, which stay as they were. */
-static __attribute__((noinline)) void trace(const answer_resp_t *r, answer_step_kind_t kind,
-                                            const zone_t *z, const uint8_t *name,
-                                            const uint8_t *target, unsigned detail, unsigned flag,
-                                            uint16_t type)
+/* One step into the trace (NULL when it is full); apart from the stage's functions, which stay
+ * as they were. */
+static __attribute__((noinline)) answer_trace_step_t *
+trace(const answer_resp_t *r, answer_step_kind_t kind, const zone_t *z, const uint8_t *name,
+      const uint8_t *target, unsigned detail, unsigned flag, uint16_t type)
 {
     answer_trace_step_t *s = answer_trace_step(r->ctx->trace, kind, z, name, target);
     if (s) {
@@ -56,6 +56,7 @@ static __attribute__((noinline)) void trace(const answer_resp_t *r, answer_step_
         s->flag = (uint8_t)flag;
         s->type = type;
     }
+    return s;
 }
 
 static const zone_rrset_t *pick_any(const zone_node_t *n)
@@ -190,10 +191,10 @@ static bool synthesize(answer_resp_t *r, chase_t *c, const zone_node_t *n, unsig
                            NULL))
         return false;
     if (TRACED(r)) {
-        trace(r, ANSWER_STEP_DNAME, r->zone, c->owner, rd + 2, 0, 0, WIRE_T_DNAME);
-        if (r->ctx->trace->nsteps)
-            memcpy(r->ctx->trace->steps[r->ctx->trace->nsteps - 1].target2, n->name,
-                   dname_len(n->name));
+        answer_trace_step_t *s =
+            trace(r, ANSWER_STEP_DNAME, r->zone, c->owner, rd + 2, 0, 0, WIRE_T_DNAME);
+        if (s)
+            memcpy(s->target2, n->name, dname_len(n->name));
     }
     chase_to(ctx, c, n, rd + 2);
     /* qtype CNAME asked for the CNAME, and has it; every other type follows it (ANY too, as NSD
@@ -274,6 +275,17 @@ static inline bool is_hidden(const answer_resp_t *r, const zone_t *z)
     return unlikely(r->hidden != NULL) && r->hidden(r, z);
 }
 
+/* The ANAME step: its target, what the walk found, and where it left our zones (OUT). */
+static __attribute__((noinline)) void trace_aname(const answer_resp_t *r, const zone_t *z,
+                                                  const uint8_t *owner, const uint8_t *target,
+                                                  walk_t w, const uint8_t *exit)
+{
+    answer_trace_step_t *s =
+        trace(r, ANSWER_STEP_ANAME, z, owner, target, (unsigned)w, 0, r->q->qtype);
+    if (s && w == WALK_OUT)
+        memcpy(s->target2, exit, dname_len(exit));
+}
+
 /* A or AAAA at node n of zone z, which has no RRset of that type but an ANAME (an): the
  * target's, found in our zones or in what the resolver got (answer.h). */
 static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, const zone_node_t *n,
@@ -289,7 +301,7 @@ static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, c
     if (w == WALK_FOUND && tz != z && is_hidden(r, tz))
         w = WALK_NODATA; /* a zone this client may not see lends it nothing */
     if (TRACED(r))
-        trace(r, ANSWER_STEP_ANAME, z, c->owner, an->rdata + 2, (unsigned)w, 0, qtype);
+        trace_aname(r, z, c->owner, an->rdata + 2, w, ctx->chase.lc);
     if (w == WALK_FOUND) {
         (void)answer_put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, tz, rr, ttl, true);
         return res_of(ANSWER_RES_ANSWER);
@@ -309,8 +321,11 @@ static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, c
             (void)answer_put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, z, &s, s.ttl, true);
             return res_of(ANSWER_RES_ANSWER);
         }
-        if (!res || res->state == ANAME_PENDING)
+        if (!res || res->state == ANAME_PENDING) {
             w = WALK_LOOP; /* not resolved yet: SERVFAIL, as for a loop */
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_STOP, z, c->owner, v->lc, ANSWER_STOP_PENDING, 0, qtype);
+        }
     }
     if (w == WALK_LOOP) {
         r->rcode = WIRE_RC_SERVFAIL;

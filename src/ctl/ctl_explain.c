@@ -342,9 +342,14 @@ static json_t *step_json(const answer_trace_step_t *s)
     static const char *const kinds[] = {"lookup",   "cname",  "dname",  "aname", "referral",
                                         "nxdomain", "nodata", "answer", "stop"};
     static const char *const lk[] = {"exact", "wildcard", "nxdomain", "dname"};
-    static const char *const stops[] = {"left the served zones",  "chain limit",      "loop",
-                                        "zone hidden by its acl", "zone unavailable", "yxdomain",
-                                        "no zone (refused)",      "no room (tc)"};
+    static const char *const stops[] = {"left the served zones",
+                                        "chain limit",
+                                        "loop",
+                                        "zone hidden by its acl",
+                                        "zone unavailable",
+                                        "yxdomain",
+                                        "no zone (refused)",
+                                        "aname target not resolved upstream yet (servfail)"};
     static const char *const walks[] = {"found", "nodata", "outside (resolver thread)",
                                         "loop or unresolved (servfail)"};
     json_t *j = json_object();
@@ -369,6 +374,8 @@ static json_t *step_json(const answer_trace_step_t *s)
     case ANSWER_STEP_ANAME:
         json_object_set_new(j, "target", name_json(s->target));
         json_object_set_new(j, "walk", json_string(walks[s->detail % 4]));
+        if (s->detail == ANSWER_ANAME_OUT)
+            json_object_set_new(j, "leaves_at", name_json(s->target2));
         break;
     case ANSWER_STEP_ANSWER:
     case ANSWER_STEP_NODATA:
@@ -743,6 +750,11 @@ static void run(ctl_t *c, struct ctl_explain *e, const explain_req_t *r, const h
     answer_ctx_t *ctx = e->ctx;
     tern_rcu_register(); /* online: the view cannot be freed until unregistered */
     const answer_view_t *v = tern_rcu_deref(*loader_published(c->loader));
+    if (!v) { /* not before the first view (ctl starts after it): nothing to explain */
+        tern_rcu_unregister();
+        json_object_set_new(root, "error", json_string("no view published yet"));
+        return;
+    }
     if (v->dnssec && !ctx->dnssec)
         ctx->dnssec = dnssec_worker_new(DNSSEC_WORKER_CONTROL, EXPLAIN_SIG_CACHE);
     ctx->now_us = tern_monotonic_us();

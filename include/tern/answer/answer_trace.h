@@ -71,7 +71,7 @@ typedef enum {
     ANSWER_STOP_UNAVAILABLE, /* the zone has no data (secondary never transferred, or expired) */
     ANSWER_STOP_YXDOMAIN,    /* a DNAME's result would be longer than 255 bytes */
     ANSWER_STOP_NOZONE,      /* the name asked is in no served zone: REFUSED */
-    ANSWER_STOP_NOROOM,      /* the response is full (TC) */
+    ANSWER_STOP_PENDING,     /* an ANAME target outside our zones not resolved yet: SERVFAIL */
 } answer_stop_t;
 
 /* What an ANAME's walk to its target found (ANSWER_STEP_ANAME's detail). */
