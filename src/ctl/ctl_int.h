@@ -1,11 +1,13 @@
 /*
- * ctl_int.h — private to src/ctl: the control socket as its three files see it.
+ * ctl_int.h — private to src/ctl: the control socket as its files see it.
  *
  *   ctl.c       lifecycle (bind, start and stop the threads, remove the socket) and the client
  *               side ternctl uses;
  *   ctl_conn.c  the serving thread's poll() loop over the connections (reading, writing,
  *               deadlines) and the waiter thread that runs reloads;
- *   ctl_cmd.c   the commands: one request line in, one response out, built in memory.
+ *   ctl_cmd.c   the commands: one request line in, one response out, built in memory;
+ *   ctl_explain.c, ctl_explain_fmt.c  the explain command (a query through the workers'
+ *               pipeline, traced) and its report.
  *
  * Threading: conns[] and accept_resume belong to the serving thread (ctl_stop() touches them
  * only after joining it); asked, done, result and stopping are guarded by mu; everything else is
