@@ -343,7 +343,7 @@ void ctl_explain(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen)
     run(c, e, &r, &hl, root);
     free(hl.v);
     if (r.json) {
-        char *s = json_dumps(root, JSON_COMPACT);
+        char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9));
         if (s)
             sb_append(body, s, strlen(s)), sb_append(body, "\n", 1);
         else

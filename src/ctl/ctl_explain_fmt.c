@@ -445,6 +445,23 @@ json_t *ctl_explain_fmt_response(const uint8_t *out, size_t len, const answer_in
 
 /* --- text: the JSON object as "key: value" lines */
 
+/* Scalars print with this many significant digits (coordinates, chances): enough for a metre. */
+#define TEXT_REAL JSON_REAL_PRECISION(9)
+
+/* Whether v goes on lines of its own below its object's line: an object, or a list of objects
+ * or of strings with spaces (records); other lists are written inline as "k=a,b". */
+static bool nested(json_t *v)
+{
+    if (json_is_object(v))
+        return true;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *e = json_array_get(v, i);
+        if (json_is_object(e) || (json_is_string(e) && strchr(json_string_value(e), ' ')))
+            return true;
+    }
+    return false;
+}
+
 /* An object's scalar members on one "key: k=v k=v" line; its arrays and objects below it. */
 static void text_object(sb_t *b, const char *key, json_t *o, const char *indent)
 {
@@ -454,13 +471,13 @@ static void text_object(sb_t *b, const char *key, json_t *o, const char *indent)
     json_t *v;
     json_object_foreach(o, k, v)
     {
-        if (json_is_object(v) || (json_is_array(v) && json_is_object(json_array_get(v, 0))))
+        if (nested(v))
             continue;
         /* a scalar, or a list of them as "a,b" */
         for (size_t i = 0; i < (json_is_array(v) ? json_array_size(v) : 1); i++) {
             json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
-            char *s =
-                json_is_string(e) ? strdup(json_string_value(e)) : json_dumps(e, JSON_ENCODE_ANY);
+            char *s = json_is_string(e) ? strdup(json_string_value(e))
+                                        : json_dumps(e, JSON_ENCODE_ANY | TEXT_REAL);
             if (s && at < sizeof(line))
                 at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s%s%s",
                                        i    ? ","
@@ -475,7 +492,7 @@ static void text_object(sb_t *b, const char *key, json_t *o, const char *indent)
     snprintf(sub, sizeof(sub), "%s  ", indent);
     json_object_foreach(o, k, v)
     {
-        if (json_is_object(v) || (json_is_array(v) && json_is_object(json_array_get(v, 0))))
+        if (nested(v))
             ctl_explain_fmt_text(b, k, v, sub);
     }
 }
@@ -493,7 +510,7 @@ void ctl_explain_fmt_text(sb_t *b, const char *key, json_t *v, const char *inden
     } else if (json_is_string(v)) {
         ctl_cmd_line(b, "%s%s: %s", indent, key, json_string_value(v));
     } else {
-        char *s = json_dumps(v, JSON_ENCODE_ANY);
+        char *s = json_dumps(v, JSON_ENCODE_ANY | TEXT_REAL);
         ctl_cmd_line(b, "%s%s: %s", indent, key, s ? s : "?");
         free(s);
     }
