@@ -50,11 +50,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
 from servers import LOOPBACK, YamlTernd, expect, run_check  # noqa: E402
 
+from test_geo import ASN_CSV  # noqa: E402  (the same ASN ranges as test_geo's fixtures)
+
 TIMEOUT = 2.0
-ASN_CSV = """81.2.69.0,81.2.69.255,64500,"Example London"
-10.1.0.0,10.1.255.255,64501,"Example Ten"
-2a02:1234::,2a02:1234:ffff:ffff:ffff:ffff:ffff:ffff,64502,"Example Stockholm"
-"""
 SOA = {"ttl": 300, "ns": "ns1.geo.test.", "MBox": "hostmaster.geo.test.", "refresh": 3600,
        "retry": 600, "expire": 86400, "minttl": 60, "serial": 2024010101}
 
@@ -329,14 +327,7 @@ def main():
     try:
         data = os.path.join(work, "data")
         os.makedirs(data)
-        subprocess.run(["perl", servers.MAKE_MMDB, data], check=True, timeout=60,
-                       stdout=subprocess.DEVNULL)
-        with open(os.path.join(data, "asn.csv"), "w") as f:
-            f.write(ASN_CSV)
-        table = os.path.join(data, "asn.bin")
-        subprocess.run([args.ternctl, "asn", "compile", "-o", table,
-                        os.path.join(data, "asn.csv")], check=True, timeout=60,
-                       stdout=subprocess.DEVNULL)
+        table = servers.geo_fixtures(args.ternctl, data, ASN_CSV)
         out = subprocess.run([args.ternctl, "dnssec", "keygen", "sig.test", "-d", data],
                              check=True, timeout=60, capture_output=True, text=True).stdout
         keys = [os.path.join(data, os.path.basename(s)) for s in out.split()]
