@@ -106,11 +106,22 @@ json_t *ctl_explain_fmt_policy(const answer_trace_t *t, const answer_ctx_t *ctx,
     json_object_set_new(p, "client", json_string(verdict_name(t->client_vd)));
     if (t->client_vd != LIMIT_PASS)
         json_object_set_new(p, "client_rule", json_string(why[t->client_why % 6]));
+    /* the access list's own words: which of its lists refused (ctx->lc: the client judged) */
+    const char *rule = t->client_vd != LIMIT_PASS && t->client_why == LIMIT_WHY_ACL
+                           ? limit_acl_rule(ctx->view->limit, &ctx->lc, NULL, 0)
+                           : NULL;
+    if (rule)
+        json_object_set_new(p, "client_acl_rule", json_string(rule));
     json_object_set_new(p, "rate_charged", json_false());
     if (t->zone_judged) {
         json_object_set_new(p, "zone_acl", json_string(verdict_name(t->zone_vd)));
-        if (t->zone_vd != LIMIT_PASS && ctx->info.zone)
-            json_object_set_new(p, "zone_acl_of", zone_name_json(ctx->info.zone));
+        const zone_t *z = ctx->info.zone;
+        if (t->zone_vd != LIMIT_PASS && z) {
+            json_object_set_new(p, "zone_acl_of", zone_name_json(z));
+            const char *zr = limit_acl_rule(ctx->view->limit, &ctx->lc, z->apex, z->hash);
+            if (zr)
+                json_object_set_new(p, "zone_acl_rule", json_string(zr));
+        }
     }
     if (t->rrl_judged) {
         json_object_set_new(

@@ -499,6 +499,25 @@ limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_
     return LIMIT_PASS;
 }
 
+const char *limit_acl_rule(const limit_t *l, const limit_client_t *c, const uint8_t *apex,
+                           uint32_t apex_hash)
+{
+    const acl_t *a = NULL;
+    if (l && !apex && l->acl_on)
+        a = &l->acl;
+    for (uint32_t k = apex_hash & l->zmask; l && apex && l->zacl && l->zacl[k].len;
+         k = (k + 1) & l->zmask)
+        if (l->zacl[k].hash == apex_hash && memcmp(l->zacl[k].apex, apex, l->zacl[k].len) == 0)
+            a = &l->zacl[k].acl;
+    if (!a || c->family == 0)
+        return NULL;
+    if (pset_has(&a->deny, c))
+        return "the client is in its deny list";
+    if (a->has_allow && !pset_has(&a->allow, c))
+        return "the client is not in its allow list";
+    return NULL;
+}
+
 bool limit_rrl_applies(const limit_t *l, const limit_client_t *c)
 {
     return l && l->rrl_on && c->family != 0 &&

@@ -284,10 +284,19 @@ def check_dname(env):
 def check_acl(env):
     ex = env.explain("country.geo.test.", "--client", "198.51.100.7")
     p = ex["policy"]
-    expect(p["client"] == "refuse" and p["client_rule"] == "the global acl", "policy %s" % p)
+    expect(p["client"] == "refuse" and p["client_rule"] == "the global acl"
+           and p["client_acl_rule"] == "the client is in its deny list", "policy %s" % p)
     expect(ex["response"]["rcode"] == "REFUSED" and ex["path"] == [], "response %s" % ex)
     ex = env.explain("country.geo.test.", "--client", "198.51.101.7")
     expect(ex["policy"]["client"] == "pass", "other client %s" % ex["policy"])
+    # chain.test's own acl: the zone's rule, and only for its names
+    ex = env.explain("ns1.chain.test.", "--client", "198.51.102.9")
+    p = ex["policy"]
+    expect(p["client"] == "pass" and p["zone_acl"] == "refuse" and p["zone_acl_of"] == "chain.test."
+           and p["zone_acl_rule"] == "the client is in its deny list"
+           and ex["response"]["rcode"] == "REFUSED", "zone acl %s %s" % (p, ex["response"]))
+    ex = env.explain("country.geo.test.", "--client", "198.51.102.9")
+    expect(ex["policy"]["zone_acl"] == "pass" and addrs_of(ex), "geo.test for it %s" % ex)
 
 
 def check_not_charged(env):
@@ -343,6 +352,7 @@ def main():
                 'zones:\n  - origin: geo.test.\n    file: "%s"\n'
                 '  - origin: sig.test.\n    file: "%s"\n    dnssec: {keys: [%s]}\n'
                 '  - origin: chain.test.\n    file: "%s"\n'
+                '    acl: {deny: [198.51.102.0/24]}\n'
                 % (os.path.join(data, "nested6.mmdb"), table, os.path.join(data, "geo.json"),
                    os.path.join(data, "sig.json"), ", ".join('"%s"' % k for k in keys),
                    os.path.join(data, "chain.zone")))

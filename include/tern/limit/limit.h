@@ -132,6 +132,12 @@ limit_verdict_t limit_client_dry(const limit_t *l, const limit_client_t *c, int6
 limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_hash,
                            const limit_client_t *c);
 
+/** Which rule of an access list refuses client c — the global one (apex NULL) or the zone's at
+ * apex — as a static phrase ("the client is in its deny list", "... not in its allow list"), or
+ * NULL when that list lets it through (`ternctl explain`). */
+const char *limit_acl_rule(const limit_t *l, const limit_client_t *c, const uint8_t *apex,
+                           uint32_t apex_hash);
+
 /** Whether RRL is on (and the client not whitelisted): the caller then classifies its
  * response and asks limit_rrl(). */
 bool limit_rrl_applies(const limit_t *l, const limit_client_t *c);

@@ -223,6 +223,34 @@ static void test_zone_acl(void **state)
     limit_free(l);
 }
 
+/* Which list refused (`ternctl explain`): the global acl's deny or allow list, the zone's. */
+static void test_acl_rule(void **state)
+{
+    (void)state;
+    cfg.acl.enabled = true;
+    add_prefix(&cfg.acl.allow, "192.0.2.0/24");
+    add_prefix(&cfg.acl.deny, "192.0.2.66");
+    assert_int_equal(config_add_zone(&cfg, "example.test", "x.zone"), 0);
+    cfg.zones[0].acl.enabled = true;
+    add_prefix(&cfg.zones[0].acl.deny, "192.0.2.7");
+    limit_t *l = policy();
+    uint8_t apex[256], w[256];
+    const char *why;
+    assert_true(dname_from_str("example.test", 12, false, w, &why) > 0);
+    dname_lower(apex, w);
+    uint32_t h = dname_hash(apex);
+    limit_client_t ok = client("192.0.2.1"), denied = client("192.0.2.66"),
+                   outside = client("198.51.100.1"), zdenied = client("192.0.2.7");
+    assert_null(limit_acl_rule(l, &ok, NULL, 0));
+    assert_string_equal(limit_acl_rule(l, &denied, NULL, 0), "the client is in its deny list");
+    assert_string_equal(limit_acl_rule(l, &outside, NULL, 0),
+                        "the client is not in its allow list");
+    assert_null(limit_acl_rule(l, &zdenied, NULL, 0));
+    assert_string_equal(limit_acl_rule(l, &zdenied, apex, h), "the client is in its deny list");
+    assert_null(limit_acl_rule(l, &ok, apex, h));
+    limit_free(l);
+}
+
 /* redins' limiter: TimeStep = 60 s / rate, MaxTime = burst x TimeStep, allowed while the debt
  * (TAT - now) is at most MaxTime: burst + 1 at once, then one per TimeStep. */
 static void test_ratelimit(void **state)
@@ -427,6 +455,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ratelimit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rrl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_across_workers, setup, teardown),
     };
