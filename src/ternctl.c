@@ -5,6 +5,7 @@
  *           health
  *   ternctl ... health set ADDR[:PORT] up|down|auto
  *   ternctl ... dnssec ds ZONE
+ *   ternctl ... explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]
  *   ternctl check-config FILE
  *   ternctl check-zone ORIGIN FILE
  *   ternctl dnssec keygen ZONE [-a 13|15|8] [-b BITS] [-d DIR]
@@ -83,6 +84,13 @@ static void usage(FILE *out)
             "                      whose DS the zone waits for): it becomes active\n"
             "  dnssec ds-gone ZONE the parent has no DS any more for a zone being unsigned\n"
             "                      (dnssec: {policy, unsign: true}): its keys can go\n"
+            "  explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]\n"
+            "                      why ADDR gets the answer it gets: ternd runs the query (EDNS,\n"
+            "                      ECS and DO as given) through its own pipeline and shows the\n"
+            "                      zone and version, the lookup path, each steering step\n"
+            "                      (health, geo, order, count), the records, ECS scope and TTL,\n"
+            "                      DNSSEC signatures and the ACL/rate/RRL verdicts (nothing\n"
+            "                      charged); --json: one JSON object\n"
             "\n"
             "Offline (no server needed):\n"
             "  check-config FILE   parse the config and load every zone it lists\n"
@@ -512,7 +520,9 @@ static int run_online(const char *path, const char *request, int timeout_s)
     }
     int rc;
     if (strncmp(resp, "ok\n", 3) == 0) {
-        fputs(resp, stdout);
+        /* explain --json: the JSON object alone, for scripts (the exit status says ok) */
+        bool json = strncmp(request, "explain ", 8) == 0 && strstr(request, " --json");
+        fputs(json ? resp + 3 : resp, stdout);
         rc = EXIT_OK;
     } else if (strncmp(resp, "error:", 6) == 0) {
         fputs(resp, stderr);
@@ -731,6 +741,18 @@ static int online_request(int nargs, char **args, char *request, size_t len)
             return EXIT_USAGE;
         }
         size_t pos = (size_t)snprintf(request, len, "dnssec");
+        for (int i = 1; i < nargs && pos < len; i++)
+            pos += (size_t)snprintf(request + pos, len - pos, " %s", args[i]);
+    } else if (strcmp(cmd, "explain") == 0) {
+        bool ok = nargs >= 4 && nargs <= 10;
+        for (int i = 1; ok && i < nargs; i++)
+            ok = plain_word(args[i]);
+        if (!ok) {
+            fprintf(stderr, "ternctl: usage: ternctl explain NAME [TYPE] --client ADDR [--ecs "
+                            "PREFIX] [--do] [--tcp] [--json]\n");
+            return EXIT_USAGE;
+        }
+        size_t pos = (size_t)snprintf(request, len, "explain");
         for (int i = 1; i < nargs && pos < len; i++)
             pos += (size_t)snprintf(request + pos, len - pos, " %s", args[i]);
     } else {

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "answer_int.h"
+#include "tern/answer/answer_trace.h"
 
 /* The TCP length prefix is 16 bits (RFC 1035 §4.2.2). */
 #define TCP_MAX 65535u
@@ -139,6 +140,15 @@ static __attribute__((noinline)) size_t rrl(answer_resp_t *r, answer_res_t res)
     answer_info_t *info = &ctx->info;
     uint32_t key;
     limit_class_t cls = rrl_class(r, res, &key);
+    if (unlikely(ctx->trace != NULL)) {
+        /* explain: judged without charging, and the response it explains is sent as it is */
+        answer_trace_t *t = ctx->trace;
+        t->rrl_judged = true;
+        t->rrl_class = (uint8_t)cls;
+        t->rrl_vd =
+            (uint8_t)limit_rrl_dry(r->v->limit, &ctx->lc, cls, key, r->q->qtype, ctx->now_us);
+        return RRL_PASS;
+    }
     limit_verdict_t vd =
         limit_rrl(r->v->limit, &ctx->lim, &ctx->lc, cls, key, r->q->qtype, ctx->now_us);
     if (vd == LIMIT_PASS)

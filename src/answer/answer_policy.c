@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "answer_int.h"
+#include "tern/answer/answer_trace.h"
 
 /* The ACL of zone z for this query's client. */
 static limit_verdict_t zone_verdict(const answer_resp_t *r, const zone_t *z)
@@ -48,6 +49,19 @@ static void cookie(answer_resp_t *r, const limit_t *lim)
     r->cookie_len = sizeof(r->cookie);
 }
 
+/* `ternctl explain` (answer_trace.h): the client's rules judged without charging its rate, and
+ * the verdict recorded. Apart, so the workers' path keeps its one call. */
+static __attribute__((noinline)) limit_verdict_t client_traced(answer_ctx_t *ctx,
+                                                               const limit_t *lim, limit_why_t *why)
+{
+    answer_trace_t *t = ctx->trace;
+    limit_verdict_t vd = limit_client_dry(lim, &ctx->lc, ctx->now_us, why);
+    t->limits = true;
+    t->client_vd = (uint8_t)vd;
+    t->client_why = (uint8_t)*why;
+    return vd;
+}
+
 /* The client's rules and its cookie. False: drop the query. */
 static bool client(answer_resp_t *r, const limit_t *lim)
 {
@@ -55,7 +69,9 @@ static bool client(answer_resp_t *r, const limit_t *lim)
     answer_info_t *info = &ctx->info;
     limit_client_of(&ctx->lc, r->client);
     limit_why_t why;
-    limit_verdict_t vd = limit_client(lim, &ctx->lc, ctx->now_us, &why);
+    limit_verdict_t vd = unlikely(ctx->trace != NULL)
+                             ? client_traced(ctx, lim, &why)
+                             : limit_client(lim, &ctx->lc, ctx->now_us, &why);
     info->limit_why = (uint8_t)why;
     info->limit_verdict = (uint8_t)vd;
     if (vd == LIMIT_DROP) {
@@ -93,5 +109,9 @@ bool answer_policy(answer_resp_t *r)
     /* an unavailable zone answers SERVFAIL to everyone (resolve): no ACL to judge */
     if (z && !z->unavailable)
         r->zone_vd = (uint8_t)zone_verdict(r, z);
+    if (unlikely(r->ctx->trace != NULL) && z && !z->unavailable) {
+        r->ctx->trace->zone_judged = true;
+        r->ctx->trace->zone_vd = r->zone_vd;
+    }
     return true;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "answer_int.h"
+#include "tern/answer/answer_trace.h"
 #include "tern/answer/select.h"
 #include "tern/common/byteorder.h"
 #include "tern/zone/zone.h"
@@ -56,9 +57,15 @@ bool answer_put_online(answer_resp_t *r, wire_section_t sec, uint16_t owner_off,
                        const uint8_t *rdata, const uint32_t *offs)
 {
     answer_ctx_t *ctx = r->ctx;
-    if (!ctx->dnssec)
+    if (!ctx->dnssec) {
+        if (unlikely(ctx->trace != NULL))
+            answer_trace_sig(ctx->trace, r->zone, owner, type, ANSWER_SIG_NONE, 0);
         return true;
+    }
     const dnssec_zone_t *dz = r->zone->dnssec;
+    dnssec_worker_stats_t before;
+    if (unlikely(ctx->trace != NULL))
+        dnssec_worker_stats(ctx->dnssec, &before);
     unsigned labels = sig_labels(owner);
     size_t pos = 0;
     uint16_t n = 0;
@@ -72,6 +79,16 @@ bool answer_put_online(answer_resp_t *r, wire_section_t sec, uint16_t owner_off,
         o[1] = (uint8_t)len;
         pos += 2u + (size_t)len;
         n++;
+    }
+    if (unlikely(ctx->trace != NULL)) {
+        /* the context's own cache answered every signature, or some were made now */
+        dnssec_worker_stats_t after;
+        dnssec_worker_stats(ctx->dnssec, &after);
+        answer_trace_sig(ctx->trace, r->zone, owner, type,
+                         !n                              ? ANSWER_SIG_NONE
+                         : after.hits - before.hits == n ? ANSWER_SIG_CACHE
+                                                         : ANSWER_SIG_MADE,
+                         n);
     }
     return !n || put_rrsig(r, sec, owner_off, owner, ttl, n, ctx->sigbuf);
 }
@@ -92,6 +109,8 @@ bool answer_put_as(answer_resp_t *r, wire_section_t sec, uint16_t owner_off, con
         unsigned n = answer_select(ctx, ctx->view, g, ctx->offs);
         if (ctx->info.pick != pick)
             ctx->info.pick_rdata = rr->rdata; /* the RRset the new pick is in */
+        if (unlikely(ctx->trace != NULL))
+            answer_trace_select_end(ctx->trace, ctx, g, gz, rr, owner, ctx->offs, n);
         if (likely(wire_write_rrs(r->w, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
                                   rr->rdata, ctx->offs) == 0))
             return !sign || answer_put_online(r, sec, owner_off, owner, rr->type, ttl, (uint16_t)n,
@@ -108,6 +127,9 @@ bool answer_put_as(answer_resp_t *r, wire_section_t sec, uint16_t owner_off, con
                                      NULL);
         uint16_t n;
         const uint8_t *sigs = dnssec_static(dnssec_zone_sigs(r->zone->dnssec), r->zone, rr, &n);
+        if (unlikely(r->ctx->trace != NULL))
+            answer_trace_sig(r->ctx->trace, r->zone, owner, rr->type,
+                             sigs ? ANSWER_SIG_AHEAD : ANSWER_SIG_NONE, sigs ? n : 0);
         return !sigs || put_rrsig(r, sec, owner_off, owner, ttl, n, sigs);
     }
     r->tc = true;

@@ -36,8 +36,28 @@
 #include <string.h>
 
 #include "answer_int.h"
+#include "tern/answer/answer_trace.h"
 #include "tern/zone/zone.h"
 #include "tern/zone/zone_table.h"
+
+/* `ternctl explain` records this stage's decisions (answer_trace.h); workers have no trace and
+ * pay one predicted branch per hook. */
+#define TRACED(r) unlikely((r)->ctx->trace != NULL)
+
+/* One step into the trace (NULL when it is full); apart from the stage's functions, which stay
+ * as they were. */
+static __attribute__((noinline)) answer_trace_step_t *
+trace(const answer_resp_t *r, answer_step_kind_t kind, const zone_t *z, const uint8_t *name,
+      const uint8_t *target, unsigned detail, unsigned flag, uint16_t type)
+{
+    answer_trace_step_t *s = answer_trace_step(r->ctx->trace, kind, z, name, target);
+    if (s) {
+        s->detail = (uint8_t)detail;
+        s->flag = (uint8_t)flag;
+        s->type = type;
+    }
+    return s;
+}
 
 static const zone_rrset_t *pick_any(const zone_node_t *n)
 {
@@ -136,8 +156,12 @@ static bool synthesize(answer_resp_t *r, chase_t *c, const zone_node_t *n, unsig
 {
     answer_ctx_t *ctx = r->ctx;
     const zone_rrset_t *dn = zone_node_rrset(n, WIRE_T_DNAME);
-    if (c->hops == ANSWER_CNAME_MAX || chase_seen(c, n))
+    if (c->hops == ANSWER_CNAME_MAX || chase_seen(c, n)) {
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_STOP, r->zone, c->owner, n->name,
+                  c->hops == ANSWER_CNAME_MAX ? ANSWER_STOP_LIMIT : ANSWER_STOP_LOOP, 0, 0);
         return false;
+    }
     if (!answer_put(r, WIRE_SEC_AN, 0, n->name, dn))
         return false;
     /* the new name: the labels above the owner as asked, then the target as written */
@@ -145,6 +169,8 @@ static bool synthesize(answer_resp_t *r, chase_t *c, const zone_node_t *n, unsig
     size_t prefix = c->v->off[label], tlen = (size_t)dn->rdata[0] << 8 | dn->rdata[1];
     if (prefix + tlen > DNAME_MAXLEN) {
         r->rcode = WIRE_RC_YXDOMAIN; /* §2.2: the result would not be a domain name */
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_STOP, r->zone, c->owner, n->name, ANSWER_STOP_YXDOMAIN, 0, 0);
         return false;
     }
     /* the two buffers alternate: the current name may be the previous synthesis */
@@ -164,6 +190,12 @@ static bool synthesize(answer_resp_t *r, chase_t *c, const zone_node_t *n, unsig
         !answer_put_online(r, WIRE_SEC_AN, c->owner_off, c->owner, WIRE_T_CNAME, dn->ttl, 1, rd,
                            NULL))
         return false;
+    if (TRACED(r)) {
+        answer_trace_step_t *s =
+            trace(r, ANSWER_STEP_DNAME, r->zone, c->owner, rd + 2, 0, 0, WIRE_T_DNAME);
+        if (s)
+            memcpy(s->target2, n->name, dname_len(n->name));
+    }
     chase_to(ctx, c, n, rd + 2);
     /* qtype CNAME asked for the CNAME, and has it; every other type follows it (ANY too, as NSD
      * and Knot do: nothing else lives at a synthesised name) */
@@ -243,6 +275,17 @@ static inline bool is_hidden(const answer_resp_t *r, const zone_t *z)
     return unlikely(r->hidden != NULL) && r->hidden(r, z);
 }
 
+/* The ANAME step: its target, what the walk found, and where it left our zones (OUT). */
+static __attribute__((noinline)) void trace_aname(const answer_resp_t *r, const zone_t *z,
+                                                  const uint8_t *owner, const uint8_t *target,
+                                                  walk_t w, const uint8_t *exit)
+{
+    answer_trace_step_t *s =
+        trace(r, ANSWER_STEP_ANAME, z, owner, target, (unsigned)w, 0, r->q->qtype);
+    if (s && w == WALK_OUT)
+        memcpy(s->target2, exit, dname_len(exit));
+}
+
 /* A or AAAA at node n of zone z, which has no RRset of that type but an ANAME (an): the
  * target's, found in our zones or in what the resolver got (answer.h). */
 static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, const zone_node_t *n,
@@ -257,6 +300,8 @@ static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, c
     walk_t w = aname_walk(r->v->table, &ctx->chase, an->rdata + 2, qtype, c->hops, &ttl, &tz, &rr);
     if (w == WALK_FOUND && tz != z && is_hidden(r, tz))
         w = WALK_NODATA; /* a zone this client may not see lends it nothing */
+    if (TRACED(r))
+        trace_aname(r, z, c->owner, an->rdata + 2, w, ctx->chase.lc);
     if (w == WALK_FOUND) {
         (void)answer_put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, tz, rr, ttl, true);
         return res_of(ANSWER_RES_ANSWER);
@@ -271,11 +316,16 @@ static answer_res_t aname(answer_resp_t *r, const chase_t *c, const zone_t *z, c
                               .ttl = res->ttl < ttl ? res->ttl : ttl,
                               .rdata_len = res->rdata_len,
                               .rdata = res->rdata};
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_ANSWER, z, c->owner, ctx->chase.lc, 1, 0, qtype);
             (void)answer_put_as(r, WIRE_SEC_AN, c->owner_off, c->owner, z, &s, s.ttl, true);
             return res_of(ANSWER_RES_ANSWER);
         }
-        if (!res || res->state == ANAME_PENDING)
+        if (!res || res->state == ANAME_PENDING) {
             w = WALK_LOOP; /* not resolved yet: SERVFAIL, as for a loop */
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_STOP, z, c->owner, v->lc, ANSWER_STOP_PENDING, 0, qtype);
+        }
     }
     if (w == WALK_LOOP) {
         r->rcode = WIRE_RC_SERVFAIL;
@@ -304,8 +354,14 @@ static bool at_node(answer_resp_t *r, chase_t *c, const zone_t *z, const zone_lo
         rr = zone_node_rrset(n, qtype);
         const zone_rrset_t *cn;
         if (!rr && follows_cname(qtype) && (cn = zone_node_rrset(n, WIRE_T_CNAME))) {
-            if (c->hops == ANSWER_CNAME_MAX || chase_seen(c, n))
+            if (c->hops == ANSWER_CNAME_MAX || chase_seen(c, n)) {
+                if (TRACED(r))
+                    trace(r, ANSWER_STEP_STOP, z, c->owner, cn->rdata + 2,
+                          c->hops == ANSWER_CNAME_MAX ? ANSWER_STOP_LIMIT : ANSWER_STOP_LOOP, 0, 0);
                 return true; /* limit, or a loop: every CNAME of it is already in the answer */
+            }
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_CNAME, z, c->owner, cn->rdata + 2, 0, 0, WIRE_T_CNAME);
             if (!answer_put(r, WIRE_SEC_AN, c->owner_off, c->owner, cn))
                 return true;
             chase_to(r->ctx, c, n, cn->rdata + 2);
@@ -319,10 +375,14 @@ static bool at_node(answer_resp_t *r, chase_t *c, const zone_t *z, const zone_lo
             *out = aname(r, c, z, n, an);
             return true;
         }
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_NODATA, z, c->owner, NULL, 0, 0, qtype);
         answer_put_neg(r, z, c->owner_off, c->owner, n); /* NODATA, also at empty non-terminals */
         *out = res_of(ANSWER_RES_NODATA);
         return true;
     }
+    if (TRACED(r))
+        trace(r, ANSWER_STEP_ANSWER, z, c->owner, r->wild ? n->name : NULL, 0, r->wild, rr->type);
     if (answer_put(r, WIRE_SEC_AN, c->owner_off, c->owner, rr))
         (void)answer_put_additional(r, z, rr, ANSWER_ADD_ANSWER, NULL);
     r->wild = false;
@@ -340,16 +400,22 @@ static bool at_node(answer_resp_t *r, chase_t *c, const zone_t *z, const zone_lo
 static bool step(answer_resp_t *r, chase_t *c, const zone_t *z, const zone_lookup_t *res,
                  bool first, answer_res_t *out)
 {
+    if (TRACED(r))
+        trace(r, ANSWER_STEP_LOOKUP, z, c->owner, NULL, res->kind, res->cut != NULL, 0);
     if (res->cut &&
         !(res->kind == ZONE_LOOKUP_EXACT && res->node == res->cut && r->q->qtype == WIRE_T_DS)) {
         if (first)
             r->aa = false;
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_REFERRAL, z, c->owner, res->cut->name, 0, 0, WIRE_T_NS);
         answer_put_referral(r, z, res->cut);
         *out = (answer_res_t){.kind = ANSWER_RES_REFERRAL, .at = {.owner = res->cut->name}};
         return true;
     }
     if (res->kind == ZONE_LOOKUP_NXDOMAIN) {
         r->rcode = WIRE_RC_NXDOMAIN;
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_NXDOMAIN, z, c->owner, NULL, 0, 0, 0);
         answer_put_neg(r, z, c->owner_off, c->owner, NULL);
         *out = (answer_res_t){.kind = ANSWER_RES_NXDOMAIN, .at = {.zone = z}};
         return true;
@@ -375,6 +441,8 @@ answer_res_t answer_resolve(answer_resp_t *r)
     }
     if (!z) {
         r->rcode = WIRE_RC_REFUSED;
+        if (TRACED(r))
+            trace(r, ANSWER_STEP_STOP, NULL, q->qname, NULL, ANSWER_STOP_NOZONE, 0, 0);
         return res_of(ANSWER_RES_NONE);
     }
     /* seen[] is read below hops only: not zeroed (8 pointers a query) */
@@ -388,6 +456,8 @@ answer_res_t answer_resolve(answer_resp_t *r)
             /* a secondary zone with no data, or expired: no authoritative answer at all */
             r->rcode = WIRE_RC_SERVFAIL;
             r->aa = false;
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_STOP, z, c.owner, NULL, ANSWER_STOP_UNAVAILABLE, 0, 0);
             return res_of(ANSWER_RES_NONE);
         }
         if (first) {
@@ -396,6 +466,8 @@ answer_res_t answer_resolve(answer_resp_t *r)
         } else if (z != r->zone && is_hidden(r, z)) {
             /* a chain into a zone this client may not see stops at the CNAME, as if it left
              * our zones: that zone's data must not leak through another zone's alias */
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_STOP, z, c.owner, NULL, ANSWER_STOP_HIDDEN, 0, 0);
             return res_of(ANSWER_RES_ANSWER);
         }
         r->zone = z;
@@ -405,8 +477,11 @@ answer_res_t answer_resolve(answer_resp_t *r)
         r->wild = false;
         z = lookup(ctx, r->v->table, c.v, q->qtype, &next);
         res = &next;
-        if (!z)
+        if (!z) {
+            if (TRACED(r))
+                trace(r, ANSWER_STEP_STOP, NULL, c.owner, NULL, ANSWER_STOP_LEFT, 0, 0);
             return res_of(ANSWER_RES_ANSWER); /* the chain left our zones: the resolver takes
                                                  it from here */
+        }
     }
 }

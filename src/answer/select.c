@@ -14,6 +14,8 @@
  */
 #include "tern/answer/select.h"
 
+#include "tern/answer/answer_trace.h"
+
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -271,6 +273,15 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
     return k;
 }
 
+/* `ternctl explain`'s record of a filter step (answer_trace.h); ts is NULL on the workers. */
+#define TRACE_FILTER(step, asn, key)                                                               \
+    do {                                                                                           \
+        if (unlikely(ts != NULL)) {                                                                \
+            answer_trace_select_filter(ts, step, asn, key, g, c, n);                               \
+            answer_trace_select_stage(ts, ANSWER_SEL_FILTER1 + (step), c, n);                      \
+        }                                                                                          \
+    } while (0)
+
 unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g,
                        uint32_t *offs)
 {
@@ -278,23 +289,45 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
     unsigned n = g->count;
     for (unsigned i = 0; i < n; i++)
         c[i] = (uint16_t)i;
-    if (g->health)
+    answer_trace_select_t *ts = NULL;
+    if (unlikely(ctx->trace != NULL))
+        ts = answer_trace_select_begin(ctx->trace, g);
+    if (g->health) {
+        uint16_t open = ctx->info.health_fail_open;
         n = keep_healthy(ctx, g, c, n);
+        if (unlikely(ts != NULL)) {
+            ts->fail_open = ctx->info.health_fail_open != open;
+            answer_trace_select_stage(ts, ANSWER_SEL_HEALTH, c, n);
+        }
+    }
 
     switch (g->policy.filter) {
-    case ZONE_GEO_FILTER_COUNTRY:
-        n = keep_country(g, c, n, client_geo(ctx, v)->country);
+    case ZONE_GEO_FILTER_COUNTRY: {
+        uint16_t cc = client_geo(ctx, v)->country;
+        n = keep_country(g, c, n, cc);
+        TRACE_FILTER(0, false, cc);
         break;
-    case ZONE_GEO_FILTER_ASN:
-        n = keep_asn(g, c, n, client_asn(ctx, v));
+    }
+    case ZONE_GEO_FILTER_ASN: {
+        uint32_t asn = client_asn(ctx, v);
+        n = keep_asn(g, c, n, asn);
+        TRACE_FILTER(0, true, asn);
         break;
-    case ZONE_GEO_FILTER_ASN_COUNTRY:
-        n = keep_asn(g, c, n, client_asn(ctx, v));
-        n = keep_country(g, c, n, client_geo(ctx, v)->country);
+    }
+    case ZONE_GEO_FILTER_ASN_COUNTRY: {
+        uint32_t asn = client_asn(ctx, v);
+        n = keep_asn(g, c, n, asn);
+        TRACE_FILTER(0, true, asn);
+        uint16_t cc = client_geo(ctx, v)->country;
+        n = keep_country(g, c, n, cc);
+        TRACE_FILTER(1, false, cc);
         break;
+    }
     case ZONE_GEO_FILTER_LOCATION:
         (void)client_geo(ctx, v);
         n = keep_nearest(g, c, n, ctx->ent);
+        if (unlikely(ts != NULL))
+            answer_trace_select_stage(ts, ANSWER_SEL_FILTER1, c, n);
         break;
     default:
         break;

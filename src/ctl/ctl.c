@@ -238,6 +238,7 @@ void ctl_stop(ctl_t *c)
     close(c->evfd);
     close(c->donefd);
     tern_buf_free(&c->result);
+    ctl_explain_free(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);

@@ -818,11 +818,13 @@ static const struct {
     {"zone", 1, 2, "zone NAME | zone flush NAME", cmd_zone},
     {"dnssec", 1, 3, DNSSEC_USAGE, cmd_dnssec},
     {"health", 0, 3, "health | health set ADDR[:PORT] up|down|auto", cmd_health},
+    {"explain", 3, 9, "explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]",
+     ctl_explain},
 };
 
-/* A maximum of words in a request: the longest command takes three arguments; more is an
- * error. */
-#define CTL_MAX_WORDS 5
+/* A maximum of words in a request: the longest command (explain) takes nine arguments; more is
+ * an error. */
+#define CTL_MAX_WORDS 10
 
 /* The whole response to one request line (NUL-terminated, without its "\n"). */
 void ctl_cmd_dispatch(ctl_t *c, char *line, sb_t *resp)

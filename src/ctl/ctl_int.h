@@ -1,11 +1,13 @@
 /*
- * ctl_int.h — private to src/ctl: the control socket as its three files see it.
+ * ctl_int.h — private to src/ctl: the control socket as its files see it.
  *
  *   ctl.c       lifecycle (bind, start and stop the threads, remove the socket) and the client
  *               side ternctl uses;
  *   ctl_conn.c  the serving thread's poll() loop over the connections (reading, writing,
  *               deadlines) and the waiter thread that runs reloads;
- *   ctl_cmd.c   the commands: one request line in, one response out, built in memory.
+ *   ctl_cmd.c   the commands: one request line in, one response out, built in memory;
+ *   ctl_explain.c, ctl_explain_fmt.c  the explain command (a query through the workers'
+ *               pipeline, traced) and its report.
  *
  * Threading: conns[] and accept_resume belong to the serving thread (ctl_stop() touches them
  * only after joining it); asked, done, result and stopping are guarded by mu; everything else is
@@ -83,6 +85,9 @@ struct ctl {
     sb_t result;        /* that reload's whole response */
     bool stopping;
     int donefd; /* eventfd: the waiter has a result */
+    /* explain (ctl_explain.c): the serving thread's own answer context, kept from one explain
+     * to the next (its signature cache with it), made on first use; NULL until then */
+    struct ctl_explain *explain;
 };
 
 /** Append one printf-formatted line and its "\n" to b. Control characters that came in through a
@@ -93,6 +98,13 @@ void ctl_cmd_line(sb_t *b, const char *fmt, ...) TERN_PRINTF(2, 3);
  * appended to resp. A reload waits for the loader: only the waiter thread asks for one.
  * (ctl_cmd.c) */
 void ctl_cmd_dispatch(ctl_t *c, char *line, sb_t *resp);
+
+/** explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]: the running
+ * pipeline's answer to that query and why (argv as split, NULL-terminated). (ctl_explain.c) */
+void ctl_explain(ctl_t *c, char **argv, sb_t *body, char *err, size_t errlen);
+
+/** Free what explain kept in c (the serving thread has stopped). (ctl_explain.c) */
+void ctl_explain_free(ctl_t *c);
 
 /** The serving thread (pthread start routine, arg c): runs until ctl_stop() writes c->evfd.
  * (ctl_conn.c) */

@@ -33,7 +33,7 @@ void dnssec_zone_free(dnssec_zone_t *dz)
     dnssec_sigs_free(dz->sigs);
     dnssec_export_free(dz->export);
     if (dz->zsk_ctx)
-        for (unsigned i = 0; i < dz->nworkers * dz->nzsk; i++)
+        for (unsigned i = 0; i < (dz->nworkers + 1) * dz->nzsk; i++)
             dnssec_keyctx_free(dz->zsk_ctx[i]);
     free(dz->zsk_ctx);
     if (dz->loader_ksk)
@@ -217,7 +217,8 @@ int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint
         goto fail;
     unsigned nksk = dz->nksk;
     dz->loader_ksk = calloc(nksk, sizeof(*dz->loader_ksk));
-    dz->zsk_ctx = calloc((size_t)dz->nworkers * dz->nzsk, sizeof(*dz->zsk_ctx));
+    /* one set per worker, and one for the control thread (DNSSEC_WORKER_CONTROL) */
+    dz->zsk_ctx = calloc((size_t)(dz->nworkers + 1) * dz->nzsk, sizeof(*dz->zsk_ctx));
     if (!dz->loader_ksk || !dz->zsk_ctx)
         goto nomem;
     char kerr[256];
@@ -235,7 +236,7 @@ int dnssec_zone_new_roles(const uint8_t *origin, dnssec_key_t **keys, const uint
             goto fail;
         }
     }
-    for (unsigned w = 0; w < dz->nworkers * dz->nzsk; w++)
+    for (unsigned w = 0; w < (dz->nworkers + 1) * dz->nzsk; w++)
         if (!(dz->zsk_ctx[w] = dnssec_keyctx_new(dz->zsk[w % dz->nzsk], kerr, sizeof(kerr)))) {
             snprintf(err, errlen, "zone %s: %s", zn, kerr);
             goto fail;
@@ -717,10 +718,11 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, unsigned signer, 
         }
     }
     bump(&w->st.misses);
-    if (w->id >= dz->nworkers || signer >= dz->nzsk) {
+    if ((w->id >= dz->nworkers && w->id != DNSSEC_WORKER_CONTROL) || signer >= dz->nzsk) {
         bump(&w->st.fails);
         return TERN_EINVAL;
     }
+    unsigned slot = w->id < dz->nworkers ? w->id : dz->nworkers; /* the control thread's last */
     uint32_t inception = now - DNSSEC_INCEPTION_SKEW;
     dnssec_rrsig_req_t req = {
         .owner = owner,
@@ -731,7 +733,7 @@ int dnssec_online(dnssec_worker_t *w, const dnssec_zone_t *dz, unsigned signer, 
         .expiration = inception + dz->policy.lifetime,
         .signer = z->apex,
     };
-    int len = dnssec_sign(w->signer, dz->zsk_ctx[w->id * dz->nzsk + signer], &req, count, rdata,
+    int len = dnssec_sign(w->signer, dz->zsk_ctx[slot * dz->nzsk + signer], &req, count, rdata,
                           offs, out, DNSSEC_RRSIG_MAX);
     if (len < 0) {
         bump(&w->st.fails);

@@ -505,6 +505,7 @@ size_t health_each(health_registry_t *r, health_each_fn fn, void *ctx)
     pthread_mutex_lock(&r->mu);
     for (struct ep *e = r->head; e; e = e->next, n++) {
         health_ep_info_t info = {.spec = &e->spec,
+                                 .ep = &e->pub,
                                  .rank = rank_of(e),
                                  .status = e->status,
                                  .state = health_ep_state(e),

@@ -254,6 +254,23 @@ static bool gcra(gtable_t *t, uint64_t k, int64_t now, uint64_t T, uint64_t tau)
     return true; /* contended beyond reason: let it pass rather than spin on the query path */
 }
 
+/* gcra() without the event: whether one at now would be allowed, nothing written (no bucket
+ * taken, no TAT moved). For `ternctl explain`, which must not charge the client it explains. */
+static bool gcra_peek(const gtable_t *t, uint64_t k, int64_t now, uint64_t tau)
+{
+    k = k ? k : 1;
+    const gslot_t *line = &t->slots[(k & t->mask) & ~(uint64_t)(GSLOT_WAYS - 1)];
+    uint64_t n = (uint64_t)(now > 0 ? now : 0);
+    for (unsigned i = 0; i < GSLOT_WAYS; i++) {
+        if (__atomic_load_n(&line[i].key, __ATOMIC_ACQUIRE) != k)
+            continue;
+        uint64_t tat = __atomic_load_n(&line[i].tat, __ATOMIC_RELAXED);
+        uint64_t base = tat > n ? tat : n;
+        return base - n <= tau;
+    }
+    return true; /* no bucket: a first event is always allowed */
+}
+
 /* ---- the policy ---------------------------------------------------------------------------- */
 
 void limit_client_of(limit_client_t *c, const struct sockaddr *src)
@@ -426,8 +443,9 @@ nomem:
 
 /* ---- query-side decisions ------------------------------------------------------------------- */
 
-limit_verdict_t limit_client(const limit_t *l, const limit_client_t *c, int64_t now_us,
-                             limit_why_t *why)
+/* limit_client() and limit_client_dry(): the rate charged, or only looked at (dry). */
+static limit_verdict_t client_judge(const limit_t *l, const limit_client_t *c, int64_t now_us,
+                                    limit_why_t *why, bool dry)
 {
     *why = LIMIT_WHY_NONE;
     if (!l || c->family == 0)
@@ -449,10 +467,23 @@ limit_verdict_t limit_client(const limit_t *l, const limit_client_t *c, int64_t 
     if (pset_has(&l->rl_white, c))
         return LIMIT_PASS;
     uint64_t k = tern_hash64(c->addr, c->family == 4 ? 4 : 16, 0x726c ^ c->family);
-    if (gcra(l->sh->rl, k, now_us, l->rl_T, l->rl_tau))
+    if (dry ? gcra_peek(l->sh->rl, k, now_us, l->rl_tau)
+            : gcra(l->sh->rl, k, now_us, l->rl_T, l->rl_tau))
         return LIMIT_PASS;
     *why = LIMIT_WHY_RATE;
     return l->rl_action == CONFIG_LIMIT_DROP ? LIMIT_DROP : LIMIT_REFUSE;
+}
+
+limit_verdict_t limit_client(const limit_t *l, const limit_client_t *c, int64_t now_us,
+                             limit_why_t *why)
+{
+    return client_judge(l, c, now_us, why, false);
+}
+
+limit_verdict_t limit_client_dry(const limit_t *l, const limit_client_t *c, int64_t now_us,
+                                 limit_why_t *why)
+{
+    return client_judge(l, c, now_us, why, true);
 }
 
 limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_hash,
@@ -466,6 +497,25 @@ limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_
             return acl_check(&e->acl, c);
     }
     return LIMIT_PASS;
+}
+
+const char *limit_acl_rule(const limit_t *l, const limit_client_t *c, const uint8_t *apex,
+                           uint32_t apex_hash)
+{
+    const acl_t *a = NULL;
+    if (l && !apex && l->acl_on)
+        a = &l->acl;
+    for (uint32_t k = apex_hash & l->zmask; l && apex && l->zacl && l->zacl[k].len;
+         k = (k + 1) & l->zmask)
+        if (l->zacl[k].hash == apex_hash && memcmp(l->zacl[k].apex, apex, l->zacl[k].len) == 0)
+            a = &l->zacl[k].acl;
+    if (!a || c->family == 0)
+        return NULL;
+    if (pset_has(&a->deny, c))
+        return "the client is in its deny list";
+    if (a->has_allow && !pset_has(&a->allow, c))
+        return "the client is not in its allow list";
+    return NULL;
 }
 
 bool limit_rrl_applies(const limit_t *l, const limit_client_t *c)
@@ -544,6 +594,15 @@ limit_verdict_t limit_rrl(const limit_t *l, limit_worker_t *w, const limit_clien
         report(l, w, pk, c, masked, len, cls, now_us);
     w->limited++;
     return l->slip && w->limited % l->slip == 0 ? LIMIT_SLIP : LIMIT_DROP;
+}
+
+limit_verdict_t limit_rrl_dry(const limit_t *l, const limit_client_t *c, limit_class_t cls,
+                              uint32_t name_hash, uint16_t qtype, int64_t now_us)
+{
+    uint8_t masked[16];
+    uint64_t pk = prefix_key(c, c->family == 4 ? l->pfx4 : l->pfx6, masked);
+    uint64_t k = rrl_key(pk, cls, name_hash, qtype);
+    return gcra_peek(l->sh->rrl, k, now_us, l->rrl_tau) ? LIMIT_PASS : LIMIT_DROP;
 }
 
 bool limit_cookies(const limit_t *l)

@@ -710,3 +710,16 @@ def read_exact(sock, n):
             raise Failure("connection closed after %d of %d bytes" % (len(buf), n))
         buf += chunk
     return buf
+
+
+def geo_fixtures(ternctl, data, asn_csv):
+    """The MaxMind DB fixtures (tests/data/make_mmdb.pl) in data, and an ASN table compiled
+    there from asn_csv (ip-location-db CSV text) by ternctl: the table's path."""
+    subprocess.run(["perl", MAKE_MMDB, data], check=True, timeout=60, stdout=subprocess.DEVNULL)
+    csv = os.path.join(data, "asn.csv")
+    with open(csv, "w") as f:
+        f.write(asn_csv)
+    table = os.path.join(data, "asn.bin")
+    subprocess.run([ternctl, "asn", "compile", "-o", table, csv], check=True, timeout=60,
+                   stdout=subprocess.DEVNULL)
+    return table

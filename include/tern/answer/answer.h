@@ -235,6 +235,9 @@ typedef struct answer_ctx {
     dname_view_t parent; /* DS at a zone apex: the parent name, to find the parent zone */
     answer_info_t info;
     const answer_view_t *view; /* the snapshot of the query being answered */
+    /* `ternctl explain`'s record of the decisions (tern/answer/answer_trace.h); NULL on the
+     * workers, where every hook is one predicted branch on it */
+    struct answer_trace *trace;
     /* Geo (select.h): the client the decisions are about (the ECS address when the query
      * carries a usable one, else the packet's source), its entry in the per-worker cache of
      * what was looked up for it, and the ECS scope this query's lookups imply. */

@@ -50,6 +50,11 @@
  *                         force every endpoint at ADDR (and PORT, if given) up or down, or give
  *                         it back to its checks; kept across reloads and for endpoints that
  *                         appear later: override, matched (endpoints now)
+ *   explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]
+ *                         the query a resolver at ADDR would send, run through the workers'
+ *                         pipeline over the published view (ctl_explain.c): query, zone, policy,
+ *                         path, selection, response, dnssec — as "key: k=v ..." lines (nested
+ *                         parts indented two spaces), or with --json one JSON object line
  *
  * Times are UTC, ISO 8601 ("2026-11-23T10:00:00Z"). Control characters in names, paths and error
  * messages are written as '?', so a response line never splits. Key names are stable: scripts

@@ -90,7 +90,8 @@ typedef struct dnssec_zone {
     dnssec_keyctx_t *loader_zsk[DNSSEC_ZONE_SIGNERS_MAX]; /* the loader's own contexts */
     dnssec_keyctx_t **loader_ksk;
     unsigned nksk;
-    dnssec_keyctx_t **zsk_ctx; /* per worker w, zone signer j: [w * nzsk + j] */
+    dnssec_keyctx_t **zsk_ctx; /* per worker w, zone signer j: [w * nzsk + j]; then the control
+                                  thread's (DNSSEC_WORKER_CONTROL) at w = nworkers */
     unsigned nworkers;
     dnssec_policy_t policy;
     dnssec_sigs_t *sigs; /* RCU: read with dnssec_zone_sigs() */
@@ -249,6 +250,10 @@ static inline const uint8_t *dnssec_static(const dnssec_sigs_t *sg, const zone_t
  * Entries: a power of two; each about 600 bytes, touched only when used.
  */
 typedef struct dnssec_worker dnssec_worker_t;
+
+/* The id of the control thread's signer (`ternctl explain`): a zone keeps one set of key
+ * contexts for it beyond the workers' (libcrypto contexts are not shared between threads). */
+#define DNSSEC_WORKER_CONTROL 0xFFFFFFFFu
 
 dnssec_worker_t *dnssec_worker_new(unsigned id, unsigned entries) TERN_WUR;
 void dnssec_worker_free(dnssec_worker_t *w);

@@ -157,6 +157,7 @@ int health_set_override(health_registry_t *r, int family, const uint8_t *addr, u
 /* One endpoint as ternctl and /metrics report it (strings valid during the callback only). */
 typedef struct health_ep_info {
     const health_spec_t *spec;
+    const health_ep_t *ep; /* what zone_geo_rr_t.health points at (`ternctl explain`) */
     unsigned rank;
     int status;          /* the counter */
     const char *state;   /* "up", "down", "unknown", "failing", "recovering" */

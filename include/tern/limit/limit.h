@@ -123,9 +123,20 @@ void limit_client_of(limit_client_t *c, const struct sockaddr *src);
 limit_verdict_t limit_client(const limit_t *l, const limit_client_t *c, int64_t now_us,
                              limit_why_t *why);
 
+/** limit_client() without charging the rate: whether this query would pass now, the rate's
+ * bucket left as it was (`ternctl explain`). */
+limit_verdict_t limit_client_dry(const limit_t *l, const limit_client_t *c, int64_t now_us,
+                                 limit_why_t *why);
+
 /** The access list of the zone at apex (lowercased wire name, its dname hash), if it has one. */
 limit_verdict_t limit_zone(const limit_t *l, const uint8_t *apex, uint32_t apex_hash,
                            const limit_client_t *c);
+
+/** Which rule of an access list refuses client c — the global one (apex NULL) or the zone's at
+ * apex — as a static phrase ("the client is in its deny list", "... not in its allow list"), or
+ * NULL when that list lets it through (`ternctl explain`). */
+const char *limit_acl_rule(const limit_t *l, const limit_client_t *c, const uint8_t *apex,
+                           uint32_t apex_hash);
 
 /** Whether RRL is on (and the client not whitelisted): the caller then classifies its
  * response and asks limit_rrl(). */
@@ -138,6 +149,11 @@ bool limit_rrl_applies(const limit_t *l, const limit_client_t *c);
  */
 limit_verdict_t limit_rrl(const limit_t *l, limit_worker_t *w, const limit_client_t *c,
                           limit_class_t cls, uint32_t name_hash, uint16_t qtype, int64_t now_us);
+
+/** limit_rrl() without charging, reporting or counting toward slip: LIMIT_PASS, or LIMIT_DROP
+ * when the response would be limited (dropped or slipped) now (`ternctl explain`). */
+limit_verdict_t limit_rrl_dry(const limit_t *l, const limit_client_t *c, limit_class_t cls,
+                              uint32_t name_hash, uint16_t qtype, int64_t now_us);
 
 /**
  * Start loading the RRL bucket a positive answer to (name_hash, qtype) from c would use, so that

@@ -98,12 +98,46 @@ static void test_line_escapes(void **state)
     tern_buf_free(&b);
 }
 
+/* explain: its arguments are checked before anything is run (no loader here to run it on). */
+static void test_explain_errors(void **state)
+{
+    (void)state;
+#define EXPLAIN_USAGE_LINE                                                                         \
+    "error: usage: explain NAME [TYPE] --client ADDR [--ecs PREFIX] [--do] [--tcp] [--json]\n"
+    static const struct {
+        const char *request, *answer;
+    } cases[] = {
+        {"explain www.a.test", EXPLAIN_USAGE_LINE},
+        {"explain www.a.test A", EXPLAIN_USAGE_LINE},
+        {"explain www.a.test A --do", EXPLAIN_USAGE_LINE},                     /* no --client */
+        {"explain www.a.test A --client 192.0.2.1 --ecs", EXPLAIN_USAGE_LINE}, /* no PREFIX */
+        {"explain www.a.test A --client 192.0.2.1 --bogus", EXPLAIN_USAGE_LINE},
+        {"explain www.a.test BOGUS --client 192.0.2.1", "error: explain: unknown type BOGUS\n"},
+        {"explain www.a.test --client nowhere",
+         "error: explain: --client nowhere: not an IP address\n"},
+        {"explain www.a.test --client 192.0.2.1 --ecs 10.0.0.0/33",
+         "error: explain: --ecs 10.0.0.0/33: want ADDR/LEN\n"},
+        {"explain a..test --client 192.0.2.1", "error: explain: a..test: empty label in name\n"},
+        /* well formed: then it needs the server's view */
+        {"explain www.a.test AAAA --client 2001:db8::1 --ecs 2001:db8::/48 --do --tcp --json",
+         "error: no loader: explain is not available\n"},
+    };
+#undef EXPLAIN_USAGE_LINE
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = ask(cases[i].request);
+        if (strcmp(out, cases[i].answer) != 0)
+            fail_msg("request '%s': got '%s', want '%s'", cases[i].request, out, cases[i].answer);
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_status_without_loader),
         cmocka_unit_test(test_line_escapes),
+        cmocka_unit_test(test_explain_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -223,6 +223,34 @@ static void test_zone_acl(void **state)
     limit_free(l);
 }
 
+/* Which list refused (`ternctl explain`): the global acl's deny or allow list, the zone's. */
+static void test_acl_rule(void **state)
+{
+    (void)state;
+    cfg.acl.enabled = true;
+    add_prefix(&cfg.acl.allow, "192.0.2.0/24");
+    add_prefix(&cfg.acl.deny, "192.0.2.66");
+    assert_int_equal(config_add_zone(&cfg, "example.test", "x.zone"), 0);
+    cfg.zones[0].acl.enabled = true;
+    add_prefix(&cfg.zones[0].acl.deny, "192.0.2.7");
+    limit_t *l = policy();
+    uint8_t apex[256], w[256];
+    const char *why;
+    assert_true(dname_from_str("example.test", 12, false, w, &why) > 0);
+    dname_lower(apex, w);
+    uint32_t h = dname_hash(apex);
+    limit_client_t ok = client("192.0.2.1"), denied = client("192.0.2.66"),
+                   outside = client("198.51.100.1"), zdenied = client("192.0.2.7");
+    assert_null(limit_acl_rule(l, &ok, NULL, 0));
+    assert_string_equal(limit_acl_rule(l, &denied, NULL, 0), "the client is in its deny list");
+    assert_string_equal(limit_acl_rule(l, &outside, NULL, 0),
+                        "the client is not in its allow list");
+    assert_null(limit_acl_rule(l, &zdenied, NULL, 0));
+    assert_string_equal(limit_acl_rule(l, &zdenied, apex, h), "the client is in its deny list");
+    assert_null(limit_acl_rule(l, &ok, apex, h));
+    limit_free(l);
+}
+
 /* redins' limiter: TimeStep = 60 s / rate, MaxTime = burst x TimeStep, allowed while the debt
  * (TAT - now) is at most MaxTime: burst + 1 at once, then one per TimeStep. */
 static void test_ratelimit(void **state)
@@ -304,6 +332,50 @@ static void test_rrl(void **state)
     limit_free(l);
 }
 
+/* The dry judgements (`ternctl explain`): the verdict the next event would get, the bucket left
+ * as it was — a thousand of them charge nothing, and they agree with the real ones. */
+static void test_dry(void **state)
+{
+    (void)state;
+    cfg.ratelimit.enabled = true;
+    cfg.ratelimit.rate = 60;
+    cfg.ratelimit.burst = 1;
+    cfg.rrl.enabled = true;
+    cfg.rrl.rate = 5;
+    cfg.rrl.burst = 2;
+    cfg.rrl.slip = 2;
+    cfg.rrl.prefix_v4 = 24;
+    cfg.rrl.prefix_v6 = 56;
+    limit_t *l = policy();
+    limit_worker_t w = {.id = 0};
+    limit_why_t why;
+    limit_client_t c = client("192.0.2.7");
+    int64_t t = 1000000000;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(limit_client_dry(l, &c, t, &why), LIMIT_PASS);
+        assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+    }
+    /* burst 1: two pass for real, then the dry verdict says refuse, like the real one */
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_PASS);
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_PASS);
+    assert_int_equal(limit_client_dry(l, &c, t, &why), LIMIT_REFUSE);
+    assert_int_equal(why, LIMIT_WHY_RATE);
+    assert_int_equal(limit_client(l, &c, t, &why), LIMIT_REFUSE);
+    /* a second later the dry verdict passes, and did not use the event it saw */
+    assert_int_equal(limit_client_dry(l, &c, t + 1000000, &why), LIMIT_PASS);
+    assert_int_equal(limit_client(l, &c, t + 1000000, &why), LIMIT_PASS);
+    /* RRL: burst 2, and dry calls between the real ones change nothing (nor the slip count) */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+        assert_int_equal(limit_rrl(l, &w, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_PASS);
+    }
+    assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_DROP);
+    assert_int_equal(w.limited, 0);
+    assert_int_equal(limit_rrl(l, &w, &c, LIMIT_RC_ANSWER, 42, 1, t), LIMIT_DROP);
+    assert_int_equal(limit_rrl_dry(l, &c, LIMIT_RC_NXDOMAIN, 42, 1, t), LIMIT_PASS);
+    limit_free(l);
+}
+
 static void test_tcp_cap(void **state)
 {
     (void)state;
@@ -382,6 +454,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zone_acl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ratelimit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rrl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_across_workers, setup, teardown),
     };
