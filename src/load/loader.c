@@ -54,7 +54,7 @@ struct loader {
     const answer_view_t *published; /* RCU: written by tern_rcu_xchg, read by the workers */
     struct snapshot *cur;           /* == published, the writer's typed handle */
     /* cur's entries by key, made when src_secondary() first asks after a publish (catalogs
-     * configured); ix_of: the snapshot it indexes (NULL: none) */
+     * configured); cur_ix_of: the snapshot it indexes, NULL: none (each publish resets it) */
     snapshot_index_t cur_ix;
     const struct snapshot *cur_ix_of;
     config_t *cfg0; /* the startup config: listen, workers, TCP limits */
@@ -189,6 +189,11 @@ static void publish(loader_t *l, struct snapshot *s)
     pthread_mutex_lock(&l->mu); /* loader_zones() reads l->cur under it */
     struct snapshot *old = l->cur;
     l->cur = s;
+    /* the index of the snapshot published before goes with it (a new snapshot may sit where
+     * the old one was: never match them by address) */
+    free(l->cur_ix.slot);
+    l->cur_ix.slot = NULL;
+    l->cur_ix_of = NULL;
     pthread_mutex_unlock(&l->mu);
     const answer_view_t *prev = tern_rcu_xchg(&l->published, &s->view);
     (void)prev;     /* == &old->view */
@@ -350,10 +355,7 @@ static bool src_secondary(void *ctx, const char *key)
     loader_t *l = ctx;
     if (!l->cur)
         return false;
-    if (l->cur_ix_of != l->cur) {
-        free(l->cur_ix.slot);
-        l->cur_ix.slot = NULL;
-        l->cur_ix_of = NULL;
+    if (!l->cur_ix_of) { /* reset by each publish */
         if (snapshot_index_init(&l->cur_ix, l->cur) < 0)
             return false; /* out of memory: offered as ours until the next publish asks again */
         l->cur_ix_of = l->cur;
