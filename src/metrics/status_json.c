@@ -30,12 +30,6 @@
 /* ---- health history ---------------------------------------------------------------------------
  */
 
-typedef struct status_result {
-    int64_t when; /* wall clock ms */
-    bool ok, remote;
-    uint32_t latency_us;
-} status_result_t;
-
 typedef struct status_ep {
     char key[160]; /* health_spec_describe() */
     char state[16];
@@ -103,6 +97,19 @@ static void history_take(void *ctx, const health_ep_info_t *i)
         if (e->count < STATUS_RECENT)
             e->count++;
     }
+}
+
+bool status_history_get(const status_history_t *h, const char *key, status_ep_history_t *out)
+{
+    const status_ep_t *e = h ? history_find(h, key) : NULL;
+    if (!e)
+        return false;
+    memcpy(out->state, e->state, sizeof(out->state));
+    out->since = e->since;
+    out->count = e->count;
+    for (unsigned k = 0; k < e->count; k++) /* newest first */
+        out->recent[k] = e->recent[(e->head + STATUS_RECENT - 1 - k) % STATUS_RECENT];
+    return true;
 }
 
 void status_history_sample(status_history_t *h, health_registry_t *r, int64_t now_ms)
@@ -286,14 +293,13 @@ static void health_entry(void *ctx, const health_ep_info_t *i)
     set(d, o, "last_check", json_integer(i->last_check));
     set(d, o, "error", json_string(i->error ? i->error : ""));
     health_spec_describe(s, key, sizeof(key));
-    const status_ep_t *e = hd->h ? history_find(hd->h, key) : NULL;
-    if (e) {
-        set(d, o, "since", json_integer(e->since));
+    status_ep_history_t e;
+    if (status_history_get(hd->h, key, &e)) {
+        set(d, o, "since", json_integer(e.since));
         json_t *rec = json_array();
         set(d, o, "recent", rec);
-        for (unsigned k = 0; k < e->count; k++) { /* newest first */
-            const status_result_t *r =
-                &e->recent[(e->head + STATUS_RECENT - 1 - k) % STATUS_RECENT];
+        for (unsigned k = 0; k < e.count; k++) {
+            const status_result_t *r = &e.recent[k];
             json_t *ro = json_object();
             set(d, ro, "when", json_integer(r->when));
             set(d, ro, "ok", json_boolean(r->ok));

@@ -16,6 +16,7 @@
 #ifndef TERN_METRICS_STATUS_H
 #define TERN_METRICS_STATUS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tern/common/buf.h"
@@ -31,6 +32,22 @@
 
 typedef struct status_history status_history_t;
 
+/* One result of an endpoint, as the history recorded it. */
+typedef struct status_result {
+    int64_t when; /* wall clock ms of the result (the registry's last_check) */
+    bool ok;
+    bool remote; /* another node's, read from Redis */
+    uint32_t latency_us;
+} status_result_t;
+
+/* What the history knows of one endpoint. */
+typedef struct status_ep_history {
+    char state[16]; /* the registry's state name when last sampled */
+    int64_t since;  /* wall clock ms of the sample that first saw that state */
+    unsigned count; /* results in recent */
+    status_result_t recent[STATUS_RECENT]; /* newest first */
+} status_ep_history_t;
+
 /** A new, empty history; NULL when out of memory. */
 status_history_t *status_history_new(void) TERN_WUR;
 
@@ -43,6 +60,10 @@ void status_history_free(status_history_t *h);
  * gone from the registry are forgotten. r may be NULL (no health checks). Serving thread only.
  */
 void status_history_sample(status_history_t *h, health_registry_t *r, int64_t now_ms);
+
+/** Copy what h knows of the endpoint health_spec_describe() names key into *out: false when it
+ * follows no such endpoint. */
+bool status_history_get(const status_history_t *h, const char *key, status_ep_history_t *out);
 
 /**
  * Render the status document into *out (initialised here): 0 with the NUL-terminated JSON in
