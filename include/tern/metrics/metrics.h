@@ -13,6 +13,7 @@
  * tern_responses_truncated_total, tern_dropped_total{reason}, tern_udp_{received,sent,
  * dropped}_total, tern_tcp_connections_total{event}, tern_edns_queries_total,
  * tern_ecs_queries_total, tern_zones, tern_zone_serial{zone}, tern_zone_records{zone},
+ * tern_zone_bytes{zone}, tern_resident_memory_bytes, tern_virtual_memory_bytes,
  * tern_reloads_total{result}, tern_last_reload_{duration_seconds,success,timestamp_seconds}
  * (the last three have a sample only once a reload has run: the initial load is not a reload);
  * for zones whose keys tern manages (a copy from loader_dnssec_keys(), taken under the key
