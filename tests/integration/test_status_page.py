@@ -11,6 +11,8 @@ every 2 s, it is never reloaded):
   down          the test's listener closes: the page shows the endpoint down (state and a red
                 result) within the health bound plus two refreshes
   up_again      the listener is back: the page shows it up again, its "since" moved
+  slow_clients  20 idle or trickling connections to the listener (beyond its pool): the page
+                still redraws
   same_origin   the page loaded nothing but itself and status.json (no external asset), and
                 the response carries a Content-Security-Policy that forbids any
   json          /status.json parses and agrees with /metrics (serial, endpoint up gauge)
@@ -317,6 +319,23 @@ health:
                    "results and since: %s (down since %s)" % (e, state.get("since_down")))
             browser.screenshot(os.path.join(args.out, "status-up-again.png"))
         run_check(results, "up_again", up_again)
+
+        def slow_clients():
+            # idle connections and one that trickles its request head, more than the endpoint's
+            # pool (16, 8 per address): the page keeps redrawing beside them
+            held = []
+            try:
+                for _ in range(20):
+                    held.append(socket.create_connection(("127.0.0.1", mport), timeout=5))
+                held[-1].sendall(b"GET /status.json HTTP/1.1\r\nHo")
+                before = snapshot()["updated"]
+                s, t = wait_page(lambda s: s["updated"] != before and s["error"] == "",
+                                 3 * REFRESH + 5.0, "a redraw beside 20 held connections")
+                print("  redrawn beside 20 held connections after %.2f s" % t)
+            finally:
+                for c in held:
+                    c.close()
+        run_check(results, "slow_clients", slow_clients)
 
         def same_origin():
             urls = json.loads(browser.eval(
