@@ -404,10 +404,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             .server = m->server,
                             .xfr = __atomic_load_n(&m->xfr, __ATOMIC_ACQUIRE),
                             .start_time = m->start_time};
-    if (json) {
-        m->next_sample = 0; /* the document shows the registry as it is now */
-        history_tick(m, tern_monotonic_ms());
-    }
     if ((json ? status_json_render(&b, &src, m->history) : metrics_render(&b, &src)) < 0) {
         log_warn("metrics: cannot render %s (out of memory or over %u bytes)", url,
                  METRICS_BODY_MAX);

@@ -40,10 +40,13 @@ typedef struct status_ep {
     bool seen; /* in the current sample */
 } status_ep_t;
 
+/* Sorted by key after each sample, so a lookup (one per endpoint in a sample and in a document)
+ * is a binary search: thousands of endpoints cost milliseconds, not a quadratic scan. */
 struct status_history {
     status_ep_t *ep;
     size_t n, cap;
-    int64_t now; /* of the sample being taken */
+    size_t sorted; /* ep[0..sorted) is in key order; those after came in the current sample */
+    int64_t now;   /* of the sample being taken */
 };
 
 status_history_t *status_history_new(void)
@@ -59,9 +62,25 @@ void status_history_free(status_history_t *h)
     free(h);
 }
 
+static int ep_cmp(const void *a, const void *b)
+{
+    return strcmp(((const status_ep_t *)a)->key, ((const status_ep_t *)b)->key);
+}
+
 static status_ep_t *history_find(const status_history_t *h, const char *key)
 {
-    for (size_t i = 0; i < h->n; i++)
+    size_t lo = 0, hi = h->sorted;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(h->ep[mid].key, key);
+        if (c == 0)
+            return &h->ep[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = h->sorted; i < h->n; i++) /* new in this sample (all of them, once) */
         if (strcmp(h->ep[i].key, key) == 0)
             return &h->ep[i];
     return NULL;
@@ -125,7 +144,11 @@ void status_history_sample(status_history_t *h, health_registry_t *r, int64_t no
     for (size_t i = 0; i < h->n; i++)
         if (h->ep[i].seen)
             h->ep[k++] = h->ep[i];
+    bool added = h->n > h->sorted;
     h->n = k;
+    if (added)
+        qsort(h->ep, h->n, sizeof(*h->ep), ep_cmp);
+    h->sorted = h->n;
 }
 
 /* ---- the document ------------------------------------------------------------------------------

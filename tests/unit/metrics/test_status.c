@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -126,6 +127,49 @@ static void test_history(void **state)
     health_registry_free(r);
 }
 
+/* Many endpoints, some gone and some new between samples: every one present is found (the
+ * history's binary search over its sorted entries and its scan of the new ones), none gone is. */
+#define MANY 600
+static void test_many(void **state)
+{
+    (void)state;
+    health_registry_t *r = health_registry_new();
+    status_history_t *h = status_history_new();
+    assert_non_null(r);
+    assert_non_null(h);
+    static health_ep_t *eps[MANY + 100];
+    static health_spec_t specs[MANY + 100];
+    char addr[32], key[160];
+    for (unsigned i = 0; i < MANY + 100; i++) {
+        /* ports in an order unlike the keys' sort order */
+        snprintf(addr, sizeof(addr), "198.51.100.%u", (i * 37) % 250 + 1);
+        specs[i] = tcp_spec(addr, (uint16_t)(1000 + (i * 7919) % 60000));
+    }
+    for (unsigned i = 0; i < MANY; i++)
+        assert_non_null(eps[i] = health_intern(r, &specs[i]));
+    status_history_sample(h, r, 1000);
+    for (unsigned i = MANY; i < MANY + 100; i++)
+        assert_non_null(eps[i] = health_intern(r, &specs[i]));
+    for (unsigned i = 0; i < MANY; i += 2) {
+        health_ep_release(eps[i]);
+        eps[i] = NULL;
+    }
+    status_history_sample(h, r, 2000);
+    status_ep_history_t e;
+    for (unsigned i = 0; i < MANY + 100; i++) {
+        health_spec_describe(&specs[i], key, sizeof(key));
+        bool found = status_history_get(h, key, &e);
+        if (found != (eps[i] != NULL))
+            fail_msg("endpoint %u (%s): found %d", i, key, found);
+        if (found)
+            assert_int_equal(e.since, i < MANY ? 1000 : 2000);
+    }
+    for (unsigned i = 0; i < MANY + 100; i++)
+        health_ep_release(eps[i]);
+    status_history_free(h);
+    health_registry_free(r);
+}
+
 /* The page is whole and self-contained: no URL but its own document's. */
 static void test_page(void **state)
 {
@@ -145,6 +189,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_history),
+        cmocka_unit_test(test_many),
         cmocka_unit_test(test_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
