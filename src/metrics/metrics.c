@@ -50,6 +50,7 @@
 #include "tern/conf/config.h"
 #include "tern/metrics/metrics.h"
 #include "tern/metrics/metrics_render.h"
+#include "tern/metrics/status.h"
 #include "tern/xfr/xfr.h"
 
 /*
@@ -114,6 +115,8 @@ static void mhd_load(void)
 /* libmicrohttpd's idle timeout (no byte either way), behind the two deadlines above. */
 #define METRICS_TIMEOUT_S 10u
 #define CONTENT_TYPE      "text/plain; version=0.0.4; charset=utf-8"
+#define JSON_TYPE         "application/json"
+#define HTML_TYPE         "text/html; charset=utf-8"
 
 /* One connection libmicrohttpd holds. */
 typedef struct mconn {
@@ -135,8 +138,10 @@ struct metrics {
     const server_t *server;
     xfr_t *xfr; /* zone transfers, or NULL */
     uint16_t port;
-    int64_t start_time;  /* wall clock, s since the epoch */
-    atomic_bool serving; /* set once started: libmicrohttpd's messages are then per client */
+    int64_t start_time;        /* wall clock, s since the epoch */
+    status_history_t *history; /* the status page's health history (serving thread only) */
+    int64_t next_sample;       /* monotonic ms of its next sample */
+    atomic_bool serving;       /* set once started: libmicrohttpd's messages are then per client */
 };
 
 /* ---- connections ----------------------------------------------------------------------------
@@ -284,13 +289,28 @@ static int64_t sweep(metrics_t *m, int64_t now)
 }
 
 /* The serving thread: libmicrohttpd's descriptors and deadlines, ours, and the stop eventfd. */
+/* Sample the health registry for the status page's history when due (status.h). */
+static void history_tick(metrics_t *m, int64_t now)
+{
+    if (now < m->next_sample)
+        return;
+    m->next_sample = now + STATUS_SAMPLE_MS;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    status_history_sample(m->history, loader_health(m->loader),
+                          (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
 static void *metrics_main(void *arg)
 {
     metrics_t *m = arg;
     /* one libmicrohttpd run per pass; ends when metrics_stop() writes the eventfd */
     for (;;) {
         int64_t now = tern_monotonic_ms();
+        history_tick(m, now);
         int64_t next = sweep(m, now);
+        if (next > m->next_sample)
+            next = m->next_sample;
         MHD_UNSIGNED_LONG_LONG mhd_ms;
         int64_t wait = next == INT64_MAX ? -1 : next - now;
         if (mhd.MHD_get_timeout(m->daemon, &mhd_ms) == MHD_YES &&
@@ -330,12 +350,31 @@ static enum MHD_Result answer_text(struct MHD_Connection *c, unsigned status, co
     return ok;
 }
 
+/* GET /: the status page (status_page.c), a constant. The Content-Security-Policy lets it run
+ * only its own inline script and fetch only from this origin: nothing external can load. */
+static enum MHD_Result answer_page(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = mhd.MHD_create_response_from_buffer(
+        strlen(status_page_html), (void *)status_page_html, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    enum MHD_Result ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, HTML_TYPE);
+    if (ok == MHD_YES)
+        ok = mhd.MHD_add_response_header(r, "Content-Security-Policy",
+                                         "default-src 'none'; script-src 'unsafe-inline'; "
+                                         "style-src 'unsafe-inline'; connect-src 'self'");
+    if (ok == MHD_YES)
+        ok = mhd.MHD_queue_response(c, MHD_HTTP_OK, r);
+    mhd.MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     static int request_seen; /* its address marks a request whose headers we have seen */
-    const metrics_t *m = cls;
+    metrics_t *m = cls;
     (void)version;
     (void)upload_data;
     conn_head_in(c);
@@ -354,16 +393,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* a GET with a body: ignored */
         return MHD_YES;
     }
-    if (strcmp(url, "/metrics") != 0)
-        return answer_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n", NULL);
+    if (strcmp(url, "/") == 0)
+        return answer_page(c);
+    bool json = strcmp(url, "/status.json") == 0;
+    if (!json && strcmp(url, "/metrics") != 0)
+        return answer_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics or /\n", NULL);
 
     tern_buf_t b;
     metrics_source_t src = {.loader = m->loader,
                             .server = m->server,
                             .xfr = __atomic_load_n(&m->xfr, __ATOMIC_ACQUIRE),
                             .start_time = m->start_time};
-    if (metrics_render(&b, &src) < 0) {
-        log_warn("metrics: cannot render the exposition (out of memory or over %u bytes)",
+    if ((json ? status_json_render(&b, &src, m->history) : metrics_render(&b, &src)) < 0) {
+        log_warn("metrics: cannot render %s (out of memory or over %u bytes)", url,
                  METRICS_BODY_MAX);
         return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics\n", NULL);
     }
@@ -372,7 +414,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         tern_buf_free(&b);
         return MHD_NO;
     }
-    enum MHD_Result ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+    enum MHD_Result ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                                     json ? JSON_TYPE : CONTENT_TYPE);
+    if (ok == MHD_YES && json) /* every poll must see the state of that moment */
+        ok = mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (ok == MHD_YES)
         ok = mhd.MHD_queue_response(c, MHD_HTTP_OK, r);
     mhd.MHD_destroy_response(r);
@@ -427,6 +472,11 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
     m->loader = loader;
     m->server = server;
     m->evfd = -1;
+    if (!(m->history = status_history_new())) {
+        log_err("metrics: out of memory");
+        free(m);
+        return NULL;
+    }
     atomic_init(&m->serving, false);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -479,15 +529,16 @@ metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *s
                         : (const void *)&((const struct sockaddr_in *)&addr.addr)->sin_addr;
     inet_ntop(addr.addr.ss_family, a, host, sizeof(host));
     if (addr.addr.ss_family == AF_INET6)
-        log_info("metrics: serving http://[%s]:%u/metrics", host, m->port);
+        log_info("metrics: serving http://[%s]:%u/metrics (status page at /)", host, m->port);
     else
-        log_info("metrics: serving http://%s:%u/metrics", host, m->port);
+        log_info("metrics: serving http://%s:%u/metrics (status page at /)", host, m->port);
     return m;
 fail:
     if (m->daemon)
         mhd.MHD_stop_daemon(m->daemon);
     if (m->evfd >= 0)
         close(m->evfd);
+    status_history_free(m->history);
     free(m);
     return NULL;
 }
@@ -514,5 +565,6 @@ void metrics_stop(metrics_t *m)
     /* without an internal thread this closes every connection at once, waiting for none */
     mhd.MHD_stop_daemon(m->daemon);
     close(m->evfd);
+    status_history_free(m->history);
     free(m);
 }

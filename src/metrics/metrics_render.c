@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tern/common/err.h"
 #include "tern/common/log.h"
@@ -84,6 +85,7 @@ static void sample_label(buf_t *b, const char *name, const char *key, const char
 typedef struct zone_lines {
     buf_t *serial; /* the body: tern_zone_serial goes straight in */
     buf_t records; /* tern_zone_records, appended after (a family's lines must be together) */
+    buf_t bytes;   /* tern_zone_bytes, after those */
 } zone_lines_t;
 
 static void on_zone(void *ctx, const loader_zone_info_t *z)
@@ -91,6 +93,16 @@ static void on_zone(void *ctx, const loader_zone_info_t *z)
     zone_lines_t *zl = ctx;
     sample_label(zl->serial, "tern_zone_serial", "zone", z->origin, z->serial);
     sample_label(&zl->records, "tern_zone_records", "zone", z->origin, z->records);
+    sample_label(&zl->bytes, "tern_zone_bytes", "zone", z->origin, z->bytes);
+}
+
+/* Append a side buffer (a family gathered beside another) to the body and free it. */
+static void put_side(buf_t *b, buf_t *side)
+{
+    if (side->failed)
+        b->failed = true;
+    put_bytes(b, side->p ? side->p : "", side->len);
+    tern_buf_free(side);
 }
 
 /* Workers and queries: by transport, worker, type; responses by rcode; drops and hand-offs. */
@@ -372,15 +384,33 @@ static void render_loader(buf_t *b, loader_t *l)
      * zones even if a reload publishes right after; tern_zones is that pass's count. */
     zone_lines_t zl = {.serial = b};
     buf_init(&zl.records);
+    buf_init(&zl.bytes);
     family(b, "tern_zone_serial", "gauge", "SOA serial of each served zone.");
     size_t n = loader_zones(l, on_zone, &zl);
     family(b, "tern_zones", "gauge", "Zones served.");
     sample(b, "tern_zones", n);
     family(b, "tern_zone_records", "gauge", "Records in each served zone.");
-    if (zl.records.failed)
-        b->failed = true;
-    put_bytes(b, zl.records.p ? zl.records.p : "", zl.records.len);
-    tern_buf_free(&zl.records);
+    put_side(b, &zl.records);
+    family(b, "tern_zone_bytes", "gauge", "Memory of each served zone's data, in bytes.");
+    put_side(b, &zl.bytes);
+}
+
+/* The process' memory from /proc/self/statm (a read of procfs: it never waits on a device), in
+ * every build — jemalloc's own statistics are not there under the sanitizers. */
+static void render_memory(buf_t *b)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long size = 0, resident = 0;
+    bool ok = f && fscanf(f, "%llu %llu", &size, &resident) == 2;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    if (!ok || page <= 0)
+        return;
+    family(b, "tern_resident_memory_bytes", "gauge", "Resident memory of the ternd process.");
+    sample(b, "tern_resident_memory_bytes", resident * (uint64_t)page);
+    family(b, "tern_virtual_memory_bytes", "gauge", "Virtual memory of the ternd process.");
+    sample(b, "tern_virtual_memory_bytes", size * (uint64_t)page);
 }
 
 /* ---- health checks ---------------------------------------------------------------------- */
@@ -686,6 +716,7 @@ int metrics_render(tern_buf_t *out, const metrics_source_t *src)
     render_xfr(b, src->xfr);
     render_update(b, src->loader);
     render_dnssec_keys(b, src->loader);
+    render_memory(b);
     if (b->failed || !b->p) {
         tern_buf_free(b);
         return TERN_ENOMEM;

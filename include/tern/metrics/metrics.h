@@ -1,5 +1,6 @@
 /*
- * metrics.h — the Prometheus text endpoint: GET /metrics on one configured address.
+ * metrics.h — the Prometheus text endpoint: GET /metrics on one configured address, and beside it
+ * the status page: GET / and GET /status.json (tern/metrics/status.h).
  *
  * Owns an HTTP listener (libmicrohttpd) bound to exactly the configured address — loopback is
  * the intended use, there is no authentication — and nothing else. Every request renders a
@@ -12,6 +13,7 @@
  * tern_responses_truncated_total, tern_dropped_total{reason}, tern_udp_{received,sent,
  * dropped}_total, tern_tcp_connections_total{event}, tern_edns_queries_total,
  * tern_ecs_queries_total, tern_zones, tern_zone_serial{zone}, tern_zone_records{zone},
+ * tern_zone_bytes{zone}, tern_resident_memory_bytes, tern_virtual_memory_bytes,
  * tern_reloads_total{result}, tern_last_reload_{duration_seconds,success,timestamp_seconds}
  * (the last three have a sample only once a reload has run: the initial load is not a reload);
  * for zones whose keys tern manages (a copy from loader_dnssec_keys(), taken under the key
@@ -45,7 +47,8 @@ typedef struct metrics metrics_t;
 /**
  * Serve GET /metrics on listen ("ADDR:PORT" for IPv4, "[V6]:PORT" for IPv6, as
  * config_parse_listen() reads it; port 0 = ephemeral, see metrics_port()). loader and server
- * must outlive the endpoint. Other paths answer 404, methods other than GET and HEAD 405.
+ * must outlive the endpoint. / is the status page and /status.json its document (status.h), under
+ * the same limits. Other paths answer 404, methods other than GET and HEAD 405.
  * Returns NULL after logging why (bad address, address in use, out of memory).
  */
 metrics_t *metrics_start(const char *listen, loader_t *loader, const server_t *server) TERN_WUR;

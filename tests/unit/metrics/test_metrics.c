@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "test_util.h"
 
@@ -451,6 +452,9 @@ static const struct {
     {"tern_zones", "gauge"},
     {"tern_zone_serial", "gauge"},
     {"tern_zone_records", "gauge"},
+    {"tern_zone_bytes", "gauge"},
+    {"tern_resident_memory_bytes", "gauge"},
+    {"tern_virtual_memory_bytes", "gauge"},
     {"tern_reloads_total", "counter"},
     {"tern_last_reload_duration_seconds", "gauge"},
     {"tern_last_reload_success", "gauge"},
@@ -971,6 +975,97 @@ static void test_scrape_under_load(void **state)
     stop_all();
 }
 
+/* The status page beside /metrics: GET / (the page, its CSP), GET /status.json (the zones and
+ * counters /metrics shows, as JSON), HEAD, and the same 404 and 405 as /metrics. */
+static void test_status(void **state)
+{
+    (void)state;
+    start_all();
+    char v[256];
+    /* idle clients hold the pool: the page is answered beside them, as /metrics is */
+    int idle[24];
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(idle); i++) {
+        idle[i] = connect_to(AF_INET, "127.0.0.1", fx.port);
+        assert_true(idle[i] >= 0);
+    }
+    http_resp_t r = get("/");
+    assert_int_equal(r.status, 200);
+    assert_true(header(&r, "Content-Type", v, sizeof(v)));
+    assert_string_equal(v, "text/html; charset=utf-8");
+    assert_true(header(&r, "Content-Security-Policy", v, sizeof(v)));
+    assert_non_null(strstr(v, "default-src 'none'"));
+    assert_non_null(strstr(r.body, "<title>ternd status</title>"));
+    http_free(&r);
+    r = http("HEAD / HTTP/1.0\r\n\r\n");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "");
+    http_free(&r);
+    r = http("POST /status.json HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}");
+    assert_int_equal(r.status, 405);
+    http_free(&r);
+    r = get("/status.json/");
+    assert_int_equal(r.status, 404);
+    http_free(&r);
+
+    uint8_t q[512];
+    int fd = udp_socket();
+    size_t len = make_query(q, 1, "nx.a.test", 1, false, false);
+    assert_int_equal(udp_ask(fd, q, len), 3);
+    close(fd);
+
+    /* the query is counted once its worker has counted it: bounded retries */
+    json_t *doc = NULL;
+    int64_t deadline = now_ms() + REPLY_TIMEOUT_MS;
+    for (;;) {
+        r = get("/status.json");
+        assert_int_equal(r.status, 200);
+        assert_true(header(&r, "Content-Type", v, sizeof(v)));
+        assert_string_equal(v, "application/json");
+        assert_true(header(&r, "Cache-Control", v, sizeof(v)));
+        assert_string_equal(v, "no-store");
+        json_error_t err;
+        doc = json_loads(r.body, 0, &err);
+        if (!doc)
+            fail_msg("status.json does not parse: %s (%s)", err.text, r.body);
+        http_free(&r);
+        json_t *nx =
+            json_object_get(json_object_get(json_object_get(doc, "queries"), "rcode"), "nxdomain");
+        if (json_integer_value(nx) == 1 || now_ms() > deadline)
+            break;
+        json_decref(doc);
+        usleep(20000);
+    }
+    assert_string_equal(json_string_value(json_object_get(doc, "version")), TERN_VERSION);
+    assert_int_equal(json_integer_value(json_object_get(doc, "workers")), 2);
+    json_t *queries = json_object_get(doc, "queries");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(queries, "rcode"), "nxdomain")), 1);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(queries, "transport"), "udp")), 1);
+    json_t *zones = json_object_get(doc, "zones");
+    assert_int_equal(json_array_size(zones), 2);
+    json_t *a = json_array_get(zones, 0), *b = json_array_get(zones, 1);
+    assert_string_equal(json_string_value(json_object_get(a, "name")), "a.test");
+    assert_int_equal(json_integer_value(json_object_get(a, "serial")), 2024010101);
+    assert_int_equal(json_integer_value(json_object_get(a, "records")), 4);
+    assert_true(json_is_false(json_object_get(a, "signed")));
+    assert_non_null(strstr(json_string_value(json_object_get(a, "source")), "a.zone"));
+    assert_true(json_integer_value(json_object_get(a, "loaded")) <= (json_int_t)time(NULL));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(a, "transfer"), "role")),
+                        "none");
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "b.test");
+    assert_int_equal(json_integer_value(json_object_get(b, "serial")), 7);
+    assert_int_equal(json_array_size(json_object_get(doc, "health")), 0);
+    assert_true(json_is_object(json_object_get(doc, "drops")));
+    assert_non_null(json_object_get(json_object_get(doc, "drops"), "rrl_dropped"));
+    /* no Redis, no ANAME upstream configured: no such link shown */
+    assert_int_equal(json_object_size(json_object_get(doc, "connections")), 0);
+    json_decref(doc);
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(idle); i++)
+        close(idle[i]);
+    stop_all();
+}
+
 int main(void)
 {
     log_set_level(LOG_LVL_ERR);
@@ -984,6 +1079,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_escape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scrape_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
