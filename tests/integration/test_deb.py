@@ -20,6 +20,8 @@ Debian 12 root, run there.
              a Depends shlibs cannot see) answers, `ternctl status` over its control socket
   logrotate  /etc/logrotate.d/tern rotates a query log in /var/log/tern and ternd, signalled by
              the postrotate script through its pid file, writes to the new file
+  purge      ternd stops cleanly on SIGTERM; apt-get purge removes the conffiles, the unit and
+             /var/log/tern, and keeps what is in /var/lib/tern (DNSSEC keys live there)
 The chroot shares the host's network, so the queries go to the host's loopback. Every command in
 the root runs in a mount namespace of its own (unshare -m): /proc and the apt caches are mounted
 there only and vanish with it. Without Debian's archive the test fails and says so.
@@ -76,6 +78,7 @@ class Deb:
         self.root = os.path.join(self.workdir, "root")
         self.deb = None
         self.proc = None
+        self.proc_rc = None
         self.times = []
 
     def timed(self, name, fn):
@@ -302,10 +305,25 @@ class Deb:
                            "a query logged in the new requests.log after rotation")
 
     def stop(self):
-        if self.proc is not None:
+        if self.proc is not None and self.proc_rc is None:
             servers.stop_process(self.proc)
             self.proc_rc = self.proc.returncode
             self.log.close()
+
+    def check_purge(self):
+        self.stop()
+        expect(self.proc_rc in (0, -15), "ternd exited with %s on SIGTERM" % self.proc_rc)
+        # Something in /var/lib/tern (as a dnssec policy's keys would be) must survive a purge.
+        keep = os.path.join(self.root, "var", "lib", "tern", "kept")
+        with open(keep, "w") as f:
+            f.write("state\n")
+        self.root_run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "-qq",
+                       "tern"], "apt-get purge tern")
+        for gone in ("etc/tern/ternd.yaml", "etc/logrotate.d/tern", "var/log/tern",
+                     "usr/sbin/ternd", "lib/systemd/system/ternd.service"):
+            expect(not os.path.lexists(os.path.join(self.root, gone)),
+                   "/%s left behind by apt-get purge" % gone)
+        expect(os.path.exists(keep), "purge removed what was in /var/lib/tern")
 
 
 def main():
@@ -321,7 +339,8 @@ def main():
     checks = [("prerequisites", d.check_prerequisites), ("build", d.check_build),
               ("lintian", d.check_lintian), ("contents", d.check_contents),
               ("root", d.check_root), ("installed", d.check_installed),
-              ("serve", d.check_serve), ("logrotate", d.check_logrotate)]
+              ("serve", d.check_serve), ("logrotate", d.check_logrotate),
+              ("purge", d.check_purge)]
     try:
         for name, fn in checks:
             servers.run_check(results, name, lambda fn=fn, name=name: d.timed(name, fn))
@@ -329,7 +348,8 @@ def main():
                 break
     finally:
         d.stop()
-        if d.proc is not None and d.proc_rc not in (0, -15):
+        purged = any(name == "purge" for name, _ in results)  # which checked the exit itself
+        if d.proc is not None and d.proc_rc not in (0, -15) and not purged:
             results.append(("clean_exit", "ternd exited with %s on SIGTERM" % d.proc_rc))
         if any(err for _, err in results) and d.proc is not None:
             with open(os.path.join(d.workdir, "ternd.log"), "rb") as f:
