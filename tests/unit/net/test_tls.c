@@ -47,7 +47,7 @@
  * and the bytes jemalloc counts for each: its thread.allocatedp counts bytes, not calls, and a
  * 40-byte frame is served from the 48-byte size class. */
 #define OPENSSL_ALLOCS_PER_QUERY 4
-#define OPENSSL_ALLOC_BYTES 48
+#define OPENSSL_ALLOC_BYTES      48
 
 static char dir[256];
 static char ca_pem[300], srv_pem[300], srv_key[300], cli_pem[300], cli_key[300];
