@@ -532,20 +532,7 @@ static int sink_fresh(struct zf_parser *L, const struct src *s, const struct zf_
  * escapes). false when it does not parse here: ldns alone judges it then. */
 static bool owner_wire(const char *t, size_t n, const ldns_rdf *origin, uint8_t w[DNAME_MAXLEN])
 {
-    const uint8_t *org = ldns_rdf_data(origin);
-    size_t olen = ldns_rdf_size(origin);
-    const char *why = NULL;
-    if (n == 1 && t[0] == '@') {
-        memcpy(w, org, olen);
-        return true;
-    }
-    if (n > 0 && t[n - 1] == '.')
-        return dname_from_str(t, n, false, w, &why) > 0;
-    int rl = dname_from_str(t, n, true, w, &why);
-    if (rl <= 0 || (size_t)rl + olen > DNAME_MAXLEN)
-        return false;
-    memcpy(w + rl, org, olen); /* the origin follows, its final zero included */
-    return true;
+    return zone_file_name(t, n, ldns_rdf_data(origin), w) > 0;
 }
 
 /* A patch's second pass keeps the changed names' records and the apex's only: an entry whose

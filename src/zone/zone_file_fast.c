@@ -95,29 +95,35 @@ static bool tok_uint(const tok_t *t, size_t maxdig, uint32_t max, uint32_t *out)
     return true;
 }
 
-/* Name token t into out (DNAME_MAXLEN): "@" is the origin, a final dot makes it absolute, any
- * other is completed by origin. 0 when ldns must judge it (an escape, an empty label, too long),
- * else the wire length. */
-static size_t name_of(const tok_t *t, const uint8_t *origin, uint8_t *out)
+size_t zone_file_name(const char *s, size_t n, const uint8_t *origin, uint8_t *out)
 {
-    if (t->quoted || t->n == 0 || memchr(t->s, '\\', t->n))
+    if (n == 0)
         return 0;
-    if (t->n == 1 && t->s[0] == '@') {
+    if (n == 1 && s[0] == '@') {
         size_t ol = dname_len(origin);
         memcpy(out, origin, ol);
         return ol;
     }
     const char *why;
-    if (t->s[t->n - 1] == '.') {
-        int l = dname_from_str(t->s, t->n, false, out, &why);
+    if (s[n - 1] == '.') {
+        int l = dname_from_str(s, n, false, out, &why);
         return l > 0 ? (size_t)l : 0;
     }
-    int l = dname_from_str(t->s, t->n, true, out, &why);
+    int l = dname_from_str(s, n, true, out, &why);
     size_t ol = dname_len(origin);
     if (l <= 0 || (size_t)l + ol > DNAME_MAXLEN)
         return 0;
     memcpy(out + l, origin, ol);
     return (size_t)l + ol;
+}
+
+/* Name token t into out (DNAME_MAXLEN) as zone_file_name() reads it; 0 also for an escape, which
+ * ldns must judge. */
+static size_t name_of(const tok_t *t, const uint8_t *origin, uint8_t *out)
+{
+    if (t->quoted || memchr(t->s, '\\', t->n))
+        return 0;
+    return zone_file_name(t->s, t->n, origin, out);
 }
 
 static bool put(zone_file_fast_rec_t *r, const void *p, size_t n)

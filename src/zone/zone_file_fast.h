@@ -36,6 +36,13 @@ typedef struct zone_file_fast_rec {
 } zone_file_fast_rec_t;
 
 /**
+ * Name token s (n bytes) of an entry into out (room for DNAME_MAXLEN) as ldns reads an owner:
+ * "@" is origin (wire), a final dot makes it absolute, any other is completed by origin; RFC 1035
+ * escapes as dname_from_str(). The wire length, or 0 when it does not parse here.
+ */
+size_t zone_file_name(const char *s, size_t n, const uint8_t *origin, uint8_t *out);
+
+/**
  * Entry e (one joined entry of a master file: comments gone, parentheses blanked) read as ldns
  * would read it with origin (wire), prev (the previous record's owner, wire, or NULL) and
  * default TTL def (RFC 1035 §5.1 $TTL). True with *r filled when it is a plain A, AAAA, NS,
