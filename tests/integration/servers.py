@@ -632,6 +632,25 @@ class Unbound:
         return r
 
 
+def named_conf(d, port, options=(), rest=""):
+    """named.conf for a BIND the tests start in directory d, answering on LOOPBACK port: the
+    options every test needs (its files in d, no recursion or validation, no IPv6, no rndc), the
+    lines of options added to them, then rest (keys, tls blocks, zones)."""
+    extra = "".join("    %s\n" % o for o in options)
+    return f"""options {{
+    directory "{d}";
+    pid-file "{d}/named.pid";
+    listen-on port {port} {{ {LOOPBACK}; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    dnssec-validation no;
+    session-keyfile "{d}/session.key";
+    managed-keys-directory "{d}";
+{extra}}};
+controls {{ }};
+{rest}"""
+
+
 class Named(Server):
     """BIND 9 (named -g) on its own port, as the secondary of the given zones: secondaries is a
     list of (zone, primary port); each zone's copy is kept in its directory (raw format off:
@@ -656,24 +675,9 @@ class Named(Server):
 }};
 """ for z, port in self.secondaries)
         with open(conf, "w") as f:
-            f.write(f"""options {{
-    directory "{d}";
-    pid-file "{d}/named.pid";
-    listen-on port {self.port} {{ {LOOPBACK}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    notify no;
-    allow-transfer {{ 127.0.0.0/8; }};
-    allow-notify {{ 127.0.0.0/8; }};
-    allow-query {{ any; }};
-    session-keyfile "{d}/session.key";
-    managed-keys-directory "{d}";
-    transfers-in 10;
-    min-refresh-time 1;
-}};
-controls {{ }};
-{zones}""")
+            f.write(named_conf(d, self.port, (
+                "notify no;", "allow-transfer { 127.0.0.0/8; };", "allow-notify { 127.0.0.0/8; };",
+                "allow-query { any; };", "transfers-in 10;", "min-refresh-time 1;"), zones))
         return [find_program("named"), "-g", "-c", conf, "-n", "1"]
 
 

@@ -43,8 +43,8 @@ import dns.tsigkeyring
 import dns.zone
 
 import servers
-from servers import (LOOPBACK, Failure, Server, YamlTernd, expect, find_program, run_checks,
-                     wait_until, write_atomic)
+from servers import (LOOPBACK, Failure, Server, YamlTernd, expect, find_program, named_conf,
+                     run_checks, wait_until, write_atomic)
 
 KEY = "cat-key"
 SECRET = "c2VjcmV0LWZvci10aGUtY2F0YWxvZy10ZXN0cyEhIQ=="
@@ -158,20 +158,8 @@ class Named(Server):
 }};
 """ for z in ("catalog2.test", "b1.test"))
         with open(conf, "w") as f:
-            f.write(f"""options {{
-    directory "{d}";
-    pid-file "{d}/named.pid";
-    listen-on port {self.port} {{ {LOOPBACK}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    allow-transfer {{ 127.0.0.0/8; }};
-    allow-query {{ any; }};
-    session-keyfile "{d}/session.key";
-    managed-keys-directory "{d}";
-}};
-controls {{ }};
-{zones}""")
+            f.write(named_conf(d, self.port,
+                               ("allow-transfer { 127.0.0.0/8; };", "allow-query { any; };"), zones))
         return [find_program("named"), "-g", "-c", conf, "-n", "1"]
 
     def set_catalog(self, text):

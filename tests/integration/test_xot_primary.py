@@ -52,7 +52,7 @@ import dns.tsigkeyring
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import (LOOPBACK, Failure, Nsd, Server, YamlTernd, expect,  # noqa: E402
+from servers import (LOOPBACK, Failure, Nsd, Server, YamlTernd, expect, named_conf,  # noqa: E402
                      find_program, finish, free_port, make_tls_certs, read_exact, run_check,
                      wait_until, write_atomic)
 
@@ -90,20 +90,8 @@ class NamedXot(Server):
         d = self.dir
         conf = os.path.join(d, "named.conf")
         with open(conf, "w") as f:
-            f.write(f"""options {{
-    directory "{d}";
-    pid-file "{d}/named.pid";
-    listen-on port {self.port} {{ {LOOPBACK}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    notify no;
-    allow-notify {{ 127.0.0.0/8; }};
-    session-keyfile "{d}/session.key";
-    managed-keys-directory "{d}";
-    min-refresh-time 1;
-}};
-controls {{ }};
+            f.write(named_conf(d, self.port, (
+                "notify no;", "allow-notify { 127.0.0.0/8; };", "min-refresh-time 1;"), f"""\
 key "{KEY}" {{ algorithm hmac-sha256; secret "{SECRET}"; }};
 tls tern-tls {{ ca-file "{self.ca}"; remote-hostname "{HOST}"; }};
 zone "{self.zone}" {{
@@ -112,7 +100,7 @@ zone "{self.zone}" {{
     file "{d}/{self.zone}.db";
     masterfile-format text;
 }};
-""")
+"""))
         return [find_program("named"), "-g", "-c", conf, "-n", "1"]
 
 
