@@ -40,6 +40,7 @@ static bool start(answer_resp_t *r, wire_parse_result_t pr, const uint8_t *pkt, 
     info->zone = NULL;
     info->pick = NULL;
     info->pick_rdata = NULL;
+    info->steer.rules = 0; /* the other steer fields are read only under their rule's bit */
     if (pr == WIRE_DROP || unlikely(r->out_cap < UDP_MIN)) {
         info->outcome = len >= 12 && (pkt[2] & 0x80) ? ANSWER_DROP_QR : ANSWER_DROP_SHORT;
         return false;

@@ -144,6 +144,33 @@ typedef enum {
                                the transport hands the message (TCP: the connection) over */
 } answer_outcome_t;
 
+/* What the steering rules beyond redins (issue 33: failover tiers, sticky order, load shedding,
+ * latency maps) decided for the answer's last steered RRset that used one (select.c), for the
+ * request log. `rules` is 0 when none ran: an RRset using only redins' rules leaves all of it
+ * zero, and the log line stays redins' own. Reset per query with one store (answer.c). */
+enum {
+    ANSWER_STEER_TIER = 1u << 0,    /* failover tiers chose tier / fell past some */
+    ANSWER_STEER_STICKY = 1u << 1,  /* the sticky order hashed the client's network */
+    ANSWER_STEER_SHED = 1u << 2,    /* some record's load left it out or scaled its weight */
+    ANSWER_STEER_LATENCY = 1u << 3, /* geo_filter latency ran (latency_how says how it ended) */
+};
+enum {
+    ANSWER_LATENCY_MATCHED = 0,  /* the client's network is in the map: the fastest group kept */
+    ANSWER_LATENCY_UNMAPPED = 1, /* not in the map: fell back to location */
+    ANSWER_LATENCY_NOGROUP = 2,  /* in the map, but no candidate's group is: fell back */
+};
+typedef struct answer_steer_info {
+    uint8_t rules;         /* ANSWER_STEER_* that ran */
+    uint8_t tier_skipped;  /* TIER: tiers passed over (fewer healthy records than min_healthy) */
+    uint16_t tier;         /* TIER: the priority of the tier answered */
+    uint8_t sticky_prefix; /* STICKY: bits of the client's network hashed */
+    uint8_t shed_out;      /* SHED: records left out, above their high watermark */
+    uint8_t shed_scaled;   /* SHED: records kept with their weight scaled down */
+    uint8_t latency_how;   /* LATENCY: ANSWER_LATENCY_* */
+    uint32_t latency_ms;   /* LATENCY, MATCHED: the measured latency of the group answered */
+    const char *latency_group; /* LATENCY, MATCHED: its name (NUL-terminated, in the zone) */
+} answer_steer_info_t;
+
 typedef struct answer_info {
     unsigned rcode; /* full (extended) rcode sent, or -1u when dropped */
     bool truncated; /* TC set */
@@ -166,6 +193,7 @@ typedef struct answer_info {
      * destination_ip and destination_country); valid while the view is. */
     const struct zone_geo_rr *pick;
     const uint8_t *pick_rdata;
+    answer_steer_info_t steer;
 } answer_info_t;
 
 /* What the geo filters looked up for one client address (select.c), kept per worker: resolvers
