@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tern/common/compiler.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/qlog/dnstap.h"
@@ -106,6 +107,28 @@ static uint16_t put_dest(qlog_rec_t *rec, const zone_geo_rr_t *pick, const uint8
     return QLOG_F_DEST;
 }
 
+/* What the steering rules beyond redins decided (answer_info_t.steer) into rec: copies only.
+ * QLOG_F_STEER, or 0 when no such rule ran (redins' own line). */
+static uint16_t put_steer(qlog_rec_t *rec, const answer_steer_info_t *st)
+{
+    if (likely(st->rules == 0))
+        return 0;
+    rec->steer_rules = st->rules;
+    rec->steer_tier = st->tier;
+    rec->steer_tier_skipped = st->tier_skipped;
+    rec->steer_sticky_prefix = st->sticky_prefix;
+    rec->steer_shed_out = st->shed_out;
+    rec->steer_shed_scaled = st->shed_scaled;
+    rec->steer_latency_how = st->latency_how;
+    rec->steer_latency_ms = st->latency_ms;
+    if ((st->rules & ANSWER_STEER_LATENCY) && st->latency_group) {
+        size_t n = strnlen(st->latency_group, QLOG_STEER_GROUP_MAX);
+        memcpy(rec->steer_group, st->latency_group, n);
+        rec->steer_group_len = (uint8_t)n;
+    }
+    return QLOG_F_STEER;
+}
+
 static int64_t wall_ns(void)
 {
     struct timespec ts;
@@ -181,6 +204,7 @@ void qlog_worker_put(qlog_t *q, qlog_ring_t *r, const answer_ctx_t *ctx, const q
     }
     if (info->pick && info->pick_rdata)
         flags |= put_dest(rec, info->pick, info->pick_rdata);
+    flags |= put_steer(rec, &info->steer);
     if (info->zone) { /* redins' domain_uuid: the zone of the name asked, its id or "" */
         size_t n = info->zone->domain_id_len;
         n = n < QLOG_DOMAIN_ID_MAX ? n : QLOG_DOMAIN_ID_MAX;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/answer/answer.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 #include "tern/common/logfd.h"
@@ -338,6 +339,34 @@ static void field_dest_cc(const qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
         put_text_value(o, cc, n);
 }
 
+/* tern's steer_* fields: what the steering rules beyond redins decided (QLOG_F_STEER; reqlog.h
+ * lists them), each only when its rule ran. Their keys sort between source_port and time. */
+static void field_steer(const qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
+{
+    static const char *const how[] = {"matched", "unmapped", "nogroup"};
+    unsigned rules = r->steer_rules;
+    if (rules & ANSWER_STEER_LATENCY) {
+        unsigned h = r->steer_latency_how;
+        field_s(l, o, "steer_latency", h < 3 ? how[h] : "");
+        if (h == ANSWER_LATENCY_MATCHED) {
+            size_t n = r->steer_group_len;
+            field_str(l, o, "steer_latency_group", r->steer_group,
+                      n < QLOG_STEER_GROUP_MAX ? n : QLOG_STEER_GROUP_MAX);
+            field_u64(l, o, "steer_latency_ms", r->steer_latency_ms);
+        }
+    }
+    if (rules & ANSWER_STEER_SHED) {
+        field_u64(l, o, "steer_shed_out", r->steer_shed_out);
+        field_u64(l, o, "steer_shed_scaled", r->steer_shed_scaled);
+    }
+    if (rules & ANSWER_STEER_STICKY)
+        field_u64(l, o, "steer_sticky_prefix", r->steer_sticky_prefix);
+    if (rules & ANSWER_STEER_TIER) {
+        field_u64(l, o, "steer_tier", r->steer_tier);
+        field_u64(l, o, "steer_tier_skipped", r->steer_tier_skipped);
+    }
+}
+
 /* One record as a line at o, without its newline. The JSON keys in Go's order (encoding/json
  * sorts a map's keys, and redins' logger marshals one map: its fields with time, level, msg),
  * the text fields in the same order after the time, the level and the message. */
@@ -401,6 +430,8 @@ static void format_line(qlog_reqlog_t *l, out_t *o, const qlog_rec_t *r)
         field_str(l, o, "source_country", r->country, strnlen(r->country, sizeof(r->country)));
     field_s(l, o, "source_ip", addr_text(af, r->client_addr, abuf));
     field_u64(l, o, "source_port", r->client_port);
+    if (r->flags & QLOG_F_STEER)
+        field_steer(l, o, r);
     if (json) {
         put_s(o, ",\"time\":\"");
         put_time(l, o, r->qtime_ns);

@@ -28,11 +28,17 @@ enum qlog_flags {
     QLOG_F_DEST = 1u << 7,         /* a count-single RRset picked one record of several for
                                       the client: dest_* (answer_info_t.pick) */
     QLOG_F_ZONE = 1u << 8,         /* the name asked is in a served zone: domain_id (maybe "") */
+    QLOG_F_STEER = 1u << 9,        /* a steering rule beyond redins' ran: steer_* (the answer's
+                                      answer_steer_info_t, tern/answer/answer.h) */
 };
 
 /* Bytes of the zone's domain_id a record keeps: redins' are UUIDs (36 bytes); a longer id is
  * cut (a few bytes more per record for every query, so no more than a UUID needs). */
 #define QLOG_DOMAIN_ID_MAX 40
+
+/* Bytes of a latency-map group name a record keeps: group names are 1..63 characters (the
+ * zone's "group" field), so none is cut; only records with QLOG_F_STEER carry them. */
+#define QLOG_STEER_GROUP_MAX 64
 
 /* Countries of the picked record a record keeps: redins' records list a handful; a record
  * listing more is logged with its first QLOG_DEST_CC. */
@@ -59,6 +65,13 @@ typedef struct qlog_rec {
     uint16_t dest_cc[QLOG_DEST_CC];     /* ... its countries, ZONE_CC-packed; 0 is redins' "" */
     uint8_t domain_id_len;              /* QLOG_F_ZONE: bytes of domain_id */
     char domain_id[QLOG_DOMAIN_ID_MAX]; /* ... the zone's (zone_t.domain_id), cut */
+    /* QLOG_F_STEER: answer_steer_info_t's fields (steer_rules: its ANSWER_STEER_* bits), the
+     * latency group's name copied (steer_group_len bytes, no NUL) */
+    uint8_t steer_rules, steer_tier_skipped, steer_sticky_prefix, steer_shed_out;
+    uint8_t steer_shed_scaled, steer_latency_how, steer_group_len;
+    uint16_t steer_tier;
+    uint32_t steer_latency_ms;
+    char steer_group[QLOG_STEER_GROUP_MAX];
     int64_t qtime_ns; /* when the query arrived (the worker's batch clock), wall clock */
     int64_t rtime_ns; /* when the response was written */
     uint16_t qlen;    /* query bytes at wire[0..qlen) */

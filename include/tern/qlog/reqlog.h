@@ -48,6 +48,19 @@
  *     source_port    the client's port
  *     ecs_scope      the ECS scope the response gave, when the query had ECS or was steered
  *     transport      "udp" or "tcp"
+ *     steer_*        what the steering rules redins does not have decided (issue 33), each
+ *                    group only when its rule ran for the answer's last steered RRset that used
+ *                    one, so a zone in redins' schema alone logs redins' line unchanged:
+ *       steer_latency        geo_filter latency: "matched" (the client's network is in the
+ *                            latency map and a candidate's group is in its entry), "unmapped"
+ *                            or "nogroup" (fell back to location)
+ *       steer_latency_group, steer_latency_ms   when matched: the group answered and its
+ *                            measured latency in the map (string, integer)
+ *       steer_shed_out, steer_shed_scaled       load shedding: records left out above their
+ *                            high watermark, records kept with their weight scaled (integers)
+ *       steer_sticky_prefix  order sticky: bits of the client's network hashed (integer)
+ *       steer_tier, steer_tier_skipped          failover tiers: the priority of the tier
+ *                            answered, tiers passed over for too few healthy records
  *   not written: redins' cache (HIT or MISS of redins' own record cache, which tern does
  *   not have).
  *

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tern/answer/answer.h"
 #include "tern/qlog/qlog_rec.h"
 #include "tern/qlog/reqlog.h"
 
@@ -505,6 +506,65 @@ static void test_hostile_qname(void **state)
 
 /* ---- dropped, cut and unparsable ---------------------------------------------------------- */
 
+/* The steering rules beyond redins (issue 33): each group of steer_* keys only when its rule
+ * ran, in Go's key order (between source_port and time), and in the text format too. */
+static void test_steer_fields(void **state)
+{
+    (void)state;
+    recbuf_t b;
+    qlog_rec_t *r = make_full(&b);
+    r->flags |= QLOG_F_STEER;
+    r->steer_rules =
+        ANSWER_STEER_TIER | ANSWER_STEER_STICKY | ANSWER_STEER_SHED | ANSWER_STEER_LATENCY;
+    r->steer_tier = 2;
+    r->steer_tier_skipped = 1;
+    r->steer_sticky_prefix = 24;
+    r->steer_shed_out = 1;
+    r->steer_shed_scaled = 3;
+    r->steer_latency_how = ANSWER_LATENCY_MATCHED;
+    r->steer_latency_ms = 23;
+    memcpy(r->steer_group, "fra1", 4);
+    r->steer_group_len = 4;
+    char *line = one_line(r, QLOG_REQLOG_JSON);
+    const char *want = "\"source_port\":53124,\"steer_latency\":\"matched\","
+                       "\"steer_latency_group\":\"fra1\",\"steer_latency_ms\":23,"
+                       "\"steer_shed_out\":1,\"steer_shed_scaled\":3,"
+                       "\"steer_sticky_prefix\":24,\"steer_tier\":2,\"steer_tier_skipped\":1,"
+                       "\"time\":";
+    if (!strstr(line, want))
+        fail_msg("steer keys not in order in %s", line);
+    json_t *o = parse_json(line);
+    assert_int_equal(json_object_size(o), 18 + 8);
+    json_decref(o);
+    free(line);
+
+    /* only the rules that ran; a fallback names no group */
+    r->steer_rules = ANSWER_STEER_LATENCY;
+    r->steer_latency_how = ANSWER_LATENCY_UNMAPPED;
+    o = json_of(r);
+    assert_string_equal(jstr(o, "steer_latency"), "unmapped");
+    assert_null(json_object_get(o, "steer_latency_group"));
+    assert_null(json_object_get(o, "steer_latency_ms"));
+    assert_null(json_object_get(o, "steer_tier"));
+    assert_null(json_object_get(o, "steer_sticky_prefix"));
+    assert_null(json_object_get(o, "steer_shed_out"));
+    assert_int_equal(json_object_size(o), 18 + 1);
+    json_decref(o);
+
+    r->steer_rules = ANSWER_STEER_STICKY;
+    line = one_line(r, QLOG_REQLOG_TEXT);
+    char v[64];
+    assert_string_equal(text_value(line, "steer_sticky_prefix", v, sizeof(v)), "24");
+    assert_null(strstr(line, "steer_tier"));
+    free(line);
+
+    /* no rule ran: redins' line, with no steer_* key at all */
+    r->flags &= (uint16_t)~QLOG_F_STEER;
+    line = one_line(r, QLOG_REQLOG_JSON);
+    assert_null(strstr(line, "steer_"));
+    free(line);
+}
+
 static void test_dropped_and_cut(void **state)
 {
     (void)state;
@@ -899,11 +959,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_fields),     cmocka_unit_test(test_json_exact),
-        cmocka_unit_test(test_hostile_qname),   cmocka_unit_test(test_dropped_and_cut),
-        cmocka_unit_test(test_text_format),     cmocka_unit_test(test_many_lines),
-        cmocka_unit_test(test_reopen_rotation), cmocka_unit_test(test_stdout_target),
-        cmocka_unit_test(test_write_errors),    cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_syslog_target),   cmocka_unit_test(test_stalled_reader),
+        cmocka_unit_test(test_steer_fields),    cmocka_unit_test(test_hostile_qname),
+        cmocka_unit_test(test_dropped_and_cut), cmocka_unit_test(test_text_format),
+        cmocka_unit_test(test_many_lines),      cmocka_unit_test(test_reopen_rotation),
+        cmocka_unit_test(test_stdout_target),   cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_open_errors),     cmocka_unit_test(test_syslog_target),
+        cmocka_unit_test(test_stalled_reader),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
