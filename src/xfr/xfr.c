@@ -19,6 +19,7 @@
 
 #include "tern/common/byteorder.h"
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/common/rcu.h"
 #include "tern/zone/zone_table.h"
@@ -55,6 +56,48 @@ struct zst *xfr_zone_find_apex(const xfr_t *x, const uint8_t *name)
         if (dname_equal(x->zones[i]->apex, name))
             return x->zones[i];
     return NULL;
+}
+
+struct zst *xfr_zmap_get(const xfr_zmap_t *m, const char *key)
+{
+    if (!m->slot) {
+        for (size_t i = 0; i < m->n; i++)
+            if (m->zs[i] && strcmp(m->zs[i]->key, key) == 0)
+                return m->zs[i];
+        return NULL;
+    }
+    for (size_t i = tern_hash_str(key) & m->mask;; i = (i + 1) & m->mask)
+        if (!m->slot[i] || strcmp(m->slot[i]->key, key) == 0)
+            return m->slot[i];
+}
+
+void xfr_zmap_put(xfr_zmap_t *m, struct zst *z, struct zst *const *zs, size_t n)
+{
+    m->zs = zs;
+    m->n = n;
+    if (!m->slot)
+        return;
+    size_t i = tern_hash_str(z->key) & m->mask;
+    while (m->slot[i])
+        i = (i + 1) & m->mask;
+    m->slot[i] = z;
+}
+
+void xfr_zmap_init(xfr_zmap_t *m, struct zst *const *zs, size_t n, size_t extra)
+{
+    size_t cap = 16;
+    while (cap < 2 * (n + extra))
+        cap <<= 1;
+    *m = (xfr_zmap_t){.slot = calloc(cap, sizeof(*m->slot)), .mask = cap - 1, .zs = zs, .n = n};
+    for (size_t i = 0; m->slot && i < n; i++)
+        if (zs[i])
+            xfr_zmap_put(m, zs[i], zs, n);
+}
+
+void xfr_zmap_free(xfr_zmap_t *m)
+{
+    free(m->slot);
+    m->slot = NULL;
 }
 
 int xfr_key_index(const tsig_key_t *keys, size_t nkeys, const char *name)
@@ -361,13 +404,16 @@ int xfr_configure(xfr_t *x, const config_t *cfg)
     /* the journals' bounds first: zst_journals() makes the new zones' journals with them */
     x->journal_versions = cfg->xfr_journal_versions;
     x->journal_bytes = (size_t)cfg->xfr_journal_mib << 20;
+    xfr_zmap_t old; /* the zones followed so far by key: a scan each is n^2 with 100k zones */
+    xfr_zmap_init(&old, x->zones, x->nzones, 0);
     for (size_t i = 0; i < n; i++) {
-        struct zst *o = xfr_zone_find(x, zs[i]->key);
+        struct zst *o = xfr_zmap_get(&old, zs[i]->key);
         if (o) {
             zst_keep_out(x, zs[i], o);
             zst_keep_in(zs[i], o);
         }
     }
+    xfr_zmap_free(&old);
     /* the catalogs' members, their primaries from the catalogs' new settings */
     if (xfr_catalog_configure(x, &zs, &n, &cap, loaded, nloaded) < 0)
         log_err("xfr: out of memory; some catalog members wait for their catalog's next refresh");

@@ -17,7 +17,6 @@
 
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
-#include "tern/common/hash.h"
 #include "tern/common/log.h"
 #include "tern/xfr/xfr_catalog.h"
 #include "tern/zone/zone_file.h"
@@ -173,55 +172,6 @@ fail:
     return NULL;
 }
 
-/* Zones by key, for matching a catalog of many members against the zones followed in linear
- * time (a list scan per member is n^2: 100,000 members, 10^10 compares under mu). Open
- * addressing, at most half full; a map that could not be made (out of memory) is a scan of the
- * zones it was made from. */
-typedef struct zmap {
-    struct zst **slot; /* NULL: scan zs[0..n) instead */
-    size_t mask;
-    struct zst *const *zs;
-    size_t n;
-} zmap_t;
-
-static struct zst *zmap_get(const zmap_t *m, const char *key)
-{
-    if (!m->slot) {
-        for (size_t i = 0; i < m->n; i++)
-            if (m->zs[i] && strcmp(m->zs[i]->key, key) == 0)
-                return m->zs[i];
-        return NULL;
-    }
-    for (size_t i = tern_hash_str(key) & m->mask;; i = (i + 1) & m->mask)
-        if (!m->slot[i] || strcmp(m->slot[i]->key, key) == 0)
-            return m->slot[i];
-}
-
-/* z added to m, its key not there yet; zs (n) is what a scan reads when m has no slots. */
-static void zmap_put(zmap_t *m, struct zst *z, struct zst *const *zs, size_t n)
-{
-    m->zs = zs;
-    m->n = n;
-    if (!m->slot)
-        return;
-    size_t i = tern_hash_str(z->key) & m->mask;
-    while (m->slot[i])
-        i = (i + 1) & m->mask;
-    m->slot[i] = z;
-}
-
-/* A map of zs (n of them, NULLs skipped) with room for extra more. */
-static void zmap_init(zmap_t *m, struct zst *const *zs, size_t n, size_t extra)
-{
-    size_t cap = 16;
-    while (cap < 2 * (n + extra))
-        cap <<= 1;
-    *m = (zmap_t){.slot = calloc(cap, sizeof(*m->slot)), .mask = cap - 1, .zs = zs, .n = n};
-    for (size_t i = 0; m->slot && i < n; i++)
-        if (zs[i])
-            zmap_put(m, zs[i], zs, n);
-}
-
 /* ---- hooks (under mu) --------------------------------------------------------------------- */
 
 static void hook_in(xfr_t *x, const char *key, zone_t *z)
@@ -311,17 +261,17 @@ int xfr_catalog_configure(xfr_t *x, struct zst ***zs, size_t *n, size_t *cap, st
                           size_t nloaded)
 {
     int rc = 0;
-    zmap_t m;
-    zmap_init(&m, *zs, *n, x->nzones + nloaded);
+    xfr_zmap_t m;
+    xfr_zmap_init(&m, *zs, *n, x->nzones + nloaded);
     /* the members followed so far: kept while their catalog still is one */
     for (size_t i = 0; i < x->nzones; i++) {
         struct zst *o = x->zones[i];
         if (!o || !o->member_of)
             continue;
-        struct zst *c = zmap_get(&m, o->member_of);
-        const char *why = !c || !c->cat          ? "its catalog is no longer followed"
-                          : zmap_get(&m, o->key) ? "the zone is configured in the file"
-                                                 : NULL;
+        struct zst *c = xfr_zmap_get(&m, o->member_of);
+        const char *why = !c || !c->cat              ? "its catalog is no longer followed"
+                          : xfr_zmap_get(&m, o->key) ? "the zone is configured in the file"
+                                                     : NULL;
         if (!why &&
             (member_prims(o, c) < 0 || tern_grow((void **)zs, cap, *n + 1, sizeof(**zs)) < 0))
             why = "out of memory", rc = TERN_ENOMEM;
@@ -339,13 +289,13 @@ int xfr_catalog_configure(xfr_t *x, struct zst ***zs, size_t *n, size_t *cap, st
         }
         free(file);
         (*zs)[(*n)++] = o;
-        zmap_put(&m, o, *zs, *n);
+        xfr_zmap_put(&m, o, *zs, *n);
         x->zones[i] = NULL; /* moved: not freed with the old list */
     }
     /* the members read from disk for catalogs followed from now on */
     for (size_t i = 0; i < nloaded; i++) {
         struct zst *z = loaded[i];
-        if (zmap_get(&m, z->key)) {
+        if (xfr_zmap_get(&m, z->key)) {
             log_warn("xfr: catalog %s: member %s is also configured in the file (or in another "
                      "catalog); that one is served",
                      z->member_of, z->key);
@@ -358,10 +308,10 @@ int xfr_catalog_configure(xfr_t *x, struct zst ***zs, size_t *n, size_t *cap, st
             continue;
         }
         (*zs)[(*n)++] = z;
-        zmap_put(&m, z, *zs, *n);
+        xfr_zmap_put(&m, z, *zs, *n);
         hook_in(x, z->key, z->base ? zone_retain(z->base) : NULL);
     }
-    free(m.slot);
+    xfr_zmap_free(&m);
     return rc;
 }
 
@@ -436,10 +386,10 @@ static void apply(xfr_t *x, struct zst *c, const xfr_catalog_list_t *l)
         if (z->member_of && strcmp(z->member_of, c->key) == 0 && !xfr_catalog_list_find(l, z->key))
             retire(x, i, "no longer in the catalog");
     }
-    zmap_t m;
-    zmap_init(&m, x->zones, x->nzones, l->n);
+    xfr_zmap_t m;
+    xfr_zmap_init(&m, x->zones, x->nzones, l->n);
     for (size_t i = 0; i < l->n; i++) {
-        struct zst *z = zmap_get(&m, l->m[i].zone);
+        struct zst *z = xfr_zmap_get(&m, l->m[i].zone);
         if (z && !z->member_of) {
             log_warn("xfr: catalog %s: member %s is configured in the file; the configured zone "
                      "is served",
@@ -458,13 +408,13 @@ static void apply(xfr_t *x, struct zst *c, const xfr_catalog_list_t *l)
                 continue;
             }
             x->zones[x->nzones++] = n;
-            zmap_put(&m, n, x->zones, x->nzones);
+            xfr_zmap_put(&m, n, x->zones, x->nzones);
             log_info("xfr: catalog %s: member %s added (id %s%s%s)", c->key, n->key, n->member_id,
                      n->member_group ? ", group " : "", n->member_group ? n->member_group : "");
             hook_in(x, n->key, NULL);
         }
     }
-    free(m.slot);
+    xfr_zmap_free(&m);
 }
 
 /* Under mu: catalog c's members as x follows them, written to its directory. */
