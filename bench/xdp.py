@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Flood benchmark of the AF_XDP listener: tern (xdp: listen:), tern on sockets, Knot on sockets,
-Knot in XDP mode and gdnsd, on a veth pair between two network namespaces.
+"""Flood benchmark of the AF_XDP listener and of the socket path: tern (xdp: listen:), tern on
+sockets, tern on busy-polling sockets (tern-bp), Knot on sockets, Knot in XDP mode and gdnsd (also
+as gdnsd-defer: under tern-bp's device setting), on a veth pair between two network namespaces.
 
-    /usr/bin/python3 bench/xdp.py                      # 3 interleaved rounds, all five servers
+    /usr/bin/python3 bench/xdp.py                      # 3 interleaved rounds, all seven servers
     /usr/bin/python3 bench/xdp.py --rounds 1 --secs 5 --servers tern-xdp,knot-xdp   # quick look
 
 Needs root (namespaces, BPF) and kxdpgun (knot-dnsutils); exits 77 (skipped) with a message when
@@ -15,7 +16,10 @@ of bench/gen_zone.py on the veth's address; kxdpgun in namespace B, pinned to CP
 zone's query file (bench/.cache/z100k/queries.txt, "name TYPE" lines: kxdpgun's format) from an
 AF_XDP socket. Both veth ends have GRO on (which gives veth a NAPI instance without XDP too) and
 threaded NAPI; the server end's NAPI kthread is pinned to CPU 0 and its CPU counted with the
-server's, the client end's to CPU 1. Two phases:
+server's, the client end's to CPU 1. tern-bp busy-polls (udp_busy_poll_us 50, budget 64, prefer)
+with the server end's napi_defer_hard_irqs 2 and gro_flush_timeout 200 µs, the setting the README
+gives for it; gdnsd-defer is gdnsd under that same device setting, so the gain is not the
+setting's alone. Two phases:
 
   normal    --rate q/s (50k) for --secs: the server's CPU (utime+stime of all its threads, plus
             the NAPI kthread) per answered query
@@ -46,7 +50,12 @@ from run import (CACHE, CLIENT_CPU, ORIGIN, RESULTS, ROOT, SERVER_CPU, Gdnsd, Kn
                  proc_tree, stop_group)
 from test_xdp import SERVER4, SKIP, netns_main  # noqa: E402
 
-ALL = ("tern-xdp", "tern", "knot-xdp", "knot", "gdnsd")
+ALL = ("tern-xdp", "tern", "tern-bp", "knot-xdp", "knot", "gdnsd", "gdnsd-defer")
+# The server end's NAPI deferral for the busy-polling runs (tern-bp, and gdnsd-defer to show what
+# the device setting alone does for a server that does not busy-poll): the kernel's
+# Documentation/networking/napi.rst example values. Every other run has the kernel's 0 and 0.
+DEFER_HARD_IRQS, GRO_FLUSH_TIMEOUT_NS = 2, 200000
+DEFERRED = ("tern-bp", "gdnsd-defer")
 BOUND = 20  # seconds for any one setup command: ip, sysctl writes, dig
 
 # Sets an ethtool flag of an interface in the namespace it runs in (argv: interface, ethtool
@@ -82,6 +91,23 @@ class TernXdp(Tern):
         return super().argv() + ["-c", conf]
 
 
+class TernBp(Tern):
+    """ternd on sockets with busy polling (udp_busy_poll_us; README "Floods on sockets")."""
+    name = "tern-bp"
+    iface = None
+
+    def argv(self):
+        conf = os.path.join(self.dir, "bp.yaml")
+        with open(conf, "w") as f:
+            f.write("udp_busy_poll_us: 50\nudp_busy_poll_budget: 64\nudp_prefer_busy_poll: true\n")
+        return super().argv() + ["-c", conf]
+
+
+class GdnsdDefer(Gdnsd):
+    """gdnsd as is, run with the server end's NAPI deferral set as for tern-bp."""
+    name = "gdnsd-defer"
+
+
 class KnotXdp(Knot):
     """knotd with xdp: listen: <the veth> (Knot 3.2's XDP mode), logging at info so a refused
     attach says why."""
@@ -98,8 +124,8 @@ class KnotXdp(Knot):
         return a
 
 
-CLASSES = {"tern-xdp": TernXdp, "tern": Tern, "knot-xdp": KnotXdp, "knot": Knot,
-           "gdnsd": Gdnsd}
+CLASSES = {"tern-xdp": TernXdp, "tern": Tern, "tern-bp": TernBp, "knot-xdp": KnotXdp,
+           "knot": Knot, "gdnsd": Gdnsd, "gdnsd-defer": GdnsdDefer}
 XDP_SERVERS = ("tern-xdp", "knot-xdp")
 
 
@@ -126,6 +152,14 @@ def napi_threads(dev):
 def pin(pids, cpu):
     for p in pids:
         sh("taskset", "-p", "-c", cpu, str(p), check=False)
+
+
+def napi_defer(net, on):
+    """The server end's napi_defer_hard_irqs and gro_flush_timeout: DEFER_HARD_IRQS and
+    GRO_FLUSH_TIMEOUT_NS when on, else the kernel's defaults (0, 0)."""
+    d, g = (DEFER_HARD_IRQS, GRO_FLUSH_TIMEOUT_NS) if on else (0, 0)
+    sh(*net.exec(net.srv, "sh", "-c", "echo %d > /sys/class/net/%s/napi_defer_hard_irqs && "
+                 "echo %d > /sys/class/net/%s/gro_flush_timeout" % (d, net.srv_if, g, net.srv_if)))
 
 
 def threaded_napi(net):
@@ -257,6 +291,7 @@ def phase(args, net, mac, qfile, srv, rate):
 
 def one_round(args, net, mac, qfile, zonefile, name):
     rec = {"server": name, "loadavg": open("/proc/loadavg").read().split()[:3]}
+    napi_defer(net, name in DEFERRED)
     srv = NsServer(args, net, name, zonefile)
     try:
         if not srv.wait_ready(args.load_timeout):
@@ -423,8 +458,8 @@ def main():
         if not build_ternd(bd) or sh("cmake", "--build", bd, "--target", "tern_xdp_bpf",
                                      check=False, timeout=600).returncode:
             sys.exit("ternd or tern_xdp.bpf.o did not build in %s" % bd)
-    exe = {"tern-xdp": args.ternd, "tern": args.ternd, "knot-xdp": "knotd", "knot": "knotd",
-           "gdnsd": "gdnsd"}
+    exe = {"tern-xdp": args.ternd, "tern": args.ternd, "tern-bp": args.ternd, "knot-xdp": "knotd",
+           "knot": "knotd", "gdnsd": "gdnsd", "gdnsd-defer": "gdnsd"}
     for s in list(args.servers):
         if not shutil.which(exe[s]):
             log("%s not installed (%s): skipped" % (s, exe[s]))

@@ -208,6 +208,37 @@ static const opt_t schema[] = {
      .restart = true,
      .desc = "a datagram's worker: hash (one client, one worker), random (even), cpu (the "
              "receiving CPU's, pinned)"},
+    /* Busy polling (SO_BUSY_POLL, SO_PREFER_BUSY_POLL, SO_BUSY_POLL_BUDGET): an empty UDP
+     * socket's receive polls the device's NAPI queue itself for up to this long before sleeping.
+     * With the device's napi_defer_hard_irqs and gro_flush_timeout set (README: "Floods on
+     * sockets"), the kernel then runs the receive path only when a worker asks for packets, so
+     * under a flood the CPU goes to queries that get answered, not to datagrams the socket
+     * buffer would drop after the whole stack has processed them. It costs CPU at low rates
+     * (the spin), so it is off by default. restart-only: set when the sockets are bound (as
+     * root, or with CAP_NET_ADMIN, which all three need). 10 ms is far past any useful spin. */
+    {.key = "udp_busy_poll_us",
+     .type = OPT_UINT,
+     FIELD(udp_busy_poll_us),
+     .def = 0,
+     .max = 10000,
+     .restart = true,
+     .desc = "microseconds an empty UDP socket busy-polls its device queue; 0 = off"},
+    /* The kernel's default budget is 8 (BUSY_POLL_BUDGET); one recvmmsg batch (UDP_BATCH) wants
+     * more per poll, and NAPI's own weight is 64. */
+    {.key = "udp_busy_poll_budget",
+     .type = OPT_UINT,
+     FIELD(udp_busy_poll_budget),
+     .def = 64,
+     .min = 1,
+     .max = 65535,
+     .restart = true,
+     .desc = "packets one busy poll may take from the device queue"},
+    {.key = "udp_prefer_busy_poll",
+     .type = OPT_BOOL,
+     FIELD(udp_prefer_busy_poll),
+     .def = 1,
+     .restart = true,
+     .desc = "with busy polling: the workers, not the kernel's softirq, drive the device queue"},
     {.key = "log_level",
      .type = OPT_ENUM,
      FIELD(log_level),

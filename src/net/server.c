@@ -78,6 +78,20 @@ static void grow_buffers(int fd)
         (void)setopt_int(fd, SOL_SOCKET, SO_SNDBUF, UDP_SOCKBUF);
 }
 
+/* Busy polling on UDP socket fd (udp_busy_poll_us > 0; config.c says what it is for): 0, or -1
+ * with errno set and the option that failed in *what. The kernel wants CAP_NET_ADMIN for each. */
+static int busy_poll(int fd, const server_settings_t *set, const char **what)
+{
+    *what = "setsockopt SO_BUSY_POLL (udp_busy_poll_us needs root or CAP_NET_ADMIN)";
+    if (setopt_int(fd, SOL_SOCKET, SO_BUSY_POLL, (int)set->udp_busy_poll_us) < 0)
+        return -1;
+    *what = "setsockopt SO_BUSY_POLL_BUDGET (udp_busy_poll_budget)";
+    if (setopt_int(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, (int)set->udp_busy_poll_budget) < 0)
+        return -1;
+    *what = "setsockopt SO_PREFER_BUSY_POLL (udp_prefer_busy_poll)";
+    return setopt_int(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, set->udp_prefer_busy_poll ? 1 : 0);
+}
+
 /* One socket of the given type on l's address with the given port. Returns the fd, or -1 with
  * errno set and a message naming the step in *what. */
 static int open_socket(const config_listen_t *l, int type, uint16_t port, bool wildcard,
@@ -200,7 +214,8 @@ static int bind_listen(server_t *s, size_t li)
                     wk->udp_fd[li] = fd;
                 else
                     wk->tcp_fd[li] = fd;
-                if (fd < 0) {
+                if (fd < 0 ||
+                    (udp && s->set.udp_busy_poll_us && busy_poll(fd, &s->set, &what) < 0)) {
                     ok = false;
                     break;
                 }

@@ -40,6 +40,9 @@
  *   tcp_max_inflight: 64                        # answers queued per connection, then pause
  *   udp_mmsg: true                              # false: one datagram per syscall
  *   udp_steering: hash                          # hash | random | cpu: a datagram's worker
+ *   udp_busy_poll_us: 0                         # µs a UDP socket polls the NIC when empty
+ *   udp_busy_poll_budget: 64                    # packets per busy poll
+ *   udp_prefer_busy_poll: true                  # the poller, not the kernel, drives the queue
  *   log_level: info                             # error | warning | info | debug
  *   log_target: stderr                          # stderr | stdout | syslog
  *   user: tern                                  # after binding; unset = stay who we are
@@ -450,7 +453,7 @@ typedef struct config_aname {
 } config_aname_t;
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
-#define CONFIG_MAX_OPTIONS 64
+#define CONFIG_MAX_OPTIONS 96
 
 /* Where config_load() set an option, so that a check made later (config_check_runtime()) can
  * name the line of a value it finds wrong. Read it through config_line_of(). */
@@ -465,19 +468,22 @@ typedef struct config {
     /* xdp: listen: interfaces answered over AF_XDP (restart-only); none = sockets only */
     char xdp_listen[CONFIG_MAX_XDP][CONFIG_XDP_IFNAME_MAX + 1];
     size_t nxdp;
-    unsigned workers;             /* 1..CONFIG_MAX_WORKERS */
-    uint16_t edns_max_udp;        /* 512..4096, default 1232 */
-    char *identity;               /* NULL if unset; at most 255 bytes */
-    char *version;                /* NULL if unset; at most 255 bytes */
-    unsigned tcp_idle_timeout;    /* seconds, default 10 */
-    unsigned tcp_max_connections; /* per worker, default 256 */
-    unsigned tcp_max_lifetime;    /* seconds from accept to close, default 120 */
-    unsigned tcp_max_inflight;    /* answers queued per connection before it pauses, default 64 */
-    bool udp_mmsg;                /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
-    unsigned udp_steering;        /* config_udp_steering_t: which worker a datagram goes to */
-    unsigned dnssec_lifetime;     /* seconds a signature is valid, default 14 days */
-    unsigned dnssec_refresh;      /* re-sign when less remains, default 7 days */
-    unsigned dnssec_cache;        /* per-query signatures cached per worker, default 16384 */
+    unsigned workers;              /* 1..CONFIG_MAX_WORKERS */
+    uint16_t edns_max_udp;         /* 512..4096, default 1232 */
+    char *identity;                /* NULL if unset; at most 255 bytes */
+    char *version;                 /* NULL if unset; at most 255 bytes */
+    unsigned tcp_idle_timeout;     /* seconds, default 10 */
+    unsigned tcp_max_connections;  /* per worker, default 256 */
+    unsigned tcp_max_lifetime;     /* seconds from accept to close, default 120 */
+    unsigned tcp_max_inflight;     /* answers queued per connection before it pauses, default 64 */
+    bool udp_mmsg;                 /* recvmmsg/sendmmsg (default) or recvmsg/sendmsg */
+    unsigned udp_steering;         /* config_udp_steering_t: which worker a datagram goes to */
+    unsigned udp_busy_poll_us;     /* SO_BUSY_POLL on UDP sockets: µs; 0 (default) = off */
+    unsigned udp_busy_poll_budget; /* SO_BUSY_POLL_BUDGET: packets per poll, default 64 */
+    bool udp_prefer_busy_poll;     /* SO_PREFER_BUSY_POLL (default true when busy polling) */
+    unsigned dnssec_lifetime;      /* seconds a signature is valid, default 14 days */
+    unsigned dnssec_refresh;       /* re-sign when less remains, default 7 days */
+    unsigned dnssec_cache;         /* per-query signatures cached per worker, default 16384 */
     config_zone_t *zones;
     size_t nzones;
     config_catalog_t *catalogs; /* catalog zones tern produces (RFC 9432) */

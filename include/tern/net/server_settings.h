@@ -79,6 +79,11 @@ typedef struct server_settings {
     unsigned tcp_client_prefix_v6;
     bool udp_mmsg;         /* recvmmsg/sendmmsg, or one datagram per syscall */
     unsigned udp_steering; /* config_udp_steering_t */
+    /* busy polling of the UDP sockets (SO_BUSY_POLL µs, 0 = off; SO_BUSY_POLL_BUDGET;
+     * SO_PREFER_BUSY_POLL): see config.c's udp_busy_poll_us */
+    unsigned udp_busy_poll_us;
+    unsigned udp_busy_poll_budget;
+    bool udp_prefer_busy_poll;
     unsigned dnssec_cache; /* per-query signatures cached per worker */
     /* AF_XDP (xdp: listen:): UDP to xdp_port on these interfaces is answered from XSK sockets,
      * one worker per receive queue; none = sockets only */

@@ -275,6 +275,66 @@ static void test_udp_v4(void **state)
     stop();
 }
 
+/* The UDP sockets bound to port: their busy-poll options as the kernel holds them, asserted
+ * equal to us and prefer on each (SO_BUSY_POLL_BUDGET cannot be read back: the kernel has no
+ * getsockopt for it; its setsockopt failing fails the start). Returns the sockets looked at. */
+static unsigned check_busy_poll(uint16_t port, int us, int prefer)
+{
+    unsigned seen = 0;
+    for (int fd = 3; fd < 4096; fd++) {
+        int type = 0, v = -1, p = -1;
+        socklen_t l = sizeof(type);
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof(sa);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_DGRAM ||
+            getsockname(fd, (struct sockaddr *)&sa, &sl) < 0 || sa.sin_family != AF_INET ||
+            ntohs(sa.sin_port) != port)
+            continue;
+        l = sizeof(v);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, &l), 0);
+        l = sizeof(p);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &p, &l), 0);
+        assert_int_equal(v, us);
+        assert_int_equal(p, prefer);
+        seen++;
+    }
+    return seen;
+}
+
+/* udp_busy_poll_us: every worker's UDP socket carries the busy-poll options, and queries are
+ * answered as before. The kernel wants CAP_NET_ADMIN for them: as another user, ternd must
+ * refuse to start (server_start() fails, the log names the option), never run without them. */
+static void test_udp_busy_poll(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    setup(listen, 1, 2, 8, true);
+    fx.cfg.udp_busy_poll_us = 50;
+    fx.cfg.udp_busy_poll_budget = 32;
+    fx.cfg.udp_prefer_busy_poll = true;
+    if (geteuid() != 0) {
+        fx.table = load_table();
+        fx.view = (answer_view_t){.table = fx.table, .cfg = {.edns_max_udp = 1232}};
+        fx.published = &fx.view;
+        assert_null(server_start(config_server_settings(&fx.cfg), &fx.published));
+        zone_table_free(fx.table);
+        fx.table = NULL;
+        config_free(&fx.cfg);
+        return;
+    }
+    launch();
+    uint16_t port = server_port(fx.srv, 0);
+    assert_int_equal(check_busy_poll(port, 50, 1), 2); /* one per worker */
+    for (uint16_t id = 1; id <= 20; id++)
+        udp_roundtrip(AF_INET, "127.0.0.1", port, id);
+    stop();
+    /* off (the default): the kernel's own values */
+    start1("127.0.0.1:0");
+    port = server_port(fx.srv, 0);
+    assert_int_equal(check_busy_poll(port, 0, 0), 2);
+    stop();
+}
+
 /* udp_steering: 400 queries from one client socket (one 4-tuple) over two workers. The hash
  * gives them all to one worker; random spreads them (each worker between 100 and 300: outside
  * that a fair coin fails with probability below 1e-20). */
@@ -1451,6 +1511,7 @@ int main(void)
         cmocka_unit_test(test_udp_v4),
         cmocka_unit_test(test_udp_burst_mmsg),
         cmocka_unit_test(test_udp_steering),
+        cmocka_unit_test(test_udp_busy_poll),
         cmocka_unit_test(test_udp_burst_fallback),
         cmocka_unit_test(test_udp_drop),
         cmocka_unit_test(test_udp_v6),
