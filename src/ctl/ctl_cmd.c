@@ -377,6 +377,10 @@ static void cmd_stats(ctl_t *c, char **argv, sb_t *body, char *err, size_t errle
         ctl_cmd_line(body, "udp_received: %" PRIu64, s.udp_received);
         ctl_cmd_line(body, "udp_sent: %" PRIu64, s.udp_sent);
         ctl_cmd_line(body, "udp_dropped: %" PRIu64, s.udp_dropped);
+        ctl_cmd_line(body, "udp_dropped_socket: %" PRIu64, s.udp_socket_drops);
+        ctl_cmd_line(body, "udp_dropped_truncated: %" PRIu64, s.udp_drop_truncated);
+        ctl_cmd_line(body, "udp_dropped_answer: %" PRIu64, s.udp_drop_answer);
+        ctl_cmd_line(body, "udp_dropped_send: %" PRIu64, s.udp_drop_send);
         ctl_cmd_line(body, "tcp_accepted: %" PRIu64, s.tcp_accepted);
         ctl_cmd_line(body, "tcp_refused: %" PRIu64, s.tcp_refused);
         ctl_cmd_line(body, "tcp_accept_paused: %" PRIu64, s.tcp_accept_paused);

@@ -161,6 +161,17 @@ static void render_transport(buf_t *b, const server_stats_t *st)
     family(b, "tern_udp_dropped_total", "counter",
            "UDP datagrams not answered: truncated on receipt, no answer, or a failed send.");
     sample(b, "tern_udp_dropped_total", st->udp_dropped);
+    /* every stage a datagram can be lost at on the socket path, the kernel's first (as
+     * tern_xdp_dropped_total does for AF_XDP) */
+    family(b, "tern_udp_stage_dropped_total", "counter",
+           "UDP datagrams lost, by stage: socket (the kernel dropped it at a full receive buffer "
+           "before a worker saw it), truncated, answer (no reply: a drop by ACL, rate limit or "
+           "RRL, not DNS), send (the kernel refused the reply). All but socket make up "
+           "tern_udp_dropped_total.");
+    sample_label(b, "tern_udp_stage_dropped_total", "stage", "socket", st->udp_socket_drops);
+    sample_label(b, "tern_udp_stage_dropped_total", "stage", "truncated", st->udp_drop_truncated);
+    sample_label(b, "tern_udp_stage_dropped_total", "stage", "answer", st->udp_drop_answer);
+    sample_label(b, "tern_udp_stage_dropped_total", "stage", "send", st->udp_drop_send);
 
     family(b, "tern_tcp_connections_total", "counter",
            "TCP connections: accepted, refused at the connection limit, and closed by cause "

@@ -378,6 +378,7 @@ static void render_traffic(doc_t *d, const server_t *s)
     set(d, dr, "short_or_qr", num(st.dropped_short + st.dropped_qr));
     set(d, dr, "xfr_queue_full", num(st.handoff_full));
     set(d, dr, "udp_unanswered", num(st.udp_dropped));
+    set(d, dr, "udp_socket_full", num(st.udp_socket_drops));
     set(d, dr, "tcp_refused", num(st.tcp_refused));
     set(d, dr, "tcp_evicted", num(st.tcp_evicted));
     server_xdp_stats_t x;

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -638,18 +639,38 @@ static void stats_add(server_stats_t *out, const worker_t *w)
         o[i] += __atomic_load_n(&c[i], __ATOMIC_RELAXED);
 }
 
+/* The datagrams the kernel dropped at worker w's UDP sockets (sk_drops: a full receive buffer),
+ * read with SO_MEMINFO: one getsockopt per socket at a scrape, nothing on the query path. */
+static uint64_t socket_drops(const server_t *s, const worker_t *w)
+{
+    uint64_t n = 0;
+    for (size_t li = 0; li < s->set.nlisten; li++) {
+        uint32_t mem[SK_MEMINFO_VARS];
+        socklen_t len = sizeof(mem);
+        if (w->udp_fd[li] >= 0 &&
+            getsockopt(w->udp_fd[li], SOL_SOCKET, SO_MEMINFO, mem, &len) == 0 &&
+            len > SK_MEMINFO_DROPS * sizeof(mem[0]))
+            n += mem[SK_MEMINFO_DROPS];
+    }
+    return n;
+}
+
 void server_stats(const server_t *s, server_stats_t *out)
 {
     memset(out, 0, sizeof(*out));
-    for (unsigned w = 0; w < s->nworkers; w++)
+    for (unsigned w = 0; w < s->nworkers; w++) {
         stats_add(out, &s->workers[w]);
+        out->udp_socket_drops += socket_drops(s, &s->workers[w]);
+    }
 }
 
 void server_worker_stats(const server_t *s, unsigned w, server_stats_t *out)
 {
     memset(out, 0, sizeof(*out));
-    if (w < s->nworkers)
+    if (w < s->nworkers) {
         stats_add(out, &s->workers[w]);
+        out->udp_socket_drops += socket_drops(s, &s->workers[w]);
+    }
 }
 
 static const struct {

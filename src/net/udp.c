@@ -182,6 +182,7 @@ static void send_all(worker_t *w, int fd, struct mmsghdr *msgs, unsigned n)
             off += (unsigned)r;
         } else {
             NET_COUNT(w, udp_dropped, 1);
+            NET_COUNT(w, udp_drop_send, 1);
             off++;
         }
     }
@@ -350,6 +351,10 @@ static void answer_batch(worker_t *w, int fd, size_t li, bool pktinfo, unsigned 
         }
         if (len == 0) {
             NET_COUNT(w, udp_dropped, 1);
+            if (rh->msg_flags & MSG_TRUNC)
+                NET_COUNT(w, udp_drop_truncated, 1);
+            else
+                NET_COUNT(w, udp_drop_answer, 1);
             continue;
         }
         struct msghdr *sh = &u->smsg[ns].msg_hdr;

@@ -81,9 +81,17 @@ enum {
 #define TCP_EVICT_QUIET_MS 1000
 
 typedef struct server_stats {
-    uint64_t udp_received;      /* datagrams read */
-    uint64_t udp_sent;          /* responses the kernel accepted */
-    uint64_t udp_dropped;       /* truncated datagrams, no-answer queries, failed sends */
+    uint64_t udp_received;       /* datagrams read */
+    uint64_t udp_sent;           /* responses the kernel accepted */
+    uint64_t udp_dropped;        /* truncated datagrams, no-answer queries, failed sends */
+    uint64_t udp_drop_truncated; /* ... of which: larger than the receive buffer */
+    uint64_t udp_drop_answer;    /* ... the answer path sent nothing (a drop by ACL, rate limit or
+                                    RRL; not DNS; a response) */
+    uint64_t udp_drop_send;      /* ... the kernel refused the reply (full buffer, unreachable) */
+    /* Datagrams the kernel dropped at our UDP sockets before a worker saw them (a full receive
+     * buffer: the socket's sk_drops, SO_MEMINFO). Not a worker counter: server_stats() and
+     * server_worker_stats() read it from the sockets at each call. */
+    uint64_t udp_socket_drops;
     uint64_t tcp_accepted;      /* connections taken into the pool */
     uint64_t tcp_refused;       /* closed at once: the pool was full of busy connections */
     uint64_t tcp_accept_paused; /* accept() out of descriptors/memory: listener paused 100 ms */

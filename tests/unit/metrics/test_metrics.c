@@ -434,6 +434,7 @@ static const struct {
     {"tern_udp_received_total", "counter"},
     {"tern_udp_sent_total", "counter"},
     {"tern_udp_dropped_total", "counter"},
+    {"tern_udp_stage_dropped_total", "counter"},
     {"tern_tcp_connections_total", "counter"},
     {"tern_tcp_accept_paused_total", "counter"},
     {"tern_tls_total", "counter"},
@@ -649,6 +650,12 @@ static void test_counters(void **state)
     expect(r.body, "tern_udp_received_total", 12);
     expect(r.body, "tern_udp_sent_total", 10);
     expect(r.body, "tern_udp_dropped_total", 2);
+    /* ... both at the answer stage (no reply for a non-DNS datagram or a response); none lost
+     * in the kernel's socket buffer, cut, or refused on send */
+    expect(r.body, "tern_udp_stage_dropped_total{stage=\"answer\"}", 2);
+    expect(r.body, "tern_udp_stage_dropped_total{stage=\"socket\"}", 0);
+    expect(r.body, "tern_udp_stage_dropped_total{stage=\"truncated\"}", 0);
+    expect(r.body, "tern_udp_stage_dropped_total{stage=\"send\"}", 0);
     expect(r.body, "tern_queries_total{transport=\"udp\"}", 12);
     expect(r.body, "tern_queries_total{transport=\"tcp\"}", 1);
     /* the two workers' shares add up to every message */
