@@ -259,11 +259,30 @@ def kxdpgun(net, mac, qfile, rate, secs):
                     SERVER4)
 
 
-def phase(args, net, mac, qfile, srv, rate):
-    """One kxdpgun run at rate against srv: its counts and the server's CPU over it."""
+def perf_top(data, pids, n=25):
+    """The n symbols with most samples among the tasks pids (the server's and its NAPI
+    kthread's) in perf.data, as (percent, task, symbol) text lines."""
+    r = sh("perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm,sym",
+           "--pid", ",".join(str(p) for p in pids), "-g", "none", "--percent-limit", "0.5",
+           check=False, timeout=120)
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+    return lines[:n]
+
+
+def phase(args, net, mac, qfile, srv, rate, profile=False):
+    """One kxdpgun run at rate against srv: its counts and the server's CPU over it; with
+    profile, where CPU 0 went meanwhile (perf record of the server's and the NAPI kthread's
+    samples; --perf)."""
     napi = napi_threads(net.srv_if)
     pin(napi, SERVER_CPU)
     s0, n0 = srv.cpu(napi)
+    perf = None
+    if profile:
+        data = os.path.join(srv.srv.dir, "perf.data")
+        perf = subprocess.Popen(["perf", "record", "-q", "-C", SERVER_CPU, "-g", "-o", data,
+                                 "--", "sleep", str(args.secs)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
     p = subprocess.Popen(kxdpgun(net, mac, qfile, rate, args.secs),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -279,6 +298,9 @@ def phase(args, net, mac, qfile, srv, rate):
             p.wait(timeout=10)
     s1, n1 = srv.cpu(napi)
     rec = parse_kxdpgun(out)
+    if perf is not None:
+        perf.wait(timeout=args.secs + 60)
+        rec["profile"] = perf_top(data, proc_tree(srv.proc.pid) + napi)
     if p.returncode != 0 or "replies" not in rec:
         raise RuntimeError("kxdpgun failed (%s): %s" % (p.returncode, out[-1500:]))
     rec.update(offered=rate, server_cpu_s=round(s1 - s0, 3), napi_cpu_s=round(n1 - n0, 3),
@@ -303,7 +325,10 @@ def one_round(args, net, mac, qfile, zonefile, name):
         time.sleep(1)  # let background loaders settle
         rec["normal"] = phase(args, net, mac, qfile, srv, args.rate)
         time.sleep(1)
-        rec["overload"] = phase(args, net, mac, qfile, srv, args.flood)
+        rec["overload"] = phase(args, net, mac, qfile, srv, args.flood, profile=args.perf)
+        if args.perf:
+            log("  %s under flood, top symbols (server and NAPI kthread):\n    %s" % (
+                name, "\n    ".join(rec["overload"]["profile"])))
         return rec
     finally:
         srv.stop()
@@ -438,6 +463,8 @@ def main():
     ap.add_argument("--secs", type=int, default=10, help="seconds per phase")
     ap.add_argument("--rate", type=int, default=50000, help="normal offered load, queries/s")
     ap.add_argument("--flood", type=int, default=600000, help="overload offered, queries/s")
+    ap.add_argument("--perf", action="store_true",
+                    help="profile CPU 0 during each flood (perf record) and print the top symbols")
     ap.add_argument("--load-timeout", type=float, default=120, help="seconds to wait for a zone")
     ap.add_argument("--ternd", default=os.path.join(ROOT, "build-bench", "ternd"))
     ap.add_argument("--bpf", default=os.path.join(ROOT, "build-bench", "src", "net",
