@@ -204,7 +204,8 @@ static void rdata_text(const zone_rrset_t *rr, uint32_t off, char *buf, size_t l
         snprintf(buf, len, "?");
 }
 
-static const char *const filter_names[] = {"none", "country", "asn", "asn+country", "location"};
+static const char *const filter_names[] = {"none",        "country",  "asn",
+                                           "asn+country", "location", "latency"};
 static const char *const order_names[] = {"none", "weighted", "rr"};
 static const char *const count_names[] = {"multi", "single"};
 
