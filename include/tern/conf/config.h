@@ -450,7 +450,7 @@ typedef struct config_aname {
 } config_aname_t;
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
-#define CONFIG_MAX_OPTIONS 64
+#define CONFIG_MAX_OPTIONS 72
 
 /* Where config_load() set an option, so that a check made later (config_check_runtime()) can
  * name the line of a value it finds wrong. Read it through config_line_of(). */
@@ -458,6 +458,14 @@ typedef struct config_origin {
     uint32_t line;  /* 1-based line in config_t.file; 0 = not set by the file */
     uint64_t value; /* a hash of the value set there: a different value now was set since */
 } config_origin_t;
+
+/* latency_map: the operator's latency map (issue 33, tern/geo/latency_map.h), read at start
+ * and on every reload (SIGHUP): from a file, or from a Redis string in the redis: server (the
+ * same text). Both NULL: none. config_latency.c. */
+typedef struct config_latency_map {
+    char *file;      /* resolved path */
+    char *redis_key; /* the key, as given (redis: prefix not applied) */
+} config_latency_map_t;
 
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
@@ -525,6 +533,7 @@ typedef struct config {
                                      none; restart-only (SIGHUP re-reads the files) */
     config_api_t api;             /* the HTTP API (tern/api/api.h); listen NULL = none;
                                      restart-only */
+    config_latency_map_t latency_map; /* geo_filter latency's map; file and redis_key NULL = none */
     config_dnssec_policy_t *dnssec_policies; /* the key policies zones may name */
     size_t ndnssec_policies;
     char *dnssec_state_dir;        /* keys and key states of zones with a policy; NULL: the default
