@@ -275,8 +275,8 @@ static const opt_t schema[] = {
     {.key = "latency_map",
      .type = OPT_BLOCK,
      .block = &config_latency_map_block,
-     .desc = "geo_filter latency's map of client networks to each record group's latency: "
-             "{file: PATH} or {redis_key: KEY}; read at start and on reload; unset or ~ = none"},
+     .desc = "geo_filter latency's map (network, group, ms): {file} or {redis_key}; read on "
+             "start and reload; unset or ~ = none"},
     {.key = "geoip_db",
      .type = OPT_PATH,
      FIELD(geoip_db),

@@ -281,6 +281,22 @@ def check_redis(env):
     expect(got == ["1.2.3.10"], "after a broken value: got %s, want the old map's" % got)
 
 
+def check_config(env):
+    """latency_map's own errors, from --check-config."""
+    for block, want in [("{}", "latency_map: give one of file and redis_key"),
+                        ('{file: "a", redis_key: "b"}', "give one of file and redis_key"),
+                        ('{redis_key: "k"}', "latency_map: redis_key needs redis:"),
+                        ('{files: "a"}', "unknown key")]:
+        conf = os.path.join(env.work, "check.yaml")
+        with open(conf, "w") as f:
+            f.write('listen: ["127.0.0.1:53"]\nlatency_map: %s\n' % block)
+        p = subprocess.run([env.args.ternd, "-c", conf, "--check-config"], capture_output=True,
+                           text=True, timeout=30)
+        expect(p.returncode != 0 and want in p.stderr + p.stdout,
+               "latency_map: %s: exit %d, %r (want %r)"
+               % (block, p.returncode, (p.stderr + p.stdout)[-300:], want))
+
+
 def check_startup(env):
     bad = os.path.join(env.work, "bad.map")
     with open(bad, "w") as f:
@@ -309,7 +325,7 @@ def main():
             for name, fn in [("file", check_file), ("fallback", check_fallback),
                              ("explain", check_explain), ("dnssec", check_dnssec),
                              ("sighup", check_sighup), ("redis", check_redis),
-                             ("startup", check_startup)]:
+                             ("config", check_config), ("startup", check_startup)]:
                 run_check(results, name, lambda fn=fn: fn(env))
         finally:
             env.stop()

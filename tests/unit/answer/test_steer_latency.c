@@ -26,6 +26,7 @@
 #include "tern/geo/geoip.h"
 #include "tern/geo/latency_map.h"
 #include "tern/zone/zone_builder.h"
+#include "tern/zone/zone_json.h"
 #include "test_util.h"
 #include "zone/zone_test_util.h"
 
@@ -280,12 +281,63 @@ static void test_no_alloc(void **state)
     assert_int_equal(*alloc, a0);
 }
 
+/* The redins JSON schema: "group" per record, geo_filter "latency", and their errors. */
+static void test_json_schema(void **state)
+{
+    (void)state;
+    static const char cfg[] = "{\"soa\": {\"ttl\": 3600, \"ns\": \"ns1.j.test.\", \"mbox\": "
+                              "\"h.j.test\", \"refresh\": 1, \"retry\": 1, \"expire\": 1, "
+                              "\"minttl\": 1, \"serial\": 1}}";
+    static const char ok[] =
+        "{\"a\": {\"filter\": {\"geo_filter\": \"latency\"}, \"records\": ["
+        "{\"ip\": \"192.0.2.1\", \"group\": \"FRA1\"}, {\"ip\": \"192.0.2.2\"}]}}";
+    char err[512];
+    zone_json_t *zj = zone_json_new("j.test", "test", NULL, err, sizeof(err));
+    assert_non_null(zj);
+    assert_int_equal(zone_json_config(zj, cfg, strlen(cfg), err, sizeof(err)), 0);
+    assert_int_equal(
+        zone_json_label(zj, "@", "{\"ns\": {\"records\": [{\"host\": \"ns1.j.test.\"}]}}",
+                        strlen("{\"ns\": {\"records\": [{\"host\": \"ns1.j.test.\"}]}}"), err,
+                        sizeof(err)),
+        0);
+    if (zone_json_label(zj, "www", ok, strlen(ok), err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    zone_t *z = NULL;
+    assert_int_equal(zone_json_finish(zj, &z, err, sizeof(err)), 0);
+    assert_int_equal(z->geo_count, 1);
+    const zone_geo_t *g = &z->geo[0];
+    assert_int_equal(g->policy.filter, ZONE_GEO_FILTER_LATENCY);
+    assert_int_equal(g->count, 2);
+    assert_int_equal(g->rr[0].group, latency_group_id("fra1", 4));
+    assert_string_equal(g->rr[0].group_name, "FRA1");
+    assert_int_equal(g->rr[1].group, 0);
+    assert_null(g->rr[1].group_name);
+    zone_free(z);
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\", \"group\": \"fra.1\"}]}}",
+         "a.records[0].group: \"fra.1\" is not a group name (1..63 characters"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\", \"group\": \"\"}]}}",
+         "a.records[0].group: \"\" is not a group name"},
+        {"{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\", \"group\": 7}]}}", "a.records[0].group"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        zj = zone_json_new("j.test", "test", NULL, err, sizeof(err));
+        assert_int_equal(zone_json_config(zj, cfg, strlen(cfg), err, sizeof(err)), 0);
+        int rc = zone_json_label(zj, "www", bad[i].json, strlen(bad[i].json), err, sizeof(err));
+        if (rc != TERN_EINVAL || !strstr(err, bad[i].want))
+            fail_msg("%s: got %d \"%s\", want \"%s\"", bad[i].json, rc, err, bad[i].want);
+        zone_json_free(zj);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matched),      cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_health_first), cmocka_unit_test(test_trace),
-        cmocka_unit_test(test_no_alloc),
+        cmocka_unit_test(test_no_alloc),     cmocka_unit_test(test_json_schema),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
