@@ -27,6 +27,7 @@
 #include "tern/geo/latency_map.h"
 #include "tern/zone/zone_builder.h"
 #include "tern/zone/zone_json.h"
+#include "geo_test_util.h"
 #include "test_util.h"
 #include "zone/zone_test_util.h"
 
@@ -67,16 +68,8 @@ static const zone_geo_t *build(const rr_spec_t *rr, size_t n, uint8_t count)
             m.group_name = rr[i].group;
             m.group_len = strlen(rr[i].group);
         }
-        if (rr[i].loc) {
-            uint8_t a[4];
-            assert_int_equal(inet_pton(AF_INET, rr[i].loc, a), 1);
-            geoip_result_t g;
-            geoip_lookup(db, AF_INET, a, &g);
-            assert_true(g.has_location);
-            m.has_location = true;
-            m.lat = g.lat;
-            m.lon = g.lon;
-        }
+        if (rr[i].loc)
+            geo_test_locate(db, rr[i].loc, &m);
         uint8_t addr[4] = {192, 0, 2, rr[i].last};
         assert_int_equal(zone_builder_add_geo(b, www, 1, 60, addr, 4, &m, NULL, 0), 0);
     }
@@ -117,17 +110,9 @@ static unsigned pick(const zone_geo_t *g, const char *addr, uint8_t *out)
 static int setup(void **state)
 {
     (void)state;
-    const char *data = getenv("TERN_GEOIP_DATA");
-    if (!data) {
-        fprintf(stderr, "TERN_GEOIP_DATA is not set (run through ctest)\n");
+    char err[256];
+    if (!(db = geo_test_fixture("nested6.mmdb")))
         return -1;
-    }
-    char path[512], err[256];
-    snprintf(path, sizeof(path), "%s/nested6.mmdb", data);
-    if (!(db = geoip_open(path, err, sizeof(err)))) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
     const char *text = "198.51.100.0/24 fra1 23\n"
                        "198.51.100.0/24 ams1 12\n"
                        "198.51.100.0/24 lhr1 31\n"
