@@ -6,9 +6,11 @@
  *     the answer; pairs tied with it at that ms are kept too (two PoPs measured equal serve
  *     together, as equal distances do in the location filter). The scan is pairs × candidates,
  *     both small (a handful of PoPs per network, a handful of records per RRset).
- *   - No per-client cache: a lookup is one tree walk of the mapped table (~100 ns on a warm
- *     cache, bench/latency_map.sh), the order of a MaxMind lookup the geo cache saves ten times
- *     over; caching it would grow every worker's answer_geo_entry_t past its cache line.
+ *   - No per-client cache: a lookup is one tree walk of the mapped table (73-105 ns with 4096
+ *     clients, bench/latency_map.sh; the whole filter +155 ns a query), where a cached MaxMind
+ *     lookup saves a walk of up to 128 nodes; caching it (a pointer, a count, a prefix) would
+ *     grow every worker's 16384 answer_geo_entry_t from 80 to 96 bytes for ~60 ns saved on a
+ *     latency-steered query only.
  *   - The scope is the map range's prefix even on a fallback: the answer depended on the client
  *     not being in the map, which holds for that block (the location's prefix is added by the
  *     fallback's own lookup).

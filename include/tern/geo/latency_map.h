@@ -21,10 +21,12 @@
  * The table is written to an anonymous memory file (memfd) and mapped read-only MAP_SHARED: one
  * copy for every worker, nothing on disk to clean up.
  * Cost, measured (bench/latency_map.sh: 1M lines = 333k networks × 3 groups, 80% IPv4 /24s and
- * 20% IPv6 /48s; Release build on the shared 2-core dev machine): 0.75-1.0 s to compile, 18.3 MB
- * mapped (533k IPv4 + 133k IPv6 ranges, 332k entries), the text freed after the compile. A lookup
- * (the ASN table's tree walk, then entry k is record k - 1 of the names: no search) costs ~105 ns
- * with 4096 distinct clients and 240-610 ns with a million (cache misses on the 18 MB table).
+ * 20% IPv6 /48s; Release build on the shared 2-core dev machine, whose speed drifts): 0.7-1.0 s to
+ * compile, 18.3 MB mapped (533k IPv4 + 133k IPv6 ranges, 332k entries), the text freed after the
+ * compile. A lookup (the ASN table's tree walk, then entry k is record k - 1 of the names: no
+ * search) costs 73-105 ns with 4096 distinct clients and 185-610 ns with a million (cache misses
+ * on the 18 MB table); the whole filter adds ~155 ns / ~310 ns to answer_select() over a 5-record
+ * RRset (half the clients unmapped, so falling back).
  *
  * Owns: the mapping (through its asn_table_t) and the group names (heap), until
  * latency_map_free().
