@@ -16,6 +16,8 @@
 
 #include "tern/answer/answer_trace.h"
 
+#include "steer_latency.h"
+
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -329,6 +331,18 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         if (unlikely(ts != NULL))
             answer_trace_select_stage(ts, ANSWER_SEL_FILTER1, c, n);
         break;
+    case ZONE_GEO_FILTER_LATENCY: {
+        (void)entry(ctx, v); /* resolves the client */
+        unsigned k = steer_latency(ctx, v, g, c, n, ts);
+        if (k == 0) { /* not in the map, or no candidate's group is: location (the issue) */
+            (void)client_geo(ctx, v);
+            k = keep_nearest(g, c, n, ctx->ent);
+        }
+        n = k;
+        if (unlikely(ts != NULL))
+            answer_trace_select_stage(ts, ANSWER_SEL_FILTER1, c, n);
+        break;
+    }
     default:
         break;
     }

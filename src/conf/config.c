@@ -303,6 +303,11 @@ static const opt_t schema[] = {
      .claim = CLAIM_ASN_DB,
      .desc = "MaxMind ASN database (GeoLite2-ASN .mmdb), compiled into an ASN table cached "
              "beside it; unset = none"},
+    {.key = "latency_map",
+     .type = OPT_BLOCK,
+     .block = &config_latency_map_block,
+     .desc = "geo_filter latency's map (network, group, ms): {file} or {redis_key}; read on "
+             "start and reload; unset or ~ = none"},
     {.key = "geoip_db",
      .type = OPT_PATH,
      FIELD(geoip_db),

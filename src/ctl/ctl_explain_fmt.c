@@ -204,7 +204,8 @@ static void rdata_text(const zone_rrset_t *rr, uint32_t off, char *buf, size_t l
         snprintf(buf, len, "?");
 }
 
-static const char *const filter_names[] = {"none", "country", "asn", "asn+country", "location"};
+static const char *const filter_names[] = {"none",        "country",  "asn",
+                                           "asn+country", "location", "latency"};
 static const char *const order_names[] = {"none", "weighted", "rr"};
 static const char *const count_names[] = {"multi", "single"};
 
@@ -284,6 +285,8 @@ static json_t *record_json(const answer_trace_select_t *s, unsigned i,
             json_array_append_new(a, json_integer(g->asns[k]));
         json_object_set_new(j, "asns", a);
     }
+    if (g->group_name)
+        json_object_set_new(j, "group", json_string(g->group_name));
     if (s->g->policy.filter == ZONE_GEO_FILTER_LOCATION && g->has_loc && s->geo.have_geo &&
         s->geo.geo.has_location) {
         double d =
@@ -303,6 +306,42 @@ static json_t *record_json(const answer_trace_select_t *s, unsigned i,
     return j;
 }
 
+/* geo_filter latency's decision: the client's map entry (each group's latency, fastest first),
+ * the group answered, or why it fell back to location. */
+static json_t *latency_json(const answer_trace_select_t *s)
+{
+    static const char *const how[] = {
+        [ANSWER_LATENCY_MATCHED] = "the fastest group with a record answered",
+        [ANSWER_LATENCY_UNMAPPED] = "the client's network is not in the map: fell back to location",
+        [ANSWER_LATENCY_NOGROUP] = "no record's group is in the client's entry: fell back to "
+                                   "location"};
+    json_t *j = json_object();
+    if (!s->latency.map) {
+        json_object_set_new(j, "result",
+                            json_string("no latency_map configured: fell back to location"));
+        return j;
+    }
+    json_object_set_new(j, "result", json_string(how[s->latency.how % 3]));
+    json_object_set_new(j, "map_prefix", json_integer(s->latency.prefix));
+    json_t *e = json_array();
+    for (uint32_t i = 0; i < s->latency.nentry && i < ANSWER_TRACE_LATENCY; i++) {
+        json_t *g = json_object();
+        const char *name = s->latency.name[i];
+        json_object_set_new(g, "group", json_string(name ? name : "?"));
+        json_object_set_new(g, "ms", json_integer(s->latency.ms[i]));
+        json_array_append_new(e, g);
+    }
+    json_object_set_new(j, "entry", e);
+    if (s->latency.nentry > ANSWER_TRACE_LATENCY)
+        json_object_set_new(j, "entry_not_shown",
+                            json_integer(s->latency.nentry - ANSWER_TRACE_LATENCY));
+    if (s->latency.how == ANSWER_LATENCY_MATCHED) {
+        json_object_set_new(j, "group", json_string(s->latency.chosen ? s->latency.chosen : "?"));
+        json_object_set_new(j, "ms", json_integer(s->latency.chosen_ms));
+    }
+    return j;
+}
+
 json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view_t *v,
                                const ctl_explain_health_t *hl)
 {
@@ -313,7 +352,7 @@ json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view
     json_object_set_new(j, "owner", ctl_explain_fmt_name(s->owner));
     json_object_set_new(j, "type", ctl_explain_fmt_type(s->rr ? s->rr->type : 0));
     json_object_set_new(j, "zone", zone_name_json(s->zone));
-    json_object_set_new(j, "filter", json_string(filter_names[s->g->policy.filter % 5]));
+    json_object_set_new(j, "filter", json_string(filter_names[s->g->policy.filter % 6]));
     json_object_set_new(j, "order", json_string(order_names[s->g->policy.order % 3]));
     json_object_set_new(j, "count", json_string(count_names[s->g->policy.count % 2]));
     json_object_set_new(j, "records", json_integer(s->count));
@@ -334,6 +373,8 @@ json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view
     }
     if (s->g->policy.filter == ZONE_GEO_FILTER_LOCATION)
         json_object_set_new(j, "nearest", json_integer(s->left[1]));
+    if (s->latency.ran)
+        json_object_set_new(j, "latency", latency_json(s));
     if (s->client_known)
         json_object_set_new(j, "client", client_json(s, v));
     double wsum = 0;

@@ -89,4 +89,14 @@ int asn_mmdb_open(const char *path, MMDB_s *db, char *err, size_t errlen) TERN_W
 int asn_mmdb_read(asn_collect_t *c, const MMDB_s *db, const char *path, asn_compile_stats_t *st,
                   char *err, size_t errlen) TERN_WUR;
 
+/**
+ * asn_compile.c: resolve the overlaps of what c holds and lay the table out (the layout of
+ * tern/geo/asn_table.h, no source record) in one malloc'd buffer: *out (the caller frees it),
+ * *len bytes. For compilers of other range tables (latency_map.c) that build the collection
+ * themselves. name labels messages. st's range and entry counts are filled. 0, TERN_ENOMEM or
+ * TERN_ERANGE ("table too large").
+ */
+int asn_compile_build(asn_collect_t *c, const char *name, uint8_t **out, size_t *len,
+                      asn_compile_stats_t *st, char *err, size_t errlen) TERN_WUR;
+
 #endif

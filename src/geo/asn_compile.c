@@ -465,22 +465,22 @@ done:
     return rc;
 }
 
-/* The resolved boundaries and names as one file at out_path, ending with src's record unless
- * src is NULL. */
-static int write_table(asn_collect_t *c, const struct bounds *b4, const struct bounds *b6,
-                       const asn_table_source_t *src, const char *out_path, asn_compile_stats_t *st,
-                       char *err, size_t errlen)
+/* The resolved boundaries and names laid out in one calloc'd buffer (*out, *len), ending with
+ * src's record unless src is NULL. name labels messages. */
+static int build_table(asn_collect_t *c, const struct bounds *b4, const struct bounds *b6,
+                       const asn_table_source_t *src, const char *name, uint8_t **out, size_t *len,
+                       asn_compile_stats_t *st, char *err, size_t errlen)
 {
     size_t n_names, str_total;
     struct plan p;
     merge_names(c, &n_names, &str_total);
     if (plan_table(b4, b6, n_names, str_total, src != NULL, &p) < 0) {
-        tern_set_err(err, errlen, "%s: table too large", out_path);
+        tern_set_err(err, errlen, "%s: table too large", name);
         return TERN_ERANGE;
     }
     uint8_t *buf = calloc(1, p.total);
     if (!buf) {
-        tern_set_err(err, errlen, "%s: out of memory", out_path);
+        tern_set_err(err, errlen, "%s: out of memory", name);
         return TERN_ENOMEM;
     }
     write_header(buf, &p);
@@ -490,14 +490,37 @@ static int write_table(asn_collect_t *c, const struct bounds *b4, const struct b
     if (src)
         write_source(buf, &p, src);
     put_u32(buf + HDR_CRC, asn_format_crc32(buf + HDR_SIZE, p.total - HDR_SIZE));
-    int rc = write_file_atomic(out_path, buf, p.total, err, errlen);
-    free(buf);
-    if (rc == 0) {
-        st->entries_v4 = b4->n;
-        st->entries_v6 = b6->n;
-        st->names = n_names;
-    }
+    st->entries_v4 = b4->n;
+    st->entries_v6 = b6->n;
+    st->names = n_names;
+    *out = buf;
+    *len = p.total;
+    return 0;
+}
+
+/* Resolve what c holds into one table buffer (with src's record unless NULL). */
+static int build_collected(asn_collect_t *c, const asn_table_source_t *src, const char *name,
+                           uint8_t **out, size_t *len, asn_compile_stats_t *st, char *err,
+                           size_t errlen)
+{
+    struct bounds b4 = {0}, b6 = {0};
+    int rc;
+    st->ranges_v4 = c->r4.n;
+    st->ranges_v6 = c->r6.n;
+    if ((rc = resolve(&c->r4, V4_MAX, &b4, &st->overlaps)) ||
+        (rc = resolve(&c->r6, V6_MAX, &b6, &st->overlaps)))
+        tern_set_err(err, errlen, "%s: out of memory", name);
+    else
+        rc = build_table(c, &b4, &b6, src, name, out, len, st, err, errlen);
+    free(b4.v);
+    free(b6.v);
     return rc;
+}
+
+int asn_compile_build(asn_collect_t *c, const char *name, uint8_t **out, size_t *len,
+                      asn_compile_stats_t *st, char *err, size_t errlen)
+{
+    return build_collected(c, NULL, name, out, len, st, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -575,17 +598,12 @@ static int read_input(asn_collect_t *c, const char *path, asn_compile_stats_t *s
 static int compile_collected(asn_collect_t *c, const asn_table_source_t *src, const char *out_path,
                              asn_compile_stats_t *st, char *err, size_t errlen)
 {
-    struct bounds b4 = {0}, b6 = {0};
-    int rc;
-    st->ranges_v4 = c->r4.n;
-    st->ranges_v6 = c->r6.n;
-    if ((rc = resolve(&c->r4, V4_MAX, &b4, &st->overlaps)) ||
-        (rc = resolve(&c->r6, V6_MAX, &b6, &st->overlaps)))
-        tern_set_err(err, errlen, "%s: out of memory", out_path);
-    else
-        rc = write_table(c, &b4, &b6, src, out_path, st, err, errlen);
-    free(b4.v);
-    free(b6.v);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = build_collected(c, src, out_path, &buf, &len, st, err, errlen);
+    if (rc == 0)
+        rc = write_file_atomic(out_path, buf, len, err, errlen);
+    free(buf);
     return rc;
 }
 

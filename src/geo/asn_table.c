@@ -477,28 +477,35 @@ struct header {
     struct tree_layout L4, L6;
 };
 
+/* Map fd (a regular file of *size bytes, at least a header's worth; name labels messages)
+ * read-only into *map. */
+static int map_fd(int fd, const char *name, const uint8_t **map, size_t *size, char *err,
+                  size_t errlen)
+{
+    if (*size < HDR_SIZE) {
+        tern_set_err(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", name, *size,
+                     HDR_SIZE);
+        return TERN_EINVAL;
+    }
+    void *m = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        int rc = -errno;
+        tern_set_err(err, errlen, "%s: mmap: %s", name, strerror(-rc));
+        return rc;
+    }
+    *map = m;
+    return 0;
+}
+
 /* Map path read-only into *map (*size bytes; at least a header's worth). */
 static int map_file(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen)
 {
     struct stat sb;
-    int rc = 0, fd = tern_open_regular(path, 0, &sb, err, errlen); /* a FIFO must not block */
+    int fd = tern_open_regular(path, 0, &sb, err, errlen); /* a FIFO must not block */
     if (fd < 0)
         return fd;
     *size = (size_t)sb.st_size;
-    if (*size < HDR_SIZE) {
-        tern_set_err(err, errlen, "%s: truncated: %zu bytes, the header alone is %d", path, *size,
-                     HDR_SIZE);
-        rc = TERN_EINVAL;
-        goto done;
-    }
-    void *m = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        rc = -errno;
-        tern_set_err(err, errlen, "%s: mmap: %s", path, strerror(-rc));
-        goto done;
-    }
-    *map = m;
-done:
+    int rc = map_fd(fd, path, map, size, err, errlen);
     close(fd); /* the mapping stays valid without the descriptor */
     return rc;
 }
@@ -643,33 +650,54 @@ static bool table_check(const asn_table_t *t, const struct header *h)
     return ok;
 }
 
-asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
+/* Validate the mapping m of size bytes (name labels messages) into a handle; unmaps m on
+ * failure. */
+static asn_table_t *open_mapped(const uint8_t *m, size_t size, const char *name, char *err,
+                                size_t errlen)
 {
-    const uint8_t *m = NULL;
-    size_t size = 0;
     struct header h;
     asn_table_t *t = NULL;
-    if (map_file(path, &m, &size, err, errlen) < 0)
-        return NULL;
-    if (check_header(m, size, path, &h, err, errlen) < 0)
+    if (check_header(m, size, name, &h, err, errlen) < 0)
         goto fail;
     if (!(t = calloc(1, sizeof(*t)))) {
-        tern_set_err(err, errlen, "%s: out of memory", path);
+        tern_set_err(err, errlen, "%s: out of memory", name);
         goto fail;
     }
     table_init(t, m, size, &h);
     if (!table_check(t, &h)) {
         tern_set_err(err, errlen,
                      "%s: corrupt table: keys, exceptions or names out of order or out of bounds",
-                     path);
+                     name);
         goto fail;
     }
     return t;
 fail:
     free(t);
-    if (m)
-        munmap((void *)(uintptr_t)m, size);
+    munmap((void *)(uintptr_t)m, size);
     return NULL;
+}
+
+asn_table_t *asn_table_open(const char *path, char *err, size_t errlen)
+{
+    const uint8_t *m = NULL;
+    size_t size = 0;
+    if (map_file(path, &m, &size, err, errlen) < 0)
+        return NULL;
+    return open_mapped(m, size, path, err, errlen);
+}
+
+asn_table_t *asn_table_open_fd(int fd, const char *name, char *err, size_t errlen)
+{
+    const uint8_t *m = NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        tern_set_err(err, errlen, "%s: fstat: %s", name, strerror(errno));
+        return NULL;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (map_fd(fd, name, &m, &size, err, errlen) < 0)
+        return NULL;
+    return open_mapped(m, size, name, err, errlen);
 }
 
 void asn_table_close(asn_table_t *t)
@@ -704,6 +732,10 @@ int asn_table_info(const asn_table_t *t, uint32_t asn, const char **country, siz
                    const char **name, size_t *name_len)
 {
     size_t lo = 0, hi = t->n_names;
+    /* dense tables (a latency map's entries are numbered 1..n, tern/geo/latency_map.h): record
+     * asn - 1 is the one, found without the search's cache misses */
+    if (asn >= 1 && asn <= hi && get_u32(t->names + NAME_REC * (asn - 1)) == asn)
+        lo = asn - 1, hi = asn;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint32_t a = get_u32(t->names + NAME_REC * mid);

@@ -14,6 +14,7 @@
 #include "tern/limit/limit.h"
 
 #include "view_db.h"
+#include "view_latency.h"
 
 void snapshot_zent_clear(struct zent *e)
 {
@@ -45,6 +46,7 @@ void snapshot_free(struct snapshot *s)
     free(s->identity);
     free(s->version);
     view_db_asn_put(s->asn);
+    view_latency_put(s->latency);
     limit_free(s->limit);
     aname_results_release(s->aname);
     view_db_geo_put(s->geo_v4);

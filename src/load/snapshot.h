@@ -22,6 +22,7 @@
 #include "tern/conf/config.h"
 #include "tern/geo/asn_table.h"
 #include "tern/geo/geoip.h"
+#include "tern/geo/latency_map.h"
 #include "tern/source/zone_source.h"
 #include "tern/zone/aname_results.h"
 #include "tern/zone/zone_table.h"
@@ -66,6 +67,16 @@ struct geo_ref {
     struct dep dep;
 };
 
+/* The latency map (tern/geo/latency_map.h), shared the same way while its source is unchanged:
+ * the file (dep) or the Redis key's value (key and hash). view_latency.c. */
+struct latency_ref {
+    latency_map_t *m;
+    uint32_t refs;  /* loader thread only */
+    struct dep dep; /* the file; dep.path NULL for a Redis key */
+    char *key;      /* the Redis key, or NULL */
+    uint64_t hash;  /* tern_hash64() of the key's value */
+};
+
 /* What is published: the view first, so the workers' pointer is the snapshot's address. */
 struct snapshot {
     answer_view_t view;
@@ -73,6 +84,7 @@ struct snapshot {
     char *identity, *version;
     struct asn_ref *asn;             /* NULL when no asn_table is configured */
     struct geo_ref *geo_v4, *geo_v6; /* geoip_db, geoip_db_v6; NULL when not configured */
+    struct latency_ref *latency;     /* latency_map; NULL when not configured */
     limit_t *limit;                  /* the view's ACLs, rate limits, RRL, cookies; or NULL */
     aname_results_t *aname;          /* the view's ANAME results (a reference), or NULL */
     struct zent *z;

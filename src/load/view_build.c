@@ -19,6 +19,7 @@
 #include "tern/zone/zone_file.h"
 
 #include "view_db.h"
+#include "view_latency.h"
 #include "zone_kasp.h"
 #include "zone_sign.h"
 
@@ -452,10 +453,15 @@ static int finish_view(build_t *b, struct snapshot *s)
         (rc = view_db_asn_get(old ? old->asn : NULL, cfg, b->quick, &s->asn, b->err, b->errlen)) <
             0)
         return rc;
+    if ((cfg->latency_map.file || cfg->latency_map.redis_key) &&
+        (rc = view_latency_get(old ? old->latency : NULL, cfg, b->quick, &s->latency, b->err,
+                               b->errlen)) < 0)
+        return rc;
     if (zone_table_freeze(s->table) < 0)
         return nomem(b);
     s->view.table = s->table;
     s->view.asn = s->asn ? s->asn->t : NULL;
+    s->view.latency = s->latency ? s->latency->m : NULL;
     /* The workers cache geo lookups per view generation: a new one only when a database
      * changed, so source publishes and zone reloads keep the caches warm. */
     if (old && old->asn == s->asn && old->geo_v4 == s->geo_v4 && old->geo_v6 == s->geo_v6)

@@ -97,6 +97,7 @@ void zone_builder_free(zone_builder_t *b)
     free(b->meta);
     free(b->ccs);
     free(b->asns);
+    free(b->grpnames);
     free(b->pol);
     free(b->polnames);
     free(b->source);
@@ -512,6 +513,10 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
     }
     if (!meta)
         return add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, 0);
+    if (meta->group && (meta->group_len == 0 || meta->group_len > 255)) {
+        set_err(b, "%s: a latency group name of %zu bytes", LOC(), meta->group_len);
+        return TERN_EINVAL;
+    }
     if (meta->ncountries > UINT8_MAX || meta->nasns > UINT16_MAX) {
         set_err(b, "%s: more than %u countries or %u ASNs on one record", LOC(), UINT8_MAX,
                 UINT16_MAX);
@@ -526,7 +531,9 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
         tern_grow((void **)&b->ccs, &b->cc_cap, b->cc_count + meta->ncountries, sizeof(*b->ccs)) <
             0 ||
         tern_grow((void **)&b->asns, &b->asn_cap, b->asn_count + meta->nasns, sizeof(*b->asns)) <
-            0) {
+            0 ||
+        tern_grow((void **)&b->grpnames, &b->grpnames_cap,
+                  b->grpnames_len + (meta->group ? meta->group_len + 1 : 0), 1) < 0) {
         set_err(b, "%s: out of memory", LOC());
         return TERN_ENOMEM;
     }
@@ -536,7 +543,9 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                         .asn_off = (uint32_t)b->asn_count,
                         .nasn = (uint16_t)meta->nasns,
                         .ncc = (uint8_t)meta->ncountries,
-                        .has_loc = meta->has_location};
+                        .has_loc = meta->has_location,
+                        .group = meta->group,
+                        .grp_off = (uint32_t)b->grpnames_len};
     if (meta->has_location)
         unit_vector(meta->lat, meta->lon, m->loc);
     int rc = add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, (uint32_t)b->meta_count + 1);
@@ -553,6 +562,11 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
     }
     b->cc_count += meta->ncountries;
     b->asn_count += meta->nasns;
+    if (meta->group) {
+        memcpy(b->grpnames + b->grpnames_len, meta->group_name, meta->group_len);
+        b->grpnames[b->grpnames_len + meta->group_len] = 0;
+        b->grpnames_len += meta->group_len + 1;
+    }
     b->meta_count++;
     return 0;
 }
@@ -566,7 +580,7 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
         set_err(b, "%s: a steering policy on type %u (only A and AAAA are steered)", loc, type);
         return TERN_EINVAL;
     }
-    if (policy->filter > ZONE_GEO_FILTER_LOCATION || policy->count > ZONE_GEO_COUNT_SINGLE ||
+    if (policy->filter > ZONE_GEO_FILTER_LATENCY || policy->count > ZONE_GEO_COUNT_SINGLE ||
         policy->order > ZONE_GEO_ORDER_RR) {
         set_err(b, "%s: invalid steering policy", loc);
         return TERN_EINVAL;

@@ -65,6 +65,8 @@ struct bmeta {
     uint8_t has_loc;
     float loc[3];
     health_ep_t *health; /* one of the builder's references (eps), or NULL */
+    uint32_t group;      /* latency group id, 0 = none */
+    uint32_t grp_off;    /* its name, NUL-terminated, at grpnames + grp_off */
 };
 
 /* A steering policy set for (owner, type); the owner is resolved to a name in finish, so a
@@ -111,6 +113,8 @@ struct zone_builder {
     size_t cc_count, cc_cap;
     uint32_t *asns;
     size_t asn_count, asn_cap;
+    char *grpnames; /* latency group names of bmeta, NUL-terminated, back to back */
+    size_t grpnames_len, grpnames_cap;
     struct bpol *pol;
     size_t pol_count, pol_cap;
     uint8_t *polnames;
@@ -155,7 +159,8 @@ struct fctx {
     uint32_t *bylabel;          /* order_by_labels(): name ids, parents before children */
 
     /* measure() */
-    size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn, nhealth;
+    size_t nnodes, slots, ntargets, nrr, rdbytes, ngeo, ngeo_rr, ngeo_cc, ngeo_asn, nhealth,
+        ngeo_grp;
 
     /* allocate() and the fill passes: the zone's arrays in one arena, the bytes they point into
      * (names, RDATA, geo lists) in another (zone.h: zone_data_t) */
@@ -176,6 +181,7 @@ struct fctx {
     zone_geo_rr_t *geo_rr;
     uint16_t *geo_cc;
     uint32_t *geo_asn;
+    char *geo_grp;        /* the latency group names of geo_rr, NUL-terminated */
     health_ep_t **health; /* the zone's endpoint list, nhealth slots (fill_health()) */
 };
 

@@ -107,6 +107,8 @@ static int measure(struct fctx *f)
             if (!x->dup && x->meta) {
                 f->ngeo_cc += b->meta[x->meta - 1].ncc;
                 f->ngeo_asn += b->meta[x->meta - 1].nasn;
+                if (b->meta[x->meta - 1].group)
+                    f->ngeo_grp += strlen(b->grpnames + b->meta[x->meta - 1].grp_off) + 1;
             }
         }
     }
@@ -148,7 +150,8 @@ static int allocate(struct fctx *f)
                            b->domain_id_len + 1,
                            f->ngeo_rr * sizeof(zone_geo_rr_t),
                            f->ngeo_cc * sizeof(uint16_t),
-                           f->ngeo_asn * sizeof(uint32_t)};
+                           f->ngeo_asn * sizeof(uint32_t),
+                           f->ngeo_grp};
     f->arena = arena_create();
     f->darena = arena_create();
     if (!f->arena || !f->darena ||
@@ -175,6 +178,7 @@ static int allocate(struct fctx *f)
     f->geo_rr = arena_calloc(d, f->ngeo_rr, sizeof(*f->geo_rr));
     f->geo_cc = arena_calloc(d, f->ngeo_cc, sizeof(*f->geo_cc));
     f->geo_asn = arena_calloc(d, f->ngeo_asn, sizeof(*f->geo_asn));
+    f->geo_grp = arena_calloc(d, f->ngeo_grp ? f->ngeo_grp : 1, 1);
     f->tnames = malloc((f->ntargets ? f->ntargets : 1) * sizeof(*f->tnames));
     for (size_t i = 0; f->pages && i < f->npages; i++) {
         size_t left = f->nnodes - i * ZONE_NODE_PAGE;
@@ -184,7 +188,7 @@ static int allocate(struct fctx *f)
     }
     if (!f->z || !f->pages || !f->slot || !f->names || !f->sets || !f->rd || !f->targets ||
         !source || !domain_id || !f->tnames || !f->geo || !f->geo_rr || !f->geo_cc || !f->geo_asn ||
-        !f->health || !f->kids || !dl || !zd)
+        !f->geo_grp || !f->health || !f->kids || !dl || !zd)
         return zone_builder_nomem(f);
     zone_t *z = f->z;
     z->arena = a;
@@ -249,7 +253,7 @@ static void fill_nodes(struct fctx *f)
 
 /* Copy one kept RR's geo metadata to the zone. */
 static void fill_geo_rr(struct fctx *f, const struct brr *x, zone_geo_rr_t *gr, size_t *ccpos,
-                        size_t *asnpos)
+                        size_t *asnpos, size_t *grppos)
 {
     const zone_builder_t *b = f->b;
     if (!x->meta)
@@ -268,6 +272,12 @@ static void fill_geo_rr(struct fctx *f, const struct brr *x, zone_geo_rr_t *gr, 
         memcpy(f->geo_asn + *asnpos, b->asns + m->asn_off, m->nasn * sizeof(*f->geo_asn));
     *ccpos += m->ncc;
     *asnpos += m->nasn;
+    if (m->group) {
+        size_t len = strlen(b->grpnames + m->grp_off) + 1;
+        gr->group = m->group;
+        gr->group_name = memcpy(f->geo_grp + *grppos, b->grpnames + m->grp_off, len);
+        *grppos += len;
+    }
 }
 
 /* The zone's RDATA, RRset after RRset (runs are in type order per owner, RRs in file order per
@@ -276,7 +286,7 @@ static void fill_geo_rr(struct fctx *f, const struct brr *x, zone_geo_rr_t *gr, 
 static void fill_rdata(struct fctx *f)
 {
     zone_builder_t *b = f->b;
-    size_t rdpos = 0, tpos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0, hpos = 0;
+    size_t rdpos = 0, tpos = 0, gpos = 0, grpos = 0, gcpos = 0, gapos = 0, hpos = 0, ggpos = 0;
     for (uint32_t id = 0; id < f->nnodes; id++) {
         for (uint32_t ri = b->nm[id].first; ri != NO_ID; ri = f->run_next[ri]) {
             const struct brun *r = &f->runs[ri];
@@ -297,7 +307,7 @@ static void fill_rdata(struct fctx *f)
                 if (g) {
                     zone_geo_rr_t *gr = &f->geo_rr[grpos++];
                     gr->off = (uint32_t)(rdpos - start);
-                    fill_geo_rr(f, x, gr, &gcpos, &gapos);
+                    fill_geo_rr(f, x, gr, &gcpos, &gapos, &ggpos);
                     health_ep_t *ep = f->rr_health ? f->rr_health[f->ord[r->start + i]] : NULL;
                     gr->health = ep;
                     if (ep)

@@ -17,6 +17,7 @@
 #include "tern/common/err.h"
 #include "tern/common/grow.h"
 #include "tern/common/log.h"
+#include "tern/geo/latency_group.h"
 #include "tern/wire/rr.h"
 #include "zone_json_int.h"
 
@@ -157,6 +158,27 @@ static int parse_asns(const struct ectx *e, struct pend *p, json_t *rec, const c
     return 0;
 }
 
+/* The record's "group" (its PoP in the latency map, tern/geo/latency_group.h), into r->meta. */
+static int parse_group(const struct ectx *e, json_t *rec, const char *base, struct prr *r)
+{
+    char fpath[PATH_MAX_LEN], q[QUOTE_MAX + 4];
+    const char *s;
+    size_t len;
+    int rc = zone_json_get_str(e, rec, base, "group", &s, &len);
+    if (rc < 0 || !s)
+        return rc;
+    if (!latency_group_valid(s, len))
+        return zone_json_fail(e, TERN_EINVAL,
+                              "%s: \"%s\" is not a group name (1..%u characters of a-z, 0-9, _ "
+                              "and -)",
+                              zone_json_join(fpath, sizeof(fpath), base, "group"),
+                              zone_json_quote(s, len, q), LATENCY_GROUP_MAX);
+    r->meta.group = latency_group_id(s, len);
+    r->meta.group_name = s; /* in the label's JSON, alive until commit() copies it */
+    r->meta.group_len = len;
+    return 0;
+}
+
 static int parse_filter(const struct ectx *e, json_t *set, const char *base, zone_geo_policy_t *pol,
                         bool *present)
 {
@@ -165,11 +187,10 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
     static const char *const orders[] = {[ZONE_GEO_ORDER_NONE] = "none",
                                          [ZONE_GEO_ORDER_WEIGHTED] = "weighted",
                                          [ZONE_GEO_ORDER_RR] = "rr"};
-    static const char *const filters[] = {[ZONE_GEO_FILTER_NONE] = "none",
-                                          [ZONE_GEO_FILTER_COUNTRY] = "country",
-                                          [ZONE_GEO_FILTER_ASN] = "asn",
-                                          [ZONE_GEO_FILTER_ASN_COUNTRY] = "asn+country",
-                                          [ZONE_GEO_FILTER_LOCATION] = "location"};
+    static const char *const filters[] = {
+        [ZONE_GEO_FILTER_NONE] = "none",         [ZONE_GEO_FILTER_COUNTRY] = "country",
+        [ZONE_GEO_FILTER_ASN] = "asn",           [ZONE_GEO_FILTER_ASN_COUNTRY] = "asn+country",
+        [ZONE_GEO_FILTER_LOCATION] = "location", [ZONE_GEO_FILTER_LATENCY] = "latency"};
     static const struct {
         const char *key;
         const char *const *names;
@@ -178,7 +199,8 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
     } fields[] = {
         {"count", counts, 2, "multi or single"},
         {"order", orders, 3, "none, weighted or rr"},
-        {"geo_filter", filters, 5, "none, country, location, asn or asn+country"},
+        {"geo_filter", filters, 6,
+         "none, country, location, asn or asn+country, or latency (with a latency_map)"},
     };
     char path[PATH_MAX_LEN], q[QUOTE_MAX + 4];
     json_t *f;
@@ -420,6 +442,7 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
         uint64_t w = 0;
         if ((rc = parse_countries(e, p, rec, path, &r)) < 0 ||
             (rc = parse_asns(e, p, rec, path, &r)) < 0 ||
+            (rc = parse_group(e, rec, path, &r)) < 0 ||
             (rc = zone_json_get_uint(e, rec, path, "weight", UINT32_MAX, &w, NULL)) < 0)
             return rc;
         r.meta.weight = (uint32_t)w;

@@ -80,6 +80,7 @@
 #include "tern/common/compiler.h"
 #include "tern/dnssec/dnssec_zone.h"
 #include "tern/geo/asn_table.h"
+#include "tern/geo/latency_map.h"
 #include "tern/geo/geoip.h"
 #include "tern/limit/limit.h"
 #include "tern/wire/parse.h"
@@ -116,7 +117,9 @@ typedef struct answer_view {
     answer_config_t cfg;
     const asn_table_t *asn; /* the mapped IP-to-ASN table, or NULL (tern/geo/asn_table.h) */
     geoip_set_t geoip;      /* MaxMind DBs for country and location; either may be NULL */
-    const limit_t *limit;   /* ACLs, rate limits, RRL, cookies (tern/limit/limit.h); NULL: none */
+    /* the operator's latency map (geo_filter "latency"), or NULL (tern/geo/latency_map.h) */
+    const latency_map_t *latency;
+    const limit_t *limit; /* ACLs, rate limits, RRL, cookies (tern/limit/limit.h); NULL: none */
     /* ANAME targets outside the served zones, as the resolver thread last resolved them
      * (tern/zone/aname_results.h); NULL: none (their owners answer SERVFAIL) */
     const aname_results_t *aname;

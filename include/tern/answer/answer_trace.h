@@ -102,6 +102,9 @@ enum {
     ANSWER_SEL_ORDER,   /* kept by the filters, not picked by order + count single */
 };
 
+/* The groups of the client's latency map entry a trace keeps (the fastest first). */
+#define ANSWER_TRACE_LATENCY 16
+
 /* How a filter step ended (select.h: matching records, else those that list nothing, else all). */
 enum {
     ANSWER_FILTER_MATCHED = 0,  /* some records match the client */
@@ -129,6 +132,21 @@ typedef struct answer_trace_select {
     uint8_t dropped[ANSWER_TRACE_RRS]; /* ANSWER_SEL_* */
     uint16_t nout;                     /* records given */
     uint16_t out[ANSWER_TRACE_RRS];    /* their indexes in g->rr, in answer order */
+    /* geo_filter latency (src/answer/steer_latency.c): how it ended (ANSWER_LATENCY_*), the
+     * client's map entry (its prefix, its groups by latency: id, ms and the map's name, which
+     * points into the view's map), the group and ms answered when matched */
+    struct {
+        bool ran;
+        bool map;        /* a latency map is configured */
+        uint8_t how;     /* ANSWER_LATENCY_* */
+        uint8_t prefix;  /* the map range's prefix length (the ECS scope it allows) */
+        uint32_t nentry; /* groups in the client's entry (0: not in the map) */
+        uint32_t group[ANSWER_TRACE_LATENCY];
+        uint32_t ms[ANSWER_TRACE_LATENCY];
+        const char *name[ANSWER_TRACE_LATENCY];
+        uint32_t chosen_ms; /* MATCHED */
+        const char *chosen; /* MATCHED: the group's name as the zone spells it */
+    } latency;
 } answer_trace_select_t;
 
 typedef enum {

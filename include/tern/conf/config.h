@@ -462,6 +462,14 @@ typedef struct config_origin {
     uint64_t value; /* a hash of the value set there: a different value now was set since */
 } config_origin_t;
 
+/* latency_map: the operator's latency map (issue 33, tern/geo/latency_map.h), read at start
+ * and on every reload (SIGHUP): from a file, or from a Redis string in the redis: server (the
+ * same text). Both NULL: none. config_latency.c. */
+typedef struct config_latency_map {
+    char *file;      /* resolved path */
+    char *redis_key; /* the key, as given (redis: prefix not applied) */
+} config_latency_map_t;
+
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
     size_t nlisten;
@@ -531,6 +539,7 @@ typedef struct config {
                                      none; restart-only (SIGHUP re-reads the files) */
     config_api_t api;             /* the HTTP API (tern/api/api.h); listen NULL = none;
                                      restart-only */
+    config_latency_map_t latency_map; /* geo_filter latency's map; file and redis_key NULL = none */
     config_dnssec_policy_t *dnssec_policies; /* the key policies zones may name */
     size_t ndnssec_policies;
     char *dnssec_state_dir;        /* keys and key states of zones with a policy; NULL: the default

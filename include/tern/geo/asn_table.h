@@ -96,6 +96,13 @@ typedef struct asn_table_source {
  */
 asn_table_t *asn_table_open(const char *path, char *err, size_t errlen) TERN_WUR;
 
+/**
+ * The same for a table already written to fd (a regular file or a memfd; the caller keeps and
+ * closes fd, the mapping outlives it): for tables compiled in memory (tern/geo/latency_map.h).
+ * name labels messages.
+ */
+asn_table_t *asn_table_open_fd(int fd, const char *name, char *err, size_t errlen) TERN_WUR;
+
 /** Unmap and free. NULL is a no-op. */
 void asn_table_close(asn_table_t *t);
 

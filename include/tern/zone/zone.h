@@ -45,6 +45,9 @@ typedef enum {
     ZONE_GEO_FILTER_ASN,         /* the same with the client's ASN */
     ZONE_GEO_FILTER_ASN_COUNTRY, /* ASN first, then country among what is left */
     ZONE_GEO_FILTER_LOCATION,    /* the RRs nearest the client */
+    /* The RRs of the group with the lowest latency from the client's network in the latency map
+     * (tern/geo/latency_map.h), else location (src/answer/steer_latency.c) */
+    ZONE_GEO_FILTER_LATENCY,
 } zone_geo_filter_t;
 typedef enum { ZONE_GEO_COUNT_MULTI = 0, ZONE_GEO_COUNT_SINGLE } zone_geo_count_t;
 typedef enum {
@@ -70,9 +73,13 @@ typedef struct zone_geo_rr {
     uint8_t has_loc;    /* 0: no location known: never "nearest" unless nothing is located */
     uint8_t ncountries; /* countries[0 .. ncountries) */
     uint16_t nasns;     /* asns[0 .. nasns) */
+    /* latency_group_id() of the record's "group" (its PoP in the latency map,
+     * tern/geo/latency_group.h), 0 = none */
+    uint32_t group;
     const uint16_t *countries;
     const uint32_t *asns;
     const health_ep_t *health; /* the RR's health-checked endpoint, or NULL (always up) */
+    const char *group_name;    /* the group as the zone spells it (NUL-terminated), or NULL */
 } zone_geo_rr_t;
 
 typedef struct zone_geo {

@@ -61,6 +61,11 @@ typedef struct zone_geo_meta {
     bool has_location;
     double lat, lon;     /* degrees, when has_location */
     health_ep_t *health; /* the RR's health check, or NULL; the builder takes its own reference */
+    /* latency group (tern/geo/latency_group.h): its id (0 = none) and name (group_len bytes,
+     * at most LATENCY_GROUP_MAX; copied) */
+    uint32_t group;
+    const char *group_name;
+    size_t group_len;
 } zone_geo_meta_t;
 
 /**

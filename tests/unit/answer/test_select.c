@@ -29,6 +29,7 @@
 #include "tern/geo/geoip.h"
 #include "tern/health/health.h"
 #include "tern/zone/zone_builder.h"
+#include "geo_test_util.h"
 #include "test_util.h"
 #include "zone/zone_test_util.h"
 
@@ -101,16 +102,8 @@ static const zone_geo_t *build(const rr_spec_t *rr, size_t n, zone_geo_policy_t 
                              .asns = al,
                              .nasns = na,
                              .health = rr[i].ep};
-        if (rr[i].loc) {
-            uint8_t a[4];
-            assert_int_equal(inet_pton(AF_INET, rr[i].loc, a), 1);
-            geoip_result_t g;
-            geoip_lookup(db, AF_INET, a, &g);
-            assert_true(g.has_location);
-            m.has_location = true;
-            m.lat = g.lat;
-            m.lon = g.lon;
-        }
+        if (rr[i].loc)
+            geo_test_locate(db, rr[i].loc, &m);
         uint8_t addr[4] = {192, 0, 2, rr[i].last};
         assert_int_equal(zone_builder_add_geo(b, www, 1, 60, addr, 4, &m, NULL, 0), 0);
     }
@@ -154,18 +147,9 @@ static unsigned pick(const zone_geo_t *g, const char *addr, uint8_t *out)
 static int setup(void **state)
 {
     (void)state;
-    const char *data = getenv("TERN_GEOIP_DATA");
-    if (!data) {
-        fprintf(stderr, "TERN_GEOIP_DATA is not set (run through ctest)\n");
+    char err[256];
+    if (!(db = geo_test_fixture("nested6.mmdb")))
         return -1;
-    }
-    char path[512], err[256];
-    snprintf(path, sizeof(path), "%s/nested6.mmdb", data);
-    db = geoip_open(path, err, sizeof(err));
-    if (!db) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
     tu_mkdtemp(dir, sizeof(dir), "tern-select");
     char csv[300], tbl[300];
     snprintf(csv, sizeof(csv), "%s/asn.csv", dir);
