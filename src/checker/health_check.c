@@ -338,6 +338,10 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
     health_registry_t *r = c->reg;
     pthread_mutex_lock(&r->mu);
     health_ep_result(e, ok, err, lat, when);
+    if (e->spec.load_src) { /* this check's reading, or none (load shedding: health_load.h) */
+        __atomic_store_n(&e->pub.load, j->load, __ATOMIC_RELAXED);
+        e->load_ms = now_us / 1000;
+    }
     e->in_flight = false;
     e->due_ms = now_us / 1000 + c->cur.interval_ms;
     int status = e->status;
@@ -363,6 +367,8 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
     }
     curl_slist_free_all(j->connect_to);
     j->connect_to = NULL;
+    free(j->body);
+    j->body = NULL;
     if (j->fd >= 0)
         close(j->fd); /* leaves the epoll set with it */
     j->fd = -1;
@@ -403,6 +409,7 @@ static void start(health_checker_t *c, struct ep *e)
     memset(j, 0, sizeof(*j));
     j->idx = idx;
     j->fd = -1;
+    j->load = HEALTH_LOAD_UNKNOWN;
     j->e = e;
     j->busy = true;
     j->start_us = tern_monotonic_us();
@@ -461,6 +468,13 @@ static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsi
         /* in flight, or kept alive by the cursor alone (no zone checks it any more) */
         if (e->in_flight || (e == old && e->refs == 1))
             continue;
+        /* a load reading that stopped coming (checks taken over by another node, or late) is
+         * not steered by for long: unknown after HEALTH_LOAD_STALE_CHECKS intervals */
+        if (e->spec.load_src && e->load_ms &&
+            now - e->load_ms > (int64_t)HEALTH_LOAD_STALE_CHECKS * c->cur.interval_ms) {
+            __atomic_store_n(&e->pub.load, HEALTH_LOAD_UNKNOWN, __ATOMIC_RELAXED);
+            e->load_ms = 0;
+        }
         if (e->due_ms > now) {
             if (e->due_ms < soonest)
                 soonest = e->due_ms;

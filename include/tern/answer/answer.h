@@ -291,6 +291,10 @@ typedef struct answer_ctx {
     uint8_t nsecbuf[2 + DNSSEC_NSEC_MAX];
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
+    /* Load shedding (answer/steer_shed.c): the weight the weighted and sticky orders read for
+     * each candidate of an RRset with a "shed" block, by record index (scaled down between the
+     * watermarks); filled by the shed step for the candidates it keeps, unused otherwise */
+    uint32_t wscaled[UINT16_MAX];
     uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */
 } answer_ctx_t;
 
