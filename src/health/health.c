@@ -124,10 +124,10 @@ int health_spec_check(const health_spec_t *s, char *err, size_t errlen)
     }
     if (s->load_src != HEALTH_LOAD_NONE) {
         size_t n = s->load_key ? strlen(s->load_key) : 0;
-        if (s->load_src > HEALTH_LOAD_JSON || n == 0 || n >= HEALTH_LOAD_KEY_MAX)
+        if (s->load_src > HEALTH_LOAD_REDIS || n == 0 || n >= HEALTH_LOAD_KEY_MAX)
             return invalid(err, errlen, "a load source needs a name of 1..%d characters",
                            HEALTH_LOAD_KEY_MAX - 1);
-        if (s->proto != HEALTH_HTTP && s->proto != HEALTH_HTTPS)
+        if (s->load_src != HEALTH_LOAD_REDIS && s->proto != HEALTH_HTTP && s->proto != HEALTH_HTTPS)
             return invalid(err, errlen, "a load is read from an http or https check only");
         if (s->load_src == HEALTH_LOAD_JSON && s->method != HEALTH_GET)
             return invalid(err, errlen, "a load in the JSON body needs method GET");

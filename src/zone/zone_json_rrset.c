@@ -398,14 +398,16 @@ static int shed_mark(const struct ectx *e, json_t *o, const char *path, const ch
 }
 
 /* Load shedding (issue 33): "shed": {"low": L, "high": H, and one source: "header": NAME (a
- * response header of the RRset's health check) or "json": "a.b" (a number in its JSON body,
- * read with GET)}. The source goes into the health spec (the endpoint reads it), the watermarks
- * into the policy. No block: pol->shed stays 0. */
+ * response header of the RRset's health check), "json": "a.b" (a number in its JSON body,
+ * read with GET) or "redis": HASH (HGET HASH <the record's address>, written by the operator's
+ * systems, read by the checker every health.load_poll_ms)}. The source goes into the health spec
+ * (the endpoint reads it), the watermarks into the policy. No block: pol->shed stays 0. */
 static int parse_shed(const struct ectx *e, json_t *set, const char *base, struct phc *hc,
                       zone_geo_policy_t *pol)
 {
-    static const char *const srcs[] = {
-        [HEALTH_LOAD_HEADER] = "header", [HEALTH_LOAD_JSON] = "json"};
+    static const char *const srcs[] = {[HEALTH_LOAD_HEADER] = "header",
+                                       [HEALTH_LOAD_JSON] = "json",
+                                       [HEALTH_LOAD_REDIS] = "redis"};
     char path[PATH_MAX_LEN], fpath[PATH_MAX_LEN];
     json_t *o;
     int rc = zone_json_get_obj(e, set, base, "shed", &o);
@@ -421,7 +423,7 @@ static int parse_shed(const struct ectx *e, json_t *set, const char *base, struc
     const char *key, *str = NULL;
     size_t len = 0;
     unsigned src = 0;
-    for (unsigned k = HEALTH_LOAD_HEADER; k <= HEALTH_LOAD_JSON; k++) {
+    for (unsigned k = HEALTH_LOAD_HEADER; k <= HEALTH_LOAD_REDIS; k++) {
         const char *s;
         size_t n;
         if ((rc = zone_json_get_str(e, o, path, srcs[k], &s, &n)) < 0)
@@ -429,8 +431,8 @@ static int parse_shed(const struct ectx *e, json_t *set, const char *base, struc
         if (!s)
             continue;
         if (src)
-            return zone_json_fail(e, TERN_EINVAL, "%s: give one load source, not both %s and %s",
-                                  path, srcs[src], srcs[k]);
+            return zone_json_fail(e, TERN_EINVAL, "%s: give one load source, not %s and %s", path,
+                                  srcs[src], srcs[k]);
         src = k, str = s, len = n;
     }
     const char *unknown = NULL;
@@ -438,26 +440,29 @@ static int parse_shed(const struct ectx *e, json_t *set, const char *base, struc
     json_object_foreach(o, key, v)
     {
         if (strcmp(key, "low") && strcmp(key, "high") && strcmp(key, "header") &&
-            strcmp(key, "json"))
+            strcmp(key, "json") && strcmp(key, "redis"))
             unknown = key;
     }
     if (unknown)
-        return zone_json_fail(e, TERN_EINVAL, "%s: unknown load source (header or json)",
+        return zone_json_fail(e, TERN_EINVAL, "%s: unknown load source (header, json or redis)",
                               zone_json_join(fpath, sizeof(fpath), path, unknown));
     if (!src)
-        return zone_json_fail(e, TERN_EINVAL, "%s: no load source (header or json)", path);
+        return zone_json_fail(e, TERN_EINVAL, "%s: no load source (header, json or redis)", path);
     zone_json_join(fpath, sizeof(fpath), path, srcs[src]);
     if (len == 0 || len >= HEALTH_LOAD_KEY_MAX || strlen(str) != len ||
         (src == HEALTH_LOAD_JSON && (str[0] == '.' || str[len - 1] == '.' || strstr(str, ".."))))
         return zone_json_fail(e, TERN_EINVAL, "%s: expected a %s of 1..%d characters", fpath,
-                              src == HEALTH_LOAD_JSON ? "dotted path" : "header name",
+                              src == HEALTH_LOAD_JSON    ? "dotted path"
+                              : src == HEALTH_LOAD_REDIS ? "hash key"
+                                                         : "header name",
                               HEALTH_LOAD_KEY_MAX - 1);
+    /* the load cell is the record's health endpoint's (health.h): a Redis load too needs one */
     if (!hc->on)
         return zone_json_fail(e, TERN_EINVAL,
-                              "%s: a load read from the health check needs an enabled "
-                              "health_check block (http or https)",
+                              "%s: a load source needs an enabled health_check block (http or "
+                              "https for header and json, any protocol for redis)",
                               fpath);
-    if (hc->spec.proto != HEALTH_HTTP && hc->spec.proto != HEALTH_HTTPS)
+    if (src != HEALTH_LOAD_REDIS && hc->spec.proto != HEALTH_HTTP && hc->spec.proto != HEALTH_HTTPS)
         return zone_json_fail(e, TERN_EINVAL, "%s: the load is read from an http or https check",
                               fpath);
     if (src == HEALTH_LOAD_JSON && hc->spec.method != HEALTH_GET) {

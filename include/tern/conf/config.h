@@ -72,6 +72,9 @@
  *       password: ~                             # AUTH to the sentinels; unset = none
  *     read_from: primary                        # primary | replica (replica needs sentinel)
  *   (redis: ~ or no redis key: no Redis.)
+ *   load:                                       # load shedding (an RRset's "shed" block)
+ *     redis_poll_ms: 1000                       # shed.redis loads read this often over
+ *                                               #   health: redis, 100..3600000
  *   health:                                     # health checks (tern/health/health.h)
  *     enable: true                              # default true in a given block; false = none
  *     check_interval_ms: 10000                  # between checks of one endpoint, 100..86400000
@@ -450,7 +453,7 @@ typedef struct config_aname {
 } config_aname_t;
 
 /* More than the schema's options (config.c checks): each has an origin slot in config_t. */
-#define CONFIG_MAX_OPTIONS 64
+#define CONFIG_MAX_OPTIONS 80
 
 /* Where config_load() set an option, so that a check made later (config_check_runtime()) can
  * name the line of a value it finds wrong. Read it through config_line_of(). */

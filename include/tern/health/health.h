@@ -76,6 +76,7 @@ typedef enum {
     HEALTH_LOAD_NONE = 0,
     HEALTH_LOAD_HEADER, /* a number in response header load_key (http, https) */
     HEALTH_LOAD_JSON,   /* a number at dotted path load_key in the JSON body (GET) */
+    HEALTH_LOAD_REDIS,  /* HGET load_key <address>, polled by the checker over its Redis */
 } health_load_src_t;
 /* The load cell's "no reading": missing, unparsable or stale (older than
  * HEALTH_LOAD_STALE_CHECKS check intervals). Loads are milli-units (0.85 -> 850, 90 -> 90000). */

@@ -809,6 +809,14 @@ static void test_shed(void **state)
                           " \"aaaa\": {\"records\": [{\"ip\": \"2001:db8::1\"}],"
                           " \"health_check\": {\"enable\": true},"
                           " \"shed\": {\"low\": 1, \"high\": 2, \"json\": \"stats.load\"}}}");
+    /* a Redis load on a tcp check */
+    zone_t *zr = one_label(&o, "r",
+                           "{\"a\": {\"records\": [{\"ip\": \"192.0.2.9\"}],"
+                           " \"health_check\": {\"enable\": true, \"protocol\": \"tcp\","
+                           " \"port\": 80}, \"shed\": {\"low\": 50, \"high\": 80,"
+                           " \"redis\": \"tern:load\"}}}");
+    assert_int_equal(geo(zr, "r." ORIGIN, 1)->policy.shed_high, 80000);
+    zone_free(zr);
     const zone_geo_t *g = geo(z, "www." ORIGIN, 1);
     assert_non_null(g);
     assert_int_equal(g->policy.shed, 1);
@@ -840,9 +848,9 @@ static void test_shed(void **state)
         {A HC "\"shed\": {\"low\": 0.9, \"high\": 0.9, \"header\": \"X\"}}}",
          "a.shed: low (0.9) must be below high (0.9)"},
         {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\", \"json\": \"l\"}}}",
-         "a.shed: give one load source, not both header and json"},
+         "a.shed: give one load source, not header and json"},
         {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"snmp\": \"X\"}}}",
-         "a.shed.snmp: unknown load source (header or json)"},
+         "a.shed.snmp: unknown load source (header, json or redis)"},
         {A HC "\"shed\": {\"low\": 1, \"high\": 2}}}", "a.shed: no load source"},
         {A HC "\"shed\": {\"low\": \"1\", \"high\": 2, \"header\": \"X\"}}}",
          "a.shed.low: expected a number, got a string"},
@@ -854,7 +862,7 @@ static void test_shed(void **state)
         {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"header\": 5}}}",
          "a.shed.header: expected a string"},
         {A "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\"}}}",
-         "a.shed.header: a load read from the health check needs an enabled health_check"},
+         "a.shed.header: a load source needs an enabled health_check block"},
         {A "\"health_check\": {\"enable\": true, \"protocol\": \"tcp\", \"port\": 1}, "
            "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\"}}}",
          "a.shed.header: the load is read from an http or https check"},
@@ -862,6 +870,10 @@ static void test_shed(void **state)
            "\"shed\": {\"low\": 1, \"high\": 2, \"json\": \"load\"}}}",
          "a.shed.json: a load in the JSON body needs health_check.method GET"},
         {A HC "\"shed\": 5}}", "a.shed: expected an object"},
+        {A "\"shed\": {\"low\": 1, \"high\": 2, \"redis\": \"loads\"}}}",
+         "a.shed.redis: a load source needs an enabled health_check block"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"redis\": \"\"}}}",
+         "a.shed.redis: expected a hash key"},
     };
 #undef HC
 #undef A
