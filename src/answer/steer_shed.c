@@ -2,11 +2,16 @@
  * steer_shed.c — load shedding of one steered RRset (see steer_shed.h).
  *
  * Decisions, and why:
- *   - The model is NS1's Shed Load filter (help.ns1.com, "Shed Load filter": a low and a high
- *     watermark on a record's load metric; above high the answer is removed, between the two the
- *     chance of serving it falls off linearly). Here the fall-off is the weight itself for the
- *     orders that weigh (so weighted and sticky keep their proportions among the unloaded), a
- *     draw per answer for those that do not.
+ *   - The model is NS1's Shed Load filter ("Configuring automatic load shedding using the Shed
+ *     Load filter", help.ns1.com/hc/en-us/articles/360020683413, and "About healthcheck
+ *     filters", .../360056033654): at or below the low watermark an answer stays, at or above
+ *     the high one it is removed, between the two it is removed "at a frequency equivalent to
+ *     the distance it is between those two points"; an answer without load metadata is left
+ *     alone (here: an unknown load). For the orders that weigh (weighted, sticky) the fall-off
+ *     is the weight itself, so they keep their proportions and sticky clients stay put; the
+ *     orders that do not weigh get NS1's per-answer draw. Unlike NS1's filter, all records at or
+ *     above high are kept rather than none (fail open, as health does: an answer is never
+ *     empty for load).
  *   - Each load is read once per candidate (one relaxed atomic load), so a cell changing in the
  *     middle cannot make the step disagree with itself.
  *   - The draw compares a 32-bit draw times (high - low) with (load - low) << 32: exact in
