@@ -29,7 +29,6 @@ Checks (health checks every INTERVAL ms; every wait is bounded by WAIT):
 """
 
 import argparse
-import http.server
 import json
 import os
 import re
@@ -70,54 +69,31 @@ class Backend:
         self.httpd = self.thread = None
 
     def start(self):
-        be = self
+        self.httpd, self.thread = servers.serve_http(self.addr, self.port, self.answer)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def answer(self):
-                with be.lock:
-                    load, big = be.load, be.big
-                    be.methods.append(self.command)
-                doc = {"stats": {"load": float(load)}}
-                if big:
-                    doc["pad"] = "x" * BIG
-                body = json.dumps(doc).encode()
-                self.send_response(200)
-                self.send_header("X-Load", load)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                if self.command == "GET":
-                    try:
-                        self.wfile.write(body)
-                    except OSError:
-                        pass  # the checker stopped reading a body too long: what it should do
-
-            do_HEAD = answer
-            do_GET = answer
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.httpd = Server((self.addr, self.port), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+    def answer(self, h):
+        with self.lock:
+            load, big = self.load, self.big
+            self.methods.append(h.command)
+        doc = {"stats": {"load": float(load)}}
+        if big:
+            doc["pad"] = "x" * BIG
+        body = json.dumps(doc).encode()
+        h.send_response(200)
+        h.send_header("X-Load", load)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Connection", "close")
+        h.end_headers()
+        if h.command == "GET":
+            try:
+                h.wfile.write(body)
+            except OSError:
+                pass  # the checker stopped reading a body too long: what it should do
 
     def stop(self):
         if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(timeout=WAIT)
+            servers.stop_http(self.httpd, self.thread, WAIT)
             self.httpd = None
 
     def set(self, load, big=False):

@@ -56,6 +56,15 @@ static unsigned pick(void)
     return offs[0] / 10;
 }
 
+/* How many of n answers put record 0 first. */
+static unsigned first_hits(unsigned n)
+{
+    unsigned hits = 0;
+    for (unsigned i = 0; i < n; i++)
+        hits += pick() == 0;
+    return hits;
+}
+
 static void test_scale_math(void **state)
 {
     (void)state;
@@ -126,11 +135,8 @@ static void test_weighted_scaled(void **state)
     setup_geo(2, ZONE_GEO_ORDER_WEIGHTED, ZONE_GEO_COUNT_SINGLE, 70000, 90000, w);
     eps[0].load = 80000; /* 80 of 70..90: half weight */
     eps[1].load = 10000;
-    unsigned hits[2] = {0, 0};
-    for (int i = 0; i < 30000; i++)
-        hits[pick()]++;
     /* 50 : 100 -> a third; 30,000 draws: sd ~82, the bounds are ~10 sd */
-    assert_in_range(hits[0], 9200, 10800);
+    assert_in_range(first_hits(30000), 9200, 10800);
     assert_true(ctx.info.steer.rules & ANSWER_STEER_SHED);
     assert_int_equal(ctx.info.steer.shed_scaled, 1);
     assert_int_equal(ctx.info.steer.shed_out, 0);
@@ -138,10 +144,7 @@ static void test_weighted_scaled(void **state)
     assert_int_equal(ctx.wscaled[1], 100);
     /* at low exactly: full weight */
     eps[0].load = 70000;
-    hits[0] = hits[1] = 0;
-    for (int i = 0; i < 30000; i++)
-        hits[pick()]++;
-    assert_in_range(hits[0], 14000, 16000);
+    assert_in_range(first_hits(30000), 14000, 16000);
 }
 
 /* rr and none: between the watermarks a record is left out with probability
@@ -152,10 +155,7 @@ static void test_draw(void **state)
     setup_geo(2, ZONE_GEO_ORDER_NONE, ZONE_GEO_COUNT_SINGLE, 0, 1000, NULL);
     eps[0].load = 750; /* left out 3 times in 4: record 1 answers then */
     eps[1].load = 0;
-    unsigned hits[2] = {0, 0};
-    for (int i = 0; i < 20000; i++)
-        hits[pick()]++;
-    assert_in_range(hits[0], 4500, 5500);
+    assert_in_range(first_hits(20000), 4500, 5500);
     /* both between: each answer still has one (when both are drawn, both stay) */
     eps[1].load = 750;
     for (int i = 0; i < 2000; i++)
@@ -164,11 +164,8 @@ static void test_draw(void **state)
     setup_geo(2, ZONE_GEO_ORDER_RR, ZONE_GEO_COUNT_SINGLE, 0, 1000, NULL);
     eps[0].load = 500;
     eps[1].load = 0;
-    hits[0] = hits[1] = 0;
-    for (int i = 0; i < 20000; i++)
-        hits[pick()]++;
     /* kept half the time, then picked half the time: a quarter */
-    assert_in_range(hits[0], 4400, 5600);
+    assert_in_range(first_hits(20000), 4400, 5600);
 }
 
 /* The trace: each candidate's load as read, what it decided, the weight the order read. */

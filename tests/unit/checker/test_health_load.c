@@ -26,23 +26,24 @@ static int text(const char *s, uint32_t *m)
 static void test_text(void **state)
 {
     (void)state;
+    static const struct {
+        const char *s;
+        uint32_t want;
+    } good[] = {
+        {"0.85", 850},
+        {" 72.5\r\n", 72500},
+        {"90", 90000},
+        {".5", 500},
+        {"1e2", 100000},
+        {"2.5E-1", 250},
+        {"0.0004", 0},                            /* below the milli step */
+        {"99999999999", HEALTH_LOAD_UNKNOWN - 1}, /* above the cell: clamped below unknown */
+    };
     uint32_t m = 0;
-    assert_int_equal(text("0.85", &m), 0);
-    assert_int_equal(m, 850);
-    assert_int_equal(text(" 72.5\r\n", &m), 0);
-    assert_int_equal(m, 72500);
-    assert_int_equal(text("90", &m), 0);
-    assert_int_equal(m, 90000);
-    assert_int_equal(text(".5", &m), 0);
-    assert_int_equal(m, 500);
-    assert_int_equal(text("1e2", &m), 0);
-    assert_int_equal(m, 100000);
-    assert_int_equal(text("2.5E-1", &m), 0);
-    assert_int_equal(m, 250);
-    assert_int_equal(text("0.0004", &m), 0); /* below the milli step: 0 */
-    assert_int_equal(m, 0);
-    assert_int_equal(text("99999999999", &m), 0); /* above the cell: clamped below unknown */
-    assert_int_equal(m, HEALTH_LOAD_UNKNOWN - 1);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        if (text(good[i].s, &m) != 0 || m != good[i].want)
+            fail_msg("\"%s\": got %u, want %u", good[i].s, m, good[i].want);
+    }
     static const char *const bad[] = {"",      "   ", "-1",    "+1", "0x10", "nan", "inf",
                                       "1.2.3", "12%", "70 80", "1e", "e5",   "1e+", "high"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
