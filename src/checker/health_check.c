@@ -119,6 +119,7 @@ struct health_checker {
     hredis_t *redis;
     health_log_t *log; /* the result log (health_log.h), or NULL */
     int64_t load_due;  /* monotonic ms: the next poll of the Redis loads (poll_loads()) */
+    bool load_warned;  /* Redis loads wanted without health: redis: said (once while so) */
     bool icmp_logged;
     uint16_t echo_seq;
     hredis_result_t *pub; /* results waiting for Redis */
@@ -462,19 +463,27 @@ static void start(health_checker_t *c, struct ep *e)
  * (take_due()) turns the loads unknown after HEALTH_LOAD_STALE_CHECKS polls. */
 static void poll_loads(health_checker_t *c, int64_t now)
 {
-    if (!c->redis || now < c->load_due)
+    if (!c->have_cur || now < c->load_due)
         return;
     c->load_due = now + c->cur.load_poll_ms;
     health_registry_t *r = c->reg;
     pthread_mutex_lock(&r->mu);
-    size_t n = 0, cap = r->count;
+    size_t n = 0, cap = c->redis ? r->count : 0;
     struct ep **eps = cap ? malloc(cap * sizeof(*eps)) : NULL;
-    for (struct ep *e = r->head; e && eps && n < cap; e = e->next)
+    bool wanted = false;
+    for (struct ep *e = r->head; e; e = e->next)
         if (e->spec.load_src == HEALTH_LOAD_REDIS) {
+            wanted = true;
+            if (!eps || n == cap)
+                break;
             e->refs++;
             eps[n++] = e;
         }
     pthread_mutex_unlock(&r->mu);
+    if (wanted && !c->redis && !c->load_warned) /* once: the zones say what they need */
+        log_warn("health: an RRset's shed block reads loads from Redis, but health: redis is not "
+                 "configured: those loads stay unknown (nothing is shed by them)");
+    c->load_warned = wanted && !c->redis;
     uint32_t *loads = n ? malloc(n * sizeof(*loads)) : NULL;
     bool ok = loads && hredis_ready(c->redis, now) &&
               hredis_loads(c->redis, eps, (unsigned)n, loads) == 0;
@@ -736,7 +745,7 @@ static void *run(void *arg)
             wake_ms = c->expire_us / 1000 + 1;
         if (c->capacity_at && c->capacity_at < wake_ms)
             wake_ms = c->capacity_at;
-        if (c->redis && c->load_due < wake_ms)
+        if (c->have_cur && c->load_due < wake_ms)
             wake_ms = c->load_due;
         int64_t wait = wake_ms - tern_monotonic_ms();
         wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;

@@ -22,6 +22,7 @@ Checks (health checks every INTERVAL ms; every wait is bounded by WAIT):
   dnssec        the shed answer (one record) from Unbound validating with the zone's DS: AD set
   redis_stale   Redis stopped: the last loads read turn unknown after 3 polls, not before, and
                 the loaded record is answered again (stale data never sheds)
+  no_redis      a Redis load source without health: redis: one warning in the log
   bad_block     low >= high, two sources and a header source without a health check are load
                 errors naming zone, label and field (ternd --check-config)
 
@@ -322,6 +323,21 @@ def check_redis_stale(env):
     expect(t >= 2 * INTERVAL / 1000.0, "a reading went unknown after %.2f s, before 3 polls" % t)
 
 
+def check_no_redis(env, args):
+    """A zone whose shed reads Redis, with no health: redis: said once in the log."""
+    yaml = ('health: {check_interval_ms: %d}\nzones:\n  - origin: %s\n    file: "%s"\n'
+            % (INTERVAL, ZONE, env.zpath))
+    t = YamlTernd(env.work, env.tern.binary, yaml, name="tern-noredis")
+    t.start(ZONE)
+    try:
+        want = "shed block reads loads from Redis, but health: redis is not configured"
+        servers.wait_until(lambda: t.log_has(want), WAIT, "the warning %r" % want)
+        time.sleep(2.5)  # more polls (1 s apart by default): still one warning
+    finally:
+        t.stop()
+    expect(t.log_text(limit=400000).count(want) == 1, "the warning is said once")
+
+
 def check_bad_block(env, args):
     soa = {"ttl": 300, "ns": "ns1.bad.test.", "mbox": "h.bad.test.", "refresh": 3600,
            "retry": 600, "expire": 86400, "minttl": 60, "serial": 1}
@@ -400,10 +416,11 @@ def main():
         tern = YamlTernd(work, args.ternd, yaml, ternctl=args.ternctl)
         tern.start(ZONE)
         env = Env(tern, backends, redis, keys, work)
+        env.zpath = zpath
         checks = [("header_out", check_header_out), ("scaled", check_scaled),
                   ("fail_open", check_fail_open), ("json", check_json), ("redis", check_redis),
                   ("explain", check_explain), ("dnssec", check_dnssec),
-                  ("redis_stale", check_redis_stale),
+                  ("redis_stale", check_redis_stale), ("no_redis", lambda e: check_no_redis(e, args)),
                   ("bad_block", lambda e: check_bad_block(e, args))]
         only = set(args.only.split(",")) if args.only else None
         results = []
