@@ -29,6 +29,11 @@
  *     error return, and the noted status, not the transfer's CURLE_WRITE_ERROR, is the result.
  *     The connection cannot be reused after a stop, and is not meant to be (fresh per check);
  *     the reset close (sockopt_nolinger()) tells the server at once to stop sending.
+ *   - Load shedding's loads (health_load.h) ride on the checks: a header is read as it passes, a
+ *     JSON body (GET) up to HEALTH_LOAD_BODY_MAX; the Redis loads are one pipelined HGET round
+ *     trip every load_poll_ms over this thread's Redis connection (poll_loads()). A reading not
+ *     renewed for HEALTH_LOAD_STALE_CHECKS intervals is turned unknown by the due scan, so a
+ *     stalled source never keeps a record shed.
  *   - Once per load the checker compares what the endpoints ask with what max_requests can give
  *     (check_capacity()) and says so when checks that run to their timeouts cannot keep
  *     check_interval_ms.

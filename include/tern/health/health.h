@@ -30,6 +30,8 @@
  * protected by its mutex (loader, Redis source, checker and control threads). The rank is one
  * byte written with an atomic store by whoever changes status or override, under that mutex,
  * and read by workers with a relaxed atomic load: no lock and no allocation on the query path.
+ * The load cell (load shedding: health_ep_load()) is the same: 32 bits stored atomically by the
+ * checker thread (a check's reading, a Redis poll, or "unknown" once stale), read relaxed.
  */
 #ifndef TERN_HEALTH_HEALTH_H
 #define TERN_HEALTH_HEALTH_H
