@@ -15,6 +15,7 @@
 #include "tern/answer/select.h"
 
 #include "tern/answer/answer_trace.h"
+#include "steer_shed.h"
 
 #include "steer_latency.h"
 
@@ -44,6 +45,11 @@ static uint32_t rnd32(answer_ctx_t *ctx)
     x ^= x >> 27;
     ctx->rng = x;
     return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+uint32_t answer_select_rnd32(answer_ctx_t *ctx)
+{
+    return rnd32(ctx);
 }
 
 /* Uniform in [0, n), n >= 1. */
@@ -275,6 +281,14 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
     return k;
 }
 
+/* The weight the weighted (and sticky) order reads for candidate i: scaled by load when the
+ * RRset sheds (steer_shed.h fills ctx->wscaled for what it keeps), else the record's own. */
+static inline uint32_t cand_weight(const answer_ctx_t *ctx, const zone_geo_t *g, const uint16_t *c,
+                                   unsigned i)
+{
+    return unlikely(g->policy.shed) ? ctx->wscaled[c[i]] : g->rr[c[i]].weight;
+}
+
 /* `ternctl explain`'s record of a filter step (answer_trace.h); ts is NULL on the workers. */
 #define TRACE_FILTER(step, asn, key)                                                               \
     do {                                                                                           \
@@ -347,6 +361,9 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         break;
     }
 
+    if (unlikely(g->policy.shed))
+        n = steer_shed(ctx, g, c, n, ts);
+
     unsigned first = 0;
     if (n > 1) {
         if (g->policy.order == ZONE_GEO_ORDER_RR) {
@@ -354,13 +371,13 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         } else if (g->policy.order == ZONE_GEO_ORDER_WEIGHTED) {
             uint64_t sum = 0;
             for (unsigned i = 0; i < n; i++)
-                sum += g->rr[c[i]].weight;
+                sum += cand_weight(ctx, g, c, i);
             if (sum == 0) {
                 first = rnd_below(ctx, n);
             } else {
                 uint64_t x = rnd_below64(ctx, sum);
-                while (x >= g->rr[c[first]].weight) /* zero weights are never chosen */
-                    x -= g->rr[c[first++]].weight;
+                while (x >= cand_weight(ctx, g, c, first)) /* zero weights are never chosen */
+                    x -= cand_weight(ctx, g, c, first++);
             }
         }
     }

@@ -29,6 +29,11 @@
  *     error return, and the noted status, not the transfer's CURLE_WRITE_ERROR, is the result.
  *     The connection cannot be reused after a stop, and is not meant to be (fresh per check);
  *     the reset close (sockopt_nolinger()) tells the server at once to stop sending.
+ *   - Load shedding's loads (health_load.h) ride on the checks: a header is read as it passes, a
+ *     JSON body (GET) up to HEALTH_LOAD_BODY_MAX; the Redis loads are one pipelined HGET round
+ *     trip every load_poll_ms over this thread's Redis connection (poll_loads()). A reading not
+ *     renewed for HEALTH_LOAD_STALE_CHECKS intervals is turned unknown by the due scan, so a
+ *     stalled source never keeps a record shed.
  *   - Once per load the checker compares what the endpoints ask with what max_requests can give
  *     (check_capacity()) and says so when checks that run to their timeouts cannot keep
  *     check_interval_ms.
@@ -81,6 +86,7 @@ struct settings {
     unsigned interval_ms;
     unsigned max_requests;
     unsigned update_interval_s;
+    unsigned load_poll_ms;
     char *ca_file;
     config_redis_t redis; /* strings owned; enabled false = none */
     bool log_enabled;
@@ -117,6 +123,8 @@ struct health_checker {
     unsigned njobs, nbusy;
     hredis_t *redis;
     health_log_t *log; /* the result log (health_log.h), or NULL */
+    int64_t load_due;  /* monotonic ms: the next poll of the Redis loads (poll_loads()) */
+    bool load_warned;  /* Redis loads wanted without health: redis: said (once while so) */
     bool icmp_logged;
     uint16_t echo_seq;
     hredis_result_t *pub; /* results waiting for Redis */
@@ -157,6 +165,7 @@ static int settings_copy(struct settings *d, const config_health_t *h)
     d->interval_ms = h->check_interval_ms ? h->check_interval_ms : 10000;
     d->max_requests = h->max_requests ? h->max_requests : 1;
     d->update_interval_s = h->update_interval_s;
+    d->load_poll_ms = h->load_poll_ms ? h->load_poll_ms : 1000;
     d->log_enabled = h->log_enabled;
     d->log_target = h->log_target;
     d->log_json = h->log_json;
@@ -338,6 +347,11 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
     health_registry_t *r = c->reg;
     pthread_mutex_lock(&r->mu);
     health_ep_result(e, ok, err, lat, when);
+    if (e->spec.load_src && e->spec.load_src != HEALTH_LOAD_REDIS) {
+        /* this check's reading, or none (load shedding: health_load.h) */
+        __atomic_store_n(&e->pub.load, j->load, __ATOMIC_RELAXED);
+        e->load_ms = now_us / 1000;
+    }
     e->in_flight = false;
     e->due_ms = now_us / 1000 + c->cur.interval_ms;
     int status = e->status;
@@ -363,6 +377,8 @@ static void finish(health_checker_t *c, struct job *j, bool ok, const char *err)
     }
     curl_slist_free_all(j->connect_to);
     j->connect_to = NULL;
+    free(j->body);
+    j->body = NULL;
     if (j->fd >= 0)
         close(j->fd); /* leaves the epoll set with it */
     j->fd = -1;
@@ -403,6 +419,7 @@ static void start(health_checker_t *c, struct ep *e)
     memset(j, 0, sizeof(*j));
     j->idx = idx;
     j->fd = -1;
+    j->load = HEALTH_LOAD_UNKNOWN;
     j->e = e;
     j->busy = true;
     j->start_us = tern_monotonic_us();
@@ -444,6 +461,50 @@ static void start(health_checker_t *c, struct ep *e)
 
 /* ---- the loop ---------------------------------------------------------------------------- */
 
+/* Load shedding's Redis source, every load_poll_ms: the loads of the endpoints that read theirs
+ * from Redis, in one pipelined round trip (hredis_loads()) over the checker's connection, with
+ * its timeouts (the loop, and so a stop, waits at most one of them). The endpoints are
+ * referenced while the lock is not held. A failed poll writes nothing: the stale sweep
+ * (take_due()) turns the loads unknown after HEALTH_LOAD_STALE_CHECKS polls. */
+static void poll_loads(health_checker_t *c, int64_t now)
+{
+    if (!c->have_cur || now < c->load_due)
+        return;
+    c->load_due = now + c->cur.load_poll_ms;
+    health_registry_t *r = c->reg;
+    pthread_mutex_lock(&r->mu);
+    size_t n = 0, cap = c->redis ? r->count : 0;
+    struct ep **eps = cap ? malloc(cap * sizeof(*eps)) : NULL;
+    bool wanted = false;
+    for (struct ep *e = r->head; e; e = e->next)
+        if (e->spec.load_src == HEALTH_LOAD_REDIS) {
+            wanted = true;
+            if (!eps || n == cap)
+                break;
+            e->refs++;
+            eps[n++] = e;
+        }
+    pthread_mutex_unlock(&r->mu);
+    if (wanted && !c->redis && !c->load_warned) /* once: the zones say what they need */
+        log_warn("health: an RRset's shed block reads loads from Redis, but health: redis is not "
+                 "configured: those loads stay unknown (nothing is shed by them)");
+    c->load_warned = wanted && !c->redis;
+    uint32_t *loads = n ? malloc(n * sizeof(*loads)) : NULL;
+    bool ok = loads && hredis_ready(c->redis, now) &&
+              hredis_loads(c->redis, eps, (unsigned)n, loads) == 0;
+    int64_t at = tern_monotonic_ms();
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; ok && i < n; i++) {
+        __atomic_store_n(&eps[i]->pub.load, loads[i], __ATOMIC_RELAXED);
+        eps[i]->load_ms = at;
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++)
+        health_ep_release(&eps[i]->pub);
+    free(loads);
+    free(eps);
+}
+
 /* The endpoints due now, marked in flight and referenced, up to room of them; *next gets the
  * earliest due time of the others. */
 static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsigned room,
@@ -461,6 +522,16 @@ static unsigned take_due(health_checker_t *c, int64_t now, struct ep **out, unsi
         /* in flight, or kept alive by the cursor alone (no zone checks it any more) */
         if (e->in_flight || (e == old && e->refs == 1))
             continue;
+        /* a load reading that stopped coming (checks taken over by another node, or late;
+         * Redis unreachable) is not steered by for long: unknown after
+         * HEALTH_LOAD_STALE_CHECKS intervals of its source */
+        unsigned every =
+            e->spec.load_src == HEALTH_LOAD_REDIS ? c->cur.load_poll_ms : c->cur.interval_ms;
+        if (e->spec.load_src && e->load_ms &&
+            now - e->load_ms > (int64_t)HEALTH_LOAD_STALE_CHECKS * every) {
+            __atomic_store_n(&e->pub.load, HEALTH_LOAD_UNKNOWN, __ATOMIC_RELAXED);
+            e->load_ms = 0;
+        }
         if (e->due_ms > now) {
             if (e->due_ms < soonest)
                 soonest = e->due_ms;
@@ -669,6 +740,7 @@ static void *run(void *arg)
         }
         if (c->capacity_at && now >= c->capacity_at)
             check_capacity(c);
+        poll_loads(c, now);
         flush_publish(c);
         /* sleep until the next scan, curl's timer or a job's deadline, or an event */
         int64_t wake_ms = next_scan;
@@ -678,6 +750,8 @@ static void *run(void *arg)
             wake_ms = c->expire_us / 1000 + 1;
         if (c->capacity_at && c->capacity_at < wake_ms)
             wake_ms = c->capacity_at;
+        if (c->have_cur && c->load_due < wake_ms)
+            wake_ms = c->load_due;
         int64_t wait = wake_ms - tern_monotonic_ms();
         wait = wait < 0 ? 0 : wait > IDLE_MAX_MS ? IDLE_MAX_MS : wait;
         int n = epoll_wait(c->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), (int)wait);

@@ -27,6 +27,13 @@ struct job {
     /* http(s): the status of the final response, noted when its headers end and the transfer
      * is stopped (header_end()); 0 until then */
     long http_status;
+    /* load shedding (health_load.h): the reading this check brought (HEALTH_LOAD_UNKNOWN: none),
+     * and for a load in the JSON body the body read so far (at most HEALTH_LOAD_BODY_MAX;
+     * body_over: it was longer, the load is unknown) */
+    uint32_t load;
+    char *body;
+    size_t body_len, body_cap;
+    bool body_over;
     int fd;    /* tcp, icmp */
     bool sent; /* icmp: the request went out */
     uint16_t seq;
@@ -40,7 +47,8 @@ struct job {
 int health_probe_http(struct job *j, const char *ca_file);
 
 /** The result of j's finished transfer (rc, libcurl's code for it): true when the status is one
- * the spec expects; false with j->err set otherwise. */
+ * the spec expects; false with j->err set otherwise. Also sets j->load from the JSON body when
+ * the spec reads its load there (a header load was read as the headers came). */
 bool health_probe_http_result(struct job *j, CURLcode rc, CURL *easy);
 
 /** TCP: a non-blocking connect; done when the socket turns writable. Returns 1 when the result

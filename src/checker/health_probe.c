@@ -5,7 +5,9 @@
  *
  * Decisions (the checker's header comment says why in full): a fresh connection per HTTP check;
  * libcurl never resolves a name (CONNECT_TO the record's address); an HTTP check reads the status
- * line and headers, never the body; check connections close with a reset (sockopt_nolinger()).
+ * line and headers, never the body — except a check whose load is in its JSON body (load
+ * shedding), which reads at most HEALTH_LOAD_BODY_MAX of it; check connections close with a
+ * reset (sockopt_nolinger()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,11 +16,13 @@
 #include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "health_check_int.h"
+#include "health_load.h"
 #include "tern/common/err.h"
 #include "tern/common/log.h"
 
@@ -34,25 +38,60 @@ static size_t header_end(struct job *j)
 }
 
 /* CURLOPT_HEADERFUNCTION: one header line at a time; the empty line ends a response's headers.
- * An interim response (1xx: 100 Continue, 103 Early Hints) is followed by the final one. */
+ * An interim response (1xx: 100 Continue, 103 Early Hints) is followed by the final one. A load
+ * header is read as it passes; a load in the body lets the transfer go on past the headers. */
 static size_t on_header(char *p, size_t size, size_t n, void *ctx)
 {
     struct job *j = ctx;
     size_t len = size * n;
-    if (!((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n')))
+    const health_spec_t *s = &j->e->spec;
+    if (!((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n'))) {
+        uint32_t m;
+        int rc =
+            s->load_src == HEALTH_LOAD_HEADER ? health_load_header(p, len, s->load_key, &m) : 0;
+        if (rc != 0) /* the last one counts; a bad value is no reading */
+            j->load = rc > 0 ? m : HEALTH_LOAD_UNKNOWN;
         return len;
+    }
     long code = 0;
     curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &code);
-    return code >= 100 && code < 200 ? len : header_end(j);
+    if (code >= 100 && code < 200) {
+        j->load = HEALTH_LOAD_UNKNOWN; /* an interim response's headers are not the answer's */
+        return len;
+    }
+    if (s->load_src == HEALTH_LOAD_JSON) {
+        j->http_status = code > 0 ? code : -1; /* judged by this, however the body ends */
+        return len;
+    }
+    return header_end(j);
 }
 
 /* CURLOPT_WRITEFUNCTION: body bytes mean the headers are over; on_header() stops before any
- * arrive, so this only guards against a response it did not see end (and keeps libcurl's
- * default, writing to stdout, away). */
+ * arrive unless the load is in the body, so otherwise this only guards against a response it
+ * did not see end (and keeps libcurl's default, writing to stdout, away). */
 static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 {
-    (void)p, (void)size, (void)n;
-    return header_end(ctx);
+    struct job *j = ctx;
+    size_t len = size * n;
+    if (j->e->spec.load_src != HEALTH_LOAD_JSON || j->http_status == 0)
+        return header_end(j);
+    if (j->body_len + len > HEALTH_LOAD_BODY_MAX) {
+        j->body_over = true; /* no status document: stop reading, the load is unknown */
+        return CURL_WRITEFUNC_ERROR;
+    }
+    if (j->body_len + len > j->body_cap) {
+        size_t cap = j->body_cap ? j->body_cap : 1024;
+        while (cap < j->body_len + len)
+            cap *= 2;
+        char *b = realloc(j->body, cap);
+        if (!b)
+            return CURL_WRITEFUNC_ERROR; /* no memory: no reading (the status stands) */
+        j->body = b;
+        j->body_cap = cap;
+    }
+    memcpy(j->body + j->body_len, p, len);
+    j->body_len += len;
+    return len;
 }
 
 /* A name libcurl takes as a URL host as it is. */
@@ -271,6 +310,13 @@ bool health_probe_http_result(struct job *j, CURLcode rc, CURL *easy)
     if (code == 0)
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
     const health_spec_t *s = &j->e->spec;
+    if (s->load_src == HEALTH_LOAD_JSON) {
+        uint32_t m;
+        bool whole = rc == CURLE_OK && !j->body_over && j->body_len;
+        j->load = whole && health_load_parse_json(j->body, j->body_len, s->load_key, &m) == 0
+                      ? m
+                      : HEALTH_LOAD_UNKNOWN;
+    }
     bool ok = false;
     if (s->nexpect == 0) {
         ok = code == 200 || code == 301 || code == 302;

@@ -30,6 +30,7 @@
 
 #include "tern/common/clock.h"
 #include "tern/common/log.h"
+#include "health_load.h"
 #include "tern/redis/redis_conn.h"
 
 /* Redis on loopback or the LAN answers in well under a millisecond; a second without an answer
@@ -302,6 +303,31 @@ int hredis_claim(hredis_t *h, struct ep *const *eps, unsigned n, unsigned interv
 fail:
     drop(h, redis_conn_why(h->conn));
     memset(out, 0, n * sizeof(*out));
+    return -1;
+}
+
+int hredis_loads(hredis_t *h, struct ep *const *eps, unsigned n, uint32_t *out)
+{
+    if (!hredis_connected(h))
+        return -1;
+    for (unsigned i = 0; i < n; i++)
+        if (cmd(h, (const char *[]){"HGET", eps[i]->spec.load_key, eps[i]->addr_text, NULL}) < 0)
+            goto fail;
+    for (unsigned i = 0; i < n; i++) {
+        redisReply *r;
+        if (reply(h, &r) < 0)
+            goto fail;
+        uint32_t m;
+        out[i] = r->type == REDIS_REPLY_STRING && health_load_parse_text(r->str, r->len, &m) == 0
+                     ? m
+                     : HEALTH_LOAD_UNKNOWN;
+        if (r->type == REDIS_REPLY_ERROR) /* e.g. WRONGTYPE: the key is not a hash */
+            log_debug("health: redis: HGET %s: %s", eps[i]->spec.load_key, r->str);
+        freeReplyObject(r);
+    }
+    return 0;
+fail:
+    drop(h, redis_conn_why(h->conn));
     return -1;
 }
 

@@ -70,6 +70,13 @@ typedef struct hredis_result {
 /** Write each result's state (JSON in redins' fields, EX ttl_s) and drop its lock. 0 or -1. */
 int hredis_publish(hredis_t *h, const hredis_result_t *res, unsigned n, unsigned ttl_s);
 
+/** Load shedding's Redis source: for each endpoint of eps (n, load_src HEALTH_LOAD_REDIS; their
+ * spec strings and addresses read without the registry's lock: they never change), HGET
+ * <load_key> <address as text> — the operator's hash, without the state keys' prefix and
+ * suffix — pipelined in one round trip. out[i] is the load (health_load.h) or
+ * HEALTH_LOAD_UNKNOWN (no such field, not a number). 0, or -1 when Redis failed (out[] unset). */
+int hredis_loads(hredis_t *h, struct ep *const *eps, unsigned n, uint32_t *out);
+
 /** RFC 3339 UTC time with nanoseconds, as Go's time.Time marshals ("2026-11-25T10:00:00.5Z"
  * style, always 9 digits here); buf of at least 40 bytes. */
 void hredis_format_time(int64_t wall_ms, char *buf, size_t len);

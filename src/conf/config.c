@@ -353,6 +353,11 @@ static const opt_t schema[] = {
      .group = GROUP_HEALTH,
      .claim = CLAIM_HEALTH,
      .desc = "health checks of A/AAAA answers: a mapping of these keys; unset or ~ = none"},
+    {.key = "load",
+     .type = OPT_BLOCK,
+     .block = &config_load_block,
+     .desc = "load shedding (an RRset's \"shed\"): a mapping of these keys; unset or ~ = the "
+             "defaults"},
     {.key = "acl",
      .type = OPT_BLOCK,
      .block = &config_acl_block,

@@ -85,6 +85,7 @@ extern const opt_t config_redis_schema[RS_COUNT];
 /* ---- the blocks (each a row of config.c's table) --------------------------------------- */
 
 extern const conf_block_t config_listen_block;          /* config_listen.c */
+extern const conf_block_t config_load_block;            /* config_health.c */
 extern const conf_block_t config_xdp_block;             /* config_listen.c */
 extern const conf_block_t config_zones_block;           /* config_zone.c */
 extern const conf_block_t config_redis_block;           /* config_redis.c */

@@ -215,7 +215,9 @@ void config_health_reset(config_health_t *h)
     for (size_t i = 0; i < h->nchecks; i++)
         free_check(&h->checks[i]);
     free(h->checks);
+    unsigned load_poll_ms = h->load_poll_ms; /* the load: block's (load_parse()) */
     memset(h, 0, sizeof(*h));
+    h->load_poll_ms = load_poll_ms;
     config_set_defaults(h, config_health_schema, HS_COUNT);
     config_set_defaults(h, config_health_log_schema, HL_COUNT);
     config_set_defaults(&h->redis, config_redis_schema, RS_COUNT);
@@ -694,6 +696,55 @@ static int health_copy(config_t *dst, const config_t *src)
     memset(&dst->health, 0, sizeof(dst->health)); /* nothing of it is dst's yet */
     return config_health_copy(&dst->health, &src->health);
 }
+
+/* ---- load: load shedding's settings (issue 33) ------------------------------------------- */
+
+/* Its one key lives in config_health_t (the checker polls the loads over its Redis connection),
+ * owned by this block: config_health_reset() keeps it. */
+static const opt_t config_load_schema[] = {
+    /* load shedding's Redis source (issue 33): a second is what the operators' load writers
+     * publish at; 100 ms keeps the HGETs of a few thousand records under a few percent of a
+     * Redis; an hour is already no live load. */
+    {.key = "redis_poll_ms",
+     .type = OPT_UINT,
+     HFIELD(load_poll_ms),
+     .def = 1000,
+     .min = 100,
+     .max = 3600000,
+     .desc = "milliseconds between two reads of the loads in Redis (an "
+             "RRset's shed.redis; over health: redis)"},
+};
+
+static void load_reset(config_t *c)
+{
+    config_set_defaults(&c->health, config_load_schema, TERN_ARRAY_SIZE(config_load_schema));
+}
+
+/* "load" at n: replaces its settings; null = the defaults. */
+static int load_parse(parse_ctx_t *pc, const opt_t *o, const yaml_node_t *k, const yaml_node_t *n)
+{
+    (void)k;
+    enum { NROWS = TERN_ARRAY_SIZE(config_load_schema) };
+    field_t fields[NROWS];
+    const yaml_node_t *val[NROWS];
+    load_reset(pc->c);
+    if (is_null(n))
+        return 0;
+    for (size_t i = 0; i < NROWS; i++)
+        fields[i] = (field_t){config_load_schema[i].key, config_load_schema[i].desc, false, NULL};
+    int rc = config_get_fields(pc, n, o->key, fields, NROWS, val);
+    for (size_t i = 0; rc == 0 && i < NROWS; i++)
+        if (val[i])
+            rc = config_get_row(pc, val[i], o->key, &config_load_schema[i], &pc->c->health);
+    return rc;
+}
+
+const conf_block_t config_load_block = {
+    .rows = config_load_schema,
+    .nrows = TERN_ARRAY_SIZE(config_load_schema),
+    .parse = load_parse,
+    .reset = load_reset,
+};
 
 const conf_block_t config_health_block = {
     .rows = config_health_schema,

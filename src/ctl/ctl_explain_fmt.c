@@ -239,19 +239,51 @@ static json_t *client_json(const answer_trace_select_t *s, const answer_view_t *
     return c;
 }
 
+/* The weight the order read for record i: scaled by load when the RRset sheds. */
+static double cand_w(const answer_trace_select_t *s, unsigned i)
+{
+    return s->shed ? s->wscaled[i] : s->g->rr[i].weight;
+}
+
+/* Load shedding's word on record i: its load as read and what it decided (steer_shed.h). */
+static void shed_json(json_t *j, const answer_trace_select_t *s, unsigned i)
+{
+    static const char *const hows[] = {
+        "",
+        "load unknown: treated as unloaded",
+        "below low: kept",
+        "between low and high: kept, weight scaled down",
+        "between low and high: left out by the draw",
+        "between low and high: kept by the draw",
+        "at or above high: left out",
+        "at or above high: kept (every record is: shed fail open)",
+    };
+    if (s->load[i] == HEALTH_LOAD_UNKNOWN)
+        json_object_set_new(j, "load", json_string("unknown"));
+    else
+        json_object_set_new(j, "load", json_real(s->load[i] / 1000.0));
+    json_object_set_new(j, "shed", json_string(hows[s->shed_how[i] % 8]));
+    if (s->shed_how[i] == ANSWER_SHED_SCALED)
+        json_object_set_new(j, "weight_scaled", json_integer(s->wscaled[i]));
+}
+
 /* Each record of the steered RRset: its steering, its health, and its fate. */
 static json_t *record_json(const answer_trace_select_t *s, unsigned i,
                            const ctl_explain_health_t *hl, double wsum, unsigned kept)
 {
-    static const char *const fates[] = {"given", "dropped by health", "dropped by filter 1",
-                                        "dropped by filter 2", "not picked (order, count)"};
+    static const char *const fates[] = {"given",
+                                        "dropped by health",
+                                        "dropped by filter 1",
+                                        "dropped by filter 2",
+                                        "not picked (order, count)",
+                                        "dropped by load (shed)"};
     static const char *const ranks[] = {"down", "between", "nearly up", "up"};
     const zone_geo_rr_t *g = &s->g->rr[i];
     json_t *j = json_object();
     char ip[INET6_ADDRSTRLEN], cc[3];
     rdata_text(s->rr, g->off, ip, sizeof(ip));
     json_object_set_new(j, "rdata", json_string(ip));
-    json_object_set_new(j, "fate", json_string(fates[s->dropped[i] % 5]));
+    json_object_set_new(j, "fate", json_string(fates[s->dropped[i] % 6]));
     json_object_set_new(j, "health", json_string(g->health ? ranks[s->rank[i] % 4] : "no check"));
     const ctl_explain_ep_t *h = hfind(hl, g->health);
     if (h) {
@@ -296,10 +328,12 @@ static json_t *record_json(const answer_trace_select_t *s, unsigned i,
     }
     if (s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED)
         json_object_set_new(j, "weight", json_integer(g->weight));
+    if (s->shed && s->shed_how[i] != ANSWER_SHED_NONE)
+        shed_json(j, s, i);
     /* the chance that order picks this record first, among what the filters kept */
     bool survived = s->dropped[i] == ANSWER_SEL_KEPT || s->dropped[i] == ANSWER_SEL_ORDER;
     if (survived && s->g->policy.order != ZONE_GEO_ORDER_NONE && kept > 1) {
-        double p = s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED && wsum > 0 ? g->weight / wsum
+        double p = s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED && wsum > 0 ? cand_w(s, i) / wsum
                                                                              : 1.0 / kept;
         json_object_set_new(j, "probability_first", json_real(round(p * 10000) / 10000));
     }
@@ -375,13 +409,20 @@ json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view
         json_object_set_new(j, "nearest", json_integer(s->left[1]));
     if (s->latency.ran)
         json_object_set_new(j, "latency", latency_json(s));
+    if (s->shed) {
+        json_t *sh = json_object();
+        json_object_set_new(sh, "low", json_real(s->g->policy.shed_low / 1000.0));
+        json_object_set_new(sh, "high", json_real(s->g->policy.shed_high / 1000.0));
+        json_object_set_new(sh, "fail_open", json_boolean(s->shed_fail_open));
+        json_object_set_new(j, "shed", sh);
+    }
     if (s->client_known)
         json_object_set_new(j, "client", client_json(s, v));
     double wsum = 0;
     unsigned kept = 0;
     for (unsigned i = 0; i < s->count && i < ANSWER_TRACE_RRS; i++)
         if (s->dropped[i] == ANSWER_SEL_KEPT || s->dropped[i] == ANSWER_SEL_ORDER) {
-            wsum += s->g->rr[i].weight;
+            wsum += cand_w(s, i);
             kept++;
         }
     json_t *rs = json_array();

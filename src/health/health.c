@@ -122,6 +122,16 @@ int health_spec_check(const health_spec_t *s, char *err, size_t errlen)
                 s->host[i] == ':')
                 return invalid(err, errlen, "host contains a space, control character, '/' or ':'");
     }
+    if (s->load_src != HEALTH_LOAD_NONE) {
+        size_t n = s->load_key ? strlen(s->load_key) : 0;
+        if (s->load_src > HEALTH_LOAD_REDIS || n == 0 || n >= HEALTH_LOAD_KEY_MAX)
+            return invalid(err, errlen, "a load source needs a name of 1..%d characters",
+                           HEALTH_LOAD_KEY_MAX - 1);
+        if (s->load_src != HEALTH_LOAD_REDIS && s->proto != HEALTH_HTTP && s->proto != HEALTH_HTTPS)
+            return invalid(err, errlen, "a load is read from an http or https check only");
+        if (s->load_src == HEALTH_LOAD_JSON && s->method != HEALTH_GET)
+            return invalid(err, errlen, "a load in the JSON body needs method GET");
+    }
     return 0;
 }
 
@@ -175,6 +185,8 @@ static uint64_t spec_hash(const health_spec_t *s)
         h = tern_hash64(uri_of(s), strlen(uri_of(s)), h ^ 1);
     if (s->host)
         h = tern_hash64(s->host, strlen(s->host), h ^ 2);
+    if (s->load_src)
+        h = tern_hash64(s->load_key, strlen(s->load_key), h ^ (3 + s->load_src));
     return h;
 }
 
@@ -190,7 +202,8 @@ static bool spec_eq(const health_spec_t *a, const health_spec_t *b)
            a->up_count == b->up_count && a->down_count == b->down_count &&
            a->timeout_ms == b->timeout_ms && memcmp(a->addr, b->addr, alen(a)) == 0 &&
            memcmp(a->expect, b->expect, a->nexpect * sizeof(a->expect[0])) == 0 &&
-           str_eq(uri_of(a), uri_of(b)) && str_eq(a->host, b->host);
+           str_eq(uri_of(a), uri_of(b)) && str_eq(a->host, b->host) && a->load_src == b->load_src &&
+           str_eq(a->load_key, b->load_key);
 }
 
 health_registry_t *health_registry_new(void)
@@ -312,6 +325,7 @@ health_ep_t *health_intern(health_registry_t *r, const health_spec_t *spec)
         }
     }
     size_t ul = spec->uri ? strlen(spec->uri) + 1 : 0, hl = spec->host ? strlen(spec->host) + 1 : 0;
+    size_t ll = spec->load_key ? strlen(spec->load_key) + 1 : 0;
     char addr[INET6_ADDRSTRLEN], rkey[HEALTH_RKEY_MAX];
     inet_ntop(spec->family == 6 ? AF_INET6 : AF_INET, spec->addr, addr, sizeof(addr));
     bool redins_key = spec->host && spec->proto != HEALTH_TCP;
@@ -322,7 +336,7 @@ health_ep_t *health_intern(health_registry_t *r, const health_spec_t *spec)
                  spec->host ? spec->host : "-", addr, spec->port);
     size_t kl = strlen(rkey) + 1;
     struct ep *e = calloc(1, sizeof(*e));
-    char *strs = malloc(ul + hl + kl);
+    char *strs = malloc(ul + hl + kl + ll);
     if (!e || !strs) {
         pthread_mutex_unlock(&r->mu);
         free(e);
@@ -346,6 +360,12 @@ health_ep_t *health_intern(health_registry_t *r, const health_spec_t *spec)
     }
     memcpy(strs + ul + hl, rkey, kl);
     e->rkey = strs + ul + hl;
+    e->spec.load_key = NULL;
+    if (ll) {
+        memcpy(strs + ul + hl + kl, spec->load_key, ll);
+        e->spec.load_key = strs + ul + hl + kl;
+    }
+    __atomic_store_n(&e->pub.load, HEALTH_LOAD_UNKNOWN, __ATOMIC_RELAXED);
     e->redins_key = redins_key;
     memcpy(e->addr_text, addr, sizeof(addr));
     const struct ovr *o = find_ovr(r, spec);

@@ -49,6 +49,7 @@ struct ep {
     int64_t due_ms;      /* monotonic: when the checker next looks at it */
     int64_t last_check;  /* wall clock ms of the last result, own or adopted */
     uint32_t latency_us; /* of the last own check */
+    int64_t load_ms;     /* monotonic: when pub.load was last written by a check; 0 = never */
     uint64_t checks, failures;
     char error[HEALTH_ERROR_MAX];
 };

@@ -581,7 +581,8 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
         return TERN_EINVAL;
     }
     if (policy->filter > ZONE_GEO_FILTER_LATENCY || policy->count > ZONE_GEO_COUNT_SINGLE ||
-        policy->order > ZONE_GEO_ORDER_RR) {
+        policy->order > ZONE_GEO_ORDER_RR ||
+        (policy->shed && policy->shed_low >= policy->shed_high)) {
         set_err(b, "%s: invalid steering policy", loc);
         return TERN_EINVAL;
     }

@@ -78,7 +78,7 @@ static int attach_health(struct fctx *f)
 
 static bool steered(const zone_geo_policy_t *p)
 {
-    return p->filter || p->count || p->order;
+    return p->filter || p->count || p->order || p->shed;
 }
 
 /* A run that gets a zone_geo_t: a steering policy, or a health-checked record. */

@@ -399,6 +399,107 @@ static int parse_health(const struct ectx *e, json_t *set, const char *base, str
     return 0;
 }
 
+/* A watermark of "shed": a number >= 0 in milli-units (the load cell's unit, health.h). */
+static int shed_mark(const struct ectx *e, json_t *o, const char *path, const char *key,
+                     uint32_t *milli)
+{
+    char fpath[PATH_MAX_LEN];
+    json_t *x = zone_json_field(o, key);
+    zone_json_join(fpath, sizeof(fpath), path, key);
+    if (!x)
+        return zone_json_fail(e, TERN_EINVAL, "%s: missing (a number)", fpath);
+    if (!json_is_number(x))
+        return zone_json_fail(e, TERN_EINVAL, "%s: expected a number, got %s", fpath,
+                              zone_json_type_name(x));
+    double v = json_number_value(x) * 1000.0;
+    if (!isfinite(v) || v < 0 || v >= (double)(HEALTH_LOAD_UNKNOWN - 1))
+        return zone_json_fail(e, TERN_EINVAL, "%s: %g is out of range (0..4294967)", fpath,
+                              json_number_value(x));
+    *milli = (uint32_t)round(v);
+    return 0;
+}
+
+/* Load shedding (issue 33): "shed": {"low": L, "high": H, and one source: "header": NAME (a
+ * response header of the RRset's health check), "json": "a.b" (a number in its JSON body,
+ * read with GET) or "redis": HASH (HGET HASH <the record's address>, written by the operator's
+ * systems, read by the checker every health.load_poll_ms)}. The source goes into the health spec
+ * (the endpoint reads it), the watermarks into the policy. No block: pol->shed stays 0. */
+static int parse_shed(const struct ectx *e, json_t *set, const char *base, struct phc *hc,
+                      zone_geo_policy_t *pol)
+{
+    static const char *const srcs[] = {[HEALTH_LOAD_HEADER] = "header",
+                                       [HEALTH_LOAD_JSON] = "json",
+                                       [HEALTH_LOAD_REDIS] = "redis"};
+    char path[PATH_MAX_LEN], fpath[PATH_MAX_LEN];
+    json_t *o;
+    int rc = zone_json_get_obj(e, set, base, "shed", &o);
+    if (rc < 0 || !o)
+        return rc;
+    zone_json_join(path, sizeof(path), base, "shed");
+    if ((rc = shed_mark(e, o, path, "low", &pol->shed_low)) < 0 ||
+        (rc = shed_mark(e, o, path, "high", &pol->shed_high)) < 0)
+        return rc;
+    if (pol->shed_low >= pol->shed_high)
+        return zone_json_fail(e, TERN_EINVAL, "%s: low (%g) must be below high (%g)", path,
+                              pol->shed_low / 1000.0, pol->shed_high / 1000.0);
+    const char *key, *str = NULL;
+    size_t len = 0;
+    unsigned src = 0;
+    for (unsigned k = HEALTH_LOAD_HEADER; k <= HEALTH_LOAD_REDIS; k++) {
+        const char *s;
+        size_t n;
+        if ((rc = zone_json_get_str(e, o, path, srcs[k], &s, &n)) < 0)
+            return rc;
+        if (!s)
+            continue;
+        if (src)
+            return zone_json_fail(e, TERN_EINVAL, "%s: give one load source, not %s and %s", path,
+                                  srcs[src], srcs[k]);
+        src = k, str = s, len = n;
+    }
+    const char *unknown = NULL;
+    json_t *v;
+    json_object_foreach(o, key, v)
+    {
+        if (strcmp(key, "low") && strcmp(key, "high") && strcmp(key, "header") &&
+            strcmp(key, "json") && strcmp(key, "redis"))
+            unknown = key;
+    }
+    if (unknown)
+        return zone_json_fail(e, TERN_EINVAL, "%s: unknown load source (header, json or redis)",
+                              zone_json_join(fpath, sizeof(fpath), path, unknown));
+    if (!src)
+        return zone_json_fail(e, TERN_EINVAL, "%s: no load source (header, json or redis)", path);
+    zone_json_join(fpath, sizeof(fpath), path, srcs[src]);
+    if (len == 0 || len >= HEALTH_LOAD_KEY_MAX || strlen(str) != len ||
+        (src == HEALTH_LOAD_JSON && (str[0] == '.' || str[len - 1] == '.' || strstr(str, ".."))))
+        return zone_json_fail(e, TERN_EINVAL, "%s: expected a %s of 1..%d characters", fpath,
+                              src == HEALTH_LOAD_JSON    ? "dotted path"
+                              : src == HEALTH_LOAD_REDIS ? "hash key"
+                                                         : "header name",
+                              HEALTH_LOAD_KEY_MAX - 1);
+    /* the load cell is the record's health endpoint's (health.h): a Redis load too needs one */
+    if (!hc->on)
+        return zone_json_fail(e, TERN_EINVAL,
+                              "%s: a load source needs an enabled health_check block (http or "
+                              "https for header and json, any protocol for redis)",
+                              fpath);
+    if (src != HEALTH_LOAD_REDIS && hc->spec.proto != HEALTH_HTTP && hc->spec.proto != HEALTH_HTTPS)
+        return zone_json_fail(e, TERN_EINVAL, "%s: the load is read from an http or https check",
+                              fpath);
+    if (src == HEALTH_LOAD_JSON && hc->spec.method != HEALTH_GET) {
+        json_t *h = zone_json_field(set, "health_check");
+        if (zone_json_field(h, "method"))
+            return zone_json_fail(
+                e, TERN_EINVAL, "%s: a load in the JSON body needs health_check.method GET", fpath);
+        hc->spec.method = HEALTH_GET; /* the body is needed: GET unless told otherwise */
+    }
+    hc->spec.load_src = (uint8_t)src;
+    hc->spec.load_key = str;
+    pol->shed = 1;
+    return 0;
+}
+
 static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const char *key,
                     uint16_t type)
 {
@@ -415,8 +516,10 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
     if ((rc = zone_json_get_ttl(e, set, key, &ttl)) < 0 ||
         (rc = zone_json_get_records(e, set, key, &recs)) < 0 ||
         (rc = parse_filter(e, set, key, &pol, &has_pol)) < 0 ||
-        (rc = parse_health(e, set, key, &p->hc[type == WIRE_T_AAAA])) < 0)
+        (rc = parse_health(e, set, key, &p->hc[type == WIRE_T_AAAA])) < 0 ||
+        (rc = parse_shed(e, set, key, &p->hc[type == WIRE_T_AAAA], &pol)) < 0)
         return rc;
+    has_pol = has_pol || pol.shed;
     size_t i, added = 0;
     json_t *rec;
     json_array_foreach(recs, i, rec)

@@ -727,3 +727,43 @@ def geo_fixtures(ternctl, data, asn_csv):
     subprocess.run([ternctl, "asn", "compile", "-o", table, csv], check=True, timeout=60,
                    stdout=subprocess.DEVNULL)
     return table
+
+
+def serve_http(addr, port, answer):
+    """A threaded HTTP/1.1 server on addr:port (a health endpoint for the checker): every HEAD
+    and GET goes to answer(handler), which writes the response; no access log, and a client
+    that resets its connection (a check that stopped reading) is not an error. Returns the
+    server and its thread, started; stop with stop_http()."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            answer(self)
+
+        do_GET = do_HEAD
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+        def handle_error(self, request, client_address):
+            pass
+
+    httpd = Server((addr, port), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    return httpd, thread
+
+
+def stop_http(httpd, thread, timeout=15.0):
+    """Stop a serve_http() server and wait for its thread."""
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=timeout)

@@ -167,7 +167,8 @@ typedef struct answer_steer_info {
     uint8_t tier_skipped;  /* TIER: tiers passed over (fewer healthy records than min_healthy) */
     uint16_t tier;         /* TIER: the priority of the tier answered */
     uint8_t sticky_prefix; /* STICKY: bits of the client's network hashed */
-    uint8_t shed_out;      /* SHED: records left out, above their high watermark */
+    uint8_t shed_out;      /* SHED: records left out: at or above their high watermark, or drawn
+                              out between the watermarks (orders that weigh nothing) */
     uint8_t shed_scaled;   /* SHED: records kept with their weight scaled down */
     uint8_t latency_how;   /* LATENCY: ANSWER_LATENCY_* */
     uint32_t latency_ms;   /* LATENCY, MATCHED: the measured latency of the group answered */
@@ -294,6 +295,10 @@ typedef struct answer_ctx {
     uint8_t nsecbuf[2 + DNSSEC_NSEC_MAX];
     answer_geo_entry_t geo_cache[ANSWER_GEO_CACHE];
     uint16_t cand[UINT16_MAX]; /* candidate RR indexes of one steered RRset */
+    /* Load shedding (answer/steer_shed.c): the weight the weighted and sticky orders read for
+     * each candidate of an RRset with a "shed" block, by record index (scaled down between the
+     * watermarks); filled by the shed step for the candidates it keeps, unused otherwise */
+    uint32_t wscaled[UINT16_MAX];
     uint32_t offs[UINT16_MAX]; /* RDATA offsets of the chosen RRs, in answer order */
 } answer_ctx_t;
 

@@ -100,6 +100,18 @@ enum {
     ANSWER_SEL_FILTER1, /* the first filter (asn, country or location) */
     ANSWER_SEL_FILTER2, /* the second (country after asn) */
     ANSWER_SEL_ORDER,   /* kept by the filters, not picked by order + count single */
+    ANSWER_SEL_SHED,    /* load shedding left it out (above high, or drawn between) */
+};
+/* What load shedding (steer_shed.c) made of each candidate's load (answer_trace_select_t). */
+enum {
+    ANSWER_SHED_NONE = 0, /* not a candidate when shedding ran (or it did not run) */
+    ANSWER_SHED_UNKNOWN,  /* no load reading (none, unparsable, stale): treated as unloaded */
+    ANSWER_SHED_BELOW,    /* below low: kept at its weight */
+    ANSWER_SHED_SCALED,   /* between: kept, weight scaled by (high - load) / (high - low) */
+    ANSWER_SHED_DRAWN,    /* between, order none/rr: left out by the draw */
+    ANSWER_SHED_SPARED,   /* between, order none/rr: kept by the draw (or all would go) */
+    ANSWER_SHED_OUT,      /* at or above high: left out */
+    ANSWER_SHED_OPEN,     /* at or above high, kept: every candidate was (fail open) */
 };
 
 /* The groups of the client's latency map entry a trace keeps (the fastest first). */
@@ -147,6 +159,14 @@ typedef struct answer_trace_select {
         uint32_t chosen_ms; /* MATCHED */
         const char *chosen; /* MATCHED: the group's name as the zone spells it */
     } latency;
+    /* load shedding (steer_shed.c), when the RRset has a "shed" block: each candidate's load
+     * as read (milli-units, HEALTH_LOAD_UNKNOWN), what it decided (ANSWER_SHED_*) and the
+     * weight the order then read */
+    bool shed;
+    bool shed_fail_open;
+    uint8_t shed_how[ANSWER_TRACE_RRS];
+    uint32_t load[ANSWER_TRACE_RRS];
+    uint32_t wscaled[ANSWER_TRACE_RRS];
 } answer_trace_select_t;
 
 typedef enum {

@@ -16,6 +16,9 @@
  *        location     — the records nearest the client (largest dot product of unit vectors,
  *                       ties kept); records without a location only when none has one; an
  *                       unlocated client keeps all;
+ *   1b. shed (an RRset with a "shed" block, steer_shed.h): records at or above their high
+ *      load watermark are left out while another stays below it; between the watermarks the
+ *      weight the order reads is scaled down (or, for none/rr, the record drawn out);
  *   2. order: none → the first remaining record; rr → one uniformly at random; weighted → one
  *      with probability weight / sum (all zero: uniform);
  *   3. count: single → that one record; multi → all remaining, rotated to start with it.

@@ -39,6 +39,8 @@ typedef struct config_health {
     unsigned max_requests;      /* checks in flight at once; default 100 (redins: 10) */
     unsigned max_pending;       /* redins' max_pending_requests: accepted; no queue to bound */
     unsigned update_interval_s; /* how long a state written to Redis lives (EX); default 600 */
+    unsigned load_poll_ms;      /* load shedding: HGET the Redis loads this often; default 1000
+                                   (ternd.yaml's load: redis_poll_ms; kept by a health reset) */
     char *ca_file;              /* CA bundle for https checks; NULL = the system's */
     config_redis_t redis;       /* state shared in redins' keys; redis.enabled false = none */
     bool log_enabled;           /* one line per check result (redins' healthcheck log) */

@@ -75,6 +75,9 @@
  *       password: ~                             # AUTH to the sentinels; unset = none
  *     read_from: primary                        # primary | replica (replica needs sentinel)
  *   (redis: ~ or no redis key: no Redis.)
+ *   load:                                       # load shedding (an RRset's "shed" block)
+ *     redis_poll_ms: 1000                       # shed.redis loads read this often over
+ *                                               #   health: redis, 100..3600000
  *   health:                                     # health checks (tern/health/health.h)
  *     enable: true                              # default true in a given block; false = none
  *     check_interval_ms: 10000                  # between checks of one endpoint, 100..86400000

@@ -30,6 +30,8 @@
  * protected by its mutex (loader, Redis source, checker and control threads). The rank is one
  * byte written with an atomic store by whoever changes status or override, under that mutex,
  * and read by workers with a relaxed atomic load: no lock and no allocation on the query path.
+ * The load cell (load shedding: health_ep_load()) is the same: 32 bits stored atomically by the
+ * checker thread (a check's reading, a Redis poll, or "unknown" once stale), read relaxed.
  */
 #ifndef TERN_HEALTH_HEALTH_H
 #define TERN_HEALTH_HEALTH_H
@@ -69,6 +71,24 @@ typedef enum { HEALTH_AUTO = 0, HEALTH_FORCE_UP, HEALTH_FORCE_DOWN } health_over
 #define HEALTH_DEFAULT_UP         3
 #define HEALTH_DEFAULT_DOWN       (-3)
 
+/* Load shedding (issue 33; answer/steer_shed.c): where a check's response carries the
+ * endpoint's load. Part of the spec, so two RRsets that check the same address but read their
+ * load from different places get two endpoints (two checks), each with its own load cell. */
+typedef enum {
+    HEALTH_LOAD_NONE = 0,
+    HEALTH_LOAD_HEADER, /* a number in response header load_key (http, https) */
+    HEALTH_LOAD_JSON,   /* a number at dotted path load_key in the JSON body (GET) */
+    HEALTH_LOAD_REDIS,  /* HGET load_key <address>, polled by the checker over its Redis */
+} health_load_src_t;
+/* The load cell's "no reading": missing, unparsable or stale (older than
+ * HEALTH_LOAD_STALE_CHECKS check intervals). Loads are milli-units (0.85 -> 850, 90 -> 90000). */
+#define HEALTH_LOAD_UNKNOWN UINT32_MAX
+/* A reading older than this many check intervals is unknown: one or two checks lost to a
+ * timeout keep the last reading; a signal that stopped coming does not steer for long. */
+#define HEALTH_LOAD_STALE_CHECKS 3
+/* A header name or JSON path: header names are short tokens, paths a few keys deep. */
+#define HEALTH_LOAD_KEY_MAX 128
+
 /* What is checked and how. The strings are borrowed by health_intern(), which copies them. */
 typedef struct health_spec {
     uint8_t proto;   /* health_proto_t */
@@ -87,11 +107,16 @@ typedef struct health_spec {
      * endpoint's Redis key (redins:healthcheck:<host>.:<ip>). Lowercase, no final dot; NULL for
      * a check shared by owners (tcp/icmp given by address in ternd.yaml). */
     const char *host;
+    uint8_t load_src;     /* health_load_src_t */
+    const char *load_key; /* the header name or JSON path; NULL without a load source */
 } health_spec_t;
 
 /* The part of an endpoint the query path sees: zone_geo_rr_t.health points at it. */
 typedef struct health_ep {
     uint8_t rank; /* HEALTH_RANK_*: read with health_ep_rank() only */
+    /* The last load reading in milli-units, or HEALTH_LOAD_UNKNOWN (also without a load
+     * source): written by the checker with an atomic store, read with health_ep_load() only. */
+    uint32_t load;
 } health_ep_t;
 
 /** The endpoint's rank, as the worker selecting a record sees it now. NULL (a record with no
@@ -99,6 +124,13 @@ typedef struct health_ep {
 static inline unsigned health_ep_rank(const health_ep_t *ep)
 {
     return ep ? __atomic_load_n(&ep->rank, __ATOMIC_RELAXED) : HEALTH_RANK_UP;
+}
+
+/** The endpoint's load as the worker selecting a record sees it now (milli-units), or
+ * HEALTH_LOAD_UNKNOWN: no source, no reading yet, or stale. NULL is unknown. Lock-free. */
+static inline uint32_t health_ep_load(const health_ep_t *ep)
+{
+    return ep ? __atomic_load_n(&ep->load, __ATOMIC_RELAXED) : HEALTH_LOAD_UNKNOWN;
 }
 
 /** "http", "https", "tcp", "icmp". */

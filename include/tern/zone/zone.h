@@ -60,6 +60,12 @@ typedef struct zone_geo_policy {
     uint8_t filter; /* zone_geo_filter_t */
     uint8_t count;  /* zone_geo_count_t */
     uint8_t order;  /* zone_geo_order_t */
+    /* Load shedding (issue 33, answer/steer_shed.c): the RRset's "shed" block. Each record's
+     * load is its health endpoint's cell (health_ep_load()); at or above shed_high a record is
+     * left out while another stays below it, between the watermarks its weight is scaled down.
+     * Milli-units, shed_low < shed_high; both 0 when shed is 0. */
+    uint8_t shed;
+    uint32_t shed_low, shed_high;
 } zone_geo_policy_t;
 
 /* A country code as two upper-case ASCII letters packed big-endian ('U' << 8 | 'S'). 0 stands for

@@ -3,7 +3,8 @@
  * module) against a real redis-server, through the connection type the zone source uses
  * (tern/redis/redis_conn.h): claim (no state: ours to check, the lock taken; the lock held:
  * wait), publish (redins' JSON with its expiry, the lock dropped), adopt a fresh state, Redis
- * gone (-1, counted, checked locally), and a client for Sentinel's settings.
+ * gone (-1, counted, checked locally), the loads of load shedding's Redis source, and a client
+ * for Sentinel's settings.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +87,56 @@ static void test_claim_publish_adopt(void **state)
     rsrv_stop(&srv);
 }
 
+/* Load shedding's Redis source: HGET <hash> <address> for each endpoint in one round trip (the
+ * operator's hash, no prefix); a number is the load, a missing field, a word or a key of another
+ * type is unknown; Redis gone: -1. */
+static void test_loads(void **state)
+{
+    (void)state;
+    redis_server_t srv;
+    rsrv_start(&srv, 0, NULL, NULL);
+    health_registry_t *reg = health_registry_new();
+    assert_non_null(reg);
+    struct ep *e[4];
+    const char *hash[4] = {"tern:load", "tern:load", "tern:load", "not:a:hash"};
+    for (int i = 0; i < 4; i++) {
+        health_spec_t spec;
+        health_spec_init(&spec);
+        spec.proto = HEALTH_TCP;
+        spec.family = 4;
+        spec.port = 8080;
+        spec.load_src = HEALTH_LOAD_REDIS;
+        spec.load_key = hash[i];
+        memcpy(spec.addr, (uint8_t[]){192, 0, 2, (uint8_t)(10 + i)}, 4);
+        e[i] = (struct ep *)health_intern(reg, &spec);
+        assert_non_null(e[i]);
+        assert_int_equal(health_ep_load(&e[i]->pub), HEALTH_LOAD_UNKNOWN);
+    }
+    redisContext *t = rsrv_connect(&srv, NULL);
+    freeReplyObject(redisCommand(t, "HSET tern:load 192.0.2.10 0.85 192.0.2.11 busy"));
+    freeReplyObject(redisCommand(t, "SET not:a:hash 5"));
+    config_redis_t rc = {.enabled = true, .host = "127.0.0.1", .port = srv.port, .prefix = "p:"};
+    hredis_t *h = hredis_new(&rc);
+    assert_non_null(h);
+    assert_true(hredis_ready(h, rsrv_now_ms()));
+    uint32_t loads[4];
+    assert_int_equal(hredis_loads(h, e, 4, loads), 0);
+    assert_int_equal(loads[0], 850);
+    assert_int_equal(loads[1], HEALTH_LOAD_UNKNOWN); /* "busy" */
+    assert_int_equal(loads[2], HEALTH_LOAD_UNKNOWN); /* no field for 192.0.2.12 */
+    assert_int_equal(loads[3], HEALTH_LOAD_UNKNOWN); /* WRONGTYPE */
+    assert_true(hredis_connected(h));                /* a reply error is no connection error */
+    redisFree(t);
+    rsrv_kill(&srv, SIGKILL);
+    assert_int_equal(hredis_loads(h, e, 4, loads), -1);
+    assert_false(hredis_connected(h));
+    hredis_free(h);
+    for (int i = 0; i < 4; i++)
+        health_ep_release(&e[i]->pub);
+    health_registry_free(reg);
+    rsrv_stop(&srv);
+}
+
 static void test_sentinel_settings(void **state)
 {
     (void)state;
@@ -111,6 +162,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claim_publish_adopt),
+        cmocka_unit_test(test_loads),
         cmocka_unit_test(test_sentinel_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

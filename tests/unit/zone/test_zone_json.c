@@ -794,6 +794,93 @@ static void test_health_check(void **state)
         label_err(bad[i].json, TERN_EINVAL, bad[i].want);
 }
 
+/* Load shedding's "shed" block (issue 33): the watermarks in milli-units on the policy, the
+ * source on the check's spec (its own endpoint: the same check without a load is another one),
+ * GET for a JSON body; each error names its field. */
+static void test_shed(void **state)
+{
+    (void)state;
+    health_registry_t *r = health_registry_new();
+    zone_json_opts_t o = {.health = r};
+    zone_t *z = one_label(&o, "www",
+                          "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}],"
+                          " \"health_check\": {\"enable\": true},"
+                          " \"shed\": {\"low\": 0.7, \"high\": 90, \"header\": \"X-Load\"}},"
+                          " \"aaaa\": {\"records\": [{\"ip\": \"2001:db8::1\"}],"
+                          " \"health_check\": {\"enable\": true},"
+                          " \"shed\": {\"low\": 1, \"high\": 2, \"json\": \"stats.load\"}}}");
+    /* a Redis load on a tcp check */
+    zone_t *zr = one_label(&o, "r",
+                           "{\"a\": {\"records\": [{\"ip\": \"192.0.2.9\"}],"
+                           " \"health_check\": {\"enable\": true, \"protocol\": \"tcp\","
+                           " \"port\": 80}, \"shed\": {\"low\": 50, \"high\": 80,"
+                           " \"redis\": \"tern:load\"}}}");
+    assert_int_equal(geo(zr, "r." ORIGIN, 1)->policy.shed_high, 80000);
+    zone_free(zr);
+    const zone_geo_t *g = geo(z, "www." ORIGIN, 1);
+    assert_non_null(g);
+    assert_int_equal(g->policy.shed, 1);
+    assert_int_equal(g->policy.shed_low, 700);
+    assert_int_equal(g->policy.shed_high, 90000);
+    assert_int_equal(health_ep_load(g->rr[0].health), HEALTH_LOAD_UNKNOWN);
+    const zone_geo_t *g6 = geo(z, "www." ORIGIN, 28);
+    assert_int_equal(g6->policy.shed_low, 1000);
+    size_t n = 0;
+    assert_int_equal(health_each(r, count_ep, &n), 2);
+    /* the same check without "shed" is another endpoint */
+    zone_t *z2 = one_label(&o, "www",
+                           "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}],"
+                           " \"health_check\": {\"enable\": true}}}");
+    assert_ptr_not_equal(geo(z2, "www." ORIGIN, 1)->rr[0].health, g->rr[0].health);
+    assert_int_equal(geo(z2, "www." ORIGIN, 1)->policy.shed, 0);
+    zone_free(z);
+    zone_free(z2);
+    health_registry_free(r);
+
+#define HC "\"health_check\": {\"enable\": true}, "
+#define A  "{\"a\": {\"records\": [{\"ip\": \"192.0.2.1\"}], "
+    static const struct {
+        const char *json;
+        const char *want;
+    } bad[] = {
+        {A HC "\"shed\": {\"low\": 0.9, \"high\": 0.7, \"header\": \"X\"}}}",
+         "a.shed: low (0.9) must be below high (0.7)"},
+        {A HC "\"shed\": {\"low\": 0.9, \"high\": 0.9, \"header\": \"X\"}}}",
+         "a.shed: low (0.9) must be below high (0.9)"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\", \"json\": \"l\"}}}",
+         "a.shed: give one load source, not header and json"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"snmp\": \"X\"}}}",
+         "a.shed.snmp: unknown load source (header, json or redis)"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2}}}", "a.shed: no load source"},
+        {A HC "\"shed\": {\"low\": \"1\", \"high\": 2, \"header\": \"X\"}}}",
+         "a.shed.low: expected a number, got a string"},
+        {A HC "\"shed\": {\"high\": 2, \"header\": \"X\"}}}", "a.shed.low: missing"},
+        {A HC "\"shed\": {\"low\": -1, \"high\": 2, \"header\": \"X\"}}}",
+         "a.shed.low: -1 is out of range"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"json\": \"a..b\"}}}",
+         "a.shed.json: expected a dotted path"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"header\": 5}}}",
+         "a.shed.header: expected a string"},
+        {A "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\"}}}",
+         "a.shed.header: a load source needs an enabled health_check block"},
+        {A "\"health_check\": {\"enable\": true, \"protocol\": \"tcp\", \"port\": 1}, "
+           "\"shed\": {\"low\": 1, \"high\": 2, \"header\": \"X\"}}}",
+         "a.shed.header: the load is read from an http or https check"},
+        {A "\"health_check\": {\"enable\": true, \"method\": \"HEAD\"}, "
+           "\"shed\": {\"low\": 1, \"high\": 2, \"json\": \"load\"}}}",
+         "a.shed.json: a load in the JSON body needs health_check.method GET"},
+        {A HC "\"shed\": 5}}", "a.shed: expected an object"},
+        {A "\"shed\": {\"low\": 1, \"high\": 2, \"redis\": \"loads\"}}}",
+         "a.shed.redis: a load source needs an enabled health_check block"},
+        {A HC "\"shed\": {\"low\": 1, \"high\": 2, \"redis\": \"\"}}}",
+         "a.shed.redis: expected a hash key"},
+    };
+#undef HC
+#undef A
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        label_err(bad[i].json, TERN_EINVAL, bad[i].want);
+}
+
 static void test_soa_required(void **state)
 {
     char err[512];
@@ -1117,6 +1204,7 @@ int main(void)
         cmocka_unit_test(test_same_owner_second_label_skipped),
         cmocka_unit_test(test_value_errors),
         cmocka_unit_test(test_health_check),
+        cmocka_unit_test(test_shed),
         cmocka_unit_test(test_soa_required),
         cmocka_unit_test(test_apex_ns_synthesised),
         cmocka_unit_test(test_max_ttl),

@@ -156,6 +156,31 @@ static void test_every_type_round_trips(void **state)
     tu_rmtree(dir);
 }
 
+/* Load shedding's "shed" block (issue 33) is the set's: an API edit of the records keeps it. */
+static void test_shed_kept(void **state)
+{
+    (void)state;
+    const char *old = "{\"a\": {\"ttl\": 300, \"health_check\": {\"enable\": true}, "
+                      "\"shed\": {\"low\": 0.5, \"high\": 0.9, \"redis\": \"tern:load\"}, "
+                      "\"records\": [{\"ip\": \"192.0.2.7\"}]}}";
+    const uint8_t a8[4] = {192, 0, 2, 8};
+    const uint8_t *rd[1] = {a8};
+    const uint16_t len[1] = {4};
+    char *out = NULL, err[256];
+    assert_int_equal(
+        zone_json_label_set(old, strlen(old), WIRE_T_A, 300, rd, len, 1, &out, err, sizeof(err)),
+        0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    assert_non_null(j);
+    json_t *shed = json_object_get(json_object_get(j, "a"), "shed");
+    assert_non_null(shed);
+    assert_string_equal(json_string_value(json_object_get(shed, "redis")), "tern:load");
+    assert_true(json_real_value(json_object_get(shed, "high")) == 0.9);
+    json_decref(j);
+    free(out);
+}
+
 /* An A set with a filter, a health check and a geo record: a new record joins, one goes, the
  * one that stays keeps its country, the set its filter and health check. */
 static void test_geo_fields_kept(void **state)
@@ -273,6 +298,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_type_round_trips),
         cmocka_unit_test(test_geo_fields_kept),
+        cmocka_unit_test(test_shed_kept),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_config_soa),
     };
