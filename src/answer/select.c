@@ -16,6 +16,10 @@
 
 #include "tern/answer/answer_trace.h"
 
+#include "select_int.h"
+#include "steer_sticky.h"
+#include "steer_tier.h"
+
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -273,6 +277,27 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
     return k;
 }
 
+/* The sticky order (steer_sticky.c) over c[0..n): the client's network hashed, the ECS scope
+ * widened to the bits hashed (the answer holds for that whole network), offs as scratch. */
+static void sticky(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g, uint16_t *c,
+                   unsigned n, uint32_t *offs, answer_trace_select_t *ts)
+{
+    if (!ctx->ent)
+        client_from_query(ctx);
+    steer_sticky_net_t net;
+    steer_sticky_net(ctx, &v->cfg, &g->policy, &net);
+    widen_scope(ctx, net.bits);
+    steer_sticky_order(ctx, g, c, n, &net, g->policy.count == ZONE_GEO_COUNT_SINGLE, offs);
+    ctx->info.steer.rules |= ANSWER_STEER_STICKY;
+    ctx->info.steer.sticky_prefix = net.bits;
+    if (unlikely(ts != NULL)) {
+        ts->sticky = true;
+        ts->sticky_bits = net.bits;
+        ts->sticky_family = net.family;
+        memcpy(ts->sticky_net, net.addr, sizeof(ts->sticky_net));
+    }
+}
+
 /* `ternctl explain`'s record of a filter step (answer_trace.h); ts is NULL on the workers. */
 #define TRACE_FILTER(step, asn, key)                                                               \
     do {                                                                                           \
@@ -292,11 +317,13 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
     answer_trace_select_t *ts = NULL;
     if (unlikely(ctx->trace != NULL))
         ts = answer_trace_select_begin(ctx->trace, g);
+    bool fail_open = false;
     if (g->health) {
         uint16_t open = ctx->info.health_fail_open;
         n = keep_healthy(ctx, g, c, n);
+        fail_open = ctx->info.health_fail_open != open;
         if (unlikely(ts != NULL)) {
-            ts->fail_open = ctx->info.health_fail_open != open;
+            ts->fail_open = fail_open;
             answer_trace_select_stage(ts, ANSWER_SEL_HEALTH, c, n);
         }
     }
@@ -333,6 +360,15 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         break;
     }
 
+    if (unlikely(g->tiers)) {
+        unsigned skipped;
+        n = steer_tier(g, c, n, fail_open, &ctx->info.steer.tier, &skipped, ts);
+        ctx->info.steer.rules |= ANSWER_STEER_TIER;
+        ctx->info.steer.tier_skipped = (uint8_t)(skipped > UINT8_MAX ? UINT8_MAX : skipped);
+        if (unlikely(ts != NULL))
+            answer_trace_select_stage(ts, ANSWER_SEL_TIER, c, n);
+    }
+
     unsigned first = 0;
     if (n > 1) {
         if (g->policy.order == ZONE_GEO_ORDER_RR) {
@@ -340,15 +376,19 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
         } else if (g->policy.order == ZONE_GEO_ORDER_WEIGHTED) {
             uint64_t sum = 0;
             for (unsigned i = 0; i < n; i++)
-                sum += g->rr[c[i]].weight;
+                sum += cand_weight(ctx, g, c, i);
             if (sum == 0) {
                 first = rnd_below(ctx, n);
             } else {
                 uint64_t x = rnd_below64(ctx, sum);
-                while (x >= g->rr[c[first]].weight) /* zero weights are never chosen */
-                    x -= g->rr[c[first++]].weight;
+                while (x >= cand_weight(ctx, g, c, first)) /* zero weights are never chosen */
+                    x -= cand_weight(ctx, g, c, first++);
             }
+        } else if (g->policy.order == ZONE_GEO_ORDER_STICKY) {
+            sticky(ctx, v, g, c, n, offs, ts);
         }
+    } else if (g->policy.order == ZONE_GEO_ORDER_STICKY && n == 1) {
+        sticky(ctx, v, g, c, n, offs, ts); /* the scope and the log say so for one record too */
     }
     if (g->policy.count == ZONE_GEO_COUNT_SINGLE && n > 0) {
         offs[0] = g->rr[c[first]].off;

@@ -536,7 +536,8 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                         .asn_off = (uint32_t)b->asn_count,
                         .nasn = (uint16_t)meta->nasns,
                         .ncc = (uint8_t)meta->ncountries,
-                        .has_loc = meta->has_location};
+                        .has_loc = meta->has_location,
+                        .priority = meta->priority};
     if (meta->has_location)
         unit_vector(meta->lat, meta->lon, m->loc);
     int rc = add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, (uint32_t)b->meta_count + 1);
@@ -567,7 +568,8 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
         return TERN_EINVAL;
     }
     if (policy->filter > ZONE_GEO_FILTER_LOCATION || policy->count > ZONE_GEO_COUNT_SINGLE ||
-        policy->order > ZONE_GEO_ORDER_RR) {
+        policy->order > ZONE_GEO_ORDER_STICKY || policy->nmin > ZONE_GEO_TIERS_MAX ||
+        policy->sticky_v4 > 32 || policy->sticky_v6 > 128) {
         set_err(b, "%s: invalid steering policy", loc);
         return TERN_EINVAL;
     }

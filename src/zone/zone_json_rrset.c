@@ -157,6 +157,74 @@ static int parse_asns(const struct ectx *e, struct pend *p, json_t *rec, const c
     return 0;
 }
 
+/* filter.min_healthy (issue 33, failover tiers): a number for every tier, or an object
+ * {"<priority>": N} for the tiers it lists (the others need 1). */
+static int parse_min_healthy(const struct ectx *e, json_t *f, const char *fpath,
+                             zone_geo_policy_t *pol)
+{
+    char path[PATH_MAX_LEN], epath[PATH_MAX_LEN], q[QUOTE_MAX + 4];
+    json_t *v = zone_json_field(f, "min_healthy");
+    if (!v)
+        return 0;
+    zone_json_join(path, sizeof(path), fpath, "min_healthy");
+    if (json_is_integer(v)) {
+        uint64_t n = 0;
+        int rc = zone_json_get_uint(e, f, fpath, "min_healthy", UINT16_MAX, &n, NULL);
+        if (rc < 0)
+            return rc;
+        if (n == 0)
+            return zone_json_fail(e, TERN_EINVAL, "%s: 0 is out of range (1 to 65535)", path);
+        pol->min_healthy = (uint16_t)n;
+        return 0;
+    }
+    if (!json_is_object(v))
+        return zone_json_fail(e, TERN_EINVAL, "%s: expected a number or an object, got %s", path,
+                              zone_json_type_name(v));
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x)
+    {
+        char *end;
+        zone_json_pathf(epath, sizeof(epath), "%s.%s", path, zone_json_quote(k, strlen(k), q));
+        unsigned long prio = strtoul(k, &end, 10);
+        if (!*k || *end || !isdigit((unsigned char)k[0]) || prio > UINT16_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: the key is not a priority (0 to 65535)",
+                                  epath);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > UINT16_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: expected an integer 1 to 65535", epath);
+        unsigned i;
+        for (i = 0; i < pol->nmin && pol->min[i].priority != prio; i++)
+            ;
+        if (i == ZONE_GEO_TIERS_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: more than %d tiers listed", path,
+                                  ZONE_GEO_TIERS_MAX);
+        pol->min[i] = (zone_geo_min_t){(uint16_t)prio, (uint16_t)json_integer_value(x)};
+        if (i == pol->nmin)
+            pol->nmin++;
+    }
+    return 0;
+}
+
+/* filter.sticky_prefix: {"v4": N, "v6": N}, the bits of the client's network the sticky order
+ * hashes (0 or absent: the server's steering: default). */
+static int parse_sticky_prefix(const struct ectx *e, json_t *f, const char *fpath,
+                               zone_geo_policy_t *pol)
+{
+    char path[PATH_MAX_LEN];
+    json_t *o;
+    int rc = zone_json_get_obj(e, f, fpath, "sticky_prefix", &o);
+    if (rc < 0 || !o)
+        return rc;
+    zone_json_join(path, sizeof(path), fpath, "sticky_prefix");
+    uint32_t v4 = 0, v6 = 0;
+    if ((rc = zone_json_get_u32(e, o, path, "v4", 32, &v4)) < 0 ||
+        (rc = zone_json_get_u32(e, o, path, "v6", 128, &v6)) < 0)
+        return rc;
+    pol->sticky_v4 = (uint8_t)v4;
+    pol->sticky_v6 = (uint8_t)v6;
+    return 0;
+}
+
 static int parse_filter(const struct ectx *e, json_t *set, const char *base, zone_geo_policy_t *pol,
                         bool *present)
 {
@@ -164,7 +232,8 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
         [ZONE_GEO_COUNT_MULTI] = "multi", [ZONE_GEO_COUNT_SINGLE] = "single"};
     static const char *const orders[] = {[ZONE_GEO_ORDER_NONE] = "none",
                                          [ZONE_GEO_ORDER_WEIGHTED] = "weighted",
-                                         [ZONE_GEO_ORDER_RR] = "rr"};
+                                         [ZONE_GEO_ORDER_RR] = "rr",
+                                         [ZONE_GEO_ORDER_STICKY] = "sticky"};
     static const char *const filters[] = {[ZONE_GEO_FILTER_NONE] = "none",
                                           [ZONE_GEO_FILTER_COUNTRY] = "country",
                                           [ZONE_GEO_FILTER_ASN] = "asn",
@@ -177,7 +246,7 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
         const char *expect;
     } fields[] = {
         {"count", counts, 2, "multi or single"},
-        {"order", orders, 3, "none, weighted or rr"},
+        {"order", orders, 4, "none, weighted or rr (redins' orders), or sticky"},
         {"geo_filter", filters, 5, "none, country, location, asn or asn+country"},
     };
     char path[PATH_MAX_LEN], q[QUOTE_MAX + 4];
@@ -213,6 +282,9 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
     pol->count = val[0];
     pol->order = val[1];
     pol->filter = val[2];
+    if ((rc = parse_min_healthy(e, f, path, pol)) < 0 ||
+        (rc = parse_sticky_prefix(e, f, path, pol)) < 0)
+        return rc;
     return 0;
 }
 
@@ -417,12 +489,14 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
                 family, type == WIRE_T_AAAA && v4 ? " (an IPv4 address belongs under \"a\")" : "");
         }
         struct prr r = {0};
-        uint64_t w = 0;
+        uint64_t w = 0, prio = 0;
         if ((rc = parse_countries(e, p, rec, path, &r)) < 0 ||
             (rc = parse_asns(e, p, rec, path, &r)) < 0 ||
-            (rc = zone_json_get_uint(e, rec, path, "weight", UINT32_MAX, &w, NULL)) < 0)
+            (rc = zone_json_get_uint(e, rec, path, "weight", UINT32_MAX, &w, NULL)) < 0 ||
+            (rc = zone_json_get_uint(e, rec, path, "priority", UINT16_MAX, &prio, NULL)) < 0)
             return rc;
         r.meta.weight = (uint32_t)w;
+        r.meta.priority = (uint16_t)prio;
         if (o->locate) {
             double lat, lon;
             if (o->locate(o->locate_ctx, family, addr, &lat, &lon)) {

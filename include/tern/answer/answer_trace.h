@@ -100,7 +100,22 @@ enum {
     ANSWER_SEL_FILTER1, /* the first filter (asn, country or location) */
     ANSWER_SEL_FILTER2, /* the second (country after asn) */
     ANSWER_SEL_ORDER,   /* kept by the filters, not picked by order + count single */
+    ANSWER_SEL_TIER,    /* a better failover tier was answered (steer_tier.c) */
 };
+
+/* How the failover tiers decided (steer_tier.c). */
+enum {
+    ANSWER_TIER_QUALIFIED = 0, /* the first tier with >= min_healthy candidates */
+    ANSWER_TIER_FULLEST = 1,   /* none had: the one with the most candidates */
+    ANSWER_TIER_FAIL_OPEN = 2, /* every record was down: the best priority present */
+};
+/* Tiers passed over that a trace describes: as many as a policy lists (ZONE_GEO_TIERS_MAX). */
+#define ANSWER_TRACE_TIERS ZONE_GEO_TIERS_MAX
+typedef struct answer_trace_tier {
+    uint16_t priority;
+    uint16_t have; /* candidates it had */
+    uint16_t need; /* its min_healthy */
+} answer_trace_tier_t;
 
 /* How a filter step ended (select.h: matching records, else those that list nothing, else all). */
 enum {
@@ -127,8 +142,20 @@ typedef struct answer_trace_select {
     answer_geo_entry_t geo;
     uint8_t rank[ANSWER_TRACE_RRS];    /* health rank as read (HEALTH_RANK_*) */
     uint8_t dropped[ANSWER_TRACE_RRS]; /* ANSWER_SEL_* */
-    uint16_t nout;                     /* records given */
-    uint16_t out[ANSWER_TRACE_RRS];    /* their indexes in g->rr, in answer order */
+    /* failover tiers (steer_tier.c): the tier answered, how, and the tiers passed over */
+    bool tiered;
+    uint8_t tier_how; /* ANSWER_TIER_* */
+    uint16_t tier;
+    uint16_t tier_skipped;
+    uint8_t ntiers;
+    answer_trace_tier_t tiers[ANSWER_TRACE_TIERS];
+    /* the sticky order (steer_sticky.c): the client network hashed */
+    bool sticky;
+    uint8_t sticky_bits;
+    int sticky_family;
+    uint8_t sticky_net[16];
+    uint16_t nout;                  /* records given */
+    uint16_t out[ANSWER_TRACE_RRS]; /* their indexes in g->rr, in answer order */
 } answer_trace_select_t;
 
 typedef enum {
