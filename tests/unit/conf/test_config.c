@@ -574,13 +574,38 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 57);
+    assert_int_equal(count, 57 + 1 /* steering */);
     /* xdp 1; a zone 16, its dnssec 3, its catalog_consumer 2, a group 1; catalogs 5;
      * dnssec_policies 16; api 5, a key 4; tls 9; redis 17; health 8, its log 4, a check 12; acl
      * 3, ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its
-     * requests 4 */
+     * requests 4; steering 2 */
     assert_int_equal(nested, 1 + 16 + 3 + 2 + 1 + 5 + 16 + 5 + 4 + 9 + 17 + 8 + 4 + 12 + 3 + 8 + 9 +
-                                 4 + 4 + 4 + 5 + 6 + 4);
+                                 4 + 4 + 4 + 5 + 6 + 4 + 2);
+}
+
+/* steering: the sticky order's server-wide prefix lengths (issue 33). */
+static void test_steering(void **state)
+{
+    (void)state;
+    config_t c = load_text("listen: \"127.0.0.1:5353\"\n");
+    assert_int_equal(c.steering.sticky_prefix_v4, 24);
+    assert_int_equal(c.steering.sticky_prefix_v6, 56);
+    config_free(&c);
+    c = load_text("listen: \"127.0.0.1:5353\"\nsteering:\n  sticky_prefix_v4: 20\n");
+    assert_int_equal(c.steering.sticky_prefix_v4, 20);
+    assert_int_equal(c.steering.sticky_prefix_v6, 56);
+    config_free(&c);
+    c = load_text("listen: \"127.0.0.1:5353\"\nsteering: {sticky_prefix_v6: 48}\n");
+    assert_int_equal(c.steering.sticky_prefix_v4, 24);
+    assert_int_equal(c.steering.sticky_prefix_v6, 48);
+    config_free(&c);
+    expect_error("steering:\n  sticky_prefix_v4: 0\n", 2,
+                 "steering: sticky_prefix_v4: 0 is out of range 1..32");
+    expect_error("steering:\n  sticky_prefix_v6: 129\n", 2,
+                 "steering: sticky_prefix_v6: 129 is out of range 1..128");
+    expect_error("steering:\n  sticky_prefix: 24\n", 2,
+                 "steering: unknown key \"sticky_prefix\" (want sticky_prefix_v4, "
+                 "sticky_prefix_v6)");
 }
 
 /* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */
@@ -3183,6 +3208,7 @@ int main(void)
         cmocka_unit_test(test_example_health_block),
         cmocka_unit_test(test_example_aname_block),
         cmocka_unit_test(test_example_has_every_option),
+        cmocka_unit_test(test_steering),
         cmocka_unit_test(test_xdp_listen),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),
