@@ -96,23 +96,35 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
     ctx->ent = e;
 }
 
-/* The address geo decisions are about: a usable ECS option's, else the packet's source. Run once
- * per query, at the first filter that needs it (later ones in a CNAME chain reuse ctx->ent). */
-static void client_from_query(answer_ctx_t *ctx)
+/* The address steering decisions are about: a usable ECS option's, else the packet's source
+ * (family AF_INET / AF_INET6 with its bytes at *addr, or 0 and NULL: unknown). */
+static int query_client(const answer_ctx_t *ctx, const uint8_t **addr)
 {
     const wire_ecs_t *ecs = ctx->q_ecs;
     const struct sockaddr *src = ctx->q_src;
     if (ecs && ecs->source_prefix > 0) {
-        answer_set_client(ctx, ecs->family == 1 ? AF_INET : AF_INET6, ecs->addr);
-    } else if (src && src->sa_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)src;
-        answer_set_client(ctx, AF_INET, (const uint8_t *)&a->sin_addr);
-    } else if (src && src->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)src;
-        answer_set_client(ctx, AF_INET6, a->sin6_addr.s6_addr);
-    } else {
-        answer_set_client(ctx, 0, NULL);
+        *addr = ecs->addr;
+        return ecs->family == 1 ? AF_INET : AF_INET6;
     }
+    if (src && src->sa_family == AF_INET) {
+        *addr = (const uint8_t *)&((const struct sockaddr_in *)src)->sin_addr;
+        return AF_INET;
+    }
+    if (src && src->sa_family == AF_INET6) {
+        *addr = ((const struct sockaddr_in6 *)src)->sin6_addr.s6_addr;
+        return AF_INET6;
+    }
+    *addr = NULL;
+    return 0;
+}
+
+/* The client geo decisions are about, set once per query at the first filter that needs it
+ * (later ones in a CNAME chain reuse ctx->ent). */
+static void client_from_query(answer_ctx_t *ctx)
+{
+    const uint8_t *addr;
+    int family = query_client(ctx, &addr);
+    answer_set_client(ctx, family, addr);
 }
 
 static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
@@ -282,10 +294,12 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
 static void sticky(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g, uint16_t *c,
                    unsigned n, uint32_t *offs, answer_trace_select_t *ts)
 {
-    if (!ctx->ent)
-        client_from_query(ctx);
+    /* the client as geo set it, else straight from the query: the sticky order needs no geo
+     * cache entry, and a cache line per query is most of what it would cost */
+    const uint8_t *addr = ctx->client_addr;
+    int family = ctx->ent ? ctx->client_family : query_client(ctx, &addr);
     steer_sticky_net_t net;
-    steer_sticky_net(ctx, &v->cfg, &g->policy, &net);
+    steer_sticky_net(family, addr, ctx->q_ecs, &v->cfg, &g->policy, &net);
     widen_scope(ctx, net.bits);
     steer_sticky_order(ctx, g, c, n, &net, g->policy.count == ZONE_GEO_COUNT_SINGLE, offs);
     ctx->info.steer.rules |= ANSWER_STEER_STICKY;

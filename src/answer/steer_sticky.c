@@ -28,11 +28,17 @@
 #include "select_int.h"
 #include "tern/common/hash.h"
 
-void steer_sticky_net(const answer_ctx_t *ctx, const answer_config_t *cfg,
-                      const zone_geo_policy_t *p, steer_sticky_net_t *net)
+void steer_sticky_net(int family, const uint8_t *addr, const wire_ecs_t *ecs,
+                      const answer_config_t *cfg, const zone_geo_policy_t *p,
+                      steer_sticky_net_t *net)
 {
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
     memset(net, 0, sizeof(*net));
-    net->family = ctx->client_family;
+    if (family == AF_INET6 && memcmp(addr, mapped, sizeof(mapped)) == 0) {
+        family = AF_INET; /* as geo takes it (answer_set_client()) */
+        addr += 12;
+    }
+    net->family = family;
     unsigned max = 0, bits = 0;
     if (net->family == AF_INET) {
         max = 32;
@@ -45,37 +51,49 @@ void steer_sticky_net(const answer_ctx_t *ctx, const answer_config_t *cfg,
                : cfg->sticky_prefix_v6 ? cfg->sticky_prefix_v6
                                        : ANSWER_STICKY_V6;
     }
-    const wire_ecs_t *ecs = ctx->q_ecs;
-    /* the client came from the ECS option (select.c client_from_query()): never hash more of
-     * it than the resolver sent */
+    /* the client came from the ECS option (select.c query_client()): never hash more of it
+     * than the resolver sent */
     if (ecs && ecs->source_prefix > 0 && ecs->source_prefix < bits)
         bits = ecs->source_prefix;
     if (bits > max)
         bits = max;
     net->bits = (uint8_t)bits;
     unsigned full = bits / 8, rest = bits % 8;
-    memcpy(net->addr, ctx->client_addr, full);
+    if (full)
+        memcpy(net->addr, addr, full);
     if (rest)
-        net->addr[full] = (uint8_t)(ctx->client_addr[full] & (0xFF00u >> rest));
+        net->addr[full] = (uint8_t)(addr[full] & (0xFF00u >> rest));
     net->hash =
         tern_hash64(net->addr, sizeof(net->addr), (uint64_t)(unsigned)net->family << 8 | bits);
 }
 
+/* The 64 random bits of (network, record): u is their top 53 bits as a fraction. */
+static inline uint64_t pair_bits(uint64_t h, uint32_t ident)
+{
+    return tern_mix64(h + (uint64_t)ident * 0x9E3779B97F4A7C15ull);
+}
+
 double steer_sticky_score(uint64_t h, uint32_t ident, uint32_t w)
 {
-    uint64_t x = tern_mix64(h + (uint64_t)ident * 0x9E3779B97F4A7C15ull);
+    uint64_t x = pair_bits(h, ident);
     double u = ((double)(x >> 11) + 0.5) * 0x1p-53; /* in (0, 1): never 0, never 1 */
     return -log(u) / (double)w;
 }
 
-/* The sort key of a score: positive floats order as their bits; records of weight 0 (while a
- * positive one remains) after every positive one, in their unit-weight order. */
-static uint32_t score_key(double s, bool zero)
+/* The sort key of a record: with weights that differ, its score (positive floats order as their
+ * bits); with equal weights the score is monotonic in u alone, so the pair's bits stand in and
+ * no log is taken (the usual sticky RRset weighs its records alike). Records of weight 0, while
+ * a positive one remains, sort after every positive one, in their own unit-weight order. */
+static uint32_t sort_key(uint64_t h, uint32_t ident, uint32_t w, bool equal, bool zero)
 {
-    float f = (float)s;
+    if (equal || zero) {
+        uint32_t k = (uint32_t)(~pair_bits(h, ident) >> 33); /* larger u: smaller key */
+        return zero ? 0x80000000u | k : k;
+    }
+    float f = (float)steer_sticky_score(h, ident, w);
     uint32_t b;
     memcpy(&b, &f, sizeof(b));
-    return zero ? 0x7F800000u + (b >> 9) : b;
+    return b >> 1; /* below 0x40000000: before every zero-weight key */
 }
 
 void steer_sticky_order(const answer_ctx_t *ctx, const zone_geo_t *g, uint16_t *c, unsigned n,
@@ -83,20 +101,37 @@ void steer_sticky_order(const answer_ctx_t *ctx, const zone_geo_t *g, uint16_t *
 {
     if (n < 2)
         return;
-    bool any = false;
-    for (unsigned i = 0; i < n && !any; i++)
-        any = cand_weight(ctx, g, c, i) > 0;
+    /* weights: any positive one (zeros then never win), and whether the positive ones are equal */
+    uint32_t wpos = 0;
+    bool equal = true;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t w = cand_weight(ctx, g, c, i);
+        if (w && !wpos)
+            wpos = w;
+        else if (w && w != wpos)
+            equal = false;
+    }
     if (single) {
         unsigned best = 0;
+        uint64_t bx = 0;
         double bs = INFINITY;
         for (unsigned i = 0; i < n; i++) {
             uint32_t w = cand_weight(ctx, g, c, i);
-            if (any && w == 0)
+            if (wpos && w == 0)
                 continue;
-            double s = steer_sticky_score(net->hash, g->rr[c[i]].ident, any ? w : 1);
-            if (s < bs) {
-                bs = s;
-                best = i;
+            uint32_t id = g->rr[c[i]].ident;
+            if (equal) {
+                uint64_t x = pair_bits(net->hash, id);
+                if (x >= bx) {
+                    bx = x;
+                    best = i;
+                }
+            } else {
+                double sc = steer_sticky_score(net->hash, id, w);
+                if (sc < bs) {
+                    bs = sc;
+                    best = i;
+                }
             }
         }
         uint16_t t = c[0];
@@ -106,9 +141,7 @@ void steer_sticky_order(const answer_ctx_t *ctx, const zone_geo_t *g, uint16_t *
     }
     for (unsigned i = 0; i < n; i++) {
         uint32_t w = cand_weight(ctx, g, c, i);
-        bool zero = any && w == 0;
-        scratch[i] =
-            score_key(steer_sticky_score(net->hash, g->rr[c[i]].ident, zero || !any ? 1 : w), zero);
+        scratch[i] = sort_key(net->hash, g->rr[c[i]].ident, w, equal, wpos && w == 0);
     }
     /* Shell sort (Ciura's gaps) of the (key, candidate) pairs: no allocation, and quick enough
      * for the few records an RRset steers between */

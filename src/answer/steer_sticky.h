@@ -24,12 +24,13 @@ typedef struct steer_sticky_net {
     uint64_t hash;
 } steer_sticky_net_t;
 
-/** The client network the sticky order hashes for RRset policy p: the query's usable ECS
- * address truncated to min(its source prefix, the configured length), else the client's address
- * truncated to the configured length (the RRset's sticky_prefix, else cfg's). The client must be
- * set (ctx->ent non-NULL). */
-void steer_sticky_net(const answer_ctx_t *ctx, const answer_config_t *cfg,
-                      const zone_geo_policy_t *p, steer_sticky_net_t *net);
+/** The client network the sticky order hashes for RRset policy p: the client's address (family
+ * AF_INET or AF_INET6, an IPv4-mapped IPv6 address taken as IPv4; 0: unknown, addr unread)
+ * truncated to the configured length (the RRset's sticky_prefix, else cfg's), and to the source
+ * prefix of ecs when the query carries a usable one (the client is then its address). */
+void steer_sticky_net(int family, const uint8_t *addr, const wire_ecs_t *ecs,
+                      const answer_config_t *cfg, const zone_geo_policy_t *p,
+                      steer_sticky_net_t *net);
 
 /** Record r's rendezvous score for network hash h with weight w (> 0): -ln(u) / w, u uniform
  * in (0, 1) from a hash of (h, r's identity). The lowest score wins. */

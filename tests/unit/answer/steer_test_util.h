@@ -36,7 +36,8 @@ static inline int stu_try(health_registry_t *hr, const char *aset, zone_t **out,
     assert_int_equal(zone_json_config(zj, STU_CONFIG, strlen(STU_CONFIG), err, errlen), 0);
     const char *apex = "{\"ns\": {\"records\": [{\"host\": \"ns1.t.test.\"}]}}";
     assert_int_equal(zone_json_label(zj, "@", apex, strlen(apex), err, errlen), 0);
-    snprintf(label, sizeof(label), "{\"a\": %s}", aset);
+    int k = snprintf(label, sizeof(label), "{\"a\": %s}", aset);
+    assert_true(k > 0 && (size_t)k < sizeof(label));
     int rc = zone_json_label(zj, "www", label, strlen(label), err, errlen);
     if (rc < 0) {
         zone_json_free(zj);

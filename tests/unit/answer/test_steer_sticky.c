@@ -92,6 +92,20 @@ static void test_chi_square(void **st)
     assert_int_equal(stu_ctx.info.steer.rules, ANSWER_STEER_STICKY);
     assert_int_equal(stu_ctx.info.steer.sticky_prefix, 24);
     zone_free(z);
+    /* equal weights (no log taken: steer_sticky.c): uniform over 8, chi-square with 7 degrees
+     * of freedom below 24.322, the critical value at p = 0.001 */
+    g = stu_build(NULL, sticky_set(set, sizeof(set), SINGLE, 1, 8, NULL), &z);
+    unsigned eq[9] = {0};
+    for (unsigned i = 0; i < CLIENTS; i++)
+        eq[pick1(g, i, 1)]++;
+    chi = 0;
+    for (unsigned k = 1; k <= 8; k++) {
+        double want = CLIENTS / 8.0;
+        chi += (eq[k] - want) * (eq[k] - want) / want;
+    }
+    printf("sticky chi-square, equal weights (df 7): %.3f\n", chi);
+    assert_true(chi < 24.322);
+    zone_free(z);
 }
 
 /* Removing record k of N moves exactly the clients that had it (about 1/N); adding one takes
