@@ -3,18 +3,20 @@
  *
  * The rule, and whose it is:
  *   - Tiers are the candidates grouped by priority, ascending (lower is preferred). The first
- *     tier with at least min_healthy candidates is answered — NS1's "priority" filter with
- *     "up" records, and gdnsd's metafo (datacenters in order, the first one "up" answers) with
- *     multifo's up_thresh turned into a count: a tier with fewer healthy records than that is
- *     treated as down and the answer falls to the next.
+ *     tier with at least min_healthy candidates is answered. This is gdnsd's metafo (datacenters
+ *     tried in order, the first whose sub-plugin succeeds answers: src/plugins/meta_core.inc)
+ *     over multifo's up_thresh (a datacenter "succeeds" while non_down >= ceil(up_thresh x
+ *     total): docs/gdnsd-plugin-multifo.podin), with the threshold an absolute count, because
+ *     operators size a tier by the servers it needs to carry the load, not by a fraction of
+ *     what it has. NS1's priority filter is the default, 1: the best priority with a record up.
  *   - When no tier qualifies, the tier with the most candidates is answered (ties: the better
- *     priority). gdnsd's metafo answers the first datacenter when every one is down (its
- *     documented "all down: the first one's results, as if up"); we have a count to go by and
- *     prefer the tier that can still carry the most load, which for tiers of equal size is the
- *     same as gdnsd's first.
+ *     priority). gdnsd answers the FIRST datacenter then ("all datacenters failed ... use first
+ *     dc", meta_core.inc), with every address of it, down ones included (multifo's fallback).
+ *     We keep health's verdict and prefer the tier that can still carry the most load; for
+ *     tiers of equal size that is gdnsd's choice.
  *   - When health failed open (every record of the RRset down, select.c kept them all), nothing
- *     tells the tiers apart but their priority: the best priority present answers, as metafo
- *     does.
+ *     tells the tiers apart but their priority: the best priority present answers, as metafo's
+ *     first datacenter does.
  *   - The candidates are what health, the geo filter and shedding left, so a tier emptied by
  *     load spills to the next (issue 33's pipeline).
  * Cost: one pass per tier looked at (tiers are a handful), nothing allocated; the candidates keep

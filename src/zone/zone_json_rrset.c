@@ -6,7 +6,8 @@
  * when serving it — an A/AAAA without "ip", an NS/MX/SRV without a host, a TXT with empty text —
  * we drop it here, silently as redins does. A and AAAA carry redins' geo metadata per record
  * (country, asn, weight, a location from the locate hook) and two blocks per RRset: "filter"
- * (the steering policy) and "health_check".
+ * (the steering policy) and "health_check". Beyond redins (issue 33): a record's "priority"
+ * (its failover tier), and in "filter" "min_healthy", "sticky_prefix" and order "sticky".
  */
 #include <arpa/inet.h>
 #include <ctype.h>
