@@ -727,3 +727,42 @@ def geo_fixtures(ternctl, data, asn_csv):
     subprocess.run([ternctl, "asn", "compile", "-o", table, csv], check=True, timeout=60,
                    stdout=subprocess.DEVNULL)
     return table
+
+
+def http_ok_server(addr, port):
+    """An HTTP server on addr:port answering 200 with an empty body to HEAD and GET (what a health
+    check takes for up), served by a daemon thread: (server, thread); http_stop() ends it."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+        do_HEAD = answer
+        do_GET = answer
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    server = Server((addr, port), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    return server, thread
+
+
+def http_stop(server, thread, timeout=15.0):
+    """End an http_ok_server(): its port is closed when this returns."""
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=timeout)

@@ -23,7 +23,6 @@ a validating Unbound, ternctl and dnspython.
 
 import argparse
 import errno
-import http.server
 import json
 import os
 import re
@@ -32,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import dns.edns
@@ -62,39 +60,15 @@ class Backend:
 
     def __init__(self, addr, port):
         self.addr, self.port = addr, port
-        self.httpd = self.thread = None
+        self.server = self.thread = None
 
     def start(self):
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def answer(self):
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.send_header("Connection", "close")
-                self.end_headers()
-
-            do_HEAD = answer
-            do_GET = answer
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self.httpd = Server((self.addr, self.port), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.server, self.thread = servers.http_ok_server(self.addr, self.port)
 
     def stop(self):
-        if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(timeout=WAIT)
-            self.httpd = None
+        if self.server:
+            servers.http_stop(self.server, self.thread, WAIT)
+            self.server = None
 
 
 def start_backends(addrs):

@@ -587,18 +587,20 @@ static void test_example_has_every_option(void **state)
 static void test_steering(void **state)
 {
     (void)state;
-    config_t c = load_text("listen: \"127.0.0.1:5353\"\n");
-    assert_int_equal(c.steering.sticky_prefix_v4, 24);
-    assert_int_equal(c.steering.sticky_prefix_v6, 56);
-    config_free(&c);
-    c = load_text("listen: \"127.0.0.1:5353\"\nsteering:\n  sticky_prefix_v4: 20\n");
-    assert_int_equal(c.steering.sticky_prefix_v4, 20);
-    assert_int_equal(c.steering.sticky_prefix_v6, 56);
-    config_free(&c);
-    c = load_text("listen: \"127.0.0.1:5353\"\nsteering: {sticky_prefix_v6: 48}\n");
-    assert_int_equal(c.steering.sticky_prefix_v4, 24);
-    assert_int_equal(c.steering.sticky_prefix_v6, 48);
-    config_free(&c);
+    static const struct {
+        const char *text;
+        unsigned v4, v6;
+    } ok[] = {
+        {"listen: \"127.0.0.1:5353\"\n", 24, 56}, /* RFC 7871's lengths by default */
+        {"listen: \"127.0.0.1:5353\"\nsteering:\n  sticky_prefix_v4: 20\n", 20, 56},
+        {"listen: \"127.0.0.1:5353\"\nsteering: {sticky_prefix_v6: 48}\n", 24, 48},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(ok); i++) {
+        config_t c = load_text(ok[i].text);
+        assert_int_equal(c.steering.sticky_prefix_v4, ok[i].v4);
+        assert_int_equal(c.steering.sticky_prefix_v6, ok[i].v6);
+        config_free(&c);
+    }
     expect_error("steering:\n  sticky_prefix_v4: 0\n", 2,
                  "steering: sticky_prefix_v4: 0 is out of range 1..32");
     expect_error("steering:\n  sticky_prefix_v6: 129\n", 2,
