@@ -299,7 +299,10 @@ static void sticky(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *
     const uint8_t *addr = ctx->client_addr;
     int family = ctx->ent ? ctx->client_family : query_client(ctx, &addr);
     steer_sticky_net_t net;
-    steer_sticky_net(family, addr, ctx->q_ecs, &v->cfg, &g->policy, &net);
+    steer_sticky_net(family, addr, ctx->ent && ctx->client_mapped, ctx->q_ecs, &v->cfg, &g->policy,
+                     &net);
+    if (!ctx->ent)
+        ctx->client_mapped = net.mapped; /* the scope is then written in the option's bits */
     widen_scope(ctx, net.bits);
     steer_sticky_order(ctx, g, c, n, &net, g->policy.count == ZONE_GEO_COUNT_SINGLE, offs);
     ctx->info.steer.rules |= ANSWER_STEER_STICKY;

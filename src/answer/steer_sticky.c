@@ -28,15 +28,17 @@
 #include "select_int.h"
 #include "tern/common/hash.h"
 
-void steer_sticky_net(int family, const uint8_t *addr, const wire_ecs_t *ecs,
+void steer_sticky_net(int family, const uint8_t *addr, bool mapped, const wire_ecs_t *ecs,
                       const answer_config_t *cfg, const zone_geo_policy_t *p,
                       steer_sticky_net_t *net)
 {
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
     memset(net, 0, sizeof(*net));
-    if (family == AF_INET6 && memcmp(addr, mapped, sizeof(mapped)) == 0) {
+    net->mapped = mapped;
+    if (family == AF_INET6 && memcmp(addr, v4mapped, sizeof(v4mapped)) == 0) {
         family = AF_INET; /* as geo takes it (answer_set_client()) */
         addr += 12;
+        net->mapped = true;
     }
     net->family = family;
     unsigned max = 0, bits = 0;
@@ -52,9 +54,14 @@ void steer_sticky_net(int family, const uint8_t *addr, const wire_ecs_t *ecs,
                                        : ANSWER_STICKY_V6;
     }
     /* the client came from the ECS option (select.c query_client()): never hash more of it
-     * than the resolver sent */
-    if (ecs && ecs->source_prefix > 0 && ecs->source_prefix < bits)
-        bits = ecs->source_prefix;
+     * than the resolver sent (an IPv4-mapped address's prefix counts 96 bits before IPv4's) */
+    if (ecs && ecs->source_prefix > 0) {
+        unsigned sent = ecs->source_prefix;
+        if (net->mapped)
+            sent = sent > 96 ? sent - 96 : 0;
+        if (sent < bits)
+            bits = sent;
+    }
     if (bits > max)
         bits = max;
     net->bits = (uint8_t)bits;

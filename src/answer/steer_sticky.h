@@ -19,16 +19,18 @@
  * bits, and their 64-bit hash. */
 typedef struct steer_sticky_net {
     int family;
+    bool mapped; /* the address was IPv4-mapped IPv6, hashed as IPv4 */
     uint8_t bits;
     uint8_t addr[16];
     uint64_t hash;
 } steer_sticky_net_t;
 
 /** The client network the sticky order hashes for RRset policy p: the client's address (family
- * AF_INET or AF_INET6, an IPv4-mapped IPv6 address taken as IPv4; 0: unknown, addr unread)
- * truncated to the configured length (the RRset's sticky_prefix, else cfg's), and to the source
- * prefix of ecs when the query carries a usable one (the client is then its address). */
-void steer_sticky_net(int family, const uint8_t *addr, const wire_ecs_t *ecs,
+ * AF_INET or AF_INET6, an IPv4-mapped IPv6 address taken as IPv4; 0: unknown, addr unread;
+ * mapped: an AF_INET addr that was IPv4-mapped already) truncated to the configured length (the
+ * RRset's sticky_prefix, else cfg's), and to the source prefix of ecs when the query carries a
+ * usable one (the client is then its address). */
+void steer_sticky_net(int family, const uint8_t *addr, bool mapped, const wire_ecs_t *ecs,
                       const answer_config_t *cfg, const zone_geo_policy_t *p,
                       steer_sticky_net_t *net);
 

@@ -241,6 +241,16 @@ static void test_ecs_scope(void **st)
     assert_int_equal(stu_ctx.scope, 56);
     assert_int_equal(stu_pick_ecs(g, "2001:db8:1:2::1", 48, out), 1);
     assert_int_equal(stu_ctx.scope, 48);
+    /* an IPv4-mapped address in a family 2 option: hashed as IPv4, its prefix less 96 bits; the
+     * scope is then written in IPv6 bits (answer_finish.c adds 96 for client_mapped) */
+    assert_int_equal(stu_pick_ecs(g, "::ffff:10.1.2.3", 128, out), 1);
+    assert_int_equal(stu_ctx.scope, 24);
+    assert_true(stu_ctx.client_mapped);
+    assert_int_equal(out[0], p24);
+    assert_int_equal(stu_pick_ecs(g, "::ffff:10.1.2.3", 112, out), 1);
+    assert_int_equal(stu_ctx.scope, 16);
+    assert_int_equal(stu_pick_ecs(g, "10.1.2.3", 32, out), 1);
+    assert_false(stu_ctx.client_mapped); /* not left over from the query before */
     /* the server-wide defaults (ternd.yaml steering:) */
     stu_view.cfg.sticky_prefix_v4 = 22;
     stu_view.cfg.sticky_prefix_v6 = 40;
