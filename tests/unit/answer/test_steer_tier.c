@@ -144,29 +144,34 @@ static void test_fail_open(void **st)
     zone_free(z);
 }
 
+/* Records 1 (AU) and 2 in tier 0, 3 and 4 in tier 1, min_healthy 2; filter as given. */
+#define GEO4(filter)                                                                               \
+    "{\"filter\": {" filter "\"min_healthy\": 2}, \"records\": [{\"ip\": \"192.0.2.1\", "          \
+    "\"country\": \"AU\"}, {\"ip\": \"192.0.2.2\"}, {\"ip\": \"192.0.2.3\", \"priority\": 1}, "    \
+    "{\"ip\": \"192.0.2.4\", \"priority\": 1}]}"
+
 /* The geo filter runs first: the tiers are counted among what it kept. */
 static void test_geo_first(void **st)
 {
     (void)st;
     zone_t *z;
     /* an unlocated client keeps the records listing no country: 2 (tier 0), 3 and 4 (tier 1) */
-    const zone_geo_t *g = stu_build(
-        hr,
-        "{\"filter\": {\"geo_filter\": \"country\", \"min_healthy\": 2}, \"records\": [{\"ip\": "
-        "\"192.0.2.1\", \"country\": \"AU\"}, {\"ip\": \"192.0.2.2\"}, {\"ip\": \"192.0.2.3\", "
-        "\"priority\": 1}, {\"ip\": \"192.0.2.4\", \"priority\": 1}]}",
-        &z);
+    const zone_geo_t *g = stu_build(hr, GEO4("\"geo_filter\": \"country\", "), &z);
     assert_string_equal(answer(g, NULL), "34");
     assert_int_equal(stu_ctx.info.steer.tier, 1);
     zone_free(z);
     /* without the filter, tier 0 has its 2 */
-    g = stu_build(hr,
-                  "{\"filter\": {\"min_healthy\": 2}, \"records\": [{\"ip\": \"192.0.2.1\", "
-                  "\"country\": \"AU\"}, {\"ip\": \"192.0.2.2\"}, {\"ip\": \"192.0.2.3\", "
-                  "\"priority\": 1}, {\"ip\": \"192.0.2.4\", \"priority\": 1}]}",
-                  &z);
+    g = stu_build(hr, GEO4(""), &z);
     assert_string_equal(answer(g, NULL), "12");
     zone_free(z);
+}
+
+/* 200 answers of count single: how often each record came first. */
+static void tally(const zone_geo_t *g, unsigned seen[8])
+{
+    memset(seen, 0, 8 * sizeof(seen[0]));
+    for (int i = 0; i < 200; i++)
+        seen[answer(g, "198.51.100.1")[0] - '0']++;
 }
 
 /* Tiers with an order: the order picks within the tier answered. */
@@ -177,16 +182,13 @@ static void test_with_order(void **st)
     const zone_geo_t *g = stu_build(
         hr, "{\"filter\": {\"count\": \"single\", \"order\": \"rr\"}, " HC ", " FIVE "}", &z);
     assert_true(g->tiers); /* priorities alone make tiers (min_healthy 1) */
-    unsigned seen[8] = {0};
-    for (int i = 0; i < 200; i++)
-        seen[answer(g, "198.51.100.1")[0] - '0']++;
+    unsigned seen[8];
+    tally(g, seen);
     assert_true(seen[1] > 0 && seen[2] > 0);
     assert_int_equal(seen[1] + seen[2], 200);
     state(1, HEALTH_FORCE_DOWN);
     state(2, HEALTH_FORCE_DOWN);
-    memset(seen, 0, sizeof(seen));
-    for (int i = 0; i < 200; i++)
-        seen[answer(g, "198.51.100.1")[0] - '0']++;
+    tally(g, seen);
     assert_true(seen[3] > 0 && seen[4] > 0);
     assert_int_equal(seen[3] + seen[4], 200);
     all_auto();
