@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Cost of a geo-steered answer over a plain one (issue target: <= 1 us more CPU per query), and of
-# a health-checked one (health9: 9 checked records; health+country: health then the country filter).
+# a health-checked one (health9: 9 checked records; health+country: health then the country filter),
+# and of issue 33's rules (weighted+tiers: weighted within failover tiers; sticky: the sticky order;
+# sticky-eq: the same with equal weights; compare them with weighted, the same 9 records, count
+# single, without the rule).
 #   bench/geo_micro.sh [iterations]      # default 2,000,000 queries per case and round
 # Uses the real data sets (fetched once by bench/asn.sh and bench/geoip.sh into bench/.cache/,
 # never committed): ip-location-db's GeoLite2 city files and its ASN table. Builds the static
@@ -52,6 +55,7 @@ def recs(**kw):
         r = {"ip": ip, "weight": 1 + len(out)}
         if "country" in kw: r["country"] = cc
         if "asn" in kw: r["asn"] = asn
+        if "tiers" in kw: r["priority"] = len(out) // 3  # tiers 0, 1, 2 of 3 records each
         out.append(r)
     out.append({"ip": "192.0.2.1", "weight": 1})  # the fallback record
     return out
@@ -68,6 +72,13 @@ r = {"@": {"ns": {"records": [{"host": "ns1.geo.bench."}]}},
                           "filter": {"geo_filter": "asn+country", "count": "single",
                                      "order": "weighted"}}},
      "location": {"a": {"records": recs(), "filter": {"geo_filter": "location", "count": "single"}}},
+     # issue 33: weighted within failover tiers (tier 0 answers), and the sticky order; each
+     # against "weighted" (the same 9 records, count single, without the rule)
+     "tiers": {"a": {"records": recs(tiers=1), "filter": {"count": "single", "order": "weighted",
+                                                          "min_healthy": 2}}},
+     "sticky": {"a": {"records": recs(), "filter": {"count": "single", "order": "sticky"}}},
+     "stickyeq": {"a": {"records": [dict(r, weight=1) for r in recs()],
+                        "filter": {"count": "single", "order": "sticky"}}},
      # health-checked: the same 9 records, each an endpoint; alone and before a country filter
      "health": {"a": {"records": recs(), "health_check": {"enable": True, "port": 80}}},
      "hcountry": {"a": {"records": recs(country=1), "filter": {"geo_filter": "country"},
@@ -83,7 +94,8 @@ out=$here/results/geo-micro-$(date +%Y%m%d-%H%M%S).txt
             "$cache/asn.tbl" "$iters" "$clients" plain1=plain1.geo.bench plain9=plain.geo.bench \
             weighted=weighted.geo.bench country=country.geo.bench asn=asn.geo.bench \
             asn+country=asncountry.geo.bench location=location.geo.bench \
-            health9=health.geo.bench health+country=hcountry.geo.bench
+            health9=health.geo.bench health+country=hcountry.geo.bench \
+            weighted+tiers=tiers.geo.bench sticky=sticky.geo.bench sticky-eq=stickyeq.geo.bench
         echo
     done
 } | tee "$out"

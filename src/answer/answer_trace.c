@@ -82,8 +82,8 @@ void answer_trace_select_stage(answer_trace_select_t *s, unsigned stage, const u
     for (unsigned i = 0; i < s->count && i < ANSWER_TRACE_RRS; i++)
         if (s->dropped[i] == ANSWER_SEL_KEPT && !in[i])
             s->dropped[i] = (uint8_t)stage;
-    for (unsigned k = stage - 1; k < 4; k++)
-        s->left[k] = (uint16_t)n;
+    for (unsigned k = stage - 1; stage <= ANSWER_SEL_ORDER && k < 4; k++)
+        s->left[k] = (uint16_t)n; /* the later rules' stages keep their own counts */
 }
 
 /* Whether record r lists key (a country, or an ASN when asn). */

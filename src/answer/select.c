@@ -19,6 +19,10 @@
 
 #include "steer_latency.h"
 
+#include "select_int.h"
+#include "steer_sticky.h"
+#include "steer_tier.h"
+
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -100,23 +104,35 @@ void answer_set_client(answer_ctx_t *ctx, int family, const uint8_t *addr)
     ctx->ent = e;
 }
 
-/* The address geo decisions are about: a usable ECS option's, else the packet's source. Run once
- * per query, at the first filter that needs it (later ones in a CNAME chain reuse ctx->ent). */
-static void client_from_query(answer_ctx_t *ctx)
+/* The address steering decisions are about: a usable ECS option's, else the packet's source
+ * (family AF_INET / AF_INET6 with its bytes at *addr, or 0 and NULL: unknown). */
+static int query_client(const answer_ctx_t *ctx, const uint8_t **addr)
 {
     const wire_ecs_t *ecs = ctx->q_ecs;
     const struct sockaddr *src = ctx->q_src;
     if (ecs && ecs->source_prefix > 0) {
-        answer_set_client(ctx, ecs->family == 1 ? AF_INET : AF_INET6, ecs->addr);
-    } else if (src && src->sa_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)src;
-        answer_set_client(ctx, AF_INET, (const uint8_t *)&a->sin_addr);
-    } else if (src && src->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)src;
-        answer_set_client(ctx, AF_INET6, a->sin6_addr.s6_addr);
-    } else {
-        answer_set_client(ctx, 0, NULL);
+        *addr = ecs->addr;
+        return ecs->family == 1 ? AF_INET : AF_INET6;
     }
+    if (src && src->sa_family == AF_INET) {
+        *addr = (const uint8_t *)&((const struct sockaddr_in *)src)->sin_addr;
+        return AF_INET;
+    }
+    if (src && src->sa_family == AF_INET6) {
+        *addr = ((const struct sockaddr_in6 *)src)->sin6_addr.s6_addr;
+        return AF_INET6;
+    }
+    *addr = NULL;
+    return 0;
+}
+
+/* The client geo decisions are about, set once per query at the first filter that needs it
+ * (later ones in a CNAME chain reuse ctx->ent). */
+static void client_from_query(answer_ctx_t *ctx)
+{
+    const uint8_t *addr;
+    int family = query_client(ctx, &addr);
+    answer_set_client(ctx, family, addr);
 }
 
 static void widen_scope(answer_ctx_t *ctx, uint8_t prefix)
@@ -281,12 +297,30 @@ static unsigned keep_nearest(const zone_geo_t *g, uint16_t *c, unsigned n,
     return k;
 }
 
-/* The weight the weighted (and sticky) order reads for candidate i: scaled by load when the
- * RRset sheds (steer_shed.h fills ctx->wscaled for what it keeps), else the record's own. */
-static inline uint32_t cand_weight(const answer_ctx_t *ctx, const zone_geo_t *g, const uint16_t *c,
-                                   unsigned i)
+/* The sticky order (steer_sticky.c) over c[0..n): the client's network hashed, the ECS scope
+ * widened to the bits hashed (the answer holds for that whole network), offs as scratch. */
+static void sticky(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo_t *g, uint16_t *c,
+                   unsigned n, uint32_t *offs, answer_trace_select_t *ts)
 {
-    return unlikely(g->policy.shed) ? ctx->wscaled[c[i]] : g->rr[c[i]].weight;
+    /* the client as geo set it, else straight from the query: the sticky order needs no geo
+     * cache entry, and a cache line per query is most of what it would cost */
+    const uint8_t *addr = ctx->client_addr;
+    int family = ctx->ent ? ctx->client_family : query_client(ctx, &addr);
+    steer_sticky_net_t net;
+    steer_sticky_net(family, addr, ctx->ent && ctx->client_mapped, ctx->q_ecs, &v->cfg, &g->policy,
+                     &net);
+    if (!ctx->ent)
+        ctx->client_mapped = net.mapped; /* the scope is then written in the option's bits */
+    widen_scope(ctx, net.bits);
+    steer_sticky_order(ctx, g, c, n, &net, g->policy.count == ZONE_GEO_COUNT_SINGLE, offs);
+    ctx->info.steer.rules |= ANSWER_STEER_STICKY;
+    ctx->info.steer.sticky_prefix = net.bits;
+    if (unlikely(ts != NULL)) {
+        ts->sticky = true;
+        ts->sticky_bits = net.bits;
+        ts->sticky_family = net.family;
+        memcpy(ts->sticky_net, net.addr, sizeof(ts->sticky_net));
+    }
 }
 
 /* `ternctl explain`'s record of a filter step (answer_trace.h); ts is NULL on the workers. */
@@ -308,11 +342,13 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
     answer_trace_select_t *ts = NULL;
     if (unlikely(ctx->trace != NULL))
         ts = answer_trace_select_begin(ctx->trace, g);
+    bool fail_open = false;
     if (g->health) {
         uint16_t open = ctx->info.health_fail_open;
         n = keep_healthy(ctx, g, c, n);
+        fail_open = ctx->info.health_fail_open != open;
         if (unlikely(ts != NULL)) {
-            ts->fail_open = ctx->info.health_fail_open != open;
+            ts->fail_open = fail_open;
             answer_trace_select_stage(ts, ANSWER_SEL_HEALTH, c, n);
         }
     }
@@ -363,6 +399,14 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
 
     if (unlikely(g->policy.shed))
         n = steer_shed(ctx, g, c, n, ts);
+    if (unlikely(g->tiers)) {
+        unsigned skipped;
+        n = steer_tier(g, c, n, fail_open, &ctx->info.steer.tier, &skipped, ts);
+        ctx->info.steer.rules |= ANSWER_STEER_TIER;
+        ctx->info.steer.tier_skipped = (uint8_t)(skipped > UINT8_MAX ? UINT8_MAX : skipped);
+        if (unlikely(ts != NULL))
+            answer_trace_select_stage(ts, ANSWER_SEL_TIER, c, n);
+    }
 
     unsigned first = 0;
     if (n > 1) {
@@ -379,7 +423,11 @@ unsigned answer_select(answer_ctx_t *ctx, const answer_view_t *v, const zone_geo
                 while (x >= cand_weight(ctx, g, c, first)) /* zero weights are never chosen */
                     x -= cand_weight(ctx, g, c, first++);
             }
+        } else if (g->policy.order == ZONE_GEO_ORDER_STICKY) {
+            sticky(ctx, v, g, c, n, offs, ts);
         }
+    } else if (g->policy.order == ZONE_GEO_ORDER_STICKY && n == 1) {
+        sticky(ctx, v, g, c, n, offs, ts); /* the scope and the log say so for one record too */
     }
     if (g->policy.count == ZONE_GEO_COUNT_SINGLE && n > 0) {
         offs[0] = g->rr[c[first]].off;

@@ -379,6 +379,11 @@ static const opt_t schema[] = {
      .block = &config_cookies_block,
      .desc = "DNS Cookies (RFC 7873, RFC 9018 server cookies): a mapping of these keys; unset or "
              "~ = none"},
+    {.key = "steering",
+     .type = OPT_BLOCK,
+     .block = &config_steering_block,
+     .desc = "server-wide defaults of the steering rules beyond redins (sticky order): a "
+             "mapping of these keys; unset or ~ = the defaults"},
     /* not restart-only: a reload hands the resolver the new list */
     {.key = "aname",
      .type = OPT_BLOCK,

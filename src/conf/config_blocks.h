@@ -110,6 +110,7 @@ extern const conf_block_t config_dnssec_policies_block; /* config_dnssec.c */
 extern const conf_block_t config_catalogs_block;        /* config_catalog.c */
 extern const conf_block_t config_latency_map_block;     /* config_latency.c */
 extern const conf_block_t config_tls_block;             /* config_tls.c */
+extern const conf_block_t config_steering_block;        /* config_steering.c */
 
 /* The "tls:" block as the workers take it (config_tls.c); nlisten 0 without DoT. */
 server_tls_settings_t config_tls_settings(const config_t *c);

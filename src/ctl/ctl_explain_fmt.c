@@ -206,7 +206,7 @@ static void rdata_text(const zone_rrset_t *rr, uint32_t off, char *buf, size_t l
 
 static const char *const filter_names[] = {"none",        "country",  "asn",
                                            "asn+country", "location", "latency"};
-static const char *const order_names[] = {"none", "weighted", "rr"};
+static const char *const order_names[] = {"none", "weighted", "rr", "sticky"};
 static const char *const count_names[] = {"multi", "single"};
 
 static json_t *client_json(const answer_trace_select_t *s, const answer_view_t *v)
@@ -276,14 +276,15 @@ static json_t *record_json(const answer_trace_select_t *s, unsigned i,
                                         "dropped by filter 1",
                                         "dropped by filter 2",
                                         "not picked (order, count)",
-                                        "dropped by load (shed)"};
+                                        "dropped by load (shed)",
+                                        "not in the failover tier answered"};
     static const char *const ranks[] = {"down", "between", "nearly up", "up"};
     const zone_geo_rr_t *g = &s->g->rr[i];
     json_t *j = json_object();
     char ip[INET6_ADDRSTRLEN], cc[3];
     rdata_text(s->rr, g->off, ip, sizeof(ip));
     json_object_set_new(j, "rdata", json_string(ip));
-    json_object_set_new(j, "fate", json_string(fates[s->dropped[i] % 6]));
+    json_object_set_new(j, "fate", json_string(fates[s->dropped[i] % TERN_ARRAY_SIZE(fates)]));
     json_object_set_new(j, "health", json_string(g->health ? ranks[s->rank[i] % 4] : "no check"));
     const ctl_explain_ep_t *h = hfind(hl, g->health);
     if (h) {
@@ -326,13 +327,17 @@ static json_t *record_json(const answer_trace_select_t *s, unsigned i,
         d = d > 1 ? 1 : d < -1 ? -1 : d;
         json_object_set_new(j, "distance_km", json_real(round(acos(d) * EARTH_KM * 10) / 10));
     }
-    if (s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED)
+    if (s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED ||
+        s->g->policy.order == ZONE_GEO_ORDER_STICKY)
         json_object_set_new(j, "weight", json_integer(g->weight));
     if (s->shed && s->shed_how[i] != ANSWER_SHED_NONE)
         shed_json(j, s, i);
+    if (s->g->tiers)
+        json_object_set_new(j, "priority", json_integer(g->priority));
     /* the chance that order picks this record first, among what the filters kept */
     bool survived = s->dropped[i] == ANSWER_SEL_KEPT || s->dropped[i] == ANSWER_SEL_ORDER;
-    if (survived && s->g->policy.order != ZONE_GEO_ORDER_NONE && kept > 1) {
+    if (survived && s->g->policy.order != ZONE_GEO_ORDER_NONE &&
+        s->g->policy.order != ZONE_GEO_ORDER_STICKY && kept > 1) {
         double p = s->g->policy.order == ZONE_GEO_ORDER_WEIGHTED && wsum > 0 ? cand_w(s, i) / wsum
                                                                              : 1.0 / kept;
         json_object_set_new(j, "probability_first", json_real(round(p * 10000) / 10000));
@@ -376,6 +381,49 @@ static json_t *latency_json(const answer_trace_select_t *s)
     return j;
 }
 
+/* The failover tiers' decision (steer_tier.c): the tier answered, why, and the better tiers
+ * passed over with what they had and needed. */
+static json_t *tiers_json(const answer_trace_select_t *s)
+{
+    static const char *const hows[] = {
+        "the best tier with at least min_healthy candidates",
+        "no tier had min_healthy candidates: the one with the most (ties: the better priority)",
+        "every record was down (health failed open): the best priority present"};
+    json_t *j = json_object();
+    json_object_set_new(j, "answered", json_integer(s->tier));
+    json_object_set_new(j, "why", json_string(hows[s->tier_how % 3]));
+    json_object_set_new(j, "passed_over", json_integer(s->tier_skipped));
+    json_t *a = json_array();
+    for (unsigned k = 0; k < s->ntiers; k++) {
+        if (s->tier_how == ANSWER_TIER_FULLEST && s->tiers[k].priority >= s->tier)
+            continue; /* only the better tiers were passed over */
+        json_t *t = json_object();
+        json_object_set_new(t, "priority", json_integer(s->tiers[k].priority));
+        json_object_set_new(t, "candidates", json_integer(s->tiers[k].have));
+        json_object_set_new(t, "min_healthy", json_integer(s->tiers[k].need));
+        json_array_append_new(a, t);
+    }
+    json_object_set_new(j, "tiers_passed_over", a);
+    return j;
+}
+
+/* The sticky order's input (steer_sticky.c): the client network hashed. */
+static json_t *sticky_json(const answer_trace_select_t *s)
+{
+    char ip[INET6_ADDRSTRLEN], net[INET6_ADDRSTRLEN + 8];
+    json_t *j = json_object();
+    if (!s->sticky_family || !inet_ntop(s->sticky_family == AF_INET6 ? AF_INET6 : AF_INET,
+                                        s->sticky_net, ip, sizeof(ip)))
+        snprintf(ip, sizeof(ip), "unknown");
+    snprintf(net, sizeof(net), "%s/%u", ip, s->sticky_bits);
+    json_object_set_new(j, "network", json_string(net));
+    json_object_set_new(j, "prefix", json_integer(s->sticky_bits));
+    json_object_set_new(j, "how",
+                        json_string("weighted rendezvous hash of the network: the same records "
+                                    "for every client in it"));
+    return j;
+}
+
 json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view_t *v,
                                const ctl_explain_health_t *hl)
 {
@@ -387,7 +435,7 @@ json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view
     json_object_set_new(j, "type", ctl_explain_fmt_type(s->rr ? s->rr->type : 0));
     json_object_set_new(j, "zone", zone_name_json(s->zone));
     json_object_set_new(j, "filter", json_string(filter_names[s->g->policy.filter % 6]));
-    json_object_set_new(j, "order", json_string(order_names[s->g->policy.order % 3]));
+    json_object_set_new(j, "order", json_string(order_names[s->g->policy.order % 4]));
     json_object_set_new(j, "count", json_string(count_names[s->g->policy.count % 2]));
     json_object_set_new(j, "records", json_integer(s->count));
     if (s->g->health) {
@@ -416,6 +464,10 @@ json_t *ctl_explain_fmt_select(const answer_trace_select_t *s, const answer_view
         json_object_set_new(sh, "fail_open", json_boolean(s->shed_fail_open));
         json_object_set_new(j, "shed", sh);
     }
+    if (s->tiered)
+        json_object_set_new(j, "tiers", tiers_json(s));
+    if (s->sticky)
+        json_object_set_new(j, "sticky", sticky_json(s));
     if (s->client_known)
         json_object_set_new(j, "client", client_json(s, v));
     double wsum = 0;

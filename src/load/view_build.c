@@ -484,6 +484,8 @@ static int finish_view(build_t *b, struct snapshot *s)
     s->view.cfg.xfr = l->xfr && xfr_wanted(cfg);
     s->view.cfg.identity = s->identity;
     s->view.cfg.version = s->version;
+    s->view.cfg.sticky_prefix_v4 = (uint8_t)cfg->steering.sticky_prefix_v4; /* steering: */
+    s->view.cfg.sticky_prefix_v6 = (uint8_t)cfg->steering.sticky_prefix_v6;
     return 0;
 }
 

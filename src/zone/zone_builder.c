@@ -545,7 +545,8 @@ int zone_builder_add_geo(zone_builder_t *b, const uint8_t *owner, uint16_t type,
                         .ncc = (uint8_t)meta->ncountries,
                         .has_loc = meta->has_location,
                         .group = meta->group,
-                        .grp_off = (uint32_t)b->grpnames_len};
+                        .grp_off = (uint32_t)b->grpnames_len,
+                        .priority = meta->priority};
     if (meta->has_location)
         unit_vector(meta->lat, meta->lon, m->loc);
     int rc = add_rr(b, owner, type, 1, ttl, rdata, rdlen, file, line, (uint32_t)b->meta_count + 1);
@@ -581,7 +582,8 @@ int zone_builder_set_policy(zone_builder_t *b, const uint8_t *owner, uint16_t ty
         return TERN_EINVAL;
     }
     if (policy->filter > ZONE_GEO_FILTER_LATENCY || policy->count > ZONE_GEO_COUNT_SINGLE ||
-        policy->order > ZONE_GEO_ORDER_RR ||
+        policy->order > ZONE_GEO_ORDER_STICKY || policy->nmin > ZONE_GEO_TIERS_MAX ||
+        policy->sticky_v4 > 32 || policy->sticky_v6 > 128 ||
         (policy->shed && policy->shed_low >= policy->shed_high)) {
         set_err(b, "%s: invalid steering policy", loc);
         return TERN_EINVAL;

@@ -63,6 +63,7 @@ struct bmeta {
     uint16_t nasn;
     uint8_t ncc;
     uint8_t has_loc;
+    uint16_t priority; /* failover tier */
     float loc[3];
     health_ep_t *health; /* one of the builder's references (eps), or NULL */
     uint32_t group;      /* latency group id, 0 = none */

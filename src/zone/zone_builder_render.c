@@ -15,9 +15,23 @@
 #include <string.h>
 
 #include "tern/common/err.h"
+#include "tern/common/hash.h"
 #include "tern/common/mem.h"
 #include "tern/wire/rr.h"
 #include "zone_builder_int.h"
+
+/* Whether a run's records carry a failover priority (a tier other than 0). */
+static bool run_prio(const struct fctx *f, size_t ri)
+{
+    const zone_builder_t *b = f->b;
+    const struct brun *r = &f->runs[ri];
+    for (uint32_t k = 0; k < r->n; k++) {
+        const struct brr *x = &b->rr[f->ord[r->start + k]];
+        if (!x->dup && x->meta && b->meta[x->meta - 1].priority)
+            return true;
+    }
+    return false;
+}
 
 /* Steering policies onto their runs, in the order set (the last one for an RRset wins). */
 static int attach_policies(struct fctx *f)
@@ -33,6 +47,14 @@ static int attach_policies(struct fctx *f)
         for (uint32_t ri = id == NO_ID ? NO_ID : b->nm[id].first; ri != NO_ID; ri = f->run_next[ri])
             if (f->runs[ri].type == p->type)
                 f->run_pol[ri] = p->p;
+    }
+    /* A run whose records carry priorities is tiered: its min_healthy made explicit (1, the
+     * default), so that from here on (the records are released before fill_rrsets()) the
+     * policy alone says whether the run is steered and tiered. */
+    for (size_t ri = 0; ri < f->run_count; ri++) {
+        zone_geo_policy_t *p = &f->run_pol[ri];
+        if (!p->min_healthy && !p->nmin && run_prio(f, ri))
+            p->min_healthy = 1;
     }
     return 0;
 }
@@ -78,10 +100,11 @@ static int attach_health(struct fctx *f)
 
 static bool steered(const zone_geo_policy_t *p)
 {
-    return p->filter || p->count || p->order || p->shed;
+    return p->filter || p->count || p->order || p->shed || p->min_healthy || p->nmin;
 }
 
-/* A run that gets a zone_geo_t: a steering policy, or a health-checked record. */
+/* A run that gets a zone_geo_t: a steering policy (tiers included), or a health-checked
+ * record. */
 static bool run_steered(const struct fctx *f, size_t ri)
 {
     return steered(&f->run_pol[ri]) || (f->run_health && f->run_health[ri]);
@@ -260,6 +283,7 @@ static void fill_geo_rr(struct fctx *f, const struct brr *x, zone_geo_rr_t *gr, 
         return;
     const struct bmeta *m = &b->meta[x->meta - 1];
     gr->weight = m->weight;
+    gr->priority = m->priority;
     gr->has_loc = m->has_loc;
     memcpy(gr->loc, m->loc, sizeof(gr->loc));
     gr->ncountries = m->ncc;
@@ -299,6 +323,7 @@ static void fill_rdata(struct fctx *f)
                 g->health = f->run_health && f->run_health[ri];
                 g->count = (uint16_t)r->kept;
                 g->rr = f->geo_rr + grpos;
+                g->tiers = g->policy.min_healthy || g->policy.nmin;
             }
             for (uint32_t i = 0; i < r->n; i++) {
                 const struct brr *x = &b->rr[f->ord[r->start + i]];
@@ -308,6 +333,8 @@ static void fill_rdata(struct fctx *f)
                     zone_geo_rr_t *gr = &f->geo_rr[grpos++];
                     gr->off = (uint32_t)(rdpos - start);
                     fill_geo_rr(f, x, gr, &gcpos, &gapos, &ggpos);
+                    /* the sticky order's record identity: its address, whatever its index */
+                    gr->ident = (uint32_t)tern_hash64(b->rdata + x->rdoff, x->rdlen, 0x5717);
                     health_ep_t *ep = f->rr_health ? f->rr_health[f->ord[r->start + i]] : NULL;
                     gr->health = ep;
                     if (ep)

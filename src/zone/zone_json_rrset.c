@@ -6,7 +6,8 @@
  * when serving it — an A/AAAA without "ip", an NS/MX/SRV without a host, a TXT with empty text —
  * we drop it here, silently as redins does. A and AAAA carry redins' geo metadata per record
  * (country, asn, weight, a location from the locate hook) and two blocks per RRset: "filter"
- * (the steering policy) and "health_check".
+ * (the steering policy) and "health_check". Beyond redins (issue 33): a record's "priority"
+ * (its failover tier), and in "filter" "min_healthy", "sticky_prefix" and order "sticky".
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -179,6 +180,74 @@ static int parse_group(const struct ectx *e, json_t *rec, const char *base, stru
     return 0;
 }
 
+/* filter.min_healthy (issue 33, failover tiers): a number for every tier, or an object
+ * {"<priority>": N} for the tiers it lists (the others need 1). */
+static int parse_min_healthy(const struct ectx *e, json_t *f, const char *fpath,
+                             zone_geo_policy_t *pol)
+{
+    char path[PATH_MAX_LEN], epath[PATH_MAX_LEN], q[QUOTE_MAX + 4];
+    json_t *v = zone_json_field(f, "min_healthy");
+    if (!v)
+        return 0;
+    zone_json_join(path, sizeof(path), fpath, "min_healthy");
+    if (json_is_integer(v)) {
+        uint64_t n = 0;
+        int rc = zone_json_get_uint(e, f, fpath, "min_healthy", UINT16_MAX, &n, NULL);
+        if (rc < 0)
+            return rc;
+        if (n == 0)
+            return zone_json_fail(e, TERN_EINVAL, "%s: 0 is out of range (1 to 65535)", path);
+        pol->min_healthy = (uint16_t)n;
+        return 0;
+    }
+    if (!json_is_object(v))
+        return zone_json_fail(e, TERN_EINVAL, "%s: expected a number or an object, got %s", path,
+                              zone_json_type_name(v));
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x)
+    {
+        char *end;
+        zone_json_pathf(epath, sizeof(epath), "%s.%s", path, zone_json_quote(k, strlen(k), q));
+        unsigned long prio = strtoul(k, &end, 10);
+        if (!*k || *end || !isdigit((unsigned char)k[0]) || prio > UINT16_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: the key is not a priority (0 to 65535)",
+                                  epath);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > UINT16_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: expected an integer 1 to 65535", epath);
+        unsigned i;
+        for (i = 0; i < pol->nmin && pol->min[i].priority != prio; i++)
+            ;
+        if (i == ZONE_GEO_TIERS_MAX)
+            return zone_json_fail(e, TERN_EINVAL, "%s: more than %d tiers listed", path,
+                                  ZONE_GEO_TIERS_MAX);
+        pol->min[i] = (zone_geo_min_t){(uint16_t)prio, (uint16_t)json_integer_value(x)};
+        if (i == pol->nmin)
+            pol->nmin++;
+    }
+    return 0;
+}
+
+/* filter.sticky_prefix: {"v4": N, "v6": N}, the bits of the client's network the sticky order
+ * hashes (0 or absent: the server's steering: default). */
+static int parse_sticky_prefix(const struct ectx *e, json_t *f, const char *fpath,
+                               zone_geo_policy_t *pol)
+{
+    char path[PATH_MAX_LEN];
+    json_t *o;
+    int rc = zone_json_get_obj(e, f, fpath, "sticky_prefix", &o);
+    if (rc < 0 || !o)
+        return rc;
+    zone_json_join(path, sizeof(path), fpath, "sticky_prefix");
+    uint32_t v4 = 0, v6 = 0;
+    if ((rc = zone_json_get_u32(e, o, path, "v4", 32, &v4)) < 0 ||
+        (rc = zone_json_get_u32(e, o, path, "v6", 128, &v6)) < 0)
+        return rc;
+    pol->sticky_v4 = (uint8_t)v4;
+    pol->sticky_v6 = (uint8_t)v6;
+    return 0;
+}
+
 static int parse_filter(const struct ectx *e, json_t *set, const char *base, zone_geo_policy_t *pol,
                         bool *present)
 {
@@ -186,7 +255,8 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
         [ZONE_GEO_COUNT_MULTI] = "multi", [ZONE_GEO_COUNT_SINGLE] = "single"};
     static const char *const orders[] = {[ZONE_GEO_ORDER_NONE] = "none",
                                          [ZONE_GEO_ORDER_WEIGHTED] = "weighted",
-                                         [ZONE_GEO_ORDER_RR] = "rr"};
+                                         [ZONE_GEO_ORDER_RR] = "rr",
+                                         [ZONE_GEO_ORDER_STICKY] = "sticky"};
     static const char *const filters[] = {
         [ZONE_GEO_FILTER_NONE] = "none",         [ZONE_GEO_FILTER_COUNTRY] = "country",
         [ZONE_GEO_FILTER_ASN] = "asn",           [ZONE_GEO_FILTER_ASN_COUNTRY] = "asn+country",
@@ -198,7 +268,7 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
         const char *expect;
     } fields[] = {
         {"count", counts, 2, "multi or single"},
-        {"order", orders, 3, "none, weighted or rr"},
+        {"order", orders, 4, "none, weighted or rr (redins' orders), or sticky"},
         {"geo_filter", filters, 6,
          "none, country, location, asn or asn+country, or latency (with a latency_map)"},
     };
@@ -235,6 +305,9 @@ static int parse_filter(const struct ectx *e, json_t *set, const char *base, zon
     pol->count = val[0];
     pol->order = val[1];
     pol->filter = val[2];
+    if ((rc = parse_min_healthy(e, f, path, pol)) < 0 ||
+        (rc = parse_sticky_prefix(e, f, path, pol)) < 0)
+        return rc;
     return 0;
 }
 
@@ -422,8 +495,8 @@ static int shed_mark(const struct ectx *e, json_t *o, const char *path, const ch
 /* Load shedding (issue 33): "shed": {"low": L, "high": H, and one source: "header": NAME (a
  * response header of the RRset's health check), "json": "a.b" (a number in its JSON body,
  * read with GET) or "redis": HASH (HGET HASH <the record's address>, written by the operator's
- * systems, read by the checker every health.load_poll_ms)}. The source goes into the health spec
- * (the endpoint reads it), the watermarks into the policy. No block: pol->shed stays 0. */
+ * systems, read by the checker every health.load_poll_ms)}. The source goes into the health
+ * spec (the endpoint reads it), the watermarks into the policy. No block: pol->shed stays 0. */
 static int parse_shed(const struct ectx *e, json_t *set, const char *base, struct phc *hc,
                       zone_geo_policy_t *pol)
 {
@@ -542,13 +615,15 @@ static int parse_ip(const struct ectx *e, struct pend *p, json_t *set, const cha
                 family, type == WIRE_T_AAAA && v4 ? " (an IPv4 address belongs under \"a\")" : "");
         }
         struct prr r = {0};
-        uint64_t w = 0;
+        uint64_t w = 0, prio = 0;
         if ((rc = parse_countries(e, p, rec, path, &r)) < 0 ||
             (rc = parse_asns(e, p, rec, path, &r)) < 0 ||
             (rc = parse_group(e, rec, path, &r)) < 0 ||
-            (rc = zone_json_get_uint(e, rec, path, "weight", UINT32_MAX, &w, NULL)) < 0)
+            (rc = zone_json_get_uint(e, rec, path, "weight", UINT32_MAX, &w, NULL)) < 0 ||
+            (rc = zone_json_get_uint(e, rec, path, "priority", UINT16_MAX, &prio, NULL)) < 0)
             return rc;
         r.meta.weight = (uint32_t)w;
+        r.meta.priority = (uint16_t)prio;
         if (o->locate) {
             double lat, lon;
             if (o->locate(o->locate_ctx, family, addr, &lat, &lon)) {
@@ -623,8 +698,8 @@ static int parse_txt(const struct ectx *e, struct pend *p, json_t *set, const ch
         if (!s || len == 0)
             continue; /* redins skips an empty text */
         /* redins' split255: consecutive <character-string>s of 255 bytes, the last one shorter
-         * (redins adds an empty string after a text whose length is a multiple of 255; we do not
-         * copy that slip, the text is the same) */
+         * (redins adds an empty string after a text whose length is a multiple of 255; we do
+         * not copy that slip, the text is the same) */
         size_t rdoff = p->rdlen;
         for (size_t off = 0; off < len; off += CHARSTR_MAX) {
             size_t n = len - off < CHARSTR_MAX ? len - off : CHARSTR_MAX;
@@ -781,8 +856,8 @@ static int parse_tlsa(const struct ectx *e, struct pend *p, json_t *set, const c
 typedef int (*parse_fn)(const struct ectx *e, struct pend *p, json_t *set, const char *key,
                         uint16_t type);
 
-/* The RRset keys of a label, in the order they are decoded (that order shows only in which error
- * of a label with several is reported). */
+/* The RRset keys of a label, in the order they are decoded (that order shows only in which
+ * error of a label with several is reported). */
 static const struct {
     const char *key;
     uint16_t type;
@@ -821,7 +896,8 @@ int zone_json_rrset_parse(const struct ectx *e, struct pend *p, json_t *obj, boo
 }
 
 /* The RDATA of each RRset the label rendered (with the length prefixes the zone stores) against
- * what the builder takes: the other per-RRset limit that would otherwise fail the whole zone. */
+ * what the builder takes: the other per-RRset limit that would otherwise fail the whole zone.
+ */
 int zone_json_rrset_check_bytes(const struct ectx *e, const struct pend *p)
 {
     for (size_t k = 0; k < sizeof(rrset_keys) / sizeof(rrset_keys[0]); k++) {

@@ -767,3 +767,17 @@ def stop_http(httpd, thread, timeout=15.0):
     httpd.shutdown()
     httpd.server_close()
     thread.join(timeout=timeout)
+
+
+def http_ok_server(addr, port):
+    """A serve_http() health endpoint answering 200 with an empty body to HEAD and GET (what a
+    health check takes for up): (server, thread); http_stop() ends it."""
+    def ok(h):
+        h.send_response(200)
+        h.send_header("Content-Length", "0")
+        h.send_header("Connection", "close")
+        h.end_headers()
+    return serve_http(addr, port, ok)
+
+
+http_stop = stop_http  # the name test_steer_tiers uses

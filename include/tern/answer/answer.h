@@ -105,7 +105,16 @@ typedef struct answer_config {
      * requests are handed to the transfer thread (ANSWER_HANDOFF); IXFR over UDP is answered
      * TC (ask again over TCP). Off: AXFR/IXFR are REFUSED, NOTIFY NOTAUTH. */
     bool xfr;
+    /* The sticky order (issue 33, select.h): bits of an IPv4 / IPv6 client's network it hashes
+     * unless the RRset says otherwise (ternd.yaml steering:); 0 = ANSWER_STICKY_V4/V6. */
+    uint8_t sticky_prefix_v4;
+    uint8_t sticky_prefix_v6;
 } answer_config_t;
+
+/* RFC 7871 §11.1 recommends ECS source prefixes of /24 (IPv4) and /56 (IPv6): what resolvers send,
+ * and a network of one customer in practice, so a sticky client's neighbours stay with it. */
+#define ANSWER_STICKY_V4 24
+#define ANSWER_STICKY_V6 56
 
 /*
  * What the workers answer from: one immutable snapshot, published as a whole by the loader

@@ -101,6 +101,7 @@ enum {
     ANSWER_SEL_FILTER2, /* the second (country after asn) */
     ANSWER_SEL_ORDER,   /* kept by the filters, not picked by order + count single */
     ANSWER_SEL_SHED,    /* load shedding left it out (above high, or drawn between) */
+    ANSWER_SEL_TIER,    /* a better failover tier was answered (steer_tier.c) */
 };
 /* What load shedding (steer_shed.c) made of each candidate's load (answer_trace_select_t). */
 enum {
@@ -116,6 +117,20 @@ enum {
 
 /* The groups of the client's latency map entry a trace keeps (the fastest first). */
 #define ANSWER_TRACE_LATENCY 16
+
+/* How the failover tiers decided (steer_tier.c). */
+enum {
+    ANSWER_TIER_QUALIFIED = 0, /* the first tier with >= min_healthy candidates */
+    ANSWER_TIER_FULLEST = 1,   /* none had: the one with the most candidates */
+    ANSWER_TIER_FAIL_OPEN = 2, /* every record was down: the best priority present */
+};
+/* Tiers passed over that a trace describes: as many as a policy lists (ZONE_GEO_TIERS_MAX). */
+#define ANSWER_TRACE_TIERS ZONE_GEO_TIERS_MAX
+typedef struct answer_trace_tier {
+    uint16_t priority;
+    uint16_t have; /* candidates it had */
+    uint16_t need; /* its min_healthy */
+} answer_trace_tier_t;
 
 /* How a filter step ended (select.h: matching records, else those that list nothing, else all). */
 enum {
@@ -167,6 +182,18 @@ typedef struct answer_trace_select {
     uint8_t shed_how[ANSWER_TRACE_RRS];
     uint32_t load[ANSWER_TRACE_RRS];
     uint32_t wscaled[ANSWER_TRACE_RRS];
+    /* failover tiers (steer_tier.c): the tier answered, how, and the tiers passed over */
+    bool tiered;
+    uint8_t tier_how; /* ANSWER_TIER_* */
+    uint16_t tier;
+    uint16_t tier_skipped;
+    uint8_t ntiers;
+    answer_trace_tier_t tiers[ANSWER_TRACE_TIERS];
+    /* the sticky order (steer_sticky.c): the client network hashed */
+    bool sticky;
+    uint8_t sticky_bits;
+    int sticky_family;
+    uint8_t sticky_net[16];
 } answer_trace_select_t;
 
 typedef enum {

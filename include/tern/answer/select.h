@@ -16,12 +16,21 @@
  *        location     — the records nearest the client (largest dot product of unit vectors,
  *                       ties kept); records without a location only when none has one; an
  *                       unlocated client keeps all;
- *   1b. shed (an RRset with a "shed" block, steer_shed.h): records at or above their high
+ *        latency      — the records of the group with the lowest latency from the client's
+ *                       network in the latency map (steer_latency.h), else location;
+ *   2. shed (an RRset with a "shed" block, steer_shed.h): records at or above their high
  *      load watermark are left out while another stays below it; between the watermarks the
  *      weight the order reads is scaled down (or, for none/rr, the record drawn out);
- *   2. order: none → the first remaining record; rr → one uniformly at random; weighted → one
- *      with probability weight / sum (all zero: uniform);
- *   3. count: single → that one record; multi → all remaining, rotated to start with it.
+ *   3. failover tiers (issue 33, steer_tier.h; only RRsets whose records carry priorities or
+ *      that give min_healthy, zone_geo_t.tiers): the best-priority tier with at least
+ *      min_healthy of what is left; none: the fullest; every record down: the best priority;
+ *   4. order: none → the first remaining record; rr → one uniformly at random; weighted → one
+ *      with probability weight / sum (all zero: uniform); sticky → by a weighted rendezvous hash
+ *      of the client's network (steer_sticky.h: the same records for every client of it, the
+ *      ECS scope widened to the prefix hashed);
+ *   5. count: single → that one record; multi → all remaining, rotated to start with it (sticky:
+ *      all of them in the client's hash order).
+ * The orders read weights through cand_weight() (select_int.h), shed-scaled when shed ran.
  * The client's country/location (MaxMind DB) and ASN (asn_table) are looked up at most once per
  * query, only when a filter needs them, and kept in a per-worker cache by address (answer.h;
  * an entry is valid for one view generation, so a reload that swaps a database empties it).

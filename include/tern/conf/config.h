@@ -129,6 +129,9 @@
  *     whitelist: []                             # prefixes never limited
  *     table_size: 262144                        # buckets, 1024..16777216
  *     log: true                                 # log each newly limited prefix
+ *   steering:                                   # issue 33's rules, server-wide defaults
+ *     sticky_prefix_v4: 24 / sticky_prefix_v6: 56  # 1..32 / 1..128: the network order sticky
+ *                                               #   hashes (an RRset's sticky_prefix wins)
  *   cookies:                                    # DNS Cookies, RFC 7873 / RFC 9018
  *     enable: true                              # default true in a given block
  *     secret: "000102030405060708090a0b0c0d0e0f"  # 32 hex digits, shared by a fleet; unset =
@@ -472,6 +475,11 @@ typedef struct config_latency_map {
     char *file;      /* resolved path */
     char *redis_key; /* the key, as given (redis: prefix not applied) */
 } config_latency_map_t;
+/* "steering:" (config_steering.c): server-wide defaults of issue 33's steering rules. */
+typedef struct config_steering {
+    uint32_t sticky_prefix_v4; /* 1..32, default 24: the IPv4 network the sticky order hashes */
+    uint32_t sticky_prefix_v6; /* 1..128, default 56 */
+} config_steering_t;
 
 typedef struct config {
     config_listen_t listen[CONFIG_MAX_LISTEN];
@@ -534,6 +542,7 @@ typedef struct config {
     config_ratelimit_t ratelimit; /* redins' per-client rate limit */
     config_rrl_t rrl;             /* response rate limiting */
     config_cookies_t cookies;     /* DNS Cookies */
+    config_steering_t steering;   /* issue 33's rules: server-wide defaults (config_steering.c) */
     config_aname_t aname;         /* upstreams for out-of-zone ANAME targets; nupstreams 0 = none;
                                      a reload may change them */
     config_qlog_t qlog;           /* query logging: dnstap and the request log; enabled false

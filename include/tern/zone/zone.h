@@ -54,17 +54,35 @@ typedef enum {
     ZONE_GEO_ORDER_NONE = 0, /* the first remaining RR */
     ZONE_GEO_ORDER_WEIGHTED, /* one by weight (all zero: uniform) */
     ZONE_GEO_ORDER_RR,       /* one uniformly at random */
+    ZONE_GEO_ORDER_STICKY,   /* by weighted rendezvous hash of the client's network */
 } zone_geo_order_t;
+
+/* Failover tiers (issue 33): the per-tier "min_healthy" an RRset lists by priority. Operators
+ * steer between a primary, a secondary and a last-resort tier, seldom more: 8 listed tiers is
+ * room to spare and keeps the policy a fixed size the builder copies as a value. */
+#define ZONE_GEO_TIERS_MAX 8
+typedef struct zone_geo_min {
+    uint16_t priority;
+    uint16_t n; /* 1..65535 */
+} zone_geo_min_t;
 
 typedef struct zone_geo_policy {
     uint8_t filter; /* zone_geo_filter_t */
     uint8_t count;  /* zone_geo_count_t */
     uint8_t order;  /* zone_geo_order_t */
-    /* Load shedding (issue 33, answer/steer_shed.c): the RRset's "shed" block. Each record's
-     * load is its health endpoint's cell (health_ep_load()); at or above shed_high a record is
-     * left out while another stays below it, between the watermarks its weight is scaled down.
-     * Milli-units, shed_low < shed_high; both 0 when shed is 0. */
+    /* Load shedding (issue 33, answer/steer_shed.c): the RRset has a "shed" block. Read by every
+     * query of a steered RRset, so among the policy's first bytes (zone_geo_t's first 16). */
     uint8_t shed;
+    /* Failover tiers and the sticky order (issue 33, select.h; all 0 = unused). */
+    uint8_t sticky_v4;    /* "sticky_prefix": bits of an IPv4 client hashed; 0 = the server's */
+    uint8_t sticky_v6;    /* ... of an IPv6 client */
+    uint8_t nmin;         /* min[0 .. nmin): "min_healthy" per listed priority */
+    uint16_t min_healthy; /* "min_healthy" of every other tier; 0 = not given (1) */
+    zone_geo_min_t min[ZONE_GEO_TIERS_MAX];
+    /* ... shed's watermarks: each record's load is its health endpoint's cell
+     * (health_ep_load()); at or above shed_high a record is left out while another stays below
+     * it, between the watermarks its weight is scaled down. Milli-units, shed_low < shed_high;
+     * both 0 when shed is 0. */
     uint32_t shed_low, shed_high;
 } zone_geo_policy_t;
 
@@ -79,21 +97,30 @@ typedef struct zone_geo_rr {
     uint8_t has_loc;    /* 0: no location known: never "nearest" unless nothing is located */
     uint8_t ncountries; /* countries[0 .. ncountries) */
     uint16_t nasns;     /* asns[0 .. nasns) */
+    uint16_t priority;  /* failover tier: lower is preferred (0, the default, is the best) */
     /* latency_group_id() of the record's "group" (its PoP in the latency map,
      * tern/geo/latency_group.h), 0 = none */
     uint32_t group;
+    uint32_t ident; /* a hash of the RR's RDATA: its identity for the sticky order */
     const uint16_t *countries;
     const uint32_t *asns;
     const health_ep_t *health; /* the RR's health-checked endpoint, or NULL (always up) */
     const char *group_name;    /* the group as the zone spells it (NUL-terminated), or NULL */
 } zone_geo_rr_t;
 
+/* What a query reads first (rr, count, health, tiers, the policy's first four bytes: 16 bytes)
+ * leads, and the entry is 64 bytes: the zone's array of them is 16-byte aligned (arena), so those
+ * bytes never straddle two cache lines, and an RRset that uses no rule of issue 33 reads no other
+ * line than before. */
 typedef struct zone_geo {
-    zone_geo_policy_t policy;
-    bool health;    /* some RR has a health check: select the healthiest first (select.h) */
-    uint16_t count; /* RRs, == the RRset's count */
     const zone_geo_rr_t *rr;
+    uint16_t count; /* RRs, == the RRset's count */
+    bool health;    /* some RR has a health check: select the healthiest first (select.h) */
+    bool tiers;     /* failover tiers apply: some RR has a priority, or min_healthy is given */
+    zone_geo_policy_t policy; /* 52 bytes: the entry is 64, with no spare left */
 } zone_geo_t;
+_Static_assert(sizeof(zone_geo_t) == 64 && offsetof(zone_geo_t, policy) == 12,
+               "zone_geo_t: 64 bytes, the policy's hot bytes in the first 16");
 
 /* 24 bytes: one per owner name and type, so a 100,000-name zone holds about as many. */
 typedef struct zone_rrset {

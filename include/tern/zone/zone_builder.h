@@ -61,6 +61,7 @@ typedef struct zone_geo_meta {
     bool has_location;
     double lat, lon;     /* degrees, when has_location */
     health_ep_t *health; /* the RR's health check, or NULL; the builder takes its own reference */
+    uint16_t priority;   /* failover tier (zone_geo_rr_t.priority); 0 = the best, the default */
     /* latency group (tern/geo/latency_group.h): its id (0 = none) and name (group_len bytes,
      * at most LATENCY_GROUP_MAX; copied) */
     uint32_t group;

@@ -574,13 +574,40 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 62);
+    assert_int_equal(count, 63);
     /* xdp 1; a zone 16, its dnssec 3, its catalog_consumer 2, a group 1; catalogs 5;
      * dnssec_policies 16; api 5, a key 4; tls 9; redis 17; load 1; health 8, its log 4, a check 12;
      * acl 3, ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its
-     * requests 4; latency_map 2 */
+     * requests 4; latency_map 2; steering 2 */
     assert_int_equal(nested, 1 + 16 + 3 + 2 + 1 + 5 + 16 + 5 + 4 + 9 + 17 + 1 + 8 + 4 + 12 + 3 + 8 +
-                                 9 + 4 + 4 + 4 + 5 + 6 + 4 + 2);
+                                 9 + 4 + 4 + 4 + 5 + 6 + 4 + 2 + 2);
+}
+
+/* steering: the sticky order's server-wide prefix lengths (issue 33). */
+static void test_steering(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        unsigned v4, v6;
+    } ok[] = {
+        {"listen: \"127.0.0.1:5353\"\n", 24, 56}, /* RFC 7871's lengths by default */
+        {"listen: \"127.0.0.1:5353\"\nsteering:\n  sticky_prefix_v4: 20\n", 20, 56},
+        {"listen: \"127.0.0.1:5353\"\nsteering: {sticky_prefix_v6: 48}\n", 24, 48},
+    };
+    for (size_t i = 0; i < TERN_ARRAY_SIZE(ok); i++) {
+        config_t c = load_text(ok[i].text);
+        assert_int_equal(c.steering.sticky_prefix_v4, ok[i].v4);
+        assert_int_equal(c.steering.sticky_prefix_v6, ok[i].v6);
+        config_free(&c);
+    }
+    expect_error("steering:\n  sticky_prefix_v4: 0\n", 2,
+                 "steering: sticky_prefix_v4: 0 is out of range 1..32");
+    expect_error("steering:\n  sticky_prefix_v6: 129\n", 2,
+                 "steering: sticky_prefix_v6: 129 is out of range 1..128");
+    expect_error("steering:\n  sticky_prefix: 24\n", 2,
+                 "steering: unknown key \"sticky_prefix\" (want sticky_prefix_v4, "
+                 "sticky_prefix_v6)");
 }
 
 /* xdp: listen: interface names, restart-only; the port is the listen addresses' UDP port. */
@@ -3183,6 +3210,7 @@ int main(void)
         cmocka_unit_test(test_example_health_block),
         cmocka_unit_test(test_example_aname_block),
         cmocka_unit_test(test_example_has_every_option),
+        cmocka_unit_test(test_steering),
         cmocka_unit_test(test_xdp_listen),
         cmocka_unit_test(test_redins_example_json),
         cmocka_unit_test(test_redins_server_mapping),

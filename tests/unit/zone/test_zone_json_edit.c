@@ -233,6 +233,36 @@ static void test_geo_fields_kept(void **state)
     free(out2);
 }
 
+/* Issue 33's fields survive an API edit: a staying record keeps its priority, the set its
+ * min_healthy, sticky order and sticky_prefix. */
+static void test_steering_fields_kept(void **state)
+{
+    (void)state;
+    const char *old = "{\"a\": {\"ttl\": 300, \"filter\": {\"order\": \"sticky\", \"min_healthy\": "
+                      "{\"0\": 2}, \"sticky_prefix\": {\"v4\": 20}}, \"records\": [{\"ip\": "
+                      "\"192.0.2.7\", \"priority\": 1, \"weight\": 3}, {\"ip\": \"192.0.2.9\"}]}}";
+    const uint8_t a7[4] = {192, 0, 2, 7}, a8[4] = {192, 0, 2, 8};
+    const uint8_t *rd[2] = {a8, a7};
+    const uint16_t len[2] = {4, 4};
+    char *out = NULL, err[256];
+    assert_int_equal(
+        zone_json_label_set(old, strlen(old), WIRE_T_A, 60, rd, len, 2, &out, err, sizeof(err)), 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    assert_non_null(j);
+    json_t *a = json_object_get(j, "a"), *f = json_object_get(a, "filter");
+    assert_string_equal(json_string_value(json_object_get(f, "order")), "sticky");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(f, "min_healthy"), "0")),
+                     2);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(f, "sticky_prefix"), "v4")),
+                     20);
+    json_t *r1 = json_array_get(json_object_get(a, "records"), 1);
+    assert_string_equal(json_string_value(json_object_get(r1, "ip")), "192.0.2.7");
+    assert_int_equal(json_integer_value(json_object_get(r1, "priority")), 1);
+    json_decref(j);
+    free(out);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -299,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_every_type_round_trips),
         cmocka_unit_test(test_geo_fields_kept),
         cmocka_unit_test(test_shed_kept),
+        cmocka_unit_test(test_steering_fields_kept),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_config_soa),
     };
