@@ -71,6 +71,10 @@ def zone_json():
         "ns1": {"a": {"ttl": 3600, "records": [{"ip": "192.0.2.53"}]}},
         "www": {"a": {"ttl": 60, "filter": {"count": "multi", "order": "none",
                                             "geo_filter": "latency"}, "records": recs}},
+        # the request log's steer_* keys for tiers and sticky (check_request_log)
+        "tier": {"a": {"ttl": 60, "filter": {"count": "single", "order": "sticky"},
+                       "records": [{"ip": "192.0.2.20", "priority": 0},
+                                   {"ip": "192.0.2.21", "priority": 1}]}},
     }
     return {"config": {"soa": soa, "dnssec": True}, "records": records}
 
@@ -297,6 +301,52 @@ def check_config(env):
                % (block, p.returncode, (p.stderr + p.stdout)[-300:], want))
 
 
+def check_request_log(env):
+    """What the rules decided reaches redins' request log as tern's steer_* keys (reqlog.h),
+    only for the rules that ran, and a query no rule steered keeps redins' line."""
+    log = os.path.join(env.work, "requests.log")
+    extra = ('query_log:\n  requests:\n    target: file\n    format: json\n'
+             '    path: "%s"\n' % log)
+    mapfile = os.path.join(env.work, "reqlog.map")  # the shared one is left broken by sighup
+    servers.write_atomic(mapfile, map_text(env.nets))
+    t = servers.YamlTernd(env.work, env.args.ternd, env.yaml('{file: "%s"}' % mapfile, extra),
+                          name="tern-reqlog")
+    try:
+        t.start(ZONE)
+        asks = [(NAME, "10.0.5.0/24"), (NAME, "1.2.3.0/24"), ("tier." + ZONE, "10.0.7.0/24"),
+                ("ns1." + ZONE, "10.0.5.0/24")]
+        for name, ecs in asks:
+            addr, plen = ecs.split("/")
+            q = dns.message.make_query(name, "A", use_edns=0,
+                                       options=[dns.edns.ECSOption(addr, int(plen))])
+            dns.query.udp(q, LOOPBACK, port=t.port, timeout=TIMEOUT)
+
+        def lines():
+            if not os.path.exists(log):
+                return []
+            with open(log) as f:
+                return [json.loads(x) for x in f if x.strip()]
+        servers.wait_until(lambda: len(lines()) >= len(asks), 10, "4 request-log lines")
+        got = {(x["record"], x["client_subnet"].split("/")[0]): x for x in lines()}
+        m = got[(NAME, "10.0.5.0")]
+        have = {g: ms for g, ms in env.nets["10.0.5.0/24"].items() if g != "sin1"}
+        best = min(have, key=have.get)  # the map's fastest group with a record
+        expect(m.get("steer_latency") == "matched" and m.get("steer_latency_group") == best
+               and m.get("steer_latency_ms") == have[best], "matched line (want %s %d ms): %s"
+               % (best, have[best], m))
+        u = got[(NAME, "1.2.3.0")]
+        expect(u.get("steer_latency") == "unmapped" and "steer_latency_group" not in u,
+               "unmapped line: %s" % u)
+        k = got[("tier." + ZONE, "10.0.7.0")]
+        expect(k.get("steer_tier") == 0 and k.get("steer_tier_skipped") == 0
+               and k.get("steer_sticky_prefix") == 24 and "steer_latency" not in k,
+               "tier/sticky line: %s" % k)
+        p = got[("ns1." + ZONE, "10.0.5.0")]
+        expect(not [key for key in p if key.startswith("steer_")], "plain line: %s" % p)
+    finally:
+        t.stop()
+
+
 def check_startup(env):
     bad = os.path.join(env.work, "bad.map")
     with open(bad, "w") as f:
@@ -325,7 +375,8 @@ def main():
             for name, fn in [("file", check_file), ("fallback", check_fallback),
                              ("explain", check_explain), ("dnssec", check_dnssec),
                              ("sighup", check_sighup), ("redis", check_redis),
-                             ("config", check_config), ("startup", check_startup)]:
+                             ("config", check_config), ("request_log", check_request_log),
+                             ("startup", check_startup)]:
                 run_check(results, name, lambda fn=fn: fn(env))
         finally:
             env.stop()
