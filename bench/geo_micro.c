@@ -35,7 +35,7 @@
 #include "tern/zone/zone_table.h"
 
 #define ROUNDS      5
-#define MAX_CASES   12
+#define MAX_CASES   16
 #define MAX_CLIENTS (1u << 20)
 
 typedef struct bench_case {

@@ -77,6 +77,13 @@ r = {"@": {"ns": {"records": [{"host": "ns1.geo.bench."}]}},
      "tiers": {"a": {"records": recs(tiers=1), "filter": {"count": "single", "order": "weighted",
                                                           "min_healthy": 2}}},
      "sticky": {"a": {"records": recs(), "filter": {"count": "single", "order": "sticky"}}},
+     # load shedding over the health9 RRset (loads unknown here: the step's own cost, every
+     # record read and kept), against health9
+     "shed": {"a": {"records": recs(), "filter": {"count": "single", "order": "weighted"},
+                    "health_check": {"enable": True, "port": 80},
+                    "shed": {"low": 0.7, "high": 0.9, "header": "X-Load"}}},
+     "hweighted": {"a": {"records": recs(), "filter": {"count": "single", "order": "weighted"},
+                         "health_check": {"enable": True, "port": 80}}},
      "stickyeq": {"a": {"records": [dict(r, weight=1) for r in recs()],
                         "filter": {"count": "single", "order": "sticky"}}},
      # health-checked: the same 9 records, each an endpoint; alone and before a country filter
@@ -95,7 +102,8 @@ out=$here/results/geo-micro-$(date +%Y%m%d-%H%M%S).txt
             weighted=weighted.geo.bench country=country.geo.bench asn=asn.geo.bench \
             asn+country=asncountry.geo.bench location=location.geo.bench \
             health9=health.geo.bench health+country=hcountry.geo.bench \
-            weighted+tiers=tiers.geo.bench sticky=sticky.geo.bench sticky-eq=stickyeq.geo.bench
+            weighted+tiers=tiers.geo.bench sticky=sticky.geo.bench sticky-eq=stickyeq.geo.bench \
+            health+weighted=hweighted.geo.bench health+shed=shed.geo.bench
         echo
     done
 } | tee "$out"
