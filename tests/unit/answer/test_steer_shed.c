@@ -17,6 +17,7 @@
 #include "steer_shed.h"
 #include "tern/answer/answer_trace.h"
 #include "tern/answer/select.h"
+#include "tern/common/mem.h"
 #include "tern/health/health.h"
 
 #define NREC 4
@@ -209,6 +210,30 @@ static void test_trace(void **state)
     assert_int_equal(ts.shed_how[2], ANSWER_SHED_OPEN);
 }
 
+/* Shedding (records out, weights scaled, draws) and failover tiers after it allocate nothing,
+ * as the workers' query path must not: every order over loaded records in two tiers. */
+static void test_no_alloc(void **state)
+{
+    (void)state;
+    const uint64_t *alloc, *dealloc;
+    if (mem_thread_counters(&alloc, &dealloc) != 0)
+        skip();
+    static const uint32_t w[4] = {1, 2, 3, 4};
+    static const uint8_t orders[] = {ZONE_GEO_ORDER_WEIGHTED, ZONE_GEO_ORDER_RR,
+                                     ZONE_GEO_ORDER_NONE};
+    uint64_t a0 = *alloc;
+    for (unsigned o = 0; o < sizeof(orders); o++) {
+        setup_geo(4, orders[o], ZONE_GEO_COUNT_SINGLE, 500, 900, w);
+        eps[0].load = 950; /* out */
+        eps[1].load = 700; /* scaled, or drawn out */
+        rrs[2].priority = rrs[3].priority = 1;
+        geo.tiers = true;
+        for (unsigned i = 0; i < 1000; i++)
+            (void)pick();
+    }
+    assert_int_equal(*alloc, a0);
+}
+
 int main(void)
 {
     answer_ctx_seed(&ctx, 33);
@@ -219,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_weighted_scaled),
         cmocka_unit_test(test_draw),
         cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_no_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
