@@ -143,16 +143,8 @@ int tern_file_replace(const char *path, const void *data, size_t len, mode_t mod
     /* mkstemp makes it 0600 */
     if (fchmod(fd, mode) < 0)
         rc = -errno;
-    const char *p = data;
-    for (size_t off = 0; off < len && rc == 0;) {
-        ssize_t n = write(fd, p + off, len - off);
-        if (n > 0)
-            off += (size_t)n;
-        else if (n < 0 && errno != EINTR)
-            rc = -errno;
-        else if (n == 0)
-            rc = TERN_EIO;
-    }
+    if (rc == 0)
+        rc = tern_write_all(fd, data, len);
     if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
@@ -169,4 +161,19 @@ int tern_file_replace(const char *path, const void *data, size_t len, mode_t mod
         unlink(tmp); /* gone already when only the directory's sync failed */
     free(tmp);
     return rc;
+}
+
+int tern_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, p + off, len - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            return -errno;
+        else if (n == 0)
+            return TERN_EIO;
+    }
+    return 0;
 }

@@ -403,14 +403,7 @@ static int map_table(latency_map_t *m, const uint8_t *buf, size_t len, const cha
         tern_set_err(err, errlen, "%s: memfd_create: %s", source, strerror(errno));
         return rc;
     }
-    int rc = 0;
-    for (size_t off = 0; off < len && rc == 0;) {
-        ssize_t w = write(fd, buf + off, len - off);
-        if (w > 0)
-            off += (size_t)w;
-        else if (w < 0 && errno != EINTR)
-            rc = -errno;
-    }
+    int rc = tern_write_all(fd, buf, len);
     if (rc < 0)
         tern_set_err(err, errlen, "%s: writing the compiled map: %s", source, strerror(-rc));
     else if (!(m->t = asn_table_open_fd(fd, source, err, errlen)))

@@ -44,6 +44,10 @@ int tern_file_read_text(const char *path, uint64_t max_bytes, bool secret, char 
  * code. */
 int tern_file_sync_dir(const char *path) TERN_WUR;
 
+/** Write all len bytes of data to fd, retrying short writes and EINTR. 0, or a negative errno
+ * (TERN_EIO when the descriptor takes nothing). For files and memfds: it blocks as fd does. */
+int tern_write_all(int fd, const void *data, size_t len) TERN_WUR;
+
 /**
  * Replace path with len bytes of data, atomically: a temporary file beside it (mkstemp, mode
  * mode), written, fsync'ed and renamed over path, then the directory fsync'ed so the rename
