@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -68,6 +69,10 @@ struct loader {
     uint64_t requested;  /* requests so far */
     uint64_t finished;   /* every request up to this one is covered by a finished reload */
     bool stop;
+    /* The stop as a build's waits on peers see it (view_build_env_t.stop): set, and halt_fd (an
+     * eventfd, or -1) written, by loader_stop_thread() before it joins the thread. */
+    atomic_bool halt;
+    int halt_fd;
     uint64_t generation; /* reloads attempted */
     loader_listener_fn listener;
     void *listener_ctx;
@@ -137,7 +142,9 @@ static int build(loader_t *l, const config_t *cfg, bool quick, struct snapshot *
                                   .xfr = l->xfr != NULL,
                                   .stale = (const char *const *)l->stale,
                                   .nstale = l->nstale,
-                                  .kasp = l->kasp};
+                                  .kasp = l->kasp,
+                                  .stop = &l->halt,
+                                  .stop_fd = l->halt_fd};
     return view_build(&env, l->cur, cfg, quick, out, changed, err, errlen);
 }
 
@@ -797,6 +804,9 @@ loader_t *loader_new(loader_config_fn fn, void *ctx)
     l->config_ctx = ctx;
     l->arena = mem_arena_create();
     l->stats.last_duration_ms = -1;
+    /* without it a stalled Redis holds the stop for its timeouts, as before: logged, not fatal */
+    if ((l->halt_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        log_warn("loader: eventfd: %s: a reload waiting on Redis delays the stop", strerror(errno));
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->geo_mu, NULL);
     pthread_cond_init(&l->wake, NULL);
@@ -1010,6 +1020,9 @@ void loader_stop_thread(loader_t *l)
      * source (sources_configure()), so stopping the source under it would free what it is using,
      * or race it to stop the source twice and leave one it started after the stop. */
     if (l && l->started) {
+        atomic_store(&l->halt, true);
+        if (l->halt_fd >= 0)
+            (void)eventfd_write(l->halt_fd, 1);
         pthread_mutex_lock(&l->mu);
         l->stop = true;
         pthread_cond_broadcast(&l->wake);
@@ -1087,6 +1100,8 @@ void loader_free(loader_t *l)
     }
     pthread_mutex_destroy(&l->geo_mu);
     pthread_mutex_destroy(&l->mu);
+    if (l->halt_fd >= 0)
+        close(l->halt_fd);
     pthread_cond_destroy(&l->wake);
     pthread_cond_destroy(&l->done);
     free(l);

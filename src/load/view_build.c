@@ -454,8 +454,8 @@ static int finish_view(build_t *b, struct snapshot *s)
             0)
         return rc;
     if ((cfg->latency_map.file || cfg->latency_map.redis_key) &&
-        (rc = view_latency_get(old ? old->latency : NULL, cfg, b->quick, &s->latency, b->err,
-                               b->errlen)) < 0)
+        (rc = view_latency_get(old ? old->latency : NULL, cfg, b->quick, l->stop, l->stop_fd,
+                               &s->latency, b->err, b->errlen)) < 0)
         return rc;
     if (zone_table_freeze(s->table) < 0)
         return nomem(b);

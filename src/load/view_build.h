@@ -10,6 +10,7 @@
 #ifndef TERN_LOAD_VIEW_BUILD_H
 #define TERN_LOAD_VIEW_BUILD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -33,6 +34,11 @@ typedef struct view_build_env {
     const char *const *stale;
     size_t nstale;
     struct zone_kasp *kasp; /* the zones whose keys tern manages (zone_kasp.h) */
+    /* The owner's stop: a build's wait on a peer (the latency map's Redis GET) gives up within
+     * milliseconds once *stop is true and stop_fd (an eventfd) has been written. NULL and -1:
+     * the waits end at their own timeouts only. */
+    const atomic_bool *stop;
+    int stop_fd;
 } view_build_env_t;
 
 /**

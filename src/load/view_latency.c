@@ -16,7 +16,7 @@
 #include "tern/redis/redis_conn.h"
 
 /* One GET of the map: a Redis that takes longer than this for one string is in trouble, and the
- * reload waits for it. */
+ * reload waits for it (the loader's stop does not: view_build_env_t.stop). */
 #define LATENCY_REDIS_TIMEOUT_MS 5000
 
 void view_latency_put(struct latency_ref *r)
@@ -30,14 +30,18 @@ void view_latency_put(struct latency_ref *r)
 }
 
 /* The value of key in the Redis of cfg (malloc'd, NUL-terminated, *len bytes), or NULL with a
- * message in err: Redis unreachable, no such key, not a string. */
-static char *redis_get(const config_t *cfg, const char *key, size_t *len, char *err, size_t errlen)
+ * message in err: Redis unreachable, no such key, not a string, or the owner stopping (*stop
+ * with stop_fd written: a stalled Redis does not hold the loader's stop for its timeouts). */
+static char *redis_get(const config_t *cfg, const char *key, const atomic_bool *stop, int stop_fd,
+                       size_t *len, char *err, size_t errlen)
 {
     char where[160], name[200], cerr[256];
     redis_conn_where_of(&cfg->redis, where, sizeof(where));
     snprintf(name, sizeof(name), "latency_map: redis %s", where);
     redis_conn_config_t cc;
     redis_conn_config_of(&cfg->redis, name, LATENCY_REDIS_TIMEOUT_MS, 1, 1, &cc);
+    cc.stop = stop;
+    cc.wakefd = stop ? stop_fd : -1;
     redis_conn_t *c = redis_conn_new(&cc, cerr, sizeof(cerr));
     redisReply *r = NULL;
     char *out = NULL;
@@ -67,8 +71,8 @@ static char *redis_get(const config_t *cfg, const char *key, size_t *len, char *
 }
 
 /* A new reference for the compiled map, from the file or the key's text. */
-static int load(const config_t *cfg, struct latency_ref *prev, struct latency_ref **out, char *err,
-                size_t errlen)
+static int load(const config_t *cfg, struct latency_ref *prev, const atomic_bool *stop, int stop_fd,
+                struct latency_ref **out, char *err, size_t errlen)
 {
     const config_latency_map_t *lm = &cfg->latency_map;
     char lerr[512] = "", source[1100];
@@ -93,7 +97,7 @@ static int load(const config_t *cfg, struct latency_ref *prev, struct latency_re
             goto fail;
         rc = latency_map_load_file(lm->file, &r->m, &ls, lerr, sizeof(lerr));
     } else {
-        if (!(text = redis_get(cfg, lm->redis_key, &len, lerr, sizeof(lerr)))) {
+        if (!(text = redis_get(cfg, lm->redis_key, stop, stop_fd, &len, lerr, sizeof(lerr)))) {
             rc = TERN_EIO;
             goto fail;
         }
@@ -135,7 +139,8 @@ fail:
 }
 
 int view_latency_get(struct latency_ref *prev, const config_t *cfg, bool quick,
-                     struct latency_ref **out, char *err, size_t errlen)
+                     const atomic_bool *stop, int stop_fd, struct latency_ref **out, char *err,
+                     size_t errlen)
 {
     const config_latency_map_t *lm = &cfg->latency_map;
     bool same = prev && (lm->file ? prev->dep.path && strcmp(prev->dep.path, lm->file) == 0
@@ -145,5 +150,5 @@ int view_latency_get(struct latency_ref *prev, const config_t *cfg, bool quick,
         *out = prev;
         return 0;
     }
-    return load(cfg, prev, out, err, errlen);
+    return load(cfg, prev, stop, stop_fd, out, err, errlen);
 }

@@ -13,6 +13,7 @@
 #ifndef TERN_LOAD_VIEW_LATENCY_H
 #define TERN_LOAD_VIEW_LATENCY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -21,10 +22,12 @@
 #include "snapshot.h"
 
 /** The map cfg->latency_map names: prev again (a new reference) while its source is unchanged
- * (quick: a source publish, not looked at again), else read and compiled anew. 0, or a negative
- * code with the message in err. */
+ * (quick: a source publish, not looked at again), else read and compiled anew. A Redis read
+ * gives up once *stop is true and stop_fd (the owner's eventfd) is written (both may be NULL
+ * and -1). 0, or a negative code with the message in err. */
 int view_latency_get(struct latency_ref *prev, const config_t *cfg, bool quick,
-                     struct latency_ref **out, char *err, size_t errlen);
+                     const atomic_bool *stop, int stop_fd, struct latency_ref **out, char *err,
+                     size_t errlen);
 
 /** Drop a reference. NULL is a no-op. */
 void view_latency_put(struct latency_ref *r);

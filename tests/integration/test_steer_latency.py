@@ -22,6 +22,8 @@ PoP with no record) at random latencies; the test computes the expected answer p
   redis       a second ternd reads the map from a Redis string (servers.Redis): the same checks
               on samples; a new value and SIGHUP: the answer follows; a broken value keeps the
               old map and logs "redis key K:LINE";
+  redis_stall a reload whose GET a stalled (SIGSTOPped) Redis never answers: SIGTERM still ends
+              ternd at once, not after the GET's 60 s read timeout;
   startup     ternd with a broken map exits at start with file:line.
 
 Prints one line per check and "N passed, N failed"; exits 1 on any failure. Only the processes
@@ -285,6 +287,45 @@ def check_redis(env):
     expect(got == ["1.2.3.10"], "after a broken value: got %s, want the old map's" % got)
 
 
+def check_redis_stall(env):
+    """A reload stuck on a stalled Redis (SIGSTOPped: connected, never answering) does not hold
+    the stop: SIGTERM ends ternd long before the 60 s read timeout this config gives the GET."""
+    redis = servers.Redis(env.work, name="redis-stall")
+    redis.start()
+    tern = None
+    try:
+        key = "tern:latency"
+        redis.cmd("SET", key, map_text(generate(7)))
+        extra = ('redis:\n  address: "%s:%d"\n  connect_timeout: 60000\n  read_timeout: 60000\n'
+                 % (LOOPBACK, redis.port))
+        tern = servers.YamlTernd(env.work, env.args.ternd,
+                                 env.yaml('{redis_key: "%s"}' % key, extra), name="tern-stall",
+                                 ternctl=env.args.ternctl)
+        tern.start(ZONE)
+        os.kill(redis.proc.pid, signal.SIGSTOP)
+        try:
+            os.kill(tern.proc.pid, signal.SIGHUP)
+            servers.wait_until(lambda: tern.log_has("SIGHUP: reloading"), 10, "the reload starts")
+            time.sleep(0.5)  # into the GET, which Redis will not answer
+            expect(tern.proc.poll() is None, "ternd still runs while the reload waits")
+            t0 = time.monotonic()
+            tern.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = tern.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                raise Failure("SIGTERM during a reload stalled on Redis: ternd still runs after "
+                              "30 s (the GET's read timeout is 60 s)")
+            took = time.monotonic() - t0
+            expect(rc == 0, "exit status %s after SIGTERM:\n%s" % (rc, tern.log_text()[-2000:]))
+            print("    SIGTERM during the stalled GET: exited in %.2f s" % took)
+        finally:
+            os.kill(redis.proc.pid, signal.SIGCONT)
+    finally:
+        if tern:
+            tern.stop()
+        redis.stop()
+
+
 def check_config(env):
     """latency_map's own errors, from --check-config."""
     for block, want in [("{}", "latency_map: give one of file and redis_key"),
@@ -375,6 +416,7 @@ def main():
             for name, fn in [("file", check_file), ("fallback", check_fallback),
                              ("explain", check_explain), ("dnssec", check_dnssec),
                              ("sighup", check_sighup), ("redis", check_redis),
+                             ("redis_stall", check_redis_stall),
                              ("config", check_config), ("request_log", check_request_log),
                              ("startup", check_startup)]:
                 run_check(results, name, lambda fn=fn: fn(env))
