@@ -19,15 +19,18 @@ threaded NAPI; the server end's NAPI kthread is pinned to CPU 0 and its CPU coun
 server's, the client end's to CPU 1. tern-bp busy-polls (udp_busy_poll_us 50, budget 64, prefer)
 with the server end's napi_defer_hard_irqs 2 and gro_flush_timeout 200 µs, the setting the README
 gives for it; gdnsd-defer is gdnsd under that same device setting, so the gain is not the
-setting's alone. Two phases:
+setting's alone. reflector is the floor of the socket path: bench/reflector.c, recvmmsg/sendmmsg
+with no DNS work (it echoes each query with QR set, which kxdpgun counts as a NOERROR reply), so
+what a socket server answers under flood is set against what the kernel leaves for any server
+on that CPU. Two phases:
 
   normal    --rate q/s (50k) for --secs: the server's CPU (utime+stime of all its threads, plus
             the NAPI kthread) per answered query
   overload  --flood q/s offered (600k, or what kxdpgun really manages: its "sent" is reported)
             for --secs: replies per second
 
-Medians over rounds, with ratios against tern-xdp and gdnsd, are printed; raw records go to
-bench/results/xdp-<date>.json. See bench/README.md ("AF_XDP flood").
+Medians over rounds, with ratios against tern-xdp, gdnsd and the reflector, are printed; raw
+records go to bench/results/xdp-<date>.json. See bench/README.md ("AF_XDP flood").
 """
 
 import argparse
@@ -46,11 +49,11 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "tests", "integration"))
 from run import (CACHE, CLIENT_CPU, ORIGIN, RESULTS, ROOT, SERVER_CPU, Gdnsd, Knot,  # noqa: E402
-                 Tern, _first_line, build_ternd, cpu_ticks, ensure_zone, log, median,
-                 proc_tree, stop_group)
+                 Reflector, Tern, _first_line, build_ternd, cpu_ticks, ensure_reflector,
+                 ensure_zone, log, median, proc_tree, stop_group)
 from test_xdp import SERVER4, SKIP, netns_main  # noqa: E402
 
-ALL = ("tern-xdp", "tern", "tern-bp", "knot-xdp", "knot", "gdnsd", "gdnsd-defer")
+ALL = ("tern-xdp", "tern", "tern-bp", "knot-xdp", "knot", "gdnsd", "gdnsd-defer", "reflector")
 # The server end's NAPI deferral for the busy-polling runs (tern-bp, and gdnsd-defer to show what
 # the device setting alone does for a server that does not busy-poll): the kernel's
 # Documentation/networking/napi.rst example values. Every other run has the kernel's 0 and 0.
@@ -108,6 +111,16 @@ class GdnsdDefer(Gdnsd):
     name = "gdnsd-defer"
 
 
+class XdpReflector(Reflector):
+    """bench/reflector.c on the server namespace's address (run.py's runs it on loopback)."""
+
+    def argv(self):
+        return [os.path.join(CACHE, "reflector"), "%s:%d" % (self.addr, self.port)]
+
+    def version(self):
+        return "bench/reflector.c"
+
+
 class KnotXdp(Knot):
     """knotd with xdp: listen: <the veth> (Knot 3.2's XDP mode), logging at info so a refused
     attach says why."""
@@ -125,7 +138,7 @@ class KnotXdp(Knot):
 
 
 CLASSES = {"tern-xdp": TernXdp, "tern": Tern, "tern-bp": TernBp, "knot-xdp": KnotXdp,
-           "knot": Knot, "gdnsd": Gdnsd, "gdnsd-defer": GdnsdDefer}
+           "knot": Knot, "gdnsd": Gdnsd, "gdnsd-defer": GdnsdDefer, "reflector": XdpReflector}
 XDP_SERVERS = ("tern-xdp", "knot-xdp")
 
 
@@ -209,6 +222,13 @@ class NsServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
+            if self.name == "reflector":  # an echo: any reply with a header will do
+                r = sh(*self.net.exec(self.net.cli, "dig", "+time=1", "+tries=1", "+norecurse",
+                                      "@" + SERVER4, ORIGIN, "SOA"), check=False)
+                if "->>HEADER<<-" in r.stdout:
+                    return True
+                time.sleep(0.2)
+                continue
             r = sh(*self.net.exec(self.net.cli, "dig", "+time=1", "+tries=1", "+short",
                                   "+norecurse", "@" + SERVER4, ORIGIN, "SOA"), check=False)
             if "hostmaster" in r.stdout:
@@ -387,7 +407,7 @@ def table(summ):
 
 def ratios(summ):
     lines = []
-    for base in ("tern-xdp", "gdnsd"):
+    for base in ("tern-xdp", "gdnsd", "reflector"):
         if base not in summ:
             continue
         for c in ("replies/s flood", "µs/q @rate"):
@@ -486,12 +506,15 @@ def main():
                                      check=False, timeout=600).returncode:
             sys.exit("ternd or tern_xdp.bpf.o did not build in %s" % bd)
     exe = {"tern-xdp": args.ternd, "tern": args.ternd, "tern-bp": args.ternd, "knot-xdp": "knotd",
-           "knot": "knotd", "gdnsd": "gdnsd", "gdnsd-defer": "gdnsd"}
+           "knot": "knotd", "gdnsd": "gdnsd", "gdnsd-defer": "gdnsd",
+           "reflector": "cc"}
     for s in list(args.servers):
         if not shutil.which(exe[s]):
             log("%s not installed (%s): skipped" % (s, exe[s]))
             args.servers.remove(s)
     os.makedirs(os.path.join(CACHE, "run"), exist_ok=True)
+    if "reflector" in args.servers:
+        ensure_reflector()
     zd, _ = ensure_zone("100k")
     zonefile, qfile = os.path.join(zd, ORIGIN + "zone"), os.path.join(zd, "queries.txt")
     # SIGTERM unwinds like an error, so the servers stop and the namespaces go
