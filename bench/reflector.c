@@ -24,7 +24,7 @@
 #define BATCH 64
 /* A query never needs more; a longer datagram is truncated and reflected as is. */
 #define BUF_LEN 1500
-/* The same socket buffers as ternd (src/net/server.c UDP_SOCKBUF): under a CPU quota the socket
+/* The same socket buffers as ternd's default (udp_rcvbuf, udp_sndbuf): under a CPU quota the socket
  * must absorb the throttled milliseconds, and the floor must not lose for a smaller buffer. */
 #define SOCKBUF (4 << 20)
 

@@ -239,6 +239,28 @@ static const opt_t schema[] = {
      .def = 1,
      .restart = true,
      .desc = "with busy polling: the workers, not the kernel's softirq, drive the device queue"},
+    /* Socket buffers of the UDP sockets. 4 MiB absorbs several milliseconds of line rate before a
+     * worker's next recvmmsg (dnsperf-style bursts overflow the kernel's 208 KiB default). With
+     * busy polling a smaller one can matter: while the kernel's receive thread holds the device
+     * queue it keeps a large buffer full, and a worker polls only once its socket is empty (README,
+     * "Floods on sockets"). As root (SO_RCVBUFFORCE) the value is set as given; otherwise the
+     * kernel caps it at net.core.rmem_max / wmem_max. restart-only: set when the sockets are
+     * bound. 0: leave the kernel's default (net.core.rmem_default / wmem_default), as gdnsd does
+     * unless told. */
+    {.key = "udp_rcvbuf",
+     .type = OPT_UINT,
+     FIELD(udp_rcvbuf),
+     .def = 4 << 20,
+     .max = 1 << 30,
+     .restart = true,
+     .desc = "bytes of receive buffer per UDP socket; 0 = the kernel's default"},
+    {.key = "udp_sndbuf",
+     .type = OPT_UINT,
+     FIELD(udp_sndbuf),
+     .def = 4 << 20,
+     .max = 1 << 30,
+     .restart = true,
+     .desc = "bytes of send buffer per UDP socket; 0 = the kernel's default"},
     {.key = "log_level",
      .type = OPT_ENUM,
      FIELD(log_level),

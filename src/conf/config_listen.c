@@ -306,6 +306,8 @@ server_settings_t config_server_settings(const config_t *c)
         .udp_busy_poll_us = c->udp_busy_poll_us,
         .udp_busy_poll_budget = c->udp_busy_poll_budget,
         .udp_prefer_busy_poll = c->udp_prefer_busy_poll,
+        .udp_rcvbuf = c->udp_rcvbuf,
+        .udp_sndbuf = c->udp_sndbuf,
         .dnssec_cache = c->dnssec_cache,
         .xdp_ifaces = c->xdp_listen,
         .nxdp = c->nxdp,

@@ -28,11 +28,6 @@
 #include "tern/common/mem.h"
 #include "worker.h"
 
-/* Socket buffers for UDP: the 208 KiB default overflows under dnsperf-style bursts before a
- * worker gets to its next recvmmsg; 4 MiB absorbs several milliseconds of line rate. Best effort:
- * the kernel caps it at net.core.{r,w}mem_max unless we may force it. */
-#define UDP_SOCKBUF (4 << 20)
-
 /* TCP send buffer of every accepted connection: two maximum-size answers in flight. */
 #define TCP_SOCK_SNDBUF (128 << 10)
 
@@ -70,13 +65,15 @@ static int setopt_int(int fd, int level, int name, int value)
     return setsockopt(fd, level, name, &value, sizeof(value));
 }
 
-/* Best effort: FORCE works as root and ignores rmem_max; otherwise take what the cap allows. */
-static void grow_buffers(int fd)
+/* UDP socket buffers of udp_rcvbuf and udp_sndbuf bytes (config.c says why 4 MiB by default), 0
+ * leaving the kernel's default. Best effort: FORCE works as root and ignores rmem_max / wmem_max;
+ * otherwise take what the cap allows. */
+static void size_buffers(int fd, const server_settings_t *set)
 {
-    if (setopt_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, UDP_SOCKBUF) < 0)
-        (void)setopt_int(fd, SOL_SOCKET, SO_RCVBUF, UDP_SOCKBUF);
-    if (setopt_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, UDP_SOCKBUF) < 0)
-        (void)setopt_int(fd, SOL_SOCKET, SO_SNDBUF, UDP_SOCKBUF);
+    if (set->udp_rcvbuf && setopt_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, (int)set->udp_rcvbuf) < 0)
+        (void)setopt_int(fd, SOL_SOCKET, SO_RCVBUF, (int)set->udp_rcvbuf);
+    if (set->udp_sndbuf && setopt_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, (int)set->udp_sndbuf) < 0)
+        (void)setopt_int(fd, SOL_SOCKET, SO_SNDBUF, (int)set->udp_sndbuf);
 }
 
 /* Busy polling on UDP socket fd (udp_busy_poll_us > 0; config.c says what it is for): 0, or -1
@@ -95,8 +92,8 @@ static int busy_poll(int fd, const server_settings_t *set, const char **what)
 
 /* One socket of the given type on l's address with the given port. Returns the fd, or -1 with
  * errno set and a message naming the step in *what. */
-static int open_socket(const config_listen_t *l, int type, uint16_t port, bool wildcard,
-                       const char **what)
+static int open_socket(const config_listen_t *l, const server_settings_t *set, int type,
+                       uint16_t port, bool wildcard, const char **what)
 {
     struct sockaddr_storage ss = l->addr;
     int family = ss.ss_family;
@@ -114,7 +111,7 @@ static int open_socket(const config_listen_t *l, int type, uint16_t port, bool w
     if (family == AF_INET6 && setopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1) < 0)
         goto fail;
     if (type == SOCK_DGRAM) {
-        grow_buffers(fd);
+        size_buffers(fd, set);
         struct timeval idle = {.tv_sec = 0, .tv_usec = UDP_BUSY_IDLE_US};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)) < 0)
             goto fail;
@@ -209,8 +206,8 @@ static int bind_listen(server_t *s, size_t li)
                 if (!(udp ? l->udp : l->tcp))
                     continue;
                 proto = udp ? "udp" : "tcp";
-                int fd =
-                    open_socket(l, udp ? SOCK_DGRAM : SOCK_STREAM, port, s->wildcard[li], &what);
+                int fd = open_socket(l, &s->set, udp ? SOCK_DGRAM : SOCK_STREAM, port,
+                                     s->wildcard[li], &what);
                 if (udp)
                     wk->udp_fd[li] = fd;
                 else
@@ -263,7 +260,7 @@ static int bind_tls(server_t *s, size_t li)
     const char *what = "bind";
     for (unsigned w = 0; w < s->nworkers; w++) {
         worker_t *wk = &s->workers[w];
-        if ((wk->tls_fd[li] = open_socket(l, SOCK_STREAM, port, false, &what)) < 0)
+        if ((wk->tls_fd[li] = open_socket(l, &s->set, SOCK_STREAM, port, false, &what)) < 0)
             goto fail;
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);

@@ -43,6 +43,8 @@
  *   udp_busy_poll_us: 0                         # µs a UDP socket polls the NIC when empty
  *   udp_busy_poll_budget: 64                    # packets per busy poll
  *   udp_prefer_busy_poll: true                  # the poller, not the kernel, drives the queue
+ *   udp_rcvbuf: 4194304                         # bytes, SO_RCVBUF(FORCE); 0 = kernel default
+ *   udp_sndbuf: 4194304                         # bytes, SO_SNDBUF(FORCE); 0 = kernel default
  *   log_level: info                             # error | warning | info | debug
  *   log_target: stderr                          # stderr | stdout | syslog
  *   user: tern                                  # after binding; unset = stay who we are
@@ -500,6 +502,8 @@ typedef struct config {
     unsigned udp_busy_poll_us;     /* SO_BUSY_POLL on UDP sockets: µs; 0 (default) = off */
     unsigned udp_busy_poll_budget; /* SO_BUSY_POLL_BUDGET: packets per poll, default 64 */
     bool udp_prefer_busy_poll;     /* SO_PREFER_BUSY_POLL (default true when busy polling) */
+    unsigned udp_rcvbuf;           /* SO_RCVBUF(FORCE) of UDP sockets, bytes; 0 = kernel's */
+    unsigned udp_sndbuf;           /* SO_SNDBUF(FORCE) of UDP sockets, bytes; 0 = kernel's */
     unsigned dnssec_lifetime;      /* seconds a signature is valid, default 14 days */
     unsigned dnssec_refresh;       /* re-sign when less remains, default 7 days */
     unsigned dnssec_cache;         /* per-query signatures cached per worker, default 16384 */

@@ -84,6 +84,8 @@ typedef struct server_settings {
     unsigned udp_busy_poll_us;
     unsigned udp_busy_poll_budget;
     bool udp_prefer_busy_poll;
+    unsigned udp_rcvbuf;   /* SO_RCVBUF(FORCE) of UDP sockets, bytes; 0 = the kernel's default */
+    unsigned udp_sndbuf;   /* SO_SNDBUF(FORCE) of UDP sockets, bytes; 0 = the kernel's default */
     unsigned dnssec_cache; /* per-query signatures cached per worker */
     /* AF_XDP (xdp: listen:): UDP to xdp_port on these interfaces is answered from XSK sockets,
      * one worker per receive queue; none = sockets only */

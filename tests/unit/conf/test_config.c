@@ -574,7 +574,7 @@ static void test_example_has_every_option(void **state)
                      indent);
         nested++;
     }
-    assert_int_equal(count, 63);
+    assert_int_equal(count, 65);
     /* xdp 1; a zone 16, its dnssec 3, its catalog_consumer 2, a group 1; catalogs 5;
      * dnssec_policies 16; api 5, a key 4; tls 9; redis 17; load 1; health 8, its log 4, a check 12;
      * acl 3, ratelimit 8, rrl 9, cookies 4; aname 4, an upstream 4; query_log 5, its dnstap 6, its

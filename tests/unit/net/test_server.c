@@ -279,19 +279,26 @@ static void test_udp_v4(void **state)
 /* The UDP sockets bound to port: their busy-poll options as the kernel holds them, asserted
  * equal to us and prefer on each (SO_BUSY_POLL_BUDGET cannot be read back: the kernel has no
  * getsockopt for it; its setsockopt failing fails the start). Returns the sockets looked at. */
+/* Whether fd is an IPv4 UDP socket bound to port (a worker's, when port is the server's). */
+static bool udp_socket_on(int fd, uint16_t port)
+{
+    int type = 0;
+    socklen_t l = sizeof(type);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_DGRAM &&
+           getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+           ntohs(sa.sin_port) == port;
+}
+
 static unsigned check_busy_poll(uint16_t port, int us, int prefer)
 {
     unsigned seen = 0;
     for (int fd = 3; fd < 4096; fd++) {
-        int type = 0, v = -1, p = -1;
-        socklen_t l = sizeof(type);
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof(sa);
-        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_DGRAM ||
-            getsockname(fd, (struct sockaddr *)&sa, &sl) < 0 || sa.sin_family != AF_INET ||
-            ntohs(sa.sin_port) != port)
+        int v = -1, p = -1;
+        if (!udp_socket_on(fd, port))
             continue;
-        l = sizeof(v);
+        socklen_t l = sizeof(v);
         assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, &l), 0);
         l = sizeof(p);
         assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &p, &l), 0);
@@ -333,6 +340,60 @@ static void test_udp_busy_poll(void **state)
     start1("127.0.0.1:0");
     port = server_port(fx.srv, 0);
     assert_int_equal(check_busy_poll(port, 0, 0), 2);
+    stop();
+}
+
+/* SO_RCVBUF and SO_SNDBUF of every UDP socket on port (the kernel reports twice what was set),
+ * checked against rcv and snd; returns how many sockets it saw. */
+static unsigned check_sockbuf(uint16_t port, int rcv, int snd)
+{
+    unsigned seen = 0;
+    for (int fd = 3; fd < 4096; fd++) {
+        int r = -1, w = -1;
+        if (!udp_socket_on(fd, port))
+            continue;
+        socklen_t l = sizeof(r);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &l), 0);
+        l = sizeof(w);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, &l), 0);
+        assert_int_equal(r, rcv);
+        assert_int_equal(w, snd);
+        seen++;
+    }
+    return seen;
+}
+
+/* A value of /proc/sys/net/core (rmem_max and the like). */
+static int core_sysctl(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/proc/sys/net/core/%s", name);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int v = -1;
+    assert_int_equal(fscanf(f, "%d", &v), 1);
+    fclose(f);
+    return v;
+}
+
+/* udp_rcvbuf and udp_sndbuf size every worker's UDP socket: as root exactly (SO_*BUFFORCE),
+ * otherwise capped at rmem_max / wmem_max; 0 leaves the kernel's default (rmem_default and
+ * wmem_default). Queries are answered either way. */
+static void test_udp_sockbuf(void **state)
+{
+    (void)state;
+    static const char *const listen[] = {"127.0.0.1:0"};
+    const int rcv = 300000;
+    setup(listen, 1, 2, 8, true);
+    fx.cfg.udp_rcvbuf = (unsigned)rcv;
+    fx.cfg.udp_sndbuf = 0;
+    launch();
+    uint16_t port = server_port(fx.srv, 0);
+    int want =
+        geteuid() == 0 ? rcv : (rcv < core_sysctl("rmem_max") ? rcv : core_sysctl("rmem_max"));
+    assert_int_equal(check_sockbuf(port, 2 * want, core_sysctl("wmem_default")), 2);
+    for (uint16_t id = 1; id <= 10; id++)
+        udp_roundtrip(AF_INET, "127.0.0.1", port, id);
     stop();
 }
 
@@ -1546,6 +1607,7 @@ int main(void)
         cmocka_unit_test(test_udp_burst_mmsg),
         cmocka_unit_test(test_udp_steering),
         cmocka_unit_test(test_udp_busy_poll),
+        cmocka_unit_test(test_udp_sockbuf),
         cmocka_unit_test(test_udp_socket_drops),
         cmocka_unit_test(test_udp_burst_fallback),
         cmocka_unit_test(test_udp_drop),
