@@ -16,14 +16,16 @@ of bench/gen_zone.py on the veth's address; kxdpgun in namespace B, pinned to CP
 zone's query file (bench/.cache/z100k/queries.txt, "name TYPE" lines: kxdpgun's format) from an
 AF_XDP socket. Both veth ends have GRO on (which gives veth a NAPI instance without XDP too) and
 threaded NAPI; the server end's NAPI kthread is pinned to CPU 0 and its CPU counted with the
-server's, the client end's to CPU 1. tern-bp busy-polls (udp_busy_poll_us 50, budget 64, prefer)
-with the server end's napi_defer_hard_irqs 2 and gro_flush_timeout 200 µs, the setting the README
-gives for it; gdnsd-defer is gdnsd under that same device setting, so the gain is not the
-setting's alone. reflector is the floor of the socket path: bench/reflector.c, recvmmsg/sendmmsg
-with no DNS work (it echoes each query with QR set, which kxdpgun counts as a NOERROR reply), so
-what a socket server answers under flood is set against what the kernel leaves for any server
-on that CPU. Two phases:
+server's, the client end's to CPU 1. tern-bp busy-polls (udp_busy_poll_us 50, budget 64, prefer,
+udp_rcvbuf 256 KiB) with the server end's napi_defer_hard_irqs 2 and gro_flush_timeout 1 ms, the
+setting the README gives for it ("Floods on sockets"); gdnsd-defer is gdnsd under that same
+device setting, so the gain is not the setting's alone. reflector is the floor of the socket
+path: bench/reflector.c, recvmmsg/sendmmsg with no DNS work (it echoes each query with QR set,
+which kxdpgun counts as a NOERROR reply), so what a socket server answers under flood is set
+against what the kernel leaves for any server on that CPU. Three phases:
 
+  light     1k q/s for 3 s from bench/udp_latency.py: round-trip times (what deferring the
+            device's interrupts costs a query when traffic is light)
   normal    --rate q/s (50k) for --secs: the server's CPU (utime+stime of all its threads, plus
             the NAPI kthread) per answered query
   overload  --flood q/s offered (600k, or what kxdpgun really manages: its "sent" is reported)
@@ -55,9 +57,19 @@ from test_xdp import SERVER4, SKIP, netns_main  # noqa: E402
 
 ALL = ("tern-xdp", "tern", "tern-bp", "knot-xdp", "knot", "gdnsd", "gdnsd-defer", "reflector")
 # The server end's NAPI deferral for the busy-polling runs (tern-bp, and gdnsd-defer to show what
-# the device setting alone does for a server that does not busy-poll): the kernel's
-# Documentation/networking/napi.rst example values. Every other run has the kernel's 0 and 0.
-DEFER_HARD_IRQS, GRO_FLUSH_TIMEOUT_NS = 2, 200000
+# the device setting alone does for a server that does not busy-poll), the README's ("Floods on
+# sockets"): a worker keeps the device queue only while it comes back to poll within the
+# timeout, and answering what one poll brings (up to 128 datagrams) takes it 300-600 µs, so the
+# kernel's example 200 µs (Documentation/networking/napi.rst) hands the queue back to the NAPI
+# thread under flood (so do 500 µs); 1 ms keeps it. Every other run has the kernel's 0 and 0.
+DEFER_HARD_IRQS, GRO_FLUSH_TIMEOUT_NS = 2, 1000000
+# tern-bp's udp_rcvbuf: small enough that a worker finds its socket empty, and polls, within one
+# of the NAPI thread's CPU slices (with 4 MiB the thread keeps it full and the queue); large
+# enough for what one poll brings (truesize about 2 KiB a datagram here).
+BP_RCVBUF = 262144
+# The light-load phase: bench/udp_latency.py at this rate, what a query waits when the device's
+# interrupts are deferred and the worker sleeps.
+LIGHT_RATE, LIGHT_SECS = 1000, 3
 DEFERRED = ("tern-bp", "gdnsd-defer")
 BOUND = 20  # seconds for any one setup command: ip, sysctl writes, dig
 
@@ -102,7 +114,8 @@ class TernBp(Tern):
     def argv(self):
         conf = os.path.join(self.dir, "bp.yaml")
         with open(conf, "w") as f:
-            f.write("udp_busy_poll_us: 50\nudp_busy_poll_budget: 64\nudp_prefer_busy_poll: true\n")
+            f.write("udp_busy_poll_us: 50\nudp_busy_poll_budget: 64\nudp_prefer_busy_poll: true\n"
+                    "udp_rcvbuf: %d\n" % BP_RCVBUF)
         return super().argv() + ["-c", conf]
 
 
@@ -331,6 +344,17 @@ def phase(args, net, mac, qfile, srv, rate, profile=False):
     return rec
 
 
+def light(net):
+    """bench/udp_latency.py from the client namespace: round trips at LIGHT_RATE q/s."""
+    r = sh(*net.exec(net.cli, "taskset", "-c", CLIENT_CPU, "/usr/bin/python3",
+                     os.path.join(BENCH, "udp_latency.py"), SERVER4, "53", str(LIGHT_RATE),
+                     str(LIGHT_SECS), ORIGIN), check=False, timeout=LIGHT_SECS + 30)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError("udp_latency.py failed: %s" % (r.stdout + r.stderr)[-800:])
+
+
 def one_round(args, net, mac, qfile, zonefile, name):
     rec = {"server": name, "loadavg": open("/proc/loadavg").read().split()[:3]}
     napi_defer(net, name in DEFERRED)
@@ -343,6 +367,7 @@ def one_round(args, net, mac, qfile, zonefile, name):
             raise RuntimeError("%s: XDP program %s on %s:\n%s" % (
                 name, "attached" if attached else "not attached", net.srv_if, srv.log_tail()))
         time.sleep(1)  # let background loaders settle
+        rec["light"] = light(net)
         rec["normal"] = phase(args, net, mac, qfile, srv, args.rate)
         time.sleep(1)
         rec["overload"] = phase(args, net, mac, qfile, srv, args.flood, profile=args.perf)
@@ -372,6 +397,8 @@ FIELDS = [  # (label, phase, key, format)
     ("µs/q @rate", "normal", "cpu_us_per_q", "%.3f"),
     ("of it NAPI µs/q", "normal", "napi_us_per_q", "%.3f"),
     ("answered % @rate", "normal", "answered_pct", "%.2f"),
+    ("p50 µs @1k", "light", "p50_us", "%.0f"),
+    ("p99 µs @1k", "light", "p99_us", "%.0f"),
 ]
 
 
@@ -447,9 +474,11 @@ def bench(args, net, zonefile, qfile):
             raw[name].append(rec)
             n, o = rec["normal"], rec["overload"]
             log("  @%d: %.3f µs/q (NAPI %.3f s of %.3f s), answered %.2f%%; flood: sent %d/s, "
-                "replies %d/s" % (args.rate, n["cpu_us_per_q"] or 0, n["napi_cpu_s"],
-                                  n["server_cpu_s"] + n["napi_cpu_s"], n["answered_pct"],
-                                  o["sent_pps"], o["replies_pps"]))
+                "replies %d/s (NAPI %.2f s); @%d: p50 %s µs, p99 %s µs" % (
+                    args.rate, n["cpu_us_per_q"] or 0, n["napi_cpu_s"],
+                    n["server_cpu_s"] + n["napi_cpu_s"], n["answered_pct"], o["sent_pps"],
+                    o["replies_pps"], o["napi_cpu_s"], LIGHT_RATE, rec["light"]["p50_us"],
+                    rec["light"]["p99_us"]))
     summ = summarize(raw)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "kernel": os.uname().release,

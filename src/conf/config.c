@@ -241,12 +241,12 @@ static const opt_t schema[] = {
      .desc = "with busy polling: the workers, not the kernel's softirq, drive the device queue"},
     /* Socket buffers of the UDP sockets. 4 MiB absorbs several milliseconds of line rate before a
      * worker's next recvmmsg (dnsperf-style bursts overflow the kernel's 208 KiB default). With
-     * busy polling a smaller one can matter: while the kernel's receive thread holds the device
-     * queue it keeps a large buffer full, and a worker polls only once its socket is empty (README,
-     * "Floods on sockets"). As root (SO_RCVBUFFORCE) the value is set as given; otherwise the
-     * kernel caps it at net.core.rmem_max / wmem_max. restart-only: set when the sockets are
-     * bound. 0: leave the kernel's default (net.core.rmem_default / wmem_default), as gdnsd does
-     * unless told. */
+     * busy polling 256 KiB is better: while the kernel's receive thread holds the device queue it
+     * keeps a large buffer full, and a worker polls only once its socket is empty, so with 4 MiB
+     * the thread kept the queue through a whole flood (README, "Floods on sockets"). As root
+     * (SO_RCVBUFFORCE) the value is set as given; otherwise the kernel caps it at net.core.rmem_max
+     * / wmem_max. restart-only: set when the sockets are bound. 0: leave the kernel's default
+     * (net.core.rmem_default / wmem_default), as gdnsd does unless told. */
     {.key = "udp_rcvbuf",
      .type = OPT_UINT,
      FIELD(udp_rcvbuf),
