@@ -5,9 +5,9 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdatomic.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -68,10 +68,10 @@ struct loader {
     pthread_cond_t done; /* loader_reload_wait() waits here for a finished reload */
     uint64_t requested;  /* requests so far */
     uint64_t finished;   /* every request up to this one is covered by a finished reload */
-    bool stop;
-    /* The stop as a build's waits on peers see it (view_build_env_t.stop): set, and halt_fd (an
-     * eventfd, or -1) written, by loader_stop_thread() before it joins the thread. */
-    atomic_bool halt;
+    /* Set under mu by loader_stop_thread(), which then writes halt_fd (an eventfd, or -1) before
+     * it joins the thread: atomic because a build's waits on peers read it without mu
+     * (view_build_env_t.stop). */
+    atomic_bool stop;
     int halt_fd;
     uint64_t generation; /* reloads attempted */
     loader_listener_fn listener;
@@ -143,7 +143,7 @@ static int build(loader_t *l, const config_t *cfg, bool quick, struct snapshot *
                                   .stale = (const char *const *)l->stale,
                                   .nstale = l->nstale,
                                   .kasp = l->kasp,
-                                  .stop = &l->halt,
+                                  .stop = &l->stop,
                                   .stop_fd = l->halt_fd};
     return view_build(&env, l->cur, cfg, quick, out, changed, err, errlen);
 }
@@ -1020,13 +1020,12 @@ void loader_stop_thread(loader_t *l)
      * source (sources_configure()), so stopping the source under it would free what it is using,
      * or race it to stop the source twice and leave one it started after the stop. */
     if (l && l->started) {
-        atomic_store(&l->halt, true);
-        if (l->halt_fd >= 0)
-            (void)eventfd_write(l->halt_fd, 1);
         pthread_mutex_lock(&l->mu);
-        l->stop = true;
+        atomic_store(&l->stop, true);
         pthread_cond_broadcast(&l->wake);
         pthread_mutex_unlock(&l->mu);
+        if (l->halt_fd >= 0)
+            (void)eventfd_write(l->halt_fd, 1);
         pthread_join(l->thread, NULL);
         l->started = false;
     }
