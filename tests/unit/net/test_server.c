@@ -276,9 +276,6 @@ static void test_udp_v4(void **state)
     stop();
 }
 
-/* The UDP sockets bound to port: their busy-poll options as the kernel holds them, asserted
- * equal to us and prefer on each (SO_BUSY_POLL_BUDGET cannot be read back: the kernel has no
- * getsockopt for it; its setsockopt failing fails the start). Returns the sockets looked at. */
 /* Whether fd is an IPv4 UDP socket bound to port (a worker's, when port is the server's). */
 static bool udp_socket_on(int fd, uint16_t port)
 {
@@ -291,22 +288,32 @@ static bool udp_socket_on(int fd, uint16_t port)
            ntohs(sa.sin_port) == port;
 }
 
-static unsigned check_busy_poll(uint16_t port, int us, int prefer)
+/* Two SOL_SOCKET options of every UDP socket on port, checked against want_a and want_b;
+ * returns how many sockets it saw. */
+static unsigned check_udp_opts(uint16_t port, int name_a, int want_a, int name_b, int want_b)
 {
     unsigned seen = 0;
     for (int fd = 3; fd < 4096; fd++) {
-        int v = -1, p = -1;
+        int a = -1, b = -1;
         if (!udp_socket_on(fd, port))
             continue;
-        socklen_t l = sizeof(v);
-        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, &l), 0);
-        l = sizeof(p);
-        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &p, &l), 0);
-        assert_int_equal(v, us);
-        assert_int_equal(p, prefer);
+        socklen_t l = sizeof(a);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, name_a, &a, &l), 0);
+        l = sizeof(b);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, name_b, &b, &l), 0);
+        assert_int_equal(a, want_a);
+        assert_int_equal(b, want_b);
         seen++;
     }
     return seen;
+}
+
+/* The UDP sockets bound to port: their busy-poll options as the kernel holds them, asserted
+ * equal to us and prefer on each (SO_BUSY_POLL_BUDGET cannot be read back: the kernel has no
+ * getsockopt for it; its setsockopt failing fails the start). Returns the sockets looked at. */
+static unsigned check_busy_poll(uint16_t port, int us, int prefer)
+{
+    return check_udp_opts(port, SO_BUSY_POLL, us, SO_PREFER_BUSY_POLL, prefer);
 }
 
 /* udp_busy_poll_us: every worker's UDP socket carries the busy-poll options, and queries are
@@ -343,24 +350,10 @@ static void test_udp_busy_poll(void **state)
     stop();
 }
 
-/* SO_RCVBUF and SO_SNDBUF of every UDP socket on port (the kernel reports twice what was set),
- * checked against rcv and snd; returns how many sockets it saw. */
+/* SO_RCVBUF and SO_SNDBUF of every UDP socket on port (the kernel reports twice what was set). */
 static unsigned check_sockbuf(uint16_t port, int rcv, int snd)
 {
-    unsigned seen = 0;
-    for (int fd = 3; fd < 4096; fd++) {
-        int r = -1, w = -1;
-        if (!udp_socket_on(fd, port))
-            continue;
-        socklen_t l = sizeof(r);
-        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &r, &l), 0);
-        l = sizeof(w);
-        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w, &l), 0);
-        assert_int_equal(r, rcv);
-        assert_int_equal(w, snd);
-        seen++;
-    }
-    return seen;
+    return check_udp_opts(port, SO_RCVBUF, rcv, SO_SNDBUF, snd);
 }
 
 /* A value of /proc/sys/net/core (rmem_max and the like). */
