@@ -94,29 +94,35 @@ def sh(*argv, check=True, timeout=BOUND):
                           text=True)
 
 
-class TernXdp(Tern):
-    """ternd with xdp: listen: [the veth] (a one-key config file; the flags give the rest)."""
-    name = "tern-xdp"
+class TernConf(Tern):
+    """ternd with a small config file of conf() beside the flags (which give the rest)."""
     iface = None
 
+    def conf(self):
+        raise NotImplementedError
+
     def argv(self):
-        conf = os.path.join(self.dir, "xdp.yaml")
-        with open(conf, "w") as f:
-            f.write("xdp:\n  listen: [%s]\n" % self.iface)
-        return super().argv() + ["-c", conf]
+        path = os.path.join(self.dir, self.name + ".yaml")
+        with open(path, "w") as f:
+            f.write(self.conf())
+        return super().argv() + ["-c", path]
 
 
-class TernBp(Tern):
+class TernXdp(TernConf):
+    """ternd with xdp: listen: [the veth]."""
+    name = "tern-xdp"
+
+    def conf(self):
+        return "xdp:\n  listen: [%s]\n" % self.iface
+
+
+class TernBp(TernConf):
     """ternd on sockets with busy polling (udp_busy_poll_us; README "Floods on sockets")."""
     name = "tern-bp"
-    iface = None
 
-    def argv(self):
-        conf = os.path.join(self.dir, "bp.yaml")
-        with open(conf, "w") as f:
-            f.write("udp_busy_poll_us: 50\nudp_busy_poll_budget: 64\nudp_prefer_busy_poll: true\n"
-                    "udp_rcvbuf: %d\n" % BP_RCVBUF)
-        return super().argv() + ["-c", conf]
+    def conf(self):
+        return ("udp_busy_poll_us: 50\nudp_busy_poll_budget: 64\nudp_prefer_busy_poll: true\n"
+                "udp_rcvbuf: %d\n" % BP_RCVBUF)
 
 
 class GdnsdDefer(Gdnsd):
